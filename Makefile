@@ -1,0 +1,126 @@
+# pagedlab: set-up, labs, demo, tests, benchmarks.
+#
+#   make lab     set up (venv + pinned packages + model), then start JupyterLab on labs/
+#   make demo    set up, then serve data/prompts.jsonl through the engine, headless
+#   make test    set up, then run the whole test suite (pytest tests/ + nbval on solutions/)
+#
+# Every target is idempotent: once set up, the set-up steps take well under a second
+# (a stamp file in .venv depends on pyproject.toml and requirements.lock; the model check is cached).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON      ?= python3
+VENV        ?= .venv
+VPY         := $(VENV)/bin/python
+PAGEDLAB    := $(VENV)/bin/pagedlab
+STAMP       := $(VENV)/.pagedlab-setup.stamp
+LOCK        := requirements.lock
+EXTRAS      := lab,test,triton
+# auto: on Linux without an NVIDIA GPU, add PyTorch's CPU wheel index when it is reachable
+# (saves ~4 GB of CUDA wheels); none: never; or a URL.
+TORCH_INDEX ?= auto
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+
+LAB_DIR     ?= labs
+PORT        ?= 8888
+LAB_ARGS    ?=
+PROMPTS     ?= data/prompts.jsonl
+PYTEST_ARGS ?=
+ARTIFACTS   := tests/artifacts
+NOTEBOOKS   := $(wildcard solutions/*.ipynb)
+NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg)
+
+.PHONY: help setup model lab demo test bench doctor lock clean distclean
+
+help:
+	@echo "pagedlab make targets:"
+	@echo "  make lab        set up and start JupyterLab on $(LAB_DIR)/ (PORT=$(PORT), LAB_DIR=..., LAB_ARGS=...)"
+	@echo "  make demo       set up and run the engine headless on $(PROMPTS)"
+	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
+	@echo "  make bench      set up and run the benchmarks/ scripts"
+	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
+	@echo "  make model      download and verify the SmolLM2-135M GGUF into the cache (~98 MB)"
+	@echo "  make doctor     check the installation and print fixes"
+	@echo "  make lock       regenerate $(LOCK) from the current venv"
+	@echo "  make clean      remove caches and test artifacts (distclean: also $(VENV))"
+
+# ------------------------------------------------------------------------------------------- set-up
+
+setup: $(STAMP) model
+
+$(STAMP): pyproject.toml $(LOCK)
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null || { \
+	  echo "error: pagedlab needs Python >= 3.10; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)." >&2; \
+	  echo "       run e.g. 'make $(MAKECMDGOALS) PYTHON=python3.11'" >&2; exit 1; }
+	@if [ ! -x "$(VPY)" ]; then \
+	  echo "==> creating $(VENV) with $$($(PYTHON) --version)"; \
+	  $(PYTHON) -m venv "$(VENV)" || { echo "error: '$(PYTHON) -m venv' failed (Debian/Ubuntu: apt-get install python3-venv)" >&2; exit 1; }; \
+	fi
+	@extra=""; idx="$(TORCH_INDEX)"; \
+	if [ "$$idx" = auto ]; then \
+	  idx=none; \
+	  if [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
+	     && ! "$(VPY)" -c 'import importlib.metadata as m, sys; sys.exit(0 if m.version("torch").startswith("2.13.0") else 1)' 2>/dev/null \
+	     && "$(VPY)" -c 'import urllib.request as u; u.urlopen("$(TORCH_CPU_INDEX)/torch/", timeout=5)' >/dev/null 2>&1; then \
+	    idx="$(TORCH_CPU_INDEX)"; \
+	  fi; \
+	fi; \
+	if [ "$$idx" != none ]; then extra="--extra-index-url $$idx"; echo "==> using torch wheel index $$idx"; fi; \
+	echo "==> installing pagedlab[$(EXTRAS)] (editable) with the versions pinned in $(LOCK)"; \
+	set -x; "$(VPY)" -m pip install --disable-pip-version-check $$extra -c $(LOCK) -e ".[$(EXTRAS)]"
+	@touch "$@"
+	@echo "==> set-up done ($(VENV))"
+
+model: $(STAMP)
+	@"$(PAGEDLAB)" fetch-model >/dev/null
+
+doctor: $(STAMP)
+	@"$(PAGEDLAB)" doctor
+
+lock: $(STAMP)
+	"$(VPY)" .ci/lock.py > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
+	@touch "$(STAMP)"
+	@echo "==> wrote $(LOCK)"
+
+# ------------------------------------------------------------------------------------------- use
+
+lab: setup
+	@flags="--ServerApp.root_dir=$(CURDIR)/$(LAB_DIR) --port=$(PORT)"; \
+	if [ "$$(id -u)" = 0 ]; then flags="$$flags --allow-root"; fi; \
+	if [ -n "$$CI" ] || { [ "$$(uname -s)" != Darwin ] && [ -z "$$DISPLAY" ] && [ -z "$$WAYLAND_DISPLAY" ]; }; then \
+	  flags="$$flags --no-browser"; \
+	  echo "==> no display: open the http://127.0.0.1:...?token=... URL printed below in your browser"; \
+	  echo "    (remote machine: ssh -N -L $(PORT):127.0.0.1:$(PORT) user@host, then open the URL locally)"; \
+	fi; \
+	set -x; exec "$(VENV)/bin/jupyter" lab $$flags $(LAB_ARGS)
+
+demo: setup
+	"$(PAGEDLAB)" generate $(PROMPTS)
+
+test: setup
+	@mkdir -p $(ARTIFACTS)
+	TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
+	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)
+
+bench: setup
+	@if [ -f benchmarks/run_all.py ]; then \
+	  set -x; exec "$(VPY)" benchmarks/run_all.py; \
+	fi; \
+	cuda=$$("$(VPY)" -c 'import torch; print(int(torch.cuda.is_available()))'); found=0; \
+	for f in benchmarks/bench_*.py; do \
+	  [ -e "$$f" ] || continue; found=1; \
+	  case "$$f" in *gpu*|*cuda*) if [ "$$cuda" != 1 ]; then echo "==> skip $$f (no CUDA GPU)"; continue; fi;; esac; \
+	  echo "==> $$f"; "$(VPY)" "$$f" || exit $$?; \
+	done; \
+	if [ "$$found" = 0 ]; then echo "error: no benchmarks/run_all.py or benchmarks/bench_*.py yet" >&2; exit 1; fi
+
+# ------------------------------------------------------------------------------------------- clean
+
+clean:
+	rm -rf build dist .pytest_cache .hypothesis $(ARTIFACTS)
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info
+	@echo "(the model cache, ~/.cache/pagedlab or \$$PAGEDLAB_CACHE_DIR, is kept; delete it by hand)"

@@ -1,0 +1,130 @@
+"""PyTorch reference implementations of the paged-attention kernels.
+
+These are the ground truth the Triton kernels are tested against, and the path the engine
+runs on CPU. They read the KV cache *through the block table* exactly as the kernels do,
+but they gather each sequence's blocks into a contiguous tensor first (which a real kernel
+avoids) and then call ``torch.nn.functional.scaled_dot_product_attention``.
+
+Layout (vLLM's, per layer): ``key_cache`` and ``value_cache`` are
+``[num_blocks, block_size, num_kv_heads, head_dim]``; token position ``p`` of a sequence
+lives at ``block_table[p // block_size]``, row ``p % block_size``.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+
+
+def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
+                      value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """Write new K/V rows into the paged cache through the slot mapping (vLLM ``reshape_and_cache``).
+
+    Args:
+        key, value: ``[num_tokens, num_kv_heads, head_dim]``.
+        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``, written in place.
+        slot_mapping: int64 ``[num_tokens]``; ``slot = block_id * block_size + offset``.
+            A slot of -1 marks padding and is skipped.
+    """
+    num_blocks, block_size = key_cache.shape[:2]
+    valid = slot_mapping >= 0
+    if not bool(valid.all()):
+        key, value, slot_mapping = key[valid], value[valid], slot_mapping[valid]
+    flat_k = key_cache.view(num_blocks * block_size, *key_cache.shape[2:])
+    flat_v = value_cache.view(num_blocks * block_size, *value_cache.shape[2:])
+    flat_k.index_copy_(0, slot_mapping, key.to(key_cache.dtype))
+    flat_v.index_copy_(0, slot_mapping, value.to(value_cache.dtype))
+
+
+def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """The first ``seq_len`` rows of one sequence, read through its block table.
+
+    Args:
+        cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+        block_table: int ``[>= ceil(seq_len / block_size)]`` physical block ids.
+    Returns:
+        ``[seq_len, num_kv_heads, head_dim]`` (a copy).
+    """
+    block_size = cache.shape[1]
+    n = (seq_len + block_size - 1) // block_size
+    blocks = cache.index_select(0, block_table[:n].long())
+    return blocks.reshape(n * block_size, *cache.shape[2:])[:seq_len]
+
+
+def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """One query token per sequence attends to its whole cached context.
+
+    Args:
+        query: ``[num_seqs, num_q_heads, head_dim]``.
+        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+        block_tables: int ``[num_seqs, max_blocks_per_seq]`` (unused tail entries may hold any id).
+        seq_lens: int ``[num_seqs]``, context length including the query token; 0 gives a zero row.
+        scale: softmax scale, usually ``head_dim ** -0.5``.
+    Returns:
+        ``[num_seqs, num_q_heads, head_dim]`` in the query's dtype.
+    """
+    num_seqs, num_q_heads, head_dim = query.shape
+    num_blocks, block_size, num_kv_heads, _ = key_cache.shape
+    max_len = int(seq_lens.max()) if num_seqs else 0
+    if max_len == 0:                                      # nothing to attend to (or no sequences)
+        return torch.zeros_like(query)
+    max_blocks = (max_len + block_size - 1) // block_size
+    # Gather every sequence's blocks at once: [S, max_blocks] ids -> [S, max_blocks * bs, H, D].
+    # Table entries past a sequence's length may hold any id; their rows are masked out below.
+    ids = block_tables[:, :max_blocks].long().clamp(0, num_blocks - 1).reshape(-1)
+    k = key_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
+    v = value_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
+    length = max_blocks * block_size
+    lens = seq_lens.to(device=query.device, dtype=torch.long)
+    mask = torch.arange(length, device=query.device).unsqueeze(0) < lens.unsqueeze(1)   # [S, L]
+    out = F.scaled_dot_product_attention(
+        query.unsqueeze(2).float(),                                   # [S, Hq, 1, D]
+        k.transpose(1, 2).float(), v.transpose(1, 2).float(),         # [S, Hkv, L, D]
+        attn_mask=mask[:, None, None, :], scale=scale, enable_gqa=num_q_heads != num_kv_heads)
+    # seq_len == 0 masks a whole row; define its output as 0 (as the Triton kernel does), not NaN.
+    out = out.squeeze(2).masked_fill((lens == 0)[:, None, None], 0.0)
+    return out.to(query.dtype)
+
+
+def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                            block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor, seq_lens: torch.Tensor,
+                            scale: float) -> torch.Tensor:
+    """Variable-length queries (prefill chunks) attend causally to cached context plus themselves.
+
+    Query ``i`` of sequence ``s`` sits at position ``context_len + i`` where
+    ``context_len = seq_lens[s] - q_len(s)``: tokens served from the prefix cache or computed by
+    earlier chunks are read through the block table, never recomputed.
+
+    Args:
+        query: ``[total_q, num_q_heads, head_dim]``, sequences concatenated.
+        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``; the new
+            tokens' K/V must already be written (``reshape_and_cache``).
+        block_tables: int ``[num_seqs, max_blocks_per_seq]``.
+        cu_seqlens_q: int ``[num_seqs + 1]``, prefix sums of query lengths (``q_len`` may be 0).
+        seq_lens: int ``[num_seqs]``, total KV length of each sequence after this step.
+        scale: softmax scale.
+    Returns:
+        ``[total_q, num_q_heads, head_dim]``.
+    """
+    num_q_heads = query.shape[1]
+    num_kv_heads = key_cache.shape[2]
+    out = torch.empty_like(query)
+    starts = cu_seqlens_q.tolist()
+    for s, seq_len in enumerate(seq_lens.tolist()):
+        q0, q1 = starts[s], starts[s + 1]
+        q_len = q1 - q0
+        if q_len == 0:
+            continue
+        ctx = seq_len - q_len
+        k = gather_kv(key_cache, block_tables[s], seq_len).transpose(0, 1).float()   # [Hkv, L, D]
+        v = gather_kv(value_cache, block_tables[s], seq_len).transpose(0, 1).float()
+        q = query[q0:q1].transpose(0, 1).float()                                     # [Hq, q, D]
+        # Causal with an offset: query i may see keys 0 .. ctx + i.
+        dev = query.device
+        mask = torch.arange(seq_len, device=dev).unsqueeze(0) <= (ctx + torch.arange(q_len, device=dev)).unsqueeze(1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                           enable_gqa=num_q_heads != num_kv_heads)
+        out[q0:q1] = o.transpose(0, 1).to(query.dtype)
+    return out

@@ -1,0 +1,31 @@
+"""pagedlab: a course kit on KV-cache memory management in LLM serving engines.
+
+The offline API mirrors vLLM's::
+
+    from pagedlab import LLM, SamplingParams
+    llm = LLM(block_size=16, num_gpu_blocks=256)
+    out = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
+                   SamplingParams(temperature=0, max_tokens=32))
+    print(out[0].outputs[0].text)
+"""
+__version__ = "0.1.0"
+
+from pagedlab.errors import (ConfigError, InvalidRequestError, ModelFileCorruptError, ModelNotFoundError,
+                             PagedLabError)
+from pagedlab.outputs import CompletionOutput, RequestOutput
+from pagedlab.sampling_params import SamplingParams
+
+
+def __getattr__(name):
+    # The engine pulls in torch and transformers: import it only when asked for.
+    if name == "LLM":
+        from pagedlab.engine.llm import LLM
+        return LLM
+    if name == "LLMEngine":
+        from pagedlab.engine.llm_engine import LLMEngine
+        return LLMEngine
+    raise AttributeError(f"module 'pagedlab' has no attribute {name!r}")
+
+
+__all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "CompletionOutput", "PagedLabError",
+           "ConfigError", "InvalidRequestError", "ModelNotFoundError", "ModelFileCorruptError"]

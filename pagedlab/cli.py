@@ -1,0 +1,118 @@
+"""The ``pagedlab`` command.
+
+Each subcommand lives in its own module, which exposes two functions::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None: ...
+    def main(args: argparse.Namespace) -> int: ...
+
+and is registered here with one line in :data:`COMMANDS`. Only the module of the subcommand being
+run is imported (``pagedlab --help`` imports none of them, so it is instant and works even while a
+module is missing or broken). A subcommand that needs nested commands (``labs build``/``labs
+check``) adds its own sub-parsers in ``add_arguments``.
+
+Errors derived from :class:`pagedlab.errors.PagedLabError` are printed as one clear message (no
+traceback) with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import NamedTuple, Optional, Sequence
+
+
+class Command(NamedTuple):
+    name: str  #: the subcommand, as typed
+    module: str  #: module exposing add_arguments(parser) and main(args) -> int
+    help: str  #: one line for `pagedlab --help`
+
+
+#: The registry. Add a subcommand with one line here.
+COMMANDS: list[Command] = [
+    Command("doctor", "pagedlab.doctor", "check the installation and say how to fix each problem"),
+    Command("fetch-model", "pagedlab.model.fetch", "download and verify the SmolLM2-135M GGUF (~98 MB)"),
+    Command("generate", "pagedlab.demo", "serve a file of chat prompts through the paged engine (headless demo)"),
+    # Command("bench", "pagedlab.bench", "..."),
+    # Command("replay", "pagedlab.sim.replay", "..."),
+    # Command("grade", "pagedlab.grading.grade", "..."),
+    # Command("labs", "pagedlab.grading.labs", "build labs/ from solutions/, or check they are in sync"),
+]
+
+EXIT_UNAVAILABLE = 2
+
+
+def _version() -> str:
+    try:
+        from pagedlab import __version__
+    except Exception:  # pragma: no cover
+        __version__ = "?"
+    return f"pagedlab {__version__}"
+
+
+def _chosen(argv: Sequence[str]) -> Optional[Command]:
+    names = {c.name: c for c in COMMANDS}
+    for tok in argv:
+        if tok == "--":
+            return None
+        if not tok.startswith("-"):
+            return names.get(tok)
+    return None
+
+
+def build_parser(argv: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, Optional[Command], Optional[object]]:
+    """The top-level parser; the chosen subcommand's module (if any in ``argv``) is imported and
+    adds its arguments. Returns (parser, chosen command, its module or an ImportError)."""
+    parser = argparse.ArgumentParser(
+        prog="pagedlab",
+        description="pagedlab: a course kit on KV-cache memory management in LLM serving.",
+        epilog="Run `pagedlab COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    chosen = _chosen(argv)
+    loaded: Optional[object] = None
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        if chosen is not None and cmd.name == chosen.name:
+            try:
+                loaded = importlib.import_module(cmd.module)
+                loaded.add_arguments(p)  # type: ignore[attr-defined]
+            except ImportError as e:
+                loaded = e
+                # accept anything so the clear "not available" message wins over argparse noise
+                p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser, chosen, loaded
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, chosen, loaded = build_parser(argv)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_UNAVAILABLE
+    assert chosen is not None and chosen.name == args.command
+    if isinstance(loaded, ImportError):
+        print(
+            f"pagedlab {chosen.name}: not available: module {chosen.module} could not be imported\n"
+            f"  ({type(loaded).__name__}: {loaded})\n"
+            "  fix: if you are on an older checkout, update it; otherwise reinstall with `make setup`",
+            file=sys.stderr,
+        )
+        return EXIT_UNAVAILABLE
+    from pagedlab.errors import PagedLabError
+
+    try:
+        rc = loaded.main(args)  # type: ignore[union-attr]
+    except PagedLabError as e:
+        print(f"pagedlab {chosen.name}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"pagedlab {chosen.name}: interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # python -m pagedlab.cli
+    sys.exit(main())

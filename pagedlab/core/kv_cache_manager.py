@@ -1,0 +1,295 @@
+"""The KV-cache manager the scheduler talks to (as vLLM v1 ``vllm/v1/core/kv_cache_manager.py``).
+
+It keeps each request's *block table* (``req_to_blocks``) and turns the scheduler's questions
+into block-pool operations:
+
+* ``get_computed_blocks`` - how much of this request is already cached? (lookup only)
+* ``allocate_slots``      - give it room for ``num_new_tokens`` more tokens, all or nothing
+* ``free``                - it finished or was preempted: give its blocks back, tail first
+
+Beyond vLLM v1 it keeps two vLLM v0 features the course teaches: copy-on-write ``fork``
+(parallel sampling, beam search; ``copy_on_write.py``) and swapping to a CPU pool (``swap.py``). The prefix cache is
+either vLLM's hash chain (``prefix_cache="hash"``) or SGLang's radix tree (``"radix"``,
+``radix_prefix.py``); both keep the same ``get_computed_blocks``/``allocate_slots``/``free``
+contract.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from pagedlab.core import hashing
+from pagedlab.core.block_pool import BlockPool, KVCacheBlock, distinct_blocks as _distinct
+from pagedlab.core.copy_on_write import CopyOnWriteMixin
+from pagedlab.core.radix_prefix import RadixPrefixMixin
+from pagedlab.core.swap import SwapMixin
+from pagedlab.errors import ConfigError
+from pagedlab.sched.request import Request
+from pagedlab.trace import Tracer, _active
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division."""
+    return -(-a // b)
+
+
+@dataclass
+class PrefixCacheStats:
+    """Prefix-cache lookups since the last reset, in tokens (as vLLM ``PrefixCacheStats``)."""
+
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.queries if self.queries else 0.0
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
+    """Block tables, prefix caching, copy-on-write fork and swap over one ``BlockPool``.
+
+    Invariant: a block's ``ref_cnt`` equals the number of requests whose table contains it
+    (each table counts once even if it lists the block twice, bug B10), plus one if the radix
+    tree holds it.
+
+    Args:
+        block_size: tokens per block, >= 1.
+        num_gpu_blocks: blocks in the device pool, >= 1.
+        max_model_len: longest sequence in tokens; allocation beyond it raises.
+        enable_caching: enable prefix caching.
+        prefix_cache: ``"hash"`` (vLLM hash chain) or ``"radix"`` (SGLang radix tree).
+        num_cpu_blocks: blocks of the CPU swap pool (vLLM v0 ``swap_space``), >= 0.
+        hash_seed: seed of the chain root ``NONE_HASH``; None = the process's random root.
+        tracer: optional ``pagedlab.trace.Tracer``.
+
+    Raises:
+        ConfigError: a size is not a positive int, or ``prefix_cache`` is unknown.
+    """
+
+    def __init__(self, block_size: int, num_gpu_blocks: int, max_model_len: int,
+                 enable_caching: bool = False, prefix_cache: str = "hash", num_cpu_blocks: int = 0,
+                 hash_seed: Optional[int] = None, tracer: Optional[Tracer] = None) -> None:
+        _check_int("block_size", block_size, 1)
+        _check_int("num_gpu_blocks", num_gpu_blocks, 1)
+        _check_int("max_model_len", max_model_len, 1)
+        _check_int("num_cpu_blocks", num_cpu_blocks, 0)
+        if prefix_cache not in ("hash", "radix"):
+            raise ConfigError(f"prefix_cache must be 'hash' or 'radix', got {prefix_cache!r}")
+        self.block_size = block_size
+        self.num_gpu_blocks = num_gpu_blocks
+        self.max_model_len = max_model_len
+        self.enable_caching = bool(enable_caching)
+        self.prefix_cache = prefix_cache
+        self.tracer = tracer
+        self.use_hash = self.enable_caching and prefix_cache == "hash"
+        self.use_radix = self.enable_caching and prefix_cache == "radix"
+        # The radix tree caches by tokens, so the pool's hash map stays off in radix mode.
+        self.block_pool = BlockPool(num_gpu_blocks, self.use_hash, tracer)
+        self.none_hash = hashing.make_none_hash(hash_seed) if hash_seed is not None else hashing.NONE_HASH
+        self.block_hasher = (hashing.get_request_block_hasher(block_size, self.none_hash)
+                             if self.use_hash else None)
+        self.req_to_blocks: Dict[str, List[KVCacheBlock]] = {}
+        # Blocks of each request already published to the hash map (vLLM ``num_cached_block``).
+        self.num_cached_block: Dict[str, int] = {}
+        self._pending_copies: List[Tuple[int, int]] = []
+        self.prefix_cache_stats = PrefixCacheStats()
+        self._init_radix()
+        self._init_swap(num_cpu_blocks)
+
+    # --- lookup -------------------------------------------------------------------------
+    def get_computed_blocks(self, request: Request) -> Tuple[List[KVCacheBlock], int]:
+        """Longest cached prefix of ``request`` (as vLLM v1 ``get_computed_blocks``).
+
+        Changes no reference counts (the radix tree may split a node and stamp access times, as
+        SGLang's ``match_prefix``). The hit is block-aligned, stops at the first miss, and covers
+        at most ``num_tokens - 1`` tokens: the last token is always recomputed to get logits
+        (if the prompt is an exact multiple of ``block_size`` its whole last block is recomputed).
+
+        Returns:
+            ``(blocks, num_computed_tokens)`` with ``num_computed_tokens == len(blocks) * block_size``.
+        """
+        if not self.enable_caching:
+            return [], 0
+        max_blocks = (request.num_tokens - 1) // self.block_size
+        if self.use_hash:
+            self._ensure_hashes(request)
+            hits: List[KVCacheBlock] = []
+            for block_hash in request.block_hashes[:max_blocks]:
+                block = self.block_pool.get_cached_block(block_hash)
+                if block is None:
+                    break  # chain property: nothing after a miss can hit
+                hits.append(block)
+        else:
+            hits, _ = self._radix_match(request, max_blocks * self.block_size)
+        num_tokens = len(hits) * self.block_size
+        self.prefix_cache_stats.requests += 1
+        self.prefix_cache_stats.queries += request.num_tokens
+        self.prefix_cache_stats.hits += num_tokens
+        if _active(self.tracer):
+            self.tracer.record("cache_hit", request_id=request.request_id,
+                               block_ids=[b.block_id for b in hits], num_tokens=num_tokens)
+        return hits, num_tokens
+
+    def _ensure_hashes(self, request: Request) -> None:
+        # A request built without ``block_hasher`` gets its hashes topped up here, so a
+        # forgotten hasher costs hits but never publishes a block under a missing hash.
+        if self.block_hasher is not None and len(request.block_hashes) < request.num_tokens // self.block_size:
+            request.block_hashes.extend(self.block_hasher(request))
+
+    # --- allocation ---------------------------------------------------------------------
+    def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
+                       new_computed_blocks: Optional[List[KVCacheBlock]] = None) -> Optional[List[KVCacheBlock]]:
+        """Make room for ``num_new_tokens`` tokens after the computed ones (as vLLM v1 ``allocate_slots``).
+
+        Order (all-or-nothing): capacity check, counting hit blocks that sit in the free queue
+        and blocks to copy-on-write; then touch the hits (before popping, so a hit is never
+        evicted by this very allocation); then copy shared blocks the new tokens would write
+        into (vLLM v0 CoW, the pair is queued for ``take_pending_copies``); then pop new blocks;
+        then publish full blocks up to ``min(computed + new, num_tokens)`` (hash path).
+
+        ``request.num_computed_tokens`` must be the tokens already in cache for this request;
+        the caller advances it after a successful call. The table may change in place (CoW), so
+        read ``get_block_ids`` afterwards rather than patching a copy.
+
+        Args:
+            request: the request.
+            num_new_tokens: tokens to compute this step, >= 1.
+            num_new_computed_tokens: prefix-hit tokens (from ``get_computed_blocks``).
+            new_computed_blocks: the hit blocks (from ``get_computed_blocks``).
+
+        Returns:
+            The newly popped blocks (possibly empty), or None when the pool is too short
+            (nothing changed).
+
+        Raises:
+            ValueError: ``num_new_tokens < 1``, the request is swapped out, the hit does not
+                match the request, or the sequence would exceed ``max_model_len``.
+        """
+        if isinstance(num_new_tokens, bool) or not isinstance(num_new_tokens, int) or num_new_tokens < 1:
+            raise ValueError(f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}")
+        rid = request.request_id
+        if rid in self.req_to_cpu_blocks:
+            raise ValueError(f"request {rid} is swapped out; swap_in before allocating")
+        hits = list(new_computed_blocks or [])
+        if num_new_computed_tokens != len(hits) * self.block_size:
+            raise ValueError(f"num_new_computed_tokens={num_new_computed_tokens} does not match "
+                             f"{len(hits)} hit blocks of {self.block_size} tokens")
+        req_blocks = self.req_to_blocks.get(rid, [])
+        if hits and req_blocks:
+            raise ValueError(f"request {rid} already holds blocks; prefix hits apply only to a new request")
+        start = request.num_computed_tokens + num_new_computed_tokens
+        end = start + num_new_tokens
+        if end > self.max_model_len:
+            raise ValueError(f"request {rid}: {end} tokens exceed max_model_len={self.max_model_len}")
+
+        num_new_blocks = max(0, cdiv(end, self.block_size) - len(hits) - len(req_blocks))
+        # Hit blocks still in the free queue are not free for this allocation.
+        num_free_hits = sum(1 for b in hits if b.ref_cnt == 0)
+        # Held blocks the new tokens write into that others share: copy them first.
+        first, last = start // self.block_size, (end - 1) // self.block_size
+        cow_idx = [i for i in range(first, min(last + 1, len(req_blocks))) if req_blocks[i].ref_cnt > 1]
+        need = num_new_blocks + num_free_hits + len(cow_idx)
+
+        radix_lock = self._radix_lock_hit(request, hits) if self.use_radix else None
+        if need > self.block_pool.get_num_free_blocks() + self._num_evictable_blocks():
+            if radix_lock is not None:
+                self._radix_unlock(radix_lock)
+            return None
+        self._evict_until_free(need)
+
+        self.block_pool.touch(hits, owner=rid)
+        req_blocks = self.req_to_blocks.setdefault(rid, req_blocks)
+        req_blocks.extend(hits)
+        if self.use_radix and hits:
+            self._radix_on_hit(request, radix_lock, len(hits))
+        for i in cow_idx:
+            self._copy_on_write(request, req_blocks, i)
+        new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=rid)
+        req_blocks.extend(new_blocks)
+
+        if self.use_hash:
+            self._ensure_hashes(request)
+            num_cached = self.num_cached_block.get(rid, 0) + len(hits)
+            num_full = min(end, request.num_tokens) // self.block_size
+            self.block_pool.cache_full_blocks(request, req_blocks, num_cached, num_full, self.block_size)
+            self.num_cached_block[rid] = max(num_cached, num_full)
+        return new_blocks
+
+    # --- release ------------------------------------------------------------------------
+    def free(self, request: Request) -> None:
+        """Release every block of ``request``, tail first (as vLLM v1 ``KVCacheManager.free``).
+
+        Freed blocks keep their hash (hash path) so a later request, or this one after
+        preemption, can hit them; the tail of the chain enters the free queue first and is
+        evicted first. In radix mode the request's computed full blocks are inserted into the
+        tree instead (SGLang ``cache_finished_req``) and its lock is released. A swapped-out
+        request's CPU blocks are released. Freeing a request that holds nothing is a no-op.
+        """
+        rid = request.request_id
+        self._free_cpu_blocks(rid)
+        blocks = self.req_to_blocks.pop(rid, None)
+        self.num_cached_block.pop(rid, None)
+        if blocks is None:
+            self._radix_forget(rid)
+            return
+        # One reference per distinct block, whatever the table repeats (bug B10).
+        to_free = self._radix_cache_finished(request, blocks) if self.use_radix else blocks
+        self.block_pool.free_blocks(reversed(_distinct(to_free)), owner=rid)
+
+    # --- accounting ---------------------------------------------------------------------
+    def get_block_ids(self, request_id: str) -> List[int]:
+        """The request's block table as block ids (empty if it holds none)."""
+        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
+
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks an allocation can use: the free queue plus, in radix mode, evictable tree blocks."""
+        return self.block_pool.get_num_free_blocks() + self._num_evictable_blocks()
+
+    @property
+    def usage(self) -> float:
+        """KV usage in [0, 1]: ``1 - num_free_blocks / num_gpu_blocks`` (cached-but-free counts free)."""
+        return 1.0 - self.num_free_blocks / self.num_gpu_blocks
+
+    def make_prefix_cache_stats(self) -> PrefixCacheStats:
+        """Return the stats gathered since the last call and start new ones (as vLLM)."""
+        stats, self.prefix_cache_stats = self.prefix_cache_stats, PrefixCacheStats()
+        return stats
+
+    def reset_prefix_cache(self) -> bool:
+        """Drop all cached content; refused (False, nothing changes) while any request holds blocks."""
+        if self.req_to_blocks:
+            return False
+        self._radix_reset()
+        return self.block_pool.reset_prefix_cache()
+
+    def snapshot(self) -> Dict[str, Any]:
+        """Plain JSON-able state in the ``pagedlab.trace`` snapshot format, plus ``block_size``,
+        ``req_to_blocks`` ({request_id: [block_id]}), ``swapped`` ({request_id: [cpu_block_id]}),
+        ``pending_copies`` and ``prefix_cache_stats``."""
+        snap = self.block_pool.snapshot()
+        for rid, blocks in self.req_to_blocks.items():
+            for b in _distinct(blocks):
+                snap["blocks"][b.block_id]["owners"].append(rid)
+        for bid in self._radix_owned_block_ids():
+            snap["blocks"][bid]["owners"].append("radix")
+            snap["blocks"][bid]["hashed"] = True
+        for entry in snap["blocks"]:
+            entry["owners"].sort()
+        snap.update(
+            step=self.tracer.step if self.tracer is not None else 0,
+            block_size=self.block_size,
+            req_to_blocks={rid: [b.block_id for b in blocks] for rid, blocks in self.req_to_blocks.items()},
+            swapped={rid: [b.block_id for b in blocks] for rid, blocks in self.req_to_cpu_blocks.items()},
+            cpu_blocks=self._cpu_snapshot(),
+            pending_copies=[list(p) for p in self._pending_copies],
+            prefix_cache_stats=asdict(self.prefix_cache_stats),
+        )
+        return snap
+

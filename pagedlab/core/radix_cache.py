@@ -1,0 +1,335 @@
+"""Radix-tree prefix cache with SGLang 0.4.6 semantics (``sglang/srt/mem_cache/radix_cache.py``).
+
+Where vLLM names each full block by a hash chain, SGLang keeps one radix tree over every cached
+token sequence. Each edge (a ``TreeNode``) holds a run of tokens (``key``) and the KV slot ids of
+those tokens (``value``, one per token). Shared prefixes are stored once: ``insert`` returns how
+many tokens were already present, and the caller frees its own duplicate slots for that span
+(the tree *de-duplicates*, unlike vLLM).
+
+Accounting kept beside the operations that change it (the invariant the tests check after
+every step, bug B12)::
+
+    evictable_size_ + protected_size_ == tokens in the tree
+
+A node is *protected* while ``lock_ref > 0`` (a running request uses it); locks are taken on a
+node and every ancestor up to the root. ``evict`` frees least-recently-used unlocked *leaves*
+first, and pushes a parent onto the heap once it becomes a leaf, so shared ancestors outlive
+the branches below them.
+
+Paging: with ``page_size = P > 1`` keys are matched and inserted a whole page at a time (lengths
+are truncated to a multiple of P) and children are keyed by the tuple of their first page, so
+every node boundary, hence every split, falls on a page boundary.
+
+Namespaces: an optional ``extra_key`` (e.g. ``(("lora", "X"), ("salt", "s"))``) is part of every
+child key, so requests with different adapters or salts never share nodes (as SGLang 0.5's
+``RadixKey.extra_key``; 0.4.6 had none).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+
+from pagedlab.errors import ConfigError
+
+_node_ids = itertools.count()
+
+
+class TreeNode:
+    """One edge of the radix tree (as SGLang ``TreeNode``).
+
+    Attributes:
+        children: child nodes keyed by ``(extra_key, first token)`` (or first page tuple).
+        parent: None only for the root.
+        key: token ids on this edge.
+        value: KV slot ids of those tokens, ``len(value) == len(key)``.
+        lock_ref: number of locks covering this node; > 0 means it cannot be evicted.
+        last_access_time: logical clock of the last match/insert through this node (LRU).
+        hit_count: times a match walked through this node.
+        extra_key: namespace of the node (None for the default namespace).
+    """
+
+    __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time",
+                 "hit_count", "extra_key")
+
+    def __init__(self, parent: Optional["TreeNode"] = None, key: Optional[List[int]] = None,
+                 value: Optional[List[int]] = None, extra_key: Optional[Hashable] = None,
+                 now: int = 0) -> None:
+        self.id = next(_node_ids)
+        self.children: Dict[Hashable, TreeNode] = {}
+        self.parent = parent
+        self.key: List[int] = key if key is not None else []
+        self.value: List[int] = value if value is not None else []
+        self.lock_ref = 0
+        self.last_access_time = now
+        self.hit_count = 0
+        self.extra_key = extra_key
+
+    def __lt__(self, other: "TreeNode") -> bool:
+        # Lets a heap of nodes act as an LRU; the id breaks ties deterministically.
+        return (self.last_access_time, self.id) < (other.last_access_time, other.id)
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+
+
+class RadixCache:
+    """Radix tree of cached token sequences (as SGLang 0.4.6 ``RadixCache``).
+
+    Args:
+        page_size: tokens per page; matches and inserts are truncated to multiples of it.
+
+    Raises:
+        ConfigError: ``page_size`` is not a positive int.
+    """
+
+    def __init__(self, page_size: int = 1) -> None:
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ConfigError(f"page_size must be an int >= 1, got {page_size!r}")
+        self.page_size = page_size
+        self.reset()
+
+    def reset(self) -> None:
+        """Empty the tree (the caller is responsible for the slots it held)."""
+        self._clock = 0
+        self.root_node = TreeNode()
+        # The root is permanently locked so it is never evicted and lock walks stop there.
+        self.root_node.lock_ref = 1
+        self.evictable_size_ = 0
+        self.protected_size_ = 0
+
+    # --- keys ---------------------------------------------------------------------------
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _child_key(self, key: Sequence[int], extra_key: Optional[Hashable]) -> Hashable:
+        first = key[0] if self.page_size == 1 else tuple(key[:self.page_size])
+        return first if extra_key is None else (extra_key, first)
+
+    def _key_match(self, node_key: Sequence[int], key: Sequence[int]) -> int:
+        """Length of the common prefix, in whole pages."""
+        p = self.page_size
+        n = min(len(node_key), len(key))
+        i = 0
+        if p == 1:
+            while i < n and node_key[i] == key[i]:
+                i += 1
+            return i
+        while i + p <= n and node_key[i:i + p] == key[i:i + p]:
+            i += p
+        return i
+
+    def _page_align(self, key: Sequence[int]) -> List[int]:
+        return list(key[:len(key) // self.page_size * self.page_size])
+
+    # --- match / insert -----------------------------------------------------------------
+    def match_prefix(self, key: Sequence[int], extra_key: Optional[Hashable] = None) -> Tuple[List[int], TreeNode]:
+        """Longest cached prefix of ``key`` (as SGLang ``match_prefix``).
+
+        Mutates the tree: stamps ``last_access_time`` on the path and splits the last node when
+        the match ends inside it, so ``last_node`` covers exactly the matched prefix.
+
+        Args:
+            key: token ids; truncated to a multiple of ``page_size``.
+            extra_key: namespace.
+
+        Returns:
+            ``(value, last_node)``: the matched slot ids (one per matched token) and the deepest
+            node of the match (the root if nothing matched).
+        """
+        key = self._page_align(key)
+        now = self._tick()
+        node = self.root_node
+        node.last_access_time = now
+        value: List[int] = []
+        while key:
+            child = node.children.get(self._child_key(key, extra_key))
+            if child is None:
+                break
+            child.last_access_time = now
+            child.hit_count += 1
+            n = self._key_match(child.key, key)
+            if n < len(child.key):
+                node = self._split_node(child, n)
+                value.extend(node.value)
+                break
+            value.extend(child.value)
+            node = child
+            key = key[n:]
+        return value, node
+
+    def insert(self, key: Sequence[int], value: Optional[Sequence[int]] = None,
+               extra_key: Optional[Hashable] = None) -> int:
+        """Insert ``key -> value``; return the number of leading tokens that were already present.
+
+        As SGLang ``insert``: existing nodes keep their own values (the caller frees its duplicate
+        slots for the returned span); one new leaf holds the unmatched suffix and is evictable.
+
+        Args:
+            key: token ids; truncated to a multiple of ``page_size``.
+            value: slot ids, one per token (defaults to ``key`` itself, as SGLang).
+            extra_key: namespace.
+        """
+        key = self._page_align(key)
+        value = list(key) if value is None else list(value[:len(key)])
+        assert len(value) == len(key), "insert needs one value per token"
+        now = self._tick()
+        node = self.root_node
+        node.last_access_time = now
+        total = 0
+        while key:
+            child = node.children.get(self._child_key(key, extra_key))
+            if child is None:
+                break
+            child.last_access_time = now
+            n = self._key_match(child.key, key)
+            total += n
+            key, value = key[n:], value[n:]
+            node = self._split_node(child, n) if n < len(child.key) else child
+        if key:
+            leaf = TreeNode(node, key, value, extra_key, now)
+            node.children[self._child_key(key, extra_key)] = leaf
+            self.evictable_size_ += len(key)
+        return total
+
+    def _split_node(self, child: TreeNode, split_len: int) -> TreeNode:
+        """Cut ``child`` at ``split_len``; return the new parent holding the first part.
+
+        The new node copies ``child.lock_ref``: every lock that pins the child also pins the path
+        through the new parent, and the token counts stay in the same bucket (no accounting change).
+        """
+        parent = child.parent
+        new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key,
+                       child.last_access_time)
+        new.lock_ref = child.lock_ref
+        new.hit_count = child.hit_count
+        child.key, child.value = child.key[split_len:], child.value[split_len:]
+        child.parent = new
+        new.children[self._child_key(child.key, child.extra_key)] = child
+        parent.children[self._child_key(new.key, new.extra_key)] = new
+        return new
+
+    # --- locks --------------------------------------------------------------------------
+    def inc_lock_ref(self, node: TreeNode) -> int:
+        """Lock ``node`` and its ancestors; return the change of ``evictable_size_`` (<= 0)."""
+        delta = 0
+        while node is not self.root_node:
+            if node.lock_ref == 0:
+                self.evictable_size_ -= len(node.key)
+                self.protected_size_ += len(node.key)
+                delta -= len(node.key)
+            node.lock_ref += 1
+            node = node.parent
+        return delta
+
+    def dec_lock_ref(self, node: TreeNode) -> int:
+        """Undo one ``inc_lock_ref(node)``; return the change of ``evictable_size_`` (>= 0).
+
+        Raises:
+            ValueError: some node on the path is not locked (unbalanced unlock; nothing changes).
+        """
+        walk = node
+        while walk is not self.root_node:
+            if walk.lock_ref <= 0:
+                raise ValueError(f"dec_lock_ref on unlocked node {walk!r}")
+            walk = walk.parent
+        delta = 0
+        while node is not self.root_node:
+            if node.lock_ref == 1:
+                self.evictable_size_ += len(node.key)
+                self.protected_size_ -= len(node.key)
+                delta += len(node.key)
+            node.lock_ref -= 1
+            node = node.parent
+        return delta
+
+    # --- eviction -----------------------------------------------------------------------
+    def evict(self, num_tokens: int, evict_callback: Callable[[List[int]], Any]) -> int:
+        """Free at least ``num_tokens`` tokens from unlocked leaves, LRU first (as SGLang ``evict``).
+
+        Args:
+            num_tokens: tokens to free; eviction stops early when nothing evictable is left.
+            evict_callback: receives each evicted node's ``value`` (slot ids) to release them.
+
+        Returns:
+            Tokens actually evicted.
+        """
+        heap = [n for n in self._collect_leaves() if n.lock_ref == 0]
+        heapq.heapify(heap)
+        evicted = 0
+        while evicted < num_tokens and heap:
+            x = heapq.heappop(heap)
+            if x is self.root_node or x.lock_ref > 0:
+                continue
+            evict_callback(x.value)
+            evicted += len(x.key)
+            self._delete_leaf(x)
+            parent = x.parent
+            if not parent.children and parent is not self.root_node and parent.lock_ref == 0:
+                heapq.heappush(heap, parent)  # the parent just became a leaf
+        return evicted
+
+    def _delete_leaf(self, node: TreeNode) -> None:
+        parent = node.parent
+        del parent.children[self._child_key(node.key, node.extra_key)]
+        self.evictable_size_ -= len(node.key)
+
+    def _collect_leaves(self) -> List[TreeNode]:
+        leaves, stack = [], [self.root_node]
+        while stack:
+            node = stack.pop()
+            if node.children:
+                stack.extend(node.children.values())
+            elif node is not self.root_node:
+                leaves.append(node)
+        return leaves
+
+    # --- accounting ---------------------------------------------------------------------
+    def evictable_size(self) -> int:
+        """Tokens in unlocked nodes."""
+        return self.evictable_size_
+
+    def protected_size(self) -> int:
+        """Tokens in locked nodes."""
+        return self.protected_size_
+
+    def nodes(self) -> List[TreeNode]:
+        """Every node except the root, parents before children."""
+        out, stack = [], list(self.root_node.children.values())
+        while stack:
+            node = stack.pop()
+            out.append(node)
+            stack.extend(node.children.values())
+        return out
+
+    def total_size(self) -> int:
+        """Tokens in the tree, summed over nodes (O(nodes); for checks)."""
+        return sum(len(n.key) for n in self.nodes())
+
+    def all_values(self) -> List[int]:
+        """Every slot id the tree holds (O(tokens); for checks)."""
+        return [v for n in self.nodes() for v in n.value]
+
+    def snapshot(self) -> Dict[str, Any]:
+        """Plain JSON-able tree: nested ``{"id", "key", "value", "lock_ref", "last_access_time",
+        "children": [...]}`` under ``"root"``, plus the two size counters."""
+        def dump(n: TreeNode) -> Dict[str, Any]:
+            return {"id": n.id, "key": list(n.key), "value": list(n.value), "lock_ref": n.lock_ref,
+                    "last_access_time": n.last_access_time,
+                    "children": [dump(c) for c in sorted(n.children.values(), key=lambda c: c.id)]}
+        return {"page_size": self.page_size, "evictable_size": self.evictable_size_,
+                "protected_size": self.protected_size_, "root": dump(self.root_node)}
+
+    def pretty_print(self) -> str:
+        """Indented text rendering of the tree (one line per node)."""
+        lines: List[str] = []
+
+        def walk(n: TreeNode, depth: int) -> None:
+            for c in sorted(n.children.values(), key=lambda c: c.id):
+                lines.append(f"{'  ' * depth}{c.key[:8]}{'...' if len(c.key) > 8 else ''} "
+                             f"len={len(c.key)} lock={c.lock_ref}")
+                walk(c, depth + 1)
+        walk(self.root_node, 0)
+        lines.append(f"evictable={self.evictable_size_} protected={self.protected_size_}")
+        return "\n".join(lines)

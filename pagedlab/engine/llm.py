@@ -1,0 +1,101 @@
+"""The offline API: ``LLM(...).generate(prompts, SamplingParams(...))``, as ``vllm.LLM``.
+
+A script written against ``pagedlab.LLM`` runs unchanged on ``vllm.LLM`` as long as it uses
+the shared names (``generate``, ``chat``, ``SamplingParams``, ``RequestOutput.outputs[i].text``).
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+from pagedlab.engine.llm_engine import LLMEngine
+from pagedlab.errors import InvalidRequestError
+from pagedlab.outputs import RequestOutput
+from pagedlab.sampling_params import SamplingParams
+
+
+class LLM:
+    """Generate completions for a batch of prompts with the paged engine.
+
+    Args:
+        model: GGUF path or directory; None for SmolLM2-135M-Instruct.
+        **engine_args: any ``LLMEngine`` argument (``block_size``, ``num_gpu_blocks``,
+            ``max_num_seqs``, ``max_num_batched_tokens``, ``enable_prefix_caching`` ...).
+    """
+
+    def __init__(self, model: Optional[str] = None, **engine_args) -> None:
+        self.llm_engine = LLMEngine(model, **engine_args)
+
+    def get_tokenizer(self):
+        return self.llm_engine.tokenizer
+
+    def generate(self, prompts, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+                 use_tqdm: bool = False, priority: Optional[List[int]] = None) -> List[RequestOutput]:
+        """Run every prompt to completion.
+
+        Args:
+            prompts: a str, a list of str, a list of token-id lists, or ``{"prompt_token_ids": ...}`` dicts.
+            sampling_params: one for all prompts, or one per prompt.
+            use_tqdm: show a progress bar.
+            priority: per-prompt priorities (``policy="priority"``).
+        Returns:
+            One ``RequestOutput`` per prompt, in input order.
+        Raises:
+            InvalidRequestError: a prompt is invalid; no prompt of this call is queued then.
+        """
+        if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts
+                                                 and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        prompts = list(prompts)
+        if sampling_params is None:
+            sampling_params = SamplingParams()
+        params = ([sampling_params] * len(prompts) if isinstance(sampling_params, SamplingParams)
+                  else list(sampling_params))
+        if len(params) != len(prompts):
+            raise InvalidRequestError(f"{len(params)} sampling params for {len(prompts)} prompts")
+        engine = self.llm_engine
+        # Validate everything first so a bad prompt leaves the engine untouched.
+        tokenized = [engine._tokenize(p) for p in prompts]
+        for (_, ids), sp in zip(tokenized, params):
+            engine.validate_request(ids, sp)
+        ids = []
+        for i, ((text, toks), sp) in enumerate(zip(tokenized, params)):
+            p = {"prompt": text, "prompt_token_ids": toks}
+            ids.append(engine.add_request(None, p, sp, priority=(priority[i] if priority else 0)))
+        return self._run(ids, use_tqdm)
+
+    def chat(self, messages, sampling_params=None, use_tqdm: bool = False,
+             add_generation_prompt: bool = True) -> List[RequestOutput]:
+        """Generate replies to conversations formatted with the model's chat template.
+
+        Args:
+            messages: one conversation (a list of ``{"role", "content"}`` dicts) or a list of them.
+        """
+        if messages and isinstance(messages[0], dict):
+            messages = [messages]
+        prompts = [{"prompt": None, "prompt_token_ids": self.apply_chat_template(m, add_generation_prompt)}
+                   for m in messages]
+        return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
+
+    def apply_chat_template(self, conversation, add_generation_prompt: bool = True) -> List[int]:
+        """Token ids of a conversation under the tokenizer's chat template."""
+        out = self.llm_engine.tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt,
+                                                            tokenize=True)
+        return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+
+    def _run(self, ids: List[str], use_tqdm: bool) -> List[RequestOutput]:
+        engine = self.llm_engine
+        wanted = set(ids)
+        done = {}
+        bar = None
+        if use_tqdm:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(ids), desc="Processed prompts", unit="req")
+        while engine.has_unfinished_requests() and len(done) < len(ids):
+            for o in engine.step():
+                if o.request_id in wanted:
+                    done[o.request_id] = o
+                    if bar is not None:
+                        bar.update(1)
+        if bar is not None:
+            bar.close()
+        return [done[i] for i in ids]

@@ -1,0 +1,130 @@
+"""Runs one scheduled step on the model: moves KV blocks, builds the flat batch, samples.
+
+The runner owns the KV tensors: for each layer a ``(key_cache, value_cache)`` pair of shape
+``[num_gpu_blocks, block_size, num_kv_heads, head_dim]`` (vLLM's layout), plus the same for
+the swap space with ``num_cpu_blocks`` (vLLM v0). Block ids from the KV-cache manager index
+the first dimension directly.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from pagedlab.model.attention import AttentionMetadata
+from pagedlab.model.sampler import sample
+from pagedlab.sched.scheduler import ScheduledRequest, SchedulerOutput
+
+
+class ModelRunner:
+    """Owns the model and its paged KV cache.
+
+    Args:
+        model: a ``LlamaForCausalLM``.
+        block_size, num_gpu_blocks, num_cpu_blocks: cache geometry.
+        attention_backend: ``"torch"`` or ``"triton"``.
+        device: torch device of the model and the "GPU" pool.
+    """
+
+    def __init__(self, model, block_size: int, num_gpu_blocks: int, num_cpu_blocks: int = 0,
+                 attention_backend: str = "torch", device: str = "cpu", dtype=torch.float32) -> None:
+        cfg = model.config
+        self.model = model
+        self.block_size = block_size
+        self.backend = attention_backend
+        self.device = torch.device(device)
+        shape = (num_gpu_blocks, block_size, cfg.num_key_value_heads, cfg.head_dim)
+        self.kv_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
+            (torch.zeros(shape, dtype=dtype, device=self.device), torch.zeros(shape, dtype=dtype, device=self.device))
+            for _ in range(cfg.num_hidden_layers)]
+        cpu_shape = (num_cpu_blocks,) + shape[1:]
+        self.cpu_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
+            (torch.zeros(cpu_shape, dtype=dtype), torch.zeros(cpu_shape, dtype=dtype))
+            for _ in range(cfg.num_hidden_layers)] if num_cpu_blocks else []
+
+    # --- moving blocks -------------------------------------------------------------------------
+    @staticmethod
+    def _move(pairs, srcs, dsts) -> None:
+        if not pairs:
+            return
+        src = torch.tensor([p[0] for p in pairs])
+        dst = torch.tensor([p[1] for p in pairs])
+        for (sk, sv), (dk, dv) in zip(srcs, dsts):
+            dk.index_copy_(0, dst.to(dk.device), sk.index_select(0, src.to(sk.device)).to(dk.device))
+            dv.index_copy_(0, dst.to(dv.device), sv.index_select(0, src.to(sv.device)).to(dv.device))
+
+    def apply_block_moves(self, out: SchedulerOutput) -> None:
+        """Swap-out, then swap-in, then copy-on-write copies; all before the forward pass."""
+        self._move(out.blocks_to_swap_out, self.kv_caches, self.cpu_caches)
+        self._move(out.blocks_to_swap_in, self.cpu_caches, self.kv_caches)
+        self._move(out.blocks_to_copy, self.kv_caches, self.kv_caches)
+
+    # --- the forward step ----------------------------------------------------------------------
+    def execute(self, out: SchedulerOutput, block_ids: Dict[str, List[int]],
+                extra_samples: Optional[Dict[str, int]] = None,
+                generators: Optional[Dict[str, Optional[torch.Generator]]] = None) -> Dict[str, List[int]]:
+        """Run the step and sample.
+
+        Args:
+            out: the scheduler's output for this step.
+            block_ids: request id -> its block table (physical block ids).
+            extra_samples: request id -> how many tokens to sample from its row (``n > 1``
+                parents sample all their first tokens from one row); default 1.
+            generators: request id -> its seeded generator, or None.
+        Returns:
+            request id -> sampled token ids, for requests whose chunk reached the end.
+        """
+        self.apply_block_moves(out)
+        if not out.scheduled:
+            return {}
+        # Decodes (one token) first, so attention can batch them in one call.
+        order: List[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
+        num_decodes = sum(1 for s in order if s.num_tokens == 1)
+        bs = self.block_size
+        input_ids, positions, cu, seq_lens, logits_rows, tables = [], [], [0], [], [], []
+        for s in order:
+            toks = s.request.all_token_ids[s.start:s.start + s.num_tokens]
+            input_ids.extend(toks)
+            positions.extend(range(s.start, s.start + s.num_tokens))
+            cu.append(cu[-1] + s.num_tokens)
+            seq_lens.append(s.start + s.num_tokens)
+            tables.append(block_ids[s.request.request_id])
+            if s.samples:
+                logits_rows.append(cu[-1] - 1)
+        max_blocks = max(len(t) for t in tables)
+        block_tables = torch.zeros(len(tables), max_blocks, dtype=torch.int32)
+        for i, t in enumerate(tables):
+            block_tables[i, :len(t)] = torch.tensor(t, dtype=torch.int32)
+        pos = torch.tensor(positions, dtype=torch.int64)
+        seq_idx = torch.repeat_interleave(torch.arange(len(order)),
+                                          torch.tensor([s.num_tokens for s in order]))
+        # slot = block_table[pos // block_size] * block_size + pos % block_size
+        slot_mapping = block_tables[seq_idx, pos // bs].long() * bs + pos % bs
+        dev = self.device
+        meta = AttentionMetadata(
+            slot_mapping=slot_mapping.to(dev), block_tables=block_tables.to(dev),
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
+            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev), num_decodes=num_decodes,
+            logits_indices=torch.tensor(logits_rows, dtype=torch.int64, device=dev), backend=self.backend)
+        if not logits_rows:
+            meta.logits_indices = torch.tensor([0], dtype=torch.int64, device=dev)
+        logits = self.model(torch.tensor(input_ids, device=dev), pos.to(dev), self.kv_caches, meta)
+        if not logits_rows:
+            return {}
+        # One row per sampling request; an n>1 parent's row is repeated once per completion.
+        samplers = [s for s in order if s.samples]
+        rows, params, gens, owners = [], [], [], []
+        for row, s in enumerate(samplers):
+            rid = s.request.request_id
+            k = (extra_samples or {}).get(rid, 1)
+            g = (generators or {}).get(rid)
+            for j in range(k):
+                rows.append(row)
+                params.append(s.request.sampling_params)
+                gens.append(g[j] if isinstance(g, list) else g)
+                owners.append(rid)
+        tokens = sample(logits.cpu()[torch.tensor(rows)], params, gens)
+        result: Dict[str, List[int]] = {}
+        for rid, t in zip(owners, tokens):
+            result.setdefault(rid, []).append(t)
+        return result

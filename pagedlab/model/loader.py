@@ -1,0 +1,115 @@
+"""Load SmolLM2 (or any Llama-architecture GGUF) into pagedlab's own forward pass.
+
+HF transformers (with the ``gguf`` package) parses and de-quantizes the GGUF once; pagedlab
+then keeps an fp32 safetensors copy, the config and the tokenizer in the cache directory, so
+later loads (every notebook, every test) take a second or two instead of ~20 s. Nothing is
+fetched from a hub: the GGUF comes from ``pagedlab fetch-model``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Optional, Tuple, Union
+
+import torch
+
+from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
+from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
+
+_CONVERTED_FORMAT = 1   # bump when the converted layout changes
+
+
+def resolve_model_path(model: Optional[Union[str, os.PathLike]]) -> Path:
+    """The GGUF file to load.
+
+    Args:
+        model: a ``.gguf`` file, a directory holding exactly one, or ``None`` for the kit's
+            SmolLM2-135M-Instruct (fetched and verified by ``pagedlab fetch-model``).
+    Raises:
+        ModelNotFoundError: the path does not exist or holds no GGUF file.
+    """
+    if model is None:
+        from pagedlab.model.fetch import ensure_model
+        return Path(ensure_model())
+    path = Path(model).expanduser()
+    if path.is_dir():
+        found = sorted(path.glob("*.gguf"))
+        if len(found) != 1:
+            raise ModelNotFoundError(f"expected one .gguf file in {path}, found {len(found)}")
+        return found[0]
+    if not path.is_file():
+        raise ModelNotFoundError(
+            f"model file not found: {path}. Pass a .gguf path, or model=None for SmolLM2 "
+            f"(run `pagedlab fetch-model` first).")
+    return path
+
+
+def _converted_dir(gguf: Path) -> Path:
+    from pagedlab.model.fetch import default_cache_dir
+    st = gguf.stat()
+    return Path(default_cache_dir()) / "converted" / f"{gguf.stem}-{st.st_size}-{int(st.st_mtime)}-v{_CONVERTED_FORMAT}"
+
+
+def _convert(gguf: Path, out: Path) -> None:
+    """De-quantize the GGUF with transformers and store fp32 safetensors + config + tokenizer."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    except Exception as e:  # transformers raises many types for a damaged file
+        raise ModelFileCorruptError(
+            f"could not read {gguf} as a GGUF model ({type(e).__name__}: {e}). "
+            f"Re-run `pagedlab fetch-model --force`.") from e
+    if hf.config.model_type != "llama":
+        raise ModelFileCorruptError(f"{gguf} is a {hf.config.model_type!r} model; pagedlab runs Llama models")
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    sd = {k: v.contiguous() for k, v in hf.state_dict().items() if k != "lm_head.weight" or
+          not hf.config.tie_word_embeddings}
+    save_file(sd, str(tmp / "model.safetensors"))
+    cfg = LlamaConfig.from_hf(hf.config)
+    meta = {"llama": cfg.__dict__, "eos_token_id": hf.config.eos_token_id,
+            "bos_token_id": hf.config.bos_token_id, "source": str(gguf)}
+    (tmp / "pagedlab_config.json").write_text(json.dumps(meta, indent=1))
+    tok.save_pretrained(tmp)
+    os.replace(tmp, out) if not out.exists() else None
+
+
+def load_tokenizer(model: Optional[Union[str, os.PathLike]] = None):
+    """The model's tokenizer (HF ``PreTrainedTokenizerFast``), chat template included."""
+    return load_model(model, tokenizer_only=True)[1]
+
+
+def load_model(model: Optional[Union[str, os.PathLike]] = None, tokenizer_only: bool = False
+               ) -> Tuple[Optional[LlamaForCausalLM], object, dict]:
+    """Load the model, its tokenizer and metadata.
+
+    Returns:
+        ``(model, tokenizer, meta)``; ``model`` is an fp32 ``LlamaForCausalLM`` in eval mode
+        (``None`` if ``tokenizer_only``); ``meta`` has ``eos_token_id``, ``bos_token_id``, ``llama``.
+    Raises:
+        ModelNotFoundError: no such file. ModelFileCorruptError: unreadable GGUF.
+    """
+    gguf = resolve_model_path(model)
+    out = _converted_dir(gguf)
+    if not (out / "model.safetensors").exists():
+        _convert(gguf, out)
+    from transformers import AutoTokenizer
+    meta = json.loads((out / "pagedlab_config.json").read_text())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = AutoTokenizer.from_pretrained(out)
+    if tokenizer_only:
+        return None, tok, meta
+    from safetensors.torch import load_file
+    cfg = LlamaConfig(**meta["llama"])
+    with torch.device("meta"):
+        net = LlamaForCausalLM(cfg)
+    net = net.to_empty(device="cpu")
+    net.load_hf_state_dict(load_file(str(out / "model.safetensors")))
+    return net.eval(), tok, meta

@@ -1,0 +1,297 @@
+"""Iteration-level scheduler (continuous batching), following vLLM v1's ``Scheduler.schedule``.
+
+Every step closes the gap ``num_tokens - num_computed_tokens`` of as many requests as fit:
+
+1. RUNNING requests first, in order, each getting ``min(gap, long_prefill_token_threshold,
+   token budget)`` tokens. If the KV-cache manager cannot allocate, a victim is preempted
+   (fcfs: the newest running request; priority: the largest ``(priority, arrival_time)``)
+   until it can, or until the request itself was the victim.
+2. SWAPPED requests are swapped back in (vLLM v0; v1 has no swap), only if nothing was
+   preempted in this step.
+3. WAITING requests are admitted, only if nothing was preempted or is swapped out, until
+   ``max_num_seqs`` or the budget is reached; prefix-cache hits are looked up first. A waiting
+   request that cannot be allocated blocks the queue (strict head-of-line order).
+
+Prefill, chunked prefill, decode and resumption after preemption are the same rule. After
+scheduling, ``num_computed_tokens`` is advanced at once (as vLLM's ``_update_after_schedule``)
+so the next step can schedule the next chunk.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.sched.request import Request, RequestStatus
+from pagedlab.sched.request_queue import create_request_queue
+
+
+@dataclass
+class ScheduledRequest:
+    """One request's share of a step: tokens ``[start, start + num_tokens)`` get computed.
+
+    Attributes:
+        is_prefill: prompt (or resumed) tokens, as opposed to the decode of one generated token.
+        samples: the chunk reaches the end of the sequence, so a token is sampled after it.
+    Both are fixed when the request is scheduled (before the step's token is appended).
+    """
+
+    request: Request
+    start: int
+    num_tokens: int
+    is_prefill: bool = field(init=False)
+    samples: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        r = self.request
+        end = self.start + self.num_tokens
+        self.samples = end == r.num_tokens
+        self.is_prefill = not (self.num_tokens == 1 and r.num_output_tokens > 0 and self.samples
+                               and self.start >= r.num_prompt_tokens)
+
+
+@dataclass
+class SchedulerOutput:
+    """What one step computes and which KV data must move before the forward pass.
+
+    Attributes:
+        step: step number (0-based).
+        scheduled: requests and their token counts, in scheduling order.
+        preempted: ids preempted in this step (recompute or swap).
+        blocks_to_swap_out: ``(gpu_block, cpu_block)`` pairs, copied first.
+        blocks_to_swap_in: ``(cpu_block, gpu_block)`` pairs.
+        blocks_to_copy: ``(src, dst)`` copy-on-write pairs (GPU to GPU).
+    """
+
+    step: int
+    scheduled: List[ScheduledRequest] = field(default_factory=list)
+    preempted: List[str] = field(default_factory=list)
+    blocks_to_swap_out: List[Tuple[int, int]] = field(default_factory=list)
+    blocks_to_swap_in: List[Tuple[int, int]] = field(default_factory=list)
+    blocks_to_copy: List[Tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def total_num_scheduled_tokens(self) -> int:
+        return sum(s.num_tokens for s in self.scheduled)
+
+    @property
+    def num_scheduled_tokens(self) -> Dict[str, int]:
+        return {s.request.request_id: s.num_tokens for s in self.scheduled}
+
+
+class Scheduler:
+    """Continuous batching over a ``KVCacheManager``.
+
+    Args:
+        scheduler_config: limits and policies (``max_num_seqs``, ``max_num_batched_tokens`` ...).
+        cache_config: block size and pool sizes.
+        kv_cache_manager: a ``pagedlab.core.kv_cache_manager.KVCacheManager``.
+        tracer: optional ``pagedlab.trace.Tracer``; records schedule/preempt/swap/finish events.
+    """
+
+    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
+                 kv_cache_manager, tracer=None) -> None:
+        self.config = scheduler_config
+        self.cache_config = cache_config
+        self.kv_cache_manager = kv_cache_manager
+        self.tracer = tracer
+        self.requests: Dict[str, Request] = {}
+        self.waiting = create_request_queue(scheduler_config.policy)
+        self.running: List[Request] = []
+        self.swapped: deque = deque()
+        self.step_count = 0
+
+    # --- queue management ------------------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        self.requests[request.request_id] = request
+        self.waiting.add_request(request)
+
+    def add_running_request(self, request: Request) -> None:
+        """Admit an already-computed request, e.g. a fork child sharing its parent's blocks."""
+        self.requests[request.request_id] = request
+        request.status = RequestStatus.RUNNING
+        self.running.append(request)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running or len(self.waiting) or self.swapped)
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self.running) + len(self.waiting) + len(self.swapped)
+
+    def finish_requests(self, request_ids, status: RequestStatus) -> List[Request]:
+        """End requests in any state (abort, stop string): free their blocks everywhere."""
+        done = []
+        for rid in ([request_ids] if isinstance(request_ids, str) else request_ids):
+            req = self.requests.get(rid)
+            if req is None or req.is_finished():
+                continue
+            if req.status == RequestStatus.RUNNING:
+                self.running.remove(req)
+            elif req.status == RequestStatus.SWAPPED:
+                self.swapped.remove(req)
+            else:
+                self.waiting.remove_request(req)
+            req.status = status
+            self._free(req)
+            done.append(req)
+        return done
+
+    def _free(self, req: Request) -> None:
+        self.kv_cache_manager.free(req)
+        del self.requests[req.request_id]
+        self._record("finish", req=req.request_id, reason=req.get_finished_reason())
+
+    def _record(self, kind: str, **data) -> None:
+        if self.tracer is not None:
+            self.tracer.record(kind, **data)
+
+    # --- the step ----------------------------------------------------------------------------
+    def _clip(self, n: int, budget: int) -> int:
+        t = self.config.long_prefill_token_threshold
+        if t > 0:
+            n = min(n, t)
+        return min(n, budget)
+
+    def _pick_victim(self) -> Request:
+        if self.config.policy == "priority":
+            return max(self.running, key=lambda r: (r.priority, r.arrival_time))
+        return self.running[-1]
+
+    def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
+        self.running.remove(victim)
+        victim.num_preemptions += 1
+        out.preempted.append(victim.request_id)
+        kv = self.kv_cache_manager
+        if self.config.preemption_mode == "swap" and kv.can_swap_out([victim]):
+            out.blocks_to_swap_out.extend(kv.swap_out([victim]))
+            victim.status = RequestStatus.SWAPPED
+            self.swapped.append(victim)
+            self._record("preempt", req=victim.request_id, mode="swap")
+            return
+        # Recompute: drop the KV, keep the generated tokens, re-queue at the head.
+        kv.free(victim)
+        victim.status = RequestStatus.PREEMPTED
+        victim.num_computed_tokens = 0
+        self.waiting.prepend_request(victim)
+        self._record("preempt", req=victim.request_id, mode="recompute")
+
+    def schedule(self) -> SchedulerOutput:
+        """Pick this step's requests and token counts; allocate their KV slots.
+
+        Returns:
+            A ``SchedulerOutput``; ``num_computed_tokens`` of every scheduled request is
+            already advanced by its token count.
+        """
+        out = SchedulerOutput(step=self.step_count)
+        if self.tracer is not None:
+            self.tracer.step = self.step_count
+        kv = self.kv_cache_manager
+        budget = self.config.max_num_batched_tokens
+        scheduled: Dict[str, ScheduledRequest] = {}
+
+        # 1. Running requests.
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = self._clip(req.num_tokens - req.num_computed_tokens, budget)
+            if n <= 0:
+                i += 1
+                continue
+            while kv.allocate_slots(req, n) is None:
+                victim = self._pick_victim()
+                if victim.request_id in scheduled:      # priority mode: refund its budget
+                    budget += scheduled.pop(victim.request_id).num_tokens
+                self._preempt(victim, out)
+                if victim is req:
+                    break
+            if req.status != RequestStatus.RUNNING:
+                break                                     # it preempted itself: stop here
+            scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
+            budget -= n
+            i = self.running.index(req) + 1
+
+        # 2. Swapped requests come back (vLLM v0), only if nobody was preempted this step.
+        while (not out.preempted and self.swapped and budget > 0
+               and len(self.running) < self.config.max_num_seqs):
+            req = self.swapped[0]
+            if not kv.can_swap_in([req]):
+                break
+            self.swapped.popleft()
+            out.blocks_to_swap_in.extend(kv.swap_in([req]))
+            req.status = RequestStatus.RUNNING
+            self.running.append(req)
+            self._record("swap_in_req", req=req.request_id)
+            n = self._clip(req.num_tokens - req.num_computed_tokens, budget)
+            if n > 0 and kv.allocate_slots(req, n) is not None:
+                scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
+                budget -= n
+
+        # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
+        while (not out.preempted and not self.swapped and len(self.waiting) and budget > 0
+               and len(self.running) < self.config.max_num_seqs):
+            req = self.waiting.peek_request()
+            hit_blocks, num_hit = [], 0
+            if req.num_computed_tokens == 0:
+                hit_blocks, num_hit = kv.get_computed_blocks(req)
+            n = req.num_tokens - num_hit
+            if not self.config.enable_chunked_prefill and n > budget:
+                break
+            n = self._clip(n, budget)
+            if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
+                break
+            self.waiting.pop_request()
+            req.status = RequestStatus.RUNNING
+            req.num_computed_tokens = num_hit
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = num_hit
+            self.running.append(req)
+            scheduled[req.request_id] = ScheduledRequest(req, num_hit, n)
+            budget -= n
+
+        out.scheduled = list(scheduled.values())
+        out.blocks_to_copy = kv.take_pending_copies()
+        for s in out.scheduled:
+            s.request.num_computed_tokens += s.num_tokens
+            self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens,
+                         prefill=s.is_prefill)
+        self.step_count += 1
+        return out
+
+    def update_from_output(self, out: SchedulerOutput, sampled: Dict[str, int],
+                           now: Optional[float] = None) -> List[Request]:
+        """Append sampled tokens, check stop conditions, free finished requests.
+
+        Args:
+            out: this step's ``SchedulerOutput``.
+            sampled: request id -> the token sampled for it this step.
+        Returns:
+            Requests that finished in this step.
+        """
+        finished = []
+        for rid, token in sampled.items():
+            req = self.requests.get(rid)
+            if req is None or req.status != RequestStatus.RUNNING:
+                continue
+            req.append_output_token_ids(token)
+            if now is not None:
+                req.token_times.append(now)
+            status = self._check_stop(req, token)
+            if status is not None:
+                req.status = status
+                self.running.remove(req)
+                self._free(req)
+                finished.append(req)
+        return finished
+
+    def _check_stop(self, req: Request, token: int) -> Optional[RequestStatus]:
+        sp = req.sampling_params
+        if not sp.ignore_eos and req.eos_token_id is not None and token == req.eos_token_id:
+            req.stop_reason = None
+            return RequestStatus.FINISHED_STOPPED
+        if token in sp.stop_token_ids:
+            req.stop_reason = token
+            return RequestStatus.FINISHED_STOPPED
+        if req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.config.max_model_len:
+            return RequestStatus.FINISHED_LENGTH_CAPPED
+        return None

@@ -1,0 +1,302 @@
+"""Trace replay on the real engine, and the ``pagedlab replay`` command.
+
+``replay_on_engine`` feeds a (scaled, see ``traces.scale_for_cpu``) trace slice to a real
+``pagedlab.LLMEngine`` serving SmolLM2 on the CPU, honouring arrival times on the wall clock:
+between steps every request whose arrival time has passed is added; when the engine is idle the
+clock skips ahead to the next arrival (nothing is in flight, so skipping changes no result).
+Prompts are synthesised token ids of the traced lengths, Mooncake's shared blocks becoming
+shared prefixes; outputs are forced to the traced length (greedy, ``ignore_eos``). It returns
+the same ``ReplayResult`` as the simulator, with measured step times.
+
+Command line (registered in ``pagedlab/cli.py``)::
+
+    pagedlab replay azure-conv --sim --gpu H100 --model llama-2-7b --limit 500 --scheduling both --plot
+    pagedlab replay mooncake-conv --engine --limit 12 --max-prompt 256 --enable-prefix-caching
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import time
+from collections import deque
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+from pagedlab.errors import InvalidRequestError, TraceFormatError
+from pagedlab.sampling_params import SamplingParams
+from pagedlab.sim.metrics import ReplayResult, StepRecord
+from pagedlab.sim.simulator import compare, make_records
+from pagedlab.sim.traces import TraceRequest, load_trace, scale_for_cpu, synthesize_prompts
+
+#: Short names for the traces shipped in ``data/`` (see data/SOURCES.md).
+TRACES = {
+    "azure-code": "azure2023_AzureLLMInferenceTrace_code.csv",
+    "azure-conv": "azure2023_AzureLLMInferenceTrace_conv.csv",
+    "mooncake-conv": "mooncake_fast25_conversation_trace.jsonl",
+    "mooncake-synthetic": "mooncake_fast25_synthetic_trace.jsonl",
+}
+
+
+def data_dir() -> Path:
+    """``$PAGEDLAB_DATA_DIR``, else the repository's ``data/``."""
+    env = os.environ.get("PAGEDLAB_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
+
+
+def resolve_trace(name_or_path: str) -> Path:
+    """A trace short name (``azure-conv`` ...) or a path, as an existing path.
+
+    Raises:
+        TraceFormatError: neither a known name nor an existing file.
+    """
+    if name_or_path in TRACES:
+        path = data_dir() / TRACES[name_or_path]
+    else:
+        path = Path(name_or_path)
+    if not path.is_file():
+        raise TraceFormatError(f"trace {name_or_path!r} not found ({path}); give a file or one of "
+                               f"{', '.join(TRACES)}")
+    return path
+
+
+def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence[TraceRequest],
+                     prompts: Optional[Sequence[Sequence[int]]] = None, seed: int = 0, engine=None,
+                     progress: bool = False, max_steps: Optional[int] = None) -> ReplayResult:
+    """Replay a trace slice on the real engine with its arrival times.
+
+    Args:
+        engine_kwargs: ``LLMEngine`` arguments (``num_gpu_blocks``, ``max_num_seqs``,
+            ``scheduling`` ...); ignored when ``engine`` is given.
+        requests: the slice, already scaled to CPU size (``scale_for_cpu``); arrival times in s.
+        prompts: token ids per request; default ``synthesize_prompts`` over the model's
+            vocabulary, avoiding the tokenizer's special tokens.
+        seed: prompt seed.
+        engine: an existing idle ``LLMEngine`` to reuse (saves loading the model again).
+        progress: tqdm bar over finished requests.
+        max_steps: stop after this many steps (unfinished requests are aborted).
+    Returns:
+        A ``ReplayResult``: times in seconds from the replay start (idle gaps removed),
+        step times measured. Requests the engine refuses (``InvalidRequestError``: too long for
+        ``max_model_len`` or the pool) are in ``rejected``.
+    """
+    if engine is None:
+        from pagedlab.engine.llm_engine import LLMEngine
+        engine = LLMEngine(**(engine_kwargs or {}))
+    if engine.has_unfinished_requests():
+        raise ValueError("replay_on_engine needs an idle engine")
+    if prompts is None:
+        vocab = engine.model_config.vocab_size
+        special = [i for i in getattr(engine.tokenizer, "all_special_ids", []) if i < vocab]
+        lo = max(special) + 1 if special and max(special) < vocab // 2 else 0
+        prompts = synthesize_prompts(requests, vocab, seed, min_token_id=lo)
+    cc, sc = engine.cache_config, engine.scheduler_config
+    result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
+        mode="engine", model="smollm2-135m", scheduling=type(engine.scheduler).__name__,
+        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks,
+        enable_prefix_caching=cc.enable_prefix_caching, **asdict(sc)))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(requests), unit="req", desc="engine")
+    t_start = time.perf_counter()
+    base = requests[0].arrival_time if requests else 0.0
+    skipped = 0.0                       # idle seconds removed from the timeline
+    n_done = len(engine.finished_requests)
+    pending = deque(range(len(requests)))
+
+    def now() -> float:
+        return time.perf_counter() - t_start + skipped
+
+    while pending or engine.has_unfinished_requests():
+        if max_steps is not None and len(result.steps) >= max_steps:
+            for rid in list(engine.scheduler.requests):
+                engine.abort_request(rid)
+            break
+        while pending and requests[pending[0]].arrival_time - base <= now():
+            i = pending.popleft()
+            tr = requests[i]
+            try:
+                engine.add_request(str(i), {"prompt_token_ids": list(prompts[i])},
+                                   SamplingParams(temperature=0.0, max_tokens=max(1, tr.output_len), ignore_eos=True),
+                                   arrival_time=t_start - skipped + (tr.arrival_time - base))
+            except InvalidRequestError as e:
+                result.rejected.append((i, str(e)))
+        if not engine.has_unfinished_requests():
+            if pending:
+                skipped += max(0.0, requests[pending[0]].arrival_time - base - now())
+            continue
+        start = now()
+        engine.step()
+        st = engine.step_stats[-1]
+        result.steps.append(StepRecord(
+            step=st.step, start_time=start, step_time=st.step_time, num_seqs=len(st.scheduled),
+            num_scheduled_tokens=st.num_prefill_tokens + st.num_decode_tokens,
+            num_prefill_tokens=st.num_prefill_tokens, num_decode_tokens=st.num_decode_tokens,
+            num_preempted=len(st.preempted), kv_blocks_used=st.kv_blocks_used, kv_blocks_free=st.kv_blocks_free,
+            running=st.running, waiting=st.waiting, swapped=st.swapped))
+        new = engine.finished_requests[n_done:]
+        n_done = len(engine.finished_requests)
+        for req in new:
+            if req.token_times:
+                result.requests.append(make_records(req, t0=t_start - skipped))
+        if bar is not None and new:
+            bar.update(len(new))
+    if bar is not None:
+        bar.close()
+    return result
+
+
+# --- command line ---------------------------------------------------------------------------------
+def _int_at_least(lo: int):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v}")
+        return v
+    return parse
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (v >= 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help=f"trace file (.csv Azure, .jsonl Mooncake) or one of: {', '.join(TRACES)}")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--sim", dest="mode", action="store_const", const="sim",
+                      help="cost-model simulator at GPU scale (default)")
+    mode.add_argument("--engine", dest="mode", action="store_const", const="engine",
+                      help="real engine: SmolLM2-135M on this CPU, trace scaled down")
+    p.set_defaults(mode="sim")
+    p.add_argument("--gpu", default="H100", help="sim: A100-80G, H100, H200, or e.g. 2xH100 (default H100)")
+    p.add_argument("--model", default="llama-2-7b", help="sim: llama-2-7b, llama-13b, llama-2-70b, llama-3-70b, "
+                                                          "llama-3-8b (default llama-2-7b)")
+    p.add_argument("--limit", type=_int_at_least(1), default=None, help="requests to replay (default 500 sim, 16 engine)")
+    p.add_argument("--start", type=_int_at_least(0), default=0, help="index of the first request of the slice")
+    p.add_argument("--scheduling", choices=["continuous", "static", "both"], default="continuous")
+    p.add_argument("--block-size", type=_int_at_least(1), default=16)
+    p.add_argument("--num-gpu-blocks", type=_int_at_least(1), default=None,
+                   help="KV pool size (default: sim from GPU memory; engine 512)")
+    p.add_argument("--gpu-memory-utilization", type=_nonneg_float, default=0.9, help="sim: fraction of GPU memory")
+    p.add_argument("--max-num-seqs", type=_int_at_least(1), default=None, help="default 256 sim, 32 engine")
+    p.add_argument("--max-num-batched-tokens", type=_int_at_least(1), default=None, help="default 8192 sim, 512 engine")
+    p.add_argument("--long-prefill-token-threshold", type=_int_at_least(0), default=0)
+    p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--preemption-mode", choices=["recompute", "swap"], default="recompute")
+    p.add_argument("--time-scale", type=_nonneg_float, default=1.0,
+                   help="multiply inter-arrival times (<1 = heavier load; 0 = all at once)")
+    p.add_argument("--max-prompt", type=_int_at_least(1), default=128, help="engine: longest scaled prompt (tokens)")
+    p.add_argument("--max-output", type=_int_at_least(1), default=16, help="engine: longest scaled output (tokens)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="directory for requests_*.csv, steps_*.csv, summary.json and plots")
+    p.add_argument("--plot", action="store_true",
+                   help="save TTFT/TPOT CDFs and KV usage as PNG in --out (default ./replay_results)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _write_csv(path: Path, rows) -> None:
+    if not rows:
+        path.write_text("")
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def run(args: argparse.Namespace) -> Dict[str, ReplayResult]:
+    """Do what ``pagedlab replay`` does and return the results by scheduling name."""
+    from pagedlab.config import SchedulerConfig
+    from pagedlab.errors import ConfigError
+    from pagedlab.sim.hardware import get_gpu
+    from pagedlab.sim.models import get_model
+    from pagedlab.sim.simulator import gpu_cache_config, simulate
+
+    limit = args.limit if args.limit is not None else (500 if args.mode == "sim" else 16)
+    path = resolve_trace(args.trace)
+    requests = load_trace(path, limit=limit, start=args.start)
+    if not requests:
+        raise TraceFormatError(f"{path}: no requests in the slice start={args.start} limit={limit}")
+    kinds = ["static", "continuous"] if args.scheduling == "both" else [args.scheduling]
+    results: Dict[str, ReplayResult] = {}
+    if args.mode == "sim":
+        try:
+            model, gpu = get_model(args.model), get_gpu(args.gpu)
+        except KeyError as e:
+            raise ConfigError(e.args[0]) from None
+        requests = scale_for_cpu(requests, max_prompt=10**9, max_output=10**9, time_scale=args.time_scale)
+        try:
+            cc = gpu_cache_config(model, gpu, args.block_size, args.gpu_memory_utilization,
+                                  enable_prefix_caching=args.enable_prefix_caching)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if args.num_gpu_blocks is not None:
+            cc = dataclasses.replace(cc, num_gpu_blocks=args.num_gpu_blocks)
+        longest = max(r.prompt_len + r.output_len for r in requests)
+        sc = SchedulerConfig(max_num_seqs=args.max_num_seqs or 256,
+                             max_num_batched_tokens=args.max_num_batched_tokens or 8192,
+                             max_model_len=max(longest, 1),
+                             long_prefill_token_threshold=args.long_prefill_token_threshold,
+                             preemption_mode=args.preemption_mode)
+        for k in kinds:
+            results[k] = simulate(requests, sc, cc, model, gpu, scheduling=k, seed=args.seed,
+                                  progress=not args.no_progress)
+    else:
+        from pagedlab.engine.llm_engine import LLMEngine
+        requests = scale_for_cpu(requests, max_prompt=args.max_prompt, max_output=args.max_output,
+                                 time_scale=args.time_scale)
+        kw = dict(block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks or 512,
+                  max_num_seqs=args.max_num_seqs or 32, max_num_batched_tokens=args.max_num_batched_tokens or 512,
+                  long_prefill_token_threshold=args.long_prefill_token_threshold,
+                  enable_prefix_caching=args.enable_prefix_caching, preemption_mode=args.preemption_mode,
+                  num_cpu_blocks=(args.num_gpu_blocks or 512) if args.preemption_mode == "swap" else 0,
+                  seed=args.seed)
+        for k in kinds:
+            engine = LLMEngine(scheduling=k, **kw)
+            results[k] = replay_on_engine(None, requests, engine=engine, seed=args.seed,
+                                          progress=not args.no_progress)
+    return results
+
+
+def main(args: argparse.Namespace) -> int:
+    """``pagedlab replay``: replay, print a summary table, optionally write CSV/JSON/PNG."""
+    results = run(args)
+    first = next(iter(results.values()))
+    cfg = first.config
+    where = (f"{cfg['model']} on {cfg['gpu']}" if cfg["mode"] == "sim" else "SmolLM2-135M on this CPU")
+    print(f"pagedlab replay {args.trace}: {len(first.requests)} requests, {where}, "
+          f"{cfg['num_gpu_blocks']:,} KV blocks of {cfg['block_size']} tokens")
+    for name, res in results.items():
+        if res.rejected:
+            print(f"  {name}: {len(res.rejected)} request(s) rejected, e.g. #{res.rejected[0][0]}: {res.rejected[0][1]}")
+    print(compare(results))
+    out_dir = args.out or ("replay_results" if args.plot else None)
+    if out_dir:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, res in results.items():
+            _write_csv(out / f"requests_{name}.csv", res.request_rows())
+            _write_csv(out / f"steps_{name}.csv", res.step_rows())
+        summary = {name: {"config": res.config, "summary": res.summary(), "rejected": res.rejected}
+                   for name, res in results.items()}
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        if args.plot:
+            from pagedlab.sim.plots import save_figures
+            for p in save_figures(results, out):
+                print(f"wrote {p}")
+        print(f"wrote {out}/summary.json and per-request/per-step CSVs")
+    return 0

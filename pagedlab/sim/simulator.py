@@ -1,0 +1,204 @@
+"""Trace replay at GPU scale: the real scheduler and KV-cache manager, a roofline clock, no model.
+
+``simulate`` runs the very ``Scheduler`` (or ``StaticScheduler``) and ``KVCacheManager`` the
+engine uses, but instead of executing the model it advances a virtual clock by the cost model's
+time for each step's batch (``cost_model.py``), and "samples" a dummy token for every sequence
+that reached its end. Requests are ``SamplingParams(max_tokens=output_len, ignore_eos=True)``,
+so each one finishes at its traced output length. Requests enter the scheduler when the clock
+passes their arrival time; when nothing is left to run the clock jumps to the next arrival.
+
+A step's time is the roofline of its batch (``(context, new tokens)`` per sequence) plus the
+PCIe time of any blocks swapped out or in (vLLM v0 moved them before running the model) and
+the HBM time of copy-on-write block copies. The pool size for a GPU follows vLLM:
+``(memory x gpu_memory_utilization - weights) / (block_size x kv_bytes_per_token)``
+(``cost_model.num_gpu_blocks``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from typing import List, Optional, Sequence
+
+from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.errors import ConfigError
+from pagedlab.sampling_params import SamplingParams
+from pagedlab.sched.request import Request
+from pagedlab.sim.cost_model import CostModel, num_gpu_blocks
+from pagedlab.sim.hardware import H100, GPUSpec
+from pagedlab.sim.metrics import ReplayResult, RequestRecord, StepRecord, format_table, summarize
+from pagedlab.sim.models import LLAMA_2_7B, ModelSpec
+from pagedlab.sim.traces import TraceRequest, synthesize_prompts
+
+__all__ = ["simulate", "gpu_cache_config", "format_table", "summarize", "make_records"]
+
+#: vLLM v0's default ``swap_space`` per GPU, used when swap preemption needs a CPU pool.
+DEFAULT_SWAP_SPACE_BYTES = 4 << 30
+
+
+def gpu_cache_config(model: ModelSpec, hardware: GPUSpec, block_size: int = 16,
+                     gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = False,
+                     swap_space_bytes: int = DEFAULT_SWAP_SPACE_BYTES, **kw) -> CacheConfig:
+    """A ``CacheConfig`` sized for ``model`` on ``hardware`` (blocks from memory, CPU blocks from swap space)."""
+    gpu = num_gpu_blocks(model, hardware, block_size, gpu_memory_utilization)
+    cpu = int(swap_space_bytes * hardware.num_gpus // (block_size * model.kv_bytes_per_token))
+    return CacheConfig(block_size=block_size, num_gpu_blocks=gpu, num_cpu_blocks=cpu,
+                       enable_prefix_caching=enable_prefix_caching, **kw)
+
+
+def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> Optional[str]:
+    if r.prompt_len < 1 or r.output_len < 1:
+        return f"empty prompt or output ({r.prompt_len} + {r.output_len} tokens)"
+    total = r.prompt_len + r.output_len
+    if total > sc.max_model_len:
+        return f"{total} tokens exceed max_model_len={sc.max_model_len}"
+    need = -(-total // cc.block_size)
+    if need > cc.num_gpu_blocks:
+        return f"needs {need} blocks, the whole pool has {cc.num_gpu_blocks}"
+    return None
+
+
+def make_records(req: Request, t0: float = 0.0) -> RequestRecord:
+    """A ``RequestRecord`` from a finished ``Request`` (times shifted by ``-t0``)."""
+    times = [t - t0 for t in req.token_times]
+    arrival = req.arrival_time - t0
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return RequestRecord(
+        request_id=req.request_id, arrival_time=arrival, prompt_len=req.num_prompt_tokens,
+        output_len=req.num_output_tokens, first_token_time=times[0], finished_time=times[-1],
+        ttft=times[0] - arrival, tpot=(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,
+        e2e_latency=times[-1] - arrival, max_itl=max(gaps) if gaps else None,
+        num_preemptions=req.num_preemptions, num_cached_tokens=max(req.num_cached_tokens, 0))
+
+
+def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[SchedulerConfig] = None,
+             cache_config: Optional[CacheConfig] = None, model: ModelSpec = LLAMA_2_7B,
+             hardware: GPUSpec = H100, scheduling: str = "continuous", preemption_mode: Optional[str] = None,
+             cost_model: Optional[CostModel] = None, prompts: Optional[Sequence[Sequence[int]]] = None,
+             seed: int = 0, progress: bool = False, max_steps: Optional[int] = None,
+             return_scheduler: bool = False):
+    """Replay a trace through the real scheduler with a cost-model clock.
+
+    Args:
+        requests: the trace, in arrival order (seconds; the clock starts at the first arrival).
+        scheduler_config: limits and policy; default vLLM's ``LLM`` defaults (``max_num_seqs=256``,
+            ``max_num_batched_tokens=8192``) with ``max_model_len`` = the longest request.
+        cache_config: the pool; default :func:`gpu_cache_config` for ``model`` on ``hardware``.
+        model, hardware: what the cost model prices (``pagedlab.sim.models`` / ``hardware``).
+        scheduling: ``"continuous"`` (``Scheduler``) or ``"static"`` (``StaticScheduler``).
+        preemption_mode: overrides ``scheduler_config.preemption_mode`` (``"recompute"`` | ``"swap"``).
+        cost_model: default ``CostModel(model, hardware)`` (pure roofline, no overhead).
+        prompts: token ids per request; default synthesised (:func:`synthesize_prompts`) when
+            prefix caching is on, else zeros (content does not matter without caching).
+        seed: seed of the synthesised prompts.
+        progress: show a tqdm bar over finished requests.
+        max_steps: stop after this many steps (a guard for experiments); None = run to the end.
+        return_scheduler: also return the scheduler (to inspect the pool afterwards).
+    Returns:
+        A ``ReplayResult`` (and the scheduler if ``return_scheduler``). Requests that can never
+        run (longer than ``max_model_len`` or than the whole pool, empty) are listed in
+        ``rejected`` and not submitted.
+    Raises:
+        ConfigError: unknown ``scheduling``; swap preemption without CPU blocks.
+        RuntimeError: the scheduler stalls (nothing scheduled while work is pending) - a bug.
+    """
+    from pagedlab.core.kv_cache_manager import KVCacheManager
+    from pagedlab.sched.scheduler import Scheduler
+    from pagedlab.sched.static import StaticScheduler
+
+    if scheduling not in ("continuous", "static"):
+        raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
+    if scheduler_config is None:
+        longest = max((r.prompt_len + r.output_len for r in requests), default=1)
+        scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=max(1, longest))
+    if preemption_mode is not None:
+        scheduler_config = dataclasses.replace(scheduler_config, preemption_mode=preemption_mode)
+    cc = cache_config or gpu_cache_config(model, hardware)
+    if scheduler_config.preemption_mode == "swap" and cc.num_cpu_blocks == 0:
+        raise ConfigError("preemption_mode='swap' needs cache_config.num_cpu_blocks > 0 (the swap space)")
+    cost = cost_model or CostModel(model, hardware)
+    kv = KVCacheManager(block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks,
+                        max_model_len=scheduler_config.max_model_len, enable_caching=cc.enable_prefix_caching,
+                        prefix_cache=cc.prefix_cache, num_cpu_blocks=cc.num_cpu_blocks,
+                        hash_seed=cc.hash_seed if cc.hash_seed is not None else seed)
+    sched = (StaticScheduler if scheduling == "static" else Scheduler)(scheduler_config, cc, kv)
+    if prompts is None and cc.enable_prefix_caching:
+        prompts = synthesize_prompts(requests, cost.model.vocab_size, seed)
+
+    result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
+        mode="sim", model=cost.model.name, gpu=cost.gpu.name, scheduling=scheduling,
+        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, num_cpu_blocks=cc.num_cpu_blocks,
+        enable_prefix_caching=cc.enable_prefix_caching, **dataclasses.asdict(scheduler_config)))
+    pending = deque()
+    for i, r in enumerate(requests):
+        why = _rejection(r, scheduler_config, cc)
+        if why is None:
+            pending.append(i)
+        else:
+            result.rejected.append((i, why))
+    t0 = requests[0].arrival_time if len(requests) else 0.0
+    block_bytes = cc.block_size * cost.model.kv_bytes_per_token
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(pending), unit="req", desc=f"sim {scheduling}")
+
+    clock = 0.0
+    while pending or sched.has_unfinished_requests():
+        if max_steps is not None and len(result.steps) >= max_steps:
+            break
+        while pending and requests[pending[0]].arrival_time - t0 <= clock:
+            i = pending.popleft()
+            tr = requests[i]
+            ids = list(prompts[i]) if prompts is not None else [0] * tr.prompt_len
+            sched.add_request(Request(str(i), ids, SamplingParams(max_tokens=tr.output_len, ignore_eos=True),
+                                      arrival_time=tr.arrival_time - t0, block_hasher=kv.block_hasher))
+        if not sched.has_unfinished_requests():
+            clock = requests[pending[0]].arrival_time - t0     # idle: jump to the next arrival
+            continue
+        out = sched.schedule()
+        if not out.scheduled and not out.blocks_to_swap_in and not out.blocks_to_swap_out:
+            if pending:
+                clock = max(clock, requests[pending[0]].arrival_time - t0)
+                continue
+            raise RuntimeError(f"scheduler stalled at step {out.step}: {sched.get_num_unfinished_requests()} "
+                               "requests unfinished, none scheduled")
+        dt = cost.step_time((s.start, s.num_tokens) for s in out.scheduled)
+        dt += (len(out.blocks_to_swap_out) + len(out.blocks_to_swap_in)) * block_bytes / cost.gpu.pcie_bandwidth
+        dt += len(out.blocks_to_copy) * 2 * block_bytes / cost.bytes_per_s
+        start, clock = clock, clock + dt
+        sampled = {}
+        num_prefill = 0
+        for s in out.scheduled:
+            req = s.request
+            if req.first_scheduled_time is None:
+                req.first_scheduled_time = start
+            if s.is_prefill:
+                num_prefill += s.num_tokens
+            if s.samples:
+                sampled[req.request_id] = int(req.request_id) % cost.model.vocab_size
+                if req.first_token_time is None:
+                    req.first_token_time = clock
+        finished = sched.update_from_output(out, sampled, now=clock)
+        for req in finished:
+            req.finished_time = clock
+            result.requests.append(make_records(req))
+        if bar is not None and finished:
+            bar.update(len(finished))
+        total = out.total_num_scheduled_tokens
+        result.steps.append(StepRecord(
+            step=out.step, start_time=start, step_time=dt, num_seqs=len(out.scheduled),
+            num_scheduled_tokens=total, num_prefill_tokens=num_prefill, num_decode_tokens=total - num_prefill,
+            num_preempted=len(out.preempted), kv_blocks_used=cc.num_gpu_blocks - kv.num_free_blocks,
+            kv_blocks_free=kv.num_free_blocks, running=len(sched.running), waiting=len(sched.waiting),
+            swapped=len(sched.swapped)))
+    if bar is not None:
+        bar.close()
+    return (result, sched) if return_scheduler else result
+
+
+def compare(results: dict, columns: Optional[List[str]] = None) -> str:
+    """A table of ``summarize`` for several named results, e.g. ``{"static": r1, "continuous": r2}``."""
+    columns = columns or ["name", "num_requests", "makespan", "output_throughput", "ttft_p50", "ttft_p99",
+                          "tpot_p50", "tpot_p99", "max_step_time", "num_preemptions"]
+    rows = [{"name": name, **summarize(r)} for name, r in results.items()]
+    return format_table(rows, columns)

@@ -1,0 +1,156 @@
+"""A paged-attention kernel program's walk over the block table, tile by tile.
+
+One Triton program of the decode kernel handles one (sequence, KV head). It loops over the
+sequence's keys in tiles of ``BLOCK_N`` tokens; for lane ``i`` of tile ``t`` the token position is
+``pos = t * BLOCK_N + i``, the physical block is ``block_table[pos // block_size]`` and the row
+inside it ``pos % block_size``. Lanes with ``pos >= seq_len`` are *masked*: their loads must use
+``mask=`` (unmasked out-of-range loads read garbage, and in the interpreter return garbage too).
+
+The walk is a plain list of step dicts, made by :func:`kernel_walk_steps` (or by a lab's own
+instrumented kernel)::
+
+    {"program_id": 0, "tile": 1, "num_tiles": 3, "tile_start": 16, "tile_size": 16,
+     "seq_len": 37, "block_size": 16, "block_table": [7, 2, 9], "num_blocks": 12,
+     "lanes": [{"lane": 0, "pos": 16, "logical_block": 1, "block_id": 2, "offset": 0,
+                "masked": False}, ...],
+     "visited": [7]}                                # blocks read by earlier tiles
+
+Hooks: ``rect.pl-lane`` (``data-lane``, ``data-pos``, ``data-block-id``, ``data-masked``),
+``rect.pl-bt-entry`` (``data-logical-index``, ``data-current``), ``rect.pl-phys``
+(``data-block-id``, ``data-reading``), ``rect.pl-token`` (``data-pos``, ``data-in-tile``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from pagedlab.viz._svg import COLORS, attrs, legend, svg_doc, text
+
+
+def kernel_walk_steps(block_table: Sequence[int], seq_len: int, block_size: int, tile_size: Optional[int] = None,
+                      program_id: int = 0, num_blocks: Optional[int] = None) -> List[Dict[str, Any]]:
+    """The tiles one decode-kernel program visits, with the block and mask of every lane.
+
+    Args:
+        block_table: physical block ids of the sequence's logical blocks.
+        seq_len: number of cached tokens (keys) to attend to.
+        block_size: tokens per KV block.
+        tile_size: ``BLOCK_N`` keys per loop iteration (default ``block_size``).
+        program_id: the program's id (for the caption).
+        num_blocks: pool size for the picture (default ``max(block_table) + 1``).
+
+    Raises:
+        ValueError: the block table cannot hold ``seq_len`` tokens.
+    """
+    bt = [int(b) for b in block_table]
+    if seq_len > len(bt) * block_size:
+        raise ValueError(f"seq_len={seq_len} needs {-(-seq_len // block_size)} blocks, the table has {len(bt)}")
+    n_tile = tile_size or block_size
+    num_tiles = max(1, -(-seq_len // n_tile))
+    num_blocks = num_blocks or (max(bt) + 1 if bt else 1)
+    steps, visited = [], []
+    for t in range(num_tiles):
+        lanes = []
+        for i in range(n_tile):
+            pos = t * n_tile + i
+            masked = pos >= seq_len
+            lb = pos // block_size
+            lanes.append({"lane": i, "pos": pos, "logical_block": lb,
+                          "block_id": None if masked or lb >= len(bt) else bt[lb],
+                          "offset": pos % block_size, "masked": masked})
+        steps.append({"program_id": program_id, "tile": t, "num_tiles": num_tiles, "tile_start": t * n_tile,
+                      "tile_size": n_tile, "seq_len": seq_len, "block_size": block_size, "block_table": bt,
+                      "num_blocks": num_blocks, "lanes": lanes, "visited": list(visited)})
+        for ln in lanes:
+            if ln["block_id"] is not None and ln["block_id"] not in visited:
+                visited.append(ln["block_id"])
+    return steps
+
+
+def render_kernel_walk(step: Dict[str, Any], *, title: Optional[str] = None) -> str:
+    """Draw one tile of a kernel program's walk (see the module docstring for ``step``).
+
+    Returns:
+        ``<svg class="pl-viz pl-kernel" data-step=<tile>>`` with ``tile_size`` ``rect.pl-lane``.
+    """
+    bs, n_tile, seq_len = int(step["block_size"]), int(step["tile_size"]), int(step["seq_len"])
+    bt = [int(b) for b in step["block_table"]]
+    lanes = step.get("lanes") or kernel_walk_steps(bt, seq_len, bs, n_tile)[int(step["tile"])]["lanes"]
+    tile, start = int(step["tile"]), int(step.get("tile_start", int(step["tile"]) * n_tile))
+    reading = {ln["block_id"] for ln in lanes if ln["block_id"] is not None}
+    reading_lb = {ln["logical_block"] for ln in lanes if not ln["masked"]}
+    visited = set(step.get("visited", ()))
+    num_blocks = int(step.get("num_blocks") or (max(bt) + 1 if bt else 1))
+    pad, width = 16.0, 780.0
+    body: List[str] = []
+
+    # 1. the sequence, grouped by logical block
+    y = 50.0
+    body.append(text(pad, y + 6, "keys", size=11, color=COLORS["muted"], weight="bold"))
+    total = max(len(bt) * bs, -(-seq_len // n_tile) * n_tile)
+    x0 = pad + 70
+    tw = min(12.0, (width - x0 - pad) / max(total, 1))
+    for pos in range(total):
+        in_tile = start <= pos < start + n_tile
+        valid = pos < seq_len
+        gapx = (pos // bs) * 3
+        fill = (COLORS["highlight"] if in_tile and valid else COLORS["masked"] if in_tile
+                else COLORS["prefill"] if valid else COLORS["empty"])
+        body.append(f'<rect {attrs(cls="pl-token", data_pos=pos, data_in_tile=in_tile, data_valid=valid)} '
+                    f'x="{x0 + pos * tw + gapx:.1f}" y="{y:.1f}" width="{max(tw - 1, 1):.1f}" height="12" fill="{fill}"/>')
+    y += 30
+    # 2. the block table
+    body.append(text(pad, y + 11, "block_table", size=11, color=COLORS["muted"], weight="bold"))
+    ew = min(46.0, (width - x0 - pad) / max(len(bt), 1) - 4)
+    for i, b in enumerate(bt):
+        cur = i in reading_lb
+        body.append(f'<rect {attrs(cls="pl-bt-entry", data_logical_index=i, data_block_id=b, data_current=cur)} '
+                    f'x="{x0 + i * (ew + 4):.1f}" y="{y:.1f}" width="{ew:.1f}" height="22" rx="3" '
+                    f'fill="{COLORS["highlight"] if cur else "#ffffff"}" stroke="{COLORS["text"]}" stroke-width="1"/>')
+        body.append(text(x0 + i * (ew + 4) + ew / 2, y + 11, b, size=11, anchor="middle", weight="bold"))
+    y += 40
+    # 3. the physical pool
+    body.append(text(pad, y + 11, "KV pool", size=11, color=COLORS["muted"], weight="bold"))
+    pw = min(30.0, (width - x0 - pad) / max(num_blocks, 1) - 3)
+    for b in range(num_blocks):
+        state = "reading" if b in reading else ("visited" if b in visited else ("mine" if b in bt else "other"))
+        fill = {"reading": COLORS["highlight"], "visited": "#f6e3a8", "mine": "#d9e7f5", "other": COLORS["empty"]}[state]
+        body.append(f'<rect {attrs(cls="pl-phys", data_block_id=b, data_reading=b in reading, data_state=state)} '
+                    f'x="{x0 + b * (pw + 3):.1f}" y="{y:.1f}" width="{pw:.1f}" height="22" rx="3" fill="{fill}" '
+                    f'stroke="{COLORS["empty_stroke"]}" stroke-width="1"/>')
+        if pw >= 16:
+            body.append(text(x0 + b * (pw + 3) + pw / 2, y + 11, b, size=9, anchor="middle"))
+    y += 44
+    # 4. the tile's lanes
+    body.append(text(pad, y + 14, f"tile {tile}", size=11, color=COLORS["muted"], weight="bold"))
+    lw = min(44.0, (width - x0 - pad) / max(n_tile, 1) - 2)
+    n_masked = 0
+    for ln in lanes:
+        i, masked = int(ln["lane"]), bool(ln["masked"])
+        n_masked += masked
+        lx = x0 + i * (lw + 2)
+        body.append(f'<rect {attrs(cls="pl-lane", data_lane=i, data_pos=ln["pos"], data_block_id=ln["block_id"], data_offset=ln["offset"], data_masked=masked)} '
+                    f'x="{lx:.1f}" y="{y:.1f}" width="{lw:.1f}" height="28" rx="2" '
+                    f'fill="{COLORS["masked"] if masked else COLORS["decode"]}" '
+                    f'stroke="{COLORS["muted"] if masked else "#ffffff"}" stroke-width="1"'
+                    f'{" stroke-dasharray=" + chr(34) + "3 2" + chr(34) if masked else ""}/>')
+        if lw >= 26:
+            body.append(text(lx + lw / 2, y + 9, f"p{ln['pos']}", size=8, anchor="middle",
+                             color=COLORS["muted"] if masked else "#ffffff"))
+            body.append(text(lx + lw / 2, y + 20, "mask" if masked else f"b{ln['block_id']}:{ln['offset']}", size=8,
+                             anchor="middle", color=COLORS["muted"] if masked else "#ffffff"))
+        elif masked and lw >= 6:
+            body.append(text(lx + lw / 2, y + 14, "×", size=9, anchor="middle", color=COLORS["muted"]))
+    y += 40
+    items = [("keys in this tile", COLORS["highlight"], "#ffffff", None), ("lane loads K/V", COLORS["decode"], "#ffffff", None),
+             ("masked lane (pos >= seq_len)", COLORS["masked"], COLORS["muted"], "3 2"),
+             ("block read earlier", "#f6e3a8", COLORS["empty_stroke"], None)]
+    lg, h = legend(pad, y, items, width - 2 * pad)
+    body.extend(lg)
+    y += h + 6
+    heading = title or f"Program {step.get('program_id', 0)}: tile {tile + 1} of {step.get('num_tiles', '?')}"
+    summary = (f"keys [{start}, {start + n_tile}) of seq_len {seq_len}; reads block(s) "
+               f"{', '.join(str(b) for b in sorted(reading)) or '-'}; {n_masked} of {n_tile} lanes masked")
+    head = [text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+            text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary")]
+    return svg_doc(width, y, head + body, cls="pl-kernel", title=heading, data_step=tile,
+                   data_masked=n_masked, data_program=step.get("program_id", 0))

@@ -1,0 +1,65 @@
+"""pytest plugin for the nbval run over the solution notebooks: record each notebook's run time.
+
+nbval turns every cell into a test item; this sums their setup/call/teardown durations per
+notebook (the kernel start is counted in the first cell's setup) and writes
+``tests/artifacts/notebook_times.json``::
+
+    {"budget_s": 60, "notebooks": {"00_welcome.ipynb": {"seconds": 31.2, "cells": 9,
+                                                         "failed": 0, "over_budget": false}}}
+
+Entries of notebooks not run in this session are kept, so a partial run updates the file.
+A notebook over the budget is reported in the terminal summary (it does not fail the run:
+timing on a shared machine is noisy; the number is evidence for the reviewers).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+BUDGET_S = float(os.environ.get("PAGEDLAB_NOTEBOOK_BUDGET_S", "60"))
+_OUT = Path(__file__).resolve().parents[1] / "tests" / "artifacts" / "notebook_times.json"
+_times: dict = {}
+
+
+def _notebook_of(nodeid: str) -> str | None:
+    path = nodeid.split("::", 1)[0]
+    return Path(path).name if path.endswith(".ipynb") else None
+
+
+def pytest_runtest_logreport(report):
+    nb = _notebook_of(report.nodeid)
+    if nb is None:
+        return
+    entry = _times.setdefault(nb, {"seconds": 0.0, "cells": 0, "failed": 0, "start": time.time()})
+    entry["seconds"] += float(getattr(report, "duration", 0.0) or 0.0)
+    if report.when == "call":
+        entry["cells"] += 1
+    if report.failed:
+        entry["failed"] += 1
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _times:
+        return
+    try:
+        data = json.loads(_OUT.read_text()) if _OUT.exists() else {}
+    except ValueError:
+        data = {}
+    notebooks = data.get("notebooks", {})
+    for nb, e in _times.items():
+        notebooks[nb] = {"seconds": round(e["seconds"], 1), "cells": e["cells"], "failed": e["failed"],
+                         "over_budget": e["seconds"] > BUDGET_S,
+                         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e["start"]))}
+    _OUT.parent.mkdir(parents=True, exist_ok=True)
+    _OUT.write_text(json.dumps({"budget_s": BUDGET_S, "notebooks": dict(sorted(notebooks.items()))}, indent=2) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _times:
+        return
+    terminalreporter.write_sep("-", f"notebook run times (budget {BUDGET_S:.0f} s; {_OUT.name})")
+    for nb, e in sorted(_times.items()):
+        flag = "  OVER BUDGET" if e["seconds"] > BUDGET_S else ""
+        terminalreporter.write_line(f"{nb:<40} {e['seconds']:6.1f} s  {e['cells']} cells{flag}")

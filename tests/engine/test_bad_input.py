@@ -1,0 +1,105 @@
+"""Bad input is rejected at submission with a specific error, and the engine keeps serving."""
+import pytest
+
+from pagedlab import LLM, LLMEngine, SamplingParams
+from pagedlab.errors import ConfigError, InvalidRequestError, ModelFileCorruptError, ModelNotFoundError
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return LLMEngine(num_gpu_blocks=64, max_model_len=512)
+
+
+def _serve_one(engine, prompt=(1, 9690, 198, 2683)):
+    engine.add_request(None, {"prompt_token_ids": list(prompt)}, SamplingParams(temperature=0, max_tokens=3))
+    outs = []
+    while engine.has_unfinished_requests():
+        outs += engine.step()
+    assert len(outs) == 1 and len(outs[0].outputs[0].token_ids) == 3
+    assert engine.kv_cache_manager.num_free_blocks == 64
+
+
+@pytest.mark.parametrize("prompt, match", [
+    ("", "empty"),
+    ({"prompt_token_ids": []}, "empty"),
+    ({"prompt_token_ids": [5] * 512}, "max_model_len"),
+    ({"prompt_token_ids": [1, 99999]}, "vocabulary"),
+    (3.5, "prompt must be"),
+])
+def test_bad_prompts_rejected_and_engine_keeps_serving(engine, prompt, match):
+    with pytest.raises(InvalidRequestError, match=match):
+        engine.add_request(None, prompt, SamplingParams(max_tokens=4))
+    assert not engine.has_unfinished_requests()
+    _serve_one(engine)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"max_tokens": -3}, "max_tokens"),
+    ({"n": 0}, "n must be"),
+    ({"temperature": -1.0}, "temperature"),
+    ({"top_p": 0.0}, "top_p"),
+])
+def test_bad_sampling_params(kwargs, match):
+    with pytest.raises(InvalidRequestError, match=match):
+        SamplingParams(**kwargs)
+
+
+def test_request_larger_than_the_pool_is_rejected_not_spinning():
+    small = LLMEngine(num_gpu_blocks=8, max_model_len=512)     # 8 blocks x 16 = 128 tokens in all
+    with pytest.raises(InvalidRequestError, match="num_gpu_blocks"):
+        small.add_request(None, {"prompt_token_ids": [5] * 100}, SamplingParams(max_tokens=100))
+    with pytest.raises(InvalidRequestError, match="num_gpu_blocks"):      # n=2 needs twice the blocks
+        small.add_request(None, {"prompt_token_ids": [5] * 60}, SamplingParams(max_tokens=20, n=2))
+    assert not small.has_unfinished_requests()
+    small.add_request(None, {"prompt_token_ids": [5] * 100}, SamplingParams(max_tokens=20, ignore_eos=True))
+    outs = []
+    while small.has_unfinished_requests():
+        outs += small.step()
+    assert len(outs[0].outputs[0].token_ids) == 20
+
+
+def test_duplicate_request_id_and_bad_priority(engine):
+    engine.add_request("dup", {"prompt_token_ids": [1, 2, 3]}, SamplingParams(max_tokens=2))
+    with pytest.raises(InvalidRequestError, match="already in use"):
+        engine.add_request("dup", {"prompt_token_ids": [1, 2, 3]}, SamplingParams(max_tokens=2))
+    with pytest.raises(InvalidRequestError, match="priority"):
+        engine.add_request("p", {"prompt_token_ids": [1, 2, 3]}, SamplingParams(max_tokens=2), priority="high")
+    engine.abort_request("dup")
+    assert engine.kv_cache_manager.num_free_blocks == 64
+    _serve_one(engine)
+
+
+def test_generate_validates_all_prompts_before_queueing_any():
+    llm = LLM(num_gpu_blocks=64, max_model_len=256)
+    with pytest.raises(InvalidRequestError):
+        llm.generate(["Hello", ""], SamplingParams(max_tokens=2))
+    assert not llm.llm_engine.has_unfinished_requests()
+    assert len(llm.generate(["Hello"], SamplingParams(max_tokens=2))[0].outputs[0].token_ids) == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"block_size": 0}, "block_size"),
+    ({"block_size": 2.5}, "block_size"),
+    ({"num_gpu_blocks": 0}, "num_gpu_blocks"),
+    ({"max_num_seqs": 0}, "max_num_seqs"),
+    ({"max_num_batched_tokens": -1}, "max_num_batched_tokens"),
+    ({"preemption_mode": "swap"}, "num_cpu_blocks"),
+    ({"policy": "lifo"}, "policy"),
+])
+def test_bad_engine_config(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        LLMEngine(**kwargs)
+
+
+def test_unknown_model_path(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="not found"):
+        LLMEngine(str(tmp_path / "nope.gguf"))
+
+
+def test_corrupt_gguf(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_CACHE_DIR", str(tmp_path / "cache"))
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 64)
+    with pytest.raises(ModelFileCorruptError, match="fetch-model"):
+        LLMEngine(str(bad))

@@ -1,0 +1,111 @@
+"""pagedlab doctor: each problem is reported with its fix; required failures give a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pytest
+
+try:  # tests/ is a package (tests/__init__.py)
+    from tests._fakewheel import fake_payload
+except ImportError:  # pragma: no cover - rootdir-less layout
+    from _fakewheel import fake_payload
+from pagedlab import doctor
+from pagedlab.doctor import FAIL, OK, WARN, run_checks
+from pagedlab.model.fetch import ENV_CACHE_DIR, SMOLLM2_135M_Q4_1
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def args(**kw):
+    return argparse.Namespace(quick=kw.get("quick", True), json=kw.get("json", False))
+
+
+@pytest.fixture
+def no_model(monkeypatch, tmp_path):
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path / "empty-cache"))
+    return tmp_path / "empty-cache"
+
+
+def test_missing_model_is_a_required_failure_with_its_fix(no_model, capsys):
+    model = by_name(run_checks(quick=True))["model"]
+    assert model.status == FAIL and model.required
+    assert str(no_model) in model.detail
+    assert "pagedlab fetch-model" in model.fix and "make model" in model.fix
+
+    assert doctor.main(args()) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  model" in out and "fix: run `pagedlab fetch-model`" in out
+    assert "required check(s) failed: model" in out
+
+
+def test_corrupt_model_says_fetch_again(monkeypatch, tmp_path):
+    monkeypatch.setenv(ENV_CACHE_DIR, str(tmp_path))
+    (tmp_path / SMOLLM2_135M_Q4_1.filename).write_bytes(fake_payload(1000))
+    model = by_name(run_checks(quick=True))["model"]
+    assert model.status == FAIL and "expected" in model.detail
+    assert "fetch-model --force" in model.fix
+
+
+def test_json_output_is_structured(no_model, capsys):
+    assert doctor.main(args(json=True)) == 1
+    data = json.loads(capsys.readouterr().out)
+    names = [d["name"] for d in data]
+    for expected in ("python", "torch", "triton", "transformers", "jupyterlab", "ipywidgets",
+                     "jupyterlab_widgets", "nbval", "playwright", "widgets", "model", "chromium"):
+        assert expected in names
+    assert all(set(d) == {"name", "status", "detail", "fix", "required"} for d in data)
+
+
+def test_missing_required_package_fails_and_optional_one_warns(monkeypatch):
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda d: None if d in ("torch", "playwright") else real(d))
+    checks = by_name(doctor.check_packages())
+    assert checks["torch"].status == FAIL and checks["torch"].required and "make setup" in checks["torch"].fix
+    assert checks["playwright"].status == WARN and not checks["playwright"].required
+
+
+def test_version_drift_is_a_warning(monkeypatch):
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda d: "4.0.0" if d == "jupyterlab" else real(d))
+    c = by_name(doctor.check_packages())["jupyterlab"]
+    assert c.status == WARN and "tested with 4.6.6" in c.detail
+
+
+@pytest.mark.parametrize("kernel,front,status", [("8.1.9", "3.0.17", OK), ("8.1.9", "1.1.7", FAIL), ("7.8.5", "3.0.17", FAIL)])
+def test_widget_kernel_and_front_end_versions_must_match(monkeypatch, kernel, front, status):
+    real = doctor._version
+    versions = {"ipywidgets": kernel, "jupyterlab_widgets": front}
+    monkeypatch.setattr(doctor, "_version", lambda d: versions.get(d) or real(d))
+    c = doctor.check_widgets()
+    assert c.status == status, c
+    if status == FAIL:
+        assert "jupyterlab_widgets==" in c.fix and "restart JupyterLab" in c.fix
+
+
+def test_missing_chromium_warns_with_apt_fix(monkeypatch):
+    monkeypatch.setenv("PAGEDLAB_CHROMIUM", "/nonexistent/chromium")
+    c = doctor.check_chromium()
+    assert c.status == WARN and not c.required
+    assert "apt-get install" in c.fix and "never `playwright install`" in c.fix
+
+
+def test_cuda_check_reports_without_failing():
+    c = doctor.check_cuda()
+    assert c.status == "info" and ("available" in c.detail or "unknown" in c.detail)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Triton ships wheels for Linux only")
+def test_triton_interpreter_runs_a_tiny_kernel():
+    c = doctor.check_triton_interpreter()
+    assert c.status == OK, f"{c.detail} / fix: {c.fix}"
+
+
+def test_triton_interpreter_failure_is_reported(monkeypatch):
+    monkeypatch.setattr(doctor, "_TRITON_PROBE", "raise SystemExit('boom: triton broken')")
+    c = doctor.check_triton_interpreter()
+    assert c.status == FAIL and "boom: triton broken" in c.detail and "triton==" in c.fix
