@@ -27,6 +27,8 @@ PORT        ?= 8888
 LAB_ARGS    ?=
 PROMPTS     ?= data/prompts.jsonl
 PYTEST_ARGS ?=
+# benchmarks that only make sense on a CUDA GPU (skipped by `make bench` without one)
+GPU_BENCHES ?= bench_paged_attention.py
 ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg)
@@ -110,7 +112,9 @@ bench: setup
 	cuda=$$("$(VPY)" -c 'import torch; print(int(torch.cuda.is_available()))'); found=0; \
 	for f in benchmarks/bench_*.py; do \
 	  [ -e "$$f" ] || continue; found=1; \
-	  case "$$f" in *gpu*|*cuda*) if [ "$$cuda" != 1 ]; then echo "==> skip $$f (no CUDA GPU)"; continue; fi;; esac; \
+	  gpu=0; for g in $(GPU_BENCHES); do [ "$$(basename $$f)" = "$$g" ] && gpu=1; done; \
+	  case "$$(basename $$f)" in *gpu*|*cuda*) gpu=1;; esac; \
+	  if [ "$$gpu" = 1 ] && [ "$$cuda" != 1 ]; then echo "==> skip $$f (needs a CUDA GPU)"; continue; fi; \
 	  echo "==> $$f"; "$(VPY)" "$$f" || exit $$?; \
 	done; \
 	if [ "$$found" = 0 ]; then echo "error: no benchmarks/run_all.py or benchmarks/bench_*.py yet" >&2; exit 1; fi

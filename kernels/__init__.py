@@ -8,6 +8,8 @@ Modules:
     prefill_attention  Triton paged prefill/extend attention (varlen, causal with context offset)
     cache_write        Triton ``reshape_and_cache`` through the slot mapping
     ops                the Triton ops under the reference's names; ``get_backend("torch"|"triton")``
+    aot                offline compile check for sm_80 / sm_90 without a GPU
+    testing            random paged caches with shuffled tables and NaN-poisoned free slots (tests, labs)
 
 Importing this package does **not** import Triton: Triton decides at its first import whether it
 interprets (``TRITON_INTERPRET=1``) or compiles, so the choice is left to the first module that

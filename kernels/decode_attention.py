@@ -61,7 +61,7 @@ def _paged_decode_kernel(
     BLOCK_SIZE: tl.constexpr,                            # tokens per cache block
     BLOCK_N: tl.constexpr,                               # tokens per loop iteration
     NUM_SPLITS: tl.constexpr,
-    UPCAST: tl.constexpr,                                # compute the dots in fp32 (bf16 in the interpreter)
+    UPCAST: tl.constexpr,                                # dots in fp32 (bf16 in the interpreter)
     DOT_PRECISION: tl.constexpr,                         # "ieee" for fp32 inputs: no TF32 on the GPU
 ):
     seq = tl.program_id(0)
@@ -141,7 +141,8 @@ def _paged_decode_kernel(
         o_ptrs = out_ptr + seq * stride_o_seq + q_heads[:, None] * stride_o_head + offs_d[None, :] * stride_o_dim
         tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=store_mask)
     else:
-        # Flash-decoding stage 1: the normalised partial output and its log2-sum-exp.
+        # Flash-decoding stage 1: the normalised partial output and its log2-sum-exp. The launcher
+        # allocates the scratch contiguous, so head dims and splits have stride 1 there.
         po_ptrs = (part_out_ptr + seq * stride_po_seq + q_heads[:, None] * stride_po_head + split * stride_po_split
                    + offs_d[None, :])
         tl.store(po_ptrs, out, mask=store_mask)

@@ -55,7 +55,7 @@ def _paged_prefill_kernel(
     HEAD_DIM_P: tl.constexpr,                            # HEAD_DIM padded to a power of two
     BLOCK_SIZE: tl.constexpr,                            # tokens per cache block
     BLOCK_N: tl.constexpr,                               # keys per loop iteration
-    UPCAST: tl.constexpr,                                # compute the dots in fp32 (bf16 in the interpreter)
+    UPCAST: tl.constexpr,                                # dots in fp32 (bf16 in the interpreter)
     DOT_PRECISION: tl.constexpr,                         # "ieee" for fp32 inputs: no TF32 on the GPU
 ):
     seq = tl.program_id(0)
@@ -89,6 +89,7 @@ def _paged_prefill_kernel(
     if UPCAST:
         q = q.to(tl.float32)
 
+    # Running softmax state per row (fp32), exactly as in decode: max m_i, normaliser l_i, output acc.
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM_P], dtype=tl.float32)
@@ -144,13 +145,14 @@ def prefill_block_sizes(num_q_heads: int, num_kv_heads: int, head_dim: int, inte
     """
     group = num_q_heads // num_kv_heads
     group_p = next_power_of_2(group)
-    # The interpreter pays per operation, not per element: big tiles. On a GPU, 64 x 64 tiles for
-    # 16-bit inputs; fp32 tiles take twice the registers and shared memory, so 32 x 32.
+    # GPU: 64 x 64 tiles for 16-bit inputs; fp32 tiles take twice the registers and shared memory,
+    # so 32 x 32. Interpreter: each op costs ~1 ms whatever its size (favouring big tiles), but its
+    # tl.dot is a numpy matmul without BLAS (~40 ms for 128^3), so 64 x 64 was fastest (measured).
     small = dtype == torch.float32
     if block_m is None:
-        block_m = 128 if interpreted else (32 if small else 64)
+        block_m = 64 if interpreted else (32 if small else 64)
     if block_n is None:
-        block_n = 128 if interpreted else (32 if small else 64)
+        block_n = 64 if interpreted else (32 if small else 64)
     if block_n < 16 or block_n & (block_n - 1) or block_m < 1 or block_m & (block_m - 1):
         raise ValueError(f"block_m and block_n must be powers of two, block_n >= 16; got {block_m}, {block_n}")
     block_q = max(1, block_m // group_p)
@@ -198,7 +200,7 @@ def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_
     if max_query_len == 0:
         return out
     meta = prefill_block_sizes(num_q_heads, num_kv_heads, head_dim, interpreted, block_m, block_n, query.dtype)
-    upcast = interpreted and query.dtype == torch.bfloat16
+    upcast = interpreted and query.dtype == torch.bfloat16     # see decode_attention (triton #11584)
     precision = "ieee" if query.dtype == torch.float32 else "tf32"
     grid = (num_seqs, triton.cdiv(max_query_len, meta["BLOCK_Q"]), num_kv_heads)
     launch_opts = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}

@@ -33,10 +33,10 @@ COMMANDS: list[Command] = [
     Command("doctor", "pagedlab.doctor", "check the installation and say how to fix each problem"),
     Command("fetch-model", "pagedlab.model.fetch", "download and verify the SmolLM2-135M GGUF (~98 MB)"),
     Command("generate", "pagedlab.demo", "serve a file of chat prompts through the paged engine (headless demo)"),
+    Command("replay", "pagedlab.sim.replay", "replay a request trace (Azure, Mooncake) in the simulator or on the engine"),
+    Command("labs", "pagedlab.grading.labs_build", "labs build: generate labs/ from solutions/; labs check: are they in sync"),
     # Command("bench", "pagedlab.bench", "..."),
-    # Command("replay", "pagedlab.sim.replay", "..."),
     # Command("grade", "pagedlab.grading.grade", "..."),
-    # Command("labs", "pagedlab.grading.labs", "build labs/ from solutions/, or check they are in sync"),
 ]
 
 EXIT_UNAVAILABLE = 2
@@ -67,6 +67,7 @@ def build_parser(argv: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, Opt
         prog="pagedlab",
         description="pagedlab: a course kit on KV-cache memory management in LLM serving.",
         epilog="Run `pagedlab COMMAND --help` for a command's options.",
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=26, width=100),
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")

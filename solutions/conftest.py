@@ -4,8 +4,9 @@ nbval turns every cell into a test item; this sums their setup/call/teardown dur
 notebook (the kernel start is counted in the first cell's setup) and writes
 ``tests/artifacts/notebook_times.json``::
 
-    {"budget_s": 60, "notebooks": {"00_welcome.ipynb": {"seconds": 31.2, "cells": 9,
-                                                         "failed": 0, "over_budget": false}}}
+    {"budget_s": 60, "notebooks": {"00_welcome.ipynb": {"seconds": 31.2, "cells": 9, "failed": 0,
+                                   "over_budget": false, "slowest_cells": {"Cell 3": 17.0, ...},
+                                   "measured_at": "..."}}}
 
 Entries of notebooks not run in this session are kept, so a partial run updates the file.
 A notebook over the budget is reported in the terminal summary (it does not fail the run:
@@ -32,8 +33,11 @@ def pytest_runtest_logreport(report):
     nb = _notebook_of(report.nodeid)
     if nb is None:
         return
-    entry = _times.setdefault(nb, {"seconds": 0.0, "cells": 0, "failed": 0, "start": time.time()})
-    entry["seconds"] += float(getattr(report, "duration", 0.0) or 0.0)
+    entry = _times.setdefault(nb, {"seconds": 0.0, "cells": 0, "failed": 0, "start": time.time(), "per_cell": {}})
+    dur = float(getattr(report, "duration", 0.0) or 0.0)
+    entry["seconds"] += dur
+    cell = report.nodeid.split("::", 1)[1] if "::" in report.nodeid else report.nodeid
+    entry["per_cell"][cell] = entry["per_cell"].get(cell, 0.0) + dur
     if report.when == "call":
         entry["cells"] += 1
     if report.failed:
@@ -51,6 +55,9 @@ def pytest_sessionfinish(session, exitstatus):
     for nb, e in _times.items():
         notebooks[nb] = {"seconds": round(e["seconds"], 1), "cells": e["cells"], "failed": e["failed"],
                          "over_budget": e["seconds"] > BUDGET_S,
+                         "slowest_cells": {k: round(v, 1) for k, v in sorted(e["per_cell"].items(),
+                                                                             key=lambda kv: -kv[1])[:3]},
+                         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
                          "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e["start"]))}
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"budget_s": BUDGET_S, "notebooks": dict(sorted(notebooks.items()))}, indent=2) + "\n")

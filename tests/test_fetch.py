@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest

@@ -82,6 +82,20 @@ class LLM:
                                                             tokenize=True)
         return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
 
+    def beam_search(self, prompts, params) -> list:
+        """Beam search with copy-on-write forks (vLLM v0 semantics; see ``pagedlab.engine.beam_search``).
+
+        Args:
+            prompts: a prompt or a list (str, token ids, or ``{"prompt_token_ids": ...}``).
+            params: ``BeamSearchParams(beam_width, max_tokens)``.
+        Returns:
+            One ``BeamSearchOutput`` per prompt (``.sequences`` best first, with block accounting).
+        """
+        from pagedlab.engine.beam_search import beam_search
+        if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        return [beam_search(self.llm_engine, self.llm_engine._tokenize(p)[1], params) for p in prompts]
+
     def _run(self, ids: List[str], use_tqdm: bool) -> List[RequestOutput]:
         engine = self.llm_engine
         wanted = set(ids)

@@ -46,7 +46,8 @@ class StepStats:
     preempted: List[str]
     kv_blocks_used: int
     kv_blocks_free: int
-    step_time: float                  # seconds
+    step_time: float                  # seconds, whole step
+    sched_time: float = 0.0           # seconds in scheduler + KV-cache manager (schedule + update)
     running: int = 0
     waiting: int = 0
     swapped: int = 0
@@ -232,6 +233,7 @@ class LLMEngine:
         """
         t0 = time.perf_counter()
         out = self.scheduler.schedule()
+        t_sched = time.perf_counter() - t0
         block_ids = {s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id)
                      for s in out.scheduled}
         # An n>1 prompt samples all its first tokens from the prompt's last row, then forks.
@@ -258,7 +260,9 @@ class LLMEngine:
                 r.first_scheduled_time = t0
             if r.request_id in flat and r.first_token_time is None:
                 r.first_token_time = now
+        t1 = time.perf_counter()
         finished = self.scheduler.update_from_output(out, flat, now)
+        t_sched += time.perf_counter() - t1
         finished += self._check_stop_strings(flat)
         outputs = []
         for r in finished:
@@ -272,7 +276,7 @@ class LLMEngine:
             num_prefill_tokens=sum(s.num_tokens for s in out.scheduled if s.is_prefill),
             num_decode_tokens=sum(s.num_tokens for s in out.scheduled if not s.is_prefill),
             preempted=list(out.preempted), kv_blocks_used=self.cache_config.num_gpu_blocks - kv.num_free_blocks,
-            kv_blocks_free=kv.num_free_blocks, step_time=time.perf_counter() - t0,
+            kv_blocks_free=kv.num_free_blocks, step_time=time.perf_counter() - t0, sched_time=t_sched,
             running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
             swapped=len(self.scheduler.swapped)))
         return outputs

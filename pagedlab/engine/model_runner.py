@@ -60,23 +60,16 @@ class ModelRunner:
         self._move(out.blocks_to_copy, self.kv_caches, self.kv_caches)
 
     # --- the forward step ----------------------------------------------------------------------
-    def execute(self, out: SchedulerOutput, block_ids: Dict[str, List[int]],
-                extra_samples: Optional[Dict[str, int]] = None,
-                generators: Optional[Dict[str, Optional[torch.Generator]]] = None) -> Dict[str, List[int]]:
-        """Run the step and sample.
+    def forward(self, out: SchedulerOutput, block_ids: Dict[str, List[int]]):
+        """Apply the step's block moves and run the model on the scheduled tokens.
 
-        Args:
-            out: the scheduler's output for this step.
-            block_ids: request id -> its block table (physical block ids).
-            extra_samples: request id -> how many tokens to sample from its row (``n > 1``
-                parents sample all their first tokens from one row); default 1.
-            generators: request id -> its seeded generator, or None.
         Returns:
-            request id -> sampled token ids, for requests whose chunk reached the end.
+            ``(samplers, logits)``: the scheduled requests whose chunk reached the end of their
+            sequence (so they sample), and their fp32 logits ``[len(samplers), vocab]``.
         """
         self.apply_block_moves(out)
         if not out.scheduled:
-            return {}
+            return [], None
         # Decodes (one token) first, so attention can batch them in one call.
         order: List[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
         num_decodes = sum(1 for s in order if s.num_tokens == 1)
@@ -105,11 +98,27 @@ class ModelRunner:
             slot_mapping=slot_mapping.to(dev), block_tables=block_tables.to(dev),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev), num_decodes=num_decodes,
-            logits_indices=torch.tensor(logits_rows, dtype=torch.int64, device=dev), backend=self.backend)
-        if not logits_rows:
-            meta.logits_indices = torch.tensor([0], dtype=torch.int64, device=dev)
+            logits_indices=torch.tensor(logits_rows or [0], dtype=torch.int64, device=dev), backend=self.backend)
         logits = self.model(torch.tensor(input_ids, device=dev), pos.to(dev), self.kv_caches, meta)
-        if not logits_rows:
+        samplers = [s for s in order if s.samples]
+        return samplers, (logits.cpu() if samplers else None)
+
+    def execute(self, out: SchedulerOutput, block_ids: Dict[str, List[int]],
+                extra_samples: Optional[Dict[str, int]] = None,
+                generators: Optional[Dict[str, Optional[torch.Generator]]] = None) -> Dict[str, List[int]]:
+        """Run the step and sample.
+
+        Args:
+            out: the scheduler's output for this step.
+            block_ids: request id -> its block table (physical block ids).
+            extra_samples: request id -> how many tokens to sample from its row (``n > 1``
+                parents sample all their first tokens from one row); default 1.
+            generators: request id -> its seeded generator, or None.
+        Returns:
+            request id -> sampled token ids, for requests whose chunk reached the end.
+        """
+        samplers, logits = self.forward(out, block_ids)
+        if not samplers:
             return {}
         # One row per sampling request; an n>1 parent's row is repeated once per completion.
         samplers = [s for s in order if s.samples]
@@ -123,7 +132,7 @@ class ModelRunner:
                 params.append(s.request.sampling_params)
                 gens.append(g[j] if isinstance(g, list) else g)
                 owners.append(rid)
-        tokens = sample(logits.cpu()[torch.tensor(rows)], params, gens)
+        tokens = sample(logits[torch.tensor(rows)], params, gens)
         result: Dict[str, List[int]] = {}
         for rid, t in zip(owners, tokens):
             result.setdefault(rid, []).append(t)

@@ -156,12 +156,12 @@ def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> 
             continue
         text = _source(cell)
         ctype = cell.get("cell_type", "code")
-        had_hidden = BEGIN_HIDDEN in text
+        had_hidden = BEGIN_HIDDEN in text or END_HIDDEN in text
         if had_hidden:
             text = _drop_hidden(text, stem, index)
             if not text.strip():
                 continue
-        if BEGIN_SOLUTION in text:
+        if BEGIN_SOLUTION in text or END_SOLUTION in text:
             text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
         new: Dict[str, Any] = {"cell_type": ctype, "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
                                "source": _split_source(text)}

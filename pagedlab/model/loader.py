@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import warnings
 from pathlib import Path
 from typing import Optional, Tuple, Union
@@ -18,7 +19,7 @@ import torch
 from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
 from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
-_CONVERTED_FORMAT = 1   # bump when the converted layout changes
+_CONVERTED_FORMAT = 2   # bump when the converted layout changes
 
 
 def resolve_model_path(model: Optional[Union[str, os.PathLike]]) -> Path:
@@ -77,7 +78,17 @@ def _convert(gguf: Path, out: Path) -> None:
             "bos_token_id": hf.config.bos_token_id, "source": str(gguf)}
     (tmp / "pagedlab_config.json").write_text(json.dumps(meta, indent=1))
     tok.save_pretrained(tmp)
-    os.replace(tmp, out) if not out.exists() else None
+    # Also a plain HF config, so transformers can load this folder directly (benchmarks, tests).
+    hf.config.quantization_config = None
+    if hasattr(hf.config, "_pre_quantization_dtype"):
+        del hf.config._pre_quantization_dtype
+    hf.config.save_pretrained(tmp)
+    try:
+        os.replace(tmp, out)
+    except OSError:          # another process converted it first: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (out / "model.safetensors").exists():
+            raise
 
 
 def load_tokenizer(model: Optional[Union[str, os.PathLike]] = None):

@@ -176,6 +176,10 @@ class Scheduler:
         self.waiting.prepend_request(victim)
         self._record("preempt", req=victim.request_id, mode="recompute")
 
+    def _admits_waiting(self) -> bool:
+        """Whether step 3 may admit waiting requests (always, for continuous batching)."""
+        return True
+
     def schedule(self) -> SchedulerOutput:
         """Pick this step's requests and token counts; allocate their KV slots.
 
@@ -228,7 +232,7 @@ class Scheduler:
                 budget -= n
 
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
-        while (not out.preempted and not self.swapped and len(self.waiting) and budget > 0
+        while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting) and budget > 0
                and len(self.running) < self.config.max_num_seqs):
             req = self.waiting.peek_request()
             hit_blocks, num_hit = [], 0

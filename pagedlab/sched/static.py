@@ -15,9 +15,13 @@ from pagedlab.sched.request import RequestStatus
 class StaticScheduler(Scheduler):
     """Same interface as ``Scheduler``; admits a new batch only when ``running`` is empty."""
 
+    def _admits_waiting(self) -> bool:
+        return False                              # the running batch is closed to newcomers
+
     def schedule(self) -> SchedulerOutput:
-        if self.running:
-            return super().schedule()             # decode (or re-prefill after preemption) the batch
+        if self.running or self.swapped:
+            # Decode the batch (re-prefilling preempted members, swapping members back in).
+            return super().schedule()
         out = SchedulerOutput(step=self.step_count)
         if self.tracer is not None:
             self.tracer.step = self.step_count

@@ -66,7 +66,7 @@ def resolve_trace(name_or_path: str) -> Path:
 
 def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence[TraceRequest],
                      prompts: Optional[Sequence[Sequence[int]]] = None, seed: int = 0, engine=None,
-                     progress: bool = False, max_steps: Optional[int] = None) -> ReplayResult:
+                     progress: bool = False, max_steps: Optional[int] = None, warmup: bool = True) -> ReplayResult:
     """Replay a trace slice on the real engine with its arrival times.
 
     Args:
@@ -79,6 +79,8 @@ def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence
         engine: an existing idle ``LLMEngine`` to reuse (saves loading the model again).
         progress: tqdm bar over finished requests.
         max_steps: stop after this many steps (unfinished requests are aborted).
+        warmup: first run a 2-token request that is not recorded, so one-off start-up costs do
+            not land on the first traced request (and comparisons between engines are fair).
     Returns:
         A ``ReplayResult``: times in seconds from the replay start (idle gaps removed),
         step times measured. Requests the engine refuses (``InvalidRequestError``: too long for
@@ -94,6 +96,12 @@ def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence
         special = [i for i in getattr(engine.tokenizer, "all_special_ids", []) if i < vocab]
         lo = max(special) + 1 if special and max(special) < vocab // 2 else 0
         prompts = synthesize_prompts(requests, vocab, seed, min_token_id=lo)
+    if warmup:
+        # The first forward passes pay one-off costs (allocator, kernels); keep them out of the timings.
+        engine.add_request("__warmup__", {"prompt_token_ids": [0] * 8},
+                           SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True))
+        while engine.has_unfinished_requests():
+            engine.step()
     cc, sc = engine.cache_config, engine.scheduler_config
     result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
         mode="engine", model="smollm2-135m", scheduling=type(engine.scheduler).__name__,

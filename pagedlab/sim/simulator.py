@@ -99,6 +99,7 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[Schedu
         ``rejected`` and not submitted.
     Raises:
         ConfigError: unknown ``scheduling``; swap preemption without CPU blocks.
+        ValueError: ``requests`` are not sorted by arrival time.
         RuntimeError: the scheduler stalls (nothing scheduled while work is pending) - a bug.
     """
     from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -107,6 +108,10 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[Schedu
 
     if scheduling not in ("continuous", "static"):
         raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
+    for k in range(1, len(requests)):
+        if requests[k].arrival_time < requests[k - 1].arrival_time:
+            raise ValueError(f"requests must be in arrival order: #{k} arrives at {requests[k].arrival_time} s, "
+                             f"before #{k - 1} at {requests[k - 1].arrival_time} s")
     if scheduler_config is None:
         longest = max((r.prompt_len + r.output_len for r in requests), default=1)
         scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=max(1, longest))
@@ -143,6 +148,7 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[Schedu
         bar = tqdm(total=len(pending), unit="req", desc=f"sim {scheduling}")
 
     clock = 0.0
+    idle_steps = 0
     while pending or sched.has_unfinished_requests():
         if max_steps is not None and len(result.steps) >= max_steps:
             break
@@ -156,10 +162,13 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[Schedu
             clock = requests[pending[0]].arrival_time - t0     # idle: jump to the next arrival
             continue
         out = sched.schedule()
-        if not out.scheduled and not out.blocks_to_swap_in and not out.blocks_to_swap_out:
-            if pending:
-                clock = max(clock, requests[pending[0]].arrival_time - t0)
-                continue
+        moved = out.scheduled or out.preempted or out.blocks_to_swap_in or out.blocks_to_swap_out
+        if not moved and pending:
+            clock = max(clock, requests[pending[0]].arrival_time - t0)   # wait for more work
+            continue
+        # A step may only preempt (the next one re-admits); a long run of such steps is a livelock.
+        idle_steps = 0 if out.scheduled else idle_steps + 1
+        if idle_steps > 1000 or not moved:
             raise RuntimeError(f"scheduler stalled at step {out.step}: {sched.get_num_unfinished_requests()} "
                                "requests unfinished, none scheduled")
         dt = cost.step_time((s.start, s.num_tokens) for s in out.scheduled)

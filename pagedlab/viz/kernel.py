@@ -121,7 +121,7 @@ def render_kernel_walk(step: Dict[str, Any], *, title: Optional[str] = None) -> 
             body.append(text(x0 + b * (pw + 3) + pw / 2, y + 11, b, size=9, anchor="middle"))
     y += 44
     # 4. the tile's lanes
-    body.append(text(pad, y + 14, f"tile {tile}", size=11, color=COLORS["muted"], weight="bold"))
+    body.append(text(pad, y + 14, "lanes", size=11, color=COLORS["muted"], weight="bold"))
     lw = min(44.0, (width - x0 - pad) / max(n_tile, 1) - 2)
     n_masked = 0
     for ln in lanes:
@@ -147,7 +147,9 @@ def render_kernel_walk(step: Dict[str, Any], *, title: Optional[str] = None) -> 
     lg, h = legend(pad, y, items, width - 2 * pad)
     body.extend(lg)
     y += h + 6
-    heading = title or f"Program {step.get('program_id', 0)}: tile {tile + 1} of {step.get('num_tiles', '?')}"
+    n_tiles = step.get("num_tiles")
+    heading = title or (f"Program {step.get('program_id', 0)}: tile {tile}"
+                        + (f" (tiles 0..{int(n_tiles) - 1})" if n_tiles else ""))
     summary = (f"keys [{start}, {start + n_tile}) of seq_len {seq_len}; reads block(s) "
                f"{', '.join(str(b) for b in sorted(reading)) or '-'}; {n_masked} of {n_tile} lanes masked")
     head = [text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),

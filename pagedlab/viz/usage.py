@@ -75,8 +75,9 @@ def render_kv_usage(step_stats: Sequence[Any], upto: Optional[int] = None, *,
     body.append(text(pad, y + 7, "batch", size=10, color=COLORS["muted"]))
     cx = x0
     for rid, ntok, is_pre in cur.get("scheduled", ()):
-        label = f"req {rid}: {'prefill ' + str(ntok) if ntok > 1 else 'decode 1'}"
-        w = 9 + len(label) * 6.2
+        # by token count: one token is a decode step (robust to how is_prefill was recorded)
+        label = f"{rid}: {'prefill ' + str(ntok) if ntok > 1 else 'decode'}"
+        w = 12 + len(label) * 6.0
         if cx + w > width - pad:
             body.append(text(cx, y + 7, "…", size=11))
             break

@@ -1,6 +1,8 @@
 """Bad input is rejected at submission with a specific error, and the engine keeps serving."""
 import pytest
 
+pytestmark = pytest.mark.model
+
 from pagedlab import LLM, LLMEngine, SamplingParams
 from pagedlab.errors import ConfigError, InvalidRequestError, ModelFileCorruptError, ModelNotFoundError
 

@@ -6,6 +6,8 @@ prefix caching off / hash chain / radix tree, block sizes 1, 16 and 32, token bu
 """
 import pytest
 
+pytestmark = pytest.mark.model
+
 from tests.engine.helpers import assert_same_tokens, run_engine
 
 
@@ -40,6 +42,13 @@ def test_static_batching_gives_same_outputs(real_prompts, hf_greedy):
     assert_same_tokens(outs, hf_greedy, "static batching")
     # A static batch admits nobody until every member has finished.
     stats = llm.llm_engine.step_stats
+    first, last = {}, {}
+    for s in stats:
+        for rid, _, _ in s.scheduled:
+            first.setdefault(rid, s.step)
+            last[rid] = s.step
+    for r, f in first.items():
+        assert all(last[q] < f for q, fq in first.items() if fq < f), f"{r} joined a batch still running"
     assert max(len(s.scheduled) for s in stats) <= 6
 
 

@@ -147,7 +147,9 @@ def test_launcher_explains_missing_interpreter(monkeypatch):
 def test_cpu_without_interpreter_fails_clearly_in_a_fresh_process():
     # The real thing, not a stub: a fresh Python without TRITON_INTERPRET; then the variable set too late.
     script = textwrap.dedent("""
-        import os, torch
+        import os, sys, torch
+        import pagedlab.kernels, pagedlab.kernels.reference
+        print("triton imported by pagedlab.kernels:", "triton" in sys.modules)   # must stay lazy
         from pagedlab.kernels import ops
         from pagedlab.kernels.testing import PagedCase
         c = PagedCase([3], 1, 64, 16, torch.float32, device="cpu")
@@ -163,7 +165,18 @@ def test_cpu_without_interpreter_fails_clearly_in_a_fresh_process():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["CUDA_VISIBLE_DEVICES"] = ""
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    lines = proc.stdout.splitlines()
+    first, *lines = proc.stdout.splitlines()
+    assert first.endswith("False"), proc.stdout
     assert len(lines) == 2, proc.stdout + proc.stderr
     assert lines[0].startswith("off KernelUnavailableError") and "the interpreter is off" in lines[0]
     assert lines[1].startswith("late KernelUnavailableError") and "imported before it was set" in lines[1]
+
+
+@pytest.mark.no_interpreter_needed
+def test_backend_dispatch():
+    from pagedlab.kernels import ops, reference, triton_paged_decode_attention
+    assert ops.get_backend("torch").paged_decode_attention is reference.paged_decode_attention
+    assert ops.get_backend("triton").paged_decode_attention is triton_paged_decode_attention
+    assert ops.default_backend("cpu") == "torch"
+    with pytest.raises(ValueError, match="unknown attention backend"):
+        ops.get_backend("flash")

@@ -43,7 +43,7 @@ def _assert_step_limits(result, sc, cc, scheduling="continuous"):
             assert st.num_scheduled_tokens <= sc.max_num_batched_tokens
         assert st.num_seqs <= sc.max_num_seqs
         assert st.kv_blocks_used + st.kv_blocks_free == cc.num_gpu_blocks
-        assert st.step_time > 0
+        assert st.step_time >= 0
     starts = [st.start_time for st in result.steps]
     assert starts == sorted(starts)
 
@@ -120,6 +120,8 @@ def test_prefix_caching_reaches_the_trace_ceiling():
     assert off["prefix_hit_rate"] == 0
     assert on["prefix_hit_rate"] == pytest.approx(ceiling, abs=0.02)
     assert on["ttft_mean"] < off["ttft_mean"]
+    radix = CacheConfig(block_size=16, num_gpu_blocks=60_000, enable_prefix_caching=True, prefix_cache="radix")
+    assert simulate(reqs, None, radix).summary()["prefix_hit_rate"] == pytest.approx(ceiling, abs=0.02)
     # A small pool evicts cached prefixes and falls below the ceiling.
     small = simulate(reqs, None, CacheConfig(block_size=16, num_gpu_blocks=600, enable_prefix_caching=True)).summary()
     assert small["prefix_hit_rate"] < on["prefix_hit_rate"]
@@ -141,6 +143,8 @@ def test_swap_needs_cpu_blocks_and_costs_pcie_time():
         simulate([TraceRequest(0, 10, 2)], None, CacheConfig(num_gpu_blocks=8), preemption_mode="swap")
     with pytest.raises(ConfigError):
         simulate([TraceRequest(0, 10, 2)], scheduling="orca")
+    with pytest.raises(ValueError, match="arrival order"):
+        simulate([TraceRequest(1, 10, 2), TraceRequest(0, 10, 2)])
     cc = gpu_cache_config(LLAMA_2_7B, H100)
     assert cc.num_cpu_blocks == (4 << 30) // (16 * LLAMA_2_7B.kv_bytes_per_token)
 
@@ -166,3 +170,49 @@ def test_format_table_and_percentile():
     assert format_table([{"a": 1234567, "b": "x"}]).splitlines()[2].startswith("1,234,567")
     assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 99) == 5
     assert "continuous" in compare({"continuous": res})
+
+
+def test_static_batch_admits_nobody_until_it_has_finished():
+    # Request 1 arrives while request 0 (a batch of one) is decoding: static batching makes it wait.
+    reqs = [TraceRequest(0.0, 500, 50), TraceRequest(0.01, 100, 5)]
+    static = {r.request_id: r for r in simulate(reqs, scheduling="static").requests}
+    cont = {r.request_id: r for r in simulate(reqs, scheduling="continuous").requests}
+    assert static["1"].first_token_time > static["0"].finished_time
+    assert cont["1"].first_token_time < cont["0"].finished_time
+
+
+def test_static_batch_swaps_its_members_back_in():
+    # Two requests fill the pool; a decode needs a block, so one member is swapped out and must come back.
+    sc = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=2, max_model_len=72, preemption_mode="swap")
+    cc = CacheConfig(block_size=2, num_gpu_blocks=4, num_cpu_blocks=4)
+    res, sched = simulate([TraceRequest(0.0, 3, 3), TraceRequest(0.0, 3, 3)], sc, cc, SMOLLM2_135M, A100_80G,
+                          scheduling="static", return_scheduler=True)
+    assert res.summary()["num_preemptions"] >= 1
+    _assert_idle_and_clean(res, sched, 2)
+
+
+# --- property: any small trace, any small config, every request finishes and nothing leaks -----------------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lens=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12), st.floats(0, 0.01)), min_size=1, max_size=25),
+       block_size=st.sampled_from([1, 2, 4, 16]), blocks=st.integers(4, 40), budget=st.integers(1, 64),
+       seqs=st.integers(1, 8), threshold=st.integers(0, 16), mode=st.sampled_from(["recompute", "swap"]),
+       caching=st.booleans(), scheduling=st.sampled_from(["continuous", "static"]))
+def test_property_all_finish_no_leak(lens, block_size, blocks, budget, seqs, threshold, mode, caching, scheduling):
+    t, reqs = 0.0, []
+    for p, o, gap in lens:
+        t += gap
+        reqs.append(TraceRequest(t, p, o, hash_ids=(1, 2) if p > 30 and caching else None, block_tokens=16))
+    sc = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget, max_model_len=72,
+                         long_prefill_token_threshold=threshold, preemption_mode=mode)
+    cc = CacheConfig(block_size=block_size, num_gpu_blocks=blocks, num_cpu_blocks=blocks if mode == "swap" else 0,
+                     enable_prefix_caching=caching)
+    res, sched = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G, scheduling=scheduling, return_scheduler=True)
+    assert len(res.requests) + len(res.rejected) == len(reqs)
+    _assert_idle_and_clean(res, sched, len(reqs) - len(res.rejected))
+    _assert_step_limits(res, sc, cc, scheduling)
+    for r in res.requests:
+        assert r.output_len == reqs[int(r.request_id)].output_len
+        assert r.arrival_time <= r.first_token_time <= r.finished_time

@@ -1,0 +1,218 @@
+"""``check(obj)``: run an exercise's tests on the learner's object, in the notebook.
+
+::
+
+    from pagedlab.grading import check
+    check(FreeKVCacheBlockQueue)            # the exercise is found by the object's __name__
+    check(my_queue_class, "02.free_queue")  # or named explicitly
+
+Prints one line per test (✅ / ❌) and, for the first failure, the step where the learner's
+run diverged from the reference run (or the invariant that broke), what was expected and what
+happened, a hint, and - in a notebook - pictures of the learner's and the expected state at
+that step. Returns a :class:`CheckResult` (``.passed``) so tests and notebooks can assert on it.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from pagedlab.grading import registry
+from pagedlab.grading.judge import Outcome, judge
+from pagedlab.grading.pictures import side_by_side
+from pagedlab.grading.runner import reference_transcript, run_driver
+
+__all__ = ["check", "CheckResult", "resolve_exercise"]
+
+MARK = {"passed": "✅", "failed": "❌", "not_implemented": "⬜", "error": "❌", "timeout": "⏱️", "internal": "⚠️"}
+WORD = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented yet", "error": "raised an error",
+        "timeout": "ran out of time", "internal": "test broken (not your fault)"}
+
+
+@dataclass
+class CheckResult:
+    """What ``check()`` found.
+
+    Attributes:
+        exercise: exercise id ("" when the object could not be matched to an exercise).
+        name: the learner-facing name.
+        outcomes: one :class:`~pagedlab.grading.judge.Outcome` per test, in order.
+        error: why no test ran (unknown name, ambiguous name ...), else "".
+    """
+
+    exercise: str
+    name: str = ""
+    summary: str = ""
+    outcomes: List[Outcome] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def passed(self) -> bool:
+        """True when every test passed."""
+        return not self.error and bool(self.outcomes) and all(o.passed for o in self.outcomes)
+
+    @property
+    def num_passed(self) -> int:
+        return sum(o.passed for o in self.outcomes)
+
+    @property
+    def first_failure(self) -> Optional[Outcome]:
+        return next((o for o in self.outcomes if not o.passed), None)
+
+    @property
+    def details(self) -> List[Dict[str, Any]]:
+        """Plain dicts of the outcomes (pictures included)."""
+        return [o.to_dict() for o in self.outcomes]
+
+    @property
+    def picture(self) -> str:
+        """SVG of the learner's state at the first failure ("" if none)."""
+        f = self.first_failure
+        return f.picture if f else ""
+
+    def __repr__(self) -> str:
+        if self.error:
+            return f"CheckResult({self.exercise or self.name!r}, error)"
+        return f"CheckResult({self.exercise!r}, passed={self.passed}, {self.num_passed}/{len(self.outcomes)} tests)"
+
+    # --- rendering ------------------------------------------------------------------------------
+    def text(self, show_hidden_details: bool = True) -> str:
+        """The report as plain text (what ``check()`` prints outside a notebook)."""
+        if self.error:
+            return f"❌ {self.error}"
+        lines = [f"Exercise {self.exercise}: {self.name} - {self.summary}"]
+        first = self.first_failure
+        for o in self.outcomes:
+            title = o.title + ("  [hidden test]" if o.hidden else "")
+            lines.append(f"  {MARK.get(o.status, '❌')} {title}" + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})"))
+            if o is first and o.message and (show_hidden_details or not o.hidden):
+                for ln in o.message.splitlines():
+                    lines.append("       " + ln)
+                if o.invariant and o.invariant not in o.message:
+                    lines.append(f"       broken invariant: {o.invariant}")
+        n = len(self.outcomes)
+        if self.passed:
+            lines.append(f"All {n} tests passed. 🎉")
+        else:
+            lines.append(f"{self.num_passed} of {n} tests passed."
+                         + (" Fix the first failure first: later ones often follow from it." if first else ""))
+        return "\n".join(lines)
+
+    def html(self, show_hidden_details: bool = True) -> str:
+        """The report as HTML (what ``check()`` displays in a notebook), with the pictures."""
+        e = html.escape
+        if self.error:
+            return f'<div class="pl-check"><pre style="white-space:pre-wrap">❌ {e(self.error)}</pre></div>'
+        parts = [f'<div class="pl-check" data-exercise="{e(self.exercise)}" data-passed="{int(self.passed)}">',
+                 f"<div><b>Exercise {e(self.exercise)}</b>: <code>{e(self.name)}</code> - {e(self.summary)}</div>",
+                 '<ul style="list-style:none;padding-left:0.5em;margin:0.3em 0">']
+        first = self.first_failure
+        for o in self.outcomes:
+            title = e(o.title) + (" <i>[hidden test]</i>" if o.hidden else "")
+            status = "" if o.passed else f" <span style='color:#888'>({e(WORD.get(o.status, o.status))})</span>"
+            parts.append(f'<li data-status="{e(o.status)}">{MARK.get(o.status, "❌")} {title}{status}')
+            if o is first and o.message and (show_hidden_details or not o.hidden):
+                inv = f"\nbroken invariant: {o.invariant}" if o.invariant and o.invariant not in o.message else ""
+                parts.append(f'<pre style="white-space:pre-wrap;margin:0.3em 0 0.3em 1.5em">{e(o.message + inv)}</pre>')
+                parts.append(side_by_side(o.picture, o.expected_picture))
+            parts.append("</li>")
+        parts.append("</ul>")
+        n = len(self.outcomes)
+        parts.append(f"<div>{'All %d tests passed. 🎉' % n if self.passed else '%d of %d tests passed.' % (self.num_passed, n)}</div>")
+        parts.append("</div>")
+        return "".join(parts)
+
+    def _ipython_display_(self) -> None:  # pragma: no cover - only in notebooks
+        # check() already displayed the report; a cell ending in check(...) must not show it twice.
+        if not getattr(self, "_shown", False):
+            _show(self, "html")
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+def resolve_exercise(obj: Any, exercise_id: Optional[str] = None) -> registry.Exercise:
+    """The exercise ``obj`` answers: ``exercise_id`` if given, else the one named ``obj.__name__``.
+
+    Raises:
+        registry.UnknownExerciseError: with a message written for the learner.
+    """
+    if exercise_id is not None:
+        return registry.get(exercise_id)
+    name = getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        cls = type(obj).__name__
+        hits = registry.find_by_name(cls)
+        if hits:
+            raise registry.UnknownExerciseError(
+                f"check() needs the class itself, not an object of it: write check({cls}), not check({cls}(...))")
+        raise registry.UnknownExerciseError(
+            f"check() needs the function or class you wrote (got a {cls} object); e.g. check(slot_mapping)")
+    hits = registry.find_by_name(name)
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        ids = ", ".join(h.id for h in hits)
+        raise registry.UnknownExerciseError(f"several exercises are called {name}: pass the id, e.g. "
+                                            f"check({name}, {hits[0].id!r}) (one of {ids})")
+    names = ", ".join(sorted({ex.name for ex in registry.all_exercises()}))
+    raise registry.UnknownExerciseError(
+        f"no exercise is called {name!r}. Did you rename it? Keep the name the lab gives, or pass the "
+        f"exercise id: check({name}, '02.free_queue'). Exercises: {names}")
+
+
+def check(obj: Any, exercise_id: Optional[str] = None, *, hidden_tests: Optional[str] = None,
+          show: Any = "auto", pictures: bool = True) -> CheckResult:
+    """Run an exercise's tests on ``obj`` and report (see the module docstring).
+
+    Args:
+        obj: the learner's function or class.
+        exercise_id: e.g. ``"02.free_queue"``; default: found from ``obj.__name__``.
+        hidden_tests: an instructor's hidden-tests folder: also run those (instructors only).
+        show: ``"auto"`` (HTML in a notebook, text elsewhere), ``"text"``, ``"html"``, or False.
+        pictures: draw the failure pictures.
+
+    Returns:
+        A :class:`CheckResult`; ``result.passed`` is True when every test passed.
+    """
+    try:
+        ex = resolve_exercise(obj, exercise_id)
+    except registry.UnknownExerciseError as e:
+        res = CheckResult("", getattr(obj, "__name__", type(obj).__name__), error=str(e))
+        _show(res, show)
+        return res
+    if hidden_tests is not None:
+        registry.load_hidden_tests(hidden_tests)
+    res = CheckResult(ex.id, ex.name, ex.summary)
+    for test in ex.tests:
+        if test.hidden and hidden_tests is None:
+            continue
+        ref = reference_transcript(ex, test)
+        got = run_driver(test, obj)
+        res.outcomes.append(judge(ex, test, ref, got, pictures=pictures and not res.first_failure))
+    _show(res, show)
+    return res
+
+
+def _show(res: CheckResult, show: Any) -> None:
+    if not show:
+        return
+    res._shown = True  # type: ignore[attr-defined]
+    mode = show
+    if show == "auto":
+        mode = "html" if _in_notebook() else "text"
+    if mode == "html":
+        try:
+            from IPython.display import HTML, display
+            display(HTML(res.html()))
+            return
+        except ImportError:  # pragma: no cover
+            pass
+    print(res.text())
+

@@ -1,0 +1,36 @@
+"""The exercises, one module per lab (``labNN.py``), and their solution cells (``solutions/``).
+
+How to add an exercise (the whole recipe; see ``docs/instructor_guide.md`` for the why)
+--------------------------------------------------------------------------------------------
+1. Write the solution cell as ``solutions/<lab>_<slug>.py``: first line ``# EXERCISE <lab>.<slug>``,
+   then the imports it needs, the signature and docstring, and the body between
+   ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (the part ``pagedlab labs build`` stubs out).
+   Paste exactly this text as the exercise cell of ``solutions/NN_*.ipynb``.
+2. In ``labNN.py`` (add it to :data:`MODULES` below if new) register the exercise::
+
+       EX = register(Exercise("04.schedule_step", "schedule_step", "one step of continuous batching",
+                              reference=None,        # None: the object the solution cell defines
+                              render=my_render))     # optional: (state, expected_state, path) -> svg
+
+3. Add tests. A test drives the object and records what it sees; the framework runs it on the
+   reference too and reports the first difference, with the step and your hint::
+
+       @EX.test("admits waiting requests in arrival order")
+       def _(schedule_step, rec):
+           world = make_world(seed=0)                 # deterministic inputs only
+           rec.step("schedule_step(running, waiting, kv, max_num_seqs=2)")
+           got = schedule_step(world.running, world.waiting, world.kv, 2)
+           rec.observe("tokens scheduled", dict(got), hint="running requests come first")
+           rec.state(world.snapshot())                # drawn by `render` if this step fails
+
+   ``rec.observe(..., tol=1e-9)`` compares numbers approximately, ``at_most=`` bounds a count,
+   ``hint`` may be a callable ``(expected, got, state) -> str`` that names the likely mistake.
+   Invariants (``@EX.invariant("name")``, ``fn(state) -> message or None``) run on every state.
+   Raise ``AssertionError`` for anything else the driver checks itself.
+4. In ``tests/grading/test_exercises.py`` add at least one plausible wrong implementation to
+   ``WRONG`` (source text of a cell); the suite checks solution passes, stub and wrong ones fail.
+5. In the notebook: the exercise cell, then a cell ``check(<name>)``.
+"""
+
+#: Exercise modules, imported by :func:`pagedlab.grading.registry.load_all`.
+MODULES = ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08"]

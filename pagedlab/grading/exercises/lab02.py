@@ -1,0 +1,362 @@
+"""Lab 02 - block pool and block table.
+
+* ``02.free_queue`` - ``FreeKVCacheBlockQueue``: the doubly linked LRU free list of vLLM v1, with
+  O(1) ``popleft`` / ``append`` / ``remove``. Reference: ``pagedlab.core.block_pool``.
+  The O(1) test counts link reads/writes and ``==`` comparisons on instrumented blocks (no
+  wall-clock timing): a queue of 1024 blocks must cost as few as one of 16.
+* ``02.slot_mapping`` - ``slot_mapping(block_table, positions, block_size)``.
+"""
+from __future__ import annotations
+
+import random
+from typing import Any, Dict, List, Optional, Sequence
+
+from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
+from pagedlab.grading.pictures import render_queue_rows
+from pagedlab.grading.registry import Exercise, register
+
+# --- instrumented blocks ----------------------------------------------------------------------------
+_PREV = KVCacheBlock.prev_free_block   # the slot descriptors of the real attributes
+_NEXT = KVCacheBlock.next_free_block
+
+
+class _Counter:
+    n = 0
+
+
+class CountingBlock(KVCacheBlock):
+    """A ``KVCacheBlock`` that counts every read/write of its links and every ``==`` on it."""
+
+    __slots__ = ()
+
+    @property  # type: ignore[override]
+    def prev_free_block(self) -> Optional[KVCacheBlock]:
+        _Counter.n += 1
+        return _PREV.__get__(self)
+
+    @prev_free_block.setter
+    def prev_free_block(self, value: Optional[KVCacheBlock]) -> None:
+        _Counter.n += 1
+        _PREV.__set__(self, value)
+
+    @property  # type: ignore[override]
+    def next_free_block(self) -> Optional[KVCacheBlock]:
+        _Counter.n += 1
+        return _NEXT.__get__(self)
+
+    @next_free_block.setter
+    def next_free_block(self, value: Optional[KVCacheBlock]) -> None:
+        _Counter.n += 1
+        _NEXT.__set__(self, value)
+
+    def __eq__(self, other: object) -> bool:
+        _Counter.n += 1
+        return self is other
+
+    __hash__ = KVCacheBlock.__hash__
+
+
+def _raw_prev(b: Any) -> Any:
+    return _PREV.__get__(b) if isinstance(b, KVCacheBlock) else getattr(b, "prev_free_block", None)
+
+
+def _raw_next(b: Any) -> Any:
+    return _NEXT.__get__(b) if isinstance(b, KVCacheBlock) else getattr(b, "next_free_block", None)
+
+
+class Pool:
+    """The blocks a test created; reads the queue through the links, never through the learner's API."""
+
+    def __init__(self, n: int, counting: bool = False) -> None:
+        cls = CountingBlock if counting else KVCacheBlock
+        self.blocks = [cls(i) for i in range(n)]
+        self._ids = {id(b): b.block_id for b in self.blocks}
+
+    def bid(self, obj: Any) -> Any:
+        """Block id of one of our blocks; otherwise a description of what it is."""
+        if obj is None:
+            return None
+        if self._is_ours(obj):
+            return self._ids[id(obj)]
+        return f"<not one of the pool's blocks: {type(obj).__name__}>"
+
+    def _is_ours(self, obj: Any) -> bool:
+        i = self._ids.get(id(obj))
+        return i is not None and self.blocks[i] is obj
+
+    def walk(self) -> List[int]:
+        """Queue order from the links: start at the block whose prev is not one of ours."""
+        linked = [b for b in self.blocks if _raw_prev(b) is not None or _raw_next(b) is not None]
+        fronts = [b for b in linked if not self._is_ours(_raw_prev(b))]
+        if len(fronts) != 1:
+            return []
+        out, seen, b = [], set(), fronts[0]
+        while self._is_ours(b) and b.block_id not in seen:
+            seen.add(b.block_id)
+            out.append(b.block_id)
+            b = _raw_next(b)
+        return out
+
+    def state(self, q: Any) -> Dict[str, Any]:
+        order = self.walk()
+        linked = sorted(b.block_id for b in self.blocks if _raw_prev(b) is not None or _raw_next(b) is not None)
+        fronts = sorted(b.block_id for b in self.blocks
+                        if (_raw_prev(b) is not None or _raw_next(b) is not None) and not self._is_ours(_raw_prev(b)))
+        back_broken = [order[i + 1] for i in range(len(order) - 1)
+                       if _raw_prev(self.blocks[order[i + 1]]) is not self.blocks[order[i]]]
+        ends_none = [i for i in order if _raw_prev(self.blocks[i]) is None or _raw_next(self.blocks[i]) is None]
+        try:
+            nfree = getattr(q, "num_free_blocks")
+        except Exception as e:  # noqa: BLE001
+            nfree = f"<error reading num_free_blocks: {type(e).__name__}>"
+        return {"num_blocks": len(self.blocks), "queue": order, "linked": linked, "fronts": fronts,
+                "back_broken": back_broken, "ends_none": ends_none, "num_free_blocks": nfree}
+
+
+def _queue_render(state: Dict[str, Any], expected: Optional[Dict[str, Any]], path: Any) -> str:
+    got = state.get("queue", [])
+    bad = None
+    if expected is not None:
+        exp = expected.get("queue", [])
+        bad = next((i for i, (a, b) in enumerate(zip(got, exp)) if a != b), None)
+        if bad is None and len(got) != len(exp):
+            bad = min(len(got), len(exp)) if len(got) > len(exp) else None
+    title = "free queue, front (LRU) on the left"
+    rows = [("queue", got, bad)]
+    outside = [i for i in range(state.get("num_blocks", 0)) if i not in got]
+    rows.append(("not in queue", outside, None))
+    return render_queue_rows(rows, title=title)
+
+
+FQ = register(Exercise(
+    "02.free_queue", "FreeKVCacheBlockQueue",
+    "the LRU free list of KV blocks: doubly linked, O(1) popleft / append / remove",
+    reference=lambda: FreeKVCacheBlockQueue, render=_queue_render,
+    components=("free_queue", "allocator", "block_pool")))
+
+
+@FQ.invariant("a block leaving the queue has both links cleared")
+def _(s: Dict[str, Any]) -> Optional[str]:
+    stale = [i for i in s["linked"] if i not in s["queue"]]
+    if len(s["fronts"]) > 1:
+        return (f"blocks {s['fronts']} each look like the front of the queue (their prev_free_block is not a queued "
+                "block): a block taken out still has links, or the links are broken")
+    if stale:
+        return (f"block {stale[0]} is not in the queue, but its prev_free_block/next_free_block are still set; "
+                "set both to None when a block leaves the queue")
+    return None
+
+
+@FQ.invariant("queued blocks are linked both ways")
+def _(s: Dict[str, Any]) -> Optional[str]:
+    if s["back_broken"]:
+        b = s["back_broken"][0]
+        return f"block {b}'s prev_free_block does not point back to the block before it in the queue"
+    if s["ends_none"]:
+        return (f"block {s['ends_none'][0]} is queued but one of its links is None; put sentinel blocks "
+                "(KVCacheBlock(-1)) at both ends so every queued block has a prev and a next")
+    return None
+
+
+@FQ.invariant("num_free_blocks counts the queued blocks")
+def _(s: Dict[str, Any]) -> Optional[str]:
+    n = s["num_free_blocks"]
+    if type(n) is not int or n != len(s["queue"]):
+        return f"the queue holds {len(s['queue'])} blocks but num_free_blocks is {n!r}"
+    return None
+
+
+_LIFO_HINT = ("popleft() must return the FRONT block: the one freed longest ago (LRU). "
+              "append() adds at the back, so the queue is first-in first-out")
+
+
+def _op(q: Any, pool: Pool, rec: Any, op: str, arg: Optional[int] = None, hint: Any = None) -> None:
+    if op == "popleft":
+        rec.step("q.popleft()")
+        rec.observe("block returned", pool.bid(q.popleft()), hint=hint or _LIFO_HINT)
+    elif op == "append":
+        rec.step(f"q.append(block {arg})")
+        q.append(pool.blocks[arg])
+    else:
+        rec.step(f"q.remove(block {arg})")
+        q.remove(pool.blocks[arg])
+    st = pool.state(q)
+    rec.state(st)
+    rec.observe("free queue, front first", st["queue"],
+                hint="the queue order must be the order blocks were freed in: oldest at the front")
+
+
+def _new(Queue: Any, pool: Pool, rec: Any, ids: Sequence[int]) -> Any:
+    rec.step(f"q = FreeKVCacheBlockQueue(blocks {list(ids)})")
+    q = Queue([pool.blocks[i] for i in ids])
+    st = pool.state(q)
+    rec.state(st)
+    rec.observe("free queue, front first", st["queue"], hint="the blocks given, in the order given")
+    return q
+
+
+@FQ.test("a new queue holds the blocks given, in order")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(6)
+    _new(Queue, pool, rec, range(6))
+    pool2 = Pool(5)
+    _new(Queue, pool2, rec, [3, 0, 4])
+
+
+@FQ.test("popleft hands out the least recently used block; append adds at the back")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(5)
+    q = _new(Queue, pool, rec, range(5))
+    for op, arg in [("popleft", None), ("popleft", None), ("append", 0), ("popleft", None), ("popleft", None),
+                    ("append", 3), ("append", 1), ("popleft", None), ("popleft", None), ("popleft", None)]:
+        _op(q, pool, rec, op, arg)
+
+
+@FQ.test("remove takes a block from the middle, the front or the back")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(6)
+    q = _new(Queue, pool, rec, range(6))
+    for op, arg in [("remove", 3), ("remove", 0), ("remove", 5), ("append", 3), ("remove", 1), ("popleft", None),
+                    ("remove", 3), ("append", 0), ("remove", 4), ("remove", 0)]:
+        _op(q, pool, rec, op, arg)
+
+
+@FQ.test("popleft on an empty queue raises ValueError")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(2)
+    q = _new(Queue, pool, rec, range(2))
+    _op(q, pool, rec, "popleft")
+    _op(q, pool, rec, "popleft")
+    rec.step("q.popleft() on an empty queue")
+    rec.expect_raises("what popleft() does", q.popleft, (ValueError,),
+                      hint="raise ValueError (or a subclass) when there is no free block; never return None")
+    rec.state(pool.state(q))
+    _op(q, pool, rec, "append", 1)
+    _op(q, pool, rec, "popleft")
+
+
+@FQ.test("get_all_free_blocks lists the queue front first")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(5)
+    q = _new(Queue, pool, rec, range(5))
+    _op(q, pool, rec, "remove", 2)
+    _op(q, pool, rec, "append", 2)
+    rec.step("q.get_all_free_blocks()")
+    rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
+
+
+@FQ.test("300 random operations, step by step against vLLM's queue")
+def _(Queue: Any, rec: Any) -> None:
+    rng = random.Random(2024)
+    pool = Pool(12)
+    q = _new(Queue, pool, rec, range(12))
+    inside = list(range(12))  # the test's own model, only to pick legal operations
+    for _ in range(300):
+        r = rng.random()
+        if inside and r < 0.35:
+            _op(q, pool, rec, "popleft")
+            inside.pop(0)
+        elif inside and r < 0.6:
+            b = rng.choice(inside)
+            _op(q, pool, rec, "remove", b)
+            inside.remove(b)
+        else:
+            out = [i for i in range(12) if i not in inside]
+            if not out:
+                continue
+            b = rng.choice(out)
+            _op(q, pool, rec, "append", b)
+            inside.append(b)
+
+
+@FQ.test("every operation is O(1): it touches a constant number of blocks")
+def _(Queue: Any, rec: Any) -> None:
+    for n in (16, 1024):
+        pool = Pool(n, counting=True)
+        q = Queue(list(pool.blocks))
+        for label, fn in [("q.popleft()", lambda: q.popleft()),
+                          (f"q.remove(block {n // 2})", lambda: q.remove(pool.blocks[n // 2])),
+                          ("q.append(block 0)", lambda: q.append(pool.blocks[0])),
+                          (f"q.remove(block {n - 1})", lambda: q.remove(pool.blocks[n - 1])),
+                          ("q.popleft()", lambda: q.popleft())]:
+            rec.step(f"{label} on a queue of {n} blocks")
+            _Counter.n = 0
+            fn()
+            rec.observe("link reads/writes and == comparisons", _Counter.n, at_most=16,
+                        hint="walking the list (or list.remove / `in` on a Python list) costs O(n); "
+                             "use the block's own prev/next links to unlink it")
+
+
+# --- 02.slot_mapping ---------------------------------------------------------------------------------
+def _slot_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    if not isinstance(got, list) or not isinstance(state, dict):
+        return "return a list with one int per position"
+    bt, bs, positions = state["block_table"], state["block_size"], state["positions"]
+    for i, (e, g) in enumerate(zip(expected, got)):
+        if e == g:
+            continue
+        pos = positions[i]
+        cand = {
+            "you swapped // and %: the block index is pos // block_size, the offset pos % block_size":
+                (bt[pos % bs] * bs + pos // bs) if pos % bs < len(bt) else None,
+            "multiply the block id by block_size: block b starts at slot b * block_size":
+                bt[pos // bs] + pos % bs,
+            "that is the logical position; look the physical block up in block_table": pos,
+            "add the offset inside the block (pos % block_size)": bt[pos // bs] * bs,
+        }
+        for text_, v in cand.items():
+            if v == g:
+                return f"position {pos}: {text_}"
+        return f"position {pos}: slot = block_table[{pos} // {bs}] * {bs} + {pos} % {bs}"
+    return None
+
+
+def _slot_render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+    from pagedlab.viz import render_block_table
+    positions = state["positions"]
+    hi = positions[path[0]] if path and isinstance(path[0], int) and path[0] < len(positions) else None
+    return render_block_table(state["block_table"], max(positions) + 1, state["block_size"],
+                              num_gpu_blocks=state.get("num_gpu_blocks"), highlight_pos=hi)
+
+
+SLOT = register(Exercise(
+    "02.slot_mapping", "slot_mapping",
+    "token position -> physical KV slot through the block table",
+    render=_slot_render, components=("slot_mapping", "allocator")))
+
+
+def _slot_case(fn: Any, rec: Any, block_table: List[int], positions: List[int], block_size: int,
+               num_gpu_blocks: int) -> None:
+    rec.step(f"slot_mapping({block_table}, {positions if len(positions) <= 8 else '[...%d positions]' % len(positions)}, "
+             f"block_size={block_size})")
+    st = {"block_table": list(block_table), "positions": list(positions), "block_size": block_size,
+          "num_gpu_blocks": num_gpu_blocks}
+    rec.state(st)
+    rec.observe("slots", fn(list(block_table), list(positions), block_size), hint=_slot_hint)
+
+
+@SLOT.test("the tokens of a single block")
+def _(fn: Any, rec: Any) -> None:
+    _slot_case(fn, rec, [5], [0, 1, 2, 3], 4, 8)
+
+
+@SLOT.test("follow the block table, not the logical order")
+def _(fn: Any, rec: Any) -> None:
+    _slot_case(fn, rec, [7, 2, 9], list(range(12)), 4, 12)
+
+
+@SLOT.test("a decode step maps only the newest position")
+def _(fn: Any, rec: Any) -> None:
+    _slot_case(fn, rec, [3, 1, 4], [10], 4, 8)
+    _slot_case(fn, rec, [6, 0], [4], 4, 8)
+
+
+@SLOT.test("random block tables, positions in any order, block sizes 1, 3 and 16")
+def _(fn: Any, rec: Any) -> None:
+    rng = random.Random(7)
+    for bs in (1, 3, 16):
+        for _ in range(3):
+            nblocks = rng.randint(1, 6)
+            table = rng.sample(range(32), nblocks)
+            positions = [rng.randrange(nblocks * bs) for _ in range(rng.randint(1, 10))]
+            _slot_case(fn, rec, table, positions, bs, 32)

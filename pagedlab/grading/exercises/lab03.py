@@ -1,0 +1,279 @@
+"""Lab 03 - copy-on-write fork (vLLM v0 ``BlockSpaceManager.fork`` / ``append_slot``).
+
+Both exercises act on :class:`pagedlab.grading.kit.RefCountedPool` and :class:`~pagedlab.grading.kit.Seq`:
+
+* ``03.fork`` - ``fork(pool, parent, child_id) -> Seq``: share every block, allocate nothing.
+* ``03.append_token`` - ``append_token(pool, seq) -> (src, dst) | None``: a new block at a block
+  boundary, a copy before writing into a shared block, in place otherwise.
+
+The tests of one never rely on the learner's other function: sharing is set up by the test itself.
+Invariants checked after every step: each block's ``ref_cnt`` equals the number of sequences
+holding it; a sequence only writes into a block it holds alone; a table has
+``ceil(num_tokens / block_size)`` blocks.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+from pagedlab.grading.kit import RefCountedPool, Seq
+from pagedlab.grading.pictures import pool_snapshot
+from pagedlab.grading.registry import Exercise, register
+
+
+class World:
+    """A pool and the sequences a test knows about."""
+
+    def __init__(self, num_blocks: int = 16, block_size: int = 4) -> None:
+        self.pool = RefCountedPool(num_blocks, block_size)
+        self.seqs: Dict[str, Seq] = {}
+        self.copies: List[List[int]] = []
+        self.wrote: Optional[List[Any]] = None
+
+    def prefill(self, seq_id: str, num_tokens: int) -> Seq:
+        bs = self.pool.block_size
+        seq = Seq(seq_id, [self.pool.allocate() for _ in range(-(-num_tokens // bs))], num_tokens)
+        self.seqs[seq_id] = seq
+        return seq
+
+    def share(self, parent: Seq, child_id: str) -> Seq:
+        """The test's own fork (used where the learner's fork is not under test)."""
+        for b in parent.block_table:
+            self.pool.incref(b)
+        child = Seq(child_id, list(parent.block_table), parent.num_tokens)
+        self.seqs[child_id] = child
+        return child
+
+    def state(self) -> Dict[str, Any]:
+        return {"block_size": self.pool.block_size, "ref_cnts": self.pool.ref_cnts(),
+                "free_queue": self.pool.free_queue(),
+                "tables": {sid: list(s.block_table) for sid, s in self.seqs.items()},
+                "num_tokens": {sid: s.num_tokens for sid, s in self.seqs.items()},
+                "copies": [list(c) for c in self.copies], "wrote": self.wrote,
+                "calls": list(self.pool.calls)}
+
+
+def _render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+    from pagedlab.viz import render_block_pool
+    snap = pool_snapshot(state["ref_cnts"], state["tables"], state.get("free_queue", ()),
+                         cow_pairs=state.get("copies", [])[-1:])
+    title = "block pool: " + ", ".join(f"{sid} -> {t}" for sid, t in sorted(state["tables"].items()))
+    return render_block_pool(snap, title=title[:110])
+
+
+def _ref_invariant(s: Dict[str, Any]) -> Optional[str]:
+    held = [0] * len(s["ref_cnts"])
+    for table in s["tables"].values():
+        for b in set(table):
+            if isinstance(b, int) and 0 <= b < len(held):
+                held[b] += 1
+    for b, (r, h) in enumerate(zip(s["ref_cnts"], held)):
+        if r != h:
+            owners = sorted(sid for sid, t in s["tables"].items() if b in t)
+            return (f"block {b} has ref_cnt {r} but {h} sequence(s) hold it ({', '.join(owners) or 'none'}): "
+                    + ("a reference was never given back (pool.free) - the block leaks"
+                       if r > h else "a holder never took its reference (pool.incref / allocate)"))
+    return None
+
+
+def _write_invariant(s: Dict[str, Any]) -> Optional[str]:
+    w = s.get("wrote")
+    if not w:
+        return None
+    seq_id, pos, block, ref = w
+    if ref != 1:
+        return (f"{seq_id} wrote its token {pos} into block {block}, which {ref} sequences share: the others "
+                "would see a token that is not theirs. Copy the block first (allocate, free the shared one, swap it "
+                "into the table).")
+    return None
+
+
+def _length_invariant(s: Dict[str, Any]) -> Optional[str]:
+    bs = s["block_size"]
+    for sid, table in s["tables"].items():
+        n = s["num_tokens"].get(sid, 0)
+        if len(table) != -(-n // bs):
+            return f"{sid} has {n} tokens, so it needs {-(-n // bs)} blocks, but its block table holds {len(table)}"
+    return None
+
+
+def _exercise(eid: str, name: str, summary: str) -> Exercise:
+    ex = register(Exercise(eid, name, summary, render=_render, components=("cow", "allocator")))
+    ex.invariants.append(("ref_cnt = number of sequences holding the block", _ref_invariant))
+    ex.invariants.append(("a sequence writes only into a block it holds alone", _write_invariant))
+    ex.invariants.append(("a block table holds ceil(num_tokens / block_size) blocks", _length_invariant))
+    return ex
+
+
+FORK = _exercise("03.fork", "fork", "fork a sequence: share every block (ref_cnt + 1), allocate nothing")
+APPEND = _exercise("03.append_token", "append_token",
+                   "append a token with copy-on-write: copy a shared last block before writing into it")
+
+
+# --- fork tests --------------------------------------------------------------------------------------
+def _fork_step(fork: Any, w: World, parent: Seq, child_id: str, rec: Any) -> Seq:
+    w.pool.calls.clear()
+    before = list(parent.block_table)
+    rec.step(f"fork(pool, {parent.seq_id} with table {before} and {parent.num_tokens} tokens, {child_id!r})")
+    child = fork(w.pool, parent, child_id)
+    if not isinstance(child, Seq):
+        rec.fail(f"fork must return the child Seq; it returned {type(child).__name__}")
+    w.seqs[child_id] = child
+    rec.state(w.state())
+    rec.observe("child's seq_id", child.seq_id)
+    rec.observe("child's block table", list(child.block_table),
+                hint="the child uses the very same physical blocks as the parent: nothing is allocated or copied")
+    rec.observe("child's num_tokens", child.num_tokens)
+    rec.observe("parent's block table after the fork", list(parent.block_table))
+    rec.observe("ref_cnt of every block", w.pool.ref_cnts(),
+                hint="every block of the parent gains exactly one owner (pool.incref)")
+    rec.observe("free blocks", w.pool.num_free_blocks, hint="fork allocates nothing")
+    rec.observe("the child's block table is its own list", child.block_table is not parent.block_table,
+                hint="copy the list (list(parent.block_table)): with one shared list object, a block the child "
+                     "appends would also appear in the parent's table")
+    return child
+
+
+@FORK.test("fork shares every block and allocates nothing")
+def _(fork: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 10)
+    _fork_step(fork, w, a, "B", rec)
+
+
+@FORK.test("forking a fork: three samples share the prompt")
+def _(fork: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 7)
+    b = _fork_step(fork, w, a, "B", rec)
+    _fork_step(fork, w, b, "C", rec)
+    _fork_step(fork, w, a, "D", rec)
+
+
+@FORK.test("fork at a block boundary, and fork of a one-token sequence")
+def _(fork: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 8)
+    _fork_step(fork, w, a, "B", rec)
+    x = w.prefill("X", 1)
+    _fork_step(fork, w, x, "Y", rec)
+
+
+@FORK.test("the child's table is its own list: appending to it leaves the parent alone")
+def _(fork: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 8)
+    b = _fork_step(fork, w, a, "B", rec)
+    rec.step("B grows by one block (the test appends a fresh block to B's table)")
+    b.block_table.append(w.pool.allocate())
+    b.num_tokens += 1
+    rec.state(w.state())
+    rec.observe("A's block table", list(a.block_table))
+
+
+# --- append_token tests -------------------------------------------------------------------------------
+def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
+    w.pool.calls.clear()
+    w.wrote = None
+    pos = seq.num_tokens
+    rec.step(f"append_token(pool, {seq.seq_id}) - token {pos}, table {list(seq.block_table)}")
+    copy = append_token(w.pool, seq)
+    if copy is not None:
+        try:
+            w.copies.append([int(x) for x in copy])
+        except Exception:  # noqa: BLE001 - reported by the observation below
+            pass
+    bs = w.pool.block_size
+    idx = pos // bs
+    if idx < len(seq.block_table) and isinstance(seq.block_table[idx], int):
+        blk = seq.block_table[idx]
+        w.wrote = [seq.seq_id, pos, blk, w.pool.ref_cnt(blk) if 0 <= blk < w.pool.num_blocks else -1]
+    rec.state(w.state())
+    rec.observe("returned", copy, hint=_copy_hint)
+    rec.observe(f"{seq.seq_id}'s num_tokens", seq.num_tokens, hint="count the new token: seq.num_tokens += 1")
+    rec.observe(f"{seq.seq_id}'s block table", list(seq.block_table))
+    rec.observe("ref_cnt of every block", w.pool.ref_cnts())
+    rec.observe("free blocks", w.pool.num_free_blocks)
+
+
+def _copy_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    if expected is None and got is not None:
+        if isinstance(state, dict) and state.get("num_tokens"):
+            return ("no copy is needed here: the token starts a new block, or the last block is no longer shared "
+                    "(ref_cnt == 1) - the last owner writes in place")
+        return "return None when nothing was copied"
+    if expected is not None and got is None:
+        return ("the token goes into a block shared with other sequences (ref_cnt > 1): copy it first and "
+                "return (src, dst)")
+    return "return the copy as (src_block_id, dst_block_id)"
+
+
+@APPEND.test("a private, partly filled block: write in place")
+def _(append_token: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 10)
+    _append_step(append_token, w, a, rec)
+    _append_step(append_token, w, a, rec)
+
+
+@APPEND.test("a token that starts a new block allocates one")
+def _(append_token: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 8)
+    _append_step(append_token, w, a, rec)
+    b = w.prefill("B", 3)
+    _append_step(append_token, w, b, rec)
+    _append_step(append_token, w, b, rec)
+
+
+@APPEND.test("a shared last block is copied before the write; its last owner then writes in place")
+def _(append_token: Any, rec: Any) -> None:
+    w = World(8, 4)
+    a = w.prefill("A", 10)
+    rec.step("the test forks A into B (both hold blocks " + str(a.block_table) + ")")
+    b = w.share(a, "B")
+    rec.state(w.state())
+    _append_step(append_token, w, a, rec)
+    _append_step(append_token, w, b, rec)
+    _append_step(append_token, w, a, rec)
+
+
+@APPEND.test("full shared blocks stay shared: a new block, no copy")
+def _(append_token: Any, rec: Any) -> None:
+    w = World(12, 4)
+    a = w.prefill("A", 8)
+    rec.step("the test forks A into B and C")
+    b, c = w.share(a, "B"), w.share(a, "C")
+    rec.state(w.state())
+    for s in (a, b, c, a):
+        _append_step(append_token, w, s, rec)
+
+
+@APPEND.test("parallel sampling: 4 samples of a 10-token prompt decode 9 tokens each")
+def _(append_token: Any, rec: Any) -> None:
+    w = World(24, 4)
+    a = w.prefill("A", 10)
+    rec.step("the test forks A into B, C and D")
+    seqs = [a] + [w.share(a, sid) for sid in "BCD"]
+    rec.state(w.state())
+    for _ in range(9):
+        for s in seqs:
+            _append_step(append_token, w, s, rec)
+
+
+@APPEND.test("beam search: beams forked in the middle of decoding")
+def _(append_token: Any, rec: Any) -> None:
+    w = World(24, 3)
+    a = w.prefill("A", 5)
+    for _ in range(2):
+        _append_step(append_token, w, a, rec)
+    rec.step("the test forks A into B")
+    b = w.share(a, "B")
+    rec.state(w.state())
+    for _ in range(3):
+        _append_step(append_token, w, b, rec)
+        _append_step(append_token, w, a, rec)
+    rec.step("the test forks B into C")
+    c = w.share(b, "C")
+    rec.state(w.state())
+    for s in (c, b, c, a, c):
+        _append_step(append_token, w, s, rec)

@@ -1,0 +1,151 @@
+"""Lab 04 - continuous batching: ``schedule_step(running, waiting, kv_cache_manager, max_num_seqs)``.
+
+The test harness (:class:`Sim`) plays the engine around the learner's function: requests arrive
+at given steps, after each step it advances ``num_computed_tokens``, samples a token for every
+request whose chunk reached its end, and frees finished requests - as
+``pagedlab.sched.scheduler.Scheduler.update_from_output`` does. The reference agrees with the
+library's ``Scheduler`` on these workloads (checked in ``tests/grading``). Lab 05 reuses the harness.
+"""
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.grading.registry import Exercise, register
+from pagedlab.sampling_params import SamplingParams
+from pagedlab.sched.request import Request
+
+Arrival = Tuple[int, str, int, int]  # (step, request_id, prompt_len, max_tokens)
+
+
+class Sim:
+    """The engine loop around a scheduling function, with plain-data snapshots for the tests."""
+
+    def __init__(self, arrivals: Sequence[Arrival], num_gpu_blocks: int = 64, block_size: int = 4) -> None:
+        self.kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
+        self.block_size = block_size
+        self.running: List[Request] = []
+        self.waiting: deque = deque()
+        self.pending = sorted(arrivals)
+        self.requests: Dict[str, Request] = {}
+        self.history: List[Dict[str, Any]] = []
+        self.step_no = 0
+
+    def arrive(self) -> None:
+        while self.pending and self.pending[0][0] <= self.step_no:
+            _, rid, plen, max_tokens = self.pending.pop(0)
+            req = Request(rid, [(7 * i + len(rid)) % 97 for i in range(plen)],
+                          SamplingParams(max_tokens=max_tokens, ignore_eos=True), arrival_time=float(self.step_no))
+            self.requests[rid] = req
+            self.waiting.append(req)
+
+    def done(self) -> bool:
+        return not (self.pending or self.running or self.waiting)
+
+    def ids(self, reqs: Any) -> List[Any]:
+        return [getattr(r, "request_id", f"<{type(r).__name__}>") for r in reqs]
+
+    def apply(self, scheduled: Any) -> None:
+        """Advance the scheduled requests, sample, finish (ignores entries that make no sense)."""
+        entries: List[Tuple[str, int, bool]] = []
+        if isinstance(scheduled, dict):
+            for rid, n in list(scheduled.items()):
+                req = self.requests.get(rid) if isinstance(rid, str) else None
+                if req is None or type(n) is not int or n <= 0 or not any(r is req for r in self.running):
+                    continue
+                prefill = req.num_computed_tokens < req.num_prompt_tokens or n > 1
+                req.num_computed_tokens = min(req.num_computed_tokens + n, req.num_tokens)
+                entries.append((rid, n, prefill))
+                if req.num_computed_tokens == req.num_tokens:
+                    req.append_output_token_ids(1 + req.num_output_tokens % 50)
+                    if req.num_output_tokens >= req.max_tokens:
+                        self.kv.free(req)
+                        self.running = [r for r in self.running if r is not req]
+        self.history.append({"step": self.step_no, "scheduled": [list(e) for e in entries], "preempted": [],
+                             "finished": []})
+        self.step_no += 1
+
+    def state(self) -> Dict[str, Any]:
+        return {"history": self.history[-40:], "running": self.ids(self.running), "waiting": self.ids(self.waiting),
+                "free_blocks": self.kv.num_free_blocks}
+
+
+def render_history(state: Dict[str, Any], expected: Any, path: Any) -> str:
+    from pagedlab.viz import render_batch_gantt
+    steps = [{"step": h["step"], "scheduled": [tuple(e) for e in h["scheduled"]], "preempted": [], "finished": [],
+              "running": None, "waiting": None, "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}
+             for h in state["history"]]
+    if not steps:
+        steps = [{"step": 0, "scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
+                  "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}]
+    return render_batch_gantt(steps, title="batch per step (your run)" if expected is not None else "batch per step")
+
+
+def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Callable[[Sim], str],
+                 hint: Any, max_steps: int = 80) -> None:
+    """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step."""
+    while not sim.done() and sim.step_no < max_steps:
+        sim.arrive()
+        rec.step(f"step {sim.step_no}: {describe(sim)}")
+        scheduled = call(sim)
+        rec.observe("scheduled {request_id: tokens}", scheduled if isinstance(scheduled, dict) else scheduled,
+                    hint=hint)
+        sim.apply(scheduled)
+        rec.state(sim.state())
+        rec.observe("running after the step", sim.ids(sim.running),
+                    hint="an admitted request moves from the front of `waiting` to the end of `running`")
+        rec.observe("waiting after the step", sim.ids(sim.waiting))
+
+
+def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
+    return lambda s: (f"schedule_step(running={s.ids(s.running)}, waiting={s.ids(s.waiting)}, kv, "
+                      f"max_num_seqs={max_num_seqs})")
+
+
+def _hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    if not isinstance(got, dict):
+        return "return a dict {request_id: number of tokens}"
+    if set(got) < set(expected):
+        missing = sorted(set(expected) - set(got))
+        return (f"{', '.join(missing)} should also run in this step. Continuous batching admits a waiting request as "
+                "soon as there is room (fewer than max_num_seqs running, allocate_slots succeeds) - it does not "
+                "wait for the whole batch to finish - and every running request gets its missing tokens")
+    if set(got) > set(expected):
+        extra = sorted(set(got) - set(expected))
+        return (f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
+                "allocate_slots returns None for the head of the queue, nobody behind it may join")
+    return "a running request gets num_tokens - num_computed_tokens tokens (its prompt first, then 1 per step)"
+
+
+STEP = register(Exercise(
+    "04.schedule_step", "schedule_step",
+    "one step of continuous batching: running requests first, then waiting ones join while there is room",
+    render=render_history, components=("scheduler", "schedule_step")))
+
+
+def _workload_test(title: str, arrivals: Sequence[Arrival], max_num_seqs: int, num_gpu_blocks: int = 64,
+                   block_size: int = 4) -> None:
+    @STEP.test(title)
+    def _(fn: Any, rec: Any) -> None:
+        sim = Sim(arrivals, num_gpu_blocks, block_size)
+        run_workload(lambda s: fn(s.running, s.waiting, s.kv, max_num_seqs), rec, sim, _describe(max_num_seqs), _hint)
+
+
+def random_arrivals(seed: int, n: int, max_prompt: int = 12, max_out: int = 6, spread: int = 10) -> List[Arrival]:
+    rng = random.Random(seed)
+    return [(rng.randrange(spread), f"r{i}", rng.randint(1, max_prompt), rng.randint(1, max_out)) for i in range(n)]
+
+
+_workload_test("three requests arriving together: prefill, then decode one token per step",
+               [(0, "r0", 5, 3), (0, "r1", 3, 4), (0, "r2", 7, 2)], max_num_seqs=8)
+_workload_test("a request arriving mid-run joins at once (no waiting for the batch to finish)",
+               [(0, "r0", 4, 6), (0, "r1", 4, 2), (2, "r2", 6, 3), (3, "r3", 2, 2)], max_num_seqs=8)
+_workload_test("max_num_seqs caps the batch; a finished request's place is refilled",
+               [(0, "r0", 3, 2), (0, "r1", 3, 5), (0, "r2", 4, 2), (0, "r3", 2, 3), (1, "r4", 2, 1)], max_num_seqs=2)
+_workload_test("a request that does not fit waits at the head of the queue; nobody overtakes it",
+               [(0, "r0", 8, 4), (0, "r1", 33, 3), (0, "r2", 4, 2), (1, "r3", 2, 2)], max_num_seqs=8,
+               num_gpu_blocks=11, block_size=4)
+_workload_test("a random workload of 12 requests, step by step",
+               random_arrivals(4, 12), max_num_seqs=4, num_gpu_blocks=64, block_size=4)

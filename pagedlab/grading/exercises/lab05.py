@@ -1,0 +1,57 @@
+"""Lab 05 - chunked prefill under a token budget:
+``schedule_with_budget(running, waiting, kv_cache_manager, max_num_seqs, max_num_batched_tokens,
+long_prefill_token_threshold)``, on the harness of lab 04. The reference agrees with the library's
+``Scheduler`` (``_clip``: ``min(gap, long_prefill_token_threshold, budget)``).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from pagedlab.grading.exercises.lab04 import Arrival, Sim, random_arrivals, render_history, run_workload
+from pagedlab.grading.registry import Exercise, register
+
+BUDGET = register(Exercise(
+    "05.schedule_with_budget", "schedule_with_budget",
+    "chunked prefill: each request gets min(missing, long_prefill_token_threshold, budget left) tokens",
+    render=render_history, components=("chunked_prefill", "budget", "scheduler")))
+
+
+def _describe(m: int, b: int, t: int) -> Callable[[Sim], str]:
+    return lambda s: (f"schedule_with_budget(running={s.ids(s.running)}, waiting={s.ids(s.waiting)}, kv, "
+                      f"max_num_seqs={m}, max_num_batched_tokens={b}, long_prefill_token_threshold={t})")
+
+
+def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, Any], Optional[str]]:
+    def hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+        if not isinstance(got, dict):
+            return "return a dict {request_id: number of tokens}"
+        vals = [v for v in got.values() if type(v) is int]
+        if sum(vals) > budget:
+            return f"the step schedules {sum(vals)} tokens, more than max_num_batched_tokens={budget}"
+        if threshold > 0 and any(v > threshold for v in vals):
+            return f"a chunk may not exceed long_prefill_token_threshold={threshold} tokens"
+        if set(got) < set(expected):
+            return ("there was budget left: a waiting request joins even if only part of its prompt fits "
+                    "(chunked prefill); the rest comes in the next steps")
+        return ("running requests first, in order, then waiting ones; each gets min(missing, threshold if > 0, "
+                "budget left) and the budget shrinks by that much")
+    return hint
+
+
+def _test(title: str, arrivals: Sequence[Arrival], m: int, b: int, t: int, blocks: int = 64, bs: int = 4) -> None:
+    @BUDGET.test(title)
+    def _(fn: Any, rec: Any) -> None:
+        sim = Sim(arrivals, blocks, bs)
+        run_workload(lambda s: fn(s.running, s.waiting, s.kv, m, b, t), rec, sim, _describe(m, b, t), _hint_for(b, t))
+
+
+_test("a long prompt is split into chunks by the token budget",
+      [(0, "r0", 20, 2)], m=4, b=8, t=0)
+_test("decodes first, then prefill chunks with what is left of the budget",
+      [(0, "r0", 3, 6), (0, "r1", 2, 6), (2, "r2", 17, 2)], m=4, b=6, t=0)
+_test("long_prefill_token_threshold caps a chunk even when budget remains",
+      [(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)], m=4, b=32, t=4)
+_test("threshold and budget together, with max_num_seqs",
+      [(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)], m=2, b=10, t=6)
+_test("a random workload, step by step",
+      random_arrivals(5, 12, max_prompt=24), m=4, b=12, t=5)

@@ -1,0 +1,153 @@
+"""Lab 06 - preemption: which request to evict, and swap vs recompute.
+
+* ``06.pick_victim`` - ``pick_victim(running, policy)``: fcfs preempts the end of the running list
+  (vLLM v1 ``self.running.pop()``), priority the largest ``(priority, arrival_time)``. Aligned with
+  ``pagedlab.sched.scheduler.Scheduler._pick_victim``.
+* ``06.crossover`` - ``crossover_flops_per_s(num_params, kv_bytes_per_token, pcie_bandwidth)``: the
+  effective FLOP/s where recompute and swap cost the same; aligned with
+  ``pagedlab.sim.cost_model.CostModel.crossover_flops_per_s``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from pagedlab.grading.pictures import render_requests
+from pagedlab.grading.registry import Exercise, register
+from pagedlab.sched.request import Request
+
+
+# --- 06.pick_victim ----------------------------------------------------------------------------------
+def _requests(spec: Sequence[Tuple[str, float, int]]) -> List[Request]:
+    return [Request(rid, [1, 2, 3], arrival_time=arrival, priority=prio) for rid, arrival, prio in spec]
+
+
+def _victim_render(state: Dict[str, Any], expected: Optional[Dict[str, Any]], path: Any) -> str:
+    marks = {}
+    chosen = state.get("chosen")
+    if isinstance(chosen, str):
+        marks[chosen] = ("chosen victim", "#d62728")
+    return render_requests(state["requests"], marks,
+                           title=f"running requests, running order (policy={state.get('policy')!r})")
+
+
+VICTIM = register(Exercise(
+    "06.pick_victim", "pick_victim",
+    "choose the request to preempt: fcfs = end of the running list, priority = largest (priority, arrival)",
+    render=_victim_render, components=("pick_victim", "victim", "scheduler")))
+
+
+def _hint(policy: str) -> Any:
+    def hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+        if isinstance(got, str) and got.startswith("<"):
+            return "return one of the Request objects of `running` itself"
+        reqs = {r["request_id"]: r for r in state["requests"]} if isinstance(state, dict) else {}
+        if policy == "fcfs":
+            first = state["requests"][0]["request_id"] if reqs else None
+            latest = max(reqs.values(), key=lambda r: r["arrival_time"])["request_id"] if reqs else None
+            if got == first:
+                return "fcfs preempts the request admitted LAST (the end of the running list), not the first"
+            if got == latest:
+                return ("fcfs preempts the end of the running list (vLLM: self.running.pop()); a request that was "
+                        "preempted and re-admitted sits there even though it arrived early")
+            return "fcfs: the last request of the running list"
+        if got in reqs and expected in reqs:
+            g, e = reqs[got], reqs[expected]
+            if g["priority"] < e["priority"]:
+                return ("a LARGER priority value means LESS important (vLLM); preempt the largest "
+                        "(priority, arrival_time)")
+            if g["priority"] == e["priority"]:
+                return "among equal priorities, preempt the one that arrived later (compare (priority, arrival_time))"
+        return "priority: max over running of (priority, arrival_time)"
+    return hint
+
+
+def _victim_case(pick_victim: Any, rec: Any, policy: str, spec: Sequence[Tuple[str, float, int]]) -> None:
+    running = _requests(spec)
+    ids = [r.request_id for r in running]
+    rec.step(f"pick_victim(running={ids}, policy={policy!r})")
+    got = pick_victim(running, policy)
+    match = next((r for r in running if r is got), None)
+    chosen = match.request_id if match is not None else f"<not one of the running requests: {type(got).__name__}>"
+    rec.state({"policy": policy, "chosen": chosen,
+               "requests": [{"request_id": r.request_id, "priority": r.priority, "arrival_time": r.arrival_time}
+                            for r in _requests(spec)]})
+    rec.observe("victim", chosen, hint=_hint(policy))
+    rec.observe("running list after the call", [r.request_id for r in running],
+                hint="pick_victim only chooses; the scheduler removes the victim itself")
+
+
+@VICTIM.test("fcfs: the request admitted last")
+def _(fn: Any, rec: Any) -> None:
+    _victim_case(fn, rec, "fcfs", [("r0", 0.0, 0), ("r1", 1.0, 0), ("r2", 2.0, 0), ("r3", 3.0, 0)])
+    _victim_case(fn, rec, "fcfs", [("r7", 5.0, 0)])
+
+
+@VICTIM.test("fcfs: a request re-admitted after a preemption is at the end now")
+def _(fn: Any, rec: Any) -> None:
+    _victim_case(fn, rec, "fcfs", [("r1", 1.0, 0), ("r2", 2.0, 0), ("r0", 0.0, 0)])
+
+
+@VICTIM.test("fcfs ignores priorities")
+def _(fn: Any, rec: Any) -> None:
+    _victim_case(fn, rec, "fcfs", [("r0", 0.0, 9), ("r1", 1.0, 0), ("r2", 2.0, -3)])
+
+
+@VICTIM.test("priority: the largest priority value (least important) is preempted")
+def _(fn: Any, rec: Any) -> None:
+    _victim_case(fn, rec, "priority", [("p0", 0.0, 1), ("p1", 1.0, 3), ("p2", 2.0, 2)])
+    _victim_case(fn, rec, "priority", [("p0", 0.0, 5), ("p1", 1.0, 0), ("p2", 2.0, 1)])
+
+
+@VICTIM.test("priority: among equal priorities, the later arrival is preempted")
+def _(fn: Any, rec: Any) -> None:
+    _victim_case(fn, rec, "priority", [("p0", 4.0, 2), ("p1", 1.0, 2), ("p2", 2.0, 0), ("p3", 3.0, 2)])
+    _victim_case(fn, rec, "priority", [("p5", 0.5, 1), ("p6", 0.25, 1)])
+
+
+# --- 06.crossover --------------------------------------------------------------------------------------
+CROSS = register(Exercise(
+    "06.crossover", "crossover_flops_per_s",
+    "the FLOP/s where recomputing a preempted request costs as much as swapping its KV over PCIe",
+    components=("crossover",)))
+
+
+def _cross_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    if not isinstance(got, (int, float)) or isinstance(got, bool) or not got:
+        return "return a number of FLOP/s"
+    r = got / expected
+    if abs(r - 2) < 1e-6:
+        return "twice too high: recompute costs 2 FLOPs per parameter per token, and the swap moves the KV out AND back"
+    if abs(r - 0.5) < 1e-6:
+        return "half: a swap crosses PCIe twice (out, then back in), and recompute costs 2 FLOPs per parameter per token"
+    if abs(r * expected * expected / got / got - 1) < 1e-6 or abs(got * expected - 1) < 1e-3:
+        return "upside down? Set swap time = recompute time and solve for the FLOP/s"
+    return ("write both costs for T tokens (swap = 2*T*kv/pcie, recompute = 2*params*T/F), set them equal and "
+            "solve for F; T cancels")
+
+
+def _cross_case(fn: Any, rec: Any, model_name: str, gpu_name: str) -> None:
+    from pagedlab.sim.hardware import get_gpu
+    from pagedlab.sim.models import get_model
+    m, g = get_model(model_name), get_gpu(gpu_name)
+    rec.step(f"crossover_flops_per_s({m.num_params:,} params, {m.kv_bytes_per_token:,} B/token, "
+             f"{g.pcie_bandwidth / 1e9:g} GB/s)  # {m.name} on {g.name}")
+    rec.state({"model": m.name, "gpu": g.name})
+    rec.observe("FLOP/s at the crossover", fn(m.num_params, m.kv_bytes_per_token, g.pcie_bandwidth),
+                tol=1e-9, hint=_cross_hint)
+
+
+@CROSS.test("LLaMA-13B on an A100 (the vLLM paper's setting)")
+def _(fn: Any, rec: Any) -> None:
+    _cross_case(fn, rec, "llama-13b", "a100")
+
+
+@CROSS.test("grouped-query attention moves the crossover: 70B models on H100 and H200")
+def _(fn: Any, rec: Any) -> None:
+    _cross_case(fn, rec, "llama-2-70b", "h100")
+    _cross_case(fn, rec, "llama-3-70b", "h200")
+
+
+@CROSS.test("small models: Llama-2-7B and SmolLM2-135M (fp32)")
+def _(fn: Any, rec: Any) -> None:
+    _cross_case(fn, rec, "llama-2-7b", "h100")
+    _cross_case(fn, rec, "smollm2-135m", "a100")

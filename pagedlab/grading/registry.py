@@ -1,0 +1,265 @@
+"""The exercise registry: what each lab asks the learner to write, and how it is tested.
+
+An :class:`Exercise` names the object the learner defines (``"FreeKVCacheBlockQueue"``), says
+where its reference implementation comes from, and carries its tests. A test is a *driver*::
+
+    @EX.test("popleft takes the least recently used block")
+    def _(Queue, rec):                 # the learner's class (or the reference), a Recorder
+        q = Queue(blocks(4))
+        rec.step("q.popleft()")
+        rec.observe("block returned", q.popleft().block_id)
+
+The framework runs every driver twice - on the reference and on the learner's object - and
+compares the two transcripts (:mod:`pagedlab.grading.judge`). A driver may also raise
+``AssertionError`` (or :class:`~pagedlab.grading.recorder.Fail`) with a teaching message for
+things it checks on its own.
+
+Exercises live in ``pagedlab/grading/exercises/labNN.py``, one module per lab, and are loaded
+on first use. Instructor-only hidden tests are Python files in a folder given at grading time
+(:func:`load_hidden_tests`); they use :func:`hidden_test`.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import linecache
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["Exercise", "Test", "register", "get", "all_exercises", "find_by_name", "load_all",
+           "load_hidden_tests", "hidden_test", "snippet_path", "snippet_source", "snippet_object",
+           "UnknownExerciseError", "SOLUTIONS_DIR"]
+
+#: Folder holding each exercise's canonical solution cell (``<lab>_<slug>.py``).
+SOLUTIONS_DIR = Path(__file__).resolve().parent / "exercises" / "solutions"
+
+
+class UnknownExerciseError(LookupError):
+    """No exercise has that id, or an object's name matches none (or several)."""
+
+
+Invariant = Tuple[str, Callable[[Any], Optional[str]]]
+
+
+@dataclass
+class Test:
+    """One test of an exercise.
+
+    Attributes:
+        title: shown to the learner ("popleft takes the least recently used block").
+        drive: ``drive(obj, rec)``; runs the object, records observations.
+        hidden: an instructor-only test (loaded from ``--hidden-tests``); its details are never shown.
+        timeout: seconds one run of the driver may take (check() and the grader enforce it).
+        source: file the test was defined in (for instructors' error messages).
+    """
+
+    title: str
+    drive: Callable[[Any, Any], None]
+    hidden: bool = False
+    timeout: float = 10.0
+    source: str = ""
+
+    @property
+    def key(self) -> str:
+        return ("hidden: " if self.hidden else "") + self.title
+
+
+@dataclass
+class Exercise:
+    """One exercise.
+
+    Attributes:
+        id: ``"<lab>.<slug>"``, e.g. ``"02.free_queue"``; the ``# EXERCISE <id>`` line of the cell.
+        lab: two-digit lab number as a string.
+        name: what the learner defines (function or class name).
+        summary: one line shown by check() and in feedback.
+        reference: zero-argument loader of the reference object; ``None`` means "the object the
+            solution snippet defines".
+        render: ``render(state, expected_state, at) -> svg`` draws a recorded state (``at`` is the
+            path of the first differing value, or None); None means no picture.
+        invariants: ``(name, fn)`` pairs; ``fn(state) -> message or None`` runs on every state the
+            learner's run records; the first broken one is reported with its name.
+        points: weight in grades (split evenly among the tests, hidden ones included).
+        components: extra names under which :func:`pagedlab.grading.use_reference` knows it.
+        needs: modules the tests import (``"torch"``): the grader only pays for them when needed.
+    """
+
+    id: str
+    name: str
+    summary: str
+    reference: Optional[Callable[[], Any]] = None
+    render: Optional[Callable[..., str]] = None
+    invariants: List[Invariant] = field(default_factory=list)
+    points: float = 1.0
+    components: Sequence[str] = ()
+    needs: Sequence[str] = ()
+    tests: List[Test] = field(default_factory=list)
+
+    @property
+    def lab(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    # --- authoring -----------------------------------------------------------------------------
+    def test(self, title: str, *, hidden: bool = False, timeout: float = 10.0) -> Callable:
+        """Decorator adding a test driver ``drive(obj, rec)`` (see the module docstring)."""
+        def deco(fn: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+            if any(t.title == title and t.hidden == hidden for t in self.tests):
+                raise ValueError(f"exercise {self.id}: two tests titled {title!r}")
+            src = getattr(getattr(fn, "__code__", None), "co_filename", "")
+            self.tests.append(Test(title, fn, hidden=hidden, timeout=timeout, source=src))
+            return fn
+        return deco
+
+    def invariant(self, name: str) -> Callable:
+        """Decorator adding an invariant ``fn(state) -> message or None``."""
+        def deco(fn: Callable[[Any], Optional[str]]) -> Callable[[Any], Optional[str]]:
+            self.invariants.append((name, fn))
+            return fn
+        return deco
+
+    def public_tests(self) -> List[Test]:
+        return [t for t in self.tests if not t.hidden]
+
+    def hidden_tests(self) -> List[Test]:
+        return [t for t in self.tests if t.hidden]
+
+    def get_reference(self) -> Any:
+        """The reference object (cached)."""
+        with _lock:
+            if self.id not in _reference_cache:
+                _reference_cache[self.id] = self.reference() if self.reference else snippet_object(self.id)
+            return _reference_cache[self.id]
+
+    @property
+    def snippet(self) -> Path:
+        return snippet_path(self.id)
+
+
+_REGISTRY: Dict[str, Exercise] = {}
+_reference_cache: Dict[str, Any] = {}
+_lock = threading.RLock()
+_loaded = False
+_hidden_loaded: Dict[str, List[Tuple[str, Test]]] = {}
+_hidden_counter = itertools.count()
+
+
+def register(ex: Exercise) -> Exercise:
+    """Add an exercise (ids are unique)."""
+    if "." not in ex.id or not ex.id.split(".", 1)[0].isdigit():
+        raise ValueError(f"exercise id must look like '02.free_queue', got {ex.id!r}")
+    if ex.id in _REGISTRY and _REGISTRY[ex.id] is not ex:
+        raise ValueError(f"exercise {ex.id} registered twice")
+    _REGISTRY[ex.id] = ex
+    return ex
+
+
+def load_all() -> None:
+    """Import every exercise module listed in ``pagedlab.grading.exercises.MODULES`` (once)."""
+    global _loaded
+    with _lock:
+        if _loaded:
+            return
+        from pagedlab.grading import exercises
+        for mod in exercises.MODULES:
+            importlib.import_module(f"pagedlab.grading.exercises.{mod}")
+        _loaded = True
+
+
+def all_exercises() -> List[Exercise]:
+    """Every registered exercise, by id."""
+    load_all()
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this id.
+
+    Raises:
+        UnknownExerciseError: no such id (the message lists the known ones).
+    """
+    load_all()
+    if exercise_id in _REGISTRY:
+        return _REGISTRY[exercise_id]
+    known = ", ".join(sorted(_REGISTRY))
+    raise UnknownExerciseError(f"no exercise {exercise_id!r}; known exercises: {known}")
+
+
+def find_by_name(name: str) -> List[Exercise]:
+    """Exercises whose learner-facing name is ``name``."""
+    load_all()
+    return [ex for ex in all_exercises() if ex.name == name]
+
+
+# --- solution snippets ----------------------------------------------------------------------------
+def snippet_path(exercise_id: str) -> Path:
+    """``exercises/solutions/<lab>_<slug>.py`` for ``"<lab>.<slug>"``."""
+    lab, slug = exercise_id.split(".", 1)
+    return SOLUTIONS_DIR / f"{lab}_{slug}.py"
+
+
+def snippet_source(exercise_id: str) -> str:
+    """The canonical solution cell of an exercise, exactly as a notebook cell holds it."""
+    return snippet_path(exercise_id).read_text(encoding="utf-8")
+
+
+def snippet_object(exercise_id: str, source: Optional[str] = None) -> Any:
+    """Execute a solution (or stub) cell in a fresh namespace and return the exercise's object."""
+    ex = _REGISTRY.get(exercise_id) or get(exercise_id)
+    src = snippet_source(exercise_id) if source is None else source
+    ns: Dict[str, Any] = {"__name__": f"pagedlab_exercise_{ex.lab}"}
+    filename = f"<solution {exercise_id}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    code = compile(src, filename, "exec")
+    exec(code, ns)  # noqa: S102 - our own snippet
+    if ex.name not in ns:
+        raise UnknownExerciseError(f"the solution cell of {exercise_id} does not define {ex.name}")
+    return ns[ex.name]
+
+
+# --- hidden tests ---------------------------------------------------------------------------------
+def hidden_test(exercise_id: str, title: str, *, timeout: float = 10.0) -> Callable:
+    """Decorator for instructor-only tests, used in the files of a hidden-tests folder::
+
+        from pagedlab.grading import hidden_test
+
+        @hidden_test("02.free_queue", "remove the only block")
+        def _(Queue, rec): ...
+
+    The test runs like a public one; learners see only whether it passed.
+    """
+    return get(exercise_id).test(title, hidden=True, timeout=timeout)
+
+
+def load_hidden_tests(folder: os.PathLike | str) -> List[Tuple[str, str]]:
+    """Execute every ``*.py`` file of ``folder`` (sorted, non-recursive) once, registering its tests.
+
+    Returns:
+        ``(exercise_id, title)`` of the hidden tests the folder defines.
+
+    Raises:
+        FileNotFoundError: the folder does not exist.
+        UnknownExerciseError: a file names an unknown exercise.
+    """
+    path = Path(folder).resolve()
+    if not path.is_dir():
+        raise FileNotFoundError(f"hidden-tests folder {folder} does not exist")
+    load_all()
+    key = str(path)
+    with _lock:
+        if key not in _hidden_loaded:
+            added: List[Tuple[str, Test]] = []
+            for f in sorted(path.glob("*.py")):
+                before = {ex.id: len(ex.tests) for ex in _REGISTRY.values()}
+                spec = importlib.util.spec_from_file_location(f"pagedlab_hidden_{next(_hidden_counter)}_{f.stem}", f)
+                assert spec is not None and spec.loader is not None
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                for ex in _REGISTRY.values():
+                    for t in ex.tests[before.get(ex.id, 0):]:
+                        added.append((ex.id, t))
+            _hidden_loaded[key] = added
+        return [(eid, t.title) for eid, t in _hidden_loaded[key]]

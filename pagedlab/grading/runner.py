@@ -1,0 +1,81 @@
+"""Run one test driver on one object, under a time limit, and return its transcript."""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Any, Dict, Iterator, List, Tuple
+
+from pagedlab.grading.recorder import Recorder
+
+__all__ = ["run_driver", "reference_transcript", "time_limit", "TimeLimitExceeded"]
+
+
+class TimeLimitExceeded(BaseException):
+    """Raised inside a driver that ran past its time limit (a BaseException, so that a learner's
+    ``except Exception:`` cannot swallow it)."""
+
+
+def _can_alarm() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`TimeLimitExceeded` in this thread after ``seconds`` (Unix main thread only;
+    elsewhere no limit). The alarm repeats every 0.5 s until the block exits, so a bare
+    ``except:`` that swallows it once does not defeat it."""
+    if not _can_alarm() or seconds is None or seconds <= 0:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise TimeLimitExceeded()
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = False) -> List[Dict[str, Any]]:
+    """Run ``test.drive(obj, rec)``; exceptions from the code under test end the transcript.
+
+    Args:
+        test: a :class:`~pagedlab.grading.registry.Test`.
+        obj: the learner's object or the reference.
+        timeout: seconds (default ``test.timeout``).
+        plain: drop callable hints (what a learner process sends back).
+    """
+    rec = Recorder()
+    try:
+        with time_limit(test.timeout if timeout is None else timeout):
+            try:
+                test.drive(obj, rec)
+            except TimeLimitExceeded:
+                raise
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - SystemExit from learner code included
+                rec.record_exception(e)
+            else:
+                rec.finish()
+    except TimeLimitExceeded:
+        rec.entries.append({"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>"})
+    return rec.plain_entries() if plain else rec.entries
+
+
+_ref_cache: Dict[Tuple[str, str, bool], List[Dict[str, Any]]] = {}
+_ref_lock = threading.Lock()
+
+
+def reference_transcript(exercise: Any, test: Any) -> List[Dict[str, Any]]:
+    """The reference's transcript of ``test`` (computed once per process)."""
+    key = (exercise.id, test.title, test.hidden)
+    with _ref_lock:
+        if key not in _ref_cache:
+            _ref_cache[key] = run_driver(test, exercise.get_reference(), timeout=max(60.0, test.timeout))
+        return _ref_cache[key]

@@ -1,0 +1,317 @@
+"""Real-browser check of every solution notebook: JupyterLab 4 + Debian's Chromium via Playwright.
+
+nbval proves the cells run; only a browser proves the widgets *render* and *animate* (with no
+widget front end, nbval still passes while the learner sees a text repr). For each notebook in
+``solutions/`` (whatever exists), this test:
+
+1. serves a temp copy of the kit (``solutions/`` + a link to ``data/``) with an isolated JupyterLab
+   (own config/data/runtime/settings dirs, autosave off, no news toast, all cells attached to the
+   DOM) on a free loopback port;
+2. opens the notebook, runs Run -> Run All Cells, waits until every code cell has run;
+3. checks there is no traceback, no "Loading widget..." and no widget text fallback;
+4. plays every ``pl-player`` widget to its last frame (Play for short ones, the slider's End key
+   for long ones), waits until Play has really stopped (browser_testing.md pitfall 9), and checks
+   the SVG changed; Prev/Next move one frame;
+5. saves ``tests/artifacts/screenshots/<notebook>_{start,end}.png`` (and one per widget) and a
+   JSON report ``tests/artifacts/browser_report.json``.
+
+Chromium comes from apt (``apt-get install -y chromium``), never ``playwright install``. Without
+it the test skips and says why. Timeouts are everywhere; the server is killed in ``finally``.
+Environment knobs: ``PAGEDLAB_CHROMIUM`` (browser path), ``PAGEDLAB_BROWSER_NB_TIMEOUT`` (seconds
+to run one notebook, default 420), ``PAGEDLAB_BROWSER_PLAY_MAX_FRAMES`` (default 80),
+``PAGEDLAB_BROWSER_NB_DIR`` (another folder of notebooks, e.g. ``labs`` or a negative check).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "tests" / "artifacts"
+SHOTS = ARTIFACTS / "screenshots"
+NB_DIR = Path(os.environ.get("PAGEDLAB_BROWSER_NB_DIR", REPO / "solutions"))  # override: negative checks
+NOTEBOOKS = sorted(p for p in NB_DIR.glob("*.ipynb") if not p.name.startswith((".", "_")))
+TOKEN = "pagedlab-browser-test"
+NB_TIMEOUT = float(os.environ.get("PAGEDLAB_BROWSER_NB_TIMEOUT", "420"))
+PLAY_MAX_FRAMES = int(os.environ.get("PAGEDLAB_BROWSER_PLAY_MAX_FRAMES", "80"))
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage"]
+FALLBACK_TEXTS = ["Loading widget", "HTML(value=", "VBox(children=", "Player(children=", "HBox(children=",
+                  "Error displaying widget", "Model not found"]
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.model]
+
+
+def _chromium() -> str | None:
+    env = os.environ.get("PAGEDLAB_CHROMIUM")
+    for cand in ([env] if env else []) + ["/usr/bin/chromium", "/usr/bin/chromium-browser"]:
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str, timeout: float = 3.0):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+def _write_settings(settings: Path) -> None:
+    for rel, value in {
+        "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        # attach every cell to the DOM so the widgets of off-screen cells render and can be queried
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    }.items():
+        path = settings / f"{rel}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+
+
+@pytest.fixture(scope="module")
+def lab_server():
+    """A JupyterLab on a temp copy of the kit; yields its base URL. Killed in ``finally``."""
+    if not NOTEBOOKS:
+        pytest.skip("no notebooks in solutions/")
+    if _chromium() is None:
+        pytest.skip("chromium not found at /usr/bin/chromium (install: apt-get install -y --no-install-recommends "
+                    "chromium; or set PAGEDLAB_CHROMIUM)")
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
+    tmp = Path(tempfile.mkdtemp(prefix="pagedlab-browser-"))
+    root = tmp / "kit"
+    (root / "solutions").mkdir(parents=True)
+    for nb in NOTEBOOKS:
+        shutil.copy2(nb, root / "solutions" / nb.name)
+    (root / "data").symlink_to(REPO / "data")
+    _write_settings(tmp / "settings")
+    env = dict(os.environ)
+    env.pop("MPLBACKEND", None)  # the kernel must use the inline backend to show plots
+    env.update(JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), IPYTHONDIR=str(tmp / "ipython"),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    port = _free_port()
+    log_path = ARTIFACTS / "browser_jupyterlab.log"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "w")
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", "--port", str(port),
+           f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
+           "--ServerApp.port_retries=0", "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}; see {log_path}")
+            try:
+                if _get(f"{base}/api/status?token={TOKEN}")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"jupyter lab did not answer within 120 s; see {log_path}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=20)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait(timeout=10)
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser(lab_server):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def report():
+    data = {"notebooks": {}}
+    yield data
+    path = ARTIFACTS / "browser_report.json"
+    old = {}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text()).get("notebooks", {})
+        except ValueError:
+            old = {}
+    old.update(data["notebooks"])
+    path.write_text(json.dumps({"notebooks": dict(sorted(old.items()))}, indent=2) + "\n")
+
+
+def _shutdown_kernels(base: str) -> None:
+    try:
+        _, body = _get(f"{base}/api/sessions?token={TOKEN}")
+        for s in json.loads(body):
+            req = urllib.request.Request(f"{base}/api/sessions/{s['id']}?token={TOKEN}", method="DELETE")
+            urllib.request.urlopen(req, timeout=10).close()
+    except OSError:
+        pass
+
+
+JS_CELL_STATE = """() => {
+  const cells = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell')];
+  const prompts = cells.map(c => (c.querySelector('.jp-InputArea-prompt')||{}).textContent || '');
+  const errs = [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
+     .filter(o => (o.getAttribute('data-mime-type')||'').includes('stderr') &&
+                  /Traceback|Error\\b/.test(o.textContent))
+     .map(o => o.textContent.slice(0, 2000));
+  return {n: cells.length, prompts, errors: errs,
+          running: prompts.filter(p => p.includes('*')).length,
+          done: prompts.filter(p => /\\[\\d+\\]/.test(p)).length};
+}"""
+
+JS_PLAYER = """(el) => {
+  const f = el.querySelector('.pl-frame');
+  const svg = el.querySelector('.pl-frame svg');
+  return {frame: f ? +f.dataset.frame : -1, frames: f ? +f.dataset.frames : -1,
+          step: svg ? svg.getAttribute('data-step') : null, svg: svg ? svg.outerHTML : '',
+          playing: !!el.querySelector('.widget-play button i.fa-pause')};
+}"""
+
+
+def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_runs_and_widgets_play(lab_server, browser, report, notebook):
+    stem = notebook.stem
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    timings: dict = {}
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    console_errors: list = []
+    page.on("pageerror", lambda e: console_errors.append(str(e)))
+    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto(f"{lab_server}/lab/tree/solutions/{notebook.name}?token={TOKEN}&reset", timeout=90_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+        page.wait_for_function("() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-KernelName')]"
+                               ".some(e => /Python/.test(e.textContent))", timeout=90_000)
+        page.wait_for_function("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
+                               ".some(e => /Idle/.test(e.textContent))", timeout=120_000)
+        timings["open_s"] = round(time.monotonic() - t_start, 1)
+
+        t_run = time.monotonic()
+        page.click(".lm-MenuBar-item:has-text('Run')")
+        page.click(".lm-Menu-item[data-command='runmenu:run-all']")
+
+        def finished():
+            st = page.evaluate(JS_CELL_STATE)
+            if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0):
+                return st
+            return None
+        state = _wait(finished, NB_TIMEOUT, f"all cells of {notebook.name} to run", interval=1.0)
+        timings["run_all_s"] = round(time.monotonic() - t_run, 1)
+        assert not state["errors"], f"{notebook.name}: error output:\n" + "\n---\n".join(state["errors"])
+
+        # let the widget views attach (a fraction of a second after the kernel finishes)
+        page.wait_for_timeout(1500)
+        players = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .pl-player")
+        _wait(lambda: players.count() > 0 and page.locator(".pl-player .pl-frame svg").count() >= players.count(),
+              30, "the kit's widgets (.pl-player with an SVG frame) to render")
+        text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
+        for bad in FALLBACK_TEXTS:
+            assert bad not in text, f"{notebook.name}: widget fallback {bad!r} shown - the widget front end is not working"
+
+        n_players = players.count()
+        widgets_report = []
+        for k in range(n_players):
+            player = players.nth(k)
+            player.scroll_into_view_if_needed()
+            first = player.evaluate(JS_PLAYER)
+            assert first["frames"] >= 1 and first["svg"], f"widget {k}: no SVG frame"
+            if k == 0:
+                page.screenshot(path=str(SHOTS / f"{stem}_start.png"))
+            last = first["frames"] - 1
+            t_play = time.monotonic()
+            how = "none"
+            if last > 0:
+                if first["frames"] <= PLAY_MAX_FRAMES:
+                    how = "play"
+                    player.locator(".widget-play button").first.click()
+                else:  # long animations: jump with the keyboard, through the same kernel-side link
+                    how = "slider-end"
+                    player.locator(".noUi-handle").first.focus()
+                    page.keyboard.press("End")
+                _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == last, 30 + first["frames"] * 1.5,
+                      f"widget {k} to reach frame {last}")
+                # Play pauses one tick *after* reaching max: wait until it really stopped
+                _wait(lambda: not player.evaluate(JS_PLAYER)["playing"], 20, f"widget {k}'s Play to stop")
+                end = player.evaluate(JS_PLAYER)
+                assert end["svg"] != first["svg"], f"widget {k}: the SVG did not change between first and last frame"
+                assert player.locator(".widget-slider .widget-readout").first.inner_text().strip() == str(last)
+                player.locator(".pl-prev").first.click()
+                _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == last - 1, 20, f"widget {k}: Prev")
+                player.locator(".pl-next").first.click()
+                _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == last, 20, f"widget {k}: Next")
+            else:
+                end = first
+            player.scroll_into_view_if_needed()
+            player.screenshot(path=str(SHOTS / f"{stem}_widget{k}_end.png"))
+            widgets_report.append({"frames": first["frames"], "how": how, "first_step": first["step"],
+                                   "last_step": end["step"], "seconds": round(time.monotonic() - t_play, 1)})
+        players.nth(0).scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"{stem}_end.png"))
+        text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
+        for bad in FALLBACK_TEXTS:
+            assert bad not in text, f"{notebook.name}: {bad!r} appeared while playing"
+        timings["total_s"] = round(time.monotonic() - t_start, 1)
+        report["notebooks"][notebook.name] = {"ok": True, **timings, "widgets": widgets_report,
+                                              "console_errors": console_errors[:20]}
+    except BaseException:
+        try:
+            page.screenshot(path=str(SHOTS / f"{stem}_failure.png"))
+            (ARTIFACTS / f"{stem}_failure.html").write_text(page.content())
+        except Exception:
+            pass
+        report["notebooks"][notebook.name] = {"ok": False, **timings, "console_errors": console_errors[:20]}
+        raise
+    finally:
+        context.close()
+        _shutdown_kernels(lab_server)
