@@ -79,6 +79,7 @@ class LLMEngine:
         attention_backend: ``"torch"`` or ``"triton"``; default triton on CUDA, torch on CPU.
         seed: seed of the engine's sampling RNG (requests without their own seed).
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
+        tokenizer, eos_token_id: only with ``model`` given as a ``LlamaForCausalLM`` instance.
     Raises:
         ConfigError: a setting is invalid. ModelNotFoundError / ModelFileCorruptError.
     """
@@ -89,11 +90,17 @@ class LLMEngine:
                  max_model_len: Optional[int] = None, long_prefill_token_threshold: int = 0,
                  enable_chunked_prefill: bool = True, policy: str = "fcfs", preemption_mode: str = "recompute",
                  scheduling: str = "continuous", attention_backend: Optional[str] = None,
-                 device: Optional[str] = None, seed: int = 0, trace: bool = False) -> None:
+                 device: Optional[str] = None, seed: int = 0, trace: bool = False,
+                 tokenizer=None, eos_token_id: Optional[int] = None) -> None:
         self.cache_config = CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks,
                                         num_cpu_blocks=num_cpu_blocks, enable_prefix_caching=enable_prefix_caching,
                                         prefix_cache=prefix_cache, hash_seed=hash_seed)
-        net, self.tokenizer, meta = load_model_cached(model)
+        if isinstance(model, torch.nn.Module):
+            # An already-built LlamaForCausalLM (tests use tiny random-weight models); prompts
+            # must then be token ids unless a tokenizer is given.
+            net, self.tokenizer, meta = model, tokenizer, {"eos_token_id": eos_token_id}
+        else:
+            net, self.tokenizer, meta = load_model_cached(model)
         self.model_config = net.config
         if max_model_len is None:
             max_model_len = min(2048, net.config.max_position_embeddings)
@@ -147,6 +154,8 @@ class LLMEngine:
                 return prompt.get("prompt"), list(prompt["prompt_token_ids"])
             prompt = prompt.get("prompt")
         if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise InvalidRequestError("this engine has no tokenizer: pass token ids")
             return prompt, self.tokenizer(prompt)["input_ids"]
         if isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
             return None, list(prompt)
@@ -319,7 +328,8 @@ class LLMEngine:
         return self._groups[req.request_id.split("#")[0]]
 
     def _completion(self, index: int, req: Request) -> CompletionOutput:
-        text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+        text = (self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+                if self.tokenizer is not None else "")
         if isinstance(req.stop_reason, str) and req.stop_reason in text:
             text = text[:text.index(req.stop_reason)]
         return CompletionOutput(index=index, text=text, token_ids=list(req.output_token_ids),

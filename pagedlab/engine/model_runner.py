@@ -121,7 +121,6 @@ class ModelRunner:
         if not samplers:
             return {}
         # One row per sampling request; an n>1 parent's row is repeated once per completion.
-        samplers = [s for s in order if s.samples]
         rows, params, gens, owners = [], [], [], []
         for row, s in enumerate(samplers):
             rid = s.request.request_id

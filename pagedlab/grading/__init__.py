@@ -1,0 +1,44 @@
+"""Exercises, instant checks and grading for the pagedlab labs.
+
+In a notebook::
+
+    from pagedlab.grading import check, use_reference
+    check(FreeKVCacheBlockQueue)          # run exercise 02.free_queue's tests on your class
+    use_reference("free_queue")           # stuck? continue with the kit's implementation
+
+For instructors: ``pagedlab grade submissions/`` (:mod:`pagedlab.grading.grade`), hidden tests
+(:func:`hidden_test`), and the exercise registry (:mod:`pagedlab.grading.registry`; how to add
+an exercise: :mod:`pagedlab.grading.exercises`). ``labs_build`` generates ``labs/`` from
+``solutions/``.
+
+Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain data), ``runner``
+(running a test under a time limit), ``judge`` (comparing transcripts, teaching messages),
+``checking`` (check(): notebook feedback), ``extract`` (exercise cells out of a notebook), ``sandbox`` (the
+learner process of the grader), ``grade`` / ``report`` (the CLI and its files), ``references``
+(``use_reference``), ``kit`` (small learner-facing classes for labs 03 and 07), ``pictures``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["check", "use_reference", "hidden_test", "CheckResult", "Fail", "exercises", "components"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing pagedlab.grading stays cheap (labs_build and the CLI import it).
+    if name in ("check", "CheckResult"):
+        from pagedlab.grading import checking as _check_mod
+        return getattr(_check_mod, name)
+    if name in ("use_reference", "components"):
+        from pagedlab.grading import references
+        return getattr(references, name)
+    if name == "hidden_test":
+        from pagedlab.grading.registry import hidden_test
+        return hidden_test
+    if name == "Fail":
+        from pagedlab.grading.recorder import Fail
+        return Fail
+    if name == "exercises_list":
+        from pagedlab.grading.registry import all_exercises
+        return all_exercises
+    raise AttributeError(f"module 'pagedlab.grading' has no attribute {name!r}")

@@ -299,9 +299,7 @@ def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[D
         try:
             code = compile(mod, filename, "exec")
             runner(lambda: exec(code, ns))  # noqa: S102 - the learner's own code, in the sandbox
-        except BaseException as e:  # noqa: BLE001 - SystemExit etc. from learner code
-            if _is_time_limit(e):
-                raise
+        except BaseException as e:  # noqa: BLE001 - SystemExit, time limit etc. from learner code
             setup_notes.append(f"setup from cell {idx} failed ({type(e).__name__}: {_short(e)})")
     # 2. the exercise cells, in notebook order
     for eid, cell in ext.cells.items():

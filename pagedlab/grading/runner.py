@@ -41,7 +41,8 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = False) -> List[Dict[str, Any]]:
+def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = False,
+               catch_all: bool = False) -> List[Dict[str, Any]]:
     """Run ``test.drive(obj, rec)``; exceptions from the code under test end the transcript.
 
     Args:
@@ -49,6 +50,8 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
         obj: the learner's object or the reference.
         timeout: seconds (default ``test.timeout``).
         plain: drop callable hints (what a learner process sends back).
+        catch_all: also record ``KeyboardInterrupt`` (in the grader's learner process nobody presses
+            Ctrl-C, so it can only come from the learner's code); in a notebook it stops check().
     """
     rec = Recorder()
     try:
@@ -57,8 +60,10 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
                 test.drive(obj, rec)
             except TimeLimitExceeded:
                 raise
-            except KeyboardInterrupt:
-                raise
+            except KeyboardInterrupt as e:
+                if not catch_all:
+                    raise
+                rec.record_exception(e)
             except BaseException as e:  # noqa: BLE001 - SystemExit from learner code included
                 rec.record_exception(e)
             else:

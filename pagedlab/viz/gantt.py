@@ -235,7 +235,7 @@ def render_queues(history: Sequence[Any], upto: Optional[int] = None, *, title: 
             if len(v) > fit:
                 body.append(text(width - pad - 4, y + lane_h / 2, f"+{len(v) - fit}", size=10, anchor="end"))
         else:
-            bw = (width - lx - pad) * min(1.0, cnt / max(1, max(_count(h.get(q)) for h in hist) or 1))
+            bw = (width - lx - pad) * min(1.0, cnt / max(1, max((_count(h.get(q)) for h in hist), default=0) or 1))
             body.append(f'<rect class="pl-count-bar" x="{lx:.1f}" y="{y + 4:.1f}" width="{bw:.1f}" '
                         f'height="{lane_h - 8:.1f}" rx="3" fill="{COLORS[q]}"/>')
         body.append("</g>")

@@ -56,8 +56,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.model]
 
 def _chromium() -> str | None:
     env = os.environ.get("PAGEDLAB_CHROMIUM")
-    for cand in ([env] if env else []) + ["/usr/bin/chromium", "/usr/bin/chromium-browser"]:
-        if cand and os.access(cand, os.X_OK):
+    for cand in [env] if env else ["/usr/bin/chromium", "/usr/bin/chromium-browser"]:
+        if os.access(cand, os.X_OK):
             return cand
     return None
 
@@ -91,8 +91,8 @@ def lab_server():
     if not NOTEBOOKS:
         pytest.skip("no notebooks in solutions/")
     if _chromium() is None:
-        pytest.skip("chromium not found at /usr/bin/chromium (install: apt-get install -y --no-install-recommends "
-                    "chromium; or set PAGEDLAB_CHROMIUM)")
+        pytest.skip(f"chromium not found at {os.environ.get('PAGEDLAB_CHROMIUM') or '/usr/bin/chromium'} (install: "
+                    "apt-get install -y --no-install-recommends chromium; or set PAGEDLAB_CHROMIUM)")
     pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     tmp = Path(tempfile.mkdtemp(prefix="pagedlab-browser-"))
@@ -160,17 +160,15 @@ def browser(lab_server):
 
 @pytest.fixture(scope="module")
 def report():
-    data = {"notebooks": {}}
+    """Per-notebook timings and widget results, written to tests/artifacts/browser_report.json."""
+    data = {"notebooks": {}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    t0 = time.monotonic()
     yield data
-    path = ARTIFACTS / "browser_report.json"
-    old = {}
-    if path.exists():
-        try:
-            old = json.loads(path.read_text()).get("notebooks", {})
-        except ValueError:
-            old = {}
-    old.update(data["notebooks"])
-    path.write_text(json.dumps({"notebooks": dict(sorted(old.items()))}, indent=2) + "\n")
+    if not data["notebooks"]:  # skipped: keep the last real report
+        return
+    data["total_s"] = round(time.monotonic() - t0, 1)
+    data["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
+    (ARTIFACTS / "browser_report.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 def _shutdown_kernels(base: str) -> None:
@@ -217,7 +215,7 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_and_widgets_play(lab_server, browser, report, notebook):
+def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
     stem = notebook.stem
     SHOTS.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
@@ -307,7 +305,7 @@ def test_notebook_runs_and_widgets_play(lab_server, browser, report, notebook):
     except BaseException:
         try:
             page.screenshot(path=str(SHOTS / f"{stem}_failure.png"))
-            (ARTIFACTS / f"{stem}_failure.html").write_text(page.content())
+            (SHOTS / f"{stem}_failure.html").write_text(page.content())
         except Exception:
             pass
         report["notebooks"][notebook.name] = {"ok": False, **timings, "console_errors": console_errors[:20]}

@@ -8,20 +8,27 @@ import pytest
 
 pytestmark = pytest.mark.model
 
-from tests.engine.helpers import assert_same_tokens, run_engine
+from tests.engine.helpers import MAX_NEW, assert_same_tokens, run_engine
 
 
 @pytest.mark.parametrize("caching", ["off", "hash", "radix"])
 def test_prefix_caching_does_not_change_outputs(real_prompts, hf_greedy, caching):
+    from pagedlab import SamplingParams
     kw = {} if caching == "off" else {"enable_prefix_caching": True, "prefix_cache": caching}
     llm, outs = run_engine(real_prompts, num_gpu_blocks=256, **kw)
-    assert_same_tokens(outs, hf_greedy, f"prefix cache {caching}")
-    cached = sum(o.num_cached_tokens for o in outs)
+    assert_same_tokens(outs, hf_greedy, f"prefix cache {caching}, first wave")
+    # A second wave of the same prompts: everything but the last block of each prompt is cached
+    # (hash chain: published while running; radix tree: inserted when the first wave finished).
+    again = llm.generate([{"prompt_token_ids": p} for p in real_prompts],
+                         SamplingParams(temperature=0, max_tokens=MAX_NEW))
+    assert_same_tokens(again, hf_greedy, f"prefix cache {caching}, second wave")
+    cached = sum(o.num_cached_tokens for o in again)
     if caching == "off":
         assert cached == 0
     else:
-        # The shared system prompt and the two repeated prompts must hit.
-        assert cached > 0, "prefix caching on, but no prompt token was served from the cache"
+        full = sum((len(p) - 1) // 16 * 16 for p in real_prompts)
+        assert cached == full, f"second wave served {cached} cached tokens, expected every full block ({full})"
+    assert llm.llm_engine.kv_cache_manager.num_free_blocks == 256
 
 
 @pytest.mark.parametrize("block_size", [1, 16, 32])

@@ -98,3 +98,8 @@ def test_kv_usage_accepts_dicts(parse_svg):
     stats = [{"step": 0, "scheduled": [], "kv_blocks_used": 0, "kv_blocks_free": 4}]
     svg = parse_svg(render_kv_usage(stats, num_gpu_blocks=4))
     assert svg.root.get("data-free") == "4"
+
+
+def test_empty_histories_render(parse_svg):
+    assert parse_svg(render_queues([])).root.get("data-step") == "0"
+    assert parse_svg(render_kv_usage([], num_gpu_blocks=8)).all("rect", "pl-bar") == []

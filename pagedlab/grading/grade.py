@@ -1,0 +1,430 @@
+"""``pagedlab grade``: grade a folder of submitted notebooks, safely.
+
+::
+
+    pagedlab grade submissions/ [more paths...] [--hidden-tests DIR] [--out DIR]
+                   [--timeout S] [--memory MB] [--jobs N] [--exercises ID ...]
+
+SUBMISSIONS are notebook files (one learner each, named by the file name) and/or folders. A
+folder holds one entry per learner: a notebook (learner = file name without ``.ipynb``) or a
+subfolder (learner = folder name; all its notebooks, at any depth, are that learner's work).
+Other files are reported and skipped.
+
+Each learner's notebooks run in their own process (:mod:`pagedlab.grading.sandbox`) - a fresh
+interpreter in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
+timeout that kills the whole process group - which writes plain-data transcripts. This process
+never runs learner code: it computes the reference transcripts itself and judges. A submission
+that loops, crashes, exits, hogs memory or tries to touch other files only loses its own points.
+
+Writes to ``--out`` (default ``grading-output/``):
+
+* ``grades.csv`` - one row per learner: score, max, per-exercise scores, status, flags;
+* ``feedback/<learner>.html`` - per test ✅/❌, the first failure of each exercise with its step,
+  message and pictures; hidden tests show pass/fail only;
+* ``results.json`` - Gradescope-style results of every learner, plus
+  ``gradescope/<learner>/results.json`` (the exact Gradescope autograder format);
+* ``logs/<learner>.txt`` - for the instructor: the learner process's output and exit status.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from pagedlab.errors import PagedLabError
+from pagedlab.grading import registry
+from pagedlab.grading.judge import Outcome, judge
+from pagedlab.grading.runner import reference_transcript
+from pagedlab.grading.sandbox import limits_preexec
+
+__all__ = ["add_arguments", "main", "grade", "discover", "Learner", "LearnerResult", "GradeError"]
+
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git", "__MACOSX"}
+
+
+class GradeError(PagedLabError, ValueError):
+    """The grading run cannot start (no submissions, a bad option)."""
+
+
+@dataclass
+class Learner:
+    """One learner's submission: their notebooks and what was odd about the files."""
+
+    name: str
+    source: str
+    notebooks: List[Path] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ExerciseResult:
+    exercise: str
+    found: bool = False
+    notebook: str = ""
+    error: str = ""
+    notes: List[str] = field(default_factory=list)
+    flags: List[str] = field(default_factory=list)
+    outcomes: List[Outcome] = field(default_factory=list)
+    score: float = 0.0
+    max_score: float = 0.0
+
+
+@dataclass
+class LearnerResult:
+    learner: Learner
+    status: str = "ok"                      # ok | error | timeout | crashed | invalid
+    messages: List[str] = field(default_factory=list)
+    exercises: Dict[str, ExerciseResult] = field(default_factory=dict)
+    log: str = ""
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return round(sum(e.score for e in self.exercises.values()), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(e.max_score for e in self.exercises.values()), 4)
+
+
+# --- discovery ------------------------------------------------------------------------------------------
+def _safe_name(name: str, taken: Dict[str, int]) -> str:
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+    n = taken.get(base, 0)
+    taken[base] = n + 1
+    return base if n == 0 else f"{base}-{n + 1}"
+
+
+def _notebooks_under(folder: Path, problems: List[str]) -> List[Path]:
+    out: List[Path] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            p = Path(root) / f
+            rel = p.relative_to(folder)
+            if f.startswith("."):
+                continue
+            if p.is_symlink():
+                problems.append(f"{rel}: a symbolic link, skipped")
+            elif f.endswith(".ipynb"):
+                out.append(p)
+            else:
+                problems.append(f"{rel}: not a notebook (.ipynb), skipped")
+    return out
+
+
+def discover(paths: Sequence[Any]) -> List[Learner]:
+    """Learners from the command-line paths (see the module docstring)."""
+    learners: List[Learner] = []
+    taken: Dict[str, int] = {}
+
+    def add_file(p: Path) -> None:
+        if p.suffix == ".ipynb":
+            learners.append(Learner(_safe_name(p.stem, taken), str(p), [p]))
+        else:
+            learners.append(Learner(_safe_name(p.name, taken), str(p),
+                                    problems=[f"{p.name}: not a notebook (.ipynb); nothing to grade"]))
+
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            learners.append(Learner(_safe_name(p.name or str(p), taken), str(p),
+                                    problems=[f"{p}: no such file or folder"]))
+        elif p.is_file():
+            add_file(p)
+        elif p.is_dir():
+            for entry in sorted(p.iterdir()):
+                if entry.name.startswith(".") or entry.name in SKIP_DIRS:
+                    continue
+                if entry.is_symlink():
+                    learners.append(Learner(_safe_name(entry.name, taken), str(entry),
+                                            problems=[f"{entry.name}: a symbolic link, skipped"]))
+                elif entry.is_dir():
+                    lr = Learner(_safe_name(entry.name, taken), str(entry))
+                    lr.notebooks = _notebooks_under(entry, lr.problems)
+                    if not lr.notebooks:
+                        lr.problems.append(f"{entry.name}/: no notebook (.ipynb) inside")
+                    learners.append(lr)
+                else:
+                    add_file(entry)
+    return learners
+
+
+# --- running one learner ----------------------------------------------------------------------------------
+def _scrubbed_env(workdir: str) -> Dict[str, str]:
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
+           "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": workdir, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"}
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def _exit_reason(rc: Optional[int], timed_out: bool, timeout: float, memory_mb: int) -> str:
+    if timed_out:
+        return f"stopped after {timeout:g} s (time limit): an endless loop, or very slow code?"
+    if rc is None or rc == 0:
+        return "the grading process ended before finishing (did your code call os._exit?)"
+    if rc < 0:
+        sig = -rc
+        name = {signal.SIGKILL: "killed", signal.SIGSEGV: "crashed (segmentation fault)",
+                signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time",
+                signal.SIGBUS: "crashed (bus error)"}.get(sig, f"killed by signal {sig}")
+        hint = f" (memory limit {memory_mb} MB?)" if sig in (signal.SIGKILL, signal.SIGABRT) else ""
+        return f"the grading process {name}{hint}"
+    return f"the grading process exited with status {rc} before finishing (did your code call os._exit?)"
+
+
+def run_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
+                memory_mb: int) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+    """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
+    info: Dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
+    if not learner.notebooks:
+        return [], info
+    workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
+    try:
+        names = []
+        for i, nb in enumerate(learner.notebooks):
+            dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
+            try:
+                shutil.copyfile(nb, os.path.join(workdir, dst))
+            except OSError as e:
+                info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
+                continue
+            names.append(dst)
+        job = {"notebooks": names, "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
+               "test_timeout": min(10.0, max(1.0, timeout / 4)), "result": "result.jsonl"}
+        with open(os.path.join(workdir, "job.json"), "w", encoding="utf-8") as f:
+            json.dump(job, f)
+        log_path = os.path.join(workdir, "output.txt")
+        start = time.monotonic()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", "job.json"], cwd=workdir,
+                env=_scrubbed_env(workdir), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, close_fds=True,
+                preexec_fn=limits_preexec(memory_mb, int(timeout) + 2))
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                info["timed_out"] = True
+                _kill_group(proc)
+                proc.wait()
+            else:
+                _kill_group(proc)  # leftovers of a process group (there should be none)
+        info["seconds"] = round(time.monotonic() - start, 2)
+        info["rc"] = proc.returncode
+        info["stdout"] = _read_capped(log_path, 20_000)
+        lines = _read_results(os.path.join(workdir, "result.jsonl"))
+        return lines, info
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _read_capped(path: str, n: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(n + 1)
+    except OSError:
+        return ""
+    text = data[:n].decode("utf-8", "replace")
+    return text + ("\n[... cut]" if len(data) > n else "")
+
+
+def _read_results(path: str) -> List[Dict[str, Any]]:
+    out: List[Dict[str, Any]] = []
+    try:
+        if os.path.islink(path) or os.path.getsize(path) > MAX_RESULT_BYTES:
+            return out
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and isinstance(obj.get("type"), str):
+                    out.append(obj)
+    except OSError:
+        pass
+    return out
+
+
+# --- judging ----------------------------------------------------------------------------------------------
+def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str, Any],
+                  exercise_ids: List[str], memory_mb: int, timeout: float) -> LearnerResult:
+    res = LearnerResult(learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0))
+    if info.get("error"):
+        res.messages.append(info["error"])
+    done = any(ln.get("type") == "done" for ln in lines)
+    transcripts: Dict[Tuple[str, str, bool], Any] = {}
+    for ln in lines:
+        t = ln.get("type")
+        if t == "notebook":
+            nb = _orig_name(str(ln.get("notebook", "")), learner)
+            if isinstance(ln.get("error"), str):
+                res.messages.append(f"{nb}: {ln['error']}")
+            elif isinstance(ln.get("found"), dict) and not ln["found"]:
+                res.messages.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
+                                    "definition of an exercise's name). Is it from this course?")
+            for note in ln.get("notes", []) if isinstance(ln.get("notes"), list) else []:
+                res.messages.append(f"{nb}: {note}")
+        elif t == "exercise" and ln.get("exercise") in exercise_ids:
+            eid = ln["exercise"]
+            er = res.exercises.setdefault(eid, ExerciseResult(eid))
+            if er.found:
+                continue
+            er.notebook = _orig_name(str(ln.get("notebook", "")), learner)
+            er.found = bool(ln.get("ok"))
+            er.error = str(ln.get("error", ""))[:2000]
+            er.notes = [str(x)[:500] for x in ln.get("notes", [])][:20] if isinstance(ln.get("notes"), list) else []
+            er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
+        elif t == "transcript":
+            key = (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden")))
+            transcripts.setdefault(key, ln.get("entries"))
+        elif t == "hidden" and isinstance(ln.get("error"), str):
+            res.messages.append(ln["error"])
+        elif t == "note" and isinstance(ln.get("message"), str):
+            res.messages.append(ln["message"][:300])
+    if not learner.notebooks:
+        res.status = "invalid"
+    elif not done:
+        res.status = "timeout" if info.get("timed_out") else "crashed"
+        res.messages.append(_exit_reason(info.get("rc"), info.get("timed_out", False), timeout, memory_mb))
+    for eid in exercise_ids:
+        ex = registry.get(eid)
+        er = res.exercises.setdefault(eid, ExerciseResult(eid))
+        er.max_score = ex.points
+        if not er.found:
+            if not er.error:
+                er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
+                            if done or not learner.notebooks else "not reached before the grading process stopped")
+            continue
+        per_test = ex.points / max(1, len(ex.tests))
+        for test in ex.tests:
+            got = transcripts.get((eid, test.title, test.hidden))
+            out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
+            if got is None and not out.passed:
+                out.status = "error"
+                out.message = ("this test did not run: the grading process stopped before it"
+                               if not done else "this test did not run (hidden tests skipped?)")
+            er.outcomes.append(out)
+            if out.passed:
+                er.score += per_test
+        er.score = round(er.score, 4)
+    if res.status == "ok" and any(not e.found for e in res.exercises.values()) and not any(
+            e.found for e in res.exercises.values()):
+        res.status = "error"
+    return res
+
+
+def _orig_name(copied: str, learner: Learner) -> str:
+    m = re.match(r"nb(\d+)_", copied)
+    if m and int(m.group(1)) < len(learner.notebooks):
+        return learner.notebooks[int(m.group(1))].name
+    return copied
+
+
+# --- the run ----------------------------------------------------------------------------------------------
+def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests: Optional[Any] = None,
+          timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1, exercises: Optional[Sequence[str]] = None,
+          quiet: bool = False) -> List[LearnerResult]:
+    """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
+
+    Args:
+        submissions: notebook files and/or folders (see the module docstring).
+        out: output folder (created).
+        hidden_tests: instructor-only tests folder (never printed, never copied into reports).
+        timeout: wall-clock seconds for one learner's notebooks, all exercises together.
+        memory_mb: address-space limit of a learner's process.
+        jobs: learners graded in parallel.
+        exercises: exercise ids to grade (default: every exercise found in any submission).
+        quiet: print nothing.
+    """
+    from pagedlab.grading import report
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    if timeout <= 0 or memory_mb < 128 or jobs < 1:
+        raise GradeError("--timeout must be > 0, --memory >= 128 (MB) and --jobs >= 1")
+    hidden = Path(hidden_tests).resolve() if hidden_tests else None
+    if hidden is not None:
+        if not hidden.is_dir():
+            raise GradeError(f"--hidden-tests {hidden_tests}: no such folder")
+        registry.load_hidden_tests(hidden)
+    if exercises:
+        for eid in exercises:
+            registry.get(eid)
+    learners = discover(submissions)
+    if not learners:
+        raise GradeError("no submissions found in " + ", ".join(map(str, submissions)))
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+        + (", with hidden tests" if hidden else ""))
+
+    wanted = list(exercises) if exercises else None
+
+    def work(lr: Learner) -> Tuple[Learner, List[Dict[str, Any]], Dict[str, Any]]:
+        lines, info = run_learner(lr, wanted, hidden, timeout, memory_mb)
+        return lr, lines, info
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = list(pool.map(work, learners))
+    if wanted is None:
+        found = set()
+        for _lr, lines, _info in runs:
+            found |= {ln.get("exercise") for ln in lines if ln.get("type") == "exercise" and ln.get("ok")}
+            for ln in lines:
+                if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
+                    found |= set(ln["found"])
+        known = {ex.id for ex in registry.all_exercises()}
+        wanted = sorted(e for e in found if e in known)
+    results = [judge_learner(lr, lines, info, wanted, memory_mb, timeout) for lr, lines, info in runs]
+    report.write_all(out_dir, results, wanted, runs)
+    for r in results:
+        status = "" if r.status == "ok" else f"  [{r.status}]"
+        say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
+    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / 'results.json'}, {out_dir / 'feedback'}/")
+    return results
+
+
+# --- CLI --------------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", nargs="+", metavar="SUBMISSIONS",
+                        help="notebooks and/or folders (a folder holds one notebook or subfolder per learner)")
+    parser.add_argument("--hidden-tests", metavar="DIR", default=None,
+                        help="folder of instructor-only test files (never printed)")
+    parser.add_argument("--out", metavar="DIR", default="grading-output", help="output folder (default: %(default)s)")
+    parser.add_argument("--timeout", metavar="S", type=float, default=120.0,
+                        help="wall-clock seconds per learner, all notebooks together (default: %(default)s)")
+    parser.add_argument("--memory", metavar="MB", type=int, default=2048,
+                        help="memory (address space) limit per learner process (default: %(default)s)")
+    parser.add_argument("--jobs", metavar="N", type=int, default=1, help="learners graded in parallel (default: 1)")
+    parser.add_argument("--exercises", metavar="ID", nargs="+", default=None,
+                        help="grade these exercise ids (default: every exercise found in any submission)")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        grade(args.submissions, args.out, args.hidden_tests, args.timeout, args.memory, args.jobs, args.exercises)
+    except registry.UnknownExerciseError as e:
+        raise GradeError(str(e)) from e
+    return 0

@@ -1,0 +1,80 @@
+"""``use_reference(component)``: carry on with the kit's implementation when stuck on an exercise.
+
+::
+
+    from pagedlab.grading import use_reference
+    use_reference("free_queue")        # FreeKVCacheBlockQueue now names the reference class
+    fork, append_token = use_reference("cow").values()
+
+The reference objects are installed under their learner-facing names in the calling namespace
+(the notebook's globals), so the following cells - and the next exercises - run on them. The
+function also returns them: the object itself for a single exercise, else ``{name: object}``.
+
+Components (see :func:`components`): every exercise id (``"02.free_queue"``), every learner-facing
+name (``"FreeKVCacheBlockQueue"``), and these groups:
+
+=====================  =====================================================================
+``kv_bytes``           01.kv_bytes_per_token
+``waste``              01.waste_accounting
+``free_queue``         02.free_queue
+``slot_mapping``       02.slot_mapping
+``allocator``          02.free_queue, 02.slot_mapping, 03.fork, 03.append_token
+``block_pool``         02.free_queue
+``cow``                03.fork, 03.append_token
+``scheduler``          04.schedule_step, 05.schedule_with_budget, 06.pick_victim
+``schedule_step``      04.schedule_step
+``chunked_prefill``    05.schedule_with_budget (also ``budget``)
+``pick_victim``        06.pick_victim (also ``victim``)
+``crossover``          06.crossover
+``radix``              07.match_prefix, 07.insert, 07.evict
+``kernel``             08.load_kv_tile (also ``load_kv_tile``)
+=====================  =====================================================================
+
+A submission that hands in a reference object is flagged by ``pagedlab grade``.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, List, Optional
+
+from pagedlab.grading import registry
+
+__all__ = ["use_reference", "components"]
+
+
+def components() -> Dict[str, List[str]]:
+    """Component name -> exercise ids it installs."""
+    out: Dict[str, List[str]] = {}
+    for ex in registry.all_exercises():
+        for key in (ex.id, ex.name, *ex.components):
+            out.setdefault(key, [])
+            if ex.id not in out[key]:
+                out[key].append(ex.id)
+    return out
+
+
+def use_reference(component: str, namespace: Optional[Dict[str, Any]] = None, *, quiet: bool = False) -> Any:
+    """Install and return the reference implementation of ``component`` (see the module docstring).
+
+    Args:
+        component: an exercise id, a learner-facing name, or a group name.
+        namespace: where to install (default: the caller's globals, i.e. the notebook).
+        quiet: do not print what was installed.
+
+    Raises:
+        KeyError: unknown component (the message lists them).
+    """
+    table = components()
+    if component not in table:
+        groups = sorted(k for k in table if "." not in k)
+        raise KeyError(f"unknown component {component!r}; use one of: {', '.join(groups)} (or an exercise id)")
+    objs = {}
+    for eid in table[component]:
+        ex = registry.get(eid)
+        objs[ex.name] = ex.get_reference()
+    ns = namespace if namespace is not None else sys._getframe(1).f_globals
+    ns.update(objs)
+    if not quiet:
+        print(f"Using the kit's reference {', '.join(objs)} ({component}). Your own version is no longer "
+              "the one these names refer to; re-run your exercise cell to switch back.")
+    return next(iter(objs.values())) if len(objs) == 1 else objs
