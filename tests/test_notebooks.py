@@ -4,7 +4,6 @@ Every notebook is stored clean (no outputs, execution counts or widget state: th
 git, and saved widget state does not even render on open), starts with a title and a question,
 and uses only what renders everywhere (widgets.link, not jslink; no ipympl).
 """
-import json
 from pathlib import Path
 
 import nbformat

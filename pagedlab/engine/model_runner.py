@@ -54,10 +54,16 @@ class ModelRunner:
             dv.index_copy_(0, dst.to(dv.device), sv.index_select(0, src.to(sv.device)).to(dv.device))
 
     def apply_block_moves(self, out: SchedulerOutput) -> None:
-        """Swap-out, then swap-in, then copy-on-write copies; all before the forward pass."""
-        self._move(out.blocks_to_swap_out, self.kv_caches, self.cpu_caches)
-        self._move(out.blocks_to_swap_in, self.cpu_caches, self.kv_caches)
-        self._move(out.blocks_to_copy, self.kv_caches, self.kv_caches)
+        """Copy-on-write copies and swaps, in the order the scheduler made them, before the forward."""
+        pools = {"copy": (self.kv_caches, self.kv_caches), "swap_out": (self.kv_caches, self.cpu_caches),
+                 "swap_in": (self.cpu_caches, self.kv_caches)}
+        run, kind = [], None
+        for k, src, dst in out.block_moves + [("end", 0, 0)]:
+            if k != kind and run:                  # flush a run of same-kind moves in one copy
+                self._move(run, *pools[kind])
+                run = []
+            kind = k
+            run.append((src, dst))
 
     # --- the forward step ----------------------------------------------------------------------
     def forward(self, out: SchedulerOutput, block_ids: Dict[str, List[int]]):

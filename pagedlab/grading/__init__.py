@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check", "use_reference", "hidden_test", "CheckResult", "Fail", "exercises", "components"]
+__all__ = ["check", "use_reference", "components", "hidden_test", "CheckResult", "Fail"]
 
 
 def __getattr__(name: str) -> Any:
@@ -38,7 +38,4 @@ def __getattr__(name: str) -> Any:
     if name == "Fail":
         from pagedlab.grading.recorder import Fail
         return Fail
-    if name == "exercises_list":
-        from pagedlab.grading.registry import all_exercises
-        return all_exercises
     raise AttributeError(f"module 'pagedlab.grading' has no attribute {name!r}")

@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -195,50 +194,112 @@ def _exit_reason(rc: Optional[int], timed_out: bool, timeout: float, memory_mb: 
     return f"the grading process exited with status {rc} before finishing (did your code call os._exit?)"
 
 
+class _Run:
+    """One learner's sandboxed process, started by :func:`start_learner`."""
+
+    def __init__(self, learner: Learner, timeout: float) -> None:
+        self.learner = learner
+        self.timeout = timeout
+        self.info: Dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
+        self.workdir = ""
+        self.proc: Optional[subprocess.Popen] = None
+        self.start = time.monotonic()
+        self.log: Any = None
+
+    def poll(self) -> bool:
+        """True once the process has ended (killed at the deadline)."""
+        if self.proc is None:
+            return True
+        if self.proc.poll() is not None:
+            return True
+        if time.monotonic() - self.start > self.timeout:
+            self.info["timed_out"] = True
+            _kill_group(self.proc)
+            self.proc.wait()
+            return True
+        return False
+
+    def finish(self) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+        lines: List[Dict[str, Any]] = []
+        try:
+            if self.proc is not None:
+                _kill_group(self.proc)  # leftovers of its process group (there should be none)
+                self.info["rc"] = self.proc.returncode
+                self.info["seconds"] = round(time.monotonic() - self.start, 2)
+                if self.log is not None:
+                    self.log.close()
+                self.info["stdout"] = _read_capped(os.path.join(self.workdir, "output.txt"), 20_000)
+                lines = _read_results(os.path.join(self.workdir, "result.jsonl"))
+        finally:
+            if self.workdir:
+                _remove_tree(self.workdir)
+        return lines, self.info
+
+
+def start_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
+                  memory_mb: int) -> _Run:
+    """Copy one learner's notebooks into a fresh folder and start its sandboxed process there.
+
+    Called from the main thread only (``preexec_fn`` is not safe with threads around).
+    """
+    run = _Run(learner, timeout)
+    if not learner.notebooks:
+        return run
+    run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
+    names = []
+    for i, nb in enumerate(learner.notebooks):
+        dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
+        try:
+            shutil.copyfile(nb, os.path.join(run.workdir, dst))
+        except OSError as e:
+            run.info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
+            continue
+        names.append(dst)
+    job = {"notebooks": names, "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
+           "test_timeout": min(10.0, max(1.0, timeout / 4)), "result": "result.jsonl"}
+    with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
+        json.dump(job, f)
+    run.log = open(os.path.join(run.workdir, "output.txt"), "wb")
+    run.start = time.monotonic()
+    run.proc = subprocess.Popen(
+        [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", "job.json"], cwd=run.workdir,
+        env=_scrubbed_env(run.workdir), stdin=subprocess.DEVNULL, stdout=run.log, stderr=subprocess.STDOUT,
+        start_new_session=True, close_fds=True, preexec_fn=limits_preexec(memory_mb, int(timeout) + 2))
+    return run
+
+
+def run_learners(learners: Sequence[Learner], exercises: Optional[List[str]], hidden: Optional[Path],
+                 timeout: float, memory_mb: int, jobs: int) -> List[Tuple[List[Dict[str, Any]], Dict[str, Any]]]:
+    """Run every learner (at most ``jobs`` processes at a time); results in the learners' order."""
+    results: Dict[int, Tuple[List[Dict[str, Any]], Dict[str, Any]]] = {}
+    pending = list(enumerate(learners))
+    running: Dict[int, _Run] = {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            i, lr = pending.pop(0)
+            running[i] = start_learner(lr, exercises, hidden, timeout, memory_mb)
+        for i in [i for i, r in running.items() if r.poll()]:
+            results[i] = running.pop(i).finish()
+        if running:
+            time.sleep(0.02)
+    return [results[i] for i in range(len(learners))]
+
+
 def run_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
                 memory_mb: int) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
     """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
-    info: Dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
-    if not learner.notebooks:
-        return [], info
-    workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
-    try:
-        names = []
-        for i, nb in enumerate(learner.notebooks):
-            dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
-            try:
-                shutil.copyfile(nb, os.path.join(workdir, dst))
-            except OSError as e:
-                info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
-                continue
-            names.append(dst)
-        job = {"notebooks": names, "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
-               "test_timeout": min(10.0, max(1.0, timeout / 4)), "result": "result.jsonl"}
-        with open(os.path.join(workdir, "job.json"), "w", encoding="utf-8") as f:
-            json.dump(job, f)
-        log_path = os.path.join(workdir, "output.txt")
-        start = time.monotonic()
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", "job.json"], cwd=workdir,
-                env=_scrubbed_env(workdir), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True,
-                preexec_fn=limits_preexec(memory_mb, int(timeout) + 2))
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                info["timed_out"] = True
-                _kill_group(proc)
-                proc.wait()
-            else:
-                _kill_group(proc)  # leftovers of a process group (there should be none)
-        info["seconds"] = round(time.monotonic() - start, 2)
-        info["rc"] = proc.returncode
-        info["stdout"] = _read_capped(log_path, 20_000)
-        lines = _read_results(os.path.join(workdir, "result.jsonl"))
-        return lines, info
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    return run_learners([learner], exercises, hidden, timeout, memory_mb, 1)[0]
+
+
+def _remove_tree(path: str) -> None:
+    def fix(func: Any, p: str, _exc: Any) -> None:  # the learner may have removed permissions in its folder
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=fix)
 
 
 def _read_capped(path: str, n: int) -> str:
@@ -276,6 +337,10 @@ def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str,
     if info.get("error"):
         res.messages.append(info["error"])
     done = any(ln.get("type") == "done" for ln in lines)
+    in_notebooks = set()
+    for ln in lines:
+        if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
+            in_notebooks |= set(ln["found"])
     transcripts: Dict[Tuple[str, str, bool], Any] = {}
     for ln in lines:
         t = ln.get("type")
@@ -317,7 +382,8 @@ def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str,
         if not er.found:
             if not er.error:
                 er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
-                            if done or not learner.notebooks else "not reached before the grading process stopped")
+                            if done or not learner.notebooks or eid not in in_notebooks
+                            else "not reached before the grading process stopped")
             continue
         per_test = ex.points / max(1, len(ex.tests))
         for test in ex.tests:
@@ -328,7 +394,7 @@ def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str,
                 out.message = ("this test did not run: the grading process stopped before it"
                                if not done else "this test did not run (hidden tests skipped?)")
             er.outcomes.append(out)
-            if out.passed:
+            if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
                 er.score += per_test
         er.score = round(er.score, 4)
     if res.status == "ok" and any(not e.found for e in res.exercises.values()) and not any(
@@ -365,6 +431,7 @@ def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests:
     if timeout <= 0 or memory_mb < 128 or jobs < 1:
         raise GradeError("--timeout must be > 0, --memory >= 128 (MB) and --jobs >= 1")
     hidden = Path(hidden_tests).resolve() if hidden_tests else None
+    registry.unload_hidden_tests()  # this run counts exactly the hidden tests of --hidden-tests
     if hidden is not None:
         if not hidden.is_dir():
             raise GradeError(f"--hidden-tests {hidden_tests}: no such folder")
@@ -382,12 +449,8 @@ def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests:
 
     wanted = list(exercises) if exercises else None
 
-    def work(lr: Learner) -> Tuple[Learner, List[Dict[str, Any]], Dict[str, Any]]:
-        lines, info = run_learner(lr, wanted, hidden, timeout, memory_mb)
-        return lr, lines, info
-
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        runs = list(pool.map(work, learners))
+    runs = [(lr, lines, info) for lr, (lines, info) in
+            zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))]
     if wanted is None:
         found = set()
         for _lr, lines, _info in runs:
@@ -399,6 +462,10 @@ def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests:
         wanted = sorted(e for e in found if e in known)
     results = [judge_learner(lr, lines, info, wanted, memory_mb, timeout) for lr, lines, info in runs]
     report.write_all(out_dir, results, wanted, runs)
+    broken = sorted({f"{o.exercise}: {'hidden test' if o.hidden else o.title}" for r in results
+                     for er in r.exercises.values() for o in er.outcomes if o.status == "internal"})
+    for b in broken:
+        say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
     for r in results:
         status = "" if r.status == "ok" else f"  [{r.status}]"
         say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")

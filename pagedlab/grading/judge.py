@@ -251,6 +251,9 @@ def judge(exercise: Any, test: Any, ref: Sequence[Dict[str, Any]], got: Any,
                 out.status = "not_implemented"
                 out.message = ("not implemented yet: replace the line `raise NotImplementedError(...)` "
                                "with your code")
+            elif etype == "TimeoutError" and g.get("where") == "<skipped>":
+                out.status = "timeout"
+                out.message = "not run: an earlier test of this exercise ran out of time"
             elif etype == "TimeoutError" and g.get("where") == "<time limit>":
                 out.status = "timeout"
                 out.message = (f"step {step_no} (`{label}`) took longer than {test.timeout:g} s: "

@@ -33,8 +33,8 @@ def render_queue_rows(rows: Sequence[Tuple[str, Sequence[Any], Optional[int]]], 
             sw = 3 if bad is not None and i == bad else 1
             body.append(f'<rect {attrs(cls="pl-queue-item", x=f"{x:.1f}", y=f"{y:.1f}", width=cell, height=cell, rx=3, fill=COLORS["cached"], stroke=stroke, stroke_width=sw, data_index=i, data_block_id=item)}/>')
             body.append(text(x + cell / 2, y + cell / 2, item, size=11, anchor="middle"))
-        if items:
-            body.append(text(left - 8, y + cell + 9, "front", size=9, color=COLORS["muted"]))
+        if items and r == 0:
+            body.append(text(left + cell / 2, y + cell + 9, "front", size=9, color=COLORS["muted"], anchor="middle"))
     return svg_doc(width, height, body, "pl-queue", title=title, data_step=step)
 
 
@@ -90,7 +90,7 @@ def render_requests(requests: Sequence[Dict[str, Any]], marks: Dict[str, Tuple[s
     """Requests as boxes in running order with ``priority`` / ``arrival`` labels; ``marks`` maps a
     request id to ``(label, colour)`` (e.g. the expected and the chosen victim)."""
     w, h, gap, left, top = 92.0, 50.0, 10.0, 14.0, 34.0
-    width = left * 2 + max(len(requests), 3) * (w + gap)
+    width = max(left * 2 + max(len(requests), 3) * (w + gap), 24 + len(title) * 7.2)
     body = [text(12, 16, title, size=13, weight="bold")]
     for i, r in enumerate(requests):
         x = left + i * (w + gap)

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["Exercise", "Test", "register", "get", "all_exercises", "find_by_name", "load_all",
-           "load_hidden_tests", "hidden_test", "snippet_path", "snippet_source", "snippet_object",
+           "load_hidden_tests", "unload_hidden_tests", "hidden_test", "snippet_path", "snippet_source", "snippet_object",
            "UnknownExerciseError", "SOLUTIONS_DIR"]
 
 #: Folder holding each exercise's canonical solution cell (``<lab>_<slug>.py``).
@@ -263,3 +263,13 @@ def load_hidden_tests(folder: os.PathLike | str) -> List[Tuple[str, str]]:
                         added.append((ex.id, t))
             _hidden_loaded[key] = added
         return [(eid, t.title) for eid, t in _hidden_loaded[key]]
+
+
+def unload_hidden_tests() -> None:
+    """Forget every hidden test loaded so far (the grader starts from a clean set)."""
+    with _lock:
+        for ex in _REGISTRY.values():
+            ex.tests[:] = [t for t in ex.tests if not t.hidden]
+        _hidden_loaded.clear()
+    from pagedlab.grading import runner
+    runner.forget_hidden_references()

@@ -45,7 +45,7 @@ def gradescope_dict(res: Any) -> Dict[str, Any]:
                           "output": er.error or "missing", "visibility": "visible"})
             continue
         for o in er.outcomes:
-            out_text = ("hidden test: " + WORD.get(o.status, o.status)) if o.hidden else \
+            out_text = ("hidden test: " + ("passed" if o.passed else "failed")) if o.hidden else \
                 (WORD.get(o.status, o.status) + ("\n" + o.message if o.message else ""))
             tests.append({"name": _test_name(eid, o, hidden_no), "score": round(er.max_score / n if o.passed else 0.0, 4),
                           "max_score": round(er.max_score / n, 4), "status": "passed" if o.passed else "failed",
@@ -89,8 +89,10 @@ def feedback_html(res: Any) -> str:
         parts.append("<ul style='list-style:none;padding-left:.5em'>")
         for o in er.outcomes:
             name = f"hidden test {hidden_no[id(o)]}" if o.hidden else e(o.title)
-            word = "" if o.passed else f" <span style='color:#888'>({e(WORD.get(o.status, o.status))})</span>"
-            parts.append(f"<li data-status='{e(o.status)}'>{MARK.get(o.status, '❌')} {name}{word}")
+            why = "failed" if o.hidden else WORD.get(o.status, o.status)
+            word = "" if o.passed else f" <span style='color:#888'>({e(why)})</span>"
+            status = ("passed" if o.passed else "failed") if o.hidden else o.status
+            parts.append(f"<li data-status='{e(status)}'>{MARK.get(status, '❌')} {name}{word}")
             if o is first and o.message:
                 parts.append(f"<pre>{e(o.message)}</pre>")
                 parts.append(side_by_side(o.picture, o.expected_picture))

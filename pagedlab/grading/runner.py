@@ -84,3 +84,10 @@ def reference_transcript(exercise: Any, test: Any) -> List[Dict[str, Any]]:
         if key not in _ref_cache:
             _ref_cache[key] = run_driver(test, exercise.get_reference(), timeout=max(60.0, test.timeout))
         return _ref_cache[key]
+
+
+def forget_hidden_references() -> None:
+    """Drop cached reference transcripts of hidden tests (after :func:`registry.unload_hidden_tests`)."""
+    with _ref_lock:
+        for key in [k for k in _ref_cache if k[2]]:
+            del _ref_cache[key]

@@ -59,17 +59,34 @@ class SchedulerOutput:
         step: step number (0-based).
         scheduled: requests and their token counts, in scheduling order.
         preempted: ids preempted in this step (recompute or swap).
-        blocks_to_swap_out: ``(gpu_block, cpu_block)`` pairs, copied first.
-        blocks_to_swap_in: ``(cpu_block, gpu_block)`` pairs.
-        blocks_to_copy: ``(src, dst)`` copy-on-write pairs (GPU to GPU).
+        block_moves: ``(kind, src, dst)`` in the order they arose while scheduling, kind one of
+            "copy" (copy-on-write, GPU to GPU), "swap_out" (GPU to CPU), "swap_in" (CPU to GPU).
+            Order matters: a block freed by a swap-out may be popped again as a CoW target in
+            the same step, and a CoW copy may be swapped out later in the step.
     """
 
     step: int
     scheduled: List[ScheduledRequest] = field(default_factory=list)
     preempted: List[str] = field(default_factory=list)
-    blocks_to_swap_out: List[Tuple[int, int]] = field(default_factory=list)
-    blocks_to_swap_in: List[Tuple[int, int]] = field(default_factory=list)
-    blocks_to_copy: List[Tuple[int, int]] = field(default_factory=list)
+    block_moves: List[Tuple[str, int, int]] = field(default_factory=list)
+
+    def _moves(self, kind: str) -> List[Tuple[int, int]]:
+        return [(s, d) for k, s, d in self.block_moves if k == kind]
+
+    @property
+    def blocks_to_swap_out(self) -> List[Tuple[int, int]]:
+        return self._moves("swap_out")
+
+    @property
+    def blocks_to_swap_in(self) -> List[Tuple[int, int]]:
+        return self._moves("swap_in")
+
+    @property
+    def blocks_to_copy(self) -> List[Tuple[int, int]]:
+        return self._moves("copy")
+
+    def add_moves(self, kind: str, pairs) -> None:
+        self.block_moves.extend((kind, s, d) for s, d in pairs)
 
     @property
     def total_num_scheduled_tokens(self) -> int:
@@ -164,7 +181,8 @@ class Scheduler:
         out.preempted.append(victim.request_id)
         kv = self.kv_cache_manager
         if self.config.preemption_mode == "swap" and kv.can_swap_out([victim]):
-            out.blocks_to_swap_out.extend(kv.swap_out([victim]))
+            out.add_moves("copy", kv.take_pending_copies())   # copies made before this swap-out
+            out.add_moves("swap_out", kv.swap_out([victim]))
             victim.status = RequestStatus.SWAPPED
             self.swapped.append(victim)
             self._record("preempt", req=victim.request_id, mode="swap")
@@ -222,7 +240,8 @@ class Scheduler:
             if not kv.can_swap_in([req]):
                 break
             self.swapped.popleft()
-            out.blocks_to_swap_in.extend(kv.swap_in([req]))
+            out.add_moves("copy", kv.take_pending_copies())
+            out.add_moves("swap_in", kv.swap_in([req]))
             req.status = RequestStatus.RUNNING
             self.running.append(req)
             self._record("swap_in_req", req=req.request_id)
@@ -254,7 +273,7 @@ class Scheduler:
             budget -= n
 
         out.scheduled = list(scheduled.values())
-        out.blocks_to_copy = kv.take_pending_copies()
+        out.add_moves("copy", kv.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
             self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens,

@@ -39,7 +39,7 @@ class StaticScheduler(Scheduler):
                 req.num_cached_tokens = num_hit
             self.running.append(req)
             out.scheduled.append(ScheduledRequest(req, num_hit, n))
-        out.blocks_to_copy = kv.take_pending_copies()
+        out.add_moves("copy", kv.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
             self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens, prefill=True)

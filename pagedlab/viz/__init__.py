@@ -25,13 +25,14 @@ straight from an engine run::
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from pagedlab.viz._svg import PALETTE, owner_color
-from pagedlab.viz.gantt import batch_steps, queue_history, render_batch_gantt, render_queues
+from pagedlab.viz.gantt import batch_steps, render_batch_gantt
 from pagedlab.viz.kernel import kernel_walk_steps, render_kernel_walk
 from pagedlab.viz.mapping import mapping_frames, render_block_table, slot_of
 from pagedlab.viz.pool import block_state, render_block_pool
+from pagedlab.viz.queues import queue_history, render_queues
 from pagedlab.viz.radix import as_tree_snapshot, radix_frames, render_radix_tree
 from pagedlab.viz.usage import render_kv_usage
 

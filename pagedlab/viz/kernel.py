@@ -128,11 +128,12 @@ def render_kernel_walk(step: Dict[str, Any], *, title: Optional[str] = None) -> 
         i, masked = int(ln["lane"]), bool(ln["masked"])
         n_masked += masked
         lx = x0 + i * (lw + 2)
+        dash_attr = ' stroke-dasharray="3 2"' if masked else ""
         body.append(f'<rect {attrs(cls="pl-lane", data_lane=i, data_pos=ln["pos"], data_block_id=ln["block_id"], data_offset=ln["offset"], data_masked=masked)} '
                     f'x="{lx:.1f}" y="{y:.1f}" width="{lw:.1f}" height="28" rx="2" '
                     f'fill="{COLORS["masked"] if masked else COLORS["decode"]}" '
                     f'stroke="{COLORS["muted"] if masked else "#ffffff"}" stroke-width="1"'
-                    f'{" stroke-dasharray=" + chr(34) + "3 2" + chr(34) if masked else ""}/>')
+                    f'{dash_attr}/>')
         if lw >= 26:
             body.append(text(lx + lw / 2, y + 9, f"p{ln['pos']}", size=8, anchor="middle",
                              color=COLORS["muted"] if masked else "#ffffff"))

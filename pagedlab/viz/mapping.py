@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from pagedlab.viz._svg import COLORS, attrs, esc, owner_color, svg_doc, text
+from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
 
 def slot_of(block_table: Sequence[int], pos: int, block_size: int) -> int:

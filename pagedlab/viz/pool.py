@@ -139,10 +139,11 @@ def render_block_pool(snapshot: Dict[str, Any], *, cow_pairs: Optional[Sequence[
             stroke, sw = COLORS["cow"], 2.5
         tip = f"block {bid}: ref_cnt={b.get('ref_cnt', 0)}" + (f", owners {', '.join(owners)}" if owners else "") \
             + (", cached (hash kept)" if st == "cached" else "") + (f", CoW {cow}" if cow else "")
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
         body.append(
             f'<rect {attrs(cls="pl-block", data_block_id=bid, data_owner=" ".join(owners), data_ref_cnt=int(b.get("ref_cnt", 0)), data_state=st, data_hashed=bool(b.get("hashed")), data_cow=cow, data_changed=bid in changed)} '
             f'x="{x0:.1f}" y="{y0:.1f}" width="{cell:.1f}" height="{cell:.1f}" rx="3" fill="{fill}" '
-            f'stroke="{stroke}" stroke-width="{sw}"{f" stroke-dasharray={chr(34)}{dash}{chr(34)}" if dash else ""}>'
+            f'stroke="{stroke}" stroke-width="{sw}"{dash_attr}>'
             f"<title>{esc(tip)}</title></rect>")
         if st == "shared" and len(owners) > 1:  # one stripe per owner along the bottom edge
             sw_ = (cell - 4) / len(owners)

@@ -160,13 +160,16 @@ def _waste_hint(expected: Any, got: Any, snap: Any) -> Optional[str]:
 WASTE = register(Exercise(
     "01.waste_accounting", "waste_accounting",
     "classify a contiguous arena's slots: used, reservation, internal, external, free",
-    render=lambda state, expected, path: render_arena(state), components=("waste",)))
+    render=lambda state, expected, path: render_arena(state, accounting=state.get("accounting")),
+    components=("waste",)))
 
 
 def _observe_snapshot(fn: Any, rec: Any, snap: Dict[str, Any], label: str) -> None:
     rec.step(label)
     rec.state(snap)
-    rec.observe("slot accounting", fn(copy.deepcopy(snap)), hint=_waste_hint)
+    result = fn(copy.deepcopy(snap))
+    rec.state(dict(snap, accounting=result if isinstance(result, dict) else None))
+    rec.observe("slot accounting", result, hint=_waste_hint)
 
 
 @WASTE.test("one request: used, reserved for later, and internal waste")

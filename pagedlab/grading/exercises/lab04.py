@@ -145,7 +145,7 @@ _workload_test("a request arriving mid-run joins at once (no waiting for the bat
 _workload_test("max_num_seqs caps the batch; a finished request's place is refilled",
                [(0, "r0", 3, 2), (0, "r1", 3, 5), (0, "r2", 4, 2), (0, "r3", 2, 3), (1, "r4", 2, 1)], max_num_seqs=2)
 _workload_test("a request that does not fit waits at the head of the queue; nobody overtakes it",
-               [(0, "r0", 8, 4), (0, "r1", 33, 3), (0, "r2", 4, 2), (1, "r3", 2, 2)], max_num_seqs=8,
-               num_gpu_blocks=11, block_size=4)
+               [(0, "r0", 8, 4), (0, "r1", 33, 3), (0, "r2", 2, 2), (1, "r3", 2, 2)], max_num_seqs=8,
+               num_gpu_blocks=10, block_size=4)
 _workload_test("a random workload of 12 requests, step by step",
                random_arrivals(4, 12), max_num_seqs=4, num_gpu_blocks=64, block_size=4)

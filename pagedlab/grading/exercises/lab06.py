@@ -100,8 +100,8 @@ def _(fn: Any, rec: Any) -> None:
 
 @VICTIM.test("priority: among equal priorities, the later arrival is preempted")
 def _(fn: Any, rec: Any) -> None:
-    _victim_case(fn, rec, "priority", [("p0", 4.0, 2), ("p1", 1.0, 2), ("p2", 2.0, 0), ("p3", 3.0, 2)])
-    _victim_case(fn, rec, "priority", [("p5", 0.5, 1), ("p6", 0.25, 1)])
+    _victim_case(fn, rec, "priority", [("p1", 1.0, 2), ("p0", 4.0, 2), ("p2", 2.0, 0), ("p3", 3.0, 2)])
+    _victim_case(fn, rec, "priority", [("p6", 0.25, 1), ("p5", 0.5, 1)])
 
 
 # --- 06.crossover --------------------------------------------------------------------------------------

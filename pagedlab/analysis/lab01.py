@@ -1,0 +1,259 @@
+"""Lab 01 helpers: the memory map of contiguous reservations vs paged blocks, over time.
+
+``memory_map_frames`` replays the same traced requests twice, step by step:
+
+* with one contiguous reservation per request, placed first fit (the pre-PagedAttention
+  allocator; snapshots from ``pagedlab.grading.exercises.lab01.contiguous_snapshots``, the
+  accounting from ``pagedlab.core.contiguous.replay_contiguous`` - same loop, same steps);
+* with blocks from the real ``KVCacheManager`` (the loop of ``replay_paged``, repeated here
+  because that function keeps only the per-step totals, not who holds which block).
+
+``render_memory_map`` draws one frame as two bars of the same capacity, token slot for token
+slot: what holds KV, what is reserved for later, what is wasted inside reservations or blocks,
+what lies in holes too small for the next request, and what is free. A thin strip above each bar
+shows which request owns each region (one colour per request, the same on both bars).
+
+Hooks: ``svg.pl-memory-map`` (``data-step``), ``rect.pl-mm-seg`` (``data-side``, ``data-kind``,
+``data-tokens``), ``rect.pl-mm-owner`` (``data-side``, ``data-owner``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from pagedlab.core.contiguous import CATEGORIES, TraceRequest, replay_contiguous, replay_paged
+from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.sched.request import Request
+from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
+
+__all__ = ["from_trace", "paged_snapshots", "memory_map_frames", "render_memory_map", "KIND_COLORS",
+           "POLICY_NAMES"]
+
+#: One colour per slot category (the same as the exercise's failure picture).
+KIND_COLORS = {"used": "#4e79a7", "reservation": "#a0cbe8", "internal": "#f28e2b",
+               "external": "#e15759", "free": COLORS["empty"]}
+KIND_LABELS = {"used": "holds KV", "reservation": "reserved for later tokens", "internal": "internal waste",
+               "external": "external fragmentation", "free": "free"}
+POLICY_NAMES = {"max": "max-length reservation (Orca Max)", "pow2": "power-of-two reservation (Orca Pow2)",
+                "oracle": "exact-length reservation (Orca Oracle)"}
+
+
+def from_trace(requests: Sequence[Any]) -> List[TraceRequest]:
+    """``pagedlab.sim.traces.TraceRequest`` list -> the replay's ``TraceRequest`` list.
+
+    Arrival times are rebased so the first request arrives at 0; an output of 0 tokens counts
+    as 1 (every request generates at least one token).
+    """
+    reqs = list(requests)
+    if not reqs:
+        return []
+    t0 = min(r.arrival_time for r in reqs)
+    return [TraceRequest(r.arrival_time - t0, r.prompt_len, max(1, r.output_len)) for r in reqs]
+
+
+def _clip(requests: Sequence[TraceRequest], max_model_len: int) -> List[TraceRequest]:
+    # As the replays: a prompt that does not fit is dropped, an output is cut to fit.
+    return sorted([TraceRequest(r.arrival, r.prompt_len, min(r.output_len, max_model_len - r.prompt_len))
+                   for r in requests if r.prompt_len < max_model_len], key=lambda r: r.arrival)
+
+
+def paged_snapshots(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_size: int, max_model_len: int,
+                    step_time: float = 0.05, max_steps: int = 100_000) -> Iterator[Dict[str, Any]]:
+    """Per step of ``replay_paged``'s loop: which blocks each running request holds.
+
+    Yields:
+        ``{"step", "num_gpu_blocks", "block_size", "requests": [{"id", "block_ids", "num_tokens"}]}``;
+        request ids are ``r<i>``, ``i`` the request's index in arrival order (as the contiguous
+        snapshots name them).
+    """
+    reqs = _clip(requests, max_model_len)
+    m = KVCacheManager(block_size, num_gpu_blocks, max_model_len)
+    queue: List[Tuple[TraceRequest, str]] = []
+    running: List[Tuple[TraceRequest, Request]] = []
+    i = step = 0
+    while (i < len(reqs) or queue or running) and step < max_steps:
+        while i < len(reqs) and reqs[i].arrival <= step * step_time:
+            queue.append((reqs[i], f"r{i}"))
+            i += 1
+        k = 0
+        while k < len(running):
+            tr, req = running[k]
+            if m.allocate_slots(req, 1) is not None:
+                req.num_computed_tokens += 1
+                k += 1
+                continue
+            vtr, victim = running.pop()  # recompute preemption of the newest, as replay_paged
+            m.free(victim)
+            queue.insert(0, (TraceRequest(vtr.arrival, victim.num_tokens, vtr.output_len - victim.num_output_tokens),
+                             victim.request_id))
+        while queue:
+            tr, rid = queue[0]
+            req = Request(rid, [0] * tr.prompt_len)
+            if m.allocate_slots(req, tr.prompt_len) is None:
+                break
+            queue.pop(0)
+            req.num_computed_tokens = tr.prompt_len
+            running.append((tr, req))
+        yield {"step": step, "num_gpu_blocks": num_gpu_blocks, "block_size": block_size,
+               "requests": [{"id": req.request_id, "block_ids": m.get_block_ids(req.request_id),
+                             "num_tokens": req.num_computed_tokens} for _, req in running]}
+        still = []
+        for tr, req in running:
+            req.append_output_token_ids(0)
+            if req.num_output_tokens >= tr.output_len:
+                m.free(req)
+            else:
+                still.append((tr, req))
+        running = still
+        step += 1
+
+
+def memory_map_frames(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int,
+                      block_size: int = 16, policy: str = "max", every: int = 20, max_frames: int = 80,
+                      step_time: float = 0.05) -> List[Dict[str, Any]]:
+    """Frames for :func:`render_memory_map`: both memories every ``every`` steps until both are done.
+
+    Args:
+        requests: the replay's ``TraceRequest`` list (see :func:`from_trace`).
+        capacity_tokens: KV capacity in token slots (the paged pool gets ``capacity // block_size`` blocks).
+        max_model_len: longest sequence, and the "max" reservation.
+        block_size: tokens per block of the paged side.
+        policy: the contiguous side's reservation policy, "max", "pow2" or "oracle".
+        every: steps between frames (raised if that would give more than ``max_frames``).
+        step_time: seconds per step (maps arrival times to steps).
+    """
+    from pagedlab.grading.exercises.lab01 import contiguous_snapshots
+
+    reqs = _clip(requests, max_model_len)
+    num_blocks = capacity_tokens // block_size
+    c_snaps = list(contiguous_snapshots(reqs, capacity_tokens, max_model_len, policy, step_time))
+    c_acc = replay_contiguous(reqs, capacity_tokens, max_model_len, policy, step_time)["steps"]
+    p_snaps = list(paged_snapshots(reqs, num_blocks, block_size, max_model_len, step_time))
+    p_acc = replay_paged(reqs, num_blocks, block_size, max_model_len, step_time)["steps"]
+    assert len(c_snaps) == len(c_acc) and len(p_snaps) == len(p_acc), "replays disagree on the number of steps"
+    horizon = max(len(c_acc), len(p_acc))
+    every = max(every, -(-horizon // max_frames))
+    steps = list(range(0, horizon, every))
+    if steps[-1] != horizon - 1:
+        steps.append(horizon - 1)
+    frames = []
+    for k in steps:
+        frames.append({"step": k, "time": k * step_time, "policy": policy, "capacity": capacity_tokens,
+                       "block_size": block_size, "num_requests": len(reqs),
+                       "contiguous": c_snaps[k] if k < len(c_snaps) else None,
+                       "contiguous_acc": c_acc[k] if k < len(c_acc) else None,
+                       "paged": p_snaps[k] if k < len(p_snaps) else None,
+                       "paged_acc": p_acc[k] if k < len(p_acc) else None,
+                       "contiguous_done_at": len(c_acc), "paged_done_at": len(p_acc)})
+    return frames
+
+
+# --- drawing ------------------------------------------------------------------------------------
+Run = Tuple[int, int, str, Optional[str]]  # (start slot, slots, kind, owner)
+
+
+def _contiguous_runs(snap: Dict[str, Any]) -> List[Run]:
+    runs: List[Run] = []
+    need, pos = int(snap["next_request_size"]), 0
+    for r in sorted(snap["requests"], key=lambda r: r["start"]):
+        if r["start"] > pos:
+            hole = r["start"] - pos
+            runs.append((pos, hole, "external" if hole < need else "free", None))
+        s, cur, final, size = r["start"], r["num_tokens"], r["final_len"], r["reserved"]
+        runs += [(s, cur, "used", r["id"]), (s + cur, final - cur, "reservation", r["id"]),
+                 (s + final, size - final, "internal", r["id"])]
+        pos = s + size
+    if snap["capacity"] > pos:
+        hole = snap["capacity"] - pos
+        runs.append((pos, hole, "external" if hole < need else "free", None))
+    return [r for r in runs if r[1] > 0]
+
+
+def _paged_runs(snap: Dict[str, Any]) -> List[Run]:
+    bs, n = snap["block_size"], snap["num_gpu_blocks"]
+    owner: Dict[int, Tuple[str, int]] = {}
+    for r in snap["requests"]:
+        for j, b in enumerate(r["block_ids"]):
+            owner[b] = (r["id"], min(bs, r["num_tokens"] - j * bs))
+    runs: List[Run] = []
+    for b in range(n):
+        if b in owner:
+            rid, filled = owner[b]
+            runs += [(b * bs, filled, "used", rid), (b * bs + filled, bs - filled, "internal", rid)]
+        else:
+            runs.append((b * bs, bs, "free", None))
+    return [r for r in runs if r[1] > 0]
+
+
+def _merge(runs: List[Run], key) -> List[Tuple[int, int, Any]]:
+    out: List[List[Any]] = []
+    for start, n, kind, own in runs:
+        k = key(kind, own)
+        if out and out[-1][2] == k and out[-1][0] + out[-1][1] == start:
+            out[-1][1] += n
+        else:
+            out.append([start, n, k])
+    return [tuple(r) for r in out]  # type: ignore[misc]
+
+
+def _bar(side: str, runs: List[Run], capacity: int, x: float, y: float, w: float, h: float) -> List[str]:
+    scale = w / capacity
+    parts = []
+    for start, n, own in _merge(runs, lambda kind, own: own):
+        if own is None:
+            continue
+        parts.append(f'<rect {attrs(cls="pl-mm-owner", data_side=side, data_owner=own)} x="{x + start * scale:.2f}" '
+                     f'y="{y:.1f}" width="{max(n * scale, 0.4):.2f}" height="5" fill="{owner_color(own)}"/>')
+    for start, n, kind in _merge(runs, lambda kind, own: kind):
+        parts.append(f'<rect {attrs(cls="pl-mm-seg", data_side=side, data_kind=kind, data_tokens=n)} '
+                     f'x="{x + start * scale:.2f}" y="{y + 7:.1f}" width="{max(n * scale, 0.4):.2f}" '
+                     f'height="{h:.1f}" fill="{KIND_COLORS[kind]}"/>')
+    parts.append(f'<rect x="{x:.1f}" y="{y + 7:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" '
+                 f'stroke="{COLORS["empty_stroke"]}"/>')
+    return parts
+
+
+def _summary(acc: Optional[Dict[str, int]], capacity: int) -> str:
+    if acc is None:
+        return "all requests finished"
+    pct = {c: 100.0 * acc[c] / capacity for c in CATEGORIES}
+    return (f"holds KV {pct['used']:.0f}%  ·  reserved {pct['reservation']:.0f}%  ·  internal {pct['internal']:.0f}%"
+            f"  ·  external {pct['external']:.0f}%  ·  free {pct['free']:.0f}%      "
+            f"running {acc['num_running']}  ·  waiting {acc['num_waiting']}")
+
+
+def render_memory_map(frame: Dict[str, Any]) -> str:
+    """Draw one frame of :func:`memory_map_frames`: contiguous on top, paged below."""
+    cap = int(frame["capacity"])
+    width, pad, bar_h = 820.0, 16.0, 40.0
+    w = width - 2 * pad
+    body: List[str] = []
+    y = 44.0
+    sides = [("contiguous", f"Contiguous: one {POLICY_NAMES[frame['policy']]} per request",
+              frame["contiguous"], frame["contiguous_acc"], _contiguous_runs, frame["contiguous_done_at"]),
+             ("paged", f"Paged: blocks of {frame['block_size']} tokens allocated as tokens arrive (vLLM)",
+              frame["paged"], frame["paged_acc"], _paged_runs, frame["paged_done_at"])]
+    for side, label, snap, acc, runs_of, done_at in sides:
+        body.append(text(pad, y, label, size=12, weight="bold"))
+        body.append(text(pad, y + 16, _summary(acc, cap), size=11, color=COLORS["muted"], cls="pl-mm-summary",
+                         data_side=side))
+        if snap is None:
+            runs: List[Run] = [(0, cap, "free", None)]
+            body.append(text(width - pad, y, f"done at step {done_at}", size=11, anchor="end",
+                             color=COLORS["muted"]))
+        else:
+            runs = runs_of(snap)
+        body += _bar(side, runs, cap, pad, y + 26, w, bar_h)
+        y += 26 + 7 + bar_h + 26
+    # legend
+    x = pad
+    for kind in CATEGORIES:
+        body.append(f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{KIND_COLORS[kind]}" '
+                    f'stroke="{COLORS["empty_stroke"]}"/>')
+        body.append(text(x + 19, y, KIND_LABELS[kind], size=11, color=COLORS["muted"]))
+        x += 34 + len(KIND_LABELS[kind]) * 6.2
+    body.append(text(pad, y + 18, "strip above each bar: the request that owns the region (same colour on both bars)",
+                     size=10, color=COLORS["muted"]))
+    title = (f"Step {frame['step']} (t = {frame['time']:.1f} s): {frame['num_requests']} traced requests, "
+             f"{cap:,} token slots of KV memory")
+    head = [text(pad, 18, title, size=14, weight="bold", cls="pl-title")]
+    return svg_doc(width, y + 32, head + body, cls="pl-memory-map", title=title, data_step=frame["step"])

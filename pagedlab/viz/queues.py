@@ -1,0 +1,108 @@
+"""Scheduler queues over time: waiting / running / swapped.
+
+Frame ``k`` shows the three queues at step ``k`` (request chips when the history lists request
+ids, bars when it only has counts, as the engine's ``step_stats`` do) and their lengths over all
+steps up to ``k``. Preemption under memory pressure shows up as requests moving from running to
+waiting (recompute) or swapped (swap).
+
+Hooks: ``g.pl-queue`` (``data-queue``, ``data-count``), ``rect.pl-chip`` (``data-req``),
+``polyline.pl-series`` (``data-queue``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from pagedlab.viz._svg import COLORS, as_dict, esc, owner_color, svg_doc, text
+
+
+def queue_history(items: Sequence[Any]) -> List[Dict[str, Any]]:
+    """Per-step queue contents from ``step_stats`` (counts only) or dicts that already hold
+    ``waiting``/``running``/``swapped`` as lists of request ids or counts."""
+    out = []
+    for s in items:
+        d = as_dict(s)
+        out.append({"step": int(d.get("step", len(out))),
+                    "waiting": d.get("waiting") or 0, "running": d.get("running") or 0,
+                    "swapped": d.get("swapped") or 0, "preempted": list(d.get("preempted", ()) or ())})
+    return out
+
+
+def _count(v: Any) -> int:
+    return len(v) if isinstance(v, (list, tuple)) else int(v or 0)
+
+
+def render_queues(history: Sequence[Any], upto: Optional[int] = None, *, title: Optional[str] = None) -> str:
+    """Draw the waiting / running / swapped queues at one step and their lengths over time.
+
+    Args:
+        history: per-step dicts (``step`` and ``waiting``/``running``/``swapped`` as lists of
+            request ids or as counts), or ``step_stats``.
+        upto: index of the current step (default: the last).
+
+    Returns:
+        ``<svg class="pl-viz pl-queues" data-step=...>`` with three ``g.pl-queue`` lanes
+        (``data-queue``, ``data-count``) holding ``rect.pl-chip`` per listed request, and one
+        ``polyline.pl-series`` per queue.
+    """
+    hist = [as_dict(h) for h in history]
+    if hist and not all(k in hist[0] for k in ("waiting", "running", "swapped")):
+        hist = queue_history(history)
+    n = len(hist)
+    cur_i = n - 1 if upto is None else max(0, min(int(upto), n - 1))
+    cur = hist[cur_i] if n else {"step": 0, "waiting": 0, "running": 0, "swapped": 0}
+    pad, width = 16.0, 760.0
+    body: List[str] = []
+    y = 48.0
+    lane_h, chip_w = 26.0, 34.0
+    for q in ("waiting", "running", "swapped"):
+        v = cur.get(q, 0)
+        cnt = _count(v)
+        body.append(f'<g class="pl-queue" data-queue="{q}" data-count="{cnt}">')
+        body.append(text(pad, y + lane_h / 2, f"{q} ({cnt})", size=12, weight="bold", color=COLORS[q]))
+        lx = pad + 110
+        body.append(f'<rect x="{lx:.1f}" y="{y:.1f}" width="{width - lx - pad:.1f}" height="{lane_h:.1f}" rx="4" '
+                    f'fill="{COLORS["grid"]}" opacity="0.5"/>')
+        if isinstance(v, (list, tuple)):
+            fit = int((width - lx - pad - 4) // (chip_w + 3))
+            for k, rid in enumerate(list(v)[:fit]):
+                cx = lx + 3 + k * (chip_w + 3)
+                body.append(f'<rect class="pl-chip" data-req="{esc(rid)}" x="{cx:.1f}" y="{y + 3:.1f}" '
+                            f'width="{chip_w}" height="{lane_h - 6:.1f}" rx="3" fill="{owner_color(rid)}"/>')
+                body.append(text(cx + chip_w / 2, y + lane_h / 2, rid, size=10, anchor="middle", color="#ffffff"))
+            if len(v) > fit:
+                body.append(text(width - pad - 4, y + lane_h / 2, f"+{len(v) - fit}", size=10, anchor="end"))
+        else:
+            bw = (width - lx - pad) * min(1.0, cnt / max(1, max((_count(h.get(q)) for h in hist), default=0) or 1))
+            body.append(f'<rect class="pl-count-bar" x="{lx:.1f}" y="{y + 4:.1f}" width="{bw:.1f}" '
+                        f'height="{lane_h - 8:.1f}" rx="3" fill="{COLORS[q]}"/>')
+        body.append("</g>")
+        y += lane_h + 6
+    # lengths over time, with a cursor
+    y += 10
+    ch, x0 = 110.0, pad + 110
+    cw = (width - x0 - pad) / max(n - 1, 1)
+    peak = max([max(_count(h.get(q)) for q in ("waiting", "running", "swapped")) for h in hist] + [1])
+    body.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{width - x0 - pad:.1f}" height="{ch:.1f}" fill="none" '
+                f'stroke="{COLORS["grid"]}"/>')
+    body.append(text(x0 - 8, y + 6, peak, size=9, anchor="end", color=COLORS["muted"]))
+    body.append(text(x0 - 8, y + ch - 4, 0, size=9, anchor="end", color=COLORS["muted"]))
+    body.append(text(pad, y + ch / 2, "queue length", size=10, color=COLORS["muted"]))
+    for q in ("waiting", "running", "swapped"):
+        pts = " ".join(f"{x0 + k * cw:.1f},{y + ch - ch * _count(h.get(q)) / peak:.1f}"
+                       for k, h in enumerate(hist[:cur_i + 1]))
+        body.append(f'<polyline class="pl-series" data-queue="{q}" points="{pts}" fill="none" '
+                    f'stroke="{COLORS[q]}" stroke-width="2"/>')
+    if n:
+        cx = x0 + cur_i * cw
+        body.append(f'<line class="pl-cursor" x1="{cx:.1f}" y1="{y:.1f}" x2="{cx:.1f}" y2="{y + ch:.1f}" '
+                    f'stroke="{COLORS["highlight"]}" stroke-width="2"/>')
+    y += ch + 20
+    body.append(text(x0, y - 8, f"step {hist[0]['step'] if n else 0}", size=9, color=COLORS["muted"]))
+    body.append(text(width - pad, y - 8, f"step {hist[-1]['step'] if n else 0}", size=9, anchor="end", color=COLORS["muted"]))
+    heading = title or "Scheduler queues"
+    pre = cur.get("preempted") or []
+    summary = (f"step {cur['step']}: {_count(cur.get('waiting'))} waiting, {_count(cur.get('running'))} running, "
+               f"{_count(cur.get('swapped'))} swapped" + (f"; preempted {', '.join(map(str, pre))}" if pre else ""))
+    head = [text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+            text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary")]
+    return svg_doc(width, y, head + body, cls="pl-queues", title=heading, data_step=cur["step"])

@@ -1,0 +1,245 @@
+"""`pagedlab grade` end to end on crafted submissions, hostile ones included.
+
+One grading run (module fixture) covers a class of learners; each test checks one of them, and
+that the others were not influenced. The notebooks are generated with nbformat.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pagedlab.grading import registry
+from pagedlab.grading.grade import GradeError, add_arguments, discover, grade, main
+
+from tests.grading.helpers import variant, write_notebook
+
+SLOT = registry.snippet_source("02.slot_mapping")
+QUEUE = registry.snippet_source("02.free_queue")
+SETUP = "from pagedlab.grading import check, use_reference\nimport math"
+SECRET = "ALICE-SECRET-7731"
+
+
+def slot_with_body(body: str) -> str:
+    """An exercise cell for 02.slot_mapping whose function runs ``body`` first."""
+    return ("# EXERCISE 02.slot_mapping\nimport os, sys, shutil, signal\n"
+            "def slot_mapping(block_table, positions, block_size):\n"
+            + textwrap.indent(textwrap.dedent(body), "    ")
+            + "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("grade")
+    subs = root / "submissions"
+    hidden = root / "hidden"
+    hidden.mkdir()
+    (hidden / "extra.py").write_text(textwrap.dedent('''
+        from pagedlab.grading import hidden_test
+
+        @hidden_test("02.slot_mapping", "HIDDEN-TITLE-4242 huge block size")
+        def _(fn, rec):
+            rec.step("slot_mapping([3, 9], [70, 127], 64)  # HIDDEN-STEP-4242")
+            rec.observe("slots HIDDEN-OBS-4242", fn([3, 9], [70, 127], 64))
+    '''))
+    alice = write_notebook(subs / "alice.ipynb", [SETUP, QUEUE, "check(FreeKVCacheBlockQueue)", SLOT,
+                                                  f"# {SECRET}"])
+    write_notebook(subs / "bob.ipynb", [variant("02.slot_mapping", (
+        "block_table[pos // block_size] * block_size + pos % block_size",
+        "block_table[pos % block_size] * block_size + pos // block_size"))])
+    write_notebook(subs / "carol_loop.ipynb", [QUEUE, slot_with_body("while True:\n    pass\n")])
+    write_notebook(subs / "dan_exit.ipynb", [QUEUE, "# EXERCISE 02.slot_mapping\nimport sys\nraise SystemExit(1)\n"])
+    write_notebook(subs / "erin_os_exit.ipynb", [slot_with_body("os._exit(0)\n")])
+    write_notebook(subs / "frank_memory.ipynb", [QUEUE, slot_with_body("hog = bytearray(8 * 1024 ** 3)\n")])
+    write_notebook(subs / "gina_crash.ipynb", [slot_with_body("os.kill(os.getpid(), signal.SIGSEGV)\n")])
+    attacks = f'''
+        results = []
+        for name, attack in [
+            ("read-other", lambda: open({str(alice)!r}).read()),
+            ("list-submissions", lambda: os.listdir({str(subs)!r})),
+            ("read-hidden", lambda: open({str(hidden / "extra.py")!r}).read()),
+            ("list-hidden", lambda: os.listdir({str(hidden)!r})),
+            ("delete-other", lambda: os.remove({str(alice)!r})),
+            ("delete-hidden", lambda: shutil.rmtree({str(hidden)!r})),
+            ("write-outside", lambda: open({str(root / "planted.txt")!r}, "w").write("x")),
+            ("spawn", lambda: os.system("touch {root / 'spawned.txt'}")),
+            ("kill-grader", lambda: os.kill(os.getppid(), signal.SIGTERM)),
+        ]:
+            try:
+                got = attack()
+                results.append(name + ": SUCCEEDED " + repr(got)[:80])
+            except PermissionError as e:
+                results.append(name + ": blocked")
+            except Exception as e:
+                results.append(name + ": failed " + type(e).__name__)
+        print("ATTACKS", results, flush=True)
+    '''
+    write_notebook(subs / "hank_snoop.ipynb", [QUEUE, slot_with_body(attacks)])
+    (subs / "ivy_not_json.ipynb").write_text("{this is not json")
+    write_notebook(subs / "jack_other_course.ipynb", [("md", "# Linear regression"), "import math\nx = 1",
+                                                      "def fit(x):\n    return x"])
+    write_notebook(subs / "kim_missing.ipynb", [SETUP, QUEUE])
+    write_notebook(subs / "leo_renamed.ipynb", [SLOT.replace("def slot_mapping(", "def slot_map("), QUEUE])
+    mia = subs / "mia"
+    write_notebook(mia / "labs" / "02_block_pool.ipynb", [SLOT])
+    write_notebook(mia / "extra" / "queue.ipynb", [QUEUE])
+    write_notebook(mia / ".ipynb_checkpoints" / "02-checkpoint.ipynb", ["raise SystemExit"])
+    (mia / "notes.txt").write_text("my notes")
+    write_notebook(subs / "ned_eq.ipynb", ["# EXERCISE 02.slot_mapping\nclass Yes(list):\n    def __eq__(self, o):\n"
+                                           "        return True\n"
+                                           "def slot_mapping(block_table, positions, block_size):\n"
+                                           "    return Yes()\n"])
+    write_notebook(subs / "olga_ref.ipynb", ["# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\n"
+                                             "slot_mapping = use_reference('slot_mapping', quiet=True)\n"])
+    (subs / "README.txt").write_text("submissions of the workshop")
+    out = root / "out"
+    results = grade([subs], out, hidden_tests=hidden, timeout=12, memory_mb=1024, jobs=2, quiet=True)
+    return {"root": root, "subs": subs, "hidden": hidden, "out": out, "alice": alice,
+            "res": {r.learner.name: r for r in results}}
+
+
+def ex(run, learner, eid="02.slot_mapping"):
+    return run["res"][learner].exercises[eid]
+
+
+def test_good_submission_gets_full_marks_despite_the_others(run):
+    r = run["res"]["alice"]
+    assert r.status == "ok" and r.score == r.max_score == 2.0, r.messages
+    # 4 public + 1 hidden test for slot_mapping, all passed
+    assert [o.passed for o in ex(run, "alice").outcomes] == [True] * 5
+    assert run["alice"].exists() and (run["hidden"] / "extra.py").exists()
+
+
+def test_outputs_are_written(run):
+    out = run["out"]
+    rows = {row["learner"]: row for row in csv.DictReader(open(out / "grades.csv"))}
+    assert set(rows) == set(run["res"])
+    assert rows["alice"]["score"] == "2" and rows["alice"]["02.slot_mapping"] == "1"
+    combined = json.loads((out / "results.json").read_text())
+    assert combined["exercises"] == ["02.free_queue", "02.slot_mapping"]
+    gs = json.loads((out / "gradescope" / "alice" / "results.json").read_text())
+    assert gs["score"] == 2.0 and all(t["status"] == "passed" for t in gs["tests"])
+    assert {t["visibility"] for t in gs["tests"]} == {"visible", "after_published"}
+    html = (out / "feedback" / "bob.html").read_text()
+    assert "<svg" in html and "your state" in html and "IndexError" in html
+    assert (out / "logs" / "alice.txt").exists()
+
+
+def test_hidden_tests_are_never_printed(run):
+    out = run["out"]
+    for p in list(out.rglob("*")):
+        if p.is_file():
+            text = p.read_text(errors="replace")
+            assert "4242" not in text, f"hidden test leaked into {p}"
+    bob = json.loads((out / "gradescope" / "bob" / "results.json").read_text())
+    hidden = [t for t in bob["tests"] if t["visibility"] == "after_published"]
+    assert len(hidden) == 1 and hidden[0]["name"] == "02.slot_mapping: hidden test 1"
+    assert hidden[0]["output"] == "hidden test: failed"
+
+
+def test_wrong_implementation_is_explained(run):
+    e = ex(run, "bob")
+    assert e.score == 0 and not any(o.passed for o in e.outcomes)
+    assert "IndexError" in e.outcomes[0].message or "expected" in e.outcomes[0].message
+    assert run["res"]["bob"].exercises["02.free_queue"].error.startswith("missing")
+
+
+def test_endless_loop_loses_only_its_own_tests(run):
+    r = run["res"]["carol_loop"]
+    assert ex(run, "carol_loop", "02.free_queue").score == 1.0
+    statuses = [o.status for o in ex(run, "carol_loop").outcomes]
+    assert statuses[0] == "timeout" and set(statuses) == {"timeout"}
+    assert "not run: an earlier test of this exercise ran out of time" in ex(run, "carol_loop").outcomes[1].message
+    assert r.status in ("ok", "timeout")
+
+
+def test_sys_exit_in_a_cell(run):
+    assert "raised SystemExit" in ex(run, "dan_exit").error or "sys.exit" in ex(run, "dan_exit").error
+    assert ex(run, "dan_exit", "02.free_queue").score == 1.0
+
+
+def test_os_exit_ends_only_that_process(run):
+    r = run["res"]["erin_os_exit"]
+    assert r.status == "crashed" and r.score == 0
+    assert any("ended before finishing" in m or "exited with status" in m for m in r.messages), r.messages
+
+
+def test_memory_hog_gets_a_memory_error(run):
+    e = ex(run, "frank_memory")
+    assert e.found and not any(o.passed for o in e.outcomes)
+    assert "MemoryError" in e.outcomes[0].message
+    assert ex(run, "frank_memory", "02.free_queue").score == 1.0
+
+
+def test_segfault_is_reported_as_a_crash(run):
+    r = run["res"]["gina_crash"]
+    assert r.status == "crashed" and any("segmentation fault" in m for m in r.messages), r.messages
+
+
+def test_snooping_deleting_spawning_and_killing_are_blocked(run):
+    log = (run["out"] / "logs" / "hank_snoop.txt").read_text()
+    line = next(ln for ln in log.splitlines() if ln.startswith("ATTACKS"))
+    for attack in ("read-other", "list-submissions", "read-hidden", "list-hidden", "delete-other", "delete-hidden",
+                   "write-outside", "spawn", "kill-grader"):
+        assert f"{attack}: blocked" in line, line
+    assert SECRET not in log
+    assert not (run["root"] / "planted.txt").exists() and not (run["root"] / "spawned.txt").exists()
+    # the function itself is right: it passes once the attacks are blocked
+    assert ex(run, "hank_snoop").score == 1.0
+
+
+def test_bad_inputs_have_clear_messages(run):
+    res = run["res"]
+    assert any("not valid JSON" in m for m in res["ivy_not_json"].messages)
+    assert res["ivy_not_json"].score == 0
+    assert any("Is it from this course?" in m for m in res["jack_other_course"].messages)
+    assert ex(run, "kim_missing").error.startswith("missing: no cell '# EXERCISE 02.slot_mapping'")
+    assert "it defines slot_map" in ex(run, "leo_renamed").error
+    assert res["README.txt"].status == "invalid"
+    assert any("not a notebook" in m for m in res["README.txt"].messages)
+
+
+def test_a_folder_per_learner_with_nested_notebooks(run):
+    r = run["res"]["mia"]
+    assert r.score == 2.0, (r.messages, {k: v.error for k, v in r.exercises.items()})
+    assert any("notes.txt: not a notebook" in m for m in r.messages)
+    assert {e.notebook for e in r.exercises.values()} == {"02_block_pool.ipynb", "queue.ipynb"}
+
+
+def test_always_equal_object_fails_and_reference_use_is_flagged(run):
+    assert ex(run, "ned_eq").score == 0
+    olga = ex(run, "olga_ref")
+    assert olga.score == 1.0 and olga.flags and "reference implementation" in olga.flags[0]
+    rows = {row["learner"]: row for row in csv.DictReader(open(run["out"] / "grades.csv"))}
+    assert "reference implementation" in rows["olga_ref"]["flags"]
+
+
+def test_discover_rules(tmp_path):
+    write_notebook(tmp_path / "a.ipynb", ["x = 1"])
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "deep").mkdir()
+    write_notebook(tmp_path / "b" / "deep" / "n.ipynb", ["x = 1"])
+    (tmp_path / "c").mkdir()
+    learners = {lr.name: lr for lr in discover([tmp_path, tmp_path / "a.ipynb", tmp_path / "nope"])}
+    assert learners["a"].notebooks and learners["a-2"].notebooks
+    assert [p.name for p in learners["b"].notebooks] == ["n.ipynb"]
+    assert learners["c"].problems == ["c/: no notebook (.ipynb) inside"]
+    assert "no such file or folder" in learners["nope"].problems[0]
+
+
+def test_cli_entry_points(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    nb = write_notebook(tmp_path / "zoe.ipynb", [registry.snippet_source("06.crossover")])
+    args = parser.parse_args([str(nb), "--out", str(tmp_path / "o"), "--timeout", "30", "--memory", "1024"])
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "zoe" in out and "1.00 / 1.00" in out
+    with pytest.raises(GradeError):
+        grade([tmp_path / "zoe.ipynb"], tmp_path / "o2", timeout=0, quiet=True)
+    with pytest.raises(GradeError, match="no such folder"):
+        grade([nb], tmp_path / "o3", hidden_tests=tmp_path / "missing", quiet=True)
