@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from pagedlab.viz._svg import COLORS, attrs, esc, owner_color, svg_doc, text
+from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
 __all__ = ["render_queue_rows", "render_arena", "render_requests", "pool_snapshot", "side_by_side"]
 

@@ -22,7 +22,6 @@ produces its transcript, the grader's own process produces the reference transcr
 """
 from __future__ import annotations
 
-import math
 import sys
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -271,11 +270,3 @@ def learner_frame(exc: BaseException) -> str:
     except Exception:  # noqa: BLE001
         return ""
     return where[:300]
-
-
-def is_not_implemented(entries: Sequence[Dict[str, Any]]) -> bool:
-    return any(e.get("kind") == "error" and e.get("type") == "NotImplementedError" for e in entries)
-
-
-def finite(x: float) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

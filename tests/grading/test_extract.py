@@ -113,3 +113,16 @@ def test_nbformat_written_notebooks_round_trip(tmp_path):
     ext = find_exercises(nb, NAMES)
     res = load_exercises(ext, NAMES)
     assert check(res["03.fork"].obj, show=False).passed
+
+
+def test_an_endless_loop_at_top_level_is_cut_by_the_runner():
+    from pagedlab.grading.runner import time_limit
+
+    def limited(fn):
+        with time_limit(0.3):
+            return fn()
+    nb = json.loads(json.dumps(make_notebook(["# EXERCISE 02.slot_mapping\nwhile True:\n    pass\n",
+                                              registry.snippet_source("06.pick_victim")])))
+    res = load_exercises(find_exercises(nb, NAMES), NAMES, run=limited)
+    assert "did not finish in time" in res["02.slot_mapping"].error
+    assert res["06.pick_victim"].ok

