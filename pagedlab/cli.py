@@ -35,8 +35,7 @@ COMMANDS: list[Command] = [
     Command("generate", "pagedlab.demo", "serve a file of chat prompts through the paged engine (headless demo)"),
     Command("replay", "pagedlab.sim.replay", "replay a request trace (Azure, Mooncake) in the simulator or on the engine"),
     Command("labs", "pagedlab.grading.labs_build", "labs build: generate labs/ from solutions/; labs check: are they in sync"),
-    # Command("bench", "pagedlab.bench", "..."),
-    # Command("grade", "pagedlab.grading.grade", "..."),
+    Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes (CSV, feedback, results.json)"),
 ]
 
 EXIT_UNAVAILABLE = 2

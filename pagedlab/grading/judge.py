@@ -313,7 +313,7 @@ def judge(exercise: Any, test: Any, ref: Sequence[Dict[str, Any]], got: Any,
             out.message = ""
             out.step, out.step_label = 0, ""
             return out
-    if out.status != "passed" and pictures and exercise.render is not None:
+    if out.status in ("failed", "error") and pictures and exercise.render is not None:
         idx = min(i, len(got))  # noqa: F821 - loop variable
         gs = _state_near(got, idx) if got else None
         rs = _state_near(ref, idx)

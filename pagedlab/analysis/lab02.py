@@ -1,0 +1,129 @@
+"""Lab 02 helpers: block tables from a trace, the pool with its free queue, and two measurements.
+
+* :func:`block_table_of` rebuilds a request's block table from the engine's tracer events.
+* :func:`render_pool_and_queue` draws a pool snapshot and, under it, the free queue in order.
+* :func:`time_free_queue` times the free-queue operations for a range of pool sizes, for any
+  queue class with vLLM's interface (the kit's, the learner's) and for two naive containers.
+* :func:`tail_waste` is the memory lost in the last, partly filled block of each request.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections import deque
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+from pagedlab.core.block_pool import KVCacheBlock
+from pagedlab.grading.pictures import render_queue_rows
+from pagedlab.viz import render_block_pool
+
+__all__ = ["block_table_of", "render_pool_and_queue", "time_free_queue", "tail_waste"]
+
+
+def block_table_of(events: Sequence[Dict[str, Any]], request_id: str) -> List[int]:
+    """The block table ``request_id`` ended with: its ``alloc`` events' blocks, in order.
+
+    Valid for a request that was never preempted, forked or copied (its table only grew).
+    """
+    return [b for e in events if e["kind"] == "alloc" and e.get("owner") == request_id for b in e["block_ids"]]
+
+
+def render_pool_and_queue(snapshot: Dict[str, Any], max_shown: int = 32) -> str:
+    """The block pool of a ``pagedlab.trace`` snapshot, then its free queue, front (next to be handed
+    out) on the left. Two SVGs in one HTML string."""
+    pool = render_block_pool(snapshot, title=f"Block pool after step {snapshot.get('step', 0)}")
+    q = list(snapshot.get("free_queue", ()))
+    shown = q[:max_shown] + (["…"] if len(q) > max_shown else [])
+    queue = render_queue_rows([(f"free queue ({len(q)})", shown, None)],
+                              title="free queue: popleft() takes the front; freed blocks join the back",
+                              step=int(snapshot.get("step", 0)))
+    return pool + queue
+
+
+def _per_op_us(fn: Callable[[], None], n_ops: int, repeats: int) -> float:
+    """Median over ``repeats`` of the time of ``fn`` (which performs ``n_ops`` operations), in µs per op."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) / n_ops * 1e6)
+    return statistics.median(times)
+
+
+def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 100_000), n_ops: int = 2_000,
+                    n_ops_naive: int = 200, repeats: int = 3, seed: int = 0) -> Dict[str, Dict[int, float]]:
+    """Microseconds per operation of a free queue, by pool size.
+
+    For each pool size the queue starts full (every block free), then:
+
+    * ``"popleft + append"``: take the front block and put it back at the tail (allocate, then free);
+    * ``"remove + append"``: pull a random block out of the middle and put it back at the tail (a
+      prefix-cache hit on a free block, then its release);
+
+    and, for comparison, the same two operations on a Python ``list`` (``pop(0)`` and
+    ``remove(block)`` search and shift the list) and ``remove`` on a ``collections.deque``.
+
+    Args:
+        queue_cls: a class with vLLM's ``FreeKVCacheBlockQueue`` interface (``__init__(blocks)``,
+            ``popleft``, ``remove``, ``append``).
+        pool_sizes: numbers of blocks.
+        n_ops / n_ops_naive: operations timed per repeat for the linked queue / the naive containers.
+
+    Returns:
+        ``{operation label: {pool size: µs per operation}}``.
+    """
+    out: Dict[str, Dict[int, float]] = {}
+    rng = random.Random(seed)
+    for n in pool_sizes:
+        blocks = [KVCacheBlock(i) for i in range(n)]
+        q = queue_cls(blocks)
+        picks = [blocks[rng.randrange(n)] for _ in range(n_ops)]
+
+        def pop_append() -> None:
+            for _ in range(n_ops):
+                q.append(q.popleft())
+
+        def remove_append() -> None:
+            for b in picks:
+                q.remove(b)
+                q.append(b)
+
+        out.setdefault("linked list: popleft + append", {})[n] = _per_op_us(pop_append, n_ops, repeats)
+        out.setdefault("linked list: remove + append", {})[n] = _per_op_us(remove_append, n_ops, repeats)
+
+        lst = list(blocks)
+        dq = deque(blocks)
+        few = picks[:n_ops_naive]
+
+        def list_pop() -> None:
+            for _ in range(n_ops_naive):
+                lst.append(lst.pop(0))
+
+        def list_remove() -> None:
+            for b in few:
+                lst.remove(b)
+                lst.append(b)
+
+        def deque_remove() -> None:
+            for b in few:
+                dq.remove(b)
+                dq.append(b)
+
+        out.setdefault("Python list: pop(0) + append", {})[n] = _per_op_us(list_pop, n_ops_naive, repeats)
+        out.setdefault("Python list: remove + append", {})[n] = _per_op_us(list_remove, n_ops_naive, repeats)
+        out.setdefault("deque: remove + append", {})[n] = _per_op_us(deque_remove, n_ops_naive, repeats)
+    return out
+
+
+def tail_waste(lengths: Sequence[int], block_size: int) -> Dict[str, float]:
+    """Memory lost in the partly filled last block of each sequence, at its final length.
+
+    Returns:
+        ``waste_frac``: unused slots / allocated slots; ``blocks_per_seq``: mean block-table
+        length; ``mean_waste_tokens``: mean unused slots per sequence.
+    """
+    alloc = [-(-L // block_size) * block_size for L in lengths]
+    waste = sum(a - L for a, L in zip(alloc, lengths))
+    return {"waste_frac": waste / sum(alloc), "blocks_per_seq": sum(alloc) / block_size / len(lengths),
+            "mean_waste_tokens": waste / len(lengths)}
