@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from pagedlab.core.block_pool import KVCacheBlock
+from pagedlab.core.block_pool import BlockPool, KVCacheBlock
 from pagedlab.grading.pictures import render_queue_rows
 from pagedlab.viz import render_block_pool
 
@@ -61,6 +61,9 @@ def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 
     * ``"remove + append"``: pull a random block out of the middle and put it back at the tail (a
       prefix-cache hit on a free block, then its release);
 
+    * ``"BlockPool: ..."``: the kit's ``BlockPool`` allocating one block and freeing it (what the
+      engine calls; its queue is the kit's);
+
     and, for comparison, the same two operations on a Python ``list`` (``pop(0)`` and
     ``remove(block)`` search and shift the list) and ``remove`` on a ``collections.deque``.
 
@@ -91,6 +94,14 @@ def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 
 
         out.setdefault("linked list: popleft + append", {})[n] = _per_op_us(pop_append, n_ops, repeats)
         out.setdefault("linked list: remove + append", {})[n] = _per_op_us(remove_append, n_ops, repeats)
+
+        pool = BlockPool(n, enable_caching=False)
+
+        def pool_alloc_free() -> None:
+            for _ in range(n_ops):
+                pool.free_blocks(pool.get_new_blocks(1))
+
+        out.setdefault("BlockPool: get_new_blocks(1) + free_blocks", {})[n] = _per_op_us(pool_alloc_free, n_ops, repeats)
 
         lst = list(blocks)
         dq = deque(blocks)

@@ -253,27 +253,43 @@ class Scheduler:
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
         while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting) and budget > 0
                and len(self.running) < self.config.max_num_seqs):
-            req = self.waiting.peek_request()
-            hit_blocks, num_hit = [], 0
-            if req.num_computed_tokens == 0:
-                hit_blocks, num_hit = kv.get_computed_blocks(req)
-            n = req.num_tokens - num_hit
-            if not self.config.enable_chunked_prefill and n > budget:
-                break
-            n = self._clip(n, budget)
-            if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
-                break
-            self.waiting.pop_request()
-            req.status = RequestStatus.RUNNING
-            req.num_computed_tokens = num_hit
-            if req.num_cached_tokens < 0:
-                req.num_cached_tokens = num_hit
-            self.running.append(req)
-            scheduled[req.request_id] = ScheduledRequest(req, num_hit, n)
-            budget -= n
+            s = self._try_admit(self.waiting.peek_request(), budget)
+            if s is None:
+                break                                     # strict head-of-line order
+            scheduled[s.request.request_id] = s
+            budget -= s.num_tokens
 
-        out.scheduled = list(scheduled.values())
-        out.add_moves("copy", kv.take_pending_copies())
+        return self._finish_schedule(out, list(scheduled.values()))
+
+    def _try_admit(self, req: Request, budget: Optional[int]) -> Optional[ScheduledRequest]:
+        """Admit the head of the waiting queue if its KV slots can be allocated.
+
+        Prefix-cache hits are looked up first (only for a request with nothing computed), so
+        the chunk is sized *after* the hit length is known (engines.md B8). ``budget=None``
+        schedules the whole remaining prompt (static batching). Returns None, changing
+        nothing, when the request does not fit.
+        """
+        kv = self.kv_cache_manager
+        hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
+        n = req.num_tokens - num_hit
+        if budget is not None:
+            if not self.config.enable_chunked_prefill and n > budget:
+                return None
+            n = self._clip(n, budget)
+        if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
+            return None
+        self.waiting.pop_request()
+        req.status = RequestStatus.RUNNING
+        req.num_computed_tokens = num_hit
+        if req.num_cached_tokens < 0:
+            req.num_cached_tokens = num_hit
+        self.running.append(req)
+        return ScheduledRequest(req, num_hit, n)
+
+    def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest]) -> SchedulerOutput:
+        """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``)."""
+        out.scheduled = scheduled
+        out.add_moves("copy", self.kv_cache_manager.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
             self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens,

@@ -8,8 +8,7 @@ no token budget), then the batch decodes together.
 """
 from __future__ import annotations
 
-from pagedlab.sched.scheduler import Scheduler, SchedulerOutput, ScheduledRequest
-from pagedlab.sched.request import RequestStatus
+from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 
 class StaticScheduler(Scheduler):
@@ -25,23 +24,10 @@ class StaticScheduler(Scheduler):
         out = SchedulerOutput(step=self.step_count)
         if self.tracer is not None:
             self.tracer.step = self.step_count
-        kv = self.kv_cache_manager
+        batch = []
         while len(self.waiting) and len(self.running) < self.config.max_num_seqs:
-            req = self.waiting.peek_request()
-            hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
-            n = req.num_tokens - num_hit
-            if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
+            s = self._try_admit(self.waiting.peek_request(), budget=None)
+            if s is None:
                 break
-            self.waiting.pop_request()
-            req.status = RequestStatus.RUNNING
-            req.num_computed_tokens = num_hit
-            if req.num_cached_tokens < 0:
-                req.num_cached_tokens = num_hit
-            self.running.append(req)
-            out.scheduled.append(ScheduledRequest(req, num_hit, n))
-        out.add_moves("copy", kv.take_pending_copies())
-        for s in out.scheduled:
-            s.request.num_computed_tokens += s.num_tokens
-            self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens, prefill=True)
-        self.step_count += 1
-        return out
+            batch.append(s)
+        return self._finish_schedule(out, batch)
