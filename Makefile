@@ -8,6 +8,9 @@
 # (a stamp file in .venv depends on pyproject.toml and requirements.lock; the model check is cached).
 
 SHELL := /bin/bash
+# Passive OpenMP waiting: spinning threads slow torch on a shared 2-core CPU by 10-20x (see
+# pagedlab/__init__.py). Exported to every command below (JupyterLab kernels, tests, benchmarks).
+export OMP_WAIT_POLICY ?= PASSIVE
 .DEFAULT_GOAL := help
 
 PYTHON      ?= python3
@@ -31,7 +34,7 @@ PYTEST_ARGS ?=
 GPU_BENCHES ?= bench_paged_attention.py
 ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
-NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg)
+NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
 .PHONY: help setup model lab demo test bench doctor lock clean distclean
 

@@ -57,6 +57,8 @@ def _convert(gguf: Path, out: Path) -> None:
     """De-quantize the GGUF with transformers and store fp32 safetensors + config + tokenizer."""
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()          # one-off conversion: no tqdm bars in notebook cells
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

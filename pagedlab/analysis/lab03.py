@@ -1,0 +1,145 @@
+"""Lab 03 helpers: copy-on-write, played with the learner's functions, and measured on the real engine.
+
+* :func:`cow_story` runs a fixed fork-and-append story on the kit's ``RefCountedPool`` with any
+  ``fork`` / ``append_token`` pair (the learner's, or the reference) and returns pool snapshots
+  to play with ``render_block_pool``.
+* :func:`group_blocks` reads, from the engine's ``KVCacheManager``, how many distinct blocks each
+  prompt's sequences hold and how many they would hold without sharing.
+* :func:`parallel_sampling_sharing` and :func:`beam_search_sharing` run ``SamplingParams(n)`` and
+  ``LLM.beam_search`` on the real engine and report the paper's saving,
+  ``(blocks without sharing - blocks with sharing) / blocks without sharing``.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from pagedlab.grading.kit import RefCountedPool, Seq
+from pagedlab.grading.pictures import pool_snapshot
+
+__all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
+
+
+def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_size: int = 4,
+              num_blocks: int = 12) -> List[Tuple[Dict[str, Any], str]]:
+    """Prefill 6 tokens, fork twice, let the three sequences write, then free one.
+
+    Returns:
+        ``(snapshot, caption)`` pairs; a snapshot is in ``pagedlab.trace`` format, with the copy made
+        in that frame (if any) as ``pending_copies``.
+    """
+    pool = RefCountedPool(num_blocks, block_size)
+    seqs: Dict[str, Seq] = {}
+    frames: List[Tuple[Dict[str, Any], str]] = []
+
+    def snap(caption: str, copies: Sequence[Tuple[int, int]] = ()) -> None:
+        tables = {sid: list(s.block_table) for sid, s in seqs.items()}
+        frames.append((pool_snapshot(pool.ref_cnts(), tables, pool.free_queue(), step=len(frames),
+                                     cow_pairs=[list(c) for c in copies]), caption))
+
+    parent = Seq("0", [pool.allocate() for _ in range(-(-6 // block_size))], 6)
+    seqs["0"] = parent
+    snap(f"prefill: the prompt (6 tokens) fills block {parent.block_table[0]} and part of block "
+         f"{parent.block_table[1]}")
+    for cid in ("0#1", "0#2"):
+        seqs[cid] = fork(pool, parent, cid)
+        snap(f"fork -> {cid}: no new block; every block of 0 gains a reference "
+             f"(ref_cnt {pool.ref_cnt(parent.block_table[0])})")
+    for rnd in range(3):
+        for sid in ("0#1", "0#2", "0"):
+            seq = seqs[sid]
+            pos = seq.num_tokens
+            copy = append_token(pool, seq)
+            if copy:
+                what = f"block {copy[0]} is shared, so it is copied to block {copy[1]} first (CoW)"
+            elif pos % block_size == 0:
+                what = f"a new block starts: block {seq.block_table[-1]}"
+            else:
+                what = f"block {seq.block_table[-1]} is its own (ref_cnt 1): written in place"
+            snap(f"{sid} writes token {pos}: {what}", [copy] if copy else ())
+    victim = seqs.pop("0#2")
+    for b in reversed(victim.block_table):
+        pool.free(b)
+    snap("0#2 finishes: each of its blocks loses one reference; blocks nobody holds go back to the free queue")
+    return frames
+
+
+def group_blocks(kv_cache_manager: Any) -> Dict[str, Tuple[int, int]]:
+    """Per prompt (request id before ``#``): ``(distinct blocks held, blocks without sharing)``."""
+    held: Dict[str, set] = defaultdict(set)
+    without: Dict[str, int] = defaultdict(int)
+    for rid, blocks in kv_cache_manager.req_to_blocks.items():
+        group = rid.split("#", 1)[0]
+        ids = {b.block_id for b in blocks}
+        held[group] |= ids
+        without[group] += len(ids)
+    return {g: (len(held[g]), without[g]) for g in held}
+
+
+def saving(with_sharing: Sequence[int], without_sharing: Sequence[int]) -> float:
+    """``1 - sum(with) / sum(without)``: the share of block-steps that sharing saved (time average)."""
+    total = sum(without_sharing)
+    return 1 - sum(with_sharing) / total if total else 0.0
+
+
+def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Sequence[int], max_tokens: int,
+                              temperature: float = 0.8, seed: int = 0) -> Dict[Tuple[str, int], Dict[str, Any]]:
+    """Run every (prompt, n) pair as one request with ``SamplingParams(n)``, all in one batch.
+
+    Every sample generates exactly ``max_tokens`` tokens (``ignore_eos``), so all pairs are
+    measured over the same steps. The engine must be idle.
+
+    Returns:
+        ``{(prompt name, n): {"with": [...], "without": [...], "saving", "final_saving"}}``, where
+        ``with`` / ``without`` are the block counts after each step.
+    """
+    from pagedlab import SamplingParams
+
+    engine = llm.llm_engine
+    groups = {}
+    for name, ids in prompts.items():
+        for n in ns:
+            rid = f"{name}-n{n}"
+            engine.add_request(rid, {"prompt_token_ids": list(ids)},
+                               SamplingParams(n=n, temperature=temperature, seed=seed, max_tokens=max_tokens,
+                                              ignore_eos=True))
+            groups[rid] = (name, n)
+    hist: Dict[str, Tuple[List[int], List[int]]] = {rid: ([], []) for rid in groups}
+    while engine.has_unfinished_requests():
+        engine.step()
+        for rid, (w, wo) in group_blocks(engine.kv_cache_manager).items():
+            if rid in hist:
+                hist[rid][0].append(w)
+                hist[rid][1].append(wo)
+    out = {}
+    for rid, (name, n) in groups.items():
+        w, wo = hist[rid]
+        out[(name, n)] = {"with": w, "without": wo, "saving": saving(w, wo),
+                          "final_saving": 1 - w[-1] / wo[-1] if wo and wo[-1] else 0.0}
+    return out
+
+
+def beam_search_sharing(llm: Any, prompts: Dict[str, List[int]], widths: Sequence[int],
+                        max_tokens: int) -> Dict[Tuple[str, int], Dict[str, Any]]:
+    """``LLM.beam_search`` for every (prompt, beam width) pair, one after the other.
+
+    Returns:
+        ``{(prompt name, width): {"with", "without", "saving", "final_saving", "peak_saving", "cow_copies",
+        "text"}}``;
+        ``peak_saving`` is ``BeamSearchOutput.memory_saving`` (at the step with the most blocks).
+    """
+    from pagedlab.engine.beam_search import BeamSearchParams
+
+    out = {}
+    for name, ids in prompts.items():
+        for w in widths:
+            res = llm.beam_search({"prompt_token_ids": list(ids)}, BeamSearchParams(beam_width=w,
+                                                                                    max_tokens=max_tokens))[0]
+            out[(name, w)] = {"with": res.blocks_with_sharing, "without": res.blocks_without_sharing,
+                              "saving": saving(res.blocks_with_sharing, res.blocks_without_sharing),
+                              "final_saving": (1 - res.blocks_with_sharing[-1] / res.blocks_without_sharing[-1]
+                                               if res.blocks_without_sharing and res.blocks_without_sharing[-1]
+                                               else 0.0),
+                              "peak_saving": res.memory_saving, "cow_copies": res.num_cow_copies,
+                              "text": res.sequences[0].text if res.sequences else ""}
+    return out
