@@ -20,18 +20,22 @@ from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
 from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 _CONVERTED_FORMAT = 2   # bump when the converted layout changes
+# Hub names that mean the kit's own GGUF, so a script written for vLLM
+# (``LLM("HuggingFaceTB/SmolLM2-135M-Instruct")``) runs unchanged; nothing is downloaded.
+_ALIASES = {"huggingfacetb/smollm2-135m-instruct", "smollm2-135m-instruct"}
 
 
 def resolve_model_path(model: Optional[Union[str, os.PathLike]]) -> Path:
     """The GGUF file to load.
 
     Args:
-        model: a ``.gguf`` file, a directory holding exactly one, or ``None`` for the kit's
-            SmolLM2-135M-Instruct (fetched and verified by ``pagedlab fetch-model``).
+        model: a ``.gguf`` file, a directory holding exactly one, or ``None`` (or the hub name
+            ``"HuggingFaceTB/SmolLM2-135M-Instruct"``) for the kit's SmolLM2-135M-Instruct
+            (fetched and verified by ``pagedlab fetch-model``).
     Raises:
         ModelNotFoundError: the path does not exist or holds no GGUF file.
     """
-    if model is None:
+    if model is None or str(model).lower() in _ALIASES:
         from pagedlab.model.fetch import ensure_model
         return Path(ensure_model())
     path = Path(model).expanduser()

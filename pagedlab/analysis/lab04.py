@@ -1,0 +1,252 @@
+"""Lab 04 (continuous batching) helpers; labs 05 and 06 reuse them.
+
+* :func:`toy_serve` - the engine's part of the loop around a scheduling function (the learner's
+  ``schedule_step`` or ``static_step``): advance ``num_computed_tokens``, "sample" a token when a
+  request's chunk reaches its end, free finished requests. No model: a step is one call.
+* :func:`run_requests` - drive a real ``LLMEngine`` step by step (requests may arrive at a later
+  step), and keep what the labs plot: outputs, per-step stats, the queues by request id, timings.
+* :func:`side_by_side` - one animated player showing two runs' batch Gantt charts, frame ``i``
+  drawing step ``i`` of both, so the two schedules race each other.
+
+Nothing here calls the learner's code unless it is passed in explicitly.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["load_prompts", "chat_ids", "toy_serve", "slot_utilization", "Run", "run_requests", "side_by_side",
+           "static_step"]
+
+
+def load_prompts(path: Path) -> Dict[str, Dict[str, Any]]:
+    """``data/prompts.jsonl`` as ``{id: {"id", "messages", "max_tokens"}}`` in file order."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return {r["id"]: r for r in rows}
+
+
+def chat_ids(tokenizer: Any, messages: Sequence[Dict[str, str]]) -> List[int]:
+    """Token ids of a conversation under the model's chat template (as ``LLM.chat`` builds them)."""
+    out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+    return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+# --- the toy loop (no model) ------------------------------------------------------------------
+def static_step(running, waiting, kv_cache_manager, max_num_seqs):
+    """Request-level (static) batching, the baseline: a new batch only when the last one is done.
+
+    While any request of the batch runs, its members get their missing tokens and nobody joins.
+    When ``running`` is empty, up to ``max_num_seqs`` waiting requests form the next batch.
+    Same arguments and result as the lab's ``schedule_step``.
+    """
+    scheduled = {}
+    if running:
+        for req in running:
+            n = req.num_tokens - req.num_computed_tokens
+            if n > 0:
+                kv_cache_manager.allocate_slots(req, n)
+                scheduled[req.request_id] = n
+        return scheduled
+    while waiting and len(running) < max_num_seqs:
+        req = waiting[0]
+        n = req.num_tokens - req.num_computed_tokens
+        if kv_cache_manager.allocate_slots(req, n) is None:
+            break
+        waiting.popleft()
+        running.append(req)
+        scheduled[req.request_id] = n
+    return scheduled
+
+
+def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
+              workload: Sequence[Tuple[int, str, int, int]], *, num_gpu_blocks: int = 64,
+              block_size: int = 4, max_steps: int = 400) -> List[Dict[str, Any]]:
+    """Run a scheduling function as the engine would, without a model.
+
+    Args:
+        step_fn: ``step_fn(running, waiting, kv_cache_manager) -> {request_id: tokens}`` (bind
+            the other arguments with a lambda).
+        workload: ``(arrival_step, request_id, prompt_len, max_tokens)`` tuples.
+        num_gpu_blocks, block_size: the KV pool.
+        max_steps: stop there (a guard against a scheduler that never finishes).
+    Returns:
+        One dict per step, ``{"step", "scheduled": [(id, tokens, is_prefill)], "running", "waiting",
+        "finished"}``, the format ``pagedlab.viz.render_batch_gantt`` draws.
+    """
+    from pagedlab.core.kv_cache_manager import KVCacheManager
+    from pagedlab.sampling_params import SamplingParams
+    from pagedlab.sched.request import Request
+
+    kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
+    pending = sorted(workload)
+    running: List[Any] = []
+    waiting: deque = deque()
+    steps: List[Dict[str, Any]] = []
+    for step in range(max_steps):
+        while pending and pending[0][0] <= step:
+            _, rid, plen, out = pending.pop(0)
+            waiting.append(Request(rid, [(11 * i + 3) % 97 for i in range(plen)],
+                                   SamplingParams(max_tokens=out, ignore_eos=True), arrival_time=float(step)))
+        if not (pending or running or waiting):
+            break
+        before = {r.request_id: r.num_computed_tokens < r.num_prompt_tokens for r in [*running, *waiting]}
+        scheduled = step_fn(running, waiting, kv) or {}
+        entries, finished = [], []
+        for req in list(running):
+            n = scheduled.get(req.request_id, 0)
+            if n <= 0:
+                continue
+            entries.append((req.request_id, n, before.get(req.request_id, n > 1)))
+            req.num_computed_tokens += n
+            if req.num_computed_tokens == req.num_tokens:          # the chunk reached the end: sample
+                req.append_output_token_ids(1)
+                if req.num_output_tokens >= req.max_tokens:
+                    kv.free(req)
+                    running.remove(req)
+                    finished.append(req.request_id)
+        steps.append({"step": step, "scheduled": entries, "finished": finished, "preempted": [],
+                      "running": len(running), "waiting": len(waiting), "swapped": 0})
+    return steps
+
+
+def slot_utilization(steps: Sequence[Dict[str, Any]], max_num_seqs: int) -> float:
+    """Busy batch slots / (steps x max_num_seqs): how full the batch was on average."""
+    busy = sum(len(s["scheduled"]) for s in steps)
+    return busy / (len(steps) * max_num_seqs) if steps else 0.0
+
+
+# --- the real engine, step by step ---------------------------------------------------------------
+@dataclass
+class Run:
+    """One engine run.
+
+    Attributes:
+        name: a label for tables and plots.
+        engine: the ``LLMEngine`` (its ``step_stats`` and ``tracer`` stay available).
+        outputs: ``RequestOutput`` by request id, in submission order.
+        wall_s, cpu_s: wall-clock and process CPU seconds spent in ``engine.step()``.
+        queues: per step ``{"step", "waiting", "running", "swapped", "preempted"}`` with request ids,
+            after the step (what ``pagedlab.viz.render_queues`` draws).
+        arrivals: request id -> the step it was added before.
+    """
+
+    name: str
+    engine: Any
+    outputs: Dict[str, Any]
+    wall_s: float
+    cpu_s: float
+    queues: List[Dict[str, Any]] = field(default_factory=list)
+    arrivals: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def step_stats(self) -> list:
+        return self.engine.step_stats
+
+    def token_ids(self) -> Dict[str, List[int]]:
+        return {rid: list(o.outputs[0].token_ids) for rid, o in self.outputs.items()}
+
+    def summary(self) -> Dict[str, float]:
+        """Headline numbers (seconds; tokens/s)."""
+        outs = list(self.outputs.values())
+        gen = sum(len(o.outputs[0].token_ids) for o in outs)
+        ms = [o.metrics for o in outs]
+        tpots = [m.tpot for m in ms if m.tpot is not None]
+        itls = [x for m in ms for x in m.inter_token_latencies]
+        st = self.step_stats
+        return {"steps": len(st), "generated": gen, "wall_s": self.wall_s, "cpu_s": self.cpu_s,
+                "tok_per_s": gen / self.wall_s if self.wall_s else float("nan"),
+                "ttft_mean": statistics.fmean(m.ttft for m in ms), "ttft_max": max(m.ttft for m in ms),
+                "e2e_mean": statistics.fmean(m.e2e_latency for m in ms), "e2e_max": max(m.e2e_latency for m in ms),
+                "tpot_median": statistics.median(tpots) if tpots else float("nan"),
+                "itl_max": max(itls) if itls else float("nan"),
+                "preemptions": sum(m.num_preemptions for m in ms),
+                "prefill_tokens": sum(s.num_prefill_tokens for s in st),
+                "decode_tokens": sum(s.num_decode_tokens for s in st),
+                "max_step_tokens": max((s.num_prefill_tokens + s.num_decode_tokens for s in st), default=0)}
+
+
+def run_requests(engine: Any, requests: Sequence[Tuple[str, List[int], Any]], *, name: str = "",
+                 arrive_at_step: Optional[Dict[str, int]] = None,
+                 priorities: Optional[Dict[str, int]] = None) -> Run:
+    """Feed ``requests`` to ``engine`` and step it until everything finished.
+
+    Args:
+        engine: a fresh ``LLMEngine``.
+        requests: ``(request_id, prompt_token_ids, SamplingParams)``.
+        arrive_at_step: request id -> the step before which it is added (default 0: all at once).
+            Its arrival time (for TTFT) is the moment it is added.
+        priorities: request id -> priority (``policy="priority"``).
+    """
+    arrive = {rid: (arrive_at_step or {}).get(rid, 0) for rid, _, _ in requests}
+    todo = sorted(requests, key=lambda r: arrive[r[0]])
+    outputs: Dict[str, Any] = {}
+    queues: List[Dict[str, Any]] = []
+    wall = cpu = 0.0
+    step = 0
+    while todo or engine.has_unfinished_requests():
+        while todo and arrive[todo[0][0]] <= step:
+            rid, ids, params = todo.pop(0)
+            engine.add_request(rid, {"prompt_token_ids": list(ids)}, params,
+                               priority=(priorities or {}).get(rid, 0))
+        if not engine.has_unfinished_requests():
+            step += 1            # nothing to do until the next arrival
+            continue
+        t0, c0 = time.perf_counter(), time.process_time()
+        for out in engine.step():
+            outputs[out.request_id] = out
+        wall += time.perf_counter() - t0
+        cpu += time.process_time() - c0
+        s = engine.scheduler
+        queues.append({"step": engine.step_stats[-1].step, "waiting": [r.request_id for r in s.waiting],
+                       "running": [r.request_id for r in s.running],
+                       "swapped": [r.request_id for r in s.swapped],
+                       "preempted": list(engine.step_stats[-1].preempted)})
+        step += 1
+    order = [rid for rid, _, _ in requests]
+    return Run(name, engine, {rid: outputs[rid] for rid in order if rid in outputs}, wall, cpu, queues, arrive)
+
+
+def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_tokens: Any = None,
+                 interval: int = 250):
+    """A player whose frame ``i`` draws step ``i`` of every run's batch Gantt, one under the other.
+
+    Args:
+        runs: step lists (``step_stats``, tracer events or :func:`toy_serve` output), or :class:`Run`.
+        titles: one heading per run.
+        max_num_batched_tokens: draw a token budget line: one number for every chart, or one per run
+            (``None`` entries draw none).
+    """
+    from pagedlab.viz import Player, batch_steps, render_batch_gantt
+
+    lists = [batch_steps(list(r.step_stats if isinstance(r, Run) else r)) for r in runs]
+    n = max(len(s) for s in lists)
+    budgets = (list(max_num_batched_tokens) if isinstance(max_num_batched_tokens, (list, tuple))
+               else [max_num_batched_tokens] * len(lists))
+
+    def render(i: int) -> str:
+        parts = []
+        for steps, title, budget in zip(lists, titles, budgets):
+            done = i >= len(steps)
+            head = f"{title} - finished after {len(steps)} steps" if done else title
+            parts.append(render_batch_gantt(steps, min(i, len(steps) - 1), title=head,
+                                            max_num_batched_tokens=budget))
+        return "<div>" + "".join(f'<div style="margin-bottom:6px">{p}</div>' for p in parts) + "</div>"
+
+    def caption(i: int, k: int) -> str:
+        bits = []
+        for steps, title in zip(lists, titles):
+            if i < len(steps):
+                sc = steps[i]["scheduled"]
+                pre = sum(nt for _, nt, p in sc if p)
+                bits.append(f"{title}: {len(sc)} requests, {pre} prefill + {len(sc) - sum(1 for *_, p in sc if p)} "
+                            f"decode tokens")
+            else:
+                bits.append(f"{title}: done")
+        return f"step {i}  |  " + "  |  ".join(bits)
+
+    return Player(list(range(n)), render=render, caption=caption, interval=interval, description="step")

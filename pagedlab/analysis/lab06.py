@@ -1,0 +1,104 @@
+"""Lab 06 (preemption: recompute vs swap) helpers.
+
+* :func:`pressure_player` - one animated player per engine run: the scheduler's queues (waiting /
+  running / swapped, by request id) above the block pool (GPU blocks by owner, and the CPU swap
+  space when anything is swapped out), one frame per engine step.
+* :func:`swap_traffic` - how many KV blocks a run moved to the CPU and back (from the event trace).
+* :func:`swap_time_with_copies` - the swap cost when every block of every layer is its own copy,
+  as in vLLM v0 (``swap_blocks`` issues one ``cudaMemcpyAsync`` per block, per layer, for K and
+  for V), so small blocks pay a fixed per-copy cost many times.
+* :func:`cpu_speeds` - this machine's memory-copy bandwidth and matmul FLOP/s, measured in well
+  under a second, to place the CPU engine on the same swap/recompute scale as the GPUs.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Dict, List, Optional
+
+__all__ = ["pressure_player", "swap_traffic", "swap_time_with_copies", "cpu_speeds"]
+
+
+def _snapshot_per_step(events: List[Dict[str, Any]], steps: List[int]) -> List[Dict[str, Any]]:
+    from pagedlab.trace import rebuild_snapshots
+    snaps = rebuild_snapshots(list(events), per="step")
+    out, k = [], -1
+    for s in steps:
+        while k + 1 < len(snaps) and snaps[k + 1]["step"] <= s:
+            k += 1
+        snap = dict(snaps[max(k, 0)])
+        snap["step"] = s
+        if k < 0 or snaps[k]["step"] != s:
+            snap["events"] = []          # nothing happened to the pool in this step
+        out.append(snap)
+    return out
+
+
+def pressure_player(run: Any, title: str = "", interval: int = 400):
+    """Queues and block pool of an engine run (``pagedlab.analysis.lab04.Run`` with ``trace=True``)."""
+    from pagedlab.viz import Player, render_block_pool, render_queues
+
+    hist = run.queues
+    if run.engine.tracer is None:
+        raise ValueError("the engine ran without trace=True: there is no block history to draw")
+    snaps = _snapshot_per_step(run.engine.tracer.events, [h["step"] for h in hist])
+    stats = run.step_stats
+
+    def render(i: int) -> str:
+        q = render_queues(hist, i, title=f"{title} - scheduler queues" if title else None)
+        p = render_block_pool(snaps[i], title=f"{title} - GPU block pool after step {hist[i]['step']}" if title
+                              else None)
+        return f'<div>{q}</div><div style="margin-top:6px">{p}</div>'
+
+    def caption(i: int, k: int) -> str:
+        s = stats[i]
+        sched = ", ".join(f"{r} {'prefill ' + str(n) if p else 'decode'}" for r, n, p in s.scheduled) or "nothing"
+        pre = f"  ·  PREEMPTED {', '.join(s.preempted)}" if s.preempted else ""
+        return f"step {s.step}: ran {sched}{pre}"
+
+    return Player(list(range(len(hist))), render=render, caption=caption, interval=interval, description="step")
+
+
+def swap_traffic(events: List[Dict[str, Any]]) -> Dict[str, int]:
+    """``{"swap_out": blocks GPU->CPU, "swap_in": blocks CPU->GPU, "preempt_swap", "preempt_recompute"}``."""
+    out = {"swap_out": 0, "swap_in": 0, "preempt_swap": 0, "preempt_recompute": 0}
+    for e in events:
+        if e["kind"] in ("swap_out", "swap_in"):
+            out[e["kind"]] += len(e.get("mapping", ()))
+        elif e["kind"] == "preempt":
+            out["preempt_" + e.get("mode", "recompute")] += 1
+    return out
+
+
+def swap_time_with_copies(model: Any, gpu: Any, num_tokens: int, block_size: int, per_copy_s: float) -> float:
+    """Seconds to swap ``num_tokens`` of KV out and back in, one copy per block per layer per K/V.
+
+    ``2 directions x (copies x per_copy_s + bytes / PCIe)``, with ``copies = ceil(T / block_size)
+    x layers x 2`` and ``bytes = T x kv_bytes_per_token``. With ``per_copy_s = 0`` this is
+    ``CostModel.swap_time``.
+    """
+    copies = math.ceil(num_tokens / block_size) * model.num_layers * 2
+    one_way = copies * per_copy_s + num_tokens * model.kv_bytes_per_token / gpu.pcie_bandwidth
+    return 2 * one_way
+
+
+def cpu_speeds(copy_mb: int = 64, matmul_n: int = 768, repeats: int = 3) -> Dict[str, float]:
+    """This CPU's memory-copy bandwidth (bytes/s) and fp32 matmul rate (FLOP/s), best of ``repeats``.
+
+    The engine's swap on a CPU is a copy between two tensors in RAM; its recompute is a forward
+    pass, mostly matrix multiplications. Uses torch's current thread count.
+    """
+    import torch
+
+    n = copy_mb * (1 << 20) // 4
+    src, dst = torch.ones(n), torch.empty(n)
+    a, b = torch.randn(matmul_n, matmul_n), torch.randn(matmul_n, matmul_n)
+    best_copy = best_mm = math.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        dst.copy_(src)
+        best_copy = min(best_copy, time.perf_counter() - t)
+        t = time.perf_counter()
+        torch.mm(a, b)
+        best_mm = min(best_mm, time.perf_counter() - t)
+    return {"copy_bytes_per_s": 4 * n / best_copy, "flops_per_s": 2 * matmul_n ** 3 / best_mm}
