@@ -225,16 +225,19 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
 
     lists = [batch_steps(list(r.step_stats if isinstance(r, Run) else r)) for r in runs]
     n = max(len(s) for s in lists)
+    lengths = [len(s) for s in lists]
+    # Pad the shorter runs with empty steps, so every chart has the same columns and the race is visible.
+    empty = {"scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None, "swapped": None,
+             "kv_blocks_used": None, "kv_blocks_free": None}
+    padded = [s + [dict(empty, step=(s[-1]["step"] if s else -1) + 1 + k) for k in range(n - len(s))] for s in lists]
     budgets = (list(max_num_batched_tokens) if isinstance(max_num_batched_tokens, (list, tuple))
                else [max_num_batched_tokens] * len(lists))
 
     def render(i: int) -> str:
         parts = []
-        for steps, title, budget in zip(lists, titles, budgets):
-            done = i >= len(steps)
-            head = f"{title} - finished after {len(steps)} steps" if done else title
-            parts.append(render_batch_gantt(steps, min(i, len(steps) - 1), title=head,
-                                            max_num_batched_tokens=budget))
+        for steps, length, title, budget in zip(padded, lengths, titles, budgets):
+            head = f"{title} - finished after {length} steps" if i >= length else title
+            parts.append(render_batch_gantt(steps, i, title=head, max_num_batched_tokens=budget))
         return "<div>" + "".join(f'<div style="margin-bottom:6px">{p}</div>' for p in parts) + "</div>"
 
     def caption(i: int, k: int) -> str:
@@ -243,8 +246,9 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
             if i < len(steps):
                 sc = steps[i]["scheduled"]
                 pre = sum(nt for _, nt, p in sc if p)
-                bits.append(f"{title}: {len(sc)} requests, {pre} prefill + {len(sc) - sum(1 for *_, p in sc if p)} "
-                            f"decode tokens")
+                dec = len(sc) - sum(1 for *_, p in sc if p)
+                bits.append(f"{title}: {len(sc)} request{'s' if len(sc) != 1 else ''}, {pre} prefill + {dec} decode "
+                            f"token{'s' if dec != 1 else ''}")
             else:
                 bits.append(f"{title}: done")
         return f"step {i}  |  " + "  |  ".join(bits)
