@@ -79,12 +79,16 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     length = max_blocks * block_size
     lens = seq_lens.to(device=query.device, dtype=torch.long)
     mask = torch.arange(length, device=query.device).unsqueeze(0) < lens.unsqueeze(1)   # [S, L]
+    # GQA packing (as the Triton kernel does): the G = Hq / Hkv query heads that share a KV head
+    # become G query rows of that head, so K/V are read once per KV head and never repeated.
+    group = num_q_heads // num_kv_heads
+    q = query.float().view(num_seqs, num_kv_heads, group, head_dim)              # [S, Hkv, G, D]
     out = F.scaled_dot_product_attention(
-        query.unsqueeze(2).float(),                                   # [S, Hq, 1, D]
-        k.transpose(1, 2).float(), v.transpose(1, 2).float(),         # [S, Hkv, L, D]
-        attn_mask=mask[:, None, None, :], scale=scale, enable_gqa=num_q_heads != num_kv_heads)
+        q, k.transpose(1, 2).float(), v.transpose(1, 2).float(),                 # [S, Hkv, L, D]
+        attn_mask=mask[:, None, None, :], scale=scale)
+    out = out.reshape(num_seqs, num_q_heads, head_dim)
     # seq_len == 0 masks a whole row; define its output as 0 (as the Triton kernel does), not NaN.
-    out = out.squeeze(2).masked_fill((lens == 0)[:, None, None], 0.0)
+    out = out.masked_fill((lens == 0)[:, None, None], 0.0)
     return out.to(query.dtype)
 
 

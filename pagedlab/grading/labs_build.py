@@ -65,6 +65,10 @@ def _exercise_id(marker_rest: str, cell: Dict[str, Any], lines_before: List[str]
         v = meta.get(key[0], {}).get(key[1]) if isinstance(meta.get(key[0]), dict) else None
         if v:
             return str(v)
+    for line in lines_before:                       # the cell's "# EXERCISE <id>" line names it
+        m = re.match(r"\s*#\s*EXERCISE\s+(\S+)", line)
+        if m:
+            return m.group(1)
     for line in reversed(lines_before):
         m = re.match(r"\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", line)
         if m:

@@ -9,6 +9,7 @@ of relying on the host page's colours.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import asdict, is_dataclass
 from html import escape
 from typing import Any, Dict, Iterable, List, Optional
@@ -55,10 +56,10 @@ def esc(value: Any) -> str:
 def owner_color(owner: Optional[str]) -> str:
     """Stable colour of a request id.
 
-    Integer-like ids (``"0"``, ``"7"``, ``"3#1"``: completion 1 of request 3) cycle through
-    :data:`PALETTE` in order, so the first requests of a run get clearly different colours; other
-    names are hashed with SHA-1 (stable across processes, unlike ``hash``). ``"radix"`` (blocks the
-    radix tree holds) is grey.
+    Ids ending in a number (``"0"``, ``"q07"``, ``"3#1"``: completion 1 of request 3) cycle through
+    :data:`PALETTE` by that number, so consecutive requests of a run get clearly different colours;
+    other names are hashed with SHA-1 (stable across processes, unlike ``hash``). ``"radix"``
+    (blocks the radix tree holds) is grey.
     """
     if owner is None:
         return COLORS["empty"]
@@ -66,8 +67,9 @@ def owner_color(owner: Optional[str]) -> str:
     if owner == "radix":
         return COLORS["radix"]
     base, _, sub = owner.partition("#")
-    if base.isdigit():
-        idx = int(base) + (int(sub) * 5 if sub.isdigit() else 0)
+    digits = re.search(r"(\d+)$", base)
+    if digits:
+        idx = int(digits.group(1)) + (int(sub) * 5 if sub.isdigit() else 0)
     else:
         idx = int(hashlib.sha1(owner.encode()).hexdigest()[:8], 16)
     return PALETTE[idx % len(PALETTE)]
