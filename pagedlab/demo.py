@@ -16,9 +16,17 @@ from typing import List
 from pagedlab.errors import InvalidRequestError
 
 
+def default_prompts() -> Path:
+    """The kit's ``data/prompts.jsonl`` (``$PAGEDLAB_DATA_DIR`` overrides the folder)."""
+    from pagedlab.sim.replay import data_dir
+    return data_dir() / "prompts.jsonl"
+
+
 def read_prompts(path) -> List[dict]:
-    """Parse a prompts file; raises ``InvalidRequestError`` naming the bad line."""
+    """Parse a prompts file; raises ``InvalidRequestError`` naming the missing file or the bad line."""
     rows = []
+    if not Path(path).is_file():
+        raise InvalidRequestError(f"prompts file not found: {path}")
     for lineno, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -34,10 +42,21 @@ def read_prompts(path) -> List[dict]:
     return rows
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("prompts", nargs="?", default="data/prompts.jsonl", help="JSONL prompts file")
-    p.add_argument("--max-tokens", type=int, default=None, help="override every prompt's max_tokens")
-    p.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    p.add_argument("prompts", nargs="?", default=None,
+                   help="JSONL prompts file (default: the kit's data/prompts.jsonl)")
+    p.add_argument("--max-tokens", type=_positive, default=None, help="override every prompt's max_tokens")
+    p.add_argument("--limit", type=_positive, default=None, help="only the first N prompts")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--block-size", type=int, default=16)
@@ -51,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from pagedlab import LLM, SamplingParams
-    rows = read_prompts(args.prompts)[: args.limit]
+    rows = read_prompts(args.prompts or default_prompts())[: args.limit]
     t_load = time.perf_counter()
     llm = LLM(args.model, block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks,
               max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,

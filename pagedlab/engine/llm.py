@@ -45,13 +45,22 @@ class LLM:
         if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts
                                                  and isinstance(prompts[0], int)):
             prompts = [prompts]
+        if not isinstance(prompts, (list, tuple)):
+            raise InvalidRequestError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
         prompts = list(prompts)
         if sampling_params is None:
             sampling_params = SamplingParams()
-        params = ([sampling_params] * len(prompts) if isinstance(sampling_params, SamplingParams)
-                  else list(sampling_params))
+        if isinstance(sampling_params, SamplingParams):
+            params = [sampling_params] * len(prompts)
+        elif isinstance(sampling_params, (list, tuple)) and all(isinstance(p, SamplingParams) for p in sampling_params):
+            params = list(sampling_params)
+        else:
+            raise InvalidRequestError("sampling_params must be a SamplingParams or a list of them, "
+                                      f"got {type(sampling_params).__name__}")
         if len(params) != len(prompts):
             raise InvalidRequestError(f"{len(params)} sampling params for {len(prompts)} prompts")
+        if priority is not None and len(priority) != len(prompts):
+            raise InvalidRequestError(f"{len(priority)} priorities for {len(prompts)} prompts")
         engine = self.llm_engine
         # Validate everything first so a bad prompt leaves the engine untouched.
         tokenized = [engine._tokenize(p) for p in prompts]
@@ -70,8 +79,13 @@ class LLM:
         Args:
             messages: one conversation (a list of ``{"role", "content"}`` dicts) or a list of them.
         """
-        if messages and isinstance(messages[0], dict):
+        if isinstance(messages, list) and messages and isinstance(messages[0], dict):
             messages = [messages]
+        if not isinstance(messages, list) or not all(
+                isinstance(c, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in c)
+                for c in messages):
+            raise InvalidRequestError('chat() takes a conversation [{"role": ..., "content": ...}, ...] '
+                                      "or a list of conversations")
         prompts = [{"prompt": None, "prompt_token_ids": self.apply_chat_template(m, add_generation_prompt)}
                    for m in messages]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
@@ -104,12 +118,21 @@ class LLM:
         if use_tqdm:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(ids), desc="Processed prompts", unit="req")
-        while engine.has_unfinished_requests() and len(done) < len(ids):
-            for o in engine.step():
-                if o.request_id in wanted:
-                    done[o.request_id] = o
-                    if bar is not None:
-                        bar.update(1)
-        if bar is not None:
-            bar.close()
+        try:
+            while engine.has_unfinished_requests() and len(done) < len(ids):
+                for o in engine.step():
+                    if o.request_id in wanted:
+                        done[o.request_id] = o
+                        if bar is not None:
+                            bar.update(1)
+        except BaseException:
+            # An error or a Ctrl-C mid-run: abort this call's requests so their blocks are freed
+            # and the next generate() starts from a clean engine.
+            for i in ids:
+                if i not in done:
+                    engine.abort_request(i)
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
         return [done[i] for i in ids]

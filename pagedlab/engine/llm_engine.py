@@ -211,9 +211,9 @@ class LLMEngine:
         self.validate_request(ids, params)
         now = time.perf_counter() if arrival_time is None else arrival_time
         req = self._make_request(request_id, ids, params, now, priority, cache_salt)
-        self._groups[request_id] = _Group(request_id, text, ids, params.n, now, [req])
         if params.seed is not None:
             self._gens[request_id] = [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
+        self._groups[request_id] = _Group(request_id, text, ids, params.n, now, [req])
         self.scheduler.add_request(req)
         return request_id
 

@@ -4,7 +4,9 @@ A batch is formed only when the previous one has completely finished; a request 
 finishes early leaves its seat empty until the longest member is done (FasterTransformer
 style, the "request-level" scheduling of the Orca paper). Convention: a new batch is admitted
 in the step right after the last member finished. Prompts are prefilled whole (no chunking,
-no token budget), then the batch decodes together.
+no token budget), then the batch decodes together. A member preempted for recompute waits at
+the head of the queue and rejoins with the next batch; a swapped member is swapped back in
+while its batch still runs.
 """
 from __future__ import annotations
 

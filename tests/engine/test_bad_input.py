@@ -105,3 +105,43 @@ def test_corrupt_gguf(tmp_path, monkeypatch):
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
     with pytest.raises(ModelFileCorruptError, match="fetch-model"):
         LLMEngine(str(bad))
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda llm: llm.generate(5), "prompts must be"),
+    (lambda llm: llm.generate(["hi"], {"max_tokens": 2}), "sampling_params must be"),
+    (lambda llm: llm.generate(["a", "b"], SamplingParams(max_tokens=2), priority=[0]), "priorities"),
+    (lambda llm: llm.chat("hello"), "conversation"),
+    (lambda llm: llm.chat([{"role": "user"}]), "conversation"),
+])
+def test_bad_generate_and_chat_arguments(call, match):
+    llm = _small_llm()
+    with pytest.raises(InvalidRequestError, match=match):
+        call(llm)
+    assert not llm.llm_engine.has_unfinished_requests()
+
+
+def _small_llm():
+    return LLM(num_gpu_blocks=64, max_model_len=256)
+
+
+def test_engine_recovers_after_an_error_inside_a_step(monkeypatch):
+    llm = _small_llm()
+    runner = llm.llm_engine.model_runner
+    real = runner.execute
+    calls = {"n": 0}
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt        # e.g. the learner pressed Ctrl-C mid-generate
+        return real(*a, **k)
+
+    monkeypatch.setattr(runner, "execute", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(["Hello there", "Tell me a joke"], SamplingParams(max_tokens=4))
+    # The interrupted requests were aborted: nothing queued, every block back in the pool.
+    assert not llm.llm_engine.has_unfinished_requests()
+    assert llm.llm_engine.kv_cache_manager.num_free_blocks == 64
+    out = llm.generate(["Hello there"], SamplingParams(max_tokens=3, ignore_eos=True))
+    assert len(out[0].outputs[0].token_ids) == 3
