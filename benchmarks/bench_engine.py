@@ -204,7 +204,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "engine_vs_hf.json").write_text(json.dumps(result, indent=1))
-    lines = ["| system | tok/s | wall s | TTFT median s | TPOT median ms | peak RSS MB | vs pagedlab |",
+    lines = ["| system | tok/s | wall s | TTFT median s | TPOT median ms | peak RSS MB | pagedlab speed-up |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     base = summary.get("pagedlab", {}).get("tok_per_s")
     for m in modes:
