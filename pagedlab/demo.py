@@ -42,17 +42,9 @@ def read_prompts(path) -> List[dict]:
     return rows
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from pagedlab.sim.replay import int_at_least
+    _positive = int_at_least(1)
     p.add_argument("prompts", nargs="?", default=None,
                    help="JSONL prompts file (default: the kit's data/prompts.jsonl)")
     p.add_argument("--max-tokens", type=_positive, default=None, help="override every prompt's max_tokens")

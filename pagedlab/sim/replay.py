@@ -160,7 +160,7 @@ def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence
 
 
 # --- command line ---------------------------------------------------------------------------------
-def _int_at_least(lo: int):
+def int_at_least(lo: int):
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -193,22 +193,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", default="H100", help="sim: A100-80G, H100, H200, or e.g. 2xH100 (default H100)")
     p.add_argument("--model", default="llama-2-7b", help="sim: llama-2-7b, llama-13b, llama-2-70b, llama-3-70b, "
                                                           "llama-3-8b (default llama-2-7b)")
-    p.add_argument("--limit", type=_int_at_least(1), default=None, help="requests to replay (default 500 sim, 16 engine)")
-    p.add_argument("--start", type=_int_at_least(0), default=0, help="index of the first request of the slice")
+    p.add_argument("--limit", type=int_at_least(1), default=None, help="requests to replay (default 500 sim, 16 engine)")
+    p.add_argument("--start", type=int_at_least(0), default=0, help="index of the first request of the slice")
     p.add_argument("--scheduling", choices=["continuous", "static", "both"], default="continuous")
-    p.add_argument("--block-size", type=_int_at_least(1), default=16)
-    p.add_argument("--num-gpu-blocks", type=_int_at_least(1), default=None,
+    p.add_argument("--block-size", type=int_at_least(1), default=16)
+    p.add_argument("--num-gpu-blocks", type=int_at_least(1), default=None,
                    help="KV pool size (default: sim from GPU memory; engine 512)")
     p.add_argument("--gpu-memory-utilization", type=_nonneg_float, default=0.9, help="sim: fraction of GPU memory")
-    p.add_argument("--max-num-seqs", type=_int_at_least(1), default=None, help="default 256 sim, 32 engine")
-    p.add_argument("--max-num-batched-tokens", type=_int_at_least(1), default=None, help="default 8192 sim, 512 engine")
-    p.add_argument("--long-prefill-token-threshold", type=_int_at_least(0), default=0)
+    p.add_argument("--max-num-seqs", type=int_at_least(1), default=None, help="default 256 sim, 32 engine")
+    p.add_argument("--max-num-batched-tokens", type=int_at_least(1), default=None, help="default 8192 sim, 512 engine")
+    p.add_argument("--long-prefill-token-threshold", type=int_at_least(0), default=0)
     p.add_argument("--enable-prefix-caching", action="store_true")
     p.add_argument("--preemption-mode", choices=["recompute", "swap"], default="recompute")
     p.add_argument("--time-scale", type=_nonneg_float, default=1.0,
                    help="multiply inter-arrival times (<1 = heavier load; 0 = all at once)")
-    p.add_argument("--max-prompt", type=_int_at_least(1), default=128, help="engine: longest scaled prompt (tokens)")
-    p.add_argument("--max-output", type=_int_at_least(1), default=16, help="engine: longest scaled output (tokens)")
+    p.add_argument("--max-prompt", type=int_at_least(1), default=128, help="engine: longest scaled prompt (tokens)")
+    p.add_argument("--max-output", type=int_at_least(1), default=16, help="engine: longest scaled output (tokens)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory for requests_*.csv, steps_*.csv, summary.json and plots")
     p.add_argument("--plot", action="store_true",
