@@ -5,8 +5,8 @@
 * with one contiguous reservation per request, placed first fit (the pre-PagedAttention
   allocator; snapshots from ``pagedlab.grading.exercises.lab01.contiguous_snapshots``, the
   accounting from ``pagedlab.core.contiguous.replay_contiguous`` - same loop, same steps);
-* with blocks from the real ``KVCacheManager`` (the loop of ``replay_paged``, repeated here
-  because that function keeps only the per-step totals, not who holds which block).
+* with blocks from the real ``KVCacheManager`` (``pagedlab.core.contiguous.paged_replay_steps``,
+  the same loop ``replay_paged`` runs, read here for who holds which block).
 
 ``render_memory_map`` draws one frame as two bars of the same capacity, token slot for token
 slot: what holds KV, what is reserved for later, what is wasted inside reservations or blocks,
@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from pagedlab.core.contiguous import CATEGORIES, TraceRequest, replay_contiguous, replay_paged
-from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sched.request import Request
+from pagedlab.core.contiguous import CATEGORIES, TraceRequest, paged_replay_steps, replay_contiguous, replay_paged
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
 __all__ = ["from_trace", "paged_snapshots", "memory_map_frames", "render_memory_map", "KIND_COLORS",
@@ -65,46 +63,12 @@ def paged_snapshots(requests: Sequence[TraceRequest], num_gpu_blocks: int, block
         request ids are ``r<i>``, ``i`` the request's index in arrival order (as the contiguous
         snapshots name them).
     """
-    reqs = _clip(requests, max_model_len)
-    m = KVCacheManager(block_size, num_gpu_blocks, max_model_len)
-    queue: List[Tuple[TraceRequest, str]] = []
-    running: List[Tuple[TraceRequest, Request]] = []
-    i = step = 0
-    while (i < len(reqs) or queue or running) and step < max_steps:
-        while i < len(reqs) and reqs[i].arrival <= step * step_time:
-            queue.append((reqs[i], f"r{i}"))
-            i += 1
-        k = 0
-        while k < len(running):
-            tr, req = running[k]
-            if m.allocate_slots(req, 1) is not None:
-                req.num_computed_tokens += 1
-                k += 1
-                continue
-            vtr, victim = running.pop()  # recompute preemption of the newest, as replay_paged
-            m.free(victim)
-            queue.insert(0, (TraceRequest(vtr.arrival, victim.num_tokens, vtr.output_len - victim.num_output_tokens),
-                             victim.request_id))
-        while queue:
-            tr, rid = queue[0]
-            req = Request(rid, [0] * tr.prompt_len)
-            if m.allocate_slots(req, tr.prompt_len) is None:
-                break
-            queue.pop(0)
-            req.num_computed_tokens = tr.prompt_len
-            running.append((tr, req))
-        yield {"step": step, "num_gpu_blocks": num_gpu_blocks, "block_size": block_size,
+    for st in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps,
+                                 id_prefix="r"):
+        m = st["manager"]
+        yield {"step": st["step"], "num_gpu_blocks": num_gpu_blocks, "block_size": block_size,
                "requests": [{"id": req.request_id, "block_ids": m.get_block_ids(req.request_id),
-                             "num_tokens": req.num_computed_tokens} for _, req in running]}
-        still = []
-        for tr, req in running:
-            req.append_output_token_ids(0)
-            if req.num_output_tokens >= tr.output_len:
-                m.free(req)
-            else:
-                still.append((tr, req))
-        running = still
-        step += 1
+                             "num_tokens": req.num_computed_tokens} for _, req in st["running"]]}
 
 
 def memory_map_frames(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int,

@@ -25,7 +25,7 @@ import bisect
 import csv
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.sched.request import Request
@@ -181,6 +181,68 @@ def replay_contiguous(requests: List[TraceRequest], capacity_tokens: int, max_mo
     return {"steps": steps, "summary": _summary(steps, capacity_tokens, finished, len(reqs))}
 
 
+def paged_replay_steps(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_size: int,
+                       max_model_len: int, step_time: float = 0.05, max_steps: int = 100_000,
+                       id_prefix: str = "q") -> Iterator[Dict[str, object]]:
+    """The paged replay loop, one step at a time (shared by ``replay_paged`` and the lab 01 widget).
+
+    Each step: arrivals join the queue; every running request gets a slot for its next token (if
+    the pool is short, the newest running request is preempted for recompute, as vLLM v1); queued
+    requests are admitted while their prompts fit; then the state is yielded, and afterwards each
+    running request samples one token and finished ones free their blocks.
+
+    Yields:
+        ``{"step", "manager" (the KVCacheManager), "running" ([(TraceRequest, Request)], ids
+        ``<id_prefix><i>`` in arrival order), "num_waiting", "finished", "preemptions",
+        "num_requests"}``; counts are cumulative. The same dict is updated in place, so after the
+        loop it holds the final counts. Do not mutate it.
+    """
+    reqs = sorted(_clip(list(requests), max_model_len), key=lambda r: r.arrival)
+    m = KVCacheManager(block_size, num_gpu_blocks, max_model_len)
+    queue: List[tuple] = []
+    running: List[tuple] = []
+    state: Dict[str, object] = {"manager": m, "finished": 0, "preemptions": 0, "num_requests": len(reqs)}
+    i = step = 0
+    while (i < len(reqs) or queue or running) and step < max_steps:
+        while i < len(reqs) and reqs[i].arrival <= step * step_time:
+            queue.append((reqs[i], f"{id_prefix}{i}"))
+            i += 1
+        # Decode: every running request needs a slot for the token it sampled last step.
+        k = 0
+        while k < len(running):
+            tr, req = running[k]
+            if m.allocate_slots(req, 1) is not None:
+                req.num_computed_tokens += 1
+                k += 1
+                continue
+            vtr, victim = running.pop()  # preempt the newest (maybe req itself), recompute later
+            m.free(victim)
+            state["preemptions"] += 1
+            done = victim.num_output_tokens
+            queue.insert(0, (TraceRequest(vtr.arrival, victim.num_tokens, vtr.output_len - done),
+                             victim.request_id))
+        while queue:
+            tr, rid = queue[0]
+            req = Request(rid, [0] * tr.prompt_len)
+            if m.allocate_slots(req, tr.prompt_len) is None:
+                break
+            queue.pop(0)
+            req.num_computed_tokens = tr.prompt_len
+            running.append((tr, req))
+        state.update(step=step, running=running, num_waiting=len(queue))
+        yield state
+        still = []
+        for tr, req in running:  # sample one token each; finished requests leave
+            req.append_output_token_ids(0)
+            if req.num_output_tokens >= tr.output_len:
+                m.free(req)
+                state["finished"] += 1
+            else:
+                still.append((tr, req))
+        running = still
+        step += 1
+
+
 def replay_paged(requests: List[TraceRequest], num_gpu_blocks: int, block_size: int, max_model_len: int,
                  step_time: float = 0.05, max_steps: int = 100_000) -> Dict[str, object]:
     """Replay ``requests`` through the real ``KVCacheManager`` (blocks allocated on demand).
@@ -193,54 +255,19 @@ def replay_paged(requests: List[TraceRequest], num_gpu_blocks: int, block_size: 
     Returns:
         the same structure as ``replay_contiguous``, plus ``summary["preemptions"]``.
     """
-    reqs = sorted(_clip(requests, max_model_len), key=lambda r: r.arrival)
     capacity = num_gpu_blocks * block_size
-    m = KVCacheManager(block_size, num_gpu_blocks, max_model_len)
-    pending, queue, running, steps = list(reqs), [], [], []
-    finished = preemptions = i = step = 0
-    while (i < len(pending) or queue or running) and step < max_steps:
-        while i < len(pending) and pending[i].arrival <= step * step_time:
-            queue.append((pending[i], f"q{i}"))
-            i += 1
-        # Decode: every running request needs a slot for the token it sampled last step.
-        k = 0
-        while k < len(running):
-            tr, req = running[k]
-            if m.allocate_slots(req, 1) is not None:
-                req.num_computed_tokens += 1
-                k += 1
-                continue
-            vtr, victim = running.pop()  # preempt the newest (maybe req itself), recompute later
-            m.free(victim)
-            preemptions += 1
-            done = victim.num_output_tokens
-            queue.insert(0, (TraceRequest(vtr.arrival, victim.num_tokens, vtr.output_len - done),
-                             victim.request_id))
-        while queue:
-            tr, rid = queue[0]
-            req = Request(rid, [0] * tr.prompt_len)
-            if m.allocate_slots(req, tr.prompt_len) is None:
-                break
-            queue.pop(0)
-            req.num_computed_tokens = tr.prompt_len
-            running.append((tr, req))
+    steps: List[Dict[str, int]] = []
+    state: Dict[str, object] = {"finished": 0, "preemptions": 0, "num_requests": 0}
+    for state in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps):
+        m, running = state["manager"], state["running"]
         acc = dict.fromkeys(CATEGORIES, 0)
         for tr, req in running:
             acc["used"] += req.num_computed_tokens
             acc["internal"] += len(m.get_block_ids(req.request_id)) * block_size - req.num_computed_tokens
         acc["free"] = m.num_free_blocks * block_size
-        acc.update(step=step, num_running=len(running), num_waiting=len(queue))
+        acc.update(step=state["step"], num_running=len(running), num_waiting=state["num_waiting"])
         steps.append(acc)
-        still = []
-        for tr, req in running:  # sample one token each; finished requests leave
-            req.append_output_token_ids(0)
-            if req.num_output_tokens >= tr.output_len:
-                m.free(req)
-                finished += 1
-            else:
-                still.append((tr, req))
-        running = still
-        step += 1
+    finished, preemptions, reqs = state["finished"], state["preemptions"], range(state["num_requests"])
     summary = _summary(steps, capacity, finished, len(reqs))
     summary["preemptions"] = preemptions
     return {"steps": steps, "summary": summary}
