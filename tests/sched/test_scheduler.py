@@ -165,3 +165,18 @@ def test_stop_conditions():
     s.add_request(r2)
     run_to_end(s)
     assert r2.status == RequestStatus.FINISHED_LENGTH_CAPPED and r2.num_output_tokens == 2
+
+
+def test_nothing_is_admitted_in_a_step_that_preempted_even_if_it_would_fit():
+    # Priority queue: after b is preempted, c (more important) heads the waiting queue and would fit
+    # in the blocks b freed, yet must wait for the next step (vLLM v1, engines.md §1.5 step 2).
+    s, kv = make(num_blocks=4, bs=4, policy="priority", max_num_batched_tokens=64)
+    s.add_request(req("a", 4, max_tokens=6, arrival=0, priority=0))
+    s.add_request(req("b", 8, max_tokens=6, arrival=1, priority=5))
+    step(s)
+    s.add_request(req("c", 2, arrival=2, priority=0))
+    out = step(s)
+    assert out.preempted == ["b"]
+    assert "c" not in out.num_scheduled_tokens, "c was admitted in the step that preempted b"
+    assert s.waiting.peek_request().request_id == "c" and kv.num_free_blocks >= 1
+    assert "c" in step(s).num_scheduled_tokens, "c is admitted in the next step"
