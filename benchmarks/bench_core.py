@@ -25,7 +25,7 @@ from pagedlab.core.block_pool import BlockPool  # noqa: E402
 from pagedlab.core.kv_cache_manager import KVCacheManager  # noqa: E402
 from pagedlab.core.radix_cache import RadixCache  # noqa: E402
 from pagedlab.core.sharing import beam_search_savings, parallel_sampling_savings  # noqa: E402
-from pagedlab.sched.request import Request  # noqa: E402
+from pagedlab.request import Request  # noqa: E402
 
 TRACES = {"conversation": ("mooncake_fast25_conversation_trace.jsonl", 0.366),
           "synthetic": ("mooncake_fast25_synthetic_trace.jsonl", 0.64)}

@@ -74,7 +74,7 @@ def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
     """
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.sampling_params import SamplingParams
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
 
     kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
     pending = sorted(workload)

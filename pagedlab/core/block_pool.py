@@ -18,7 +18,7 @@ from pagedlab.errors import ConfigError, DoubleFreeError, NoFreeBlocksError
 from pagedlab.trace import Tracer, _active
 
 if TYPE_CHECKING:
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
 
 BlockHash = bytes
 

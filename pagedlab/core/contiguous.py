@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 CATEGORIES = ("used", "reservation", "internal", "external", "free")
 

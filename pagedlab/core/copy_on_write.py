@@ -16,7 +16,7 @@ from pagedlab.errors import InvalidRequestError
 from pagedlab.trace import _active
 
 if TYPE_CHECKING:
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
 
 
 class CopyOnWriteMixin:

@@ -23,7 +23,7 @@ import pickle
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
 
 BlockHash = bytes
 

@@ -24,7 +24,7 @@ from pagedlab.core.copy_on_write import CopyOnWriteMixin
 from pagedlab.core.radix_prefix import RadixPrefixMixin
 from pagedlab.core.swap import SwapMixin
 from pagedlab.errors import ConfigError
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 from pagedlab.trace import Tracer, _active
 
 

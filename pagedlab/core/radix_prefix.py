@@ -25,7 +25,7 @@ from pagedlab.trace import _active
 
 if TYPE_CHECKING:
     from pagedlab.core.block_pool import KVCacheBlock
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
 
 
 class RadixPrefixMixin:

@@ -12,7 +12,7 @@ import random
 from typing import Dict, List
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 
 def _result(with_sharing: List[int], without: List[int], copies: int) -> Dict[str, float]:

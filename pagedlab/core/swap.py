@@ -17,7 +17,7 @@ from pagedlab.errors import InvalidRequestError, NoFreeBlocksError
 from pagedlab.trace import _active
 
 if TYPE_CHECKING:
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
 
 
 def _distinct_blocks(tables: Sequence[List[KVCacheBlock]]) -> List[KVCacheBlock]:

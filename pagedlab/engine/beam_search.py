@@ -20,7 +20,7 @@ import torch
 
 from pagedlab.errors import InvalidRequestError
 from pagedlab.sampling_params import SamplingParams
-from pagedlab.sched.request import RequestStatus
+from pagedlab.request import RequestStatus
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
-from pagedlab.sched.request import Request, RequestStatus
+from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import Scheduler
 
 

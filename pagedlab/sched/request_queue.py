@@ -5,7 +5,7 @@ import heapq
 from collections import deque
 from typing import Iterator, List
 
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 
 class FCFSRequestQueue:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from pagedlab.config import CacheConfig, SchedulerConfig
-from pagedlab.sched.request import Request, RequestStatus
+from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.request_queue import create_request_queue
 
 

@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.errors import ConfigError
 from pagedlab.sampling_params import SamplingParams
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 from pagedlab.sim.cost_model import CostModel, num_gpu_blocks
 from pagedlab.sim.hardware import H100, GPUSpec
 from pagedlab.sim.metrics import ReplayResult, RequestRecord, StepRecord, format_table, summarize

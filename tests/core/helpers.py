@@ -5,7 +5,7 @@ from collections import Counter
 from typing import List, Optional
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 
 def make_request(manager: KVCacheManager, rid: str, tokens: List[int], **kw) -> Request:

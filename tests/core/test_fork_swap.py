@@ -3,7 +3,7 @@ import pytest
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.errors import InvalidRequestError, NoFreeBlocksError
-from pagedlab.sched.request import RequestStatus
+from pagedlab.request import RequestStatus
 
 from .helpers import check_manager, make_request, state_of
 

@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from pagedlab.core import hashing
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 
 def test_chain_depends_on_every_earlier_token():

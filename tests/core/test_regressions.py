@@ -36,7 +36,7 @@ def slots(m, rid, start, end):
 
 
 _FIRST_HASH = ("from pagedlab.core.kv_cache_manager import KVCacheManager\n"
-               "from pagedlab.sched.request import Request\n"
+               "from pagedlab.request import Request\n"
                "m = KVCacheManager(4, 4, 64, enable_caching=True{seed})\n"
                "print(Request('p', [1, 2, 3, 4, 5], block_hasher=m.block_hasher).block_hashes[0].hex())\n")
 

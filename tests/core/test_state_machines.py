@@ -17,7 +17,7 @@ from pagedlab.core.block_pool import BlockPool
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.core.radix_cache import RadixCache
 from pagedlab.errors import DoubleFreeError, NoFreeBlocksError
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 from pagedlab.trace import Tracer, _PoolState
 
 from .helpers import check_manager, check_pool, state_of

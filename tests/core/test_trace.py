@@ -4,7 +4,7 @@ import json
 import pytest
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 from pagedlab.trace import Tracer, rebuild_snapshots
 
 

@@ -43,7 +43,7 @@ def test_waste_accounting_matches_replay_contiguous(policy, seed):
 
 def test_slot_mapping_matches_the_viz_formula_and_a_real_block_table():
     from pagedlab.core.kv_cache_manager import KVCacheManager
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
     from pagedlab.viz.mapping import slot_of
     fn = ref("02.slot_mapping")
     m = KVCacheManager(4, 16, 64)
@@ -58,7 +58,7 @@ def test_slot_mapping_matches_the_viz_formula_and_a_real_block_table():
 
 def _manager_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks: int) -> List[Dict[str, Any]]:
     from pagedlab.core.kv_cache_manager import KVCacheManager
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
     m = KVCacheManager(bs, blocks, 1024)
     parent = Request("A", [1] * prompt)
     m.allocate_slots(parent, prompt)
@@ -102,7 +102,7 @@ def test_fork_and_append_token_match_the_kv_cache_manager(n, prompt, bs):
 def test_pick_victim_matches_the_scheduler():
     from pagedlab.config import CacheConfig, SchedulerConfig
     from pagedlab.core.kv_cache_manager import KVCacheManager
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
     from pagedlab.sched.scheduler import Scheduler
     fn = ref("06.pick_victim")
     rng = random.Random(0)
@@ -171,7 +171,7 @@ def _library_schedule(arrivals, m: int, b: int, t: int, blocks: int, bs: int) ->
     from pagedlab.config import CacheConfig, SchedulerConfig
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.sampling_params import SamplingParams
-    from pagedlab.sched.request import Request
+    from pagedlab.request import Request
     from pagedlab.sched.scheduler import Scheduler
     sched = Scheduler(SchedulerConfig(max_num_seqs=m, max_num_batched_tokens=b, max_model_len=4096,
                                       long_prefill_token_threshold=t),

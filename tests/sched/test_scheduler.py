@@ -7,7 +7,7 @@ import pytest
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.sampling_params import SamplingParams
-from pagedlab.sched.request import Request, RequestStatus
+from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import Scheduler
 from pagedlab.sched.static import StaticScheduler
 

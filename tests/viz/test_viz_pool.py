@@ -2,7 +2,7 @@
 import pytest
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 from pagedlab.trace import Tracer, rebuild_snapshots
 from pagedlab.viz import block_state, owner_color, render_block_pool
 from pagedlab.viz._svg import COLORS

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.sampling_params import SamplingParams
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 Arrival = Tuple[int, str, int, int]  # (step, request_id, prompt_len, max_tokens)
 

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pagedlab.grading.pictures import render_requests
 from pagedlab.grading.registry import Exercise, register
-from pagedlab.sched.request import Request
+from pagedlab.request import Request
 
 
 # --- 06.pick_victim ----------------------------------------------------------------------------------

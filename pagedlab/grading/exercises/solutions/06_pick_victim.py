@@ -3,7 +3,7 @@ def pick_victim(running, policy):
     """The running request to preempt when the KV cache is full (vLLM v1 ``Scheduler``).
 
     ``running`` lists the running requests in the order they were admitted (each a
-    ``pagedlab.sched.request.Request`` with ``request_id``, ``priority`` and ``arrival_time``).
+    ``pagedlab.request.Request`` with ``request_id``, ``priority`` and ``arrival_time``).
 
     * ``policy == "fcfs"``: the request admitted last - the end of the running list.
     * ``policy == "priority"``: the least important request: the largest ``(priority, arrival_time)``
