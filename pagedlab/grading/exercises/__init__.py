@@ -27,8 +27,9 @@ How to add an exercise (the whole recipe; see ``docs/instructor_guide.md`` for t
    ``hint`` may be a callable ``(expected, got, state) -> str`` that names the likely mistake.
    Invariants (``@EX.invariant("name")``, ``fn(state) -> message or None``) run on every state.
    Raise ``AssertionError`` for anything else the driver checks itself.
-4. In ``tests/grading/test_exercises.py`` add at least one plausible wrong implementation to
-   ``WRONG`` (source text of a cell); the suite checks solution passes, stub and wrong ones fail.
+4. Add at least three plausible wrong implementations (learners' mistakes), one file each, to
+   its folder ``tests/grading/wrong_versions/<id>/`` (see ``tests/grading/helpers.py``); the suite
+   checks the solution passes, the stub and every wrong version fail.
 5. In the notebook: the exercise cell, then a cell ``check(<name>)``.
 """
 

@@ -1,0 +1,8 @@
+"""Assumes 2 bytes per element.
+
+caught by: SmolLM2-135M as pagedlab serves it (fp32)
+"""
+REPLACE = [
+    ('DTYPE_BYTES[config["torch_dtype"]]',
+     '2'),
+]

@@ -1,0 +1,8 @@
+"""Ignores an explicit head_dim.
+
+caught by: an explicit head_dim wins over hidden_size / heads (Gemma-2-2B)
+"""
+REPLACE = [
+    ('config.get("head_dim") or ',
+     ''),
+]

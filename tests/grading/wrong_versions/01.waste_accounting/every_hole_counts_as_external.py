@@ -1,0 +1,8 @@
+"""Every hole counts as external.
+
+caught by: holes: external only when too small for the next request
+"""
+REPLACE = [
+    ('acc["external" if h < need else "free"] += h',
+     'acc["external"] += h'),
+]

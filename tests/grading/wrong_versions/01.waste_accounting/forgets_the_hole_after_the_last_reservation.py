@@ -1,0 +1,8 @@
+"""Forgets the hole after the last reservation.
+
+caught by: holes: external only when too small for the next request
+"""
+REPLACE = [
+    ('    if snapshot["capacity"] > pos:\n        holes.append(snapshot["capacity"] - pos)\n',
+     ''),
+]

@@ -1,0 +1,8 @@
+"""Append does not count the block.
+
+caught by: popleft hands out the least recently used block; append adds at the back
+"""
+REPLACE = [
+    ('        self.fake_free_list_tail.prev_free_block = block\n        self.num_free_blocks += 1\n',
+     '        self.fake_free_list_tail.prev_free_block = block\n'),
+]

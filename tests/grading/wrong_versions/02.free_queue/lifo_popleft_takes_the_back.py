@@ -1,0 +1,8 @@
+"""LIFO: popleft takes the back.
+
+caught by: popleft hands out the least recently used block; append adds at the back
+"""
+REPLACE = [
+    ('block = self.fake_free_list_head.next_free_block\n        if block is self.fake_free_list_tail:',
+     'block = self.fake_free_list_tail.prev_free_block\n        if block is self.fake_free_list_head:'),
+]

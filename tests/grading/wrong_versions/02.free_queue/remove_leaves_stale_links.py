@@ -1,0 +1,8 @@
+"""Remove leaves stale links.
+
+caught by: popleft hands out the least recently used block; append adds at the back
+"""
+REPLACE = [
+    ('        block.prev_free_block = block.next_free_block = None\n        self.num_free_blocks -= 1\n',
+     '        self.num_free_blocks -= 1\n'),
+]

@@ -1,0 +1,8 @@
+"""Copies but never releases the shared block.
+
+caught by: a shared last block is copied before the write; its last owner then writes in place
+"""
+REPLACE = [
+    ('            pool.free(last)\n',
+     ''),
+]

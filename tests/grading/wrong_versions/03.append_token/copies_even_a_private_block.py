@@ -1,0 +1,8 @@
+"""Copies even a private block.
+
+caught by: a private, partly filled block: write in place
+"""
+REPLACE = [
+    ('if pool.ref_cnt(last) > 1:',
+     'if pool.ref_cnt(last) >= 1:'),
+]

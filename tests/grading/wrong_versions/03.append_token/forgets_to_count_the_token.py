@@ -1,0 +1,8 @@
+"""Forgets to count the token.
+
+caught by: a private, partly filled block: write in place
+"""
+REPLACE = [
+    ('    seq.num_tokens += 1\n',
+     ''),
+]

@@ -1,0 +1,8 @@
+"""Copies the blocks instead of sharing them.
+
+caught by: fork shares every block and allocates nothing
+"""
+REPLACE = [
+    ('    for block_id in parent.block_table:\n        pool.incref(block_id)\n    return Seq(child_id, list(parent.block_table), parent.num_tokens)',
+     '    return Seq(child_id, [pool.allocate() for _ in parent.block_table], parent.num_tokens)'),
+]

@@ -1,0 +1,8 @@
+"""Shares the parent's list object.
+
+caught by: fork shares every block and allocates nothing
+"""
+REPLACE = [
+    ('list(parent.block_table)',
+     'parent.block_table'),
+]

@@ -1,0 +1,8 @@
+"""Does not charge waiting requests to the budget.
+
+caught by: threshold and budget together, with max_num_seqs
+"""
+REPLACE = [
+    ('        scheduled[req.request_id] = n\n        budget -= n\n    return scheduled',
+     '        scheduled[req.request_id] = n\n    return scheduled'),
+]

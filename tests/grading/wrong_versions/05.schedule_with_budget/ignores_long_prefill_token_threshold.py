@@ -1,0 +1,8 @@
+"""Ignores long_prefill_token_threshold.
+
+caught by: long_prefill_token_threshold caps a chunk even when budget remains
+"""
+REPLACE = [
+    ('if long_prefill_token_threshold > 0:',
+     'if False:'),
+]

@@ -1,0 +1,8 @@
+"""No chunked prefill: a prompt waits until it fits whole.
+
+caught by: a long prompt is split into chunks by the token budget
+"""
+REPLACE = [
+    ('        req = waiting[0]\n        n = chunk(req)\n',
+     '        req = waiting[0]\n        n = chunk(req)\n        if n < req.num_tokens - req.num_computed_tokens and long_prefill_token_threshold == 0:\n            break\n'),
+]

@@ -1,0 +1,8 @@
+"""Overwrites the slots of cached tokens.
+
+caught by: a key already cached: existing slots are kept, its length is returned
+"""
+REPLACE = [
+    ('        key, value = key[n:], value[n:]\n        node = split_node(child, n) if n < len(child.key) else child\n',
+     '        if n == len(child.key):\n            child.value = value[:n]\n        key, value = key[n:], value[n:]\n        node = split_node(child, n) if n < len(child.key) else child\n'),
+]

@@ -1,0 +1,8 @@
+"""Does not stamp the access time.
+
+caught by: a whole node matches; the path is stamped with now
+"""
+REPLACE = [
+    ('        child.last_access_time = now\n',
+     ''),
+]

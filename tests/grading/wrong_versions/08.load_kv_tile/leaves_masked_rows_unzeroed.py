@@ -1,0 +1,8 @@
+"""Leaves masked rows unzeroed.
+
+caught by: the last tile: positions past seq_len are masked and never look up the table
+"""
+REPLACE = [
+    ('    rows = torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype))\n',
+     ''),
+]
