@@ -18,8 +18,15 @@ VERSIONS = wrong_versions()
 DOC = Path(__file__).resolve().parents[2] / "docs" / "wrong_versions.md"
 
 
+_RESULTS: dict[tuple[str, str], CheckResult] = {}
+
+
 def _check(v: WrongVersion) -> CheckResult:
-    return check(registry.snippet_object(v.exercise, v.source), v.exercise, show=False)
+    """check() of a wrong version (run once per session: several tests read it)."""
+    key = (v.exercise, v.name)
+    if key not in _RESULTS:
+        _RESULTS[key] = check(registry.snippet_object(v.exercise, v.source), v.exercise, show=False)
+    return _RESULTS[key]
 
 
 def test_every_exercise_has_three_wrong_versions() -> None:
@@ -51,6 +58,18 @@ def test_wrong_version_fails_at_the_named_test(v: WrongVersion) -> None:
     body = registry.snippet_source(v.exercise).split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
     for ln in {ln.strip() for ln in body.splitlines() if len(ln.strip()) > 25}:
         assert ln not in message, f"message reveals solution line {ln!r}"
+
+
+@pytest.mark.parametrize("eid", sorted({v.exercise for v in VERSIONS}))
+def test_a_hint_is_never_shown_for_another_mistake(eid: str) -> None:
+    """A hint one wrong version names appears for no other wrong version of the exercise that does not name it."""
+    mine = [v for v in VERSIONS if v.exercise == eid]
+    for v in mine:
+        message = _check(v).first_failure.message
+        for other in mine:
+            for text in other.hints:
+                assert text in v.hints or text not in message, (
+                    f"{eid}: the hint {text!r} (for {other.name}) is shown for {v.name}:\n{message}")
 
 
 @pytest.mark.parametrize("eid", [ex.id for ex in registry.all_exercises() if ex.render is not None])

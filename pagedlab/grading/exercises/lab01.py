@@ -188,6 +188,15 @@ def _(fn: Any, rec: Any) -> None:
         _observe_snapshot(fn, rec, snap, f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})")
 
 
+@WASTE.test("a hole exactly the size of the next request is free, one slot smaller is external")
+def _(fn: Any, rec: Any) -> None:
+    base = [{"id": "r0", "start": 4, "reserved": 16, "num_tokens": 10, "final_len": 12},
+            {"id": "r1", "start": 30, "reserved": 20, "num_tokens": 5, "final_len": 20}]
+    for need in (4, 10, 11, 14):
+        snap = {"capacity": 64, "next_request_size": need, "requests": copy.deepcopy(base)}
+        _observe_snapshot(fn, rec, snap, f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})")
+
+
 @WASTE.test("requests listed out of address order")
 def _(fn: Any, rec: Any) -> None:
     snap = {"capacity": 48, "next_request_size": 6,

@@ -162,7 +162,12 @@ def _(s: Dict[str, Any]) -> Optional[str]:
 def _(s: Dict[str, Any]) -> Optional[str]:
     n = s["num_free_blocks"]
     if type(n) is not int or n != len(s["queue"]):
-        return f"the queue holds {len(s['queue'])} blocks but num_free_blocks is {n!r}"
+        msg = f"the queue holds {len(s['queue'])} blocks but num_free_blocks is {n!r}"
+        if not s["linked"] and type(n) is int and n > 0:
+            msg += (" - the check reads the queue through the blocks' own prev_free_block / next_free_block "
+                    "links, and no block has them set: keep the queue as a doubly linked list through the blocks "
+                    "(a Python list or deque makes remove O(n) and leaves the links empty)")
+        return msg
     return None
 
 

@@ -83,15 +83,43 @@ def render_history(state: Dict[str, Any], expected: Any, path: Any) -> str:
     return render_batch_gantt(steps, title="batch per step (your run)" if expected is not None else "batch per step")
 
 
+def _blocks_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    """Names the request whose KV reservation differs: slots never reserved, or reserved twice / for nobody."""
+    if not isinstance(expected, dict) or not isinstance(got, dict):
+        return None
+    for rid in sorted(set(expected) | set(got)):
+        e, g = expected.get(rid, 0), got.get(rid, 0)
+        if type(g) is int and g < e:
+            return (f"{rid} holds {g} KV block(s) but its tokens need {e}: call "
+                    "kv_cache_manager.allocate_slots(request, n) for every request you schedule, running ones "
+                    "included, before the engine computes them")
+        if type(g) is int and g > e:
+            return (f"{rid} holds {g} KV block(s), {e} expected: call allocate_slots once per scheduled request, "
+                    "and only for a request you actually schedule (a request left waiting must hold no blocks)")
+    return None
+
+
 def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Callable[[Sim], str],
-                 hint: Any, max_steps: int = 80) -> None:
-    """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step."""
+                 hint: Callable[[Any, Any, List[str]], Optional[str]], max_steps: int = 80) -> None:
+    """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step.
+
+    Each step records the returned dict, the KV blocks every request holds right after the call and
+    the free blocks (so a scheduler that skips ``allocate_slots``, calls it twice or for a request it
+    does not admit fails), then the running and waiting lists after the engine's update.
+    ``hint(expected, got, running_before)`` explains a wrong dict; ``running_before`` lists the ids
+    running when the step began.
+    """
     while not sim.done() and sim.step_no < max_steps:
         sim.arrive()
         rec.step(f"step {sim.step_no}: {describe(sim)}")
+        before = sim.ids(sim.running)
         scheduled = call(sim)
-        rec.observe("scheduled {request_id: tokens}", scheduled if isinstance(scheduled, dict) else scheduled,
-                    hint=hint)
+        rec.observe("scheduled {request_id: tokens}", scheduled,
+                    hint=lambda e, g, s, before=before: hint(e, g, before))
+        rec.observe("KV blocks held per request after the call",
+                    {rid: n for rid in sim.requests if (n := len(sim.kv.get_block_ids(rid)))}, hint=_blocks_hint)
+        rec.observe("free KV blocks after the call", sim.kv.num_free_blocks,
+                    hint="allocate_slots once for each request you schedule, for exactly its tokens")
         sim.apply(scheduled)
         rec.state(sim.state())
         rec.observe("running after the step", sim.ids(sim.running),
@@ -104,7 +132,7 @@ def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
                       f"max_num_seqs={max_num_seqs})")
 
 
-def _hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _hint(expected: Any, got: Any, running_before: List[str]) -> Optional[str]:
     if not isinstance(got, dict):
         return "return a dict {request_id: number of tokens}"
     if set(got) < set(expected):

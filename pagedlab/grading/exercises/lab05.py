@@ -5,7 +5,7 @@ long_prefill_token_threshold)``, on the harness of lab 04. The reference agrees 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from pagedlab.grading.exercises.lab04 import Arrival, Sim, random_arrivals, render_history, run_workload
 from pagedlab.grading.registry import Exercise, register
@@ -21,8 +21,8 @@ def _describe(m: int, b: int, t: int) -> Callable[[Sim], str]:
                       f"max_num_seqs={m}, max_num_batched_tokens={b}, long_prefill_token_threshold={t})")
 
 
-def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, Any], Optional[str]]:
-    def hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, List[str]], Optional[str]]:
+    def hint(expected: Any, got: Any, running_before: List[str]) -> Optional[str]:
         if not isinstance(got, dict):
             return "return a dict {request_id: number of tokens}"
         vals = [v for v in got.values() if type(v) is int]
@@ -30,6 +30,11 @@ def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, Any], Optional
             return f"the step schedules {sum(vals)} tokens, more than max_num_batched_tokens={budget}"
         if threshold > 0 and any(v > threshold for v in vals):
             return f"a chunk may not exceed long_prefill_token_threshold={threshold} tokens"
+        starved = [rid for rid in running_before if rid in expected and rid not in got]
+        if starved:
+            return (f"{', '.join(starved)} {'was' if len(starved) == 1 else 'were'} already running and got nothing: "
+                    "schedule the running requests (their decodes) first, then let waiting prefills use what is "
+                    "left of the budget - prefills first would starve the decodes")
         if set(got) < set(expected):
             return ("there was budget left: a waiting request joins even if only part of its prompt fits "
                     "(chunked prefill); the rest comes in the next steps")

@@ -112,9 +112,9 @@ def _build(keys: Sequence[Sequence[int]], start: int = 1) -> TreeNode:
     return root
 
 
-def _record_tree(rec: Any, root: TreeNode, title: str) -> None:
+def _record_tree(rec: Any, root: TreeNode, title: str, hint: str | None = None) -> None:
     rec.state({"tree": tree_state(root), "title": title})
-    rec.observe("tree", tree_state(root))
+    rec.observe("tree", tree_state(root), hint=hint)
 
 
 # --- match_prefix --------------------------------------------------------------------------------------
@@ -237,10 +237,21 @@ def _evict(fn: Any, rec: Any, root: TreeNode, n: int, locked: Sequence[TreeNode]
         if id(node) not in alive:
             rec.fail(f"the node with key {node.key[:8]} was evicted although it is locked (lock_ref "
                      f"{node.lock_ref}): a running request still reads it", invariant="a locked node is never evicted")
-    rec.observe("slots freed, in eviction order", got,
-                hint="evict whole leaves in LRU order - smallest (last_access_time, id) first - and stop once "
-                     "enough tokens are freed; a parent left without children is a leaf too")
-    _record_tree(rec, root, f"after evict({n})")
+    rec.observe("slots freed, in eviction order", got, hint=_evict_hint)
+    _record_tree(rec, root, f"after evict({n})",
+                 hint="an evicted node leaves the tree: delete it from its parent's children")
+
+
+def _evict_hint(expected: Any, got: Any, state: Any) -> str:
+    """Too many / too few slots with the right start, or a different order."""
+    if isinstance(got, list) and isinstance(expected, list) and got[:len(expected)] == expected:
+        return (f"the first {len(expected)} slots are right, then you evicted more: stop as soon as the tokens freed "
+                "(count tokens - len(node.key) - not nodes) reach num_tokens")
+    if isinstance(got, list) and isinstance(expected, list) and expected[:len(got)] == got:
+        return ("you stopped too early: keep evicting while fewer than num_tokens tokens are freed; a parent left "
+                "without children (unlocked, not the root) is a leaf too")
+    return ("evict whole leaves in LRU order - smallest (last_access_time, id) first - never a locked node; "
+            "a parent left without children is a leaf too")
 
 
 def _nodes(root: TreeNode) -> List[TreeNode]:
@@ -277,6 +288,16 @@ def _(fn: Any, rec: Any) -> None:
     rec.step("the test locks the path [1, 2] -> [3] (a running request uses it)")
     _record_tree(rec, root, "before eviction")
     _evict(fn, rec, root, 100, locked=[leaf, leaf.parent])
+
+
+@EVICT.test("a locked inner node stays when its children go, and is not evicted after them")
+def _(fn: Any, rec: Any) -> None:
+    root = _build([[1, 2, 3], [1, 2, 4], [9]])
+    inner = _find(root, [1, 2])
+    lock(inner)
+    rec.step("the test locks the path [1, 2] (a running request uses it; its children [3] and [4] are unlocked)")
+    _record_tree(rec, root, "before eviction")
+    _evict(fn, rec, root, 100, locked=[inner])
 
 
 @EVICT.test("evicts whole nodes and stops once enough tokens are freed")

@@ -1,6 +1,7 @@
 """No chunked prefill: a prompt waits until it fits whole.
 
 caught by: a long prompt is split into chunks by the token budget
+hint: chunked prefill
 """
 REPLACE = [
     ('        req = waiting[0]\n        n = chunk(req)\n',

@@ -1,6 +1,7 @@
 """Evicts locked nodes.
 
 caught by: locked nodes (and their ancestors) are never evicted
+hint: although it is locked
 """
 REPLACE = [
     ('elif node is not root and node.lock_ref == 0:',

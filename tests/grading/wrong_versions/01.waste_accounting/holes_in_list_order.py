@@ -1,0 +1,8 @@
+"""Looks for holes in the order requests are listed, not in address order.
+
+caught by: requests listed out of address order
+"""
+REPLACE = [
+    ('    for r in sorted(snapshot["requests"], key=lambda r: r["start"]):\n',
+     '    for r in snapshot["requests"]:\n'),
+]

@@ -1,0 +1,8 @@
+"""popleft on an empty queue hands out the tail sentinel instead of raising ValueError.
+
+caught by: popleft on an empty queue raises ValueError
+"""
+REPLACE = [
+    ('        if block is self.fake_free_list_tail:\n            raise ValueError("no free blocks available")\n',
+     ''),
+]

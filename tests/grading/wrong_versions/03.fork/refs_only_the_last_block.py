@@ -1,0 +1,8 @@
+"""Takes a reference only on the last (partly filled) block, as if only that one could be written.
+
+caught by: fork shares every block and allocates nothing
+"""
+REPLACE = [
+    ('    for block_id in parent.block_table:\n        pool.incref(block_id)\n',
+     '    if parent.block_table:\n        pool.incref(parent.block_table[-1])\n'),
+]

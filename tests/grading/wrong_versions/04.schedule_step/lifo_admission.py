@@ -1,0 +1,10 @@
+"""Admits the newest waiting request first (waiting.pop() instead of the head of the queue).
+
+caught by: three requests arriving together: prefill, then decode one token per step
+"""
+REPLACE = [
+    ('        req = waiting[0]\n',
+     '        req = waiting[-1]\n'),
+    ('        waiting.popleft()\n',
+     '        waiting.pop()\n'),
+]

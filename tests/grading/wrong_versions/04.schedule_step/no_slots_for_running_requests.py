@@ -1,0 +1,9 @@
+"""Schedules the running requests' tokens but never reserves their KV slots (no allocate_slots).
+
+caught by: three requests arriving together: prefill, then decode one token per step
+hint: running ones included
+"""
+REPLACE = [
+    ('            kv_cache_manager.allocate_slots(req, n)\n            scheduled[req.request_id] = n\n',
+     '            scheduled[req.request_id] = n\n'),
+]

@@ -1,0 +1,8 @@
+"""Clips only the waiting requests by the budget: a running request's chunk may overrun it.
+
+caught by: a long prompt is split into chunks by the token budget
+"""
+REPLACE = [
+    ('        n = chunk(req)\n        if n <= 0:\n            continue\n',
+     '        n = min(req.num_tokens - req.num_computed_tokens, long_prefill_token_threshold or 10**9)\n        if n <= 0:\n            continue\n'),
+]

@@ -1,0 +1,8 @@
+"""fcfs: preempts the request that arrived last (max arrival_time) instead of the end of the running list.
+
+caught by: fcfs: a request re-admitted after a preemption is at the end now
+"""
+REPLACE = [
+    ('    return running[-1]\n',
+     '    return max(running, key=lambda r: r.arrival_time)\n'),
+]

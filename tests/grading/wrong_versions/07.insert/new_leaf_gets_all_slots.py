@@ -1,0 +1,10 @@
+"""Gives the new leaf the whole value list instead of only the slots of its own tokens.
+
+caught by: a key that leaves a node in the middle splits it
+"""
+REPLACE = [
+    ('        node.children[key[0]] = TreeNode(key, value, node, now)\n',
+     '        node.children[key[0]] = TreeNode(key, full_value, node, now)\n'),
+    ('    key, value = list(key), list(value)\n',
+     '    key, value = list(key), list(value)\n    full_value = value\n'),
+]

@@ -1,0 +1,8 @@
+"""Assumes a child matches whole once its first token matches (never compares the rest of its key).
+
+caught by: a match that ends inside a node splits it
+"""
+REPLACE = [
+    ('        n = 0\n        while n < min(len(child.key), len(key)) and child.key[n] == key[n]:\n            n += 1\n',
+     '        n = min(len(child.key), len(key))\n'),
+]

@@ -1,0 +1,8 @@
+"""Forgets to stamp the root with now.
+
+caught by: an empty tree matches nothing and returns the root
+"""
+REPLACE = [
+    ('    node.last_access_time = now\n    value = []\n',
+     '    value = []\n'),
+]

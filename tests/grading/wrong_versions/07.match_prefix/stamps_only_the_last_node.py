@@ -1,0 +1,12 @@
+"""Stamps last_access_time only on the last node of the match, not on the whole path (ancestors age and get evicted early).
+
+caught by: a whole node matches; the path is stamped with now
+"""
+REPLACE = [
+    ('    node.last_access_time = now\n    value = []\n',
+     '    value = []\n'),
+    ('        child.last_access_time = now\n',
+     ''),
+    ('    return value, node\n',
+     '    node.last_access_time = now\n    return value, node\n'),
+]

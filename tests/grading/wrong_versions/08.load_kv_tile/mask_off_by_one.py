@@ -1,0 +1,8 @@
+"""Off by one in the mask: pos <= seq_len.
+
+caught by: the last tile: positions past seq_len are masked and never look up the table
+"""
+REPLACE = [
+    ('    mask = pos < seq_len\n',
+     '    mask = pos <= seq_len\n'),
+]

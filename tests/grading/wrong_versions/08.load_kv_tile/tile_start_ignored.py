@@ -1,0 +1,8 @@
+"""Forgets tile_start: every tile reads positions 0 .. tile_size - 1.
+
+caught by: a tile inside one block
+"""
+REPLACE = [
+    ('    pos = tile_start + torch.arange(tile_size)\n',
+     '    pos = torch.arange(tile_size)\n'),
+]
