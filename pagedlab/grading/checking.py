@@ -22,11 +22,12 @@ from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.pictures import side_by_side
 from pagedlab.grading.runner import reference_transcript, run_driver
 
-__all__ = ["check", "CheckResult", "resolve_exercise"]
+__all__ = ["check", "CheckResult", "resolve_exercise", "skipped_after_timeout"]
 
-MARK = {"passed": "✅", "failed": "❌", "not_implemented": "⬜", "error": "❌", "timeout": "⏱️", "internal": "⚠️"}
+MARK = {"passed": "✅", "failed": "❌", "not_implemented": "⬜", "error": "❌", "timeout": "⏱️", "internal": "⚠️",
+        "skipped": "⏭️"}
 WORD = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented yet", "error": "raised an error",
-        "timeout": "ran out of time", "internal": "test broken (not your fault)"}
+        "timeout": "ran out of time", "internal": "test broken (not your fault)", "skipped": "skipped"}
 
 
 @dataclass
@@ -59,6 +60,9 @@ class CheckResult:
     def first_failure(self) -> Optional[Outcome]:
         return next((o for o in self.outcomes if not o.passed), None)
 
+    def _first_skipped(self) -> Optional[Outcome]:
+        return next((o for o in self.outcomes if o.status == "skipped"), None)
+
     @property
     def details(self) -> List[Dict[str, Any]]:
         """Plain dicts of the outcomes (pictures included)."""
@@ -83,6 +87,10 @@ class CheckResult:
         lines = [f"Exercise {self.exercise}: {self.name} - {self.summary}"]
         first = self.first_failure
         for o in self.outcomes:
+            if o.status == "skipped":
+                if o is self._first_skipped():
+                    lines.append(f"  {MARK['skipped']} {o.message}")
+                continue
             title = o.title + ("  [hidden test]" if o.hidden else "")
             lines.append(f"  {MARK.get(o.status, '❌')} {title}" + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})"))
             if o is first and o.message and (show_hidden_details or not o.hidden):
@@ -108,6 +116,10 @@ class CheckResult:
                  '<ul style="list-style:none;padding-left:0.5em;margin:0.3em 0">']
         first = self.first_failure
         for o in self.outcomes:
+            if o.status == "skipped":
+                if o is self._first_skipped():
+                    parts.append(f'<li data-status="skipped">{MARK["skipped"]} {e(o.message)}</li>')
+                continue
             title = e(o.title) + (" <i>[hidden test]</i>" if o.hidden else "")
             status = "" if o.passed else f" <span style='color:#888'>({e(WORD.get(o.status, o.status))})</span>"
             parts.append(f'<li data-status="{e(o.status)}">{MARK.get(o.status, "❌")} {title}{status}')
@@ -190,14 +202,26 @@ def check(obj: Any, exercise_id: Optional[str] = None, *, hidden_tests: Optional
     if hidden_tests is not None:
         registry.load_hidden_tests(hidden_tests)
     res = CheckResult(ex.id, ex.name, ex.summary)
-    for test in ex.tests:
-        if test.hidden and hidden_tests is None:
-            continue
+    tests = [t for t in ex.tests if not t.hidden or hidden_tests is not None]
+    for number, test in enumerate(tests, 1):
         ref = reference_transcript(ex, test)
         got = run_driver(test, obj)
         res.outcomes.append(judge(ex, test, ref, got, pictures=pictures and not res.first_failure))
+        if res.outcomes[-1].status == "timeout":
+            res.outcomes += skipped_after_timeout(ex.id, tests[number:], number, test.timeout)
+            break
     _show(res, show)
     return res
+
+
+def skipped_after_timeout(exercise_id: str, rest: List[registry.Test], number: int, timeout: float) -> List[Outcome]:
+    """Outcomes (status ``skipped``) for the tests after test ``number`` (1-based) ran out of time.
+
+    Code that loops forever on one test usually loops on the next ones too: running them would cost
+    ``timeout`` seconds each. The report shows them as one line, the first outcome's message.
+    """
+    why = f"your code did not finish test {number} in {timeout:g} s; later tests skipped"
+    return [Outcome(exercise_id, t.title, "skipped", hidden=t.hidden, message=why) for t in rest]
 
 
 def _show(res: CheckResult, show: Any) -> None:

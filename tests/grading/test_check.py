@@ -140,17 +140,28 @@ def test_not_implemented_and_errors_are_reported_with_the_line(capsys):
     assert "return [block_table[p] for p in positions]" in res.first_failure.message
 
 
-def test_an_endless_loop_is_stopped_by_the_time_limit(monkeypatch):
+def test_an_endless_loop_is_stopped_by_the_time_limit_and_later_tests_are_skipped(monkeypatch, capsys):
     ex = registry.get("02.slot_mapping")
     for t in ex.tests:
         monkeypatch.setattr(t, "timeout", 0.3)
+    calls = []
+    solution = registry.snippet_object("02.slot_mapping")
 
-    def slot_mapping(block_table, positions, block_size):
-        while True:
+    def slot_mapping(block_table, positions, block_size):  # right on test 1, loops on test 2
+        calls.append(len(positions))
+        while len(positions) > 4:
             pass
-    res = check(slot_mapping, show=False)
-    assert {o.status for o in res.outcomes} == {"timeout"}
-    assert "infinite loop" in res.first_failure.message
+        return solution(block_table, positions, block_size)
+    res = check(slot_mapping, show="text")
+    out = capsys.readouterr().out
+    assert [o.status for o in res.outcomes] == ["passed", "timeout", "skipped", "skipped"]
+    assert [o.title for o in res.outcomes] == [t.title for t in ex.public_tests()]
+    assert calls == [4, 12], "tests after the timeout must not run"
+    assert "infinite loop" in res.first_failure.message and res.first_failure.title == ex.tests[1].title
+    line = "your code did not finish test 2 in 0.3 s; later tests skipped"
+    assert out.count(line) == 1 and out.count("⏭️") == 1 and ex.tests[2].title not in out
+    assert "1 of 4 tests passed" in out and not res.passed
+    assert res.html().count(line) == 1
 
 
 def test_sys_exit_in_learner_code_is_an_error_not_an_exit():
