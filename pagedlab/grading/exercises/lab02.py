@@ -240,6 +240,18 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "popleft")
 
 
+@FQ.test("an empty queue: popleft raises, then blocks can be appended")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(3)
+    q = _new(Queue, pool, rec, [])
+    rec.step("q.popleft() on a queue created empty")
+    rec.expect_raises("what popleft() does", q.popleft, (ValueError,),
+                      hint="a queue created from no blocks is empty: popleft raises ValueError")
+    rec.state(pool.state(q))
+    for op, arg in [("append", 2), ("append", 0), ("popleft", None), ("remove", 0), ("append", 1)]:
+        _op(q, pool, rec, op, arg)
+
+
 @FQ.test("get_all_free_blocks lists the queue front first")
 def _(Queue: Any, rec: Any) -> None:
     pool = Pool(5)

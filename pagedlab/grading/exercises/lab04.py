@@ -103,9 +103,10 @@ def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Calla
                  hint: Callable[[Any, Any, List[str]], Optional[str]], max_steps: int = 80) -> None:
     """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step.
 
-    Each step records the returned dict, the KV blocks every request holds right after the call and
-    the free blocks (so a scheduler that skips ``allocate_slots``, calls it twice or for a request it
-    does not admit fails), then the running and waiting lists after the engine's update.
+    Each step records the returned dict, the KV blocks every request holds right after the call, the
+    free blocks and every request's ``num_computed_tokens`` (so a scheduler that skips
+    ``allocate_slots``, calls it for a request it does not admit, or advances the requests itself
+    fails), then the running and waiting lists after the engine's update.
     ``hint(expected, got, running_before)`` explains a wrong dict; ``running_before`` lists the ids
     running when the step began.
     """
@@ -120,6 +121,9 @@ def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Calla
                     {rid: n for rid in sim.requests if (n := len(sim.kv.get_block_ids(rid)))}, hint=_blocks_hint)
         rec.observe("free KV blocks after the call", sim.kv.num_free_blocks,
                     hint="allocate_slots once for each request you schedule, for exactly its tokens")
+        rec.observe("num_computed_tokens after the call", {rid: r.num_computed_tokens for rid, r in sim.requests.items()},
+                    hint="leave num_computed_tokens alone: the engine advances it after the step, once the tokens "
+                         "were computed")
         sim.apply(scheduled)
         rec.state(sim.state())
         rec.observe("running after the step", sim.ids(sim.running),

@@ -35,6 +35,11 @@ def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, List[str]], Op
             return (f"{', '.join(starved)} {'was' if len(starved) == 1 else 'were'} already running and got nothing: "
                     "schedule the running requests (their decodes) first, then let waiting prefills use what is "
                     "left of the budget - prefills first would starve the decodes")
+        extra = sorted(set(got) - set(expected))
+        if extra:
+            return (f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
+                    "allocate_slots returns None for the head of the queue the pool is full - stop, nobody behind "
+                    "it may join")
         if set(got) < set(expected):
             return ("there was budget left: a waiting request joins even if only part of its prompt fits "
                     "(chunked prefill); the rest comes in the next steps")
@@ -58,5 +63,7 @@ _test("long_prefill_token_threshold caps a chunk even when budget remains",
       [(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)], m=4, b=32, t=4)
 _test("threshold and budget together, with max_num_seqs",
       [(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)], m=2, b=10, t=6)
+_test("a full pool stops admission: the head of the queue waits and nobody overtakes it",
+      [(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)], m=4, b=16, t=0, blocks=6, bs=4)
 _test("a random workload, step by step",
       random_arrivals(5, 12, max_prompt=24), m=4, b=12, t=5)

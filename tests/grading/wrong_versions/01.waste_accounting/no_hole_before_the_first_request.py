@@ -1,0 +1,8 @@
+"""Starts looking for holes at the first request, missing a hole at address 0.
+
+caught by: holes: external only when too small for the next request
+"""
+REPLACE = [
+    ('    pos = 0\n',
+     '    pos = min((r["start"] for r in snapshot["requests"]), default=0)\n'),
+]

@@ -1,0 +1,8 @@
+"""__init__ links blocks[0] to the head sentinel without checking that there is a block: an empty queue breaks.
+
+caught by: an empty queue: popleft raises, then blocks can be appended
+"""
+REPLACE = [
+    ('        prev = self.fake_free_list_head\n        for block in blocks:\n',
+     '        self.fake_free_list_head.next_free_block = blocks[0]\n        prev = self.fake_free_list_head\n        for block in blocks:\n'),
+]

@@ -1,0 +1,8 @@
+"""popleft unlinks the front block from the queue but leaves the block's own links set.
+
+caught by: popleft hands out the least recently used block; append adds at the back
+"""
+REPLACE = [
+    ('        self.remove(block)\n        return block\n',
+     '        self.fake_free_list_head.next_free_block = block.next_free_block\n        block.next_free_block.prev_free_block = self.fake_free_list_head\n        self.num_free_blocks -= 1\n        return block\n'),
+]

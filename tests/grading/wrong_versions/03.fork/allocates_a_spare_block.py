@@ -1,0 +1,8 @@
+"""Allocates a fresh block for the child's next token at fork time.
+
+caught by: fork shares every block and allocates nothing
+"""
+REPLACE = [
+    ('    return Seq(child_id, list(parent.block_table), parent.num_tokens)',
+     '    pool.allocate()\n    return Seq(child_id, list(parent.block_table), parent.num_tokens)'),
+]

@@ -1,0 +1,8 @@
+"""Puts an admitted request at the front of running instead of the end.
+
+caught by: three requests arriving together: prefill, then decode one token per step
+"""
+REPLACE = [
+    ('        running.append(req)\n',
+     '        running.insert(0, req)\n'),
+]

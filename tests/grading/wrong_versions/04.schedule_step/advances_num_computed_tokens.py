@@ -1,0 +1,9 @@
+"""Advances num_computed_tokens itself (the engine does that after the step).
+
+caught by: three requests arriving together: prefill, then decode one token per step
+hint: leave num_computed_tokens alone
+"""
+REPLACE = [
+    ('            scheduled[req.request_id] = n\n',
+     '            scheduled[req.request_id] = n\n            req.num_computed_tokens += n\n'),
+]

@@ -1,0 +1,8 @@
+"""Forgets to drop the matched tokens from the key after a whole node matches.
+
+caught by: a match that ends inside a node splits it
+"""
+REPLACE = [
+    ('        node = child\n        key = key[n:]\n',
+     '        node = child\n'),
+]

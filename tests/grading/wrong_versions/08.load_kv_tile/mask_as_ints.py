@@ -1,0 +1,8 @@
+"""Returns the mask as 0/1 integers instead of bools.
+
+caught by: a tile inside one block
+"""
+REPLACE = [
+    ('    return rows, mask\n',
+     '    return rows, mask.long()\n'),
+]
