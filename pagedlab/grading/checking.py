@@ -60,7 +60,7 @@ class CheckResult:
     def first_failure(self) -> Optional[Outcome]:
         return next((o for o in self.outcomes if not o.passed), None)
 
-    def _first_skipped(self) -> Optional[Outcome]:
+    def _first_skipped(self) -> Outcome | None:
         return next((o for o in self.outcomes if o.status == "skipped"), None)
 
     @property
@@ -214,7 +214,7 @@ def check(obj: Any, exercise_id: Optional[str] = None, *, hidden_tests: Optional
     return res
 
 
-def skipped_after_timeout(exercise_id: str, rest: List[registry.Test], number: int, timeout: float) -> List[Outcome]:
+def skipped_after_timeout(exercise_id: str, rest: list[registry.Test], number: int, timeout: float) -> list[Outcome]:
     """Outcomes (status ``skipped``) for the tests after test ``number`` (1-based) ran out of time.
 
     Code that loops forever on one test usually loops on the next ones too: running them would cost

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.grading.registry import Exercise, register
@@ -83,7 +83,7 @@ def render_history(state: Dict[str, Any], expected: Any, path: Any) -> str:
     return render_batch_gantt(steps, title="batch per step (your run)" if expected is not None else "batch per step")
 
 
-def _blocks_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _blocks_hint(expected: Any, got: Any, state: Any) -> str | None:
     """Names the request whose KV reservation differs: slots never reserved, or reserved twice / for nobody."""
     if not isinstance(expected, dict) or not isinstance(got, dict):
         return None
@@ -100,7 +100,7 @@ def _blocks_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
 
 
 def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Callable[[Sim], str],
-                 hint: Callable[[Any, Any, List[str]], Optional[str]], max_steps: int = 80) -> None:
+                 hint: Callable[[Any, Any, list[str]], str | None], max_steps: int = 80) -> None:
     """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step.
 
     Each step records the returned dict, the KV blocks every request holds right after the call, the
@@ -136,7 +136,7 @@ def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
                       f"max_num_seqs={max_num_seqs})")
 
 
-def _hint(expected: Any, got: Any, running_before: List[str]) -> Optional[str]:
+def _hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
     if not isinstance(got, dict):
         return "return a dict {request_id: number of tokens}"
     if set(got) < set(expected):

@@ -5,7 +5,7 @@ long_prefill_token_threshold)``, on the harness of lab 04. The reference agrees 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 from pagedlab.grading.exercises.lab04 import Arrival, Sim, random_arrivals, render_history, run_workload
 from pagedlab.grading.registry import Exercise, register
@@ -21,8 +21,8 @@ def _describe(m: int, b: int, t: int) -> Callable[[Sim], str]:
                       f"max_num_seqs={m}, max_num_batched_tokens={b}, long_prefill_token_threshold={t})")
 
 
-def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, List[str]], Optional[str]]:
-    def hint(expected: Any, got: Any, running_before: List[str]) -> Optional[str]:
+def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], str | None]:
+    def hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
         if not isinstance(got, dict):
             return "return a dict {request_id: number of tokens}"
         vals = [v for v in got.values() if type(v) is int]
