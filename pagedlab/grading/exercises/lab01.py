@@ -50,6 +50,9 @@ def _kv_hint(expected: Any, got: Any, cfg: Any) -> Optional[str]:
     kv = cfg.get("num_key_value_heads") or heads
     hd_default = cfg["hidden_size"] // heads
     b = _BYTES[cfg["torch_dtype"]]
+    if abs(r - 0.5) < 1e-9 and b == 4:
+        return (f"exactly half: torch_dtype {cfg['torch_dtype']!r} is 4 bytes per element (look it up in "
+                "DTYPE_BYTES) - or did you forget that each token stores a key AND a value vector (the factor 2)?")
     if abs(r - 0.5) < 1e-9:
         return "exactly half: each token stores a key AND a value vector (the factor 2)"
     if kv != heads and abs(r - heads / kv) < 1e-9:

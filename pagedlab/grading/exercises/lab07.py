@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from typing import Any, Dict, List, Optional, Sequence
 
+from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
 
@@ -112,9 +113,23 @@ def _build(keys: Sequence[Sequence[int]], start: int = 1) -> TreeNode:
     return root
 
 
-def _record_tree(rec: Any, root: TreeNode, title: str, hint: str | None = None) -> None:
+def _record_tree(rec: Any, root: TreeNode, title: str, hint: Any = None) -> None:
     rec.state({"tree": tree_state(root), "title": title})
-    rec.observe("tree", tree_state(root), hint=hint)
+    rec.observe("tree", tree_state(root), hint=_tree_hint if hint is None else hint)
+
+
+def _tree_hint(expected: Any, got: Any, state: Any) -> str | None:
+    """Names the field of the first node that differs (time stamp, slots, shape)."""
+    path = first_difference(expected, got)
+    field = next((p for p in reversed(path or ()) if isinstance(p, str) and not p.startswith("<")), None)
+    if field == "last_access_time":
+        return "stamp last_access_time = now on every node you walk through, the root included (and on a leaf you create)"
+    if field == "value":
+        return ("tokens already in the tree keep the slots they have; only the new leaf gets slots from `value` "
+                "(the part for its own tokens)")
+    if field in ("key", "children", "child_key"):
+        return "the tree's shape differs: split a node where the key leaves it (split_node), one new leaf for the rest"
+    return None
 
 
 # --- match_prefix --------------------------------------------------------------------------------------
@@ -231,27 +246,33 @@ def _find(root: TreeNode, tokens: Sequence[int]) -> TreeNode:
 
 def _evict(fn: Any, rec: Any, root: TreeNode, n: int, locked: Sequence[TreeNode] = ()) -> None:
     rec.step(f"evict(root, {n})")
+    inner = {s for x in _nodes(root) if x.children and x is not root for s in x.value}
     got = fn(root, n)
     alive = {id(x) for x in _nodes(root)}
     for node in locked:
         if id(node) not in alive:
             rec.fail(f"the node with key {node.key[:8]} was evicted although it is locked (lock_ref "
                      f"{node.lock_ref}): a running request still reads it", invariant="a locked node is never evicted")
-    rec.observe("slots freed, in eviction order", got, hint=_evict_hint)
+    rec.observe("slots freed, in eviction order", got,
+                hint=lambda e, g, s, inner=inner: _evict_hint(e, g, inner))
     _record_tree(rec, root, f"after evict({n})",
                  hint="an evicted node leaves the tree: delete it from its parent's children")
 
 
-def _evict_hint(expected: Any, got: Any, state: Any) -> str:
-    """Too many / too few slots with the right start, or a different order."""
-    if isinstance(got, list) and isinstance(expected, list) and got[:len(expected)] == expected:
+def _evict_hint(expected: Any, got: Any, inner: set[int]) -> str:
+    """Explains a wrong list of freed slots; ``inner`` holds the slots of nodes that had children before the call."""
+    if not isinstance(got, list) or not isinstance(expected, list):
+        return "return the list of slots freed (each evicted node's value, in eviction order)"
+    if got[:len(expected)] == expected:
         return (f"the first {len(expected)} slots are right, then you evicted more: stop as soon as the tokens freed "
                 "(count tokens - len(node.key) - not nodes) reach num_tokens")
-    if isinstance(got, list) and isinstance(expected, list) and expected[:len(got)] == got:
-        return ("you stopped too early: keep evicting while fewer than num_tokens tokens are freed; a parent left "
-                "without children (unlocked, not the root) is a leaf too")
-    return ("evict whole leaves in LRU order - smallest (last_access_time, id) first - never a locked node; "
-            "a parent left without children is a leaf too")
+    if expected[:len(got)] == got:
+        return "you stopped too early: keep evicting while fewer than num_tokens tokens are freed"
+    if any(s in inner for s in expected) and not any(s in inner for s in got):
+        return ("a parent left without children (unlocked, not the root) is a leaf too: put it among the "
+                "candidates as soon as its last child goes")
+    return ("evict in LRU order: always the leaf with the smallest (last_access_time, id) first (a heap of "
+            "the candidate leaves)")
 
 
 def _nodes(root: TreeNode) -> List[TreeNode]:

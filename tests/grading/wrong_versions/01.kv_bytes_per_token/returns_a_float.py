@@ -1,6 +1,7 @@
 """Returns a float.
 
 caught by: OPT-13B and LLaMA-13B in fp16: the vLLM paper's 800 KB per token
+hint: return an int
 """
 REPLACE = [
     ('return 2 * layers',

@@ -1,6 +1,7 @@
 """Keeps the free blocks in a collections.deque and never sets the blocks' prev/next links.
 
 caught by: a new queue holds the blocks given, in order
+hint: num_free_blocks is
 hint: the check reads the queue through the blocks' own prev_free_block / next_free_block
 """
 # EXERCISE 02.free_queue

@@ -1,6 +1,7 @@
 """LIFO: popleft takes the back.
 
 caught by: popleft hands out the least recently used block; append adds at the back
+hint: popleft() must return the FRONT block
 """
 REPLACE = [
     ('block = self.fake_free_list_head.next_free_block\n        if block is self.fake_free_list_tail:',

@@ -1,6 +1,7 @@
 """O(n) remove: walks from the head to find the block.
 
 caught by: every operation is O(1): it touches a constant number of blocks
+hint: costs O(n)
 """
 REPLACE = [
     ('        block.prev_free_block.next_free_block = block.next_free_block\n',

@@ -1,6 +1,7 @@
 """popleft unlinks the front block from the queue but leaves the block's own links set.
 
 caught by: popleft hands out the least recently used block; append adds at the back
+hint: a block taken out still has links
 """
 REPLACE = [
     ('        self.remove(block)\n        return block\n',

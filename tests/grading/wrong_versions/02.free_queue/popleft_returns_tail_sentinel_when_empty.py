@@ -1,6 +1,7 @@
 """popleft on an empty queue hands out the tail sentinel instead of raising ValueError.
 
 caught by: popleft on an empty queue raises ValueError
+hint: raise ValueError
 """
 REPLACE = [
     ('        if block is self.fake_free_list_tail:\n            raise ValueError("no free blocks available")\n',

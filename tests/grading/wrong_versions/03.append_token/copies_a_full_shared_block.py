@@ -1,6 +1,7 @@
 """Copies the shared last block even when it is full (the token starts a new block).
 
 caught by: full shared blocks stay shared: a new block, no copy
+hint: no copy is needed here
 """
 REPLACE = [
     ('    if seq.num_tokens % pool.block_size == 0:\n        seq.block_table.append(pool.allocate())\n    else:\n        last = seq.block_table[-1]\n        if pool.ref_cnt(last) > 1:',

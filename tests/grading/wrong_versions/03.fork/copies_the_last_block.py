@@ -1,6 +1,7 @@
 """Copies the partly filled last block at fork time (eager copy) instead of sharing it.
 
 caught by: fork shares every block and allocates nothing
+hint: nothing is allocated or copied
 """
 REPLACE = [
     ('    for block_id in parent.block_table:\n        pool.incref(block_id)\n    return Seq(child_id, list(parent.block_table), parent.num_tokens)',

@@ -1,6 +1,7 @@
 """Takes a reference only on the last (partly filled) block, as if only that one could be written.
 
 caught by: fork shares every block and allocates nothing
+hint: a holder never took its reference
 """
 REPLACE = [
     ('    for block_id in parent.block_table:\n        pool.incref(block_id)\n',

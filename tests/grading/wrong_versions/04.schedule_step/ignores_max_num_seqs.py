@@ -1,6 +1,7 @@
 """Ignores max_num_seqs.
 
 caught by: max_num_seqs caps the batch; a finished request's place is refilled
+hint: nobody behind it may join
 """
 REPLACE = [
     ('while waiting and len(running) < max_num_seqs:',

@@ -1,6 +1,7 @@
 """Does not charge waiting requests to the budget.
 
 caught by: threshold and budget together, with max_num_seqs
+hint: more than max_num_batched_tokens
 """
 REPLACE = [
     ('        scheduled[req.request_id] = n\n        budget -= n\n    return scheduled',

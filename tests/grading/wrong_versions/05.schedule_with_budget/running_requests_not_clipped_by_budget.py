@@ -1,6 +1,7 @@
 """Clips only the waiting requests by the budget: a running request's chunk may overrun it.
 
 caught by: a long prompt is split into chunks by the token budget
+hint: more than max_num_batched_tokens
 """
 REPLACE = [
     ('        n = chunk(req)\n        if n <= 0:\n            continue\n',

@@ -1,6 +1,7 @@
 """fcfs: preempts the request that arrived last (max arrival_time) instead of the end of the running list.
 
 caught by: fcfs: a request re-admitted after a preemption is at the end now
+hint: a request that was preempted and re-admitted sits there
 """
 REPLACE = [
     ('    return running[-1]\n',

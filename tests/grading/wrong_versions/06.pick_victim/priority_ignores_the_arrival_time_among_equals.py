@@ -1,6 +1,7 @@
 """Priority: ignores the arrival time among equals.
 
 caught by: priority: among equal priorities, the later arrival is preempted
+hint: among equal priorities
 """
 REPLACE = [
     ('key=lambda r: (r.priority, r.arrival_time)',

@@ -1,6 +1,7 @@
 """Priority: preempts the most important request.
 
 caught by: priority: the largest priority value (least important) is preempted
+hint: a LARGER priority value means LESS important
 """
 REPLACE = [
     ('return max(running',

@@ -1,6 +1,7 @@
 """Removes the victim from the running list.
 
 caught by: fcfs: the request admitted last
+hint: return one of the Request objects
 """
 REPLACE = [
     ('return running[-1]',

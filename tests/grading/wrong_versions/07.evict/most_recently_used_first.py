@@ -1,6 +1,7 @@
 """Most recently used first.
 
 caught by: the least recently used leaf goes first
+hint: smallest (last_access_time, id) first
 """
 REPLACE = [
     ('    heapq.heapify(leaves)\n',

@@ -1,6 +1,7 @@
 """Assumes a child matches whole once its first token matches (never compares the rest of its key).
 
 caught by: a match that ends inside a node splits it
+hint: the slots of every matched token
 """
 REPLACE = [
     ('        n = 0\n        while n < min(len(child.key), len(key)) and child.key[n] == key[n]:\n            n += 1\n',

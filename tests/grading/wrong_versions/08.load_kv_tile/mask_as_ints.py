@@ -1,6 +1,7 @@
 """Returns the mask as 0/1 integers instead of bools.
 
 caught by: a tile inside one block
+hint: a bool per lane
 """
 REPLACE = [
     ('    return rows, mask\n',
