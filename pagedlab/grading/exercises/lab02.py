@@ -260,6 +260,10 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "append", 2)
     rec.step("q.get_all_free_blocks()")
     rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
+    st = pool.state(q)
+    rec.state(st)
+    rec.observe("free queue after listing it", st["queue"],
+                hint="get_all_free_blocks only reads: walk the links from the head, do not pop the blocks")
 
 
 @FQ.test("300 random operations, step by step against vLLM's queue")

@@ -57,6 +57,8 @@ def _test(title: str, arrivals: Sequence[Arrival], m: int, b: int, t: int, block
 
 _test("a long prompt is split into chunks by the token budget",
       [(0, "r0", 20, 2)], m=4, b=8, t=0)
+_test("a budget used up exactly: nobody else joins in that step",
+      [(0, "r0", 8, 2), (0, "r1", 3, 2)], m=4, b=8, t=0)
 _test("decodes first, then prefill chunks with what is left of the budget",
       [(0, "r0", 3, 6), (0, "r1", 2, 6), (2, "r2", 17, 2)], m=4, b=6, t=0)
 _test("long_prefill_token_threshold caps a chunk even when budget remains",

@@ -1,6 +1,6 @@
 """Does not charge waiting requests to the budget.
 
-caught by: threshold and budget together, with max_num_seqs
+caught by: a budget used up exactly: nobody else joins in that step
 hint: more than max_num_batched_tokens
 """
 REPLACE = [
