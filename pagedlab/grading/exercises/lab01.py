@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from pagedlab.core.contiguous import FirstFitArena, TraceRequest, reservation_size
 from pagedlab.grading.pictures import render_arena
@@ -182,22 +182,20 @@ def _(fn: Any, rec: Any) -> None:
     _observe_snapshot(fn, rec, snap, "waste_accounting(one request reserving all 32 slots)")
 
 
-@WASTE.test("holes: external only when too small for the next request")
-def _(fn: Any, rec: Any) -> None:
-    base = [{"id": "r0", "start": 4, "reserved": 16, "num_tokens": 10, "final_len": 12},
-            {"id": "r1", "start": 30, "reserved": 20, "num_tokens": 5, "final_len": 20}]
-    for need in (0, 8, 12, 40):
-        snap = {"capacity": 64, "next_request_size": need, "requests": copy.deepcopy(base)}
-        _observe_snapshot(fn, rec, snap, f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})")
+def _holes_test(title: str, needs: Sequence[int]) -> None:
+    """One arena with holes of 4, 10 and 14 slots, classified for each ``next_request_size`` in ``needs``."""
+    @WASTE.test(title)
+    def _(fn: Any, rec: Any) -> None:
+        base = [{"id": "r0", "start": 4, "reserved": 16, "num_tokens": 10, "final_len": 12},
+                {"id": "r1", "start": 30, "reserved": 20, "num_tokens": 5, "final_len": 20}]
+        for need in needs:
+            snap = {"capacity": 64, "next_request_size": need, "requests": copy.deepcopy(base)}
+            _observe_snapshot(fn, rec, snap,
+                              f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})")
 
 
-@WASTE.test("a hole exactly the size of the next request is free, one slot smaller is external")
-def _(fn: Any, rec: Any) -> None:
-    base = [{"id": "r0", "start": 4, "reserved": 16, "num_tokens": 10, "final_len": 12},
-            {"id": "r1", "start": 30, "reserved": 20, "num_tokens": 5, "final_len": 20}]
-    for need in (4, 10, 11, 14):
-        snap = {"capacity": 64, "next_request_size": need, "requests": copy.deepcopy(base)}
-        _observe_snapshot(fn, rec, snap, f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})")
+_holes_test("holes: external only when too small for the next request", (0, 8, 12, 40))
+_holes_test("a hole exactly the size of the next request is free, one slot smaller is external", (4, 10, 11, 14))
 
 
 @WASTE.test("requests listed out of address order")
