@@ -4,6 +4,9 @@ caught by: holes: external only when too small for the next request
 hint: not to the capacity
 """
 REPLACE = [
-    ('    if snapshot["capacity"] > pos:\n        holes.append(snapshot["capacity"] - pos)\n',
+    ("""\
+    if snapshot["capacity"] > pos:
+        holes.append(snapshot["capacity"] - pos)
+""",
      ''),
 ]

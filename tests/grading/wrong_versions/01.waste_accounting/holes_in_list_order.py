@@ -4,6 +4,10 @@ caught by: requests listed out of address order
 hint: not to the capacity
 """
 REPLACE = [
-    ('    for r in sorted(snapshot["requests"], key=lambda r: r["start"]):\n',
-     '    for r in snapshot["requests"]:\n'),
+    ("""\
+    for r in sorted(snapshot["requests"], key=lambda r: r["start"]):
+""",
+     """\
+    for r in snapshot["requests"]:
+"""),
 ]

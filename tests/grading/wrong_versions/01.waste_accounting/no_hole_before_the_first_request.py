@@ -4,6 +4,10 @@ caught by: holes: external only when too small for the next request
 hint: not to the capacity
 """
 REPLACE = [
-    ('    pos = 0\n',
-     '    pos = min((r["start"] for r in snapshot["requests"]), default=0)\n'),
+    ("""\
+    pos = 0
+""",
+     """\
+    pos = min((r["start"] for r in snapshot["requests"]), default=0)
+"""),
 ]

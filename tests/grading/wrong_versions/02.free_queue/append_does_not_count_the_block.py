@@ -4,6 +4,11 @@ caught by: popleft hands out the least recently used block; append adds at the b
 hint: num_free_blocks is
 """
 REPLACE = [
-    ('        self.fake_free_list_tail.prev_free_block = block\n        self.num_free_blocks += 1\n',
-     '        self.fake_free_list_tail.prev_free_block = block\n'),
+    ("""\
+        self.fake_free_list_tail.prev_free_block = block
+        self.num_free_blocks += 1
+""",
+     """\
+        self.fake_free_list_tail.prev_free_block = block
+"""),
 ]

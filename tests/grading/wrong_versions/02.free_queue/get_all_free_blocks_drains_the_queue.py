@@ -4,6 +4,18 @@ caught by: get_all_free_blocks lists the queue front first
 hint: get_all_free_blocks only reads
 """
 REPLACE = [
-    ('        out = []\n        block = self.fake_free_list_head.next_free_block\n        while block is not self.fake_free_list_tail:\n            out.append(block)\n            block = block.next_free_block\n        return out\n',
-     '        out = []\n        while self.num_free_blocks:\n            out.append(self.popleft())\n        return out\n'),
+    ("""\
+        out = []
+        block = self.fake_free_list_head.next_free_block
+        while block is not self.fake_free_list_tail:
+            out.append(block)
+            block = block.next_free_block
+        return out
+""",
+     """\
+        out = []
+        while self.num_free_blocks:
+            out.append(self.popleft())
+        return out
+"""),
 ]

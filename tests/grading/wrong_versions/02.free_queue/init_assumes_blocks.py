@@ -3,6 +3,13 @@
 caught by: an empty queue: popleft raises, then blocks can be appended
 """
 REPLACE = [
-    ('        prev = self.fake_free_list_head\n        for block in blocks:\n',
-     '        self.fake_free_list_head.next_free_block = blocks[0]\n        prev = self.fake_free_list_head\n        for block in blocks:\n'),
+    ("""\
+        prev = self.fake_free_list_head
+        for block in blocks:
+""",
+     """\
+        self.fake_free_list_head.next_free_block = blocks[0]
+        prev = self.fake_free_list_head
+        for block in blocks:
+"""),
 ]

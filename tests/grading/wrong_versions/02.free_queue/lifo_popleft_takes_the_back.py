@@ -4,6 +4,10 @@ caught by: popleft hands out the least recently used block; append adds at the b
 hint: popleft() must return the FRONT block
 """
 REPLACE = [
-    ('block = self.fake_free_list_head.next_free_block\n        if block is self.fake_free_list_tail:',
-     'block = self.fake_free_list_tail.prev_free_block\n        if block is self.fake_free_list_head:'),
+    ("""\
+block = self.fake_free_list_head.next_free_block
+        if block is self.fake_free_list_tail:""",
+     """\
+block = self.fake_free_list_tail.prev_free_block
+        if block is self.fake_free_list_head:"""),
 ]

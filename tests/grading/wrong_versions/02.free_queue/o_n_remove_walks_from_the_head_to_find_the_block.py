@@ -4,6 +4,13 @@ caught by: every operation is O(1): it touches a constant number of blocks
 hint: costs O(n)
 """
 REPLACE = [
-    ('        block.prev_free_block.next_free_block = block.next_free_block\n',
-     '        node = self.fake_free_list_head\n        while node is not block:\n            node = node.next_free_block\n        block.prev_free_block.next_free_block = block.next_free_block\n'),
+    ("""\
+        block.prev_free_block.next_free_block = block.next_free_block
+""",
+     """\
+        node = self.fake_free_list_head
+        while node is not block:
+            node = node.next_free_block
+        block.prev_free_block.next_free_block = block.next_free_block
+"""),
 ]

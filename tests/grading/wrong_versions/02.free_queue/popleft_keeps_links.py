@@ -4,6 +4,14 @@ caught by: popleft hands out the least recently used block; append adds at the b
 hint: a block taken out still has links
 """
 REPLACE = [
-    ('        self.remove(block)\n        return block\n',
-     '        self.fake_free_list_head.next_free_block = block.next_free_block\n        block.next_free_block.prev_free_block = self.fake_free_list_head\n        self.num_free_blocks -= 1\n        return block\n'),
+    ("""\
+        self.remove(block)
+        return block
+""",
+     """\
+        self.fake_free_list_head.next_free_block = block.next_free_block
+        block.next_free_block.prev_free_block = self.fake_free_list_head
+        self.num_free_blocks -= 1
+        return block
+"""),
 ]

@@ -4,6 +4,9 @@ caught by: popleft on an empty queue raises ValueError
 hint: raise ValueError
 """
 REPLACE = [
-    ('        if block is self.fake_free_list_tail:\n            raise ValueError("no free blocks available")\n',
+    ("""\
+        if block is self.fake_free_list_tail:
+            raise ValueError("no free blocks available")
+""",
      ''),
 ]

@@ -4,6 +4,11 @@ caught by: popleft hands out the least recently used block; append adds at the b
 hint: a block taken out still has links
 """
 REPLACE = [
-    ('        block.prev_free_block = block.next_free_block = None\n        self.num_free_blocks -= 1\n',
-     '        self.num_free_blocks -= 1\n'),
+    ("""\
+        block.prev_free_block = block.next_free_block = None
+        self.num_free_blocks -= 1
+""",
+     """\
+        self.num_free_blocks -= 1
+"""),
 ]

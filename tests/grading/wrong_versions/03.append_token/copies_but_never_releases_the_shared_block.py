@@ -4,6 +4,8 @@ caught by: a shared last block is copied before the write; its last owner then w
 hint: a reference was never given back
 """
 REPLACE = [
-    ('            pool.free(last)\n',
+    ("""\
+            pool.free(last)
+""",
      ''),
 ]

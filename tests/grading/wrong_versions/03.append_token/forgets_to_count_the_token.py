@@ -4,6 +4,8 @@ caught by: a private, partly filled block: write in place
 hint: seq.num_tokens += 1
 """
 REPLACE = [
-    ('    seq.num_tokens += 1\n',
+    ("""\
+    seq.num_tokens += 1
+""",
      ''),
 ]

@@ -4,6 +4,10 @@ caught by: a token that starts a new block allocates one
 hint: so it needs 3 blocks
 """
 REPLACE = [
-    ('    if seq.num_tokens % pool.block_size == 0:\n',
-     '    if seq.num_tokens % pool.block_size == 1 or not seq.block_table:\n'),
+    ("""\
+    if seq.num_tokens % pool.block_size == 0:
+""",
+     """\
+    if seq.num_tokens % pool.block_size == 1 or not seq.block_table:
+"""),
 ]

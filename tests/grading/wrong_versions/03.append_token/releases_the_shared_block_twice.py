@@ -4,6 +4,11 @@ caught by: a shared last block is copied before the write; its last owner then w
 hint: a holder never took its reference
 """
 REPLACE = [
-    ('            pool.free(last)\n',
-     '            pool.free(last)\n            pool.free(last)\n'),
+    ("""\
+            pool.free(last)
+""",
+     """\
+            pool.free(last)
+            pool.free(last)
+"""),
 ]

@@ -4,6 +4,10 @@ caught by: a shared last block is copied before the write; its last owner then w
 hint: return the copy as (src_block_id, dst_block_id)
 """
 REPLACE = [
-    ('            copy = (last, new)\n',
-     '            copy = (new, last)\n'),
+    ("""\
+            copy = (last, new)
+""",
+     """\
+            copy = (new, last)
+"""),
 ]

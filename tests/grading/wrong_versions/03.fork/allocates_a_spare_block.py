@@ -5,5 +5,7 @@ hint: a reference was never given back
 """
 REPLACE = [
     ('    return Seq(child_id, list(parent.block_table), parent.num_tokens)',
-     '    pool.allocate()\n    return Seq(child_id, list(parent.block_table), parent.num_tokens)'),
+     """\
+    pool.allocate()
+    return Seq(child_id, list(parent.block_table), parent.num_tokens)"""),
 ]

@@ -4,6 +4,17 @@ caught by: fork shares every block and allocates nothing
 hint: nothing is allocated or copied
 """
 REPLACE = [
-    ('    for block_id in parent.block_table:\n        pool.incref(block_id)\n    return Seq(child_id, list(parent.block_table), parent.num_tokens)',
-     '    table = list(parent.block_table)\n    for block_id in table[:-1]:\n        pool.incref(block_id)\n    if table and parent.num_tokens % pool.block_size:\n        table[-1] = pool.allocate()\n    elif table:\n        pool.incref(table[-1])\n    return Seq(child_id, table, parent.num_tokens)'),
+    ("""\
+    for block_id in parent.block_table:
+        pool.incref(block_id)
+    return Seq(child_id, list(parent.block_table), parent.num_tokens)""",
+     """\
+    table = list(parent.block_table)
+    for block_id in table[:-1]:
+        pool.incref(block_id)
+    if table and parent.num_tokens % pool.block_size:
+        table[-1] = pool.allocate()
+    elif table:
+        pool.incref(table[-1])
+    return Seq(child_id, table, parent.num_tokens)"""),
 ]

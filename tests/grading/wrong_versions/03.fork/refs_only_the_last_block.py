@@ -4,6 +4,12 @@ caught by: fork shares every block and allocates nothing
 hint: a holder never took its reference
 """
 REPLACE = [
-    ('    for block_id in parent.block_table:\n        pool.incref(block_id)\n',
-     '    if parent.block_table:\n        pool.incref(parent.block_table[-1])\n'),
+    ("""\
+    for block_id in parent.block_table:
+        pool.incref(block_id)
+""",
+     """\
+    if parent.block_table:
+        pool.incref(parent.block_table[-1])
+"""),
 ]

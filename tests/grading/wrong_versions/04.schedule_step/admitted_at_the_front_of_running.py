@@ -4,6 +4,10 @@ caught by: three requests arriving together: prefill, then decode one token per 
 hint: to the end of `running`
 """
 REPLACE = [
-    ('        running.append(req)\n',
-     '        running.insert(0, req)\n'),
+    ("""\
+        running.append(req)
+""",
+     """\
+        running.insert(0, req)
+"""),
 ]

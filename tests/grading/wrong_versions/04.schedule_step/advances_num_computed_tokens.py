@@ -4,6 +4,11 @@ caught by: three requests arriving together: prefill, then decode one token per 
 hint: leave num_computed_tokens alone
 """
 REPLACE = [
-    ('            scheduled[req.request_id] = n\n',
-     '            scheduled[req.request_id] = n\n            req.num_computed_tokens += n\n'),
+    ("""\
+            scheduled[req.request_id] = n
+""",
+     """\
+            scheduled[req.request_id] = n
+            req.num_computed_tokens += n
+"""),
 ]

@@ -4,6 +4,11 @@ caught by: a request that does not fit waits at the head of the queue; nobody ov
 hint: nobody behind it may join
 """
 REPLACE = [
-    ('        if kv_cache_manager.allocate_slots(req, n) is None:\n            break\n',
-     '        kv_cache_manager.allocate_slots(req, n)\n'),
+    ("""\
+        if kv_cache_manager.allocate_slots(req, n) is None:
+            break
+""",
+     """\
+        kv_cache_manager.allocate_slots(req, n)
+"""),
 ]

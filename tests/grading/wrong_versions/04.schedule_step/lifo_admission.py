@@ -4,8 +4,16 @@ caught by: three requests arriving together: prefill, then decode one token per 
 hint: to the end of `running`
 """
 REPLACE = [
-    ('        req = waiting[0]\n',
-     '        req = waiting[-1]\n'),
-    ('        waiting.popleft()\n',
-     '        waiting.pop()\n'),
+    ("""\
+        req = waiting[0]
+""",
+     """\
+        req = waiting[-1]
+"""),
+    ("""\
+        waiting.popleft()
+""",
+     """\
+        waiting.pop()
+"""),
 ]

@@ -4,6 +4,11 @@ caught by: three requests arriving together: prefill, then decode one token per 
 hint: running ones included
 """
 REPLACE = [
-    ('            kv_cache_manager.allocate_slots(req, n)\n            scheduled[req.request_id] = n\n',
-     '            scheduled[req.request_id] = n\n'),
+    ("""\
+            kv_cache_manager.allocate_slots(req, n)
+            scheduled[req.request_id] = n
+""",
+     """\
+            scheduled[req.request_id] = n
+"""),
 ]

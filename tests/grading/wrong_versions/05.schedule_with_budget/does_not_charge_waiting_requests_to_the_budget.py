@@ -4,6 +4,11 @@ caught by: a budget used up exactly: nobody else joins in that step
 hint: more than max_num_batched_tokens
 """
 REPLACE = [
-    ('        scheduled[req.request_id] = n\n        budget -= n\n    return scheduled',
-     '        scheduled[req.request_id] = n\n    return scheduled'),
+    ("""\
+        scheduled[req.request_id] = n
+        budget -= n
+    return scheduled""",
+     """\
+        scheduled[req.request_id] = n
+    return scheduled"""),
 ]

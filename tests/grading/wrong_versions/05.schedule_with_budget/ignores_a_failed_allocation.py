@@ -4,6 +4,11 @@ caught by: a full pool stops admission: the head of the queue waits and nobody o
 hint: the pool is full - stop
 """
 REPLACE = [
-    ('        if kv_cache_manager.allocate_slots(req, n) is None:\n            break\n',
-     '        kv_cache_manager.allocate_slots(req, n)\n'),
+    ("""\
+        if kv_cache_manager.allocate_slots(req, n) is None:
+            break
+""",
+     """\
+        kv_cache_manager.allocate_slots(req, n)
+"""),
 ]

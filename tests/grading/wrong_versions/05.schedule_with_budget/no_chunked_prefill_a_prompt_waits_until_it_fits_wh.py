@@ -4,6 +4,14 @@ caught by: a long prompt is split into chunks by the token budget
 hint: chunked prefill
 """
 REPLACE = [
-    ('        req = waiting[0]\n        n = chunk(req)\n',
-     '        req = waiting[0]\n        n = chunk(req)\n        if n < req.num_tokens - req.num_computed_tokens and long_prefill_token_threshold == 0:\n            break\n'),
+    ("""\
+        req = waiting[0]
+        n = chunk(req)
+""",
+     """\
+        req = waiting[0]
+        n = chunk(req)
+        if n < req.num_tokens - req.num_computed_tokens and long_prefill_token_threshold == 0:
+            break
+"""),
 ]

@@ -4,6 +4,13 @@ caught by: a long prompt is split into chunks by the token budget
 hint: running ones included
 """
 REPLACE = [
-    ('        kv_cache_manager.allocate_slots(req, n)\n        scheduled[req.request_id] = n\n        budget -= n\n    while',
-     '        scheduled[req.request_id] = n\n        budget -= n\n    while'),
+    ("""\
+        kv_cache_manager.allocate_slots(req, n)
+        scheduled[req.request_id] = n
+        budget -= n
+    while""",
+     """\
+        scheduled[req.request_id] = n
+        budget -= n
+    while"""),
 ]

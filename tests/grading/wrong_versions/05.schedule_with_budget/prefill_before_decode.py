@@ -5,8 +5,33 @@ hint: already running and got nothing
 not hint: chunk
 """
 REPLACE = [
-    ('    for req in running:\n        if budget <= 0:\n            break\n        n = chunk(req)\n        if n <= 0:\n            continue\n        kv_cache_manager.allocate_slots(req, n)\n        scheduled[req.request_id] = n\n        budget -= n\n',
-     '    old_running = list(running)\n'),
-    ('        budget -= n\n    return scheduled',
-     '        budget -= n\n    for req in old_running:\n        if budget <= 0:\n            break\n        n = chunk(req)\n        if n <= 0:\n            continue\n        kv_cache_manager.allocate_slots(req, n)\n        scheduled[req.request_id] = n\n        budget -= n\n    return scheduled'),
+    ("""\
+    for req in running:
+        if budget <= 0:
+            break
+        n = chunk(req)
+        if n <= 0:
+            continue
+        kv_cache_manager.allocate_slots(req, n)
+        scheduled[req.request_id] = n
+        budget -= n
+""",
+     """\
+    old_running = list(running)
+"""),
+    ("""\
+        budget -= n
+    return scheduled""",
+     """\
+        budget -= n
+    for req in old_running:
+        if budget <= 0:
+            break
+        n = chunk(req)
+        if n <= 0:
+            continue
+        kv_cache_manager.allocate_slots(req, n)
+        scheduled[req.request_id] = n
+        budget -= n
+    return scheduled"""),
 ]

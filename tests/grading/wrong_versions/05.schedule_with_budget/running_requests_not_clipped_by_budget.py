@@ -4,6 +4,14 @@ caught by: a long prompt is split into chunks by the token budget
 hint: more than max_num_batched_tokens
 """
 REPLACE = [
-    ('        n = chunk(req)\n        if n <= 0:\n            continue\n',
-     '        n = min(req.num_tokens - req.num_computed_tokens, long_prefill_token_threshold or 10**9)\n        if n <= 0:\n            continue\n'),
+    ("""\
+        n = chunk(req)
+        if n <= 0:
+            continue
+""",
+     """\
+        n = min(req.num_tokens - req.num_computed_tokens, long_prefill_token_threshold or 10**9)
+        if n <= 0:
+            continue
+"""),
 ]

@@ -4,6 +4,21 @@ caught by: a full pool stops admission: the head of the queue waits and nobody o
 hint: the pool is full - stop
 """
 REPLACE = [
-    ('    while waiting and budget > 0 and len(running) < max_num_seqs:\n        req = waiting[0]\n        n = chunk(req)\n        if kv_cache_manager.allocate_slots(req, n) is None:\n            break\n        waiting.popleft()\n',
-     '    for req in list(waiting):\n        if budget <= 0 or len(running) >= max_num_seqs:\n            break\n        n = chunk(req)\n        if kv_cache_manager.allocate_slots(req, n) is None:\n            continue\n        waiting.remove(req)\n'),
+    ("""\
+    while waiting and budget > 0 and len(running) < max_num_seqs:
+        req = waiting[0]
+        n = chunk(req)
+        if kv_cache_manager.allocate_slots(req, n) is None:
+            break
+        waiting.popleft()
+""",
+     """\
+    for req in list(waiting):
+        if budget <= 0 or len(running) >= max_num_seqs:
+            break
+        n = chunk(req)
+        if kv_cache_manager.allocate_slots(req, n) is None:
+            continue
+        waiting.remove(req)
+"""),
 ]

@@ -4,6 +4,16 @@ caught by: long_prefill_token_threshold caps a chunk even when budget remains
 hint: a chunk may not exceed long_prefill_token_threshold
 """
 REPLACE = [
-    ('    for req in running:\n        if budget <= 0:\n            break\n        n = chunk(req)\n',
-     '    for req in running:\n        if budget <= 0:\n            break\n        n = min(req.num_tokens - req.num_computed_tokens, budget)\n'),
+    ("""\
+    for req in running:
+        if budget <= 0:
+            break
+        n = chunk(req)
+""",
+     """\
+    for req in running:
+        if budget <= 0:
+            break
+        n = min(req.num_tokens - req.num_computed_tokens, budget)
+"""),
 ]

@@ -4,6 +4,11 @@ caught by: a long prompt is split into chunks by the token budget
 hint: num_new_tokens must be an int >= 1, got 0
 """
 REPLACE = [
-    ('        if long_prefill_token_threshold > 0:\n            n = min(n, long_prefill_token_threshold)\n',
-     '        n = min(n, long_prefill_token_threshold)\n'),
+    ("""\
+        if long_prefill_token_threshold > 0:
+            n = min(n, long_prefill_token_threshold)
+""",
+     """\
+        n = min(n, long_prefill_token_threshold)
+"""),
 ]

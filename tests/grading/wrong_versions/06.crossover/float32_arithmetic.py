@@ -6,5 +6,7 @@ not hint: upside down
 """
 REPLACE = [
     ('return num_params * pcie_bandwidth / kv_bytes_per_token',
-     'import numpy as np\n    return float(np.float32(num_params) * np.float32(pcie_bandwidth) / np.float32(kv_bytes_per_token))'),
+     """\
+import numpy as np
+    return float(np.float32(num_params) * np.float32(pcie_bandwidth) / np.float32(kv_bytes_per_token))"""),
 ]

@@ -4,6 +4,10 @@ caught by: fcfs: a request re-admitted after a preemption is at the end now
 hint: a request that was preempted and re-admitted sits there
 """
 REPLACE = [
-    ('    return running[-1]\n',
-     '    return max(running, key=lambda r: r.arrival_time)\n'),
+    ("""\
+    return running[-1]
+""",
+     """\
+    return max(running, key=lambda r: r.arrival_time)
+"""),
 ]

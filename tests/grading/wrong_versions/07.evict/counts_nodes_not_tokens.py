@@ -4,6 +4,10 @@ caught by: the least recently used leaf goes first
 hint: then you evicted more
 """
 REPLACE = [
-    ('        evicted += len(x.key)\n',
-     '        evicted += 1\n'),
+    ("""\
+        evicted += len(x.key)
+""",
+     """\
+        evicted += 1
+"""),
 ]

@@ -4,6 +4,8 @@ caught by: the least recently used leaf goes first
 hint: delete it from its parent's children
 """
 REPLACE = [
-    ('        del parent.children[x.key[0]]\n',
+    ("""\
+        del parent.children[x.key[0]]
+""",
      ''),
 ]

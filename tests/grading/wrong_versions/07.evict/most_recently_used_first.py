@@ -4,10 +4,22 @@ caught by: the least recently used leaf goes first
 hint: smallest (last_access_time, id) first
 """
 REPLACE = [
-    ('    heapq.heapify(leaves)\n',
-     '    leaves.sort(reverse=True)\n'),
-    ('        x = heapq.heappop(leaves)\n',
-     '        x = leaves.pop(0)\n'),
-    ('            heapq.heappush(leaves, parent)\n',
-     '            leaves.append(parent)\n'),
+    ("""\
+    heapq.heapify(leaves)
+""",
+     """\
+    leaves.sort(reverse=True)
+"""),
+    ("""\
+        x = heapq.heappop(leaves)
+""",
+     """\
+        x = leaves.pop(0)
+"""),
+    ("""\
+            heapq.heappush(leaves, parent)
+""",
+     """\
+            leaves.append(parent)
+"""),
 ]

@@ -4,6 +4,10 @@ caught by: a key already cached: existing slots are kept, its length is returned
 hint: count the leading tokens
 """
 REPLACE = [
-    ('        total += n\n',
-     '        total += n if n == len(child.key) else 0\n'),
+    ("""\
+        total += n
+""",
+     """\
+        total += n if n == len(child.key) else 0
+"""),
 ]

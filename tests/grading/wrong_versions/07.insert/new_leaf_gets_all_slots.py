@@ -4,8 +4,17 @@ caught by: a key that leaves a node in the middle splits it
 hint: has 2 tokens but 5 slots
 """
 REPLACE = [
-    ('        node.children[key[0]] = TreeNode(key, value, node, now)\n',
-     '        node.children[key[0]] = TreeNode(key, full_value, node, now)\n'),
-    ('    key, value = list(key), list(value)\n',
-     '    key, value = list(key), list(value)\n    full_value = value\n'),
+    ("""\
+        node.children[key[0]] = TreeNode(key, value, node, now)
+""",
+     """\
+        node.children[key[0]] = TreeNode(key, full_value, node, now)
+"""),
+    ("""\
+    key, value = list(key), list(value)
+""",
+     """\
+    key, value = list(key), list(value)
+    full_value = value
+"""),
 ]

@@ -4,6 +4,14 @@ caught by: a key already cached: existing slots are kept, its length is returned
 hint: keep the slots they have
 """
 REPLACE = [
-    ('        key, value = key[n:], value[n:]\n        node = split_node(child, n) if n < len(child.key) else child\n',
-     '        if n == len(child.key):\n            child.value = value[:n]\n        key, value = key[n:], value[n:]\n        node = split_node(child, n) if n < len(child.key) else child\n'),
+    ("""\
+        key, value = key[n:], value[n:]
+        node = split_node(child, n) if n < len(child.key) else child
+""",
+     """\
+        if n == len(child.key):
+            child.value = value[:n]
+        key, value = key[n:], value[n:]
+        node = split_node(child, n) if n < len(child.key) else child
+"""),
 ]

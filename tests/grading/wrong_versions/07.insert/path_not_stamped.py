@@ -4,6 +4,8 @@ caught by: a key already cached: existing slots are kept, its length is returned
 hint: stamp last_access_time = now
 """
 REPLACE = [
-    ('        child.last_access_time = now\n',
+    ("""\
+        child.last_access_time = now
+""",
      ''),
 ]

@@ -4,6 +4,10 @@ caught by: into an empty tree: one leaf
 hint: count the leading tokens
 """
 REPLACE = [
-    ('    return total\n',
-     '    return len(key)\n'),
+    ("""\
+    return total
+""",
+     """\
+    return len(key)
+"""),
 ]

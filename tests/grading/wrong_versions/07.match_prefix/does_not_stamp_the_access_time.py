@@ -4,6 +4,8 @@ caught by: a whole node matches; the path is stamped with now
 hint: stamp last_access_time = now
 """
 REPLACE = [
-    ('        child.last_access_time = now\n',
+    ("""\
+        child.last_access_time = now
+""",
      ''),
 ]

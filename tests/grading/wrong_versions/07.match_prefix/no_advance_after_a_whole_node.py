@@ -4,6 +4,11 @@ caught by: a match that ends inside a node splits it
 hint: the slots of every matched token
 """
 REPLACE = [
-    ('        node = child\n        key = key[n:]\n',
-     '        node = child\n'),
+    ("""\
+        node = child
+        key = key[n:]
+""",
+     """\
+        node = child
+"""),
 ]

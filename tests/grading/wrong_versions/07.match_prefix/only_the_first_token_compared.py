@@ -4,6 +4,12 @@ caught by: a match that ends inside a node splits it
 hint: the slots of every matched token
 """
 REPLACE = [
-    ('        n = 0\n        while n < min(len(child.key), len(key)) and child.key[n] == key[n]:\n            n += 1\n',
-     '        n = min(len(child.key), len(key))\n'),
+    ("""\
+        n = 0
+        while n < min(len(child.key), len(key)) and child.key[n] == key[n]:
+            n += 1
+""",
+     """\
+        n = min(len(child.key), len(key))
+"""),
 ]

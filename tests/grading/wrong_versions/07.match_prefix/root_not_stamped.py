@@ -4,6 +4,11 @@ caught by: an empty tree matches nothing and returns the root
 hint: stamp last_access_time = now
 """
 REPLACE = [
-    ('    node.last_access_time = now\n    value = []\n',
-     '    value = []\n'),
+    ("""\
+    node.last_access_time = now
+    value = []
+""",
+     """\
+    value = []
+"""),
 ]

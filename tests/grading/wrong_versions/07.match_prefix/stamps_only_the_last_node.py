@@ -4,10 +4,22 @@ caught by: a whole node matches; the path is stamped with now
 hint: stamp last_access_time = now
 """
 REPLACE = [
-    ('    node.last_access_time = now\n    value = []\n',
-     '    value = []\n'),
-    ('        child.last_access_time = now\n',
+    ("""\
+    node.last_access_time = now
+    value = []
+""",
+     """\
+    value = []
+"""),
+    ("""\
+        child.last_access_time = now
+""",
      ''),
-    ('    return value, node\n',
-     '    node.last_access_time = now\n    return value, node\n'),
+    ("""\
+    return value, node
+""",
+     """\
+    node.last_access_time = now
+    return value, node
+"""),
 ]

@@ -4,6 +4,8 @@ caught by: the last tile: positions past seq_len are masked and never look up th
 hint: lane i reads position pos = tile_start + i
 """
 REPLACE = [
-    ('    rows = torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype))\n',
+    ("""\
+    rows = torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype))
+""",
      ''),
 ]

@@ -4,6 +4,10 @@ caught by: a tile inside one block
 hint: a bool per lane
 """
 REPLACE = [
-    ('    return rows, mask\n',
-     '    return rows, mask.long()\n'),
+    ("""\
+    return rows, mask
+""",
+     """\
+    return rows, mask.long()
+"""),
 ]

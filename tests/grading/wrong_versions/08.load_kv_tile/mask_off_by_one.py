@@ -4,6 +4,10 @@ caught by: the last tile: positions past seq_len are masked and never look up th
 hint: a bool per lane
 """
 REPLACE = [
-    ('    mask = pos < seq_len\n',
-     '    mask = pos <= seq_len\n'),
+    ("""\
+    mask = pos < seq_len
+""",
+     """\
+    mask = pos <= seq_len
+"""),
 ]

@@ -4,6 +4,10 @@ caught by: a tile inside one block
 hint: lane i reads position pos = tile_start + i
 """
 REPLACE = [
-    ('    pos = tile_start + torch.arange(tile_size)\n',
-     '    pos = torch.arange(tile_size)\n'),
+    ("""\
+    pos = tile_start + torch.arange(tile_size)
+""",
+     """\
+    pos = torch.arange(tile_size)
+"""),
 ]
