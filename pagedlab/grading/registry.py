@@ -211,7 +211,8 @@ def snippet_object(exercise_id: str, source: Optional[str] = None) -> Any:
     ex = _REGISTRY.get(exercise_id) or get(exercise_id)
     src = snippet_source(exercise_id) if source is None else source
     ns: Dict[str, Any] = {"__name__": f"pagedlab_exercise_{ex.lab}"}
-    filename = f"<solution {exercise_id}>"
+    # a cell other than the solution gets its own name: linecache must not show the solution's lines
+    filename = f"<solution {exercise_id}>" if source is None else f"<cell {exercise_id} {abs(hash(src)):x}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     code = compile(src, filename, "exec")
     exec(code, ns)  # noqa: S102 - our own snippet
