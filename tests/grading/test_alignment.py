@@ -235,6 +235,17 @@ def test_schedule_with_budget_matches_the_scheduler(arrivals, m, b, t):
     assert got == _library_schedule(arrivals, m, b, t, 64, 4)
 
 
+@pytest.mark.parametrize("arrivals,b,blocks,step,alone", [
+    ([(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)], 16, 6, 1, {"r0": 1}),  # r1 does not fit, r2 waits
+    ([(0, "r0", 8, 2), (0, "r1", 3, 2)], 8, 64, 0, {"r0": 8}),                     # r0 spends the whole budget
+])
+def test_schedule_with_budget_full_pool_and_spent_budget_match_the_scheduler(arrivals, b, blocks, step, alone):
+    fn = ref("05.schedule_with_budget")
+    got = _exercise_schedule(lambda s: fn(s.running, s.waiting, s.kv, 4, b, 0), arrivals, blocks, 4)
+    assert got == _library_schedule(arrivals, 4, b, 0, blocks, 4)
+    assert got[step] == alone
+
+
 def test_load_kv_tile_matches_gather_kv():
     torch = pytest.importorskip("torch")
     from pagedlab.grading.exercises.lab08 import make_cache
