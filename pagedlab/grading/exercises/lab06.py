@@ -119,6 +119,8 @@ def _cross_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
         return "twice too high: recompute costs 2 FLOPs per parameter per token, and the swap moves the KV out AND back"
     if abs(r - 0.5) < 1e-6:
         return "half: a swap crosses PCIe twice (out, then back in), and recompute costs 2 FLOPs per parameter per token"
+    if abs(r - 8) < 1e-6 or abs(r - 0.125) < 1e-6:
+        return "off by a factor of 8: pcie_bandwidth and kv_bytes_per_token are both in bytes - no bits involved"
     if abs(got * expected - 1) < 1e-3:
         return "upside down? Set swap time = recompute time and solve for the FLOP/s"
     if abs(r - 1) < 1e-3:
