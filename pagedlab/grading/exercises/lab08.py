@@ -51,13 +51,19 @@ def _case(fn: Any, rec: Any, num_blocks: int, block_size: int, table: List[int],
              f"seq_len={seq_len})  # block_size {block_size}")
     rec.state({"block_table": list(table), "seq_len": seq_len, "block_size": block_size, "tile_start": tile_start,
                "tile_size": tile_size, "num_blocks": num_blocks})
-    out = fn(cache.clone(), torch.tensor(table, dtype=torch.int64), tile_start, tile_size, seq_len)
+    given_cache, given_table = cache.clone(), torch.tensor(table, dtype=torch.int64)
+    out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
     try:
         rows, mask = out
     except (TypeError, ValueError):
         rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
     rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
     rec.observe("rows", rows, hint=_hint)
+    rec.observe("rows dtype", str(getattr(rows, "dtype", type(rows).__name__)),
+                hint="the tile keeps the cache's dtype (cache.dtype): make any zeros you mix in of that dtype")
+    rec.observe("cache and block_table after the call (unchanged)",
+                bool(torch.equal(given_cache, cache) and given_table.tolist() == list(table)),
+                hint="loading a tile only reads: do not write zeros (or anything) into the cache or the block table")
 
 
 @TILE.test("a tile inside one block")
