@@ -15,7 +15,7 @@ from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from pagedlab.core.block_pool import BlockPool, KVCacheBlock
-from pagedlab.grading.pictures import render_queue_rows
+from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.viz import render_block_pool
 
 __all__ = ["block_table_of", "render_pool_and_queue", "time_free_queue", "tail_waste"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-from pagedlab.grading.kit import RefCountedPool, Seq
-from pagedlab.grading.pictures import pool_snapshot
+from pagedlab.analysis.kit import RefCountedPool, Seq
+from pagedlab.viz.pictures import pool_snapshot
 
 __all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
 

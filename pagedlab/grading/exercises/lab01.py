@@ -12,7 +12,7 @@ import random
 from typing import Any, Dict, List, Optional
 
 from pagedlab.analysis.contiguous import CATEGORIES, contiguous_snapshots
-from pagedlab.grading.pictures import render_arena
+from pagedlab.viz.pictures import render_arena
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.sim.traces import TraceRequest
 

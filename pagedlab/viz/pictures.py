@@ -1,7 +1,7 @@
-"""Pictures for failure reports.
+"""Pictures for failure reports and lab helpers.
 
-Most exercises draw with :mod:`pagedlab.viz` (block pool, block table, radix tree, batch Gantt,
-kernel walk). The few shapes ``pagedlab.viz`` has no renderer for are drawn here, in the same
+Most exercises draw with the other :mod:`pagedlab.viz` modules (block pool, block table, radix tree,
+batch Gantt, kernel walk). The few shapes they have no renderer for are drawn here, in the same
 style (a light card, dark text, ``pl-viz`` class): a free queue as a row of blocks, a contiguous
 token arena, and a list of running requests.
 """
