@@ -142,7 +142,9 @@ class LLMEngine:
                                         attention_backend=attention_backend, device=device)
         self.generator = torch.Generator().manual_seed(seed)
         self._groups: Dict[str, _Group] = {}
-        self._gens: Dict[str, object] = {}
+        # Seeded requests only: the generators of the request's next sample, always a list - the
+        # prompt's n generators until an n > 1 prompt forks, then one per completion.
+        self._gens: Dict[str, List[torch.Generator]] = {}
         self._ids = itertools.count()
         self.step_stats: List[StepStats] = []
         self.finished_requests: List[Request] = []
@@ -253,10 +255,8 @@ class LLMEngine:
             first = g is not None and s.samples and s.request.num_output_tokens == 0 and len(g.members) == 1
             if first and g.n > 1:
                 extra[rid] = g.n
-            gen = self._gens.get(rid)
-            gens[rid] = (gen if first and g.n > 1 else gen[0]) if isinstance(gen, list) else gen
-            if gens[rid] is None:
-                gens[rid] = self.generator
+            own = self._gens.get(rid)
+            gens[rid] = (own if first and g.n > 1 else own[0]) if own else self.generator
         sampled = self.model_runner.execute(out, block_ids, extra, gens)
         now = time.perf_counter()
         for rid, toks in list(sampled.items()):
@@ -304,11 +304,12 @@ class LLMEngine:
             self.kv_cache_manager.fork(parent, child)
             self.scheduler.add_running_request(child)
             group.members.append(child)
-            self._gens[child.request_id] = gens[i] if isinstance(gens, list) else None
+            if gens:
+                self._gens[child.request_id] = [gens[i]]
             sampled[child.request_id] = [tok]
         sampled[parent_id] = toks[:1]
-        if isinstance(gens, list):
-            self._gens[parent_id] = gens[0]
+        if gens:
+            self._gens[parent_id] = gens[:1]
 
     def _check_stop_strings(self, sampled: Dict[str, int]) -> List[Request]:
         done = []
