@@ -135,10 +135,10 @@ def _gantt_step(lay: _GanttLayout, k: int, s: dict[str, Any], row_of: dict[str, 
         if rid in row_of:
             y = lay.top + row_of[rid] * rh
             stroke = f'stroke="{COLORS["preempt"]}" stroke-width="2"'
+            x1, x2, y1, y2 = f"{x + 1:.1f}", f"{x + cw - 1:.1f}", f"{y + 1:.1f}", f"{y + rh - 1:.1f}"
             body.append(f'<g class="pl-preempt" data-req="{esc(rid)}" data-step="{s["step"]}">'
-                        f'<line x1="{x + 1:.1f}" y1="{y + 1:.1f}" x2="{x + cw - 1:.1f}" y2="{y + rh - 1:.1f}" {stroke}/>'
-                        f'<line x1="{x + cw - 1:.1f}" y1="{y + 1:.1f}" x2="{x + 1:.1f}" y2="{y + rh - 1:.1f}" {stroke}/>'
-                        f'</g>')
+                        f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" {stroke}/>'
+                        f'<line x1="{x2}" y1="{y1}" x2="{x1}" y2="{y2}" {stroke}/></g>')
     return body
 
 
