@@ -18,7 +18,7 @@ Hooks: ``svg.pl-memory-map`` (``data-step``), ``rect.pl-mm-seg`` (``data-side``,
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pagedlab.analysis.contiguous import (CATEGORIES, contiguous_snapshots, paged_replay_steps, prepare_trace,
                                           replay_contiguous, replay_paged)
@@ -129,7 +129,7 @@ def _paged_runs(snap: Dict[str, Any]) -> List[Run]:
     return [r for r in runs if r[1] > 0]
 
 
-def _merge(runs: List[Run], key) -> List[Tuple[int, int, Any]]:
+def _merge(runs: List[Run], key: Callable[[str, Optional[str]], Any]) -> List[Tuple[int, int, Any]]:
     out: List[List[Any]] = []
     for start, n, kind, own in runs:
         k = key(kind, own)
@@ -137,7 +137,7 @@ def _merge(runs: List[Run], key) -> List[Tuple[int, int, Any]]:
             out[-1][1] += n
         else:
             out.append([start, n, k])
-    return [tuple(r) for r in out]  # type: ignore[misc]
+    return [(r[0], r[1], r[2]) for r in out]
 
 
 def _bar(side: str, runs: List[Run], capacity: int, x: float, y: float, w: float, h: float) -> List[str]:

@@ -107,10 +107,10 @@ def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Seque
     hist: Dict[str, Tuple[List[int], List[int]]] = {rid: ([], []) for rid in groups}
     while engine.has_unfinished_requests():
         engine.step()
-        for rid, (w, wo) in group_blocks(engine.kv_cache_manager).items():
+        for rid, (held, alone) in group_blocks(engine.kv_cache_manager).items():
             if rid in hist:
-                hist[rid][0].append(w)
-                hist[rid][1].append(wo)
+                hist[rid][0].append(held)
+                hist[rid][1].append(alone)
     out = {}
     for rid, (name, n) in groups.items():
         w, wo = hist[rid]

@@ -19,7 +19,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List, Literal, Optional, overload
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -216,6 +216,18 @@ def _start(requests: Sequence[TraceRequest], sc: SchedulerConfig, cc: CacheConfi
     return sim
 
 
+@overload
+def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = ...,
+             cache_config: CacheConfig | None = ..., model: ModelSpec = ..., hardware: GPUSpec = ...,
+             scheduling: str = ..., preemption_mode: str | None = ..., cost_model: CostModel | None = ...,
+             prompts: Sequence[Sequence[int]] | None = ..., seed: int = ..., progress: bool = ...,
+             max_steps: int | None = ..., return_scheduler: Literal[False] = ...) -> ReplayResult: ...
+@overload
+def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = ...,
+             cache_config: CacheConfig | None = ..., model: ModelSpec = ..., hardware: GPUSpec = ...,
+             scheduling: str = ..., preemption_mode: str | None = ..., cost_model: CostModel | None = ...,
+             prompts: Sequence[Sequence[int]] | None = ..., seed: int = ..., progress: bool = ...,
+             max_steps: int | None = ..., *, return_scheduler: Literal[True]) -> tuple[ReplayResult, Scheduler]: ...
 def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = None,
              cache_config: CacheConfig | None = None, model: ModelSpec = LLAMA_2_7B,
              hardware: GPUSpec = H100, scheduling: str = "continuous", preemption_mode: str | None = None,

@@ -8,6 +8,7 @@ token arena, and a list of running requests.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
@@ -106,7 +107,7 @@ def render_requests(requests: Sequence[Dict[str, Any]], marks: Dict[str, Tuple[s
     return svg_doc(width, top + h + 28, body, "pl-requests", title=title)
 
 
-def pool_snapshot(ref_cnts: Sequence[int], tables: Dict[str, Sequence[int]], free_queue: Sequence[int] = (),
+def pool_snapshot(ref_cnts: Sequence[int], tables: Mapping[str, Sequence[int]], free_queue: Sequence[int] = (),
                   step: int = 0, cow_pairs: Sequence[Sequence[int]] = ()) -> Dict[str, Any]:
     """A ``pagedlab.trace`` pool snapshot from reference counts and block tables (owners derived)."""
     owners: List[List[str]] = [[] for _ in ref_cnts]

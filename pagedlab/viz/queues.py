@@ -18,7 +18,7 @@ from pagedlab.viz._svg import COLORS, as_dict, esc, owner_color, svg_doc, text
 def queue_history(items: Sequence[Any]) -> List[Dict[str, Any]]:
     """Per-step queue contents from ``step_stats`` (counts only) or dicts that already hold
     ``waiting``/``running``/``swapped`` as lists of request ids or counts."""
-    out = []
+    out: List[Dict[str, Any]] = []
     for s in items:
         d = as_dict(s)
         out.append({"step": int(d.get("step", len(out))),
@@ -49,7 +49,7 @@ def render_queues(history: Sequence[Any], upto: Optional[int] = None, *, title: 
         hist = queue_history(history)
     n = len(hist)
     cur_i = n - 1 if upto is None else max(0, min(int(upto), n - 1))
-    cur = hist[cur_i] if n else {"step": 0, "waiting": 0, "running": 0, "swapped": 0}
+    cur: Dict[str, Any] = hist[cur_i] if n else {"step": 0, "waiting": 0, "running": 0, "swapped": 0}
     pad, width = 16.0, 760.0
     body: List[str] = []
     y = 48.0

@@ -32,7 +32,7 @@ def render_kv_usage(step_stats: Sequence[Any], upto: Optional[int] = None, *,
     cur_i = n - 1 if upto is None else max(0, min(int(upto), n - 1))
     if num_gpu_blocks is None:
         num_gpu_blocks = (int(st[0]["kv_blocks_used"]) + int(st[0]["kv_blocks_free"])) if n else 1
-    cur = st[cur_i] if n else {"step": 0, "kv_blocks_used": 0, "kv_blocks_free": num_gpu_blocks, "scheduled": []}
+    cur: dict[str, Any] = st[cur_i] if n else {"step": 0, "kv_blocks_used": 0, "kv_blocks_free": num_gpu_blocks, "scheduled": []}
     used = int(cur["kv_blocks_used"])
     peak = max([int(s["kv_blocks_used"]) for s in st] + [1])
     pad, width, left = 16.0, 780.0, 56.0
