@@ -146,7 +146,8 @@ class TreeNode:
         return (self.last_access_time, self.id) < (other.last_access_time, other.id)
 
     def __repr__(self) -> str:
-        return f"TreeNode(key={self.key[:8]}{'...' if len(self.key) > 8 else ''}, lock_ref={self.lock_ref}, t={self.last_access_time})"
+        more = "..." if len(self.key) > 8 else ""
+        return f"TreeNode(key={self.key[:8]}{more}, lock_ref={self.lock_ref}, t={self.last_access_time})"
 
 
 def new_tree() -> TreeNode:

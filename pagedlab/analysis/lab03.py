@@ -45,7 +45,7 @@ def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_
         seqs[cid] = fork(pool, parent, cid)
         snap(f"fork -> {cid}: no new block; every block of 0 gains a reference "
              f"(ref_cnt {pool.ref_cnt(parent.block_table[0])})")
-    for rnd in range(3):
+    for _ in range(3):
         for sid in ("0#1", "0#2", "0"):
             seq = seqs[sid]
             pos = seq.num_tokens

@@ -229,8 +229,8 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
     n = max(len(s) for s in lists)
     lengths = [len(s) for s in lists]
     # Pad the shorter runs with empty steps, so every chart has the same columns and the race is visible.
-    empty: Dict[str, Any] = {"scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None, "swapped": None,
-             "kv_blocks_used": None, "kv_blocks_free": None}
+    empty: Dict[str, Any] = {"scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
+                             "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}
     padded = [s + [dict(empty, step=(s[-1]["step"] if s else -1) + 1 + k) for k in range(n - len(s))] for s in lists]
     budgets = (list(max_num_batched_tokens) if isinstance(max_num_batched_tokens, (list, tuple))
                else [max_num_batched_tokens] * len(lists))

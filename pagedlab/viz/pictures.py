@@ -32,7 +32,9 @@ def render_queue_rows(rows: Sequence[Tuple[str, Sequence[Any], Optional[int]]], 
             x = left + i * (cell + gap)
             stroke = COLORS["cow"] if bad is not None and i == bad else COLORS["empty_stroke"]
             sw = 3 if bad is not None and i == bad else 1
-            body.append(f'<rect {attrs(cls="pl-queue-item", x=f"{x:.1f}", y=f"{y:.1f}", width=cell, height=cell, rx=3, fill=COLORS["cached"], stroke=stroke, stroke_width=sw, data_index=i, data_block_id=item)}/>')
+            hooks = attrs(cls="pl-queue-item", x=f"{x:.1f}", y=f"{y:.1f}", width=cell, height=cell, rx=3,
+                          fill=COLORS["cached"], stroke=stroke, stroke_width=sw, data_index=i, data_block_id=item)
+            body.append(f'<rect {hooks}/>')
             body.append(text(x + cell / 2, y + cell / 2, item, size=11, anchor="middle"))
         if items and r == 0:
             body.append(text(left + cell / 2, y + cell + 9, "front", size=9, color=COLORS["muted"], anchor="middle"))
@@ -60,7 +62,9 @@ def render_arena(snapshot: Dict[str, Any], accounting: Optional[Dict[str, int]] 
         if n <= 0:
             return
         x = left + x0 * scale
-        body.append(f'<rect {attrs(cls="pl-arena-seg", x=f"{x:.1f}", y=top, width=f"{max(n * scale, 0.5):.1f}", height=bar_h, fill=_ARENA_COLORS[kind], stroke="#ffffff", stroke_width=0.5, data_kind=kind, data_tokens=n)}/>')
+        hooks = attrs(cls="pl-arena-seg", x=f"{x:.1f}", y=top, width=f"{max(n * scale, 0.5):.1f}", height=bar_h,
+                      fill=_ARENA_COLORS[kind], stroke="#ffffff", stroke_width=0.5, data_kind=kind, data_tokens=n)
+        body.append(f'<rect {hooks}/>')
         if label and n * scale > 24:
             body.append(text(x + n * scale / 2, top + bar_h / 2, label, size=10, anchor="middle"))
 
@@ -79,7 +83,8 @@ def render_arena(snapshot: Dict[str, Any], accounting: Optional[Dict[str, int]] 
     y = top + bar_h + 20
     x = left
     for kind, color in _ARENA_COLORS.items():
-        body.append(f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{color}" stroke="{COLORS["empty_stroke"]}"/>')
+        body.append(f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{color}" '
+                    f'stroke="{COLORS["empty_stroke"]}"/>')
         label = kind if accounting is None else f"{kind} {accounting.get(kind, '?')}"
         body.append(text(x + 19, y, label, size=11, color=COLORS["muted"]))
         x += 30 + len(label) * 7
@@ -98,7 +103,9 @@ def render_requests(requests: Sequence[Dict[str, Any]], marks: Dict[str, Tuple[s
         rid = str(r.get("request_id"))
         label, color = marks.get(rid, ("", COLORS["empty_stroke"]))
         sw = 3 if label else 1
-        body.append(f'<rect {attrs(cls="pl-request", x=f"{x:.1f}", y=top, width=w, height=h, rx=4, fill=owner_color(rid), fill_opacity=0.35, stroke=color, stroke_width=sw, data_owner=rid)}/>')
+        hooks = attrs(cls="pl-request", x=f"{x:.1f}", y=top, width=w, height=h, rx=4, fill=owner_color(rid),
+                      fill_opacity=0.35, stroke=color, stroke_width=sw, data_owner=rid)
+        body.append(f'<rect {hooks}/>')
         body.append(text(x + w / 2, top + 12, rid, size=12, anchor="middle", weight="bold"))
         body.append(text(x + w / 2, top + 28, f"prio {r.get('priority')}", size=10, anchor="middle"))
         body.append(text(x + w / 2, top + 41, f"arrival {r.get('arrival_time')}", size=10, anchor="middle"))
@@ -122,15 +129,18 @@ def pool_snapshot(ref_cnts: Sequence[int], tables: Mapping[str, Sequence[int]], 
             "pending_copies": [list(p) for p in cow_pairs]}
 
 
+_CELL_STYLE = "flex:1 1 380px;min-width:300px"
+
+
 def side_by_side(picture: str, expected_picture: str = "") -> str:
     """HTML showing the learner's picture and the reference's next to each other."""
     if not picture and not expected_picture:
         return ""
     cells = []
     if picture:
-        cells.append(f'<div style="flex:1 1 380px;min-width:300px"><div style="font-weight:bold">your state</div>{picture}</div>')
+        cells.append(f'<div style="{_CELL_STYLE}"><div style="font-weight:bold">your state</div>{picture}</div>')
     if expected_picture:
-        cells.append(f'<div style="flex:1 1 380px;min-width:300px"><div style="font-weight:bold">expected</div>{expected_picture}</div>')
+        cells.append(f'<div style="{_CELL_STYLE}"><div style="font-weight:bold">expected</div>{expected_picture}</div>')
     return '<div class="pl-check-pictures" style="display:flex;flex-wrap:wrap;gap:12px">' + "".join(cells) + "</div>"
 
 

@@ -189,7 +189,9 @@ def _box(p: tuple[float, float], nid: int, parent: int | None, key: Sequence[int
     if hl:
         stroke, sw = COLORS["prefill"], 3.0
     dash = ' stroke-dasharray="4 3"' if state == "evicted" else ""
-    parts = [f'<g {attrs(cls="pl-radix-node", data_node_id=nid, data_parent_id=parent, data_lock_ref=lock, data_len=len(key), data_state=state, data_new=new, data_highlight=hl or None)}>',
+    hooks = attrs(cls="pl-radix-node", data_node_id=nid, data_parent_id=parent, data_lock_ref=lock, data_len=len(key),
+                  data_state=state, data_new=new, data_highlight=hl or None)
+    parts = [f'<g {hooks}>',
              f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="6" fill="{fill}" '
              f'stroke="{stroke}" stroke-width="{sw}"{dash}/>']
     if state == "root":
