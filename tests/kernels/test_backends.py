@@ -57,3 +57,25 @@ def test_paged_attention_dispatches_through_get_backend(monkeypatch: pytest.Monk
     out = paged_attention(q, k, v, kc, vc, _meta("torch"), 0.5)
     assert seen == ["torch"] and out.shape == (2, 2, 4)
     assert torch.equal(kc[0, :2, 0], k[:, 0]) and torch.equal(vc[0, :2, 0], v[:, 0])
+
+
+@pytest.mark.no_interpreter_needed
+def test_the_engine_validates_and_defaults_through_the_same_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pagedlab.engine.llm_engine import LLMEngine
+    from pagedlab.errors import ConfigError
+    from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
+
+    def tiny() -> LlamaForCausalLM:
+        torch.manual_seed(0)
+        return LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                            max_position_embeddings=64))
+
+    with pytest.raises(ConfigError, match="attention_backend must be 'torch' or 'triton', got 'flash'"):
+        LLMEngine(tiny(), num_gpu_blocks=8, block_size=4, device="cpu", attention_backend="flash", eos_token_id=1)
+    engine = LLMEngine(tiny(), num_gpu_blocks=8, block_size=4, device="cpu", eos_token_id=1)
+    assert engine.model_runner.backend == backends.default_backend("cpu") == "torch"
+    asked: list[str] = []
+    monkeypatch.setattr("pagedlab.engine.llm_engine.default_backend", lambda d: asked.append(d) or "triton")
+    engine = LLMEngine(tiny(), num_gpu_blocks=8, block_size=4, device="cpu", eos_token_id=1)
+    assert asked == ["cpu"] and engine.model_runner.backend == "triton"  # the engine asks the one dispatch
