@@ -12,19 +12,30 @@ the same idea with two backends.)
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from pagedlab.kernels import reference
 
-__all__ = ["BACKENDS", "get_backend", "default_backend"]
+__all__ = ["BACKENDS", "AttentionBackend", "get_backend", "default_backend"]
 
 #: The backend names, in the order ``default_backend`` prefers them last to first.
 BACKENDS = ("torch", "triton")
 
 
-def get_backend(name: str) -> SimpleNamespace:
+@dataclass(frozen=True)
+class AttentionBackend:
+    """The three ops of one backend (positional signatures as in ``pagedlab.kernels.reference``)."""
+
+    name: str
+    reshape_and_cache: Callable[..., None]
+    paged_decode_attention: Callable[..., torch.Tensor]
+    paged_prefill_attention: Callable[..., torch.Tensor]
+
+
+def get_backend(name: str) -> AttentionBackend:
     """The three attention ops of a backend: ``reshape_and_cache``, ``paged_decode_attention``,
     ``paged_prefill_attention``.
 
@@ -39,8 +50,7 @@ def get_backend(name: str) -> SimpleNamespace:
         mod = ops
     else:
         raise ValueError(f"unknown attention backend {name!r}; use one of {', '.join(map(repr, BACKENDS))}")
-    return SimpleNamespace(reshape_and_cache=mod.reshape_and_cache, paged_decode_attention=mod.paged_decode_attention,
-                           paged_prefill_attention=mod.paged_prefill_attention)
+    return AttentionBackend(name, mod.reshape_and_cache, mod.paged_decode_attention, mod.paged_prefill_attention)
 
 
 def default_backend(device: torch.device | str) -> str:

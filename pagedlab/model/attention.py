@@ -55,7 +55,8 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache
     nd = meta.num_decodes
     S = meta.seq_lens.shape[0]
     if nd == S:
-        return decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
+        only_decodes: torch.Tensor = decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
+        return only_decodes
     out = torch.empty_like(q)
     if nd:
         out[:nd] = decode(q[:nd], key_cache, value_cache, meta.block_tables[:nd], meta.seq_lens[:nd], scale)
