@@ -3,6 +3,7 @@
 #   make lab     set up (venv + pinned packages + model), then start JupyterLab on labs/
 #   make demo    set up, then serve data/prompts.jsonl through the engine, headless
 #   make test    set up, then run the whole test suite (pytest tests/ + nbval on solutions/)
+#   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml)
 #
 # Every target is idempotent: once set up, the set-up steps take well under a second
 # (a stamp file in .venv depends on pyproject.toml and requirements.lock; the model check is cached).
@@ -30,20 +31,20 @@ PORT        ?= 8888
 LAB_ARGS    ?=
 PROMPTS     ?= data/prompts.jsonl
 PYTEST_ARGS ?=
-# benchmarks that only make sense on a CUDA GPU (skipped by `make bench` without one)
-GPU_BENCHES ?= bench_paged_attention.py
+BENCH_ARGS  ?=
 ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model lab demo test bench doctor lock clean distclean
+.PHONY: help setup model lab demo test bench lint doctor lock clean distclean
 
 help:
 	@echo "pagedlab make targets:"
 	@echo "  make lab        set up and start JupyterLab on $(LAB_DIR)/ (PORT=$(PORT), LAB_DIR=..., LAB_ARGS=...)"
 	@echo "  make demo       set up and run the engine headless on $(PROMPTS)"
 	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
-	@echo "  make bench      set up and run the benchmarks/ scripts"
+	@echo "  make bench      set up and run the benchmarks/ scripts (BENCH_ARGS='--only bench_core.py')"
+	@echo "  make lint       ruff (lint + format check) and mypy, as configured in pyproject.toml"
 	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
 	@echo "  make model      download and verify the SmolLM2-135M GGUF into the cache (~98 MB)"
 	@echo "  make doctor     check the installation and print fixes"
@@ -109,18 +110,15 @@ test: setup
 	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)
 
 bench: setup
-	@if [ -f benchmarks/run_all.py ]; then \
-	  set -x; exec "$(VPY)" benchmarks/run_all.py; \
-	fi; \
-	cuda=$$("$(VPY)" -c 'import torch; print(int(torch.cuda.is_available()))'); found=0; \
-	for f in benchmarks/bench_*.py; do \
-	  [ -e "$$f" ] || continue; found=1; \
-	  gpu=0; for g in $(GPU_BENCHES); do [ "$$(basename $$f)" = "$$g" ] && gpu=1; done; \
-	  case "$$(basename $$f)" in *gpu*|*cuda*) gpu=1;; esac; \
-	  if [ "$$gpu" = 1 ] && [ "$$cuda" != 1 ]; then echo "==> skip $$f (needs a CUDA GPU)"; continue; fi; \
-	  echo "==> $$f"; "$(VPY)" "$$f" || exit $$?; \
-	done; \
-	if [ "$$found" = 0 ]; then echo "error: no benchmarks/run_all.py or benchmarks/bench_*.py yet" >&2; exit 1; fi
+	"$(VPY)" benchmarks/run_all.py $(BENCH_ARGS)
+
+# ruff (lint + format check) and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]).
+lint: setup
+	@"$(VPY)" -c 'import ruff, mypy' 2>/dev/null || { \
+	  echo "error: make lint needs ruff and mypy in $(VENV): $(VPY) -m pip install ruff mypy" >&2; exit 1; }
+	"$(VPY)" -m ruff check .
+	"$(VPY)" -m ruff format --check .
+	"$(VPY)" -m mypy
 
 # ------------------------------------------------------------------------------------------- clean
 

@@ -24,7 +24,7 @@ sys.path.insert(0, ROOT)
 from pagedlab.core.block_pool import BlockPool  # noqa: E402
 from pagedlab.core.kv_cache_manager import KVCacheManager  # noqa: E402
 from pagedlab.core.radix_cache import RadixCache  # noqa: E402
-from pagedlab.core.sharing import beam_search_savings, parallel_sampling_savings  # noqa: E402
+from pagedlab.analysis.sharing import beam_search_savings, parallel_sampling_savings  # noqa: E402
 from pagedlab.request import Request  # noqa: E402
 
 TRACES = {"conversation": ("mooncake_fast25_conversation_trace.jsonl", 0.366),

@@ -7,7 +7,8 @@ Modules:
     decode_attention   Triton paged decode attention (GQA, split-KV + merge)
     prefill_attention  Triton paged prefill/extend attention (varlen, causal with context offset)
     cache_write        Triton ``reshape_and_cache`` through the slot mapping
-    ops                the Triton ops under the reference's names; ``get_backend("torch"|"triton")``
+    backends           the one backend dispatch: ``get_backend("torch"|"triton")``, ``default_backend``
+    ops                the Triton ops under the reference's names
     aot                offline compile check for sm_80 / sm_90 without a GPU
     testing            random paged caches with shuffled tables and NaN-poisoned free slots (tests, labs)
 
@@ -19,14 +20,16 @@ from pagedlab.kernels import reference
 from pagedlab.kernels.validate import (validate_cache_write_inputs, validate_decode_inputs,
                                        validate_prefill_inputs)
 
+from pagedlab.kernels.backends import default_backend, get_backend
+
 _LAZY = {"triton_reshape_and_cache", "triton_paged_decode_attention", "triton_paged_prefill_attention",
-         "get_backend", "default_backend", "kernels_can_run", "KernelUnavailableError"}
+         "kernels_can_run", "KernelUnavailableError"}
 
 __all__ = ["reference", "validate_cache_write_inputs", "validate_decode_inputs", "validate_prefill_inputs",
-           *sorted(_LAZY)]
+           "get_backend", "default_backend", *sorted(_LAZY)]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         from pagedlab.kernels import ops
         return getattr(ops, name)

@@ -1,4 +1,4 @@
-"""Dispatch: the Triton kernels under the reference's names, plus backend selection.
+"""The Triton kernels under the reference's names (backend selection: ``pagedlab.kernels.backends``).
 
 ``pagedlab.kernels.ops.paged_decode_attention`` and friends have the same positional signatures
 and semantics as the PyTorch references in ``pagedlab.kernels.reference``, so the engine switches
@@ -9,11 +9,7 @@ imported (see ``pagedlab.kernels.runtime``).
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-import torch
-
-from pagedlab.kernels import reference
+from pagedlab.kernels.backends import default_backend, get_backend
 from pagedlab.kernels.cache_write import reshape_and_cache
 from pagedlab.kernels.decode_attention import choose_num_splits, paged_decode_attention
 from pagedlab.kernels.prefill_attention import paged_prefill_attention
@@ -33,25 +29,3 @@ __all__ = [
     "kernels_can_run", "interpreter_requested", "interpreter_ready", "KernelUnavailableError",
     "choose_num_splits", "get_backend", "default_backend",
 ]
-
-
-def default_backend(device: torch.device | str) -> str:
-    """``"triton"`` on CUDA when Triton is usable, else ``"torch"`` (the engine's default on CPU)."""
-    return "triton" if torch.device(device).type == "cuda" and kernels_can_run(device) else "torch"
-
-
-def get_backend(name: str) -> SimpleNamespace:
-    """The three attention ops of a backend: ``reshape_and_cache``, ``paged_decode_attention``,
-    ``paged_prefill_attention``.
-
-    Raises:
-        ValueError: unknown backend name.
-    """
-    if name == "torch":
-        return SimpleNamespace(reshape_and_cache=reference.reshape_and_cache,
-                               paged_decode_attention=reference.paged_decode_attention,
-                               paged_prefill_attention=reference.paged_prefill_attention)
-    if name == "triton":
-        return SimpleNamespace(reshape_and_cache=reshape_and_cache, paged_decode_attention=paged_decode_attention,
-                               paged_prefill_attention=paged_prefill_attention)
-    raise ValueError(f"unknown attention backend {name!r}; use 'torch' or 'triton'")

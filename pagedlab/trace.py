@@ -48,7 +48,9 @@ class Tracer:
     Attributes:
         enabled: when False, ``record`` returns at once (callers also test it before building
             an event, so a disabled tracer costs one attribute read per operation).
-        step: the current engine step; the scheduler calls ``next_step()`` once per step.
+        step: the current engine step. The scheduler sets it at the start of each ``schedule()``
+            (``tracer.step = step_count``, so events carry the engine's step number); code that
+            drives a ``KVCacheManager`` by hand (tests, lab 07) advances it with ``next_step()``.
         events: the recorded events, in order.
     """
 

@@ -3,9 +3,9 @@
 ``memory_map_frames`` replays the same traced requests twice, step by step:
 
 * with one contiguous reservation per request, placed first fit (the pre-PagedAttention
-  allocator; snapshots from ``pagedlab.grading.exercises.lab01.contiguous_snapshots``, the
-  accounting from ``pagedlab.core.contiguous.replay_contiguous`` - same loop, same steps);
-* with blocks from the real ``KVCacheManager`` (``pagedlab.core.contiguous.paged_replay_steps``,
+  allocator; snapshots from ``pagedlab.analysis.contiguous.contiguous_snapshots``, the
+  accounting from ``replay_contiguous`` - both run ``contiguous_replay_steps``, the same loop);
+* with blocks from the real ``KVCacheManager`` (``pagedlab.analysis.contiguous.paged_replay_steps``,
   the same loop ``replay_paged`` runs, read here for who holds which block).
 
 ``render_memory_map`` draws one frame as two bars of the same capacity, token slot for token
@@ -18,12 +18,14 @@ Hooks: ``svg.pl-memory-map`` (``data-step``), ``rect.pl-mm-seg`` (``data-side``,
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from pagedlab.core.contiguous import CATEGORIES, TraceRequest, paged_replay_steps, replay_contiguous, replay_paged
+from pagedlab.analysis.contiguous import (CATEGORIES, contiguous_snapshots, paged_replay_steps, prepare_trace,
+                                          replay_contiguous, replay_paged)
+from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
-__all__ = ["from_trace", "paged_snapshots", "memory_map_frames", "render_memory_map", "KIND_COLORS",
+__all__ = ["paged_snapshots", "memory_map_frames", "render_memory_map", "KIND_COLORS",
            "POLICY_NAMES"]
 
 #: One colour per slot category (the same as the exercise's failure picture).
@@ -33,25 +35,6 @@ KIND_LABELS = {"used": "holds KV", "reservation": "reserved for later tokens", "
                "external": "external fragmentation", "free": "free"}
 POLICY_NAMES = {"max": "max-length reservation (Orca Max)", "pow2": "power-of-two reservation (Orca Pow2)",
                 "oracle": "exact-length reservation (Orca Oracle)"}
-
-
-def from_trace(requests: Sequence[Any]) -> List[TraceRequest]:
-    """``pagedlab.sim.traces.TraceRequest`` list -> the replay's ``TraceRequest`` list.
-
-    Arrival times are rebased so the first request arrives at 0; an output of 0 tokens counts
-    as 1 (every request generates at least one token).
-    """
-    reqs = list(requests)
-    if not reqs:
-        return []
-    t0 = min(r.arrival_time for r in reqs)
-    return [TraceRequest(r.arrival_time - t0, r.prompt_len, max(1, r.output_len)) for r in reqs]
-
-
-def _clip(requests: Sequence[TraceRequest], max_model_len: int) -> List[TraceRequest]:
-    # As the replays: a prompt that does not fit is dropped, an output is cut to fit.
-    return sorted([TraceRequest(r.arrival, r.prompt_len, min(r.output_len, max_model_len - r.prompt_len))
-                   for r in requests if r.prompt_len < max_model_len], key=lambda r: r.arrival)
 
 
 def paged_snapshots(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_size: int, max_model_len: int,
@@ -77,7 +60,7 @@ def memory_map_frames(requests: Sequence[TraceRequest], capacity_tokens: int, ma
     """Frames for :func:`render_memory_map`: both memories every ``every`` steps until both are done.
 
     Args:
-        requests: the replay's ``TraceRequest`` list (see :func:`from_trace`).
+        requests: traced requests (``pagedlab.sim.traces``; see ``prepare_trace`` for what is dropped or cut).
         capacity_tokens: KV capacity in token slots (the paged pool gets ``capacity // block_size`` blocks).
         max_model_len: longest sequence, and the "max" reservation.
         block_size: tokens per block of the paged side.
@@ -85,9 +68,7 @@ def memory_map_frames(requests: Sequence[TraceRequest], capacity_tokens: int, ma
         every: steps between frames (raised if that would give more than ``max_frames``).
         step_time: seconds per step (maps arrival times to steps).
     """
-    from pagedlab.grading.exercises.lab01 import contiguous_snapshots
-
-    reqs = _clip(requests, max_model_len)
+    reqs = prepare_trace(requests, max_model_len)
     num_blocks = capacity_tokens // block_size
     c_snaps = list(contiguous_snapshots(reqs, capacity_tokens, max_model_len, policy, step_time))
     c_acc = replay_contiguous(reqs, capacity_tokens, max_model_len, policy, step_time)["steps"]
@@ -148,7 +129,7 @@ def _paged_runs(snap: Dict[str, Any]) -> List[Run]:
     return [r for r in runs if r[1] > 0]
 
 
-def _merge(runs: List[Run], key) -> List[Tuple[int, int, Any]]:
+def _merge(runs: List[Run], key: Callable[[str, Optional[str]], Any]) -> List[Tuple[int, int, Any]]:
     out: List[List[Any]] = []
     for start, n, kind, own in runs:
         k = key(kind, own)
@@ -156,7 +137,7 @@ def _merge(runs: List[Run], key) -> List[Tuple[int, int, Any]]:
             out[-1][1] += n
         else:
             out.append([start, n, k])
-    return [tuple(r) for r in out]  # type: ignore[misc]
+    return [(r[0], r[1], r[2]) for r in out]
 
 
 def _bar(side: str, runs: List[Run], capacity: int, x: float, y: float, w: float, h: float) -> List[str]:

@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import functools
 import random
 import statistics
 import time
@@ -15,7 +16,7 @@ from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from pagedlab.core.block_pool import BlockPool, KVCacheBlock
-from pagedlab.grading.pictures import render_queue_rows
+from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.viz import render_block_pool
 
 __all__ = ["block_table_of", "render_pool_and_queue", "time_free_queue", "tail_waste"]
@@ -51,6 +52,23 @@ def _per_op_us(fn: Callable[[], None], n_ops: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _take_put(take: Callable[[], Any], put: Callable[[Any], Any], k: int) -> Callable[[], None]:
+    """``k`` times: ``put(take())`` (pop a block and give it back)."""
+    def run() -> None:
+        for _ in range(k):
+            put(take())
+    return run
+
+
+def _remove_append(container: Any, picks: Sequence[KVCacheBlock]) -> Callable[[], None]:
+    """For each pick: pull it out of ``container`` and append it at the tail."""
+    def run() -> None:
+        for b in picks:
+            container.remove(b)
+            container.append(b)
+    return run
+
+
 def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 100_000), n_ops: int = 2_000,
                     n_ops_naive: int = 200, repeats: int = 3, seed: int = 0) -> Dict[str, Dict[int, float]]:
     """Microseconds per operation of a free queue, by pool size.
@@ -82,48 +100,18 @@ def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 
         blocks = [KVCacheBlock(i) for i in range(n)]
         q = queue_cls(blocks)
         picks = [blocks[rng.randrange(n)] for _ in range(n_ops)]
-
-        def pop_append() -> None:
-            for _ in range(n_ops):
-                q.append(q.popleft())
-
-        def remove_append() -> None:
-            for b in picks:
-                q.remove(b)
-                q.append(b)
-
-        out.setdefault("linked list: popleft + append", {})[n] = _per_op_us(pop_append, n_ops, repeats)
-        out.setdefault("linked list: remove + append", {})[n] = _per_op_us(remove_append, n_ops, repeats)
-
         pool = BlockPool(n, enable_caching=False)
-
-        def pool_alloc_free() -> None:
-            for _ in range(n_ops):
-                pool.free_blocks(pool.get_new_blocks(1))
-
-        out.setdefault("BlockPool: get_new_blocks(1) + free_blocks", {})[n] = _per_op_us(pool_alloc_free, n_ops, repeats)
-
-        lst = list(blocks)
-        dq = deque(blocks)
-        few = picks[:n_ops_naive]
-
-        def list_pop() -> None:
-            for _ in range(n_ops_naive):
-                lst.append(lst.pop(0))
-
-        def list_remove() -> None:
-            for b in few:
-                lst.remove(b)
-                lst.append(b)
-
-        def deque_remove() -> None:
-            for b in few:
-                dq.remove(b)
-                dq.append(b)
-
-        out.setdefault("Python list: pop(0) + append", {})[n] = _per_op_us(list_pop, n_ops_naive, repeats)
-        out.setdefault("Python list: remove + append", {})[n] = _per_op_us(list_remove, n_ops_naive, repeats)
-        out.setdefault("deque: remove + append", {})[n] = _per_op_us(deque_remove, n_ops_naive, repeats)
+        lst, dq, few = list(blocks), deque(blocks), picks[:n_ops_naive]
+        cases = [("linked list: popleft + append", _take_put(q.popleft, q.append, n_ops), n_ops),
+                 ("linked list: remove + append", _remove_append(q, picks), n_ops),
+                 ("BlockPool: get_new_blocks(1) + free_blocks",
+                  _take_put(functools.partial(pool.get_new_blocks, 1), pool.free_blocks, n_ops), n_ops),
+                 ("Python list: pop(0) + append", _take_put(functools.partial(lst.pop, 0), lst.append, n_ops_naive),
+                  n_ops_naive),
+                 ("Python list: remove + append", _remove_append(lst, few), n_ops_naive),
+                 ("deque: remove + append", _remove_append(dq, few), n_ops_naive)]
+        for label, run, k in cases:  # in this order: each case starts from the state the last one left
+            out.setdefault(label, {})[n] = _per_op_us(run, k, repeats)
     return out
 
 

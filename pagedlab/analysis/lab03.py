@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-from pagedlab.grading.kit import RefCountedPool, Seq
-from pagedlab.grading.pictures import pool_snapshot
+from pagedlab.analysis.kit import RefCountedPool, Seq
+from pagedlab.viz.pictures import pool_snapshot
 
 __all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
 
@@ -45,7 +45,7 @@ def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_
         seqs[cid] = fork(pool, parent, cid)
         snap(f"fork -> {cid}: no new block; every block of 0 gains a reference "
              f"(ref_cnt {pool.ref_cnt(parent.block_table[0])})")
-    for rnd in range(3):
+    for _ in range(3):
         for sid in ("0#1", "0#2", "0"):
             seq = seqs[sid]
             pos = seq.num_tokens
@@ -107,10 +107,10 @@ def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Seque
     hist: Dict[str, Tuple[List[int], List[int]]] = {rid: ([], []) for rid in groups}
     while engine.has_unfinished_requests():
         engine.step()
-        for rid, (w, wo) in group_blocks(engine.kv_cache_manager).items():
+        for rid, (held, alone) in group_blocks(engine.kv_cache_manager).items():
             if rid in hist:
-                hist[rid][0].append(w)
-                hist[rid][1].append(wo)
+                hist[rid][0].append(held)
+                hist[rid][1].append(alone)
     out = {}
     for rid, (name, n) in groups.items():
         w, wo = hist[rid]

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.request import Request
+
 __all__ = ["load_prompts", "chat_ids", "toy_serve", "slot_utilization", "Run", "run_requests", "side_by_side",
            "static_step"]
 
@@ -37,24 +40,31 @@ def chat_ids(tokenizer: Any, messages: Sequence[Dict[str, str]]) -> List[int]:
 
 
 # --- the toy loop (no model) ------------------------------------------------------------------
-def static_step(running, waiting, kv_cache_manager, max_num_seqs):
+def static_step(running: List[Request], waiting: deque[Request], kv_cache_manager: KVCacheManager,
+                max_num_seqs: int) -> Dict[str, int]:
     """Request-level (static) batching, the baseline: a new batch only when the last one is done.
 
     While any request of the batch runs, its members get their missing tokens and nobody joins.
-    When ``running`` is empty, up to ``max_num_seqs`` waiting requests form the next batch.
-    Same arguments and result as the lab's ``schedule_step``.
+    When ``running`` is empty, waiting requests form the next batch first come first served, up to
+    ``max_num_seqs`` and while ``allocate_slots`` finds room (the head of the queue is never
+    overtaken). Same arguments and result as the lab's ``schedule_step`` (``{request_id: tokens}``);
+    admitted requests move from the front of ``waiting`` to the end of ``running``.
     """
-    if running:
-        scheduled = {}
-        for req in running:
-            n = req.num_tokens - req.num_computed_tokens
-            if n > 0:
-                kv_cache_manager.allocate_slots(req, n)
-                scheduled[req.request_id] = n
-        return scheduled
-    # An empty batch admits newcomers exactly as the continuous loop does with nobody running.
-    from pagedlab.grading.registry import get
-    return get("04.schedule_step").get_reference()(running, waiting, kv_cache_manager, max_num_seqs)
+    admit = not running
+    scheduled: Dict[str, int] = {}
+    for req in running:
+        n = req.num_tokens - req.num_computed_tokens
+        if n > 0:
+            kv_cache_manager.allocate_slots(req, n)
+            scheduled[req.request_id] = n
+    while admit and waiting and len(running) < max_num_seqs:
+        head = waiting[0]
+        n = head.num_tokens - head.num_computed_tokens
+        if kv_cache_manager.allocate_slots(head, n) is None:
+            break
+        running.append(waiting.popleft())
+        scheduled[head.request_id] = n
+    return scheduled
 
 
 def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
@@ -72,9 +82,7 @@ def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
         One dict per step, ``{"step", "scheduled": [(id, tokens, is_prefill)], "running", "waiting",
         "finished"}``, the format ``pagedlab.viz.render_batch_gantt`` draws.
     """
-    from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.sampling_params import SamplingParams
-    from pagedlab.request import Request
 
     kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
     pending = sorted(workload)
@@ -221,8 +229,8 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
     n = max(len(s) for s in lists)
     lengths = [len(s) for s in lists]
     # Pad the shorter runs with empty steps, so every chart has the same columns and the race is visible.
-    empty = {"scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None, "swapped": None,
-             "kv_blocks_used": None, "kv_blocks_free": None}
+    empty: Dict[str, Any] = {"scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
+                             "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}
     padded = [s + [dict(empty, step=(s[-1]["step"] if s else -1) + 1 + k) for k in range(n - len(s))] for s in lists]
     budgets = (list(max_num_batched_tokens) if isinstance(max_num_batched_tokens, (list, tuple))
                else [max_num_batched_tokens] * len(lists))

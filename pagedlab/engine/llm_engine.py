@@ -17,6 +17,7 @@ import torch
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.errors import ConfigError, InvalidRequestError
+from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
@@ -76,7 +77,8 @@ class LLMEngine:
         max_num_seqs, max_num_batched_tokens, max_model_len, long_prefill_token_threshold,
         enable_chunked_prefill, policy, preemption_mode: see ``SchedulerConfig``.
         scheduling: ``"continuous"`` (iteration-level) or ``"static"`` (baseline).
-        attention_backend: ``"torch"`` or ``"triton"``; default triton on CUDA, torch on CPU.
+        attention_backend: ``"torch"`` or ``"triton"``; default ``kernels.backends.default_backend(device)``
+            (triton on CUDA when the kernels can run there, else torch).
         seed: seed of the engine's sampling RNG (requests without their own seed).
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
         tokenizer, eos_token_id: only with ``model`` given as a ``LlamaForCausalLM`` instance.
@@ -116,10 +118,11 @@ class LLMEngine:
         if scheduling not in ("continuous", "static"):
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if attention_backend is None:
-            attention_backend = "triton" if device.startswith("cuda") else "torch"
-        if attention_backend not in ("torch", "triton"):
-            raise ConfigError(f"attention_backend must be 'torch' or 'triton', got {attention_backend!r}")
+        if attention_backend is None:  # triton on CUDA when the kernels can run there, else torch
+            attention_backend = default_backend(device)
+        if attention_backend not in BACKENDS:
+            raise ConfigError(f"attention_backend must be {' or '.join(map(repr, BACKENDS))}, "
+                              f"got {attention_backend!r}")
         self.eos_token_id = meta["eos_token_id"]
 
         from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -142,7 +145,9 @@ class LLMEngine:
                                         attention_backend=attention_backend, device=device)
         self.generator = torch.Generator().manual_seed(seed)
         self._groups: Dict[str, _Group] = {}
-        self._gens: Dict[str, object] = {}
+        # Seeded requests only: the generators of the request's next sample, always a list - the
+        # prompt's n generators until an n > 1 prompt forks, then one per completion.
+        self._gens: Dict[str, List[torch.Generator]] = {}
         self._ids = itertools.count()
         self.step_stats: List[StepStats] = []
         self.finished_requests: List[Request] = []
@@ -253,10 +258,8 @@ class LLMEngine:
             first = g is not None and s.samples and s.request.num_output_tokens == 0 and len(g.members) == 1
             if first and g.n > 1:
                 extra[rid] = g.n
-            gen = self._gens.get(rid)
-            gens[rid] = (gen if first and g.n > 1 else gen[0]) if isinstance(gen, list) else gen
-            if gens[rid] is None:
-                gens[rid] = self.generator
+            own = self._gens.get(rid)
+            gens[rid] = (own if first and g.n > 1 else own[0]) if own else self.generator
         sampled = self.model_runner.execute(out, block_ids, extra, gens)
         now = time.perf_counter()
         for rid, toks in list(sampled.items()):
@@ -304,11 +307,12 @@ class LLMEngine:
             self.kv_cache_manager.fork(parent, child)
             self.scheduler.add_running_request(child)
             group.members.append(child)
-            self._gens[child.request_id] = gens[i] if isinstance(gens, list) else None
+            if gens:
+                self._gens[child.request_id] = [gens[i]]
             sampled[child.request_id] = [tok]
         sampled[parent_id] = toks[:1]
-        if isinstance(gens, list):
-            self._gens[parent_id] = gens[0]
+        if gens:
+            self._gens[parent_id] = gens[:1]
 
     def _check_stop_strings(self, sampled: Dict[str, int]) -> List[Request]:
         done = []

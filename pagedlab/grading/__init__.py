@@ -15,13 +15,14 @@ Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain 
 (running a test under a time limit), ``judge`` (comparing transcripts, teaching messages),
 ``checking`` (check(): notebook feedback), ``extract`` (exercise cells out of a notebook), ``sandbox`` (the
 learner process of the grader), ``grade`` / ``report`` (the CLI and its files), ``references``
-(``use_reference``), ``kit`` (small learner-facing classes for labs 03 and 07), ``pictures``.
+(``use_reference``, ``yours_or_reference``), ``kit`` (the learner-facing name of
+``pagedlab.analysis.kit``). Failure pictures are drawn by ``pagedlab.viz``.
 """
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check", "use_reference", "components", "hidden_test", "CheckResult", "Fail"]
+__all__ = ["check", "use_reference", "yours_or_reference", "components", "hidden_test", "CheckResult", "Fail"]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,7 +30,7 @@ def __getattr__(name: str) -> Any:
     if name in ("check", "CheckResult"):
         from pagedlab.grading import checking as _check_mod
         return getattr(_check_mod, name)
-    if name in ("use_reference", "components"):
+    if name in ("use_reference", "yours_or_reference", "components"):
         from pagedlab.grading import references
         return getattr(references, name)
     if name == "hidden_test":

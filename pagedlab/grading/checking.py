@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional
 
 from pagedlab.grading import registry
 from pagedlab.grading.judge import Outcome, judge
-from pagedlab.grading.pictures import side_by_side
+from pagedlab.viz.pictures import side_by_side
 from pagedlab.grading.runner import reference_transcript, run_driver
 
 __all__ = ["check", "CheckResult", "resolve_exercise", "skipped_after_timeout"]

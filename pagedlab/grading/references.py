@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional
 
 from pagedlab.grading import registry
 
-__all__ = ["use_reference", "components"]
+__all__ = ["use_reference", "components", "yours_or_reference"]
 
 
 def components() -> Dict[str, List[str]]:
@@ -78,3 +78,31 @@ def use_reference(component: str, namespace: Optional[Dict[str, Any]] = None, *,
         print(f"Using the kit's reference {', '.join(objs)} ({component}). Your own version is no longer "
               "the one these names refer to; re-run your exercise cell to switch back.")
     return next(iter(objs.values())) if len(objs) == 1 else objs
+
+
+def yours_or_reference(obj: Any, component: str, exercise_id: Optional[str] = None) -> Any:
+    """``obj`` if it passes its exercise's checks, else the kit's reference implementation.
+
+    A measurement cell calls this so that it runs - on the learner's code when that is
+    finished, on the reference otherwise - and says which one it used. Nothing is installed
+    in the notebook's namespace (unlike ``use_reference``), so the learner's own name still
+    refers to the learner's object.
+
+    Args:
+        obj: the learner's function or class.
+        component: the ``use_reference`` component to fall back on (``"kv_bytes"``, ``"cow"`` ...).
+        exercise_id: the exercise ``obj`` answers, when its name does not say.
+    """
+    from pagedlab.grading.checking import check
+
+    name = getattr(obj, "__name__", component)
+    res = check(obj, exercise_id, show=False, pictures=False)
+    if res.passed:
+        print(f"(using your {name})")
+        return obj
+    print(f"(your {name} does not pass its checks yet, so this cell uses the kit's reference; "
+          f"finish the exercise and re-run to use yours)")
+    ref = use_reference(exercise_id or component, namespace={}, quiet=True)
+    if isinstance(ref, dict):
+        ref = ref.get(name, next(iter(ref.values())))
+    return ref

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Sequence
 
 from pagedlab.grading import registry
 from pagedlab.grading.checking import MARK, WORD
-from pagedlab.grading.pictures import side_by_side
+from pagedlab.viz.pictures import side_by_side
 
 __all__ = ["write_all", "gradescope_dict", "feedback_html"]
 

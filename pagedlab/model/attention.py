@@ -2,9 +2,9 @@
 
 The engine calls :func:`paged_attention` once per layer. It writes the step's new K/V rows
 into the cache through the slot mapping, then runs decode attention (one query per sequence)
-for the first ``num_decodes`` sequences and prefill/extend attention for the rest. The
-``"torch"`` backend uses the PyTorch references in ``pagedlab.kernels.reference`` (CPU
-default); ``"triton"`` uses the Triton kernels (CUDA default, or CPU under TRITON_INTERPRET=1).
+for the first ``num_decodes`` sequences and prefill/extend attention for the rest, with the ops of
+``meta.backend`` as ``pagedlab.kernels.backends.get_backend`` selects them (``"torch"``: the PyTorch
+references, CPU default; ``"triton"``: the Triton kernels, CUDA default or CPU under TRITON_INTERPRET=1).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pagedlab.kernels import reference
+from pagedlab.kernels.backends import get_backend
 
 
 @dataclass
@@ -43,27 +43,20 @@ class AttentionMetadata:
         return self.num_decodes
 
 
-def _ops(backend: str):
-    if backend == "torch":
-        return reference.reshape_and_cache, reference.paged_decode_attention, reference.paged_prefill_attention
-    if backend == "triton":
-        from pagedlab.kernels import ops   # imported lazily: needs triton (and TRITON_INTERPRET=1 on CPU)
-        return ops.reshape_and_cache, ops.paged_decode_attention, ops.paged_prefill_attention
-    raise ValueError(f"unknown attention backend {backend!r}; use 'torch' or 'triton'")
-
-
 def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor,
                     value_cache: torch.Tensor, meta: AttentionMetadata, scale: float) -> torch.Tensor:
     """Write ``k``/``v`` ``[T, Hkv, D]`` into the cache, then attend with ``q`` ``[T, Hq, D]``.
 
     Returns ``[T, Hq, D]``. Write-before-read: a sequence's new tokens see each other.
     """
-    store, decode, prefill = _ops(meta.backend)
+    ops = get_backend(meta.backend)
+    store, decode, prefill = ops.reshape_and_cache, ops.paged_decode_attention, ops.paged_prefill_attention
     store(k, v, key_cache, value_cache, meta.slot_mapping)
     nd = meta.num_decodes
     S = meta.seq_lens.shape[0]
     if nd == S:
-        return decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
+        only_decodes: torch.Tensor = decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
+        return only_decodes
     out = torch.empty_like(q)
     if nd:
         out[:nd] = decode(q[:nd], key_cache, value_cache, meta.block_tables[:nd], meta.seq_lens[:nd], scale)

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, List, Literal, Optional, overload
 
 from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.errors import ConfigError
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request
+from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 from pagedlab.sim.cost_model import CostModel, num_gpu_blocks
 from pagedlab.sim.hardware import H100, GPUSpec
 from pagedlab.sim.metrics import ReplayResult, RequestRecord, StepRecord, format_table, summarize
@@ -37,7 +41,7 @@ DEFAULT_SWAP_SPACE_BYTES = 4 << 30
 
 def gpu_cache_config(model: ModelSpec, hardware: GPUSpec, block_size: int = 16,
                      gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = False,
-                     swap_space_bytes: int = DEFAULT_SWAP_SPACE_BYTES, **kw) -> CacheConfig:
+                     swap_space_bytes: int = DEFAULT_SWAP_SPACE_BYTES, **kw: Any) -> CacheConfig:
     """A ``CacheConfig`` sized for ``model`` on ``hardware`` (blocks from memory, CPU blocks from swap space)."""
     gpu = num_gpu_blocks(model, hardware, block_size, gpu_memory_utilization)
     cpu = int(swap_space_bytes * hardware.num_gpus // (block_size * model.kv_bytes_per_token))
@@ -70,12 +74,166 @@ def make_records(req: Request, t0: float = 0.0) -> RequestRecord:
         num_preemptions=req.num_preemptions, num_cached_tokens=max(req.num_cached_tokens, 0))
 
 
-def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[SchedulerConfig] = None,
-             cache_config: Optional[CacheConfig] = None, model: ModelSpec = LLAMA_2_7B,
-             hardware: GPUSpec = H100, scheduling: str = "continuous", preemption_mode: Optional[str] = None,
-             cost_model: Optional[CostModel] = None, prompts: Optional[Sequence[Sequence[int]]] = None,
-             seed: int = 0, progress: bool = False, max_steps: Optional[int] = None,
-             return_scheduler: bool = False):
+@dataclass
+class _Sim:
+    """One replay in progress: the trace, the scheduler and pool it drives, and the virtual clock (s)."""
+
+    requests: Sequence[TraceRequest]
+    prompts: Sequence[Sequence[int]] | None
+    sched: Scheduler
+    kv: KVCacheManager
+    cc: CacheConfig
+    cost: CostModel
+    result: ReplayResult
+    pending: deque[int] = field(default_factory=deque)
+    t0: float = 0.0
+    clock: float = 0.0
+    idle_steps: int = 0
+
+    def next_arrival(self) -> float:
+        """Arrival of the next pending request, on the replay clock."""
+        return self.requests[self.pending[0]].arrival_time - self.t0
+
+    def admit_arrivals(self) -> None:
+        """Submit every pending request that has arrived by ``clock``."""
+        while self.pending and self.next_arrival() <= self.clock:
+            i = self.pending.popleft()
+            tr = self.requests[i]
+            ids = list(self.prompts[i]) if self.prompts is not None else [0] * tr.prompt_len
+            self.sched.add_request(Request(str(i), ids, SamplingParams(max_tokens=tr.output_len, ignore_eos=True),
+                                           arrival_time=tr.arrival_time - self.t0, block_hasher=self.kv.block_hasher))
+
+    def step_time(self, out: SchedulerOutput) -> float:
+        """Seconds of one step: the batch's roofline, plus swap traffic over PCIe and CoW copies in HBM."""
+        block_bytes = self.cc.block_size * self.cost.model.kv_bytes_per_token
+        dt = self.cost.step_time((s.start, s.num_tokens) for s in out.scheduled)
+        dt += (len(out.blocks_to_swap_out) + len(out.blocks_to_swap_in)) * block_bytes / self.cost.gpu.pcie_bandwidth
+        return dt + len(out.blocks_to_copy) * 2 * block_bytes / self.cost.bytes_per_s
+
+    def run_step(self, out: SchedulerOutput, dt: float) -> list[Request]:
+        """Advance the clock by ``dt``, "sample" for every sequence that reached its end, record the step.
+
+        Returns:
+            the requests that finished in this step.
+        """
+        start, self.clock = self.clock, self.clock + dt
+        sampled: dict[str, int] = {}
+        num_prefill = 0
+        for s in out.scheduled:
+            req = s.request
+            if req.first_scheduled_time is None:
+                req.first_scheduled_time = start
+            if s.is_prefill:
+                num_prefill += s.num_tokens
+            if s.samples:
+                sampled[req.request_id] = int(req.request_id) % self.cost.model.vocab_size
+                if req.first_token_time is None:
+                    req.first_token_time = self.clock
+        finished = self.sched.update_from_output(out, sampled, now=self.clock)
+        for req in finished:
+            req.finished_time = self.clock
+            self.result.requests.append(make_records(req))
+        total, kv, sched = out.total_num_scheduled_tokens, self.kv, self.sched
+        self.result.steps.append(StepRecord(
+            step=out.step, start_time=start, step_time=dt, num_seqs=len(out.scheduled),
+            num_scheduled_tokens=total, num_prefill_tokens=num_prefill, num_decode_tokens=total - num_prefill,
+            num_preempted=len(out.preempted), kv_blocks_used=self.cc.num_gpu_blocks - kv.num_free_blocks,
+            kv_blocks_free=kv.num_free_blocks, running=len(sched.running), waiting=len(sched.waiting),
+            swapped=len(sched.swapped)))
+        return finished
+
+    def schedule(self) -> SchedulerOutput | None:
+        """The next step to run, or None when the clock only had to move (idle, or waiting for arrivals).
+
+        Raises:
+            RuntimeError: the scheduler stalls (nothing scheduled while work is pending).
+        """
+        if not self.sched.has_unfinished_requests():
+            self.clock = self.next_arrival()  # idle: jump to the next arrival
+            return None
+        out = self.sched.schedule()
+        moved = out.scheduled or out.preempted or out.blocks_to_swap_in or out.blocks_to_swap_out
+        if not moved and self.pending:
+            self.clock = max(self.clock, self.next_arrival())  # wait for more work
+            return None
+        # A step may only preempt (the next one re-admits); a long run of such steps is a livelock.
+        self.idle_steps = 0 if out.scheduled else self.idle_steps + 1
+        if self.idle_steps > 1000 or not moved:
+            raise RuntimeError(f"scheduler stalled at step {out.step}: {self.sched.get_num_unfinished_requests()} "
+                               "requests unfinished, none scheduled")
+        return out
+
+
+def _check_trace(requests: Sequence[TraceRequest], scheduling: str) -> None:
+    if scheduling not in ("continuous", "static"):
+        raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
+    for k in range(1, len(requests)):
+        if requests[k].arrival_time < requests[k - 1].arrival_time:
+            raise ValueError(f"requests must be in arrival order: #{k} arrives at {requests[k].arrival_time} s, "
+                             f"before #{k - 1} at {requests[k - 1].arrival_time} s")
+
+
+def _configs(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None,
+             cache_config: CacheConfig | None, model: ModelSpec, hardware: GPUSpec,
+             preemption_mode: str | None) -> tuple[SchedulerConfig, CacheConfig]:
+    """The scheduler and cache configs ``simulate`` runs with (its defaults filled in)."""
+    if scheduler_config is None:
+        longest = max((r.prompt_len + r.output_len for r in requests), default=1)
+        scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192,
+                                           max_model_len=max(1, longest))
+    if preemption_mode is not None:
+        scheduler_config = dataclasses.replace(  # checked by SchedulerConfig.__post_init__
+            scheduler_config, preemption_mode=preemption_mode)  # type: ignore[arg-type]
+    cc = cache_config or gpu_cache_config(model, hardware)
+    if scheduler_config.preemption_mode == "swap" and cc.num_cpu_blocks == 0:
+        raise ConfigError("preemption_mode='swap' needs cache_config.num_cpu_blocks > 0 (the swap space)")
+    return scheduler_config, cc
+
+
+def _start(requests: Sequence[TraceRequest], sc: SchedulerConfig, cc: CacheConfig, cost: CostModel,
+           scheduling: str, prompts: Sequence[Sequence[int]] | None, seed: int) -> _Sim:
+    """A fresh pool and scheduler, the result's config, and the requests split into pending / rejected."""
+    from pagedlab.sched.static import StaticScheduler
+
+    kv = KVCacheManager(block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, max_model_len=sc.max_model_len,
+                        enable_caching=cc.enable_prefix_caching, prefix_cache=cc.prefix_cache,
+                        num_cpu_blocks=cc.num_cpu_blocks, hash_seed=cc.hash_seed if cc.hash_seed is not None else seed)
+    sched = (StaticScheduler if scheduling == "static" else Scheduler)(sc, cc, kv)
+    if prompts is None and cc.enable_prefix_caching:
+        prompts = synthesize_prompts(requests, cost.model.vocab_size, seed)
+    result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
+        mode="sim", model=cost.model.name, gpu=cost.gpu.name, scheduling=scheduling,
+        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, num_cpu_blocks=cc.num_cpu_blocks,
+        enable_prefix_caching=cc.enable_prefix_caching, **dataclasses.asdict(sc)))
+    sim = _Sim(requests, prompts, sched, kv, cc, cost, result,
+               t0=requests[0].arrival_time if len(requests) else 0.0)
+    for i, r in enumerate(requests):
+        why = _rejection(r, sc, cc)
+        if why is None:
+            sim.pending.append(i)
+        else:
+            result.rejected.append((i, why))
+    return sim
+
+
+@overload
+def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = ...,
+             cache_config: CacheConfig | None = ..., model: ModelSpec = ..., hardware: GPUSpec = ...,
+             scheduling: str = ..., preemption_mode: str | None = ..., cost_model: CostModel | None = ...,
+             prompts: Sequence[Sequence[int]] | None = ..., seed: int = ..., progress: bool = ...,
+             max_steps: int | None = ..., return_scheduler: Literal[False] = ...) -> ReplayResult: ...
+@overload
+def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = ...,
+             cache_config: CacheConfig | None = ..., model: ModelSpec = ..., hardware: GPUSpec = ...,
+             scheduling: str = ..., preemption_mode: str | None = ..., cost_model: CostModel | None = ...,
+             prompts: Sequence[Sequence[int]] | None = ..., seed: int = ..., progress: bool = ...,
+             max_steps: int | None = ..., *, return_scheduler: Literal[True]) -> tuple[ReplayResult, Scheduler]: ...
+def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = None,
+             cache_config: CacheConfig | None = None, model: ModelSpec = LLAMA_2_7B,
+             hardware: GPUSpec = H100, scheduling: str = "continuous", preemption_mode: str | None = None,
+             cost_model: CostModel | None = None, prompts: Sequence[Sequence[int]] | None = None,
+             seed: int = 0, progress: bool = False, max_steps: int | None = None,
+             return_scheduler: bool = False) -> ReplayResult | tuple[ReplayResult, Scheduler]:
     """Replay a trace through the real scheduler with a cost-model clock.
 
     Args:
@@ -102,107 +260,26 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[Schedu
         ValueError: ``requests`` are not sorted by arrival time.
         RuntimeError: the scheduler stalls (nothing scheduled while work is pending) - a bug.
     """
-    from pagedlab.core.kv_cache_manager import KVCacheManager
-    from pagedlab.sched.scheduler import Scheduler
-    from pagedlab.sched.static import StaticScheduler
-
-    if scheduling not in ("continuous", "static"):
-        raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
-    for k in range(1, len(requests)):
-        if requests[k].arrival_time < requests[k - 1].arrival_time:
-            raise ValueError(f"requests must be in arrival order: #{k} arrives at {requests[k].arrival_time} s, "
-                             f"before #{k - 1} at {requests[k - 1].arrival_time} s")
-    if scheduler_config is None:
-        longest = max((r.prompt_len + r.output_len for r in requests), default=1)
-        scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=max(1, longest))
-    if preemption_mode is not None:
-        scheduler_config = dataclasses.replace(scheduler_config, preemption_mode=preemption_mode)
-    cc = cache_config or gpu_cache_config(model, hardware)
-    if scheduler_config.preemption_mode == "swap" and cc.num_cpu_blocks == 0:
-        raise ConfigError("preemption_mode='swap' needs cache_config.num_cpu_blocks > 0 (the swap space)")
-    cost = cost_model or CostModel(model, hardware)
-    kv = KVCacheManager(block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks,
-                        max_model_len=scheduler_config.max_model_len, enable_caching=cc.enable_prefix_caching,
-                        prefix_cache=cc.prefix_cache, num_cpu_blocks=cc.num_cpu_blocks,
-                        hash_seed=cc.hash_seed if cc.hash_seed is not None else seed)
-    sched = (StaticScheduler if scheduling == "static" else Scheduler)(scheduler_config, cc, kv)
-    if prompts is None and cc.enable_prefix_caching:
-        prompts = synthesize_prompts(requests, cost.model.vocab_size, seed)
-
-    result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
-        mode="sim", model=cost.model.name, gpu=cost.gpu.name, scheduling=scheduling,
-        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, num_cpu_blocks=cc.num_cpu_blocks,
-        enable_prefix_caching=cc.enable_prefix_caching, **dataclasses.asdict(scheduler_config)))
-    pending = deque()
-    for i, r in enumerate(requests):
-        why = _rejection(r, scheduler_config, cc)
-        if why is None:
-            pending.append(i)
-        else:
-            result.rejected.append((i, why))
-    t0 = requests[0].arrival_time if len(requests) else 0.0
-    block_bytes = cc.block_size * cost.model.kv_bytes_per_token
+    _check_trace(requests, scheduling)
+    sc, cc = _configs(requests, scheduler_config, cache_config, model, hardware, preemption_mode)
+    sim = _start(requests, sc, cc, cost_model or CostModel(model, hardware), scheduling, prompts, seed)
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=len(pending), unit="req", desc=f"sim {scheduling}")
-
-    clock = 0.0
-    idle_steps = 0
-    while pending or sched.has_unfinished_requests():
-        if max_steps is not None and len(result.steps) >= max_steps:
+        bar = tqdm(total=len(sim.pending), unit="req", desc=f"sim {scheduling}")
+    while sim.pending or sim.sched.has_unfinished_requests():
+        if max_steps is not None and len(sim.result.steps) >= max_steps:
             break
-        while pending and requests[pending[0]].arrival_time - t0 <= clock:
-            i = pending.popleft()
-            tr = requests[i]
-            ids = list(prompts[i]) if prompts is not None else [0] * tr.prompt_len
-            sched.add_request(Request(str(i), ids, SamplingParams(max_tokens=tr.output_len, ignore_eos=True),
-                                      arrival_time=tr.arrival_time - t0, block_hasher=kv.block_hasher))
-        if not sched.has_unfinished_requests():
-            clock = requests[pending[0]].arrival_time - t0     # idle: jump to the next arrival
+        sim.admit_arrivals()
+        out = sim.schedule()
+        if out is None:
             continue
-        out = sched.schedule()
-        moved = out.scheduled or out.preempted or out.blocks_to_swap_in or out.blocks_to_swap_out
-        if not moved and pending:
-            clock = max(clock, requests[pending[0]].arrival_time - t0)   # wait for more work
-            continue
-        # A step may only preempt (the next one re-admits); a long run of such steps is a livelock.
-        idle_steps = 0 if out.scheduled else idle_steps + 1
-        if idle_steps > 1000 or not moved:
-            raise RuntimeError(f"scheduler stalled at step {out.step}: {sched.get_num_unfinished_requests()} "
-                               "requests unfinished, none scheduled")
-        dt = cost.step_time((s.start, s.num_tokens) for s in out.scheduled)
-        dt += (len(out.blocks_to_swap_out) + len(out.blocks_to_swap_in)) * block_bytes / cost.gpu.pcie_bandwidth
-        dt += len(out.blocks_to_copy) * 2 * block_bytes / cost.bytes_per_s
-        start, clock = clock, clock + dt
-        sampled = {}
-        num_prefill = 0
-        for s in out.scheduled:
-            req = s.request
-            if req.first_scheduled_time is None:
-                req.first_scheduled_time = start
-            if s.is_prefill:
-                num_prefill += s.num_tokens
-            if s.samples:
-                sampled[req.request_id] = int(req.request_id) % cost.model.vocab_size
-                if req.first_token_time is None:
-                    req.first_token_time = clock
-        finished = sched.update_from_output(out, sampled, now=clock)
-        for req in finished:
-            req.finished_time = clock
-            result.requests.append(make_records(req))
+        finished = sim.run_step(out, sim.step_time(out))
         if bar is not None and finished:
             bar.update(len(finished))
-        total = out.total_num_scheduled_tokens
-        result.steps.append(StepRecord(
-            step=out.step, start_time=start, step_time=dt, num_seqs=len(out.scheduled),
-            num_scheduled_tokens=total, num_prefill_tokens=num_prefill, num_decode_tokens=total - num_prefill,
-            num_preempted=len(out.preempted), kv_blocks_used=cc.num_gpu_blocks - kv.num_free_blocks,
-            kv_blocks_free=kv.num_free_blocks, running=len(sched.running), waiting=len(sched.waiting),
-            swapped=len(sched.swapped)))
     if bar is not None:
         bar.close()
-    return (result, sched) if return_scheduler else result
+    return (sim.result, sim.sched) if return_scheduler else sim.result
 
 
 def compare(results: dict, columns: Optional[List[str]] = None) -> str:

@@ -231,7 +231,7 @@ def prefix_hit_ceiling(requests: Sequence[TraceRequest]) -> float:
     Raises:
         ValueError: a request has no ``hash_ids`` (Azure traces carry none).
     """
-    seen = set()
+    seen: set[int] = set()
     hits = total = 0
     for r in requests:
         if r.hash_ids is None:

@@ -11,7 +11,9 @@ Hooks: ``rect.pl-slot`` (``data-pos``, ``data-logical-index``, ``data-offset``, 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
@@ -21,11 +23,137 @@ def slot_of(block_table: Sequence[int], pos: int, block_size: int) -> int:
     return int(block_table[pos // block_size]) * block_size + pos % block_size
 
 
+@dataclass(frozen=True)
+class _MapLayout:
+    """Geometry (px) of the mapping picture: logical slots, block-table column, physical grid."""
+
+    block_size: int
+    pool_cols: int
+    pad: float = 16.0
+    top: float = 62.0
+    pcell: float = 32.0
+    pgap: float = 4.0
+
+    @property
+    def slot(self) -> float:
+        return max(8.0, min(16.0, 256.0 / self.block_size))
+
+    @property
+    def row_h(self) -> float:
+        return max(self.slot + 8, 24.0)
+
+    @property
+    def lx(self) -> float:  # logical blocks
+        return self.pad + 34
+
+    @property
+    def logical_w(self) -> float:
+        return self.block_size * self.slot
+
+    @property
+    def tx(self) -> float:  # block-table column
+        return self.lx + self.logical_w + 30
+
+    @property
+    def px(self) -> float:  # physical pool grid
+        return self.tx + 90
+
+
+def _other_owners(pool: dict[str, Any] | None, request_id: str) -> dict[int, list[str]]:
+    """Block id -> owners other than ``request_id``, from an optional pool snapshot."""
+    others: dict[int, list[str]] = {}
+    for b in (pool or {}).get("blocks", ()):
+        owners = [str(o) for o in b.get("owners", ()) if str(o) != str(request_id)]
+        if owners:
+            others[int(b["block_id"])] = owners
+    return others
+
+
+def _physical_pool(lay: _MapLayout, num_gpu_blocks: int, bt: list[int], others: dict[int, list[str]],
+                   request_id: str, color: str) -> tuple[list[str], dict[int, tuple[float, float]]]:
+    """The physical grid (``rect.pl-phys`` + ids) and each block's top-left corner."""
+    phys_xy: dict[int, tuple[float, float]] = {}
+    parts: list[str] = []
+    for b in range(num_gpu_blocks):
+        r, c = divmod(b, lay.pool_cols)
+        x0, y0 = lay.px + c * (lay.pcell + lay.pgap), lay.top + r * (lay.pcell + lay.pgap)
+        phys_xy[b] = (x0, y0)
+        mine = b in bt
+        if mine:
+            fill, stroke = color, COLORS["text"]
+        elif b in others:
+            fill, stroke = "#d5d8df", "#ffffff"
+        else:
+            fill, stroke = COLORS["empty"], COLORS["empty_stroke"]
+        owner = str(request_id) if mine else " ".join(others.get(b, []))
+        parts.append(f'<rect {attrs(cls="pl-phys", data_block_id=b, data_owner=owner, data_mine=mine)} '
+                     f'x="{x0:.1f}" y="{y0:.1f}" width="{lay.pcell}" height="{lay.pcell}" rx="3" fill="{fill}" '
+                     f'stroke="{stroke}" stroke-width="{1.6 if mine else 1}"/>')
+        parts.append(text(x0 + lay.pcell / 2, y0 + lay.pcell / 2, b, size=10, anchor="middle",
+                          color="#ffffff" if mine else COLORS["muted"]))
+    return parts, phys_xy
+
+
+def _logical_slots(lay: _MapLayout, i: int, pb: int, y0: float, num_tokens: int, color: str,
+                   tokens: Sequence[str] | None, highlight_pos: int | None) -> list[str]:
+    """Logical block ``i``: one ``rect.pl-slot`` per token position (and the token text)."""
+    slot, out = lay.slot, []
+    for off in range(lay.block_size):
+        pos = i * lay.block_size + off
+        filled = pos < num_tokens
+        hl = pos == highlight_pos
+        hooks = attrs(cls="pl-slot", data_pos=pos, data_logical_index=i, data_offset=off, data_filled=filled,
+                      data_slot=pb * lay.block_size + off, data_highlight=hl or None)
+        out.append(f'<rect {hooks} x="{lay.lx + off * slot:.1f}" y="{y0:.1f}" width="{slot - 1:.1f}" '
+                   f'height="{slot:.1f}" fill="{color if filled else COLORS["empty"]}" '
+                   f'stroke="{COLORS["highlight"] if hl else "#ffffff"}" stroke-width="{2.5 if hl else 0.6}"/>')
+        if tokens is not None and filled and pos < len(tokens) and slot >= 14:
+            out.append(text(lay.lx + off * slot + slot / 2, y0 + slot / 2, str(tokens[pos])[:2], size=7,
+                            color="#ffffff", anchor="middle"))
+    return out
+
+
+def _table_entry(lay: _MapLayout, i: int, pb: int, y0: float, hl: bool, color: str,
+                 phys_xy: dict[int, tuple[float, float]]) -> list[str]:
+    """Block-table entry ``i`` (``rect.pl-bt-entry``), its arrow from the logical row and its ``line.pl-map``."""
+    slot, ex = lay.slot, lay.tx
+    out = [f'<rect {attrs(cls="pl-bt-entry", data_logical_index=i, data_block_id=pb)} x="{ex:.1f}" '
+           f'y="{y0:.1f}" width="48" height="{slot:.1f}" rx="2" fill="#ffffff" '
+           f'stroke="{COLORS["highlight"] if hl else COLORS["text"]}" stroke-width="{2.5 if hl else 1}"/>',
+           text(ex + 24, y0 + slot / 2, pb, size=11, anchor="middle", weight="bold"),
+           f'<line x1="{lay.lx + lay.logical_w + 2:.1f}" y1="{y0 + slot / 2:.1f}" x2="{ex - 2:.1f}" '
+           f'y2="{y0 + slot / 2:.1f}" stroke="{COLORS["muted"]}" stroke-width="1"/>']
+    if pb in phys_xy:
+        qx, qy = phys_xy[pb]
+        out.append(f'<line {attrs(cls="pl-map", data_logical_index=i, data_block_id=pb)} '
+                   f'x1="{ex + 48:.1f}" y1="{y0 + slot / 2:.1f}" x2="{qx + lay.pcell / 2:.1f}" '
+                   f'y2="{qy + lay.pcell / 2:.1f}" stroke="{COLORS["highlight"] if hl else color}" '
+                   f'stroke-width="{2.5 if hl else 1.4}" opacity="0.9"/>')
+    return out
+
+
+def _mapping_heading(bt: list[int], num_tokens: int, block_size: int, request_id: str, title: str | None,
+                     highlight_pos: int | None, pad: float) -> tuple[str, list[str]]:
+    """The title and the slot formula line (spelled out for ``highlight_pos`` when it is given)."""
+    heading = title or f"Request {request_id}: {num_tokens} tokens in {-(-num_tokens // block_size)} blocks"
+    head = [text(pad, 16, heading, size=14, weight="bold", cls="pl-title")]
+    if highlight_pos is not None and highlight_pos < len(bt) * block_size:
+        b = bt[highlight_pos // block_size]
+        formula = (f"token {highlight_pos}: block_table[{highlight_pos} // {block_size}] = {b};  "
+                   f"slot = {b} * {block_size} + {highlight_pos % block_size} = "
+                   f"{slot_of(bt, highlight_pos, block_size)}")
+        head.append(text(pad, 34, formula, size=11, color=COLORS["text"], cls="pl-formula"))
+    else:
+        head.append(text(pad, 34, f"block_size = {block_size};  slot = block_table[pos // block_size] * "
+                                  f"block_size + pos % block_size", size=11, color=COLORS["muted"]))
+    return heading, head
+
+
 def render_block_table(block_table: Sequence[int], num_tokens: int, block_size: int, *,
-                       num_gpu_blocks: Optional[int] = None, request_id: str = "0",
-                       tokens: Optional[Sequence[str]] = None, pool: Optional[Dict[str, Any]] = None,
-                       highlight_pos: Optional[int] = None, step: Optional[int] = None,
-                       pool_cols: int = 8, title: Optional[str] = None) -> str:
+                       num_gpu_blocks: int | None = None, request_id: str = "0",
+                       tokens: Sequence[str] | None = None, pool: dict[str, Any] | None = None,
+                       highlight_pos: int | None = None, step: int | None = None,
+                       pool_cols: int = 8, title: str | None = None) -> str:
     """Draw one request's logical blocks, block table and the physical pool, linked by lines.
 
     Args:
@@ -54,100 +182,34 @@ def render_block_table(block_table: Sequence[int], num_tokens: int, block_size: 
     if num_gpu_blocks is None:
         num_gpu_blocks = int(pool["num_gpu_blocks"]) if pool else (max(bt) + 1 if bt else 1)
     color = owner_color(request_id)
-    others: Dict[int, List[str]] = {}
-    if pool:
-        for b in pool.get("blocks", ()):
-            owners = [str(o) for o in b.get("owners", ()) if str(o) != str(request_id)]
-            if owners:
-                others[int(b["block_id"])] = owners
-
-    pad, top = 16.0, 62.0
-    slot = max(8.0, min(16.0, 256.0 / block_size))
-    row_h = max(slot + 8, 24.0)
-    lx = pad + 34
-    logical_w = block_size * slot
-    tx = lx + logical_w + 30           # block-table column
-    px = tx + 90                       # physical pool grid
-    pcell, pgap = 32.0, 4.0
-    prow = -(-num_gpu_blocks // pool_cols)
-    width = max(640.0, px + pool_cols * (pcell + pgap) + pad)
-    body: List[str] = [
-        text(lx, top - 14, "logical blocks", size=11, color=COLORS["muted"], weight="bold"),
-        text(tx, top - 14, "block table", size=11, color=COLORS["muted"], weight="bold"),
-        text(px, top - 14, f"physical pool ({num_gpu_blocks} blocks)", size=11, color=COLORS["muted"], weight="bold"),
+    lay = _MapLayout(block_size, pool_cols)
+    width = max(640.0, lay.px + pool_cols * (lay.pcell + lay.pgap) + lay.pad)
+    body: list[str] = [
+        text(lay.lx, lay.top - 14, "logical blocks", size=11, color=COLORS["muted"], weight="bold"),
+        text(lay.tx, lay.top - 14, "block table", size=11, color=COLORS["muted"], weight="bold"),
+        text(lay.px, lay.top - 14, f"physical pool ({num_gpu_blocks} blocks)", size=11, color=COLORS["muted"],
+             weight="bold"),
     ]
-    phys_xy: Dict[int, tuple] = {}
-    pool_parts: List[str] = []
-    for b in range(num_gpu_blocks):
-        r, c = divmod(b, pool_cols)
-        x0, y0 = px + c * (pcell + pgap), top + r * (pcell + pgap)
-        phys_xy[b] = (x0, y0)
-        mine = b in bt
-        if mine:
-            fill, stroke = color, COLORS["text"]
-        elif b in others:
-            fill, stroke = "#d5d8df", "#ffffff"
-        else:
-            fill, stroke = COLORS["empty"], COLORS["empty_stroke"]
-        owner = str(request_id) if mine else " ".join(others.get(b, []))
-        pool_parts.append(f'<rect {attrs(cls="pl-phys", data_block_id=b, data_owner=owner, data_mine=mine)} '
-                          f'x="{x0:.1f}" y="{y0:.1f}" width="{pcell}" height="{pcell}" rx="3" fill="{fill}" '
-                          f'stroke="{stroke}" stroke-width="{1.6 if mine else 1}"/>')
-        pool_parts.append(text(x0 + pcell / 2, y0 + pcell / 2, b, size=10, anchor="middle",
-                               color="#ffffff" if mine else COLORS["muted"]))
-
+    pool_parts, phys_xy = _physical_pool(lay, num_gpu_blocks, bt, _other_owners(pool, request_id), request_id,
+                                         color)
     hl_block = highlight_pos // block_size if highlight_pos is not None else None
     for i, pb in enumerate(bt):
-        y0 = top + i * row_h
-        body.append(text(pad, y0 + slot / 2, f"L{i}", size=10, color=COLORS["muted"]))
-        for off in range(block_size):
-            pos = i * block_size + off
-            filled = pos < num_tokens
-            hl = pos == highlight_pos
-            body.append(
-                f'<rect {attrs(cls="pl-slot", data_pos=pos, data_logical_index=i, data_offset=off, data_filled=filled, data_slot=pb * block_size + off, data_highlight=hl or None)} '
-                f'x="{lx + off * slot:.1f}" y="{y0:.1f}" width="{slot - 1:.1f}" height="{slot:.1f}" '
-                f'fill="{color if filled else COLORS["empty"]}" stroke="{COLORS["highlight"] if hl else "#ffffff"}" '
-                f'stroke-width="{2.5 if hl else 0.6}"/>')
-            if tokens is not None and filled and pos < len(tokens) and slot >= 14:
-                body.append(text(lx + off * slot + slot / 2, y0 + slot / 2, str(tokens[pos])[:2], size=7,
-                                 color="#ffffff", anchor="middle"))
-        ex, ey = tx, y0
-        body.append(f'<rect {attrs(cls="pl-bt-entry", data_logical_index=i, data_block_id=pb)} x="{ex:.1f}" '
-                    f'y="{ey:.1f}" width="48" height="{slot:.1f}" rx="2" fill="#ffffff" '
-                    f'stroke="{COLORS["highlight"] if i == hl_block else COLORS["text"]}" '
-                    f'stroke-width="{2.5 if i == hl_block else 1}"/>')
-        body.append(text(ex + 24, ey + slot / 2, pb, size=11, anchor="middle", weight="bold"))
-        body.append(f'<line x1="{lx + logical_w + 2:.1f}" y1="{y0 + slot / 2:.1f}" x2="{ex - 2:.1f}" '
-                    f'y2="{y0 + slot / 2:.1f}" stroke="{COLORS["muted"]}" stroke-width="1"/>')
-        if pb in phys_xy:
-            qx, qy = phys_xy[pb]
-            body.append(f'<line {attrs(cls="pl-map", data_logical_index=i, data_block_id=pb)} '
-                        f'x1="{ex + 48:.1f}" y1="{ey + slot / 2:.1f}" x2="{qx + pcell / 2:.1f}" y2="{qy + pcell / 2:.1f}" '
-                        f'stroke="{COLORS["highlight"] if i == hl_block else color}" '
-                        f'stroke-width="{2.5 if i == hl_block else 1.4}" opacity="0.9"/>')
-
+        y0 = lay.top + i * lay.row_h
+        body.append(text(lay.pad, y0 + lay.slot / 2, f"L{i}", size=10, color=COLORS["muted"]))
+        body += _logical_slots(lay, i, pb, y0, num_tokens, color, tokens, highlight_pos)
+        body += _table_entry(lay, i, pb, y0, i == hl_block, color, phys_xy)
     body.extend(pool_parts)  # on top of the mapping lines
-    height = max(top + len(bt) * row_h, top + prow * (pcell + pgap)) + 16
-    heading = title or f"Request {request_id}: {num_tokens} tokens in {-(-num_tokens // block_size)} blocks"
-    head = [text(pad, 16, heading, size=14, weight="bold", cls="pl-title")]
-    if highlight_pos is not None and highlight_pos < len(bt) * block_size:
-        b = bt[highlight_pos // block_size]
-        formula = (f"token {highlight_pos}: block_table[{highlight_pos} // {block_size}] = {b};  "
-                   f"slot = {b} * {block_size} + {highlight_pos % block_size} = "
-                   f"{slot_of(bt, highlight_pos, block_size)}")
-        head.append(text(pad, 34, formula, size=11, color=COLORS["text"], cls="pl-formula"))
-    else:
-        head.append(text(pad, 34, f"block_size = {block_size};  slot = block_table[pos // block_size] * "
-                                  f"block_size + pos % block_size", size=11, color=COLORS["muted"]))
+    prow = -(-num_gpu_blocks // pool_cols)
+    height = max(lay.top + len(bt) * lay.row_h, lay.top + prow * (lay.pcell + lay.pgap)) + 16
+    heading, head = _mapping_heading(bt, num_tokens, block_size, request_id, title, highlight_pos, lay.pad)
     return svg_doc(width, height, head + body, cls="pl-mapping", title=heading,
                    data_step=step if step is not None else 0, data_request=request_id,
                    data_num_tokens=num_tokens)
 
 
 def mapping_frames(block_table: Sequence[int], num_tokens: int, block_size: int, num_gpu_blocks: int,
-                   request_id: str = "0", tokens: Optional[Sequence[str]] = None,
-                   start: int = 1) -> List[Dict[str, Any]]:
+                   request_id: str = "0", tokens: Sequence[str] | None = None,
+                   start: int = 1) -> list[dict[str, Any]]:
     """Frames of a token-by-token animation of one request growing to ``num_tokens`` tokens.
 
     Frame ``k`` shows ``start + k`` tokens, with only the blocks needed so far in the table (a

@@ -36,7 +36,7 @@ def as_tree_snapshot(obj: Any) -> Dict[str, Any]:
 def _index(root: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
     """node id -> {"node", "parent", "depth"} for every node, root included."""
     out: Dict[int, Dict[str, Any]] = {}
-    stack = [(root, None, 0)]
+    stack: list[tuple[dict[str, Any], int | None, int]] = [(root, None, 0)]
     while stack:
         node, parent, depth = stack.pop()
         out[int(node["id"])] = {"node": node, "parent": parent, "depth": depth}
@@ -53,10 +53,75 @@ def _label(key: Sequence[int], token_text: Optional[Callable[[Sequence[int]], st
     return s if len(s) <= limit else s[:limit - 1] + "…"
 
 
-def render_radix_tree(snapshot: Any, *, evicted: Optional[Iterable[Dict[str, Any]]] = None,
-                      new_ids: Optional[Iterable[int]] = None, highlight: Optional[Iterable[int]] = None,
-                      token_text: Optional[Callable[[Sequence[int]], str]] = None, step: int = 0,
-                      title: Optional[str] = None) -> str:
+def _attach_ghosts(evicted: Iterable[dict[str, Any]] | None, idx: dict[int, dict[str, Any]],
+                   root_id: int) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """Ghost nodes (copies) and, per parent id, the ghosts hanging under it: under their parent when
+    it survives (or is itself a ghost), else under the root."""
+    ghosts = [dict(g) for g in (evicted or ())]
+    ghost_children: dict[int, list[dict[str, Any]]] = {}
+    known = set(idx) | {int(g["id"]) for g in ghosts}
+    for g in ghosts:
+        p = g.get("parent")
+        p = int(p) if p is not None and int(p) in known else root_id
+        g["parent"] = p
+        ghost_children.setdefault(p, []).append(g)
+    return ghosts, ghost_children
+
+
+def _layout(root: dict[str, Any], ghost_children: dict[int, list[dict[str, Any]]]) -> tuple[
+        dict[int, tuple[int, float]], int]:
+    """``(depth, y)`` of every node (ghosts included) and the number of leaf rows: leaves take one row
+    each in depth-first order, a parent sits midway between its first and last child."""
+    pos: dict[int, tuple[int, float]] = {}
+    rows = 0
+
+    def place(node: dict[str, Any], depth: int) -> float:
+        nonlocal rows
+        nid = int(node["id"])
+        kids = list(node.get("children", ())) + ghost_children.get(nid, [])
+        ys = [place(c, depth + 1) for c in kids]
+        if ys:
+            y = (ys[0] + ys[-1]) / 2
+        else:
+            y = rows * ROW_H
+            rows += 1
+        pos[nid] = (depth, y)
+        return y
+
+    place(root, 0)
+    return pos, rows
+
+
+def _node_state(info: dict[str, Any]) -> str:
+    if info["parent"] is None:
+        return "root"
+    return "locked" if int(info["node"].get("lock_ref", 0)) > 0 else "evictable"
+
+
+def _radix_heading(snap: dict[str, Any], idx: dict[int, dict[str, Any]], num_ghosts: int, step: int,
+                   title: str | None, pad: float) -> tuple[str, list[str], Any, Any]:
+    """Title, summary line, and the evictable / protected sizes (the snapshot's, else counted)."""
+    tokens = {"locked": 0, "evictable": 0, "root": 0}
+    for info in idx.values():
+        tokens[_node_state(info)] += len(info["node"].get("key", ()))
+    heading = title or f"Radix tree - step {step}"
+    ev_size = snap.get("evictable_size", tokens["evictable"])
+    pr_size = snap.get("protected_size", tokens["locked"])
+    summary = (f"{len(idx) - 1} nodes  ·  {tokens['locked'] + tokens['evictable']} tokens: {pr_size} protected "
+               f"(locked), {ev_size} evictable" + (f"  ·  {num_ghosts} evicted" if num_ghosts else ""))
+    return heading, [text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+                     text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary")], ev_size, pr_size
+
+
+_RADIX_LEGEND: list[tuple[str, str, str, str | None]] = [
+    ("locked (lock_ref>0)", "#cfe8cf", COLORS["running"], None), ("evictable", "#ffffff", COLORS["muted"], None),
+    ("evicted", COLORS["grid"], COLORS["muted"], "4 3"), ("new / split", "#ffffff", COLORS["highlight"], None)]
+
+
+def render_radix_tree(snapshot: Any, *, evicted: Iterable[dict[str, Any]] | None = None,
+                      new_ids: Iterable[int] | None = None, highlight: Iterable[int] | None = None,
+                      token_text: Callable[[Sequence[int]], str] | None = None, step: int = 0,
+                      title: str | None = None) -> str:
     """Draw a radix-tree snapshot.
 
     Args:
@@ -76,88 +141,34 @@ def render_radix_tree(snapshot: Any, *, evicted: Optional[Iterable[Dict[str, Any
     snap = as_tree_snapshot(snapshot)
     root = snap["root"]
     idx = _index(root)
-    ghosts = [dict(g) for g in (evicted or ())]
+    ghosts, ghost_children = _attach_ghosts(evicted, idx, int(root["id"]))
     new_set = {int(i) for i in (new_ids or ())}
     hl = {int(i) for i in (highlight or ())}
-    # ghost children hang under their parent when it survives, else under the root
-    ghost_children: Dict[int, List[Dict[str, Any]]] = {}
-    known = set(idx) | {int(g["id"]) for g in ghosts}
-    for g in ghosts:
-        p = g.get("parent")
-        p = int(p) if p is not None and int(p) in known else int(root["id"])
-        g["parent"] = p
-        ghost_children.setdefault(p, []).append(g)
-
-    pos: Dict[int, tuple] = {}
-    counter = [0]
-
-    def place(node: Dict[str, Any], depth: int) -> float:
-        nid = int(node["id"])
-        kids = list(node.get("children", ())) + ghost_children.get(nid, [])
-        ys = [place(c, depth + 1) for c in kids]
-        if ys:
-            y = (ys[0] + ys[-1]) / 2
-        else:
-            y = counter[0] * ROW_H
-            counter[0] += 1
-        pos[nid] = (depth, y)
-        return y
-
-    place(root, 0)
+    pos, rows = _layout(root, ghost_children)
     pad, top = 16.0, 56.0
-    max_depth = max(d for d, _ in pos.values())
-    width = max(640.0, pad * 2 + max_depth * COL_W + NODE_W)
-    height = top + max(counter[0], 1) * ROW_H + 10
+    width = max(640.0, pad * 2 + max(d for d, _ in pos.values()) * COL_W + NODE_W)
 
-    def xy(nid: int) -> tuple:
+    def xy(nid: int) -> tuple[float, float]:
         d, y = pos[nid]
         return pad + d * COL_W, top + y
 
-    body: List[str] = []
-    for nid, info in idx.items():  # edges first, under the boxes
-        if info["parent"] is not None:
-            body.append(_edge(xy(info["parent"]), xy(nid), False, nid))
-    for g in ghosts:
-        body.append(_edge(xy(g["parent"]), xy(int(g["id"])), True, int(g["id"])))
-
-    locked_tokens = evictable_tokens = 0
+    body = [_edge(xy(info["parent"]), xy(nid), False, nid) for nid, info in idx.items()  # edges under boxes
+            if info["parent"] is not None]
+    body += [_edge(xy(g["parent"]), xy(int(g["id"])), True, int(g["id"])) for g in ghosts]
     for nid, info in idx.items():
         node = info["node"]
-        is_root = info["parent"] is None
-        lock = int(node.get("lock_ref", 0))
-        n_tok = len(node.get("key", ()))
-        if is_root:
-            state = "root"
-        elif lock > 0:
-            state, locked_tokens = "locked", locked_tokens + n_tok
-        else:
-            state, evictable_tokens = "evictable", evictable_tokens + n_tok
-        body.append(_box(xy(nid), nid, info["parent"], node.get("key", ()), lock, state, nid in new_set,
-                         nid in hl, token_text))
-    for g in ghosts:
-        body.append(_box(xy(int(g["id"])), int(g["id"]), g["parent"], g.get("key", ()),
-                         0, "evicted", False, False, token_text))
-
-    y = height
-    items = [("locked (lock_ref>0)", "#cfe8cf", COLORS["running"], None),
-             ("evictable", "#ffffff", COLORS["muted"], None),
-             ("evicted", COLORS["grid"], COLORS["muted"], "4 3"),
-             ("new / split", "#ffffff", COLORS["highlight"], None)]
-    lg, h = legend(pad, y, items, width - 2 * pad)
-    body.extend(lg)
-    height = y + h + 6
-    heading = title or f"Radix tree - step {step}"
-    ev_size = snap.get("evictable_size", evictable_tokens)
-    pr_size = snap.get("protected_size", locked_tokens)
-    summary = (f"{len(idx) - 1} nodes  ·  {locked_tokens + evictable_tokens} tokens: {pr_size} protected (locked), "
-               f"{ev_size} evictable" + (f"  ·  {len(ghosts)} evicted" if ghosts else ""))
-    head = [text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
-            text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary")]
-    return svg_doc(width, height, head + body, cls="pl-radix", title=heading, data_step=step,
+        body.append(_box(xy(nid), nid, info["parent"], node.get("key", ()), int(node.get("lock_ref", 0)),
+                         _node_state(info), nid in new_set, nid in hl, token_text))
+    body += [_box(xy(int(g["id"])), int(g["id"]), g["parent"], g.get("key", ()), 0, "evicted", False, False,
+                  token_text) for g in ghosts]
+    y = top + max(rows, 1) * ROW_H + 10
+    lg, h = legend(pad, y, _RADIX_LEGEND, width - 2 * pad)
+    heading, head, ev_size, pr_size = _radix_heading(snap, idx, len(ghosts), step, title, pad)
+    return svg_doc(width, y + h + 6, head + body + lg, cls="pl-radix", title=heading, data_step=step,
                    data_num_nodes=len(idx) - 1, data_evictable=ev_size, data_protected=pr_size)
 
 
-def _edge(p: tuple, c: tuple, ghost: bool, nid: int) -> str:
+def _edge(p: tuple[float, float], c: tuple[float, float], ghost: bool, nid: int) -> str:
     x1, y1 = p[0] + NODE_W, p[1] + NODE_H / 2
     x2, y2 = c[0], c[1] + NODE_H / 2
     mx = (x1 + x2) / 2
@@ -166,8 +177,8 @@ def _edge(p: tuple, c: tuple, ghost: bool, nid: int) -> str:
             f'{mx:.1f},{y2:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="{COLORS["muted"]}" stroke-width="1.3"{dash}/>')
 
 
-def _box(p: tuple, nid: int, parent: Optional[int], key: Sequence[int], lock: int, state: str, new: bool,
-         hl: bool, token_text) -> str:
+def _box(p: tuple[float, float], nid: int, parent: int | None, key: Sequence[int], lock: int, state: str,
+         new: bool, hl: bool, token_text: Callable[[Sequence[int]], str] | None) -> str:
     x, y = p
     fill = {"root": COLORS["text"], "locked": "#cfe8cf", "evictable": "#ffffff", "evicted": COLORS["grid"]}[state]
     stroke = {"root": COLORS["text"], "locked": COLORS["running"], "evictable": COLORS["muted"],
@@ -178,7 +189,9 @@ def _box(p: tuple, nid: int, parent: Optional[int], key: Sequence[int], lock: in
     if hl:
         stroke, sw = COLORS["prefill"], 3.0
     dash = ' stroke-dasharray="4 3"' if state == "evicted" else ""
-    parts = [f'<g {attrs(cls="pl-radix-node", data_node_id=nid, data_parent_id=parent, data_lock_ref=lock, data_len=len(key), data_state=state, data_new=new, data_highlight=hl or None)}>',
+    hooks = attrs(cls="pl-radix-node", data_node_id=nid, data_parent_id=parent, data_lock_ref=lock, data_len=len(key),
+                  data_state=state, data_new=new, data_highlight=hl or None)
+    parts = [f'<g {hooks}>',
              f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_W}" height="{NODE_H}" rx="6" fill="{fill}" '
              f'stroke="{stroke}" stroke-width="{sw}"{dash}/>']
     if state == "root":

@@ -3,17 +3,18 @@
 * ``01.kv_bytes_per_token`` - ``kv_bytes_per_token(config)`` from a Hugging Face config dict.
 * ``01.waste_accounting`` - ``waste_accounting(snapshot)``: used / reservation / internal /
   external / free slots of a contiguous (max-length reservation) arena, exactly as
-  ``pagedlab.core.contiguous.replay_contiguous`` accounts them.
+  ``pagedlab.analysis.contiguous.replay_contiguous`` accounts them.
 """
 from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from pagedlab.core.contiguous import FirstFitArena, TraceRequest, reservation_size
-from pagedlab.grading.pictures import render_arena
+from pagedlab.analysis.contiguous import CATEGORIES, contiguous_snapshots
+from pagedlab.viz.pictures import render_arena
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.sim.traces import TraceRequest
 
 # --- 01.kv_bytes_per_token ---------------------------------------------------------------------------
 #: Published config.json values (the fields that matter), with the dtype the lab uses.
@@ -89,45 +90,8 @@ _kv_test("an explicit head_dim wins over hidden_size / heads (Gemma-2-2B)", ["Ge
 
 
 # --- 01.waste_accounting -----------------------------------------------------------------------------
-def contiguous_snapshots(requests: List[TraceRequest], capacity: int, max_model_len: int, policy: str = "max",
-                         step_time: float = 0.05, max_steps: int = 10_000) -> Iterator[Dict[str, Any]]:
-    """The arena snapshot at each step of ``pagedlab.core.contiguous.replay_contiguous`` (same loop,
-    same first-fit arena and reservation sizes), in the format ``waste_accounting`` takes."""
-    reqs = sorted([TraceRequest(r.arrival, r.prompt_len, min(r.output_len, max_model_len - r.prompt_len))
-                   for r in requests if r.prompt_len < max_model_len], key=lambda r: r.arrival)
-    arena = FirstFitArena(capacity)
-    queue: List[Any] = []
-    running: List[List[Any]] = []
-    i = step = 0
-    while (i < len(reqs) or queue or running) and step < max_steps:
-        while i < len(reqs) and reqs[i].arrival <= step * step_time:
-            queue.append((f"r{i}", reqs[i]))
-            i += 1
-        while queue:
-            rid, r = queue[0]
-            size = reservation_size(r.prompt_len, r.output_len, max_model_len, policy)
-            start = arena.allocate(size)
-            if start is None:
-                break
-            queue.pop(0)
-            running.append([rid, r, start, size, r.prompt_len])
-        need = reservation_size(queue[0][1].prompt_len, queue[0][1].output_len, max_model_len, policy) if queue else 0
-        yield {"capacity": capacity, "next_request_size": need,
-               "requests": [{"id": rid, "start": start, "reserved": size, "num_tokens": cur,
-                             "final_len": r.prompt_len + r.output_len} for rid, r, start, size, cur in running]}
-        still = []
-        for entry in running:
-            rid, r, start = entry[0], entry[1], entry[2]
-            if entry[4] - r.prompt_len + 1 >= r.output_len:
-                arena.free(start)
-            else:
-                entry[4] += 1
-                still.append(entry)
-        running = still
-        step += 1
-
-
 def synthetic_trace(seed: int, n: int, max_prompt: int = 40, max_output: int = 30) -> List[TraceRequest]:
+    """``n`` requests with random prompt/output lengths and arrival gaps of 0-0.2 s (seeded)."""
     rng = random.Random(seed)
     t = 0.0
     out = []
@@ -136,8 +100,6 @@ def synthetic_trace(seed: int, n: int, max_prompt: int = 40, max_output: int = 3
         out.append(TraceRequest(t, rng.randint(1, max_prompt), rng.randint(1, max_output)))
     return out
 
-
-CATEGORIES = ("used", "reservation", "internal", "external", "free")
 
 
 def _waste_hint(expected: Any, got: Any, snap: Any) -> Optional[str]:

@@ -12,7 +12,7 @@ import random
 from typing import Any, Dict, List, Optional, Sequence
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.pictures import render_queue_rows
+from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.grading.registry import Exercise, register
 
 # --- instrumented blocks ----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from pagedlab.grading.kit import RefCountedPool, Seq
-from pagedlab.grading.pictures import pool_snapshot
+from pagedlab.viz.pictures import pool_snapshot
 from pagedlab.grading.registry import Exercise, register
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from pagedlab.grading.pictures import render_requests
+from pagedlab.viz.pictures import render_requests
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.request import Request
 

@@ -9,13 +9,11 @@ the saving as ``(without - with) / without``; we report it time-averaged over de
 from __future__ import annotations
 
 import random
-from typing import Dict, List
-
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
 
 
-def _result(with_sharing: List[int], without: List[int], copies: int) -> Dict[str, float]:
+def _result(with_sharing: list[int], without: list[int], copies: int) -> dict[str, float]:
     w, wo = sum(with_sharing), sum(without)
     return {"blocks_with_sharing": w / len(with_sharing), "blocks_without_sharing": wo / len(without),
             "saving": (wo - w) / wo if wo else 0.0, "cow_copies": copies,
@@ -29,7 +27,7 @@ def _decode_one(m: KVCacheManager, req: Request, token: int) -> None:
     req.num_computed_tokens += 1
 
 
-def parallel_sampling_savings(n: int, prompt_len: int, output_len: int, block_size: int = 16) -> Dict[str, float]:
+def parallel_sampling_savings(n: int, prompt_len: int, output_len: int, block_size: int = 16) -> dict[str, float]:
     """Blocks saved by sharing the prompt among ``n`` samples (``SamplingParams(n)``, vLLM v0 CoW).
 
     The prompt is prefilled once, forked ``n - 1`` times, then every sample decodes
@@ -55,7 +53,9 @@ def parallel_sampling_savings(n: int, prompt_len: int, output_len: int, block_si
         child = Request(f"s{i}", parent.all_token_ids)
         m.fork(parent, child)
         seqs.append(child)
-    with_s, without, copies = [], [], 0
+    with_s: list[int] = []
+    without: list[int] = []
+    copies = 0
     for step in range(output_len):
         for i, s in enumerate(seqs):
             _decode_one(m, s, 1000 * i + step)  # samples differ from their first token
@@ -66,7 +66,7 @@ def parallel_sampling_savings(n: int, prompt_len: int, output_len: int, block_si
 
 
 def beam_search_savings(beam_width: int, prompt_len: int, output_len: int, block_size: int = 16,
-                        seed: int = 0, keep_best: float = 0.6) -> Dict[str, float]:
+                        seed: int = 0, keep_best: float = 0.6) -> dict[str, float]:
     """Blocks saved by sharing among beams (vLLM v0 beam search on CoW forks).
 
     Each step keeps ``beam_width`` candidates drawn from the current beams; a beam that is
@@ -90,11 +90,13 @@ def beam_search_savings(beam_width: int, prompt_len: int, output_len: int, block
     m.allocate_slots(root, prompt_len)
     root.num_computed_tokens = prompt_len
     beams, next_id = [root], 1
-    with_s, without, copies = [], [], 0
+    with_s: list[int] = []
+    without: list[int] = []
+    copies = 0
     for step in range(output_len):
         parents = [beams[0] if rng.random() < keep_best else rng.choice(beams) for _ in range(beam_width)]
-        survivors: List[Request] = []
-        used = set()
+        survivors: list[Request] = []
+        used: set[str] = set()
         for p in parents:  # first pick continues the beam, later picks fork it
             if p.request_id not in used:
                 used.add(p.request_id)

@@ -1,13 +1,14 @@
-"""Pictures for failure reports.
+"""Pictures for failure reports and lab helpers.
 
-Most exercises draw with :mod:`pagedlab.viz` (block pool, block table, radix tree, batch Gantt,
-kernel walk). The few shapes ``pagedlab.viz`` has no renderer for are drawn here, in the same
+Most exercises draw with the other :mod:`pagedlab.viz` modules (block pool, block table, radix tree,
+batch Gantt, kernel walk). The few shapes they have no renderer for are drawn here, in the same
 style (a light card, dark text, ``pl-viz`` class): a free queue as a row of blocks, a contiguous
 token arena, and a list of running requests.
 """
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
@@ -31,7 +32,9 @@ def render_queue_rows(rows: Sequence[Tuple[str, Sequence[Any], Optional[int]]], 
             x = left + i * (cell + gap)
             stroke = COLORS["cow"] if bad is not None and i == bad else COLORS["empty_stroke"]
             sw = 3 if bad is not None and i == bad else 1
-            body.append(f'<rect {attrs(cls="pl-queue-item", x=f"{x:.1f}", y=f"{y:.1f}", width=cell, height=cell, rx=3, fill=COLORS["cached"], stroke=stroke, stroke_width=sw, data_index=i, data_block_id=item)}/>')
+            hooks = attrs(cls="pl-queue-item", x=f"{x:.1f}", y=f"{y:.1f}", width=cell, height=cell, rx=3,
+                          fill=COLORS["cached"], stroke=stroke, stroke_width=sw, data_index=i, data_block_id=item)
+            body.append(f'<rect {hooks}/>')
             body.append(text(x + cell / 2, y + cell / 2, item, size=11, anchor="middle"))
         if items and r == 0:
             body.append(text(left + cell / 2, y + cell + 9, "front", size=9, color=COLORS["muted"], anchor="middle"))
@@ -59,7 +62,9 @@ def render_arena(snapshot: Dict[str, Any], accounting: Optional[Dict[str, int]] 
         if n <= 0:
             return
         x = left + x0 * scale
-        body.append(f'<rect {attrs(cls="pl-arena-seg", x=f"{x:.1f}", y=top, width=f"{max(n * scale, 0.5):.1f}", height=bar_h, fill=_ARENA_COLORS[kind], stroke="#ffffff", stroke_width=0.5, data_kind=kind, data_tokens=n)}/>')
+        hooks = attrs(cls="pl-arena-seg", x=f"{x:.1f}", y=top, width=f"{max(n * scale, 0.5):.1f}", height=bar_h,
+                      fill=_ARENA_COLORS[kind], stroke="#ffffff", stroke_width=0.5, data_kind=kind, data_tokens=n)
+        body.append(f'<rect {hooks}/>')
         if label and n * scale > 24:
             body.append(text(x + n * scale / 2, top + bar_h / 2, label, size=10, anchor="middle"))
 
@@ -78,7 +83,8 @@ def render_arena(snapshot: Dict[str, Any], accounting: Optional[Dict[str, int]] 
     y = top + bar_h + 20
     x = left
     for kind, color in _ARENA_COLORS.items():
-        body.append(f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{color}" stroke="{COLORS["empty_stroke"]}"/>')
+        body.append(f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{color}" '
+                    f'stroke="{COLORS["empty_stroke"]}"/>')
         label = kind if accounting is None else f"{kind} {accounting.get(kind, '?')}"
         body.append(text(x + 19, y, label, size=11, color=COLORS["muted"]))
         x += 30 + len(label) * 7
@@ -97,7 +103,9 @@ def render_requests(requests: Sequence[Dict[str, Any]], marks: Dict[str, Tuple[s
         rid = str(r.get("request_id"))
         label, color = marks.get(rid, ("", COLORS["empty_stroke"]))
         sw = 3 if label else 1
-        body.append(f'<rect {attrs(cls="pl-request", x=f"{x:.1f}", y=top, width=w, height=h, rx=4, fill=owner_color(rid), fill_opacity=0.35, stroke=color, stroke_width=sw, data_owner=rid)}/>')
+        hooks = attrs(cls="pl-request", x=f"{x:.1f}", y=top, width=w, height=h, rx=4, fill=owner_color(rid),
+                      fill_opacity=0.35, stroke=color, stroke_width=sw, data_owner=rid)
+        body.append(f'<rect {hooks}/>')
         body.append(text(x + w / 2, top + 12, rid, size=12, anchor="middle", weight="bold"))
         body.append(text(x + w / 2, top + 28, f"prio {r.get('priority')}", size=10, anchor="middle"))
         body.append(text(x + w / 2, top + 41, f"arrival {r.get('arrival_time')}", size=10, anchor="middle"))
@@ -106,7 +114,7 @@ def render_requests(requests: Sequence[Dict[str, Any]], marks: Dict[str, Tuple[s
     return svg_doc(width, top + h + 28, body, "pl-requests", title=title)
 
 
-def pool_snapshot(ref_cnts: Sequence[int], tables: Dict[str, Sequence[int]], free_queue: Sequence[int] = (),
+def pool_snapshot(ref_cnts: Sequence[int], tables: Mapping[str, Sequence[int]], free_queue: Sequence[int] = (),
                   step: int = 0, cow_pairs: Sequence[Sequence[int]] = ()) -> Dict[str, Any]:
     """A ``pagedlab.trace`` pool snapshot from reference counts and block tables (owners derived)."""
     owners: List[List[str]] = [[] for _ in ref_cnts]
@@ -121,15 +129,18 @@ def pool_snapshot(ref_cnts: Sequence[int], tables: Dict[str, Sequence[int]], fre
             "pending_copies": [list(p) for p in cow_pairs]}
 
 
+_CELL_STYLE = "flex:1 1 380px;min-width:300px"
+
+
 def side_by_side(picture: str, expected_picture: str = "") -> str:
     """HTML showing the learner's picture and the reference's next to each other."""
     if not picture and not expected_picture:
         return ""
     cells = []
     if picture:
-        cells.append(f'<div style="flex:1 1 380px;min-width:300px"><div style="font-weight:bold">your state</div>{picture}</div>')
+        cells.append(f'<div style="{_CELL_STYLE}"><div style="font-weight:bold">your state</div>{picture}</div>')
     if expected_picture:
-        cells.append(f'<div style="flex:1 1 380px;min-width:300px"><div style="font-weight:bold">expected</div>{expected_picture}</div>')
+        cells.append(f'<div style="{_CELL_STYLE}"><div style="font-weight:bold">expected</div>{expected_picture}</div>')
     return '<div class="pl-check-pictures" style="display:flex;flex-wrap:wrap;gap:12px">' + "".join(cells) + "</div>"
 
 

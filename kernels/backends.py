@@ -1,0 +1,65 @@
+"""The one attention-backend dispatch: which module's ops run attention over the paged cache.
+
+A backend is the three ops the engine calls per layer, with the same positional signatures and
+semantics in both (see ``pagedlab.kernels.reference``):
+
+* ``"torch"``  - the PyTorch references (ground truth; the CPU default). Never imports Triton.
+* ``"triton"`` - the Triton kernels (CUDA, or CPU under ``TRITON_INTERPRET=1``). Triton is imported
+  on the first ``get_backend("triton")``, not before: it decides at import whether it interprets.
+
+(vLLM >= 0.6 selects its backend with ``get_attn_backend`` in ``vllm/attention/selector.py``; this is
+the same idea with two backends.)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from pagedlab.kernels import reference
+
+__all__ = ["BACKENDS", "AttentionBackend", "get_backend", "default_backend"]
+
+#: The backend names, in the order ``default_backend`` prefers them last to first.
+BACKENDS = ("torch", "triton")
+
+
+@dataclass(frozen=True)
+class AttentionBackend:
+    """The three ops of one backend (positional signatures as in ``pagedlab.kernels.reference``)."""
+
+    name: str
+    reshape_and_cache: Callable[..., None]
+    paged_decode_attention: Callable[..., torch.Tensor]
+    paged_prefill_attention: Callable[..., torch.Tensor]
+
+
+def get_backend(name: str) -> AttentionBackend:
+    """The three attention ops of a backend: ``reshape_and_cache``, ``paged_decode_attention``,
+    ``paged_prefill_attention``.
+
+    Raises:
+        ValueError: unknown backend name.
+        ImportError: ``"triton"`` where Triton is not installed.
+    """
+    if name == "torch":
+        mod = reference
+    elif name == "triton":
+        from pagedlab.kernels import ops  # lazily: imports Triton (set TRITON_INTERPRET=1 first on CPU)
+        mod = ops
+    else:
+        raise ValueError(f"unknown attention backend {name!r}; use one of {', '.join(map(repr, BACKENDS))}")
+    return AttentionBackend(name, mod.reshape_and_cache, mod.paged_decode_attention, mod.paged_prefill_attention)
+
+
+def default_backend(device: torch.device | str) -> str:
+    """``"triton"`` on CUDA when Triton is usable, else ``"torch"`` (the engine's default on CPU).
+
+    Does not import Triton for a non-CUDA device.
+    """
+    if torch.device(device).type != "cuda":
+        return "torch"
+    from pagedlab.kernels.runtime import kernels_can_run
+
+    return "triton" if kernels_can_run(device) else "torch"

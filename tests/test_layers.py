@@ -1,0 +1,129 @@
+"""The layers point one way (docs/architecture.md): a module never imports a higher layer.
+
+Every ``import`` / ``from ... import`` statement of every module in ``pagedlab/`` and ``kernels/``
+(``pagedlab.kernels``) is read with ``ast`` - also the ones inside functions and under
+``TYPE_CHECKING`` - and its target's layer compared with the importer's.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Layer of each top-level module or subpackage of ``pagedlab``, lowest first. A module may import
+#: its own layer and any lower one.
+LAYERS: dict[str, int] = {
+    "errors": 0, "config": 0, "sampling_params": 0, "outputs": 0, "request": 0, "trace": 0,
+    "core": 1,
+    "sched": 2,
+    "kernels": 3,
+    "model": 4,
+    "engine": 5, "": 5,  # "" is the package root, ``pagedlab/__init__.py`` (the public API: LLM, ...)
+    "sim": 6, "viz": 6, "analysis": 6,
+    "demo": 7, "doctor": 7,
+    "grading": 8,
+    "cli": 9,
+}
+#: The only modules outside ``pagedlab.grading`` that may import it.
+GRADING_USERS = {"pagedlab.cli"}
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for base, prefix in ((ROOT / "pagedlab", "pagedlab"), (ROOT / "kernels", "pagedlab.kernels")):
+        for path in base.rglob("*.py"):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join([prefix, *parts])] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+def imported_modules(module: str, tree: ast.AST) -> set[str]:
+    """The ``pagedlab`` modules ``module`` imports (relative imports resolved; ``from pagedlab import x``
+    names the submodule ``x`` when there is one, else the package root)."""
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                out.add(sub if sub in MODULES else base)
+    return {m for m in out if m == "pagedlab" or m.startswith("pagedlab.")}
+
+
+def layer_of(module: str) -> tuple[str, int]:
+    """``(top-level part, layer)`` of a ``pagedlab`` module."""
+    top = module.split(".")[1] if "." in module else ""
+    if top not in LAYERS:
+        raise AssertionError(f"{module}: no layer assigned; add {top!r} to LAYERS in {__file__}")
+    return top, LAYERS[top]
+
+
+def layer_violations(module: str, tree: ast.AST) -> list[str]:
+    """Messages for every import of ``module`` that points up, or into ``grading`` from outside it."""
+    top, rank = layer_of(module)
+    out = []
+    for target in sorted(imported_modules(module, tree)):
+        t_top, t_rank = layer_of(target)
+        if t_top == "grading" and top != "grading" and module not in GRADING_USERS:
+            out.append(f"{module} imports {target}: only pagedlab.grading and the CLI may import the grader")
+        elif t_rank > rank:
+            out.append(f"{module} ({top or 'pagedlab'}, layer {rank}) imports {target} "
+                       f"({t_top or 'pagedlab'}, layer {t_rank}): lower layers never import higher ones")
+    return out
+
+
+def test_every_module_has_a_layer_and_imports_only_downwards() -> None:
+    assert len(MODULES) > 80 and "pagedlab.kernels.ops" in MODULES and "pagedlab.core.block_pool" in MODULES
+    problems = []
+    for module, path in sorted(MODULES.items()):
+        problems += layer_violations(module, ast.parse(path.read_text(), str(path)))
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("module,source,message", [
+    ("pagedlab.core.block_pool", "from pagedlab.sched.scheduler import Scheduler", "lower layers never"),
+    ("pagedlab.core.block_pool", "def f():\n    import pagedlab.engine.llm_engine", "lower layers never"),
+    ("pagedlab.request", "from pagedlab import LLM", "imports pagedlab (pagedlab, layer 5)"),
+    ("pagedlab.analysis.lab01", "from pagedlab.grading.exercises import lab01", "only pagedlab.grading and the CLI"),
+    ("pagedlab.viz.pool", "from ..grading import check", "imports pagedlab.grading: only"),
+    ("pagedlab.kernels.ops", "from pagedlab.model import attention", "imports pagedlab.model.attention"),
+    ("pagedlab.core", "from .. import engine", "imports pagedlab.engine"),
+])
+def test_the_checker_catches_an_upward_import(module: str, source: str, message: str) -> None:
+    problems = layer_violations(module, ast.parse(source))
+    assert len(problems) == 1 and message in problems[0], problems
+
+
+@pytest.mark.parametrize("module,source", [
+    ("pagedlab.engine.llm_engine", "from pagedlab.core.kv_cache_manager import KVCacheManager"),
+    ("pagedlab.sched.scheduler", "from pagedlab.request import Request\nfrom . import policy"),
+    ("pagedlab.cli", "from pagedlab.grading import grade"),
+    ("pagedlab.grading.kit", "from pagedlab.analysis.kit import Seq"),
+    ("pagedlab.model.attention", "import torch\nfrom pagedlab.kernels import ops"),
+])
+def test_the_checker_accepts_downward_and_sideways_imports(module: str, source: str) -> None:
+    assert layer_violations(module, ast.parse(source)) == []
+
+
+def test_a_module_without_a_layer_is_reported() -> None:
+    with pytest.raises(AssertionError, match="no layer assigned; add 'plugins'"):
+        layer_of("pagedlab.plugins.x")
