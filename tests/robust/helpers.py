@@ -13,6 +13,8 @@ VOCAB = 97          # tiny_llama's vocabulary
 
 _TINY = tiny_llama()
 
+__all__ = ["VOCAB", "tiny_llama", "tiny_engine", "check_engine", "assert_idle", "run_to_completion", "greedy"]
+
 
 def tiny_engine(**kw: Any) -> LLMEngine:
     """An ``LLMEngine`` over the shared tiny Llama (2 layers, vocab 97, 256 positions), torch backend."""
