@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 import torch
 
-from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.config import CacheConfig, SchedulerConfig, check_kv_cache_fits
 from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
@@ -143,7 +143,9 @@ class LLMEngine:
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
         tokenizer, eos_token_id: only with ``model`` given as a ``LlamaForCausalLM`` instance.
     Raises:
-        ConfigError: a setting is invalid. ModelNotFoundError / ModelFileCorruptError.
+        ConfigError: a setting is invalid, or the KV pool (plus swap space) would not fit in the
+            available memory (checked before allocating; the message names the fix).
+        ModelNotFoundError / ModelFileCorruptError.
     """
 
     def __init__(self, model=None, *, block_size: int = 16, num_gpu_blocks: int = 512,
@@ -182,6 +184,7 @@ class LLMEngine:
             attention_backend = "triton" if device.startswith("cuda") else "torch"
         if attention_backend not in ("torch", "triton"):
             raise ConfigError(f"attention_backend must be 'torch' or 'triton', got {attention_backend!r}")
+        check_kv_cache_fits(self.cache_config, net.config.kv_bytes_per_token(4), device)
         self.eos_token_id = meta["eos_token_id"]
         self.scheduling = scheduling
 
