@@ -13,9 +13,13 @@ from pagedlab.outputs import RequestOutput
 from pagedlab.sampling_params import SamplingParams
 
 
-def _check_conversation(conv: object, index: int) -> None:
-    """Raise ``InvalidRequestError`` unless ``conv`` is a non-empty list of ``{"role": str, "content": str}``."""
-    where = f"conversation {index}"
+def _check_conversation(conv: object, where: str) -> None:
+    """Raise ``InvalidRequestError`` unless ``conv`` is a non-empty list of ``{"role": str, "content": str}``.
+
+    Args:
+        conv: the conversation.
+        where: how the message names it, e.g. ``"conversation 2"``.
+    """
     if not isinstance(conv, list) or not conv:
         raise InvalidRequestError(f'{where} must be a non-empty list of {{"role": ..., "content": ...}} dicts, '
                                   f"got {type(conv).__name__}")
@@ -123,7 +127,7 @@ class LLM:
             raise InvalidRequestError('chat() takes a conversation [{"role": ..., "content": ...}, ...] '
                                       f"or a list of conversations, got {type(messages).__name__}")
         for i, conv in enumerate(messages):
-            _check_conversation(conv, i)
+            _check_conversation(conv, f"conversation {i}")
         if self.llm_engine.tokenizer is None:
             raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
         prompts = [{"prompt": None, "prompt_token_ids": self.apply_chat_template(m, add_generation_prompt)}
