@@ -115,17 +115,15 @@ def _ensure_converted(gguf: Path) -> Path:
         CacheNotWritableError: neither place can be written; the message names PAGEDLAB_CACHE_DIR.
         ModelFileCorruptError: the GGUF cannot be read.
     """
-    out = _converted_dir(gguf)
-    if (out / "model.safetensors").exists():
-        return out
+    out, fallback = _converted_dir(gguf), _fallback_converted_dir(gguf)
+    for made in (out, fallback):
+        if (made / "model.safetensors").exists():
+            return made
     try:
         _convert(gguf, out)
         return out
     except OSError as e:
         first = e
-    fallback = _fallback_converted_dir(gguf)
-    if (fallback / "model.safetensors").exists():
-        return fallback
     warnings.warn(f"cannot write the converted model under {out.parent} ({first}); using {fallback.parent} "
                   f"instead. Set PAGEDLAB_CACHE_DIR to a writable directory to keep it", stacklevel=3)
     try:
