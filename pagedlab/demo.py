@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 from pagedlab.errors import InvalidRequestError
 
@@ -35,12 +35,12 @@ def read_prompts(path: str | Path) -> List[dict]:
     return [row for _, row in _read_prompt_lines(path)]
 
 
-def _read_prompt_lines(path: str | Path) -> List[tuple[int, dict]]:
+def _read_prompt_lines(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` per prompt of a prompts file; see ``read_prompts``."""
     from pagedlab.sim.traces import read_text_file
     if not Path(path).is_file():
         raise InvalidRequestError(f"prompts file not found: {path}")
-    rows = []
+    rows: list[tuple[int, dict[str, Any]]] = []
     for lineno, line in enumerate(read_text_file(path, InvalidRequestError).splitlines(), start=1):
         if not line.strip():
             continue

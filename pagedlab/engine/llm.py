@@ -87,19 +87,19 @@ class LLM:
         tokenized = [engine._tokenize(p) for p in prompts]
         for (_, ids), sp in zip(tokenized, params):
             engine.validate_request(ids, sp)
-        ids: List[str] = []
+        request_ids: list[str] = []
         try:
             for (text, toks), sp, prio in zip(tokenized, params, priorities):
                 p = {"prompt": text, "prompt_token_ids": toks}
-                ids.append(engine.add_request(None, p, sp, priority=prio))
+                request_ids.append(engine.add_request(None, p, sp, priority=prio))
         except BaseException:
-            for rid in ids:
+            for rid in request_ids:
                 engine.abort_request(rid)
             raise
-        return self._run(ids, use_tqdm)
+        return self._run(request_ids, use_tqdm)
 
     @staticmethod
-    def _priorities(priority: object, num_prompts: int) -> List[int]:
+    def _priorities(priority: object, num_prompts: int) -> list[int]:
         """Per-prompt priorities (all 0 when None), checked before anything is queued."""
         if priority is None:
             return [0] * num_prompts

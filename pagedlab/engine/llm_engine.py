@@ -13,7 +13,8 @@ import operator
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, cast
+from collections.abc import Callable
+from typing import Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
 
 import torch
 
@@ -78,7 +79,7 @@ def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
                                   f"generator accepts: {e}") from None
 
 
-_StepFn = TypeVar("_StepFn", bound=Callable[..., List[RequestOutput]])
+_StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
 
 
 def _all_or_nothing(step: _StepFn) -> _StepFn:
@@ -87,7 +88,7 @@ def _all_or_nothing(step: _StepFn) -> _StepFn:
     unchanged."""
 
     @functools.wraps(step)
-    def wrapper(self: "LLMEngine", *args: Any, **kwargs: Any) -> List[RequestOutput]:
+    def wrapper(self: LLMEngine, *args: Any, **kwargs: Any) -> list[RequestOutput]:
         try:
             return step(self, *args, **kwargs)
         except BaseException:
@@ -184,7 +185,8 @@ class LLMEngine:
             attention_backend = "triton" if device.startswith("cuda") else "torch"
         if attention_backend not in ("torch", "triton"):
             raise ConfigError(f"attention_backend must be 'torch' or 'triton', got {attention_backend!r}")
-        check_kv_cache_fits(self.cache_config, net.config.kv_bytes_per_token(4), device)
+        model_cfg: Any = net.config
+        check_kv_cache_fits(self.cache_config, model_cfg.kv_bytes_per_token(4), device)
         self.eos_token_id = meta["eos_token_id"]
         self.scheduling = scheduling
 
@@ -422,7 +424,7 @@ class LLMEngine:
         failed forward pass never finished writing.
         """
         sched, kv = self.scheduler, self.kv_cache_manager
-        known: Dict[str, Request] = dict(sched.requests)
+        known: dict[str, Request] = dict(sched.requests)
         for group in self._groups.values():
             known.update((m.request_id, m) for m in group.members)
         now = time.perf_counter()
@@ -438,8 +440,8 @@ class LLMEngine:
                 self.finished_requests.append(req)
             try:
                 kv.free(req)
-            except Exception:  # noqa: BLE001 - best effort; the pool is rebuilt below if needed
-                pass
+            except Exception as e:  # noqa: BLE001 - best effort; the pools are rebuilt below if needed
+                logger.debug("freeing %s after a failed step: %r", req.request_id, e)
         self._groups.clear()
         self._gens.clear()
         kv.take_pending_copies()

@@ -38,7 +38,12 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Optional
 
-from pagedlab.errors import CacheNotWritableError, ModelFetchError, ModelFileCorruptError, ModelNotFoundError
+from pagedlab.errors import (
+    CacheNotWritableError,
+    ModelFetchError,
+    ModelFileCorruptError,
+    ModelNotFoundError,
+)
 
 __all__ = [
     "ModelSpec",

@@ -17,7 +17,11 @@ from typing import Optional, Tuple, Union
 
 import torch
 
-from pagedlab.errors import CacheNotWritableError, ModelFileCorruptError, ModelNotFoundError
+from pagedlab.errors import (
+    CacheNotWritableError,
+    ModelFileCorruptError,
+    ModelNotFoundError,
+)
 from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 _CONVERTED_FORMAT = 2   # bump when the converted layout changes

@@ -82,7 +82,7 @@ class SchedulerOutput:
     scheduled: List[ScheduledRequest] = field(default_factory=list)
     preempted: List[str] = field(default_factory=list)
     block_moves: List[Tuple[str, int, int]] = field(default_factory=list)
-    rejected: List[Request] = field(default_factory=list)
+    rejected: list[Request] = field(default_factory=list)
 
     def _moves(self, kind: str) -> List[Tuple[int, int]]:
         return [(s, d) for k, s, d in self.block_moves if k == kind]
@@ -132,7 +132,7 @@ class Scheduler:
         self.running: List[Request] = []
         self.swapped: deque = deque()
         self.step_count = 0
-        self._rejected: List[Request] = []
+        self._rejected: list[Request] = []
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:

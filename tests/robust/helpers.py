@@ -13,13 +13,13 @@ VOCAB = 97          # tiny_llama's vocabulary
 
 _TINY = tiny_llama()
 
-__all__ = ["VOCAB", "tiny_llama", "tiny_engine", "check_engine", "assert_idle", "run_to_completion", "greedy"]
+__all__ = ["VOCAB", "assert_idle", "check_engine", "greedy", "run_to_completion", "tiny_engine", "tiny_llama"]
 
 
 def tiny_engine(**kw: Any) -> LLMEngine:
     """An ``LLMEngine`` over the shared tiny Llama (2 layers, vocab 97, 256 positions), torch backend."""
-    args: dict[str, Any] = dict(block_size=4, num_gpu_blocks=32, max_model_len=128, attention_backend="torch",
-                                device="cpu")
+    args: dict[str, Any] = {"block_size": 4, "num_gpu_blocks": 32, "max_model_len": 128, "attention_backend": "torch",
+                                "device": "cpu"}
     args.update(kw)
     return LLMEngine(_TINY, **args)
 

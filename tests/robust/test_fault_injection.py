@@ -12,22 +12,31 @@ gives exactly the tokens of an undisturbed run.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 import pagedlab.engine.model_runner as model_runner_mod
 from pagedlab import LLM, LLMEngine
 from pagedlab.outputs import RequestOutput
-from tests.robust.helpers import assert_idle, check_engine, greedy, run_to_completion, tiny_engine, tiny_llama
+from tests.robust.helpers import (
+    assert_idle,
+    check_engine,
+    greedy,
+    run_to_completion,
+    tiny_engine,
+    tiny_llama,
+)
 
 PROMPTS = [[5, 17, 3, 88, 41], [9, 9, 12, 60], [70, 2, 33]]
 N = [2, 1, 1]
 MAX_TOKENS = 6
 SETTINGS = {
-    "recompute": dict(block_size=2, num_gpu_blocks=12, max_num_batched_tokens=16, enable_prefix_caching=True),
-    "swap": dict(block_size=2, num_gpu_blocks=12, max_num_batched_tokens=16, preemption_mode="swap",
-                 num_cpu_blocks=24),
+    "recompute": {"block_size": 2, "num_gpu_blocks": 12, "max_num_batched_tokens": 16,
+                  "enable_prefix_caching": True},
+    "swap": {"block_size": 2, "num_gpu_blocks": 12, "max_num_batched_tokens": 16, "preemption_mode": "swap",
+             "num_cpu_blocks": 24},
 }
 
 
@@ -61,7 +70,7 @@ class Injector:
             if when == "before":
                 self.fired = True
                 raise exc
-            result = real(*args, **kwargs)
+            real(*args, **kwargs)
             self.fired = True
             raise exc
 

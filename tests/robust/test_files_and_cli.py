@@ -3,8 +3,8 @@ and never load the model for an input that is already wrong; a closed output pip
 from __future__ import annotations
 
 import errno
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +29,7 @@ def _read_only(*args: Any, **kwargs: Any) -> Any:
 @pytest.fixture
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if anything tries to load the model."""
-    import pagedlab.engine.llm_engine as llm_engine
+    from pagedlab.engine import llm_engine
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the model was loaded before the input was validated")
@@ -126,7 +126,7 @@ def test_closed_pipe_is_quiet(argv: list[str]) -> None:
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([sys.executable, "-m", "pagedlab.cli", *argv], stdout=w, stderr=subprocess.PIPE,
+        p = subprocess.run([sys.executable, "-m", "pagedlab.cli", *argv], stdout=w, stderr=subprocess.PIPE, check=False,
                            text=True, cwd=ROOT, timeout=120)
     finally:
         os.close(w)

@@ -10,12 +10,18 @@ import pytest
 
 from pagedlab import LLM, SamplingParams
 from pagedlab.errors import ConfigError, InvalidRequestError
-from tests.robust.helpers import assert_idle, greedy, run_to_completion, tiny_engine, tiny_llama
+from tests.robust.helpers import (
+    assert_idle,
+    greedy,
+    run_to_completion,
+    tiny_engine,
+    tiny_llama,
+)
 
 
 def _tiny_llm(**kw: object) -> LLM:
-    args: dict[str, object] = dict(block_size=4, num_gpu_blocks=32, max_model_len=128, attention_backend="torch",
-                                   device="cpu")
+    args: dict[str, object] = {"block_size": 4, "num_gpu_blocks": 32, "max_model_len": 128, "attention_backend": "torch",
+                                   "device": "cpu"}
     args.update(kw)
     return LLM(tiny_llama(), **args)
 
@@ -155,9 +161,9 @@ def test_beam_search_validates_every_prompt_before_searching() -> None:
 
 
 # --- 4/5. resources up front ------------------------------------------------------------------------
-@pytest.mark.parametrize("kw, knob", [(dict(block_size=10**6, num_gpu_blocks=512), "num_gpu_blocks"),
-                                      (dict(num_gpu_blocks=10**10), "num_gpu_blocks"),
-                                      (dict(preemption_mode="swap", num_cpu_blocks=10**10),
+@pytest.mark.parametrize("kw, knob", [({"block_size": 10**6, "num_gpu_blocks": 512}, "num_gpu_blocks"),
+                                      ({"num_gpu_blocks": 10**10}, "num_gpu_blocks"),
+                                      ({"preemption_mode": "swap", "num_cpu_blocks": 10**10},
                                        "num_gpu_blocks \\+ num_cpu_blocks")])
 def test_kv_pool_larger_than_memory_is_refused_with_the_number(kw: dict[str, int], knob: str) -> None:
     """Was: ``LLM(block_size=10**6)`` tried to allocate hundreds of GB."""
@@ -167,7 +173,7 @@ def test_kv_pool_larger_than_memory_is_refused_with_the_number(kw: dict[str, int
 
 
 def test_kv_check_counts_bytes_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pagedlab.config as config
+    from pagedlab import config
     per_block = 4 * tiny_llama().config.kv_bytes_per_token(4)          # block_size 4
     monkeypatch.setattr(config, "available_memory_bytes", lambda device="cpu": 32 * per_block)
     _tiny_llm(num_gpu_blocks=32)                                           # exactly fits

@@ -39,15 +39,15 @@ def engine_settings(draw: st.DrawFn) -> dict[str, Any]:
     block_size = draw(st.sampled_from([1, 2, 4, 4, 8]))
     mode = draw(st.sampled_from(["recompute", "swap"]))
     caching = draw(st.sampled_from([None, "hash", "radix"]))
-    kw: dict[str, Any] = dict(
-        block_size=block_size, num_gpu_blocks=draw(st.integers(2, 16)),
-        max_num_batched_tokens=draw(st.integers(1, 40)), enable_chunked_prefill=draw(st.booleans()),
-        long_prefill_token_threshold=draw(st.sampled_from([0, 0, 3, 7])),
-        max_num_seqs=draw(st.integers(1, 8)), policy=draw(st.sampled_from(["fcfs", "priority"])),
-        preemption_mode=mode, num_cpu_blocks=draw(st.integers(1, 24)) if mode == "swap" else 0,
-        enable_prefix_caching=caching is not None, prefix_cache=caching or "hash",
-        scheduling=draw(st.sampled_from(["continuous"] * 4 + ["static"])),
-        max_model_len=draw(st.sampled_from([32, 64])), hash_seed=0)
+    kw: dict[str, Any] = {
+        "block_size": block_size, "num_gpu_blocks": draw(st.integers(2, 16)),
+        "max_num_batched_tokens": draw(st.integers(1, 40)), "enable_chunked_prefill": draw(st.booleans()),
+        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 3, 7])),
+        "max_num_seqs": draw(st.integers(1, 8)), "policy": draw(st.sampled_from(["fcfs", "priority"])),
+        "preemption_mode": mode, "num_cpu_blocks": draw(st.integers(1, 24)) if mode == "swap" else 0,
+        "enable_prefix_caching": caching is not None, "prefix_cache": caching or "hash",
+        "scheduling": draw(st.sampled_from(["continuous"] * 4 + ["static"])),
+        "max_model_len": draw(st.sampled_from([32, 64])), "hash_seed": 0}
     return kw
 
 
@@ -119,7 +119,7 @@ def drive(engine: Any, mix: list[Arrival]) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(kw=engine_settings(), mix=request_mix())
 @example(  # issue 16 case 1b: recompute-preempted requests outgrow the budget with chunking off
-    kw=dict(block_size=4, num_gpu_blocks=6, max_num_batched_tokens=8, enable_chunked_prefill=False),
+    kw={"block_size": 4, "num_gpu_blocks": 6, "max_num_batched_tokens": 8, "enable_chunked_prefill": False},
     mix=[Arrival(0, [1 + i, 2, 3, 4, 5, 6], 10, 1, 0, None) for i in range(3)])
 def test_every_accepted_request_finishes_on_tiny_llama(kw: dict[str, Any], mix: list[Arrival]) -> None:
     drive(tiny_engine(**kw), mix)
@@ -127,10 +127,10 @@ def test_every_accepted_request_finishes_on_tiny_llama(kw: dict[str, Any], mix: 
 
 @pytest.mark.model
 @pytest.mark.parametrize("kw", [
-    dict(num_gpu_blocks=6, block_size=4, max_num_batched_tokens=12, enable_chunked_prefill=False),
-    dict(num_gpu_blocks=7, block_size=4, max_num_batched_tokens=9, preemption_mode="swap", num_cpu_blocks=8,
-         enable_prefix_caching=True),
-    dict(num_gpu_blocks=8, block_size=2, max_num_batched_tokens=5, policy="priority", long_prefill_token_threshold=3),
+    {"num_gpu_blocks": 6, "block_size": 4, "max_num_batched_tokens": 12, "enable_chunked_prefill": False},
+    {"num_gpu_blocks": 7, "block_size": 4, "max_num_batched_tokens": 9, "preemption_mode": "swap", "num_cpu_blocks": 8,
+         "enable_prefix_caching": True},
+    {"num_gpu_blocks": 8, "block_size": 2, "max_num_batched_tokens": 5, "policy": "priority", "long_prefill_token_threshold": 3},
 ])
 def test_every_accepted_request_finishes_on_smollm2(kw: dict[str, Any]) -> None:
     from pagedlab import LLMEngine
