@@ -140,3 +140,58 @@ def test_ctrl_c_in_generate_then_generate_again(monkeypatch: pytest.MonkeyPatch,
     assert_idle(llm.llm_engine)
     assert _tokens(llm.generate(prompts, params)) == ref
     check_engine(llm.llm_engine)
+
+
+def test_interrupt_inside_a_block_pool_primitive_rebuilds_the_pools(monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Ctrl-C between popping blocks off the free queue and recording them anywhere: no holder can
+    return them, so the recovery rebuilds the (then idle) pools rather than leak them."""
+    ref = _reference("recompute")
+    engine = tiny_engine(**SETTINGS["recompute"])
+    _submit(engine)
+    queue = engine.kv_cache_manager.block_pool.free_block_queue
+    real = queue.popleft_n
+
+    def pop_then_interrupt(n: int) -> Any:
+        real(n)                              # the blocks leave the queue and are lost
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(queue, "popleft_n", pop_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_to_completion(engine, 200)
+    assert "rebuilding the KV block pools" in caplog.text
+    assert_idle(engine)
+    ids = _submit(engine)
+    assert _tokens(run_to_completion(engine, 200), ids) == ref
+
+
+def test_ctrl_c_in_beam_search_frees_every_beam(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pagedlab.engine.beam_search import BeamSearchParams
+    llm = LLM(tiny_llama(), attention_backend="torch", device="cpu", max_model_len=128, block_size=2,
+              num_gpu_blocks=24, enable_prefix_caching=True)
+    llm.llm_engine.tokenizer = _Decoder()
+    params = BeamSearchParams(beam_width=3, max_tokens=5, ignore_eos=True)
+    ref = [s.tokens for s in llm.beam_search([PROMPTS[0]], params)[0].sequences]
+    calls = []
+    runner = llm.llm_engine.model_runner
+    real = runner.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:                  # after two forks, mid-search
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "forward", forward)
+    with pytest.raises(KeyboardInterrupt):
+        llm.beam_search([PROMPTS[0]], params)
+    monkeypatch.undo()
+    assert_idle(llm.llm_engine)
+    assert [s.tokens for s in llm.beam_search([PROMPTS[0]], params)[0].sequences] == ref
+
+
+class _Decoder:
+    """Stands in for a tokenizer: beam_search only decodes the finished beams."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return " ".join(map(str, ids))
