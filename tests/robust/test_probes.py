@@ -39,6 +39,19 @@ def test_prompt_longer_than_budget_without_chunking_is_refused_at_submission() -
     assert_idle(engine)
 
 
+@pytest.mark.model
+@pytest.mark.timeout(300)
+def test_issue_example_on_smollm2_is_refused_not_spun() -> None:
+    """The issue's own reproduction (the old code spun forever: the timeout turns that into a failure)."""
+    llm = LLM(max_num_batched_tokens=4, enable_chunked_prefill=False, num_gpu_blocks=16)
+    with pytest.raises(InvalidRequestError, match="enable_chunked_prefill=False"):
+        llm.generate("The capital of France is", SamplingParams(temperature=0, max_tokens=4))
+    assert_idle(llm.llm_engine)
+    out = llm.generate("Hi", SamplingParams(temperature=0, max_tokens=3))     # 1 token: fits the budget
+    assert len(out[0].outputs[0].token_ids) == 3
+    assert_idle(llm.llm_engine)
+
+
 def test_static_scheduling_ignores_the_budget_so_accepts_long_prompts() -> None:
     engine = tiny_engine(max_num_batched_tokens=4, enable_chunked_prefill=False, scheduling="static")
     engine.add_request(None, {"prompt_token_ids": [1, 2, 3, 4, 5, 6]}, greedy(2))
