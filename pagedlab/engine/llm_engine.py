@@ -11,9 +11,9 @@ import itertools
 import logging
 import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
 
 import torch
