@@ -310,18 +310,18 @@ class Scheduler:
     def _reject_unschedulable(self, req: Request, num_tokens: int) -> None:
         """Abort the waiting head ``req``, which needs ``num_tokens`` in one step with chunking off.
 
-        Only a recompute-preempted request can get here (longer prompts are refused at
-        submission): its prompt plus generated tokens outgrew ``max_num_batched_tokens``, so
-        retrying would spin forever. Frees its blocks and queues it for ``SchedulerOutput.rejected``.
+        Through ``LLMEngine`` only a recompute-preempted request gets here (longer prompts are
+        refused at submission): its prompt plus generated tokens outgrew ``max_num_batched_tokens``,
+        so retrying would spin forever. Frees its blocks and queues it for ``SchedulerOutput.rejected``.
         """
         self.waiting.pop_request()
         req.status = RequestStatus.FINISHED_ABORTED
         self._free(req)
         self._rejected.append(req)
         logger.warning(
-            "request %s aborted: after preemption it must recompute %d tokens in one step, more than "
-            "max_num_batched_tokens=%d with enable_chunked_prefill=False. Enable chunked prefill, raise "
-            "max_num_batched_tokens or use preemption_mode='swap'", req.request_id, num_tokens,
+            "request %s aborted: it must compute %d tokens (prompt + tokens generated before a preemption) in "
+            "one step, more than max_num_batched_tokens=%d with enable_chunked_prefill=False. Enable chunked "
+            "prefill, raise max_num_batched_tokens or use preemption_mode='swap'", req.request_id, num_tokens,
             self.config.max_num_batched_tokens)
 
     def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest]) -> SchedulerOutput:

@@ -54,6 +54,8 @@ def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> Optiona
     need = -(-total // cc.block_size)
     if need > cc.num_gpu_blocks:
         return f"needs {need} blocks, the whole pool has {cc.num_gpu_blocks}"
+    if not sc.enable_chunked_prefill and r.prompt_len > sc.max_num_batched_tokens:
+        return f"{r.prompt_len}-token prompt exceeds max_num_batched_tokens={sc.max_num_batched_tokens} (no chunking)"
     return None
 
 
@@ -188,6 +190,8 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: Optional[Schedu
                 if req.first_token_time is None:
                     req.first_token_time = clock
         finished = sched.update_from_output(out, sampled, now=clock)
+        result.rejected += [(int(r.request_id), "outgrew max_num_batched_tokens after preemption (no chunking)")
+                            for r in out.rejected]
         for req in finished:
             req.finished_time = clock
             result.requests.append(make_records(req))

@@ -194,3 +194,13 @@ def test_kv_check_counts_bytes_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
         _tiny_llm(num_gpu_blocks=33)
     with pytest.raises(ConfigError, match="num_gpu_blocks \\+ num_cpu_blocks=33 "):
         _tiny_llm(num_gpu_blocks=30, num_cpu_blocks=3, preemption_mode="swap")
+
+
+def test_simulator_refuses_an_unchunkable_prompt_instead_of_stalling() -> None:
+    """Was: ``RuntimeError: scheduler stalled`` (the shared scheduler never admitted it)."""
+    from pagedlab.config import SchedulerConfig
+    from pagedlab.sim import TraceRequest, simulate
+    sc = SchedulerConfig(enable_chunked_prefill=False, max_num_batched_tokens=50, max_model_len=200)
+    res = simulate([TraceRequest(0.0, 100, 5), TraceRequest(0.0, 10, 5), TraceRequest(0.1, 50, 3)], sc)
+    assert [i for i, _ in res.rejected] == [0] and "max_num_batched_tokens=50" in res.rejected[0][1]
+    assert sorted(r.output_len for r in res.requests) == [3, 5]
