@@ -8,7 +8,13 @@ import pytest
 
 from pagedlab import LLMEngine
 from pagedlab.request import RequestStatus
-from tests.robust.helpers import assert_idle, check_engine, greedy, run_to_completion, tiny_engine
+from tests.robust.helpers import (
+    assert_idle,
+    check_engine,
+    greedy,
+    run_to_completion,
+    tiny_engine,
+)
 
 OTHER = [11, 12, 13, 14, 15]
 
