@@ -204,3 +204,17 @@ def test_simulator_refuses_an_unchunkable_prompt_instead_of_stalling() -> None:
     res = simulate([TraceRequest(0.0, 100, 5), TraceRequest(0.0, 10, 5), TraceRequest(0.1, 50, 3)], sc)
     assert [i for i, _ in res.rejected] == [0] and "max_num_batched_tokens=50" in res.rejected[0][1]
     assert sorted(r.output_len for r in res.requests) == [3, 5]
+
+
+def test_kv_check_on_cuda_checks_device_pool_and_swap_space_separately(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pagedlab import config
+    from pagedlab.config import CacheConfig, check_kv_cache_fits
+    per_block = 4 * 512
+    free = {"cuda": 10 * per_block, "cpu": 4 * per_block}
+    monkeypatch.setattr(config, "available_memory_bytes",
+                        lambda device="cpu": free["cuda" if device.startswith("cuda") else "cpu"])
+    check_kv_cache_fits(CacheConfig(block_size=4, num_gpu_blocks=10, num_cpu_blocks=4), 512, "cuda:0")
+    with pytest.raises(ConfigError, match="on cuda:0 .*Lower num_gpu_blocks to at most 10"):
+        check_kv_cache_fits(CacheConfig(block_size=4, num_gpu_blocks=11, num_cpu_blocks=4), 512, "cuda:0")
+    with pytest.raises(ConfigError, match="on cpu .*Lower num_cpu_blocks to at most 4"):
+        check_kv_cache_fits(CacheConfig(block_size=4, num_gpu_blocks=10, num_cpu_blocks=5), 512, "cuda:0")
