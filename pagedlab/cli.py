@@ -11,13 +11,15 @@ module is missing or broken). A subcommand that needs nested commands (``labs bu
 check``) adds its own sub-parsers in ``add_arguments``.
 
 Errors derived from :class:`pagedlab.errors.PagedLabError` are printed as one clear message (no
-traceback) with exit status 1.
+traceback) with exit status 1; Ctrl-C exits 130; a closed output pipe (``| head``) exits 141
+without a message. Subcommands validate their input files before loading the model.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import NamedTuple, Optional, Sequence
 
@@ -39,6 +41,7 @@ COMMANDS: list[Command] = [
 ]
 
 EXIT_UNAVAILABLE = 2
+EXIT_BROKEN_PIPE = 141
 
 
 def _version() -> str:
@@ -105,6 +108,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     try:
         rc = loaded.main(args)  # type: ignore[union-attr]
+        sys.stdout.flush()  # a closed pipe shows up here at the latest, not at interpreter exit
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except PagedLabError as e:
         print(f"pagedlab {chosen.name}: error: {e}", file=sys.stderr)
         return 1
@@ -112,6 +118,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"pagedlab {chosen.name}: interrupted", file=sys.stderr)
         return 130
     return int(rc or 0)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``pagedlab doctor | head -1``): exit quietly with 141.
+
+    stdout is pointed at ``/dev/null`` so the interpreter's final flush cannot raise again (the
+    recipe of Python's ``signal`` documentation); 141 = 128 + SIGPIPE, what a shell tool returns.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout has no file descriptor (e.g. captured in tests)
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # python -m pagedlab.cli

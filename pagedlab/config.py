@@ -5,6 +5,7 @@ Defaults are sized for a 2-core CPU laptop serving SmolLM2-135M, not for a GPU:
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -80,3 +81,62 @@ class SchedulerConfig:
             raise ConfigError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}")
         if self.preemption_mode not in ("recompute", "swap"):
             raise ConfigError(f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}")
+
+
+def available_memory_bytes(device: str = "cpu") -> int | None:
+    """Bytes that can still be allocated on ``device``; None when unknown.
+
+    CUDA: ``torch.cuda.mem_get_info``'s free bytes. CPU: ``MemAvailable`` of ``/proc/meminfo``
+    (Linux), else free pages x page size from ``os.sysconf``, else physical memory.
+    """
+    if device.startswith("cuda"):
+        import torch
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    for pages in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+        try:
+            return int(os.sysconf(pages) * os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, ValueError, OSError):
+            continue
+    return None
+
+
+def check_kv_cache_fits(cache_config: CacheConfig, kv_bytes_per_token: int, device: str = "cpu") -> None:
+    """Refuse, before allocating, a KV pool (plus swap space) larger than the free memory.
+
+    The device pool takes ``num_gpu_blocks * block_size * kv_bytes_per_token`` bytes on ``device``;
+    the swap pool ``num_cpu_blocks * block_size * kv_bytes_per_token`` in host RAM (the same RAM as
+    the device pool when ``device`` is the CPU). vLLM sizes its pool from ``gpu_memory_utilization``
+    instead; pagedlab takes explicit block counts, so it checks them.
+
+    Args:
+        cache_config: block size and block counts.
+        kv_bytes_per_token: K and V bytes of one token over all layers (``LlamaConfig.kv_bytes_per_token``).
+        device: where the device pool lives.
+    Raises:
+        ConfigError: a pool does not fit; the message gives the bytes needed and available and the
+            largest ``num_gpu_blocks`` (or ``num_cpu_blocks``) that would fit.
+    """
+    cc = cache_config
+    per_block = cc.block_size * kv_bytes_per_token
+    if device.startswith("cuda"):
+        checks = [(device, cc.num_gpu_blocks, "num_gpu_blocks"), ("cpu", cc.num_cpu_blocks, "num_cpu_blocks")]
+    else:
+        label = "num_gpu_blocks + num_cpu_blocks" if cc.num_cpu_blocks else "num_gpu_blocks"
+        checks = [("cpu", cc.num_gpu_blocks + cc.num_cpu_blocks, label)]
+    for where, blocks, knob in checks:
+        need = blocks * per_block
+        avail = available_memory_bytes(where) if need else None
+        if avail is None or need <= avail:
+            continue
+        fit = avail // per_block
+        raise ConfigError(
+            f"the KV cache needs {need / 2**30:.2f} GiB on {where} ({knob}={blocks} blocks x block_size "
+            f"{cc.block_size} x {kv_bytes_per_token} bytes per token) but only {avail / 2**30:.2f} GiB is "
+            f"available. Lower {knob} to at most {fit}, or lower block_size")

@@ -11,7 +11,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import List
+from typing import Any, List
 
 from pagedlab.errors import InvalidRequestError
 
@@ -22,24 +22,54 @@ def default_prompts() -> Path:
     return data_dir() / "prompts.jsonl"
 
 
-def read_prompts(path) -> List[dict]:
-    """Parse a prompts file; raises ``InvalidRequestError`` naming the missing file or the bad line."""
-    rows = []
+def read_prompts(path: str | Path) -> List[dict]:
+    """Parse and check a prompts file; nothing is loaded.
+
+    Each line is a JSON object with ``messages`` (a non-empty list of ``{"role": str, "content":
+    str}``) or ``prompt`` (a str), and optionally ``max_tokens`` (an int >= 1) and ``id``.
+
+    Raises:
+        InvalidRequestError: the file is missing, unreadable, not UTF-8 (binary), empty, or a line
+            is not valid JSON or breaks the schema; the message names ``file:line``.
+    """
+    return [row for _, row in _read_prompt_lines(path)]
+
+
+def _read_prompt_lines(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` per prompt of a prompts file; see ``read_prompts``."""
+    from pagedlab.sim.traces import read_text_file
     if not Path(path).is_file():
         raise InvalidRequestError(f"prompts file not found: {path}")
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    rows: list[tuple[int, dict[str, Any]]] = []
+    for lineno, line in enumerate(read_text_file(path, InvalidRequestError).splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise InvalidRequestError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(row, dict) or not ("messages" in row or "prompt" in row):
-            raise InvalidRequestError(f"{path}:{lineno}: expected an object with 'messages' or 'prompt'")
-        rows.append(row)
+        try:
+            _check_row(row)
+        except InvalidRequestError as e:
+            raise InvalidRequestError(f"{path}:{lineno}: {e}") from None
+        rows.append((lineno, row))
     if not rows:
         raise InvalidRequestError(f"{path}: no prompts")
     return rows
+
+
+def _check_row(row: object) -> None:
+    """Raise ``InvalidRequestError`` unless ``row`` follows the prompts-file schema."""
+    if not isinstance(row, dict) or not ("messages" in row or "prompt" in row):
+        raise InvalidRequestError("expected an object with 'messages' or 'prompt'")
+    if "messages" in row:
+        from pagedlab.engine.llm import _check_conversation
+        _check_conversation(row["messages"], "'messages'")
+    elif not isinstance(row["prompt"], str) or not row["prompt"]:
+        raise InvalidRequestError(f"'prompt' must be a non-empty string, got {row['prompt']!r}")
+    mt = row.get("max_tokens", 1)
+    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+        raise InvalidRequestError(f"'max_tokens' must be an int >= 1, got {mt!r}")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,11 +80,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=_positive, default=None, help="override every prompt's max_tokens")
     p.add_argument("--limit", type=_positive, default=None, help="only the first N prompts")
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-gpu-blocks", type=int, default=512)
-    p.add_argument("--max-num-seqs", type=int, default=32)
-    p.add_argument("--max-num-batched-tokens", type=int, default=512)
+    p.add_argument("--seed", type=int_at_least(0), default=0)
+    p.add_argument("--block-size", type=_positive, default=16)
+    p.add_argument("--num-gpu-blocks", type=_positive, default=512)
+    p.add_argument("--max-num-seqs", type=_positive, default=32)
+    p.add_argument("--max-num-batched-tokens", type=_positive, default=512)
     p.add_argument("--enable-prefix-caching", action="store_true")
     p.add_argument("--model", default=None, help="GGUF path (default: SmolLM2-135M-Instruct)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
@@ -62,18 +92,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from pagedlab import LLM, SamplingParams
-    rows = read_prompts(args.prompts or default_prompts())[: args.limit]
+    path = args.prompts or default_prompts()
+    lines = _read_prompt_lines(path)[: args.limit]
+    rows = [row for _, row in lines]
+    params = []
+    for lineno, r in lines:        # every setting checked before the model loads
+        try:
+            params.append(SamplingParams(temperature=args.temperature, seed=args.seed,
+                                         max_tokens=args.max_tokens or r.get("max_tokens", 64)))
+        except InvalidRequestError as e:
+            raise InvalidRequestError(f"{path}:{lineno}: {e}") from None
     t_load = time.perf_counter()
     llm = LLM(args.model, block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks,
               max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
               enable_prefix_caching=args.enable_prefix_caching, seed=args.seed)
     load_s = time.perf_counter() - t_load
-    prompts, params = [], []
+    prompts = []
     for r in rows:
         ids = llm.apply_chat_template(r["messages"]) if "messages" in r else llm.get_tokenizer()(r["prompt"])["input_ids"]
         prompts.append({"prompt_token_ids": ids})
-        params.append(SamplingParams(temperature=args.temperature, seed=args.seed,
-                                     max_tokens=args.max_tokens or r.get("max_tokens", 64)))
     engine = llm.llm_engine
     t0 = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=not args.quiet)

@@ -38,6 +38,11 @@ class ModelFetchError(PagedLabError):
     """Downloading the model wheel from the package registry failed (offline, proxy, ...)."""
 
 
+class CacheNotWritableError(PagedLabError, PermissionError):
+    """No writable place for a file the kit must write (converted model copy, fetched model).
+    The message names ``PAGEDLAB_CACHE_DIR``, the variable that picks a writable cache."""
+
+
 class TraceFormatError(PagedLabError, ValueError):
     """A request-trace file is malformed; the message names the file and line."""
 

@@ -7,10 +7,29 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Union
 
-from pagedlab.engine.llm_engine import LLMEngine
+from pagedlab.engine.llm_engine import LLMEngine, check_priority
 from pagedlab.errors import InvalidRequestError
 from pagedlab.outputs import RequestOutput
 from pagedlab.sampling_params import SamplingParams
+
+
+def _check_conversation(conv: object, where: str) -> None:
+    """Raise ``InvalidRequestError`` unless ``conv`` is a non-empty list of ``{"role": str, "content": str}``.
+
+    Args:
+        conv: the conversation.
+        where: how the message names it, e.g. ``"conversation 2"``.
+    """
+    if not isinstance(conv, list) or not conv:
+        raise InvalidRequestError(f'{where} must be a non-empty list of {{"role": ..., "content": ...}} dicts, '
+                                  f"got {type(conv).__name__}")
+    for j, m in enumerate(conv):
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
+            raise InvalidRequestError(f'{where}, message {j}: must be a dict with "role" and "content", got {m!r}')
+        for key in ("role", "content"):
+            if not isinstance(m[key], str):
+                raise InvalidRequestError(f"{where}, message {j}: {key} must be a str, got "
+                                          f"{type(m[key]).__name__} {m[key]!r}")
 
 
 class LLM:
@@ -40,7 +59,10 @@ class LLM:
         Returns:
             One ``RequestOutput`` per prompt, in input order.
         Raises:
-            InvalidRequestError: a prompt is invalid; no prompt of this call is queued then.
+            InvalidRequestError: a prompt or argument is invalid. All or nothing: every argument is
+                checked before anything is queued, so after an error no prompt of this call is
+                queued (the engine is exactly as before). A Ctrl-C or error while running aborts
+                this call's requests and frees their blocks before propagating.
         """
         if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts
                                                  and isinstance(prompts[0], int)):
@@ -59,18 +81,35 @@ class LLM:
                                       f"got {type(sampling_params).__name__}")
         if len(params) != len(prompts):
             raise InvalidRequestError(f"{len(params)} sampling params for {len(prompts)} prompts")
-        if priority is not None and len(priority) != len(prompts):
-            raise InvalidRequestError(f"{len(priority)} priorities for {len(prompts)} prompts")
+        priorities = self._priorities(priority, len(prompts))
         engine = self.llm_engine
-        # Validate everything first so a bad prompt leaves the engine untouched.
+        # All or nothing: validate every prompt first, then queue; roll back if queueing fails.
         tokenized = [engine._tokenize(p) for p in prompts]
         for (_, ids), sp in zip(tokenized, params):
             engine.validate_request(ids, sp)
-        ids = []
-        for i, ((text, toks), sp) in enumerate(zip(tokenized, params)):
-            p = {"prompt": text, "prompt_token_ids": toks}
-            ids.append(engine.add_request(None, p, sp, priority=(priority[i] if priority else 0)))
-        return self._run(ids, use_tqdm)
+        request_ids: list[str] = []
+        try:
+            for (text, toks), sp, prio in zip(tokenized, params, priorities):
+                p = {"prompt": text, "prompt_token_ids": toks}
+                request_ids.append(engine.add_request(None, p, sp, priority=prio))
+        except BaseException:
+            for rid in request_ids:
+                engine.abort_request(rid)
+            raise
+        return self._run(request_ids, use_tqdm)
+
+    @staticmethod
+    def _priorities(priority: object, num_prompts: int) -> list[int]:
+        """Per-prompt priorities (all 0 when None), checked before anything is queued."""
+        if priority is None:
+            return [0] * num_prompts
+        if not isinstance(priority, (list, tuple)):
+            raise InvalidRequestError(f"priority must be a list of ints, one per prompt, got {type(priority).__name__}")
+        if len(priority) != num_prompts:
+            raise InvalidRequestError(f"{len(priority)} priorities for {num_prompts} prompts")
+        for p in priority:
+            check_priority(p)
+        return list(priority)
 
     def chat(self, messages, sampling_params=None, use_tqdm: bool = False,
              add_generation_prompt: bool = True) -> List[RequestOutput]:
@@ -78,14 +117,19 @@ class LLM:
 
         Args:
             messages: one conversation (a list of ``{"role", "content"}`` dicts) or a list of them.
+        Raises:
+            InvalidRequestError: a conversation is not a non-empty list of dicts with a str
+                ``role`` and a str ``content`` (``None`` included); nothing is queued then.
         """
         if isinstance(messages, list) and messages and isinstance(messages[0], dict):
             messages = [messages]
-        if not isinstance(messages, list) or not all(
-                isinstance(c, list) and all(isinstance(m, dict) and "role" in m and "content" in m for m in c)
-                for c in messages):
+        if not isinstance(messages, list):
             raise InvalidRequestError('chat() takes a conversation [{"role": ..., "content": ...}, ...] '
-                                      "or a list of conversations")
+                                      f"or a list of conversations, got {type(messages).__name__}")
+        for i, conv in enumerate(messages):
+            _check_conversation(conv, f"conversation {i}")
+        if self.llm_engine.tokenizer is None:
+            raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
         prompts = [{"prompt": None, "prompt_token_ids": self.apply_chat_template(m, add_generation_prompt)}
                    for m in messages]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
@@ -105,10 +149,26 @@ class LLM:
         Returns:
             One ``BeamSearchOutput`` per prompt (``.sequences`` best first, with block accounting).
         """
-        from pagedlab.engine.beam_search import beam_search
+        from pagedlab.engine.beam_search import BeamSearchParams, beam_search
+        if not isinstance(params, BeamSearchParams):
+            raise InvalidRequestError(f"params must be BeamSearchParams, got {type(params).__name__}")
         if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
             prompts = [prompts]
-        return [beam_search(self.llm_engine, self.llm_engine._tokenize(p)[1], params) for p in prompts]
+        if not isinstance(prompts, (list, tuple)):
+            raise InvalidRequestError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
+        engine = self.llm_engine
+        token_ids = [engine._tokenize(p)[1] for p in prompts]     # all checked before any search runs
+        check = SamplingParams(temperature=0, max_tokens=params.max_tokens, ignore_eos=True, n=params.beam_width)
+        for ids in token_ids:
+            engine.validate_request(ids, check)
+        results = []
+        for ids in token_ids:
+            try:
+                results.append(beam_search(engine, ids, params))
+            except BaseException:
+                engine._recover_from_failed_step()     # a Ctrl-C mid-search: free every beam's blocks
+                raise
+        return results
 
     def _run(self, ids: List[str], use_tqdm: bool) -> List[RequestOutput]:
         engine = self.llm_engine

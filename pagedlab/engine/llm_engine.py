@@ -8,20 +8,26 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
+import operator
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
 
 import torch
 
-from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.config import CacheConfig, SchedulerConfig, check_kv_cache_fits
 from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import Scheduler
+
+
+logger = logging.getLogger("pagedlab")
 
 
 @functools.lru_cache(maxsize=4)
@@ -34,6 +40,63 @@ def load_model_cached(model=None):
     """``load_model`` memoised per resolved path, so many engines share one set of weights."""
     from pagedlab.model.loader import resolve_model_path
     return _load_cached(str(resolve_model_path(model)))
+
+
+def _token_id_list(ids: object, what: str) -> list[int]:
+    """``ids`` as a list of Python ints (numpy/torch integer scalars accepted via ``__index__``).
+
+    Raises:
+        InvalidRequestError: ``ids`` is not a list/tuple, or an item is not an integer (float, str,
+            None and bool are refused: ``True`` is not a token id).
+    """
+    if not isinstance(ids, (list, tuple)):
+        raise InvalidRequestError(f"{what} must be a list of ints, got {type(ids).__name__}")
+    out = []
+    for i, t in enumerate(ids):
+        if isinstance(t, bool) or not hasattr(type(t), "__index__"):
+            raise InvalidRequestError(f"{what} must be a list of ints, but item {i} is {type(t).__name__} {t!r}")
+        out.append(operator.index(t))
+    return out
+
+
+def check_priority(priority: object) -> None:
+    """Raise ``InvalidRequestError`` unless ``priority`` is an int (not a bool)."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidRequestError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
+
+
+def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
+    """One generator per completion, seeded ``seed + i``; None without a seed.
+
+    Raises:
+        InvalidRequestError: torch cannot take the seed (outside ``[-2**63, 2**64)``).
+    """
+    if params.seed is None:
+        return None
+    try:
+        return [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
+    except (RuntimeError, OverflowError, ValueError) as e:
+        raise InvalidRequestError(f"seed={params.seed} (n={params.n}) is outside the range torch's random "
+                                  f"generator accepts: {e}") from None
+
+
+_StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
+
+
+def _all_or_nothing(step: _StepFn) -> _StepFn:
+    """Wrap ``LLMEngine.step``: if it raises anything (a bug, ``KeyboardInterrupt``, OOM), the engine
+    is reset to a consistent idle state by ``_recover_from_failed_step`` and the exception propagates
+    unchanged."""
+
+    @functools.wraps(step)
+    def wrapper(self: LLMEngine, *args: Any, **kwargs: Any) -> list[RequestOutput]:
+        try:
+            return step(self, *args, **kwargs)
+        except BaseException:
+            self._recover_from_failed_step()
+            raise
+
+    return cast(_StepFn, wrapper)
 
 
 @dataclass
@@ -83,7 +146,9 @@ class LLMEngine:
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
         tokenizer, eos_token_id: only with ``model`` given as a ``LlamaForCausalLM`` instance.
     Raises:
-        ConfigError: a setting is invalid. ModelNotFoundError / ModelFileCorruptError.
+        ConfigError: a setting is invalid, or the KV pool (plus swap space) would not fit in the
+            available memory (checked before allocating; the message names the fix).
+        ModelNotFoundError / ModelFileCorruptError.
     """
 
     def __init__(self, model=None, *, block_size: int = 16, num_gpu_blocks: int = 512,
@@ -123,7 +188,10 @@ class LLMEngine:
         if attention_backend not in BACKENDS:
             raise ConfigError(f"attention_backend must be {' or '.join(map(repr, BACKENDS))}, "
                               f"got {attention_backend!r}")
+        model_cfg: Any = net.config
+        check_kv_cache_fits(self.cache_config, model_cfg.kv_bytes_per_token(4), device)
         self.eos_token_id = meta["eos_token_id"]
+        self.scheduling = scheduling
 
         from pagedlab.core.kv_cache_manager import KVCacheManager
         from pagedlab.engine.model_runner import ModelRunner
@@ -153,25 +221,45 @@ class LLMEngine:
         self.finished_requests: List[Request] = []
 
     # --- submission ----------------------------------------------------------------------------
-    def _tokenize(self, prompt) -> tuple:
+    def _tokenize(self, prompt: object) -> tuple[str | None, list[int]]:
+        """``(text or None, token ids)`` of one prompt; changes no engine state.
+
+        Args:
+            prompt: text (tokenized without the chat template), a list of token ids, or a dict
+                ``{"prompt_token_ids": [...]}`` / ``{"prompt": "..."}`` (vLLM's TokensPrompt/TextPrompt).
+        Raises:
+            InvalidRequestError: any other type, a dict with neither key, token ids that are not
+                ints (floats, strings, None, bools), or text without a tokenizer.
+        """
         if isinstance(prompt, dict):
             if "prompt_token_ids" in prompt:
-                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
-            prompt = prompt.get("prompt")
+                text = prompt.get("prompt")
+                if text is not None and not isinstance(text, str):
+                    raise InvalidRequestError(f'a dict prompt\'s "prompt" must be a str or None, got '
+                                              f"{type(text).__name__}")
+                return text, _token_id_list(prompt["prompt_token_ids"], 'the dict prompt\'s "prompt_token_ids"')
+            if not isinstance(prompt.get("prompt"), str):
+                raise InvalidRequestError('a dict prompt needs "prompt_token_ids" (a list of ints) or "prompt" '
+                                          f"(a str); got keys {sorted(map(str, prompt))}")
+            prompt = prompt["prompt"]
         if isinstance(prompt, str):
             if self.tokenizer is None:
                 raise InvalidRequestError("this engine has no tokenizer: pass token ids")
-            return prompt, self.tokenizer(prompt)["input_ids"]
-        if isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
-            return None, list(prompt)
+            return prompt, list(self.tokenizer(prompt)["input_ids"])
+        if isinstance(prompt, (list, tuple)):
+            return None, _token_id_list(prompt, "a token-id prompt")
         raise InvalidRequestError(f"a prompt must be a str, a list of token ids or a dict, got {type(prompt).__name__}")
 
     def validate_request(self, prompt_token_ids: List[int], params: SamplingParams) -> None:
         """Check a request before it touches any engine state.
 
+        Together with the scheduler's abort of a request that outgrows the budget after
+        preemption, this is the progress guarantee: every accepted request finishes.
+
         Raises:
             InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, or a request that can never fit in the whole KV pool.
+                outside the vocabulary, a request that can never fit in the whole KV pool, or (with
+                ``enable_chunked_prefill=False``) a prompt longer than ``max_num_batched_tokens``.
         """
         n_prompt = len(prompt_token_ids)
         if n_prompt == 0:
@@ -180,7 +268,13 @@ class LLMEngine:
         bad = [t for t in prompt_token_ids if not 0 <= t < vocab]
         if bad:
             raise InvalidRequestError(f"prompt token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
-        max_len = self.scheduler_config.max_model_len
+        sc = self.scheduler_config
+        if self.scheduling == "continuous" and not sc.enable_chunked_prefill and n_prompt > sc.max_num_batched_tokens:
+            raise InvalidRequestError(
+                f"the prompt has {n_prompt} tokens but enable_chunked_prefill=False schedules a prompt whole and "
+                f"one step holds max_num_batched_tokens={sc.max_num_batched_tokens}; it could never run. "
+                "Raise max_num_batched_tokens or enable chunked prefill")
+        max_len = sc.max_model_len
         if n_prompt >= max_len:
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
@@ -202,22 +296,24 @@ class LLMEngine:
                 ``{"prompt_token_ids": [...]}``.
             priority: int, lower is served first under ``policy="priority"``.
         Raises:
-            InvalidRequestError: see ``validate_request``; also a duplicate id or a non-int priority.
+            InvalidRequestError: see ``_tokenize`` and ``validate_request``; also a duplicate id, a
+                non-int priority or a seed torch's generator cannot take. Nothing is queued then.
         """
         params = params or SamplingParams()
         if not isinstance(params, SamplingParams):
             raise InvalidRequestError(f"params must be SamplingParams, got {type(params).__name__}")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InvalidRequestError(f"priority must be an int, got {type(priority).__name__}")
-        request_id = str(next(self._ids)) if request_id is None else str(request_id)
-        if request_id in self._groups:
-            raise InvalidRequestError(f"request id {request_id!r} is already in use")
+        check_priority(priority)
+        if request_id is not None and str(request_id) in self._groups:
+            raise InvalidRequestError(f"request id {str(request_id)!r} is already in use")
         text, ids = self._tokenize(prompt)
         self.validate_request(ids, params)
+        gens = _seeded_generators(params)
+        # Nothing above changed the engine; everything below cannot fail.
+        request_id = str(next(self._ids)) if request_id is None else str(request_id)
         now = time.perf_counter() if arrival_time is None else arrival_time
         req = self._make_request(request_id, ids, params, now, priority, cache_salt)
-        if params.seed is not None:
-            self._gens[request_id] = [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
+        if gens is not None:
+            self._gens[request_id] = gens
         self._groups[request_id] = _Group(request_id, text, ids, params.n, now, [req])
         self.scheduler.add_request(req)
         return request_id
@@ -239,8 +335,15 @@ class LLMEngine:
         return self.scheduler.has_unfinished_requests()
 
     # --- the step --------------------------------------------------------------------------------
+    @_all_or_nothing
     def step(self) -> List[RequestOutput]:
         """Schedule, execute and sample one iteration.
+
+        All or nothing: if anything raises inside the step (including ``KeyboardInterrupt``),
+        every unfinished request is aborted, all their KV blocks (device and swap) are returned,
+        the prefix cache is reset (blocks published this step may hold half-written KV) and the
+        exception propagates unchanged; the engine is idle and serves the next request with
+        the same tokens as before. vLLM 0.11 instead marks the engine dead (``EngineDeadError``).
 
         Returns:
             ``RequestOutput`` for each prompt whose completions all finished in this step.
@@ -273,7 +376,7 @@ class LLMEngine:
             if r.request_id in flat and r.first_token_time is None:
                 r.first_token_time = now
         t1 = time.perf_counter()
-        finished = self.scheduler.update_from_output(out, flat, now)
+        finished = out.rejected + self.scheduler.update_from_output(out, flat, now)
         t_sched += time.perf_counter() - t1
         finished += self._check_stop_strings(flat)
         outputs = []
@@ -304,15 +407,54 @@ class LLMEngine:
             child.num_computed_tokens = parent.num_computed_tokens
             child.num_cached_tokens = parent.num_cached_tokens
             child.first_scheduled_time = parent.first_scheduled_time
+            group.members.append(child)       # first, so a failed step's recovery finds its blocks
             self.kv_cache_manager.fork(parent, child)
             self.scheduler.add_running_request(child)
-            group.members.append(child)
             if gens:
                 self._gens[child.request_id] = [gens[i]]
             sampled[child.request_id] = [tok]
         sampled[parent_id] = toks[:1]
         if gens:
             self._gens[parent_id] = gens[:1]
+
+    def _recover_from_failed_step(self) -> None:
+        """Abort every unfinished request after ``step`` raised; never raises itself.
+
+        Tolerates any half-done state (a victim removed from ``running`` but not yet re-queued, a
+        fork child whose blocks are shared but who is not yet running, a status that disagrees
+        with the queue holding the request): each known request is taken out of every queue,
+        marked FINISHED_ABORTED and its device and swap blocks are freed. Pending copy-on-write
+        copies are dropped and the prefix cache reset, since a published block may hold KV the
+        failed forward pass never finished writing.
+        """
+        sched, kv = self.scheduler, self.kv_cache_manager
+        known: dict[str, Request] = dict(sched.requests)
+        for group in self._groups.values():
+            known.update((m.request_id, m) for m in group.members)
+        now = time.perf_counter()
+        sched.running.clear()
+        sched.swapped.clear()
+        while len(sched.waiting):
+            sched.waiting.pop_request()
+        sched.requests.clear()
+        for req in known.values():
+            if not req.is_finished():
+                req.status = RequestStatus.FINISHED_ABORTED
+                req.finished_time = now
+                self.finished_requests.append(req)
+            try:
+                kv.free(req)
+            except Exception as e:  # noqa: BLE001 - best effort; the pools are rebuilt below if needed
+                logger.debug("freeing %s after a failed step: %r", req.request_id, e)
+        self._groups.clear()
+        self._gens.clear()
+        kv.take_pending_copies()
+        if kv.req_to_blocks or kv.req_to_cpu_blocks or not kv.reset_prefix_cache():
+            # Only an interrupt inside a block-pool primitive gets here: start from fresh pools.
+            logger.warning("rebuilding the KV block pools after a step failed mid-allocation")
+            cc = self.cache_config
+            type(kv).__init__(kv, cc.block_size, cc.num_gpu_blocks, kv.max_model_len, cc.enable_prefix_caching,
+                              cc.prefix_cache, cc.num_cpu_blocks, cc.hash_seed, self.tracer)
 
     def _check_stop_strings(self, sampled: Dict[str, int]) -> List[Request]:
         done = []

@@ -490,6 +490,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    missing = [str(s) for s in args.submissions if not Path(s).exists()]
+    if missing:  # a mistyped folder must not yield an empty report and exit 0
+        raise GradeError(f"no such file or folder: {', '.join(missing)}; nothing was graded")
     try:
         grade(args.submissions, args.out, args.hidden_tests, args.timeout, args.memory, args.jobs, args.exercises)
     except registry.UnknownExerciseError as e:

@@ -283,19 +283,35 @@ def scan(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = N
     return out
 
 
+def _write_lab(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise LabsBuildError(f"cannot write {path}: {e.strerror or e}; pass --labs DIR (a writable folder)") from e
+
+
 def build(solutions_dir: Path, labs_dir: Path, force: bool = False,
           names: Optional[Sequence[str]] = None) -> List[LabStatus]:
-    """Write every missing or stale lab; keep (and report) changed ones unless ``force``."""
-    labs_dir.mkdir(parents=True, exist_ok=True)
+    """Write every missing or stale lab; keep (and report) changed ones unless ``force``.
+
+    Raises:
+        LabsBuildError: ``labs_dir`` is a file, or it or a lab in it cannot be written (read-only).
+    """
+    if labs_dir.exists() and not labs_dir.is_dir():
+        raise LabsBuildError(f"{labs_dir} is a file, not a folder: pass --labs DIR (a folder)")
+    try:
+        labs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LabsBuildError(f"cannot create the labs folder {labs_dir}: {e.strerror or e}") from e
     results = []
     for st, expected in scan(solutions_dir, labs_dir, names):
         if expected is not None:
             if st.state in ("missing", "stale"):
-                (labs_dir / st.name).write_text(expected, encoding="utf-8")
+                _write_lab(labs_dir / st.name, expected)
                 st.action = "written"
             elif st.state == "changed":
                 if force:
-                    (labs_dir / st.name).write_text(expected, encoding="utf-8")
+                    _write_lab(labs_dir / st.name, expected)
                     st.action = "overwritten (--force)"
                 else:
                     st.action = "kept"

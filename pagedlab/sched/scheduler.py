@@ -12,12 +12,21 @@ Every step closes the gap ``num_tokens - num_computed_tokens`` of as many reques
    ``max_num_seqs`` or the budget is reached; prefix-cache hits are looked up first. A waiting
    request that cannot be allocated blocks the queue (strict head-of-line order).
 
+Progress guarantee: every request the engine accepts finishes. ``LLMEngine.validate_request``
+rejects at submission a request that can never be scheduled (more KV blocks than the pool, or,
+with ``enable_chunked_prefill=False``, a prompt longer than ``max_num_batched_tokens``). The one
+case that only arises later, a recompute-preempted request whose prompt plus generated tokens
+has outgrown the budget with chunking off, is aborted here (finish reason ``"abort"``, a
+``pagedlab`` logger warning, listed in ``SchedulerOutput.rejected``) instead of being retried
+forever; vLLM v0 likewise marks such a group FINISHED_IGNORED.
+
 Prefill, chunked prefill, decode and resumption after preemption are the same rule. After
 scheduling, ``num_computed_tokens`` is advanced at once (as vLLM's ``_update_after_schedule``)
 so the next step can schedule the next chunk.
 """
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -25,6 +34,8 @@ from typing import Dict, List, Optional, Tuple
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.request_queue import create_request_queue
+
+logger = logging.getLogger("pagedlab")
 
 
 @dataclass
@@ -63,12 +74,15 @@ class SchedulerOutput:
             "copy" (copy-on-write, GPU to GPU), "swap_out" (GPU to CPU), "swap_in" (CPU to GPU).
             Order matters: a block freed by a swap-out may be popped again as a CoW target in
             the same step, and a CoW copy may be swapped out later in the step.
+        rejected: requests aborted in this step because they can never be scheduled again
+            (see the module's progress guarantee); their blocks are already freed.
     """
 
     step: int
     scheduled: List[ScheduledRequest] = field(default_factory=list)
     preempted: List[str] = field(default_factory=list)
     block_moves: List[Tuple[str, int, int]] = field(default_factory=list)
+    rejected: list[Request] = field(default_factory=list)
 
     def _moves(self, kind: str) -> List[Tuple[int, int]]:
         return [(s, d) for k, s, d in self.block_moves if k == kind]
@@ -118,6 +132,7 @@ class Scheduler:
         self.running: List[Request] = []
         self.swapped: deque = deque()
         self.step_count = 0
+        self._rejected: list[Request] = []
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -253,8 +268,11 @@ class Scheduler:
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
         while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting) and budget > 0
                and len(self.running) < self.config.max_num_seqs):
-            s = self._try_admit(self.waiting.peek_request(), budget)
+            head = self.waiting.peek_request()
+            s = self._try_admit(head, budget)
             if s is None:
+                if head.is_finished():
+                    continue                              # rejected as unschedulable: next head
                 break                                     # strict head-of-line order
             scheduled[s.request.request_id] = s
             budget -= s.num_tokens
@@ -273,6 +291,9 @@ class Scheduler:
         hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
         n = req.num_tokens - num_hit
         if budget is not None:
+            if not self.config.enable_chunked_prefill and n > self.config.max_num_batched_tokens:
+                self._reject_unschedulable(req, n)
+                return None
             if not self.config.enable_chunked_prefill and n > budget:
                 return None
             n = self._clip(n, budget)
@@ -286,9 +307,27 @@ class Scheduler:
         self.running.append(req)
         return ScheduledRequest(req, num_hit, n)
 
+    def _reject_unschedulable(self, req: Request, num_tokens: int) -> None:
+        """Abort the waiting head ``req``, which needs ``num_tokens`` in one step with chunking off.
+
+        Through ``LLMEngine`` only a recompute-preempted request gets here (longer prompts are
+        refused at submission): its prompt plus generated tokens outgrew ``max_num_batched_tokens``,
+        so retrying would spin forever. Frees its blocks and queues it for ``SchedulerOutput.rejected``.
+        """
+        self.waiting.pop_request()
+        req.status = RequestStatus.FINISHED_ABORTED
+        self._free(req)
+        self._rejected.append(req)
+        logger.warning(
+            "request %s aborted: it must compute %d tokens (prompt + tokens generated before a preemption) in "
+            "one step, more than max_num_batched_tokens=%d with enable_chunked_prefill=False. Enable chunked "
+            "prefill, raise max_num_batched_tokens or use preemption_mode='swap'", req.request_id, num_tokens,
+            self.config.max_num_batched_tokens)
+
     def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest]) -> SchedulerOutput:
         """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``)."""
         out.scheduled = scheduled
+        out.rejected, self._rejected = self._rejected, []
         out.add_moves("copy", self.kv_cache_manager.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens

@@ -58,6 +58,8 @@ def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> Optiona
     need = -(-total // cc.block_size)
     if need > cc.num_gpu_blocks:
         return f"needs {need} blocks, the whole pool has {cc.num_gpu_blocks}"
+    if not sc.enable_chunked_prefill and r.prompt_len > sc.max_num_batched_tokens:
+        return f"{r.prompt_len}-token prompt exceeds max_num_batched_tokens={sc.max_num_batched_tokens} (no chunking)"
     return None
 
 
@@ -130,6 +132,8 @@ class _Sim:
                 if req.first_token_time is None:
                     req.first_token_time = self.clock
         finished = self.sched.update_from_output(out, sampled, now=self.clock)
+        self.result.rejected += [(int(r.request_id), "outgrew max_num_batched_tokens after preemption (no chunking)")
+                                 for r in out.rejected]
         for req in finished:
             req.finished_time = self.clock
             self.result.requests.append(make_records(req))

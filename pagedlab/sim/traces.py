@@ -19,6 +19,7 @@ earlier than the previous one.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass, replace
@@ -26,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from pagedlab.errors import TraceFormatError
+from pagedlab.errors import PagedLabError, TraceFormatError
 
 #: Tokens per Mooncake ``hash_ids`` block, as published.
 MOONCAKE_BLOCK_TOKENS = 512
@@ -62,6 +63,34 @@ class TraceRequest:
 
 def _err(path: PathLike, line: int, msg: str) -> TraceFormatError:
     return TraceFormatError(f"{path}:{line}: {msg}")
+
+
+def read_text_file(path: PathLike, error: type[PagedLabError] = TraceFormatError) -> str:
+    """The whole file as UTF-8 text (a BOM is dropped).
+
+    Args:
+        path: the file.
+        error: the exception type raised (``TraceFormatError`` for traces, ``InvalidRequestError``
+            for prompt files); it is called with one message string.
+    Raises:
+        error: the file cannot be read (missing, a folder, no permission), is not
+            UTF-8 text (the message names ``file:line`` of the first bad byte) or contains NUL
+            bytes (a binary file).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise error(f"{path}: cannot read the file: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); is it a binary or "
+                    "compressed file?") from None
+    if "\x00" in text:
+        line = text[:text.index("\x00")].count("\n") + 1
+        raise error(f"{path}:{line}: NUL byte: this is a binary file, not a text file")
+    return text
 
 
 def _length(path: PathLike, line: int, name: str, value) -> int:
@@ -106,12 +135,12 @@ def load_azure(path: PathLike, limit: Optional[int] = None, start: int = 0) -> L
         ``TraceRequest`` list in file order; ``hash_ids`` is None.
     Raises:
         TraceFormatError: missing column, a row that does not parse, a negative length or an
-            out-of-order timestamp (the message names ``file:line``). FileNotFoundError.
+            out-of-order timestamp (the message names ``file:line``); see ``read_text_file``.
     """
     if start < 0 or (limit is not None and limit < 0):
         raise ValueError(f"start and limit must be >= 0, got start={start}, limit={limit}")
     out: List[TraceRequest] = []
-    with open(path, newline="") as f:
+    with io.StringIO(read_text_file(path), newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None:
@@ -162,7 +191,7 @@ def load_mooncake(path: PathLike, limit: Optional[int] = None, start: int = 0) -
     out: List[TraceRequest] = []
     prev: Optional[Tuple[float, int]] = None
     index = 0
-    with open(path) as f:
+    with io.StringIO(read_text_file(path)) as f:
         for line, text in enumerate(f, start=1):
             if limit is not None and len(out) >= limit:
                 break
