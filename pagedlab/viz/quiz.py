@@ -19,7 +19,7 @@ widgets carry the CSS classes ``pl-predict``, ``pl-predict-lock``, ``pl-selfchec
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -30,6 +30,7 @@ __all__ = [
     "Prediction",
     "Question",
     "SelfCheck",
+    "closest_choice",
     "feedback_html",
     "grade_choice",
     "grade_number",
@@ -106,6 +107,22 @@ def grade_number(guess: float, actual: float, rel_tol: float = 0.5, unit: str = 
         factor = guess / actual
         how = f"{factor:.1f}x too high" if factor > 1 else f"{1 / factor:.1f}x too low"
     return Feedback("revealed", ok, f"You predicted {guess:g}{u}; measured {actual:.3g}{u} ({how}).")
+
+
+def closest_choice(value: float, options: Mapping[str, float], log: bool = True) -> str:
+    """The option whose value is nearest ``value`` (by ratio when ``log``): turns a measurement into a choice.
+
+    Raises:
+        ValueError: no options, or (with ``log``) a non-positive value.
+    """
+    if not options:
+        raise ValueError("closest_choice needs at least one option")
+    if log and (value <= 0 or any(v <= 0 for v in options.values())):
+        raise ValueError(f"log distance needs positive values, got {value} and {dict(options)}")
+
+    def dist(v: float) -> float:
+        return abs(math.log(value / v)) if log else abs(value - v)
+    return min(options, key=lambda k: dist(options[k]))
 
 
 def feedback_html(fb: Feedback) -> str:

@@ -142,3 +142,15 @@ def test_every_lab_has_five_to_eight_questions(lab: str) -> None:
     assert lab_self_check(lab).results()[0].state == "waiting"
     with pytest.raises(KeyError, match="no self-check"):
         lab_self_check("99")
+
+
+def test_closest_choice_by_ratio_and_by_difference() -> None:
+    scaling = {"flat": 1.0, "linear": 10.0, "quadratic": 100.0}
+    assert quiz.closest_choice(1.04, scaling) == "flat"
+    assert quiz.closest_choice(22.4, scaling) == "linear"      # log distance: 22.4/10 < 100/22.4
+    assert quiz.closest_choice(3.0, scaling) == "flat" and quiz.closest_choice(3.2, scaling) == "linear"
+    assert quiz.closest_choice(40.0, scaling, log=False) == "linear"   # |40-10| < |40-100|
+    with pytest.raises(ValueError, match="at least one"):
+        quiz.closest_choice(1.0, {})
+    with pytest.raises(ValueError, match="positive"):
+        quiz.closest_choice(0.0, scaling)

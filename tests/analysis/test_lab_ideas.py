@@ -1,0 +1,47 @@
+"""The computations behind the labs' added ideas (pagedlab.analysis.labNN additions)."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pagedlab.analysis.lab02 import growth_per_tenfold, render_paging_analogy
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def test_growth_per_tenfold_is_the_geometric_mean_factor() -> None:
+    cost = {"flat": {1_000: 2.0, 10_000: 2.4, 100_000: 2.0},
+            "linear": {1_000: 1.0, 10_000: 10.0, 100_000: 100.0},
+            "two sizes": {10: 1.0, 1_000: 10_000.0}}
+    g = growth_per_tenfold(cost)
+    assert g["flat"] == pytest.approx(1.0)           # end points only: a bump in the middle does not count
+    assert g["linear"] == pytest.approx(10.0)
+    assert g["two sizes"] == pytest.approx(100.0)    # 10,000x over two decades
+    with pytest.raises(ValueError, match="two pool sizes"):
+        growth_per_tenfold({"one": {1_000: 1.0}})
+    with pytest.raises(ValueError, match="positive"):
+        growth_per_tenfold({"zero": {1_000: 0.0, 10_000: 1.0}})
+
+
+def test_paging_analogy_draws_both_tables_entry_by_entry() -> None:
+    svg = render_paging_analogy([5, 6, 11, 13, 2], num_gpu_blocks=20, page_table=[7, 3, 12])
+    root = ET.fromstring(svg)
+    assert "pl-paging" in root.get("class", "").split()
+    entries = [(int(e.get("data-entry")), int(e.get("data-physical"))) for e in root.iter(NS + "rect")
+               if e.get("data-entry") is not None]
+    assert entries == [(0, 7), (1, 3), (2, 12), (0, 5), (1, 6), (2, 11), (3, 13), (4, 2)]
+    physical = [e for e in root.iter(NS + "rect") if e.get("data-physical-id") is not None]
+    assert len(physical) == 40                       # 20 frames + 20 blocks
+    used = {int(e.get("data-physical-id")) for e in physical[20:] if e.get("fill-opacity") == "0.8"}
+    assert used == {5, 6, 11, 13, 2}
+    texts = "".join(root.itertext())
+    assert "page table" in texts and "block table" in texts
+    default = ET.fromstring(render_paging_analogy([1, 2, 3], num_gpu_blocks=8))
+    assert len([e for e in default.iter(NS + "rect") if e.get("data-entry") is not None]) == 6
+
+
+@pytest.mark.parametrize("table, n", [([], 4), ([4], 4), ([-1], 4)])
+def test_paging_analogy_rejects_bad_tables(table: list[int], n: int) -> None:
+    with pytest.raises(ValueError, match="block_table"):
+        render_paging_analogy(table, num_gpu_blocks=n)
