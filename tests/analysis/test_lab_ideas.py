@@ -45,3 +45,23 @@ def test_paging_analogy_draws_both_tables_entry_by_entry() -> None:
 def test_paging_analogy_rejects_bad_tables(table: list[int], n: int) -> None:
     with pytest.raises(ValueError, match="block_table"):
         render_paging_analogy(table, num_gpu_blocks=n)
+
+
+def test_reservation_bound_by_hand_and_against_the_replay() -> None:
+    from pagedlab.analysis.lab01 import reservation_bound
+    from pagedlab.core.contiguous import TraceRequest, replay_contiguous
+    reqs = [TraceRequest(0.0, 10, 4), TraceRequest(0.0, 20, 0), TraceRequest(0.0, 40, 100),
+            TraceRequest(0.0, 70, 5)]                     # the last: prompt too long for M = 64, dropped
+    b = reservation_bound(reqs, capacity_tokens=200, max_model_len=64)
+    # (10+11+12+13) + 20 (no output: still one step) + (40+41+...+63: output cut to 24) over 4+1+24 steps
+    held = 46 + 20 + sum(range(40, 64))
+    assert b["mean_len"] == pytest.approx(held / 29)
+    assert b["seats"] == 3 and b["fill_bound"] == pytest.approx(held / 29 / 64)
+    assert b["used_frac_bound"] == pytest.approx(3 * held / 29 / 200)
+    s = replay_contiguous(reqs, 200, 64, "max")["summary"]
+    assert s["used_frac"] == pytest.approx(s["mean_batch"] * b["mean_len"] / 200)
+    assert s["used_frac"] <= b["used_frac_bound"] + 1e-12
+    with pytest.raises(ValueError, match="no request"):
+        reservation_bound([TraceRequest(0.0, 70, 1)], 200, 64)
+    with pytest.raises(ValueError, match="holds no"):
+        reservation_bound(reqs, 63, 64)
