@@ -65,3 +65,71 @@ def test_reservation_bound_by_hand_and_against_the_replay() -> None:
         reservation_bound([TraceRequest(0.0, 70, 1)], 200, 64)
     with pytest.raises(ValueError, match="holds no"):
         reservation_bound(reqs, 63, 64)
+
+
+def _ev(step: int, kind: str, req: str, **kw: object) -> dict:
+    return {"step": step, "kind": kind, "req": req, **kw}
+
+
+def test_lifecycle_frames_follow_the_scheduler_events() -> None:
+    from pagedlab.analysis.lifecycle import lifecycle_frames
+    events = [{"step": 0, "kind": "alloc", "block_ids": [1], "owner": "a"},       # not a scheduler event
+              _ev(0, "schedule", "a"), _ev(0, "schedule", "b"),
+              _ev(1, "schedule", "a"), _ev(1, "preempt", "b", mode="recompute"),
+              _ev(2, "preempt", "a", mode="swap"), _ev(2, "schedule", "b"),
+              _ev(3, "swap_in_req", "a"), _ev(3, "finish", "b"), _ev(4, "finish", "a"), _ev(4, "finish", "c")]
+    frames = lifecycle_frames(events, request_ids=["a", "b", "c"])
+    assert [f["step"] for f in frames] == [0, 1, 2, 3, 4]
+    assert [f["states"] for f in frames] == [
+        {"a": "RUNNING", "b": "RUNNING", "c": "WAITING"},
+        {"a": "RUNNING", "b": "PREEMPTED", "c": "WAITING"},
+        {"a": "SWAPPED", "b": "RUNNING", "c": "WAITING"},
+        {"a": "RUNNING", "b": "FINISHED", "c": "WAITING"},
+        {"a": "FINISHED", "b": "FINISHED", "c": "FINISHED"}]
+    assert frames[1]["moves"] == [("b", "RUNNING", "PREEMPTED")]
+    assert frames[2]["moves"] == [("a", "RUNNING", "SWAPPED"), ("b", "PREEMPTED", "RUNNING")]
+    fired = {k: v for k, v in frames[-1]["fired"].items() if v}
+    assert fired == {("WAITING", "RUNNING"): 2, ("RUNNING", "PREEMPTED"): 1, ("PREEMPTED", "RUNNING"): 1,
+                     ("RUNNING", "SWAPPED"): 1, ("SWAPPED", "RUNNING"): 1, ("RUNNING", "FINISHED"): 2,
+                     ("WAITING", "FINISHED"): 1}
+    assert frames[0]["fired"][("WAITING", "RUNNING")] == 2 and frames[0]["fired"][("RUNNING", "FINISHED")] == 0
+    assert lifecycle_frames([]) == []
+
+
+def test_lifecycle_rejects_an_impossible_transition() -> None:
+    from pagedlab.analysis.lifecycle import lifecycle_frames
+    with pytest.raises(ValueError, match="WAITING -> SWAPPED"):
+        lifecycle_frames([_ev(0, "preempt", "a", mode="swap")])
+
+
+def test_render_lifecycle_marks_states_chips_and_fired_edges() -> None:
+    from pagedlab.analysis.lifecycle import lifecycle_frames, render_lifecycle
+    frames = lifecycle_frames([_ev(0, "schedule", "a"), _ev(1, "preempt", "a", mode="recompute")], ["a", "b"])
+    root = ET.fromstring(render_lifecycle(frames[-1]))
+    assert root.get("data-step") == "1" and "pl-lifecycle" in root.get("class", "")
+    counts = {g.get("data-state"): int(g.get("data-count")) for g in root.iter(NS + "g")
+              if g.get("class") == "pl-state"}
+    assert counts == {"WAITING": 1, "RUNNING": 0, "PREEMPTED": 1, "SWAPPED": 0, "FINISHED": 0}
+    chips = {g.get("data-req"): g.get("data-state") for g in root.iter(NS + "g") if g.get("class") == "pl-chip"}
+    assert chips == {"a": "PREEMPTED", "b": "WAITING"}
+    fired = {(g.get("data-src"), g.get("data-dst")): int(g.get("data-fired")) for g in root.iter(NS + "g")
+             if g.get("class") == "pl-edge"}
+    assert fired[("WAITING", "RUNNING")] == 1 and fired[("RUNNING", "PREEMPTED")] == 1
+    assert fired[("RUNNING", "FINISHED")] == 0
+
+
+def test_thrashing_curve_counts_preemptions_and_redone_prefill() -> None:
+    from pagedlab.analysis.lab06 import thrashing_curve
+    from pagedlab.sim import H100, LLAMA_2_7B
+    from pagedlab.sim.traces import TraceRequest
+    reqs = [TraceRequest(arrival_time=0.001 * i, prompt_len=40, output_len=60) for i in range(12)]
+    big, small = thrashing_curve(reqs, (200, 8), LLAMA_2_7B, H100)
+    assert big["num_gpu_blocks"] == 200 and big["preemptions"] == 0 and big["recomputed_frac"] == 0
+    assert big["finished"] == small["finished"] == 12
+    assert small["preemptions"] > 0 and small["recomputed_frac"] > 0
+    assert small["preemptions_per_finished"] == pytest.approx(small["preemptions"] / 12)
+    assert small["makespan_s"] > big["makespan_s"] and small["mean_batch"] < big["mean_batch"]
+    with pytest.raises(ValueError, match="cannot hold the longest request"):
+        thrashing_curve(reqs, (6,), LLAMA_2_7B, H100)
+    with pytest.raises(ValueError, match="at least one request"):
+        thrashing_curve([], (6,), LLAMA_2_7B, H100)
