@@ -133,3 +133,17 @@ def test_thrashing_curve_counts_preemptions_and_redone_prefill() -> None:
         thrashing_curve(reqs, (6,), LLAMA_2_7B, H100)
     with pytest.raises(ValueError, match="at least one request"):
         thrashing_curve([], (6,), LLAMA_2_7B, H100)
+
+
+def test_batch_under_reservation_caps_the_batch_at_the_seats() -> None:
+    from pagedlab.analysis.lab04 import batch_under_reservation
+    from pagedlab.core.contiguous import TraceRequest
+    reqs = [TraceRequest(0.0, 20, 10) for _ in range(8)]    # 8 short requests arrive together
+    out = batch_under_reservation(reqs, capacity_tokens=256, max_model_len=100, block_size=16)
+    assert out["seats"] == 2
+    assert max(out["reservation"]) == 2 and out["reservation"][0] == 2       # 2 x 100 slots of 256
+    assert out["paged"][0] == 8                                                # 8 x 2 blocks of 16 fit at once
+    assert len(out["reservation"]) == 40 and len(out["paged"]) == 10          # 4 waves of 10 steps vs one
+    assert out["summary"]["paged"]["finished"] == out["summary"]["reservation"]["finished"] == 8
+    with pytest.raises(ValueError, match="holds no"):
+        batch_under_reservation(reqs, capacity_tokens=99, max_model_len=100)
