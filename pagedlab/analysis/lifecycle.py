@@ -31,6 +31,8 @@ TRANSITIONS = (("WAITING", "RUNNING", "admit"), ("RUNNING", "PREEMPTED", "preemp
                ("WAITING", "FINISHED", "abort"), ("PREEMPTED", "FINISHED", "abort"),
                ("SWAPPED", "FINISHED", "abort"))
 _EDGES = {(s, d) for s, d, _ in TRANSITIONS}
+_ARROW = ('<defs><marker id="pl-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+          'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#5c6370"/></marker></defs>')
 _POS = {"WAITING": (90, 80), "RUNNING": (330, 80), "PREEMPTED": (210, 215), "SWAPPED": (450, 215),
         "FINISHED": (570, 80)}
 
@@ -125,9 +127,7 @@ def render_lifecycle(frame: Mapping[str, Any], title: str = "") -> str:
     states: Mapping[str, str] = frame["states"]
     fired: Mapping[tuple[str, str], int] = frame["fired"]
     moved = {req for req, _, _ in frame.get("moves", [])}
-    body = ['<defs><marker id="pl-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-            'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#5c6370"/></marker></defs>',
-            text(12, 16, title or f"request life cycle after step {frame['step']}", size=12, weight="bold")]
+    body = [_ARROW, text(12, 16, title or f"request life cycle after step {frame['step']}", size=12, weight="bold")]
     bends = {("PREEMPTED", "RUNNING"): 30, ("RUNNING", "PREEMPTED"): 30, ("SWAPPED", "RUNNING"): 30,
              ("RUNNING", "SWAPPED"): 30, ("WAITING", "FINISHED"): -75}
     for src, dst, label in TRANSITIONS:
