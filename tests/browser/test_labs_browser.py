@@ -73,6 +73,21 @@ def _get(url: str, timeout: float = 3.0):
         return r.status, r.read()
 
 
+def _widget_data_dirs() -> list[str]:
+    """The ``share/jupyter`` folder of the environment that installed ``jupyterlab_widgets``.
+
+    Its prebuilt labextension lives there, not in the package. When this interpreter borrows its
+    packages from another environment (a venv sharing site-packages, as the kit's worktrees do),
+    JupyterLab would not find it and every widget would render as text.
+    """
+    try:
+        import jupyterlab_widgets
+    except ImportError:
+        return []
+    share = Path(jupyterlab_widgets.__file__).resolve().parents[4] / "share" / "jupyter"
+    return [str(share)] if (share / "labextensions" / "@jupyter-widgets").is_dir() else []
+
+
 def _write_settings(settings: Path) -> None:
     for rel, value in {
         "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
@@ -104,6 +119,7 @@ def lab_server():
     _write_settings(tmp / "settings")
     env = dict(os.environ)
     env.pop("MPLBACKEND", None)  # the kernel must use the inline backend to show plots
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [*_widget_data_dirs(), env.get("JUPYTER_PATH")]))
     env.update(JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
                JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), IPYTHONDIR=str(tmp / "ipython"),
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
