@@ -26,7 +26,7 @@ from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
 __all__ = ["paged_snapshots", "memory_map_frames", "render_memory_map", "KIND_COLORS",
-           "POLICY_NAMES"]
+           "POLICY_NAMES", "reservation_bound"]
 
 #: One colour per slot category (the same as the exercise's failure picture).
 KIND_COLORS = {"used": "#4e79a7", "reservation": "#a0cbe8", "internal": "#f28e2b",
@@ -202,3 +202,35 @@ def render_memory_map(frame: Dict[str, Any]) -> str:
              f"{cap:,} token slots of KV memory")
     head = [text(pad, 18, title, size=14, weight="bold", cls="pl-title")]
     return svg_doc(width, y + 32, head + body, cls="pl-memory-map", title=title, data_step=frame["step"])
+
+
+def reservation_bound(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int) -> Dict[str, float]:
+    """The utilisation bound of max-length reservation, derived from the lengths alone (no replay).
+
+    In the replay's model a request with a ``P``-token prompt and ``O`` outputs runs ``max(1, O)``
+    steps and holds ``P + t`` tokens at its step ``t`` (``t = 0 .. O-1``), always inside a
+    reservation of ``M = max_model_len`` slots. Averaged over all (request, step) pairs, a running
+    request holds ``L = sum O (P + (O - 1) / 2) / sum O`` tokens, so
+
+    * each reservation is filled to ``L / M`` on average (``fill_bound``), and
+    * at most ``k = capacity // M`` reservations fit, so at most ``k L / capacity`` of the whole
+      memory holds KV (``used_frac_bound``). The replay's ``used_frac`` equals
+      ``mean_batch * L / capacity`` exactly, and reaches the bound when all ``k`` seats stay busy.
+
+    Returns:
+        ``mean_len`` (L, tokens), ``seats`` (k), ``fill_bound``, ``used_frac_bound`` (fractions).
+
+    Raises:
+        ValueError: no request fits ``max_model_len``, or ``capacity_tokens < max_model_len``.
+    """
+    reqs = prepare_trace(requests, max_model_len)
+    if not reqs:
+        raise ValueError(f"no request has a prompt shorter than max_model_len={max_model_len}")
+    if capacity_tokens < max_model_len:
+        raise ValueError(f"capacity {capacity_tokens} holds no {max_model_len}-token reservation")
+    steps = [max(1, r.output_len) for r in reqs]
+    held = sum(n * r.prompt_len + n * (n - 1) / 2 for r, n in zip(reqs, steps))
+    mean_len = held / sum(steps)
+    seats = capacity_tokens // max_model_len
+    return {"mean_len": mean_len, "seats": seats, "fill_bound": mean_len / max_model_len,
+            "used_frac_bound": seats * mean_len / capacity_tokens}

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import random
 import statistics
 import time
@@ -19,7 +20,8 @@ from pagedlab.core.block_pool import BlockPool, KVCacheBlock
 from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.viz import render_block_pool
 
-__all__ = ["block_table_of", "render_pool_and_queue", "time_free_queue", "tail_waste"]
+__all__ = ["block_table_of", "render_pool_and_queue", "time_free_queue", "tail_waste", "growth_per_tenfold",
+           "render_paging_analogy"]
 
 
 def block_table_of(events: Sequence[Dict[str, Any]], request_id: str) -> List[int]:
@@ -126,3 +128,83 @@ def tail_waste(lengths: Sequence[int], block_size: int) -> Dict[str, float]:
     waste = sum(a - L for a, L in zip(alloc, lengths))
     return {"waste_frac": waste / sum(alloc), "blocks_per_seq": sum(alloc) / block_size / len(lengths),
             "mean_waste_tokens": waste / len(lengths)}
+
+
+def growth_per_tenfold(cost: Dict[str, Dict[int, float]]) -> Dict[str, float]:
+    """How many times slower each operation gets per tenfold pool size, from :func:`time_free_queue`.
+
+    The geometric mean over the measured range: ``(t(n_max) / t(n_min)) ** (1 / log10(n_max / n_min))``.
+    About 1 means O(1), about 10 means linear in the pool size.
+
+    Raises:
+        ValueError: an operation timed at fewer than two pool sizes, or a non-positive time.
+    """
+    out: Dict[str, float] = {}
+    for label, by_n in cost.items():
+        sizes = sorted(by_n)
+        if len(sizes) < 2 or sizes[0] == sizes[-1]:
+            raise ValueError(f"{label!r}: need times at two pool sizes at least, got {sizes}")
+        lo, hi = by_n[sizes[0]], by_n[sizes[-1]]
+        if lo <= 0 or hi <= 0:
+            raise ValueError(f"{label!r}: times must be positive, got {lo} and {hi}")
+        out[label] = (hi / lo) ** (1 / math.log10(sizes[-1] / sizes[0]))
+    return out
+
+
+def _mapping_panel(x0: float, names: Sequence[str], table: Sequence[int], num_physical: int,
+                   color: str) -> List[str]:
+    """One side of :func:`render_paging_analogy`: logical units -> table -> physical units."""
+    from pagedlab.viz._svg import COLORS, text
+    head, left, mid, table_name, right = names
+    parts = [text(x0 + 150, 22, head, size=13, weight="bold", anchor="middle")]
+    for col, label in ((x0 + 10, left), (x0 + 120, table_name), (x0 + 220, right)):
+        parts.append(text(col + 30, 44, label, size=10, color=COLORS["muted"], anchor="middle"))
+    h = 22
+    for i, phys in enumerate(table):
+        y = 58 + i * (h + 6)
+        parts.append(f'<rect x="{x0 + 10}" y="{y}" width="60" height="{h}" fill="{color}" fill-opacity="0.35" '
+                     f'stroke="{color}" data-logical="{i}"/>')
+        parts.append(text(x0 + 40, y + h / 2, f"{mid} {i}", size=10, anchor="middle"))
+        parts.append(f'<rect x="{x0 + 120}" y="{y}" width="60" height="{h}" fill="#ffffff" stroke="#1f2430" '
+                     f'data-entry="{i}" data-physical="{phys}"/>')
+        parts.append(text(x0 + 150, y + h / 2, phys, size=11, anchor="middle", weight="bold"))
+    ph = 14
+    for b in range(num_physical):
+        y = 58 + b * (ph + 2)
+        used = b in table
+        parts.append(f'<rect x="{x0 + 220}" y="{y}" width="60" height="{ph}" '
+                     f'fill="{color if used else COLORS["empty"]}" fill-opacity="{0.8 if used else 1}" '
+                     f'stroke="{COLORS["empty_stroke"]}" data-physical-id="{b}"/>')
+        parts.append(text(x0 + 250, y + ph / 2, b, size=9, anchor="middle"))
+    for i, phys in enumerate(table):
+        y1, y2 = 58 + i * (h + 6) + h / 2, 58 + phys * (ph + 2) + ph / 2
+        parts.append(f'<line x1="{x0 + 180}" y1="{y1:.1f}" x2="{x0 + 218}" y2="{y2:.1f}" stroke="{color}" '
+                     f'stroke-width="1.5"/>')
+    return parts
+
+
+def render_paging_analogy(block_table: Sequence[int], num_gpu_blocks: int,
+                          page_table: Optional[Sequence[int]] = None) -> str:
+    """An OS page table beside a request's block table: the same indirection, side by side.
+
+    Left: a process's virtual pages -> page table (walked by the MMU) -> physical frames of RAM.
+    Right: a request's logical blocks -> block table (read by the attention kernel) -> physical
+    blocks of the KV pool. ``page_table`` defaults to a fixed pseudo-random table of the same length.
+
+    Raises:
+        ValueError: an entry outside ``range(num_gpu_blocks)``, or an empty table.
+    """
+    from pagedlab.viz._svg import svg_doc
+    if page_table is None:
+        page_table = random.Random(1).sample(range(num_gpu_blocks), min(len(block_table), num_gpu_blocks))
+    for name, table in (("block_table", block_table), ("page_table", page_table)):
+        if not table or any(not 0 <= b < num_gpu_blocks for b in table):
+            raise ValueError(f"{name} must be non-empty with entries in range({num_gpu_blocks}), got {list(table)}")
+    body = _mapping_panel(0, ("OS: virtual memory", "virtual pages", "page", "page table", "frames (RAM)"), page_table,
+                          num_gpu_blocks, "#b07aa1")
+    body += _mapping_panel(320, ("pagedlab / vLLM: KV cache", "logical blocks", "block", "block table",
+                            "blocks (KV pool)"),
+                           block_table, num_gpu_blocks, "#4e79a7")
+    height = 70 + max(len(block_table), len(page_table)) * 28
+    height = max(height, 70 + num_gpu_blocks * 16)
+    return svg_doc(640, height, body, cls="pl-paging", title="page table vs block table")

@@ -24,7 +24,7 @@ from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
 
 __all__ = ["load_prompts", "chat_ids", "toy_serve", "slot_utilization", "Run", "run_requests", "side_by_side",
-           "static_step"]
+           "static_step", "batch_under_reservation"]
 
 
 def load_prompts(path: Path) -> Dict[str, Dict[str, Any]]:
@@ -256,3 +256,34 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
         return f"step {i}  |  " + "  |  ".join(bits)
 
     return Player(list(range(n)), render=render, caption=caption, interval=interval, description="step")
+
+
+def batch_under_reservation(requests: Sequence[Any], capacity_tokens: int, max_model_len: int,
+                            block_size: int = 16) -> Dict[str, Any]:
+    """Continuous batching on two allocators: running requests per step, same requests, same memory.
+
+    Both replays admit waiting requests at every step (iteration-level scheduling); they differ
+    only in memory: ``"reservation"`` gives each request ``max_model_len`` contiguous slots
+    (``pagedlab.analysis.contiguous.replay_contiguous``, policy ``"max"``), ``"paged"`` gives it
+    blocks as its tokens arrive (``replay_paged``, the real ``KVCacheManager``).
+
+    Args:
+        requests: ``pagedlab.sim.traces.TraceRequest`` list (as ``load_azure`` returns).
+        capacity_tokens: KV memory in token slots; the paged pool has ``capacity_tokens // block_size`` blocks.
+
+    Returns:
+        ``{"reservation": [running per step], "paged": [...], "seats": capacity // max_model_len,
+        "summary": {name: replay summary}}``.
+
+    Raises:
+        ValueError: ``capacity_tokens`` below ``max_model_len``.
+    """
+    from pagedlab.analysis.contiguous import replay_contiguous, replay_paged
+    if capacity_tokens < max_model_len:
+        raise ValueError(f"capacity {capacity_tokens} holds no {max_model_len}-token reservation")
+    res = {"reservation": replay_contiguous(list(requests), capacity_tokens, max_model_len, "max"),
+           "paged": replay_paged(list(requests), capacity_tokens // block_size, block_size, max_model_len)}
+    out: Dict[str, Any] = {name: [s["num_running"] for s in r["steps"]] for name, r in res.items()}
+    out["seats"] = capacity_tokens // max_model_len
+    out["summary"] = {name: r["summary"] for name, r in res.items()}
+    return out

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
-__all__ = ["pressure_player", "swap_traffic", "swap_time_with_copies", "cpu_speeds"]
+__all__ = ["pressure_player", "swap_traffic", "swap_time_with_copies", "cpu_speeds", "thrashing_curve"]
 
 
 def _snapshot_per_step(events: List[Dict[str, Any]], steps: List[int]) -> List[Dict[str, Any]]:
@@ -102,3 +102,43 @@ def cpu_speeds(copy_mb: int = 64, matmul_n: int = 768, repeats: int = 3) -> Dict
         torch.mm(a, b)
         best_mm = min(best_mm, time.perf_counter() - t)
     return {"copy_bytes_per_s": 4 * n / best_copy, "flops_per_s": 2 * matmul_n ** 3 / best_mm}
+
+
+def thrashing_curve(requests: Any, pool_sizes: Any, model: Any, hardware: Any,
+                    block_size: int = 16) -> List[Dict[str, float]]:
+    """Preemptions per finished request, and the prefill work they waste, as the KV pool shrinks.
+
+    Replays ``requests`` (``pagedlab.sim.TraceRequest``, arrival order) through the real
+    scheduler and KV-cache manager on the simulator's clock, once per pool size (recompute
+    preemption, as vLLM v1).
+
+    Returns:
+        One dict per pool size, in the order given: ``num_gpu_blocks``, ``preemptions``,
+        ``finished``, ``preemptions_per_finished``, ``recomputed_frac`` (prefill tokens computed
+        beyond the prompts, over the prompt tokens: the work preemption threw away and redid),
+        ``makespan_s`` and ``mean_batch`` (requests per step).
+
+    Raises:
+        ValueError: a pool that cannot hold the longest request, or no requests.
+    """
+    from pagedlab.config import CacheConfig
+    from pagedlab.sim import simulate
+    reqs = list(requests)
+    if not reqs:
+        raise ValueError("thrashing_curve needs at least one request")
+    longest = max(-(-(r.prompt_len + r.output_len) // block_size) for r in reqs)
+    out: List[Dict[str, float]] = []
+    for n in pool_sizes:
+        if n < longest:
+            raise ValueError(f"a pool of {n} blocks cannot hold the longest request ({longest} blocks)")
+        res = simulate(reqs, cache_config=CacheConfig(block_size=block_size, num_gpu_blocks=n), model=model,
+                       hardware=hardware)
+        prompts = sum(r.prompt_len for r in res.requests)
+        prefill = sum(s.num_prefill_tokens for s in res.steps)
+        pre = sum(r.num_preemptions for r in res.requests)
+        out.append({"num_gpu_blocks": n, "preemptions": pre, "finished": len(res.requests),
+                    "preemptions_per_finished": pre / len(res.requests),
+                    "recomputed_frac": (prefill - prompts) / prompts,
+                    "makespan_s": max(r.finished_time for r in res.requests) - min(r.arrival_time for r in res.requests),
+                    "mean_batch": sum(s.num_seqs for s in res.steps) / len(res.steps)})
+    return out

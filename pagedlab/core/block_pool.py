@@ -27,7 +27,7 @@ def distinct_blocks(blocks: Iterable["KVCacheBlock"]) -> List["KVCacheBlock"]:
     """``blocks`` without repeats (first occurrence kept, order preserved).
 
     A request holds one reference per *distinct* block of its table, whatever the table
-    repeats (bug B10), so fork, free and swap all count through this.
+    repeats (bug B10, docs/bugs.md#b10), so fork, free and swap all count through this.
     """
     seen = set()
     out = []
@@ -233,7 +233,7 @@ class BlockPool:
             self.tracer.record("cache", block_ids=published, block_hashes=hashes, owner=request.request_id)
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
-        """Drop ``block``'s hash and map entry if it has one (lazy eviction on reuse, bug B6)."""
+        """Drop ``block``'s hash and map entry if it has one (lazy eviction on reuse, bug B6, docs/bugs.md#b6)."""
         h = block.block_hash
         if h is None:
             return False

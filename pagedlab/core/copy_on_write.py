@@ -25,7 +25,7 @@ class CopyOnWriteMixin:
     def fork(self, parent_request: "Request", child_request: "Request") -> None:
         """Share ``parent_request``'s blocks with ``child_request`` (vLLM v0 ``BlockSpaceManager.fork``).
 
-        Adds one reference per *distinct* block (bug B10) and allocates nothing; the child
+        Adds one reference per *distinct* block (bug B10, docs/bugs.md#b10) and allocates nothing; the child
         gets a copy of the parent's table and ``num_computed_tokens``. The first write of either
         into a shared block copies it (see ``allocate_slots``). vLLM v1 dropped this: it fans
         ``n > 1`` out into independent requests that share only full blocks via prefix caching.

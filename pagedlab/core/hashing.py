@@ -10,10 +10,10 @@ Only full blocks are hashed. Three safety choices, each a fixed public bug:
 * SHA-256, a collision-resistant hash, so no token comparison is needed on a hit (vLLM's choice;
   nano-vllm instead compares the stored tokens).
 * ``NONE_HASH``, the root of every chain, is 32 random bytes per process unless a seed is given
-  (bug B1: ``hash(None)`` is a constant in Python 3.12, so chains were predictable).
+  (bug B1, docs/bugs.md#b1: ``hash(None)`` is a constant in Python 3.12, so chains were predictable).
 * Extra keys are tagged by kind: ``("salt", s)`` on the first block only (the chain carries it to
   every later block) and ``("lora", name)`` on every block, so a salt can never collide with an
-  adapter name of the same spelling (bug B2).
+  adapter name of the same spelling (bug B2, docs/bugs.md#b2).
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def generate_block_hash_extra_keys(request: "Request", block_index: int) -> Opti
     """Kind-tagged extra keys of block ``block_index`` of ``request`` (None when there are none).
 
     ``("lora", request.lora_name)`` goes on every block, ``("salt", request.cache_salt)`` on block 0
-    only, as vLLM's ``generate_block_hash_extra_keys`` but with tags, which fixes bug B2.
+    only, as vLLM's ``generate_block_hash_extra_keys`` but with tags, which fixes bug B2, docs/bugs.md#b2.
     """
     keys: List[Tuple[str, Any]] = []
     lora = getattr(request, "lora_name", None)

@@ -55,7 +55,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
     """Block tables, prefix caching, copy-on-write fork and swap over one ``BlockPool``.
 
     Invariant: a block's ``ref_cnt`` equals the number of requests whose table contains it
-    (each table counts once even if it lists the block twice, bug B10), plus one if the radix
+    (each table counts once even if it lists the block twice, bug B10, docs/bugs.md#b10), plus one if the radix
     tree holds it.
 
     Args:
@@ -238,7 +238,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         if blocks is None:
             self._radix_forget(rid)
             return
-        # One reference per distinct block, whatever the table repeats (bug B10).
+        # One reference per distinct block, whatever the table repeats (bug B10, docs/bugs.md#b10).
         to_free = self._radix_cache_finished(request, blocks) if self.use_radix else blocks
         self.block_pool.free_blocks(reversed(_distinct(to_free)), owner=rid)
 

@@ -7,7 +7,7 @@ many tokens were already present, and the caller frees its own duplicate slots f
 (the tree *de-duplicates*, unlike vLLM).
 
 Accounting kept beside the operations that change it (the invariant the tests check after
-every step, bug B12)::
+every step, bug B12, docs/bugs.md#b12)::
 
     evictable_size_ + protected_size_ == tokens in the tree
 

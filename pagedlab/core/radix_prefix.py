@@ -11,7 +11,7 @@ How SGLang's ownership model maps onto a vLLM-style block pool (page size = ``bl
   the span already in the tree is a duplicate and is freed, the new suffix is adopted (the
   request's reference becomes the tree's), and the lock is released. Nothing is inserted
   mid-run, so an aborted or preempted chunked prefill leaves no tree reference to a block it
-  still writes (bug B14).
+  still writes (bug B14, docs/bugs.md#b14).
 * A block shared with a fork sibling is adopted only by the last holder (its ``ref_cnt`` is 1),
   which keeps "unlocked tree block => held by the tree alone" true.
 """
@@ -39,7 +39,7 @@ class RadixPrefixMixin:
         self._tree_block_ids: Set[int] = set()
 
     def _radix_extra_key(self, request: "Request") -> Any:
-        # Same kind-tagged keys as the hash chain (bug B2), but on every block: it namespaces a path.
+        # Same kind-tagged keys as the hash chain (bug B2, docs/bugs.md#b2), but on every block: it namespaces a path.
         keys = generate_block_hash_extra_keys(request, 0)
         return keys
 

@@ -283,7 +283,7 @@ class Scheduler:
         """Admit the head of the waiting queue if its KV slots can be allocated.
 
         Prefix-cache hits are looked up first (only for a request with nothing computed), so
-        the chunk is sized *after* the hit length is known (engines.md B8). ``budget=None``
+        the chunk is sized *after* the hit length is known (bug B8, docs/bugs.md#b8). ``budget=None``
         schedules the whole remaining prompt (static batching). Returns None, changing
         nothing, when the request does not fit.
         """

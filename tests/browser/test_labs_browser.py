@@ -73,6 +73,21 @@ def _get(url: str, timeout: float = 3.0):
         return r.status, r.read()
 
 
+def _widget_data_dirs() -> list[str]:
+    """The ``share/jupyter`` folder of the environment that installed ``jupyterlab_widgets``.
+
+    Its prebuilt labextension lives there, not in the package. When this interpreter borrows its
+    packages from another environment (a venv sharing site-packages, as the kit's worktrees do),
+    JupyterLab would not find it and every widget would render as text.
+    """
+    try:
+        import jupyterlab_widgets
+    except ImportError:
+        return []
+    share = Path(jupyterlab_widgets.__file__).resolve().parents[4] / "share" / "jupyter"
+    return [str(share)] if (share / "labextensions" / "@jupyter-widgets").is_dir() else []
+
+
 def _write_settings(settings: Path) -> None:
     for rel, value in {
         "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
@@ -104,6 +119,7 @@ def lab_server():
     _write_settings(tmp / "settings")
     env = dict(os.environ)
     env.pop("MPLBACKEND", None)  # the kernel must use the inline backend to show plots
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [*_widget_data_dirs(), env.get("JUPYTER_PATH")]))
     env.update(JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
                JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), IPYTHONDIR=str(tmp / "ipython"),
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
@@ -213,6 +229,36 @@ def _wait(predicate, timeout: float, what: str, interval: float = 0.25):
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+def _open_and_run_all(page, lab_server: str, notebook: Path, t_start: float) -> dict:
+    """Open ``notebook`` in JupyterLab, Run All, wait until every code cell ran; fail on error output.
+
+    Returns:
+        ``{"open_s", "run_all_s"}`` (seconds).
+    """
+    timings = {}
+    page.goto(f"{lab_server}/lab/tree/solutions/{notebook.name}?token={TOKEN}&reset", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-KernelName')]"
+                           ".some(e => /Python/.test(e.textContent))", timeout=90_000)
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
+                           ".some(e => /Idle/.test(e.textContent))", timeout=120_000)
+    timings["open_s"] = round(time.monotonic() - t_start, 1)
+
+    t_run = time.monotonic()
+    page.click(".lm-MenuBar-item:has-text('Run')")
+    page.click(".lm-Menu-item[data-command='runmenu:run-all']")
+
+    def finished():
+        st = page.evaluate(JS_CELL_STATE)
+        if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0):
+            return st
+        return None
+    state = _wait(finished, NB_TIMEOUT, f"all cells of {notebook.name} to run", interval=1.0)
+    timings["run_all_s"] = round(time.monotonic() - t_run, 1)
+    assert not state["errors"], f"{notebook.name}: error output:\n" + "\n---\n".join(state["errors"])
+    return timings
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
@@ -227,26 +273,7 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
     page.on("pageerror", lambda e: console_errors.append(str(e)))
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     try:
-        page.goto(f"{lab_server}/lab/tree/solutions/{notebook.name}?token={TOKEN}&reset", timeout=90_000)
-        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-        page.wait_for_function("() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-KernelName')]"
-                               ".some(e => /Python/.test(e.textContent))", timeout=90_000)
-        page.wait_for_function("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
-                               ".some(e => /Idle/.test(e.textContent))", timeout=120_000)
-        timings["open_s"] = round(time.monotonic() - t_start, 1)
-
-        t_run = time.monotonic()
-        page.click(".lm-MenuBar-item:has-text('Run')")
-        page.click(".lm-Menu-item[data-command='runmenu:run-all']")
-
-        def finished():
-            st = page.evaluate(JS_CELL_STATE)
-            if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0):
-                return st
-            return None
-        state = _wait(finished, NB_TIMEOUT, f"all cells of {notebook.name} to run", interval=1.0)
-        timings["run_all_s"] = round(time.monotonic() - t_run, 1)
-        assert not state["errors"], f"{notebook.name}: error output:\n" + "\n---\n".join(state["errors"])
+        timings.update(_open_and_run_all(page, lab_server, notebook, t_start))
 
         # let the widget views attach (a fraction of a second after the kernel finishes)
         page.wait_for_timeout(1500)
@@ -309,6 +336,93 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
         except Exception:
             pass
         report["notebooks"][notebook.name] = {"ok": False, **timings, "console_errors": console_errors[:20]}
+        raise
+    finally:
+        context.close()
+        _shutdown_kernels(lab_server)
+
+
+#: Labs whose predictions and self-check the browser plays (two quick ones; every lab has both widgets).
+QUIZ_LABS = [p for p in NOTEBOOKS if p.name.startswith(("00_", "01_"))]
+
+JS_FEEDBACK = """(el) => [...el.querySelectorAll('.pl-quiz-feedback')].map(f => ({
+  state: f.dataset.state, correct: f.dataset.correct, text: f.textContent}))"""
+JS_SCORE = """() => { const s = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .pl-quiz-score');
+  return s ? {right: +s.dataset.right, answered: +s.dataset.answered, total: +s.dataset.total} : null; }"""
+
+
+def _play_prediction(page, panel) -> dict:
+    """Answer the first prediction (a choice, or 42 for a number), lock it in, wait for both verdicts."""
+    pred = panel.locator(".pl-predict").first
+    pred.scroll_into_view_if_needed()
+    assert pred.evaluate(JS_FEEDBACK)[0]["state"] == "waiting", "a prediction must reveal nothing before lock-in"
+    if pred.locator(".pl-quiz-choices button").count():
+        pred.locator(".pl-quiz-choices button").first.click()
+    else:
+        pred.locator(".pl-predict-input input").fill("42")
+    pred.locator("button.pl-predict-lock").click()
+    _wait(lambda: pred.evaluate(JS_FEEDBACK)[0]["state"] == "revealed", 30, "the prediction's verdict")
+    verdict = pred.evaluate(JS_FEEDBACK)[0]
+    assert verdict["correct"] in ("true", "false") and verdict["text"].strip()
+    assert pred.locator("button.pl-predict-lock").is_disabled()
+    # the measurement cell's copy of the verdict (the widget returned by reveal) shows the same
+    revealed = panel.locator(".pl-quiz-feedback[data-state='revealed']")
+    _wait(lambda: revealed.count() >= 2, 30, "the verdict to appear in the measurement cell too")
+    return verdict
+
+
+def _play_self_check(page, panel) -> dict:
+    """Answer every question with its first button; keep clicking question 1 until it is right."""
+    check_box = panel.locator(".pl-selfcheck").first
+    check_box.scroll_into_view_if_needed()
+    questions = check_box.locator(".pl-selfcheck-q")
+    n = questions.count()
+    assert 5 <= n <= 8, f"a self-check has 5 to 8 questions, found {n}"
+    for k in range(n):
+        questions.nth(k).locator(".pl-quiz-choices button").first.click()
+        _wait(lambda k=k: questions.nth(k).evaluate(JS_FEEDBACK)[0]["state"] == "revealed", 20,
+              f"instant feedback on question {k + 1}")
+    _wait(lambda: (page.evaluate(JS_SCORE) or {}).get("answered") == n, 20, "the score to count every answer")
+    first = questions.nth(0)
+    buttons = first.locator(".pl-quiz-choices button")
+    for b in range(buttons.count()):
+        if first.evaluate(JS_FEEDBACK)[0]["correct"] == "true":
+            break
+        buttons.nth(b).click()
+        _wait(lambda b=b: "mod-active" in (buttons.nth(b).get_attribute("class") or ""), 20,
+              "the clicked answer to be selected")
+        page.wait_for_timeout(300)
+    assert first.evaluate(JS_FEEDBACK)[0]["correct"] == "true", "no choice of question 1 was judged right"
+    score = page.evaluate(JS_SCORE)
+    assert score["right"] >= 1 and score["answered"] == score["total"] == n
+    return score
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("notebook", QUIZ_LABS, ids=[p.stem for p in QUIZ_LABS])
+def test_prediction_and_self_check_play(report, lab_server, browser, notebook):
+    """A learner's clicks: lock in a prediction (revealed against the measurement), answer the self-check."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    t_start = time.monotonic()
+    try:
+        timings = _open_and_run_all(page, lab_server, notebook, t_start)
+        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        _wait(lambda: panel.locator(".pl-predict").count() >= 2 and panel.locator(".pl-selfcheck").count() == 1,
+              30, "the prediction and self-check widgets to render")
+        verdict = _play_prediction(page, panel)
+        score = _play_self_check(page, panel)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        panel.locator(".pl-selfcheck").first.screenshot(path=str(SHOTS / f"{notebook.stem}_selfcheck.png"))
+        report["notebooks"][f"{notebook.name} (quiz)"] = {"ok": True, **timings, "prediction": verdict["correct"],
+                                                           "self_check": score}
+    except BaseException:
+        try:
+            page.screenshot(path=str(SHOTS / f"{notebook.stem}_quiz_failure.png"))
+        except Exception:
+            pass
+        report["notebooks"][f"{notebook.name} (quiz)"] = {"ok": False}
         raise
     finally:
         context.close()

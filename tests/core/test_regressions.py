@@ -1,6 +1,6 @@
-"""Regression tests named after the public bugs of engines.md section 4, at the memory-system level.
+"""Regression tests named after the public bugs of docs/bugs.md (B1..B16), at the memory-system level.
 
-Each asserts the *correct* behaviour stated in the table's last column.
+Each asserts the *correct* behaviour; docs/bugs.md says what went wrong in the engine that had the bug.
 """
 import subprocess
 import sys

@@ -76,7 +76,7 @@ def test_forced_swap_preemption_gives_same_outputs(real_prompts, hf_greedy):
 
 
 def test_prefix_caching_with_preemption_gives_same_outputs(real_prompts, hf_greedy):
-    # A preempted request re-hits its own freed blocks when resumed (engines.md B8).
+    # A preempted request re-hits its own freed blocks when resumed (bug B8, docs/bugs.md#b8).
     llm, outs = run_engine(real_prompts, num_gpu_blocks=40, max_num_batched_tokens=128, enable_prefix_caching=True)
     assert sum(o.metrics.num_preemptions for o in outs) > 0
     assert_same_tokens(outs, hf_greedy, "prefix caching + recompute preemption")
