@@ -21,8 +21,8 @@ Writes to ``--out`` (default ``grading-output/``):
 * ``grades.csv`` - one row per learner: score, max, per-exercise scores, status, flags;
 * ``feedback/<learner>.html`` - per test ✅/❌, the first failure of each exercise with its step,
   message and pictures; hidden tests show pass/fail only;
-* ``results.json`` - Gradescope-style results of every learner, plus
-  ``gradescope/<learner>/results.json`` (the exact Gradescope autograder format);
+* ``all_learners.json`` - every learner's results in one file (NOT Gradescope's format: a dict of
+  learner -> results), plus ``gradescope/<learner>/results.json`` (exactly Gradescope's format);
 * ``logs/<learner>.txt`` - for the instructor: the learner process's output and exit status.
 """
 from __future__ import annotations
@@ -369,7 +369,8 @@ def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str,
         elif t == "hidden" and isinstance(ln.get("error"), str):
             res.messages.append(ln["error"])
         elif t == "note" and isinstance(ln.get("message"), str):
-            res.messages.append(ln["message"][:300])
+            res.messages.append(re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner),
+                                       ln["message"][:300]))
     if not learner.notebooks:
         res.status = "invalid"
     elif not done:
@@ -411,9 +412,77 @@ def _orig_name(copied: str, learner: Learner) -> str:
 
 
 # --- the run ----------------------------------------------------------------------------------------------
-def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests: Optional[Any] = None,
-          timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1, exercises: Optional[Sequence[str]] = None,
-          quiet: bool = False) -> List[LearnerResult]:
+def _check_options(timeout: float, memory_mb: int, jobs: int, hidden_tests: Any | None,
+                   exercises: Sequence[str] | None) -> Path | None:
+    """Validate the options and load the hidden tests; return the hidden folder (resolved) or None.
+
+    Raises:
+        GradeError: a bad option or a missing hidden-tests folder.
+        registry.UnknownExerciseError: an unknown id in ``exercises``.
+    """
+    if timeout <= 0 or memory_mb < 128 or jobs < 1:
+        raise GradeError("--timeout must be > 0, --memory >= 128 (MB) and --jobs >= 1")
+    hidden = Path(hidden_tests).resolve() if hidden_tests else None
+    registry.unload_hidden_tests()  # this run counts exactly the hidden tests of --hidden-tests
+    if hidden is not None:
+        if not hidden.is_dir():
+            raise GradeError(f"--hidden-tests {hidden_tests}: no such folder")
+        registry.load_hidden_tests(hidden)
+    for eid in exercises or ():
+        registry.get(eid)
+    return hidden
+
+
+def _exercises_found(runs: Sequence[tuple[Learner, list[dict[str, Any]], dict[str, Any]]]) -> list[str]:
+    """Ids of the course's exercises that any submission holds (the default of ``--exercises``)."""
+    found: set[Any] = set()
+    for _lr, lines, _info in runs:
+        found |= {ln.get("exercise") for ln in lines if ln.get("type") == "exercise" and ln.get("ok")}
+        for ln in lines:
+            if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
+                found |= set(ln["found"])
+    known = {ex.id for ex in registry.all_exercises()}
+    return sorted(e for e in found if e in known)
+
+
+def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hidden_tests: Any | None = None,
+                   timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1,
+                   exercises: Sequence[str] | None = None, quiet: bool = False) -> list[LearnerResult]:
+    """Grade already discovered learners and write the reports (see :func:`grade` for the arguments).
+
+    Raises:
+        GradeError: no learners, or a bad option.
+        registry.UnknownExerciseError: an unknown id in ``exercises``.
+    """
+    from pagedlab.grading import report
+    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+    if not learners:
+        raise GradeError("no submissions to grade")
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+        + (", with hidden tests" if hidden else ""))
+    wanted = list(exercises) if exercises else None
+    runs = [(lr, lines, info) for lr, (lines, info) in
+            zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))]
+    ids = wanted if wanted is not None else _exercises_found(runs)
+    results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
+    report.write_all(out_dir, results, ids, runs)
+    broken = sorted({f"{o.exercise}: {'hidden test' if o.hidden else o.title}" for r in results
+                     for er in r.exercises.values() for o in er.outcomes if o.status == "internal"})
+    for b in broken:
+        say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
+    for r in results:
+        status = "" if r.status == "ok" else f"  [{r.status}]"
+        say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
+    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
+    return results
+
+
+def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests: Any | None = None,
+          timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1, exercises: Sequence[str] | None = None,
+          quiet: bool = False) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
     Args:
@@ -425,52 +494,16 @@ def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests:
         jobs: learners graded in parallel.
         exercises: exercise ids to grade (default: every exercise found in any submission).
         quiet: print nothing.
+
+    Raises:
+        GradeError: no submissions found, or a bad option.
+        registry.UnknownExerciseError: an unknown id in ``exercises``.
     """
-    from pagedlab.grading import report
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    if timeout <= 0 or memory_mb < 128 or jobs < 1:
-        raise GradeError("--timeout must be > 0, --memory >= 128 (MB) and --jobs >= 1")
-    hidden = Path(hidden_tests).resolve() if hidden_tests else None
-    registry.unload_hidden_tests()  # this run counts exactly the hidden tests of --hidden-tests
-    if hidden is not None:
-        if not hidden.is_dir():
-            raise GradeError(f"--hidden-tests {hidden_tests}: no such folder")
-        registry.load_hidden_tests(hidden)
-    if exercises:
-        for eid in exercises:
-            registry.get(eid)
+    _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
     learners = discover(submissions)
     if not learners:
         raise GradeError("no submissions found in " + ", ".join(map(str, submissions)))
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    say(f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
-        + (", with hidden tests" if hidden else ""))
-
-    wanted = list(exercises) if exercises else None
-
-    runs = [(lr, lines, info) for lr, (lines, info) in
-            zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))]
-    if wanted is None:
-        found = set()
-        for _lr, lines, _info in runs:
-            found |= {ln.get("exercise") for ln in lines if ln.get("type") == "exercise" and ln.get("ok")}
-            for ln in lines:
-                if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
-                    found |= set(ln["found"])
-        known = {ex.id for ex in registry.all_exercises()}
-        wanted = sorted(e for e in found if e in known)
-    results = [judge_learner(lr, lines, info, wanted, memory_mb, timeout) for lr, lines, info in runs]
-    report.write_all(out_dir, results, wanted, runs)
-    broken = sorted({f"{o.exercise}: {'hidden test' if o.hidden else o.title}" for r in results
-                     for er in r.exercises.values() for o in er.outcomes if o.status == "internal"})
-    for b in broken:
-        say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
-    for r in results:
-        status = "" if r.status == "ok" else f"  [{r.status}]"
-        say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
-    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / 'results.json'}, {out_dir / 'feedback'}/")
-    return results
+    return grade_learners(learners, out, hidden_tests, timeout, memory_mb, jobs, exercises, quiet)
 
 
 # --- CLI --------------------------------------------------------------------------------------------------

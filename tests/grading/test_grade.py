@@ -118,7 +118,8 @@ def test_outputs_are_written(run):
     rows = {row["learner"]: row for row in csv.DictReader(open(out / "grades.csv"))}
     assert set(rows) == set(run["res"])
     assert rows["alice"]["score"] == "2" and rows["alice"]["02.slot_mapping"] == "1"
-    combined = json.loads((out / "results.json").read_text())
+    combined = json.loads((out / "all_learners.json").read_text())
+    assert not (out / "results.json").exists()  # the combined file is not named like a Gradescope one
     assert combined["exercises"] == ["02.free_queue", "02.slot_mapping"]
     gs = json.loads((out / "gradescope" / "alice" / "results.json").read_text())
     assert gs["score"] == 2.0 and all(t["status"] == "passed" for t in gs["tests"])
