@@ -236,35 +236,46 @@ class _Run:
         return lines, self.info
 
 
-def start_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
-                  memory_mb: int) -> _Run:
-    """Copy one learner's notebooks into a fresh folder and start its sandboxed process there.
+def _copy_notebooks(learner: Learner, folder: str, run: _Run) -> list[str]:
+    """Copy the learner's notebooks into ``folder`` as ``nb<i>_<name>``; return the copies' names."""
+    names = []
+    for i, nb in enumerate(learner.notebooks):
+        dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
+        try:
+            shutil.copyfile(nb, os.path.join(folder, dst))
+        except OSError as e:
+            run.info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
+            continue
+        names.append(dst)
+    return names
 
-    Called from the main thread only (``preexec_fn`` is not safe with threads around).
+
+def start_learner(learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float,
+                  memory_mb: int) -> _Run:
+    """Start one learner's driver process (:mod:`pagedlab.grading.driver`) in a fresh folder.
+
+    The folder holds the driver's job and results; its ``learner/`` sub-folder holds copies of the
+    notebooks and is the only folder the learner's process may use. Called from the main thread
+    only (``preexec_fn`` is not safe with threads around).
     """
     run = _Run(learner, timeout)
     if not learner.notebooks:
         return run
     run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
-    names = []
-    for i, nb in enumerate(learner.notebooks):
-        dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
-        try:
-            shutil.copyfile(nb, os.path.join(run.workdir, dst))
-        except OSError as e:
-            run.info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
-            continue
-        names.append(dst)
-    job = {"notebooks": names, "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
-           "test_timeout": min(10.0, max(1.0, timeout / 4)), "result": "result.jsonl"}
+    learner_dir = os.path.join(run.workdir, "learner")
+    os.mkdir(learner_dir, 0o700)
+    job = {"notebooks": _copy_notebooks(learner, learner_dir, run), "learner_dir": learner_dir,
+           "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
+           "test_timeout": min(10.0, max(1.0, timeout / 4)), "memory_mb": memory_mb, "cpu_s": int(timeout) + 2,
+           "result": "result.jsonl"}
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
     run.log = open(os.path.join(run.workdir, "output.txt"), "wb")
     run.start = time.monotonic()
     run.proc = subprocess.Popen(
-        [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", "job.json"], cwd=run.workdir,
+        [sys.executable, "-I", "-m", "pagedlab.grading.driver", "job.json"], cwd=run.workdir,
         env=_scrubbed_env(run.workdir), stdin=subprocess.DEVNULL, stdout=run.log, stderr=subprocess.STDOUT,
-        start_new_session=True, close_fds=True, preexec_fn=limits_preexec(memory_mb, int(timeout) + 2))
+        start_new_session=True, close_fds=True, preexec_fn=limits_preexec(max(memory_mb, 2048), int(timeout) + 2))
     return run
 
 

@@ -123,6 +123,11 @@ def to_plain(value: Any, _depth: int = 0, _budget: Optional[_Budget] = None) -> 
             out[key] = to_plain(v, _depth + 1, budget)
         return out
     mod = t.__module__ or ""
+    if getattr(t, "_pl_is_proxy", False):  # an object living in the learner's process (grading.rpc)
+        cls = str(object.__getattribute__(value, "_pl_cls"))
+        if cls in ("builtins.list", "builtins.dict", "builtins.set"):  # exact built-in types only
+            return to_plain(value._pl_req("plain"), _depth + 1, budget)
+        return {"__unplain__": cls.rsplit(".", 1)[-1]}
     if mod.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
         try:
             return to_plain(value.tolist(), _depth + 1, budget)
@@ -215,7 +220,7 @@ class Recorder:
             self.entries.append({"kind": "fail", "message": exc.message, "invariant": exc.invariant})
             return
         self.entries.append({"kind": "error", "type": type(exc).__name__,
-                             "message": _safe_str(exc)[:2000], "where": learner_frame(exc)})
+                             "message": _safe_str(exc)[:2000], "where": _where(exc)})
 
     def finish(self) -> None:
         self.entries.append({"kind": "end"})
@@ -228,6 +233,13 @@ class Recorder:
             e.pop("hint", None)
             out.append(e)
         return out
+
+
+def _where(exc: BaseException) -> str:
+    """Where ``exc`` was raised in learner code: sent along by the learner's process
+    (:mod:`pagedlab.grading.rpc`), or found in this process's traceback."""
+    remote = getattr(exc, "remote_where", None)
+    return remote[:300] if isinstance(remote, str) else learner_frame(exc)
 
 
 def _safe_str(exc: BaseException) -> str:
