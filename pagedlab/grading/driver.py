@@ -70,7 +70,8 @@ def _import_flags(node: ast.AST, ex_name: str) -> list[str]:
         mods = [f"{node.module}.{a.name}" for a in node.names]
         if any(a.name == ex_name for a in node.names):
             return [f"imports the kit's own {ex_name} from {node.module} (the reference implementation)"]
-    inside = [m for m in mods if m.startswith("pagedlab.grading.") and m.split(".")[2] in GRADING_INTERNALS]
+    inside = [".".join(m.split(".")[:3]) for m in mods
+              if m.startswith("pagedlab.grading.") and m.split(".")[2] in GRADING_INTERNALS]
     return [f"imports the grader's internals ({inside[0]})"] if inside else []
 
 
@@ -86,6 +87,7 @@ def static_flags(source: str, ex_name: str, aliases: set[str]) -> list[str]:
     except SyntaxError:
         return []
     flags: list[str] = []
+    aliases = _derived_aliases(tree, aliases | _kit_aliases([source]))
     for node in ast.walk(tree):
         flags += _import_flags(node, ex_name)
         if isinstance(node, ast.Call):
@@ -98,15 +100,31 @@ def static_flags(source: str, ex_name: str, aliases: set[str]) -> list[str]:
         targets = node.targets if isinstance(node, ast.Assign) else \
             [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
         for t in targets:
+            text = ast.unparse(t)
             if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in aliases:
-                flags.append(f"assigns to the kit's objects ({ast.unparse(t)[:60]} = ...)")
+                flags.append(f"assigns to the kit's objects ({text[:60]} = ...)")
+            elif text.startswith(("sys.modules", "builtins.")):
+                flags.append(f"replaces modules or builtins ({text[:60]} = ...)")
     return list(dict.fromkeys(flags))[:5]
 
 
 def _root(node: ast.AST) -> str:
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
+    """``registry`` for ``registry.get("x").tests[0]`` (through attributes, items and calls)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else ""
+
+
+def _derived_aliases(tree: ast.AST, aliases: set[str]) -> set[str]:
+    """``aliases`` plus names bound from them (``ex = registry.get(...)``, ``for t in ex.tests``)."""
+    out = set(aliases)
+    for _ in range(3):  # a few rounds reach chains of assignments
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and _root(node.value) in out:
+                out |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            elif isinstance(node, (ast.For, ast.comprehension)) and _root(node.iter) in out:
+                out |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    return out
 
 
 # --- the learner's process ------------------------------------------------------------------------------
@@ -286,12 +304,11 @@ def _audit(lp: LearnerProcess, out: TextIO) -> None:
 
 def run_job(job: dict[str, Any], out: TextIO) -> None:
     """Everything the driver does for one learner (see the module docstring)."""
-    wanted = job.get("exercises")
-    exs = registry.all_exercises() if wanted is None else [registry.get(e) for e in wanted]
-    all_names = {ex.id: ex.name for ex in exs}
-    parsed = _notebooks(job, all_names, out)
-    found = {eid for ext in parsed.values() for eid in ext.cells if eid in all_names}
-    names = {eid: all_names[eid] for eid in sorted(found)}
+    course = {ex.id: ex.name for ex in registry.all_exercises()}
+    wanted = set(job["exercises"] if job.get("exercises") is not None else course)
+    parsed = _notebooks(job, course, out)  # the whole course: an unselected exercise is not a stranger
+    found = {eid for ext in parsed.values() for eid in ext.cells if eid in course and eid in wanted}
+    names = {eid: course[eid] for eid in sorted(found)}
     job["needs"] = sorted({m for eid in names for m in registry.get(eid).needs})
     lp = LearnerProcess(job, names)
     why = lp.start() if parsed else ""

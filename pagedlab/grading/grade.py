@@ -342,46 +342,81 @@ def _read_results(path: str) -> List[Dict[str, Any]]:
 
 
 # --- judging ----------------------------------------------------------------------------------------------
-def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str, Any],
-                  exercise_ids: List[str], memory_mb: int, timeout: float) -> LearnerResult:
+def _notebook_messages(ln: dict[str, Any], learner: Learner) -> list[str]:
+    """Messages of one ``notebook`` line: unreadable, not of this course, notes."""
+    nb = _orig_name(str(ln.get("notebook", "")), learner)
+    out = []
+    if isinstance(ln.get("error"), str):
+        out.append(f"{nb}: {ln['error']}")
+    elif isinstance(ln.get("found"), dict) and not ln["found"]:
+        out.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
+                   "definition of an exercise's name). Is it from this course?")
+    out += [f"{nb}: {note}" for note in (ln.get("notes") if isinstance(ln.get("notes"), list) else [])]
+    return out
+
+
+def _take_exercise(er: ExerciseResult, ln: dict[str, Any], learner: Learner) -> None:
+    """Fill ``er`` from an ``exercise`` line (the first one that found the exercise wins)."""
+    if er.found:
+        return
+    er.notebook = _orig_name(str(ln.get("notebook", "")), learner)
+    er.found = bool(ln.get("ok"))
+    er.error = str(ln.get("error", ""))[:2000]
+    er.notes = [str(x)[:500] for x in ln.get("notes", [])][:20] if isinstance(ln.get("notes"), list) else []
+    er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
+
+
+def _read_lines(res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: list[str]
+                ) -> tuple[dict[tuple[str, str, bool], Any], list[str]]:
+    """Messages and exercises of ``res`` from the driver's lines; return (transcripts, audit flags)."""
+    learner = res.learner
+    transcripts: dict[tuple[str, str, bool], Any] = {}
+    audit: list[str] = []
+    for ln in lines:
+        t = ln.get("type")
+        if t == "notebook":
+            res.messages += _notebook_messages(ln, learner)
+        elif t == "exercise" and ln.get("exercise") in exercise_ids:
+            _take_exercise(res.exercises.setdefault(ln["exercise"], ExerciseResult(ln["exercise"])), ln, learner)
+        elif t == "transcript":
+            transcripts.setdefault((str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden"))),
+                                   ln.get("entries"))
+        elif t == "audit" and isinstance(ln.get("changed"), list):
+            audit.append("replaced the kit's objects in its own process (" + ", ".join(map(str, ln["changed"][:3]))
+                         + "): it earns nothing, the tests run in another process")
+        elif t == "note" and isinstance(ln.get("message"), str):
+            res.messages.append(re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner),
+                                       ln["message"][:300]))
+    return transcripts, audit
+
+
+def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool], Any], done: bool) -> None:
+    """Judge every test of a found exercise against the reference; add up its score."""
+    ex = registry.get(er.exercise)
+    per_test = ex.points / max(1, len(ex.tests))
+    for test in ex.tests:
+        got = transcripts.get((er.exercise, test.title, test.hidden))
+        out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
+        if got is None and not out.passed:
+            out.status = "error"
+            out.message = ("this test did not run: the grading process stopped before it"
+                           if not done else "this test did not run (hidden tests skipped?)")
+        er.outcomes.append(out)
+        if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
+            er.score += per_test
+    er.score = round(er.score, 4)
+
+
+def judge_learner(learner: Learner, lines: list[dict[str, Any]], info: dict[str, Any],
+                  exercise_ids: list[str], memory_mb: int, timeout: float) -> LearnerResult:
+    """One learner's result from its driver's lines (untouched by learner code) and process info."""
     res = LearnerResult(learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0))
     if info.get("error"):
         res.messages.append(info["error"])
     done = any(ln.get("type") == "done" for ln in lines)
-    in_notebooks = set()
-    for ln in lines:
-        if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
-            in_notebooks |= set(ln["found"])
-    transcripts: Dict[Tuple[str, str, bool], Any] = {}
-    for ln in lines:
-        t = ln.get("type")
-        if t == "notebook":
-            nb = _orig_name(str(ln.get("notebook", "")), learner)
-            if isinstance(ln.get("error"), str):
-                res.messages.append(f"{nb}: {ln['error']}")
-            elif isinstance(ln.get("found"), dict) and not ln["found"]:
-                res.messages.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
-                                    "definition of an exercise's name). Is it from this course?")
-            for note in ln.get("notes", []) if isinstance(ln.get("notes"), list) else []:
-                res.messages.append(f"{nb}: {note}")
-        elif t == "exercise" and ln.get("exercise") in exercise_ids:
-            eid = ln["exercise"]
-            er = res.exercises.setdefault(eid, ExerciseResult(eid))
-            if er.found:
-                continue
-            er.notebook = _orig_name(str(ln.get("notebook", "")), learner)
-            er.found = bool(ln.get("ok"))
-            er.error = str(ln.get("error", ""))[:2000]
-            er.notes = [str(x)[:500] for x in ln.get("notes", [])][:20] if isinstance(ln.get("notes"), list) else []
-            er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
-        elif t == "transcript":
-            key = (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden")))
-            transcripts.setdefault(key, ln.get("entries"))
-        elif t == "hidden" and isinstance(ln.get("error"), str):
-            res.messages.append(ln["error"])
-        elif t == "note" and isinstance(ln.get("message"), str):
-            res.messages.append(re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner),
-                                       ln["message"][:300]))
+    in_notebooks = {e for ln in lines if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict)
+                    for e in ln["found"]}
+    transcripts, audit = _read_lines(res, lines, exercise_ids)
     if not learner.notebooks:
         res.status = "invalid"
     elif not done:
@@ -391,26 +426,14 @@ def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str,
         ex = registry.get(eid)
         er = res.exercises.setdefault(eid, ExerciseResult(eid))
         er.max_score = ex.points
-        if not er.found:
-            if not er.error:
-                er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
-                            if done or not learner.notebooks or eid not in in_notebooks
-                            else "not reached before the grading process stopped")
-            continue
-        per_test = ex.points / max(1, len(ex.tests))
-        for test in ex.tests:
-            got = transcripts.get((eid, test.title, test.hidden))
-            out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
-            if got is None and not out.passed:
-                out.status = "error"
-                out.message = ("this test did not run: the grading process stopped before it"
-                               if not done else "this test did not run (hidden tests skipped?)")
-            er.outcomes.append(out)
-            if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
-                er.score += per_test
-        er.score = round(er.score, 4)
-    if res.status == "ok" and any(not e.found for e in res.exercises.values()) and not any(
-            e.found for e in res.exercises.values()):
+        if er.found:
+            er.flags += audit
+            _score_exercise(er, transcripts, done)
+        elif not er.error:
+            er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
+                        if done or not learner.notebooks or eid not in in_notebooks
+                        else "not reached before the grading process stopped")
+    if res.status == "ok" and res.exercises and not any(e.found for e in res.exercises.values()):
         res.status = "error"
     return res
 

@@ -178,9 +178,19 @@ def _read_roots() -> list[str]:
     return [r for r in roots if r and r != "/"]
 
 
+#: Loaded before the learner's cells, so that the audit sees what they replace.
+_AUDITED = ("pagedlab.grading.registry", "pagedlab.grading.runner", "pagedlab.grading.recorder",
+            "pagedlab.grading.judge", "pagedlab.grading.extract", "pagedlab.grading.references", "pagedlab.grading.rpc")
+
+
 def _fingerprint() -> dict[str, int]:
-    """``module.name`` (and ``module.Class.name``) -> id of the object, for every loaded pagedlab module."""
+    """``module.name`` (and ``module.Class.name``) -> id of the object, for every loaded pagedlab
+    module, and the driver of every registered test."""
     out: dict[str, int] = {}
+    reg = sys.modules.get("pagedlab.grading.registry")
+    for ex in list(getattr(reg, "_REGISTRY", {}).values()):
+        for t in list(ex.tests):
+            out[f"registry[{ex.id!r}] test {t.title[:40]!r}.drive"] = id(t.drive)
     for mname, mod in list(sys.modules.items()):
         if not (mname == "pagedlab" or mname.startswith("pagedlab.")) or mod is None:
             continue
@@ -199,8 +209,18 @@ class _Audit:
         self.before = _fingerprint()
 
     def changed(self) -> list[str]:
+        """Kit names bound to another object than before the learner's cells ran, and modules in
+        ``sys.modules`` under ``pagedlab.`` that are not files of the kit (import-time tricks)."""
         after = _fingerprint()
-        return sorted(k for k, v in self.before.items() if after.get(k, v) != v)[:20]
+        out = sorted(k for k, v in self.before.items() if after.get(k, v) != v)
+        import pagedlab
+        home = os.path.dirname(os.path.realpath(pagedlab.__file__))
+        for mname, mod in list(sys.modules.items()):
+            if mname.startswith("pagedlab.") and mname != "pagedlab.kernels" and not mname.startswith("pagedlab.kernels."):
+                path = getattr(mod, "__file__", None)
+                if not isinstance(path, str) or not os.path.realpath(path).startswith(home + os.sep):
+                    out.append(f"sys.modules[{mname!r}]")
+        return out[:20]
 
 
 def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tuple[str, Any]]:
@@ -259,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
             pass
     install_guard(workdir, _read_roots())
     chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
+    for mod in _AUDITED:
+        __import__(mod)
+    sys.modules["pagedlab.grading.registry"].load_all()  # type: ignore[attr-defined]
     audit = _Audit()
     records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan)
     chan.send({"hello": {"records": records, "audit": chan.export(audit)}})
