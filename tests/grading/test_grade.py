@@ -387,3 +387,11 @@ def test_every_solution_passes_and_every_stub_fails_through_the_pipe(tmp_path):
                if er.score != er.max_score}
     assert not failing and sol.score == sol.max_score
     assert lab.score == 0 and all(o.status == "not_implemented" for er in lab.exercises.values() for o in er.outcomes)
+
+
+def test_an_exercise_subset_does_not_call_the_others_strangers(tmp_path):
+    nb = write_notebook(tmp_path / "wen.ipynb", [QUEUE, SLOT, "# EXERCISE 99.bogus\ndef nothing():\n    pass\n"])
+    (r,) = grade([nb], tmp_path / "out", exercises=["02.slot_mapping"], timeout=30, memory_mb=1024, quiet=True)
+    assert set(r.exercises) == {"02.slot_mapping"} and r.score == 1.0
+    strangers = [m for m in r.messages if "not an exercise of this course" in m]
+    assert strangers == ["wen.ipynb: cell 2 is marked '# EXERCISE 99.bogus', which is not an exercise of this course"]
