@@ -29,12 +29,17 @@ import sys
 from typing import Any, TextIO
 
 from pagedlab.grading import registry
-from pagedlab.grading.extract import NotebookError, find_exercises, read_notebook, strip_magics
+from pagedlab.grading.extract import (
+    NotebookError,
+    find_exercises,
+    read_notebook,
+    strip_magics,
+)
 from pagedlab.grading.rpc import Channel, ChannelClosed
 from pagedlab.grading.runner import TimeLimitExceeded, run_driver, time_limit
 from pagedlab.grading.sandbox import limits_preexec
 
-__all__ = ["main", "static_flags", "LearnerProcess"]
+__all__ = ["LearnerProcess", "main", "static_flags"]
 
 #: pagedlab.grading modules a learner's exercise cell has no business importing.
 GRADING_INTERNALS = frozenset({"registry", "runner", "recorder", "judge", "checking", "extract", "sandbox", "driver",
@@ -133,7 +138,7 @@ def describe_exit(rc: int | None) -> str:
     if rc is None:
         return "the process running your code stopped answering"
     if rc < 0:
-        names = {signal.SIGKILL: "was killed (memory limit?)", signal.SIGSEGV: "crashed (segmentation fault)",
+        names: dict[int, str] = {signal.SIGKILL: "was killed (memory limit?)", signal.SIGSEGV: "crashed (segmentation fault)",
                  signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time", signal.SIGBUS: "crashed (bus error)"}
         return f"the process running your code {names.get(-rc, f'was killed by signal {-rc}')}"
     return f"the process running your code exited with status {rc} (did your code call os._exit or sys.exit?)"
@@ -261,7 +266,7 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
         if why or eid not in lp.objects:
             return [{"kind": "error", "type": "ProcessEnded", "where": "",
                      "message": why or "your exercise cell did not load again in a fresh process"}]
-    entries = run_driver(test, lp.objects[eid], timeout=RPC_SLACK * min(test.timeout, timeout), plain=True,
+    entries = run_driver(test, lp.objects[eid], timeout=min(RPC_SLACK * test.timeout, timeout), plain=True,
                          catch_all=True)
     if lp.chan is not None and lp.chan.closed:
         lp.stop()

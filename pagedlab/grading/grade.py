@@ -37,9 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import registry
@@ -47,7 +48,7 @@ from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
-__all__ = ["add_arguments", "main", "grade", "discover", "Learner", "LearnerResult", "GradeError"]
+__all__ = ["GradeError", "Learner", "LearnerResult", "add_arguments", "discover", "grade", "main"]
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git", "__MACOSX"}
@@ -63,8 +64,8 @@ class Learner:
 
     name: str
     source: str
-    notebooks: List[Path] = field(default_factory=list)
-    problems: List[str] = field(default_factory=list)
+    notebooks: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -73,9 +74,9 @@ class ExerciseResult:
     found: bool = False
     notebook: str = ""
     error: str = ""
-    notes: List[str] = field(default_factory=list)
-    flags: List[str] = field(default_factory=list)
-    outcomes: List[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     score: float = 0.0
     max_score: float = 0.0
 
@@ -84,8 +85,8 @@ class ExerciseResult:
 class LearnerResult:
     learner: Learner
     status: str = "ok"                      # ok | error | timeout | crashed | invalid
-    messages: List[str] = field(default_factory=list)
-    exercises: Dict[str, ExerciseResult] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    exercises: dict[str, ExerciseResult] = field(default_factory=dict)
     log: str = ""
     seconds: float = 0.0
 
@@ -99,15 +100,15 @@ class LearnerResult:
 
 
 # --- discovery ------------------------------------------------------------------------------------------
-def _safe_name(name: str, taken: Dict[str, int]) -> str:
+def _safe_name(name: str, taken: dict[str, int]) -> str:
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
     n = taken.get(base, 0)
     taken[base] = n + 1
     return base if n == 0 else f"{base}-{n + 1}"
 
 
-def _notebooks_under(folder: Path, problems: List[str]) -> List[Path]:
-    out: List[Path] = []
+def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
+    out: list[Path] = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for f in sorted(files):
@@ -124,10 +125,10 @@ def _notebooks_under(folder: Path, problems: List[str]) -> List[Path]:
     return out
 
 
-def discover(paths: Sequence[Any]) -> List[Learner]:
+def discover(paths: Sequence[Any]) -> list[Learner]:
     """Learners from the command-line paths (see the module docstring)."""
-    learners: List[Learner] = []
-    taken: Dict[str, int] = {}
+    learners: list[Learner] = []
+    taken: dict[str, int] = {}
 
     def add_file(p: Path) -> None:
         if p.suffix == ".ipynb":
@@ -162,14 +163,14 @@ def discover(paths: Sequence[Any]) -> List[Learner]:
 
 
 # --- running one learner ----------------------------------------------------------------------------------
-def _scrubbed_env(workdir: str) -> Dict[str, str]:
+def _scrubbed_env(workdir: str) -> dict[str, str]:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
            "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": workdir, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"}
     return env
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
@@ -179,14 +180,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
             pass
 
 
-def _exit_reason(rc: Optional[int], timed_out: bool, timeout: float, memory_mb: int) -> str:
+def _exit_reason(rc: int | None, timed_out: bool, timeout: float, memory_mb: int) -> str:
     if timed_out:
         return f"stopped after {timeout:g} s (time limit): an endless loop, or very slow code?"
     if rc is None or rc == 0:
         return "the grading process ended before finishing (did your code call os._exit?)"
     if rc < 0:
         sig = -rc
-        name = {signal.SIGKILL: "killed", signal.SIGSEGV: "crashed (segmentation fault)",
+        name = {int(signal.SIGKILL): "killed", signal.SIGSEGV: "crashed (segmentation fault)",
                 signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time",
                 signal.SIGBUS: "crashed (bus error)"}.get(sig, f"killed by signal {sig}")
         hint = f" (memory limit {memory_mb} MB?)" if sig in (signal.SIGKILL, signal.SIGABRT) else ""
@@ -200,9 +201,9 @@ class _Run:
     def __init__(self, learner: Learner, timeout: float) -> None:
         self.learner = learner
         self.timeout = timeout
-        self.info: Dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
+        self.info: dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
         self.workdir = ""
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.start = time.monotonic()
         self.log: Any = None
 
@@ -219,8 +220,8 @@ class _Run:
             return True
         return False
 
-    def finish(self) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
-        lines: List[Dict[str, Any]] = []
+    def finish(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        lines: list[dict[str, Any]] = []
         try:
             if self.proc is not None:
                 _kill_group(self.proc)  # leftovers of its process group (there should be none)
@@ -266,7 +267,7 @@ def start_learner(learner: Learner, exercises: list[str] | None, hidden: Path | 
     os.mkdir(learner_dir, 0o700)
     job = {"notebooks": _copy_notebooks(learner, learner_dir, run), "learner_dir": learner_dir,
            "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
-           "test_timeout": min(10.0, max(1.0, timeout / 4)), "memory_mb": memory_mb, "cpu_s": int(timeout) + 2,
+           "test_timeout": min(30.0, max(1.0, timeout / 4)), "memory_mb": memory_mb, "cpu_s": int(timeout) + 2,
            "result": "result.jsonl"}
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
@@ -279,12 +280,12 @@ def start_learner(learner: Learner, exercises: list[str] | None, hidden: Path | 
     return run
 
 
-def run_learners(learners: Sequence[Learner], exercises: Optional[List[str]], hidden: Optional[Path],
-                 timeout: float, memory_mb: int, jobs: int) -> List[Tuple[List[Dict[str, Any]], Dict[str, Any]]]:
+def run_learners(learners: Sequence[Learner], exercises: list[str] | None, hidden: Path | None,
+                 timeout: float, memory_mb: int, jobs: int) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every learner (at most ``jobs`` processes at a time); results in the learners' order."""
-    results: Dict[int, Tuple[List[Dict[str, Any]], Dict[str, Any]]] = {}
+    results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     pending = list(enumerate(learners))
-    running: Dict[int, _Run] = {}
+    running: dict[int, _Run] = {}
     while pending or running:
         while pending and len(running) < jobs:
             i, lr = pending.pop(0)
@@ -296,8 +297,8 @@ def run_learners(learners: Sequence[Learner], exercises: Optional[List[str]], hi
     return [results[i] for i in range(len(learners))]
 
 
-def run_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
-                memory_mb: int) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+def run_learner(learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float,
+                memory_mb: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
     return run_learners([learner], exercises, hidden, timeout, memory_mb, 1)[0]
 
@@ -323,8 +324,8 @@ def _read_capped(path: str, n: int) -> str:
     return text + ("\n[... cut]" if len(data) > n else "")
 
 
-def _read_results(path: str) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
+def _read_results(path: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     try:
         if os.path.islink(path) or os.path.getsize(path) > MAX_RESULT_BYTES:
             return out
@@ -351,7 +352,8 @@ def _notebook_messages(ln: dict[str, Any], learner: Learner) -> list[str]:
     elif isinstance(ln.get("found"), dict) and not ln["found"]:
         out.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
                    "definition of an exercise's name). Is it from this course?")
-    out += [f"{nb}: {note}" for note in (ln.get("notes") if isinstance(ln.get("notes"), list) else [])]
+    notes = ln.get("notes")
+    out += [f"{nb}: {note}" for note in (notes if isinstance(notes, list) else [])]
     return out
 
 
@@ -489,7 +491,10 @@ def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hid
         registry.UnknownExerciseError: an unknown id in ``exercises``.
     """
     from pagedlab.grading import report
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, flush=True)
+
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
     if not learners:
         raise GradeError("no submissions to grade")

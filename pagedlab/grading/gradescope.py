@@ -36,8 +36,16 @@ from typing import Any
 
 from pagedlab.errors import PagedLabError
 
-__all__ = ["add_arguments", "main", "build_bundle", "run", "validate_results", "BundleError", "CONFIG_NAME",
-           "ROOT_ENV"]
+__all__ = [
+    "CONFIG_NAME",
+    "ROOT_ENV",
+    "BundleError",
+    "add_arguments",
+    "build_bundle",
+    "main",
+    "run",
+    "validate_results",
+]
 
 CONFIG_NAME = "pagedlab_autograder.json"
 #: Environment variable overriding the autograder root (default ``/autograder``).

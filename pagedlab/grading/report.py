@@ -9,27 +9,28 @@ from __future__ import annotations
 import csv
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any
 
 from pagedlab.grading import registry
 from pagedlab.grading.checking import MARK, WORD
 from pagedlab.grading.pictures import side_by_side
 
-__all__ = ["write_all", "gradescope_dict", "feedback_html", "split_points", "COMBINED_NAME"]
+__all__ = ["COMBINED_NAME", "feedback_html", "gradescope_dict", "split_points", "write_all"]
 
 #: Every learner's results in one file (a dict learner -> Gradescope-style dict; not itself a
 #: Gradescope ``results.json``, hence the name).
 COMBINED_NAME = "all_learners.json"
 
 
-def _test_name(ex_id: str, o: Any, hidden_index: Dict[int, int]) -> str:
+def _test_name(ex_id: str, o: Any, hidden_index: dict[int, int]) -> str:
     if o.hidden:
         return f"{ex_id}: hidden test {hidden_index[id(o)]}"
     return f"{ex_id}: {o.title}"
 
 
-def _hidden_numbers(er: Any) -> Dict[int, int]:
+def _hidden_numbers(er: Any) -> dict[int, int]:
     out, k = {}, 0
     for o in er.outcomes:
         if o.hidden:
@@ -57,7 +58,7 @@ def _test_output(o: Any) -> str:
     """What a learner reads for one test: hidden tests say passed/failed and nothing else."""
     if o.hidden:
         return "hidden test: " + ("passed" if o.passed else "failed")
-    return WORD.get(o.status, o.status) + ("\n" + o.message if o.message else "")
+    return str(WORD.get(o.status, o.status)) + ("\n" + o.message if o.message else "")
 
 
 def _exercise_tests(eid: str, er: Any) -> list[dict[str, Any]]:
@@ -126,7 +127,7 @@ def feedback_html(res: Any) -> str:
             word = "" if o.passed else f" <span style='color:#888'>({e(why)})</span>"
             status = ("passed" if o.passed else "failed") if o.hidden else o.status
             parts.append(f"<li data-status='{e(status)}'>{MARK.get(status, '❌')} {name}{word}")
-            if o is first and o.message:
+            if first is not None and o is first and o.message:
                 parts.append(f"<pre>{e(o.message)}</pre>")
                 parts.append(side_by_side(o.picture, o.expected_picture))
             parts.append("</li>")
@@ -136,7 +137,7 @@ def feedback_html(res: Any) -> str:
     return "".join(parts)
 
 
-def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: List[str], runs: Sequence[Any]) -> None:
+def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], runs: Sequence[Any]) -> None:
     """Write grades.csv, all_learners.json, gradescope/, feedback/ and logs/ under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "feedback").mkdir(exist_ok=True)

@@ -32,9 +32,10 @@ import operator
 import os
 import sys
 import types
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["Channel", "Proxy", "RemoteError", "ChannelClosed", "MAX_MESSAGE_BYTES", "is_a", "type_name"]
+__all__ = ["MAX_MESSAGE_BYTES", "Channel", "ChannelClosed", "Proxy", "RemoteError", "is_a", "type_name"]
 
 #: A larger message from the other side is a protocol error (the channel is closed).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -56,7 +57,7 @@ _OPS: dict[str, Callable[..., Any]] = {
     "__rmul__": lambda a, b: operator.mul(b, a), "__iadd__": operator.iadd, "__index__": operator.index,
     "__int__": int, "__float__": float, "__next__": next, "__reversed__": lambda a: list(reversed(a)),
 }
-_SNAPSHOT_TYPES = (list, tuple, dict, set, frozenset, collections.deque, type({}.keys()), type({}.values()), type({}.items()))
+_SNAPSHOT_TYPES: tuple[type, ...] = (list, tuple, dict, set, frozenset, collections.deque, type({}.keys()), type({}.values()), type({}.items()))
 
 
 class ChannelClosed(BaseException):
@@ -72,10 +73,10 @@ class RemoteError(Exception):
 class Proxy:
     """A local stand-in for an object of the other process (see the module docstring)."""
 
-    __slots__ = ("_pl_chan", "_pl_h", "_pl_cls", "__weakref__")
+    __slots__ = ("__weakref__", "_pl_chan", "_pl_cls", "_pl_h")
     _pl_is_proxy = True
 
-    def __init__(self, chan: "Channel", handle: int, cls: str) -> None:
+    def __init__(self, chan: Channel, handle: int, cls: str) -> None:
         object.__setattr__(self, "_pl_chan", chan)
         object.__setattr__(self, "_pl_h", handle)
         object.__setattr__(self, "_pl_cls", cls)
@@ -288,7 +289,7 @@ class Channel:
             answer: dict[str, Any] = {"re": rid, "v": self.encode(result, by_value=by_value)}
         except ChannelClosed:
             raise
-        except BaseException as e:  # noqa: BLE001 - learner code may raise anything, SystemExit too
+        except BaseException as e:
             if self.trusted and not isinstance(e, Exception):
                 raise
             answer = {"re": rid, "e": _exc_to(e, "" if self.trusted else self.where(e))}
@@ -302,10 +303,11 @@ class Channel:
         op, name = msg.get("op"), msg.get("name")
         args = [self.decode(a) for a in msg.get("args", [])] if isinstance(msg.get("args"), list) else []
         if op == "call":
-            kw = msg.get("kw") if isinstance(msg.get("kw"), dict) else {}
-            return obj(*args, **{str(k): self.decode(v) for k, v in kw.items()})
+            kw = msg.get("kw")
+            kwargs = {str(k): self.decode(v) for k, v in kw.items()} if isinstance(kw, dict) else {}
+            return obj(*args, **kwargs)
         if op == "iter":
-            return _Snapshot(list(obj)) if isinstance(obj, _SNAPSHOT_TYPES) else iter(obj)
+            return _Snapshot(list(obj)) if type(obj) in _SNAPSHOT_TYPES or isinstance(obj, _SNAPSHOT_TYPES) else iter(obj)
         if op == "plain" and not self.trusted:
             return obj
         if op == "op" and name in _OPS:
@@ -406,7 +408,8 @@ class Channel:
         if _depth > 200 or not isinstance(d, dict):
             raise ChannelClosed("a malformed value")
         t = d.get("t")
-        items = d.get("v") if isinstance(d.get("v"), list) else []
+        raw = d.get("v")
+        items: list[Any] = raw if isinstance(raw, list) else []
         if t in ("list", "tuple", "set", "frozenset"):
             seq = [self.decode(x, _depth + 1) for x in items]
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[t](seq)

@@ -27,9 +27,10 @@ import os
 import resource
 import signal
 import sys
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-__all__ = ["limits_preexec", "install_guard", "GuardError", "main"]
+__all__ = ["GuardError", "install_guard", "limits_preexec", "main"]
 
 
 def limits_preexec(memory_mb: int, cpu_s: int, fsize_mb: int = 64) -> Callable[[], None]:
@@ -155,6 +156,7 @@ def install_guard(workdir: str, read_roots: list[str]) -> None:
 # --- the run ---------------------------------------------------------------------------------------------
 def _read_roots() -> list[str]:
     import sysconfig
+
     import pagedlab
     roots: set[str] = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib", "include"):
@@ -281,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
     for mod in _AUDITED:
         __import__(mod)
-    sys.modules["pagedlab.grading.registry"].load_all()  # type: ignore[attr-defined]
+    sys.modules["pagedlab.grading.registry"].load_all()
     audit = _Audit()
     records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan)
     chan.send({"hello": {"records": records, "audit": chan.export(audit)}})

@@ -14,7 +14,6 @@ import pytest
 
 from pagedlab.grading import registry
 from pagedlab.grading.grade import GradeError, add_arguments, discover, grade, main
-
 from tests.grading.helpers import variant, write_notebook
 
 SLOT = registry.snippet_source("02.slot_mapping")

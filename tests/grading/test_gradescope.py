@@ -21,7 +21,6 @@ import pytest
 from pagedlab.grading import registry
 from pagedlab.grading.gradescope import BundleError, build_bundle, validate_results
 from pagedlab.grading.report import split_points
-
 from tests.grading.helpers import variant, write_notebook
 
 EXERCISES = ["02.free_queue", "02.slot_mapping"]
