@@ -10,11 +10,14 @@ folder holds one entry per learner: a notebook (learner = file name without ``.i
 subfolder (learner = folder name; all its notebooks, at any depth, are that learner's work).
 Other files are reported and skipped.
 
-Each learner's notebooks run in their own process (:mod:`pagedlab.grading.sandbox`) - a fresh
-interpreter in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
-timeout that kills the whole process group - which writes plain-data transcripts. This process
-never runs learner code: it computes the reference transcripts itself and judges. A submission
-that loops, crashes, exits, hogs memory or tries to touch other files only loses its own points.
+Three processes per learner (the design and its limits are in ``docs/instructor_guide.md``):
+this one never runs learner code - it computes the reference transcripts and judges; a *driver*
+process (:mod:`pagedlab.grading.driver`, trusted) runs every test driver on proxies of the
+learner's objects; the *learner's process* (:mod:`pagedlab.grading.sandbox`) holds only the
+learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.grading.rpc`).
+Each starts fresh in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
+timeout that kills the whole process group. A submission that loops, crashes, exits, hogs memory,
+touches other files or patches the kit only loses its own points.
 
 Writes to ``--out`` (default ``grading-output/``):
 
