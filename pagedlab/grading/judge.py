@@ -236,7 +236,8 @@ def _error(out: Outcome, g: dict[str, Any], test: Any) -> None:
         out.message = "not run: an earlier test of this exercise ran out of time"
     elif etype == "TimeoutError" and where == "<time limit>":
         out.status = "timeout"
-        out.message = (f"step {step_no} (`{label}`) took longer than {test.timeout:g} s: an infinite loop? "
+        limit = g.get("limit") if type(g.get("limit")) in (int, float) else test.timeout
+        out.message = (f"step {step_no} (`{label}`) took longer than {limit:g} s: an infinite loop? "
                        "(a loop whose condition never changes, or a linked list walked in a circle)")
     else:
         out.status = "error"

@@ -328,7 +328,8 @@ class Channel:
             return
         if name.startswith("__") or isinstance(obj, (type, types.ModuleType)):
             raise PermissionError(f"pagedlab grade: {op} {name!r} on the test's objects is not allowed")
-        if op != "getattr" and inspect.isroutine(getattr(type(obj), name, None)):
+        own = vars(obj).get(name) if hasattr(obj, "__dict__") else None  # no getattr: properties count reads
+        if op != "getattr" and (inspect.isroutine(getattr(type(obj), name, None)) or inspect.isroutine(own)):
             raise PermissionError(f"pagedlab grade: replacing the method {name!r} of the test's objects is not allowed")
 
     # --- values ---------------------------------------------------------------------------------------

@@ -55,8 +55,9 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
             Ctrl-C, so it can only come from the learner's code); in a notebook it stops check().
     """
     rec = Recorder()
+    limit = test.timeout if timeout is None else timeout
     try:
-        with time_limit(test.timeout if timeout is None else timeout):
+        with time_limit(limit):
             try:
                 test.drive(obj, rec)
             except TimeLimitExceeded:
@@ -70,7 +71,8 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
             else:
                 rec.finish()
     except TimeLimitExceeded:
-        rec.entries.append({"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>"})
+        rec.entries.append({"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>",
+                            "limit": limit})
     return rec.plain_entries() if plain else rec.entries
 
 

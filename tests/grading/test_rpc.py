@@ -114,6 +114,11 @@ def test_methods_of_the_driver_s_objects_cannot_be_replaced(pair: tuple[Channel,
     items: list[int] = []
     with pytest.raises(PermissionError, match="replacing the method 'append'"):
         tricks.write(items, "append", 0)
+    holder = type("Holder", (), {})()
+    holder.callback = print  # a function stored on the instance counts as a method too
+    with pytest.raises(PermissionError, match="replacing the method 'callback'"):
+        tricks.write(holder, "callback", None)
+    assert holder.callback is print
 
 
 def test_kit_classes_are_recognised_across_the_pipe(pair: tuple[Channel, Any]) -> None:
