@@ -157,3 +157,17 @@ def test_bad_bundle_options(tmp_path: Path) -> None:
     with pytest.raises(registry.UnknownExerciseError):
         build_bundle(tmp_path / "a.zip", exercises=["99.nope"])
     assert not (tmp_path / "a.zip").exists()
+
+
+def test_a_failing_autograder_still_writes_valid_results(tmp_path: Path) -> None:
+    from pagedlab.grading.gradescope import CONFIG_NAME, run
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "submission").mkdir()
+    write_notebook(root / "submission" / "lab.ipynb", [SLOT])
+    (root / "source" / CONFIG_NAME).write_text(json.dumps({"exercises": EXERCISES, "timeout": -1}))
+    data = json.loads(run(root).read_text())
+    assert validate_results(data) == [] and data["score"] == 0
+    assert [t["name"] for t in data["tests"]] == EXERCISES and sum(t["max_score"] for t in data["tests"]) == 2.0
+    assert data["output"].startswith("the autograder failed (GradeError: --timeout must be > 0")
+    assert all(t["output"] == data["output"] for t in data["tests"])
