@@ -16,7 +16,7 @@ Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain 
 ``checking`` (check(): notebook feedback), ``extract`` (exercise cells out of a notebook), ``sandbox`` (the
 learner process of the grader: the learner's definitions only), ``driver`` (the grader's trusted process
 running the tests), ``rpc`` (calls between the two, as plain data), ``grade`` / ``report`` (the CLI and its
-files), ``gradescope`` (the autograder zip), ``references
+files), ``gradescope`` (the autograder zip), ``references``
 (``use_reference``), ``kit`` (small learner-facing classes for labs 03 and 07), ``pictures``.
 """
 from __future__ import annotations
