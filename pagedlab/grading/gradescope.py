@@ -14,7 +14,7 @@ The zip (upload it as a Gradescope "Autograder" configuration) holds:
 * ``run_autograder`` - Gradescope runs it for each submission: ``python -m
   pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root,
   ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
-* ``hidden_tests/`` - the instructor's hidden tests (only in the zip; never shown to learners);
+* ``hidden_tests/`` - the instructor's hidden-tests folder (only in the zip; never shown to learners);
 * ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits.
 
 Grading a submission (:func:`run`): the WHOLE ``<root>/submission`` folder is ONE learner - every
@@ -62,6 +62,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 PY="${{PAGEDLAB_PYTHON:-python3}}"
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pagedlab needs Python >= 3.11: choose a newer base image")'
+if ! "$PY" -m venv --help >/dev/null 2>&1; then apt-get update && apt-get install -y python3-venv; fi
 "$PY" -m venv /autograder/venv
 /autograder/venv/bin/python -m pip install --no-cache-dir -c constraints.txt \\
     --extra-index-url https://download.pytorch.org/whl/cpu ./kit
@@ -162,9 +163,8 @@ def build_bundle(out_zip: Any, hidden_tests: Any | None = None, exercises: list[
         for name in _KIT_FILES + _KIT_DIRS:
             if (root / name).exists():
                 _add_tree(zf, root / name, f"kit/{name}")
-        if hidden is not None:
-            for f in sorted(hidden.glob("*.py")):
-                zf.write(f, f"hidden_tests/{f.name}")
+        if hidden is not None:  # the whole folder: its tests may read data files next to them
+            _add_tree(zf, hidden, "hidden_tests")
     return out
 
 

@@ -43,6 +43,9 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
             rec.step("slot_mapping([3, 9], [70, 127], 64)  # HIDDEN-STEP-5151")
             rec.observe("slots HIDDEN-OBS-5151", fn([3, 9], [70, 127], 64))
     '''))
+    (hidden / "sizes.json").write_text("[64]")  # a data file the tests could read
+    (hidden / "__pycache__").mkdir()
+    (hidden / "__pycache__" / "extra.cpython-311.pyc").write_bytes(b"junk")
     return build_bundle(root / "autograder.zip", hidden, EXERCISES, timeout=60, memory_mb=1024)
 
 
@@ -81,7 +84,7 @@ def test_zip_layout_and_setup_script(bundle: Path, tmp_path: Path) -> None:
         zf.extractall(tmp_path)
         mode = zf.getinfo("run_autograder").external_attr >> 16
     assert {"setup.sh", "run_autograder", "constraints.txt", "pagedlab_autograder.json",
-            "hidden_tests/extra.py", "kit/pyproject.toml", "kit/pagedlab/grading/grade.py"} <= names
+            "hidden_tests/extra.py", "hidden_tests/sizes.json", "kit/pyproject.toml", "kit/pagedlab/grading/grade.py"} <= names
     assert mode & 0o111, "run_autograder must be executable"
     assert not any("__pycache__" in n for n in names)
     for script in ("setup.sh", "run_autograder"):
