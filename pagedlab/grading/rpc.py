@@ -28,6 +28,7 @@ import base64
 import collections
 import inspect
 import json
+import math
 import operator
 import os
 import sys
@@ -371,7 +372,7 @@ class Channel:
         if v is None or t in (bool, int, str):
             return v
         if t is float:
-            return v if v == v and v not in (float("inf"), float("-inf")) else {"t": "float", "v": repr(v)}
+            return v if math.isfinite(v) else {"t": "float", "v": repr(v)}
         if isinstance(v, Proxy):
             return {"t": "back", "h": object.__getattribute__(v, "_pl_h")}
         if isinstance(v, _Snapshot):

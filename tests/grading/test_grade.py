@@ -377,7 +377,7 @@ def test_every_solution_passes_and_every_stub_fails_through_the_pipe(tmp_path):
     root = Path(__file__).resolve().parents[2]
     for name in ("solutions", "labs"):
         shutil.copytree(root / name, tmp_path / "subs" / name, ignore=shutil.ignore_patterns(".*"))
-    results = {r.learner.name: r for r in grade([tmp_path / "subs"], tmp_path / "out", timeout=300,
+    results = {r.learner.name: r for r in grade([tmp_path / "subs"], tmp_path / "out", timeout=300, jobs=2,
                                                 memory_mb=4096, quiet=True)}
     every = {ex.id for ex in registry.all_exercises()}
     sol, lab = results["solutions"], results["labs"]

@@ -63,7 +63,7 @@ def autograde(bundle: Path, tmp: Path, files: dict[str, Any]) -> dict[str, Any]:
         else:
             write_notebook(sub / name, content)
     env = dict(os.environ, PAGEDLAB_AUTOGRADER_ROOT=str(root), PAGEDLAB_AUTOGRADER_PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True,
+    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, check=False,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((root / "results" / "results.json").read_text())
@@ -88,7 +88,7 @@ def test_zip_layout_and_setup_script(bundle: Path, tmp_path: Path) -> None:
     assert mode & 0o111, "run_autograder must be executable"
     assert not any("__pycache__" in n for n in names)
     for script in ("setup.sh", "run_autograder"):
-        check = subprocess.run(["bash", "-n", str(tmp_path / script)], capture_output=True, text=True)
+        check = subprocess.run(["bash", "-n", str(tmp_path / script)], capture_output=True, text=True, check=False)
         assert check.returncode == 0, check.stderr
     setup = (tmp_path / "setup.sh").read_text()
     assert "-c constraints.txt" in setup and "./kit" in setup and "fetch-model" in setup
