@@ -51,8 +51,16 @@ RPC_SLACK = 3.0
 
 
 # --- static flags ---------------------------------------------------------------------------------------
+def _internal(dotted: str) -> bool:
+    """``pagedlab.grading.registry`` or anything inside it (a grader module, not the learner-facing kit)."""
+    parts = dotted.split(".")
+    return len(parts) >= 3 and parts[:2] == ["pagedlab", "grading"] and parts[2] in GRADING_INTERNALS
+
+
 def _kit_aliases(sources: list[str]) -> set[str]:
-    """Names bound by ``import pagedlab...`` / ``from pagedlab... import x`` in any of ``sources``."""
+    """Names bound, in any of ``sources``, to a pagedlab module (``import pagedlab.x as y``) or to
+    a grader module or anything imported from one (``from pagedlab.grading import registry``,
+    ``from pagedlab.grading.recorder import Recorder``) - not the kit's learner-facing classes."""
     out: set[str] = set()
     for src in sources:
         try:
@@ -61,9 +69,10 @@ def _kit_aliases(sources: list[str]) -> set[str]:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
-                out |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("pagedlab")}
+                out |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("pagedlab")}
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pagedlab"):
-                out |= {a.asname or a.name for a in node.names if a.name != "*"}
+                out |= {a.asname or a.name for a in node.names
+                        if node.module == "pagedlab" or _internal(f"{node.module}.{a.name}")}
     return out
 
 
@@ -75,8 +84,7 @@ def _import_flags(node: ast.AST, ex_name: str) -> list[str]:
         mods = [f"{node.module}.{a.name}" for a in node.names]
         if any(a.name == ex_name for a in node.names):
             return [f"imports the kit's own {ex_name} from {node.module} (the reference implementation)"]
-    inside = [".".join(m.split(".")[:3]) for m in mods
-              if m.startswith("pagedlab.grading.") and m.split(".")[2] in GRADING_INTERNALS]
+    inside = [".".join(m.split(".")[:3]) for m in mods if _internal(m)]
     return [f"imports the grader's internals ({inside[0]})"] if inside else []
 
 
@@ -100,6 +108,8 @@ def static_flags(source: str, ex_name: str, aliases: set[str]) -> list[str]:
             called = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
             if called in _REFERENCE_CALLS:
                 flags.append("uses the kit's reference implementation (use_reference), not its own code")
+            elif called in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+                flags += _import_flags(ast.Import(names=[ast.alias(name=str(node.args[0].value))]), ex_name)
             elif called in ("setattr", "delattr") and node.args and _root(node.args[0]) in aliases:
                 flags.append(f"{called} on the kit's objects ({ast.unparse(node.args[0])[:60]})")
         targets = node.targets if isinstance(node, ast.Assign) else \
@@ -120,15 +130,24 @@ def _root(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else ""
 
 
+def _bound_names(target: ast.AST) -> set[str]:
+    """Plain names a target binds (``a``, ``a, b``), not ``self`` of ``self.x = ...``."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {n for e in target.elts for n in _bound_names(e)}
+    return set()
+
+
 def _derived_aliases(tree: ast.AST, aliases: set[str]) -> set[str]:
     """``aliases`` plus names bound from them (``ex = registry.get(...)``, ``for t in ex.tests``)."""
     out = set(aliases)
     for _ in range(3):  # a few rounds reach chains of assignments
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and _root(node.value) in out:
-                out |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                out |= {n for t in node.targets for n in _bound_names(t)}
             elif isinstance(node, (ast.For, ast.comprehension)) and _root(node.iter) in out:
-                out |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+                out |= _bound_names(node.target)
     return out
 
 

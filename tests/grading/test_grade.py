@@ -122,6 +122,10 @@ GAMING = {
                     "_fake = types.ModuleType('pagedlab.grading.judge')\n"
                     "_fake.judge = lambda *a, **k: None\n"
                     "sys.modules['pagedlab.grading.judge'] = _fake\n" + WRONG),
+    # the same through importlib and setattr
+    "xena_importlib": ("# EXERCISE 02.slot_mapping\nimport importlib\n"
+                       "_runner = importlib.import_module('pagedlab.grading.runner')\n"
+                       "_done = setattr(_runner, 'run_driver', lambda test, obj, **kw: [])\n" + WRONG),
     # forge transcripts of the reference into the results file (old and new places)
     "tess_forge": ("# EXERCISE 02.slot_mapping\nimport json\nfrom pagedlab.grading import registry\n"
                    "from pagedlab.grading.runner import run_driver\n"
@@ -175,6 +179,7 @@ def ex(run, learner, eid="02.slot_mapping"):
 
 def test_good_submission_gets_full_marks_despite_the_others(run):
     r = run["res"]["alice"]
+    assert all(not e.flags for e in r.exercises.values()), {k: e.flags for k, e in r.exercises.items()}
     assert r.status == "ok" and r.score == r.max_score == 2.0, r.messages
     # 4 public + 1 hidden test for slot_mapping, all passed
     assert [o.passed for o in ex(run, "alice").outcomes] == [True] * 5
@@ -342,6 +347,8 @@ def test_changing_how_it_is_tested_earns_nothing(run, learner):
     ("sam_modules", "replaces modules or builtins (sys.modules['pagedlab.grading.judge'] = ...)"),
     ("sam_modules", "sys.modules['pagedlab.grading.judge']"),
     ("tess_forge", "imports the grader's internals (pagedlab.grading.runner)"),
+    ("xena_importlib", "imports the grader's internals (pagedlab.grading.runner)"),
+    ("xena_importlib", "pagedlab.grading.runner.run_driver"),
 ])
 def test_gaming_is_flagged_for_the_instructor(run, learner, flag):
     flags = ex(run, learner).flags
@@ -394,3 +401,17 @@ def test_an_exercise_subset_does_not_call_the_others_strangers(tmp_path):
     assert set(r.exercises) == {"02.slot_mapping"} and r.score == 1.0
     strangers = [m for m in r.messages if "not an exercise of this course" in m]
     assert strangers == ["wen.ipynb: cell 2 is marked '# EXERCISE 99.bogus', which is not an exercise of this course"]
+
+
+def test_static_flags_leave_every_solution_alone_and_catch_the_tricks():
+    from pagedlab.grading.driver import _kit_aliases, static_flags
+    for ex in registry.all_exercises():
+        src = registry.snippet_source(ex.id)
+        assert static_flags(src, ex.name, _kit_aliases([src, SETUP])) == [], ex.id
+    cell = GAMING["quinn_drivers"]
+    assert static_flags(cell, "slot_mapping", _kit_aliases([cell])) == [
+        "imports the grader's internals (pagedlab.grading.registry)", "assigns to the kit's objects (_t.drive = ...)"]
+    own = "# EXERCISE 02.free_queue\nfrom pagedlab.core.block_pool import FreeKVCacheBlockQueue\n"
+    assert static_flags(own, "FreeKVCacheBlockQueue", set()) == [
+        "imports the kit's own FreeKVCacheBlockQueue from pagedlab.core.block_pool (the reference implementation)"]
+    assert static_flags("def broken(:\n", "x", set()) == []
