@@ -14,9 +14,10 @@ an exercise: :mod:`pagedlab.grading.exercises`). ``labs_build`` generates ``labs
 Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain data), ``runner``
 (running a test under a time limit), ``judge`` (comparing transcripts, teaching messages),
 ``checking`` (check(): notebook feedback), ``extract`` (exercise cells out of a notebook), ``sandbox`` (the
-learner process of the grader), ``grade`` / ``report`` (the CLI and its files), ``references``
-(``use_reference``, ``yours_or_reference``), ``kit`` (the learner-facing name of
-``pagedlab.analysis.kit``). Failure pictures are drawn by ``pagedlab.viz``.
+learner process of the grader: the learner's definitions only), ``driver`` (the grader's trusted process
+running the tests), ``rpc`` (calls between the two, as plain data), ``grade`` / ``report`` (the CLI and its
+files), ``gradescope`` (the autograder zip), ``references`` (``use_reference``, ``yours_or_reference``),
+``kit`` (the learner-facing name of ``pagedlab.analysis.kit``). Failure pictures are drawn by ``pagedlab.viz``.
 """
 from __future__ import annotations
 

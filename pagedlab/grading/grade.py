@@ -10,19 +10,22 @@ folder holds one entry per learner: a notebook (learner = file name without ``.i
 subfolder (learner = folder name; all its notebooks, at any depth, are that learner's work).
 Other files are reported and skipped.
 
-Each learner's notebooks run in their own process (:mod:`pagedlab.grading.sandbox`) - a fresh
-interpreter in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
-timeout that kills the whole process group - which writes plain-data transcripts. This process
-never runs learner code: it computes the reference transcripts itself and judges. A submission
-that loops, crashes, exits, hogs memory or tries to touch other files only loses its own points.
+Three processes per learner (the design and its limits are in ``docs/instructor_guide.md``):
+this one never runs learner code - it computes the reference transcripts and judges; a *driver*
+process (:mod:`pagedlab.grading.driver`, trusted) runs every test driver on proxies of the
+learner's objects; the *learner's process* (:mod:`pagedlab.grading.sandbox`) holds only the
+learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.grading.rpc`).
+Each starts fresh in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
+timeout that kills the whole process group. A submission that loops, crashes, exits, hogs memory,
+touches other files or patches the kit only loses its own points.
 
 Writes to ``--out`` (default ``grading-output/``):
 
 * ``grades.csv`` - one row per learner: score, max, per-exercise scores, status, flags;
 * ``feedback/<learner>.html`` - per test ✅/❌, the first failure of each exercise with its step,
   message and pictures; hidden tests show pass/fail only;
-* ``results.json`` - Gradescope-style results of every learner, plus
-  ``gradescope/<learner>/results.json`` (the exact Gradescope autograder format);
+* ``all_learners.json`` - every learner's results in one file (NOT Gradescope's format: a dict of
+  learner -> results), plus ``gradescope/<learner>/results.json`` (exactly Gradescope's format);
 * ``logs/<learner>.txt`` - for the instructor: the learner process's output and exit status.
 """
 from __future__ import annotations
@@ -37,9 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import registry
@@ -47,7 +51,7 @@ from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
-__all__ = ["add_arguments", "main", "grade", "discover", "Learner", "LearnerResult", "GradeError"]
+__all__ = ["GradeError", "Learner", "LearnerResult", "add_arguments", "discover", "grade", "main"]
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git", "__MACOSX"}
@@ -63,8 +67,8 @@ class Learner:
 
     name: str
     source: str
-    notebooks: List[Path] = field(default_factory=list)
-    problems: List[str] = field(default_factory=list)
+    notebooks: list[Path] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -73,9 +77,9 @@ class ExerciseResult:
     found: bool = False
     notebook: str = ""
     error: str = ""
-    notes: List[str] = field(default_factory=list)
-    flags: List[str] = field(default_factory=list)
-    outcomes: List[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     score: float = 0.0
     max_score: float = 0.0
 
@@ -84,8 +88,8 @@ class ExerciseResult:
 class LearnerResult:
     learner: Learner
     status: str = "ok"                      # ok | error | timeout | crashed | invalid
-    messages: List[str] = field(default_factory=list)
-    exercises: Dict[str, ExerciseResult] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    exercises: dict[str, ExerciseResult] = field(default_factory=dict)
     log: str = ""
     seconds: float = 0.0
 
@@ -99,15 +103,15 @@ class LearnerResult:
 
 
 # --- discovery ------------------------------------------------------------------------------------------
-def _safe_name(name: str, taken: Dict[str, int]) -> str:
+def _safe_name(name: str, taken: dict[str, int]) -> str:
     base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
     n = taken.get(base, 0)
     taken[base] = n + 1
     return base if n == 0 else f"{base}-{n + 1}"
 
 
-def _notebooks_under(folder: Path, problems: List[str]) -> List[Path]:
-    out: List[Path] = []
+def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
+    out: list[Path] = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for f in sorted(files):
@@ -124,10 +128,10 @@ def _notebooks_under(folder: Path, problems: List[str]) -> List[Path]:
     return out
 
 
-def discover(paths: Sequence[Any]) -> List[Learner]:
+def discover(paths: Sequence[Any]) -> list[Learner]:
     """Learners from the command-line paths (see the module docstring)."""
-    learners: List[Learner] = []
-    taken: Dict[str, int] = {}
+    learners: list[Learner] = []
+    taken: dict[str, int] = {}
 
     def add_file(p: Path) -> None:
         if p.suffix == ".ipynb":
@@ -162,14 +166,14 @@ def discover(paths: Sequence[Any]) -> List[Learner]:
 
 
 # --- running one learner ----------------------------------------------------------------------------------
-def _scrubbed_env(workdir: str) -> Dict[str, str]:
+def _scrubbed_env(workdir: str) -> dict[str, str]:
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
            "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": workdir, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"}
     return env
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
@@ -179,14 +183,14 @@ def _kill_group(proc: subprocess.Popen) -> None:
             pass
 
 
-def _exit_reason(rc: Optional[int], timed_out: bool, timeout: float, memory_mb: int) -> str:
+def _exit_reason(rc: int | None, timed_out: bool, timeout: float, memory_mb: int) -> str:
     if timed_out:
         return f"stopped after {timeout:g} s (time limit): an endless loop, or very slow code?"
     if rc is None or rc == 0:
         return "the grading process ended before finishing (did your code call os._exit?)"
     if rc < 0:
         sig = -rc
-        name = {signal.SIGKILL: "killed", signal.SIGSEGV: "crashed (segmentation fault)",
+        name = {int(signal.SIGKILL): "killed", signal.SIGSEGV: "crashed (segmentation fault)",
                 signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time",
                 signal.SIGBUS: "crashed (bus error)"}.get(sig, f"killed by signal {sig}")
         hint = f" (memory limit {memory_mb} MB?)" if sig in (signal.SIGKILL, signal.SIGABRT) else ""
@@ -200,9 +204,9 @@ class _Run:
     def __init__(self, learner: Learner, timeout: float) -> None:
         self.learner = learner
         self.timeout = timeout
-        self.info: Dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
+        self.info: dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
         self.workdir = ""
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.start = time.monotonic()
         self.log: Any = None
 
@@ -219,8 +223,8 @@ class _Run:
             return True
         return False
 
-    def finish(self) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
-        lines: List[Dict[str, Any]] = []
+    def finish(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        lines: list[dict[str, Any]] = []
         try:
             if self.proc is not None:
                 _kill_group(self.proc)  # leftovers of its process group (there should be none)
@@ -236,44 +240,55 @@ class _Run:
         return lines, self.info
 
 
-def start_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
-                  memory_mb: int) -> _Run:
-    """Copy one learner's notebooks into a fresh folder and start its sandboxed process there.
+def _copy_notebooks(learner: Learner, folder: str, run: _Run) -> list[str]:
+    """Copy the learner's notebooks into ``folder`` as ``nb<i>_<name>``; return the copies' names."""
+    names = []
+    for i, nb in enumerate(learner.notebooks):
+        dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
+        try:
+            shutil.copyfile(nb, os.path.join(folder, dst))
+        except OSError as e:
+            run.info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
+            continue
+        names.append(dst)
+    return names
 
-    Called from the main thread only (``preexec_fn`` is not safe with threads around).
+
+def start_learner(learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float,
+                  memory_mb: int) -> _Run:
+    """Start one learner's driver process (:mod:`pagedlab.grading.driver`) in a fresh folder.
+
+    The folder holds the driver's job and results; its ``learner/`` sub-folder holds copies of the
+    notebooks and is the only folder the learner's process may use. Called from the main thread
+    only (``preexec_fn`` is not safe with threads around).
     """
     run = _Run(learner, timeout)
     if not learner.notebooks:
         return run
     run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
-    names = []
-    for i, nb in enumerate(learner.notebooks):
-        dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
-        try:
-            shutil.copyfile(nb, os.path.join(run.workdir, dst))
-        except OSError as e:
-            run.info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
-            continue
-        names.append(dst)
-    job = {"notebooks": names, "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
-           "test_timeout": min(10.0, max(1.0, timeout / 4)), "result": "result.jsonl"}
+    learner_dir = os.path.join(run.workdir, "learner")
+    os.mkdir(learner_dir, 0o700)
+    job = {"notebooks": _copy_notebooks(learner, learner_dir, run), "learner_dir": learner_dir,
+           "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
+           "test_timeout": min(30.0, max(1.0, timeout / 4)), "memory_mb": memory_mb, "cpu_s": int(timeout) + 2,
+           "result": "result.jsonl"}
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
     run.log = open(os.path.join(run.workdir, "output.txt"), "wb")
     run.start = time.monotonic()
     run.proc = subprocess.Popen(
-        [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", "job.json"], cwd=run.workdir,
+        [sys.executable, "-I", "-m", "pagedlab.grading.driver", "job.json"], cwd=run.workdir,
         env=_scrubbed_env(run.workdir), stdin=subprocess.DEVNULL, stdout=run.log, stderr=subprocess.STDOUT,
-        start_new_session=True, close_fds=True, preexec_fn=limits_preexec(memory_mb, int(timeout) + 2))
+        start_new_session=True, close_fds=True, preexec_fn=limits_preexec(max(memory_mb, 2048), int(timeout) + 2))
     return run
 
 
-def run_learners(learners: Sequence[Learner], exercises: Optional[List[str]], hidden: Optional[Path],
-                 timeout: float, memory_mb: int, jobs: int) -> List[Tuple[List[Dict[str, Any]], Dict[str, Any]]]:
+def run_learners(learners: Sequence[Learner], exercises: list[str] | None, hidden: Path | None,
+                 timeout: float, memory_mb: int, jobs: int) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every learner (at most ``jobs`` processes at a time); results in the learners' order."""
-    results: Dict[int, Tuple[List[Dict[str, Any]], Dict[str, Any]]] = {}
+    results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     pending = list(enumerate(learners))
-    running: Dict[int, _Run] = {}
+    running: dict[int, _Run] = {}
     while pending or running:
         while pending and len(running) < jobs:
             i, lr = pending.pop(0)
@@ -285,8 +300,8 @@ def run_learners(learners: Sequence[Learner], exercises: Optional[List[str]], hi
     return [results[i] for i in range(len(learners))]
 
 
-def run_learner(learner: Learner, exercises: Optional[List[str]], hidden: Optional[Path], timeout: float,
-                memory_mb: int) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
+def run_learner(learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float,
+                memory_mb: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
     return run_learners([learner], exercises, hidden, timeout, memory_mb, 1)[0]
 
@@ -312,8 +327,8 @@ def _read_capped(path: str, n: int) -> str:
     return text + ("\n[... cut]" if len(data) > n else "")
 
 
-def _read_results(path: str) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
+def _read_results(path: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     try:
         if os.path.islink(path) or os.path.getsize(path) > MAX_RESULT_BYTES:
             return out
@@ -331,45 +346,82 @@ def _read_results(path: str) -> List[Dict[str, Any]]:
 
 
 # --- judging ----------------------------------------------------------------------------------------------
-def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str, Any],
-                  exercise_ids: List[str], memory_mb: int, timeout: float) -> LearnerResult:
+def _notebook_messages(ln: dict[str, Any], learner: Learner) -> list[str]:
+    """Messages of one ``notebook`` line: unreadable, not of this course, notes."""
+    nb = _orig_name(str(ln.get("notebook", "")), learner)
+    out = []
+    if isinstance(ln.get("error"), str):
+        out.append(f"{nb}: {ln['error']}")
+    elif isinstance(ln.get("found"), dict) and not ln["found"]:
+        out.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
+                   "definition of an exercise's name). Is it from this course?")
+    notes = ln.get("notes")
+    out += [f"{nb}: {note}" for note in (notes if isinstance(notes, list) else [])]
+    return out
+
+
+def _take_exercise(er: ExerciseResult, ln: dict[str, Any], learner: Learner) -> None:
+    """Fill ``er`` from an ``exercise`` line (the first one that found the exercise wins)."""
+    if er.found:
+        return
+    er.notebook = _orig_name(str(ln.get("notebook", "")), learner)
+    er.found = bool(ln.get("ok"))
+    er.error = str(ln.get("error", ""))[:2000]
+    er.notes = [str(x)[:500] for x in ln.get("notes", [])][:20] if isinstance(ln.get("notes"), list) else []
+    er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
+
+
+def _read_lines(res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: list[str]
+                ) -> tuple[dict[tuple[str, str, bool], Any], list[str]]:
+    """Messages and exercises of ``res`` from the driver's lines; return (transcripts, audit flags)."""
+    learner = res.learner
+    transcripts: dict[tuple[str, str, bool], Any] = {}
+    audit: list[str] = []
+    for ln in lines:
+        t = ln.get("type")
+        if t == "notebook":
+            res.messages += _notebook_messages(ln, learner)
+        elif t == "exercise" and ln.get("exercise") in exercise_ids:
+            _take_exercise(res.exercises.setdefault(ln["exercise"], ExerciseResult(ln["exercise"])), ln, learner)
+        elif t == "transcript":
+            transcripts.setdefault((str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden"))),
+                                   ln.get("entries"))
+        elif t == "audit" and isinstance(ln.get("changed"), list):
+            audit.append("replaced the kit's objects in its own process (" + ", ".join(map(str, ln["changed"][:3]))
+                         + "): it earns nothing, the tests run in another process")
+        elif t == "note" and isinstance(ln.get("message"), str):
+            res.messages.append(re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner),
+                                       ln["message"][:300]))
+    return transcripts, audit
+
+
+def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool], Any], done: bool) -> None:
+    """Judge every test of a found exercise against the reference; add up its score."""
+    ex = registry.get(er.exercise)
+    per_test = ex.points / max(1, len(ex.tests))
+    for test in ex.tests:
+        got = transcripts.get((er.exercise, test.title, test.hidden))
+        out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
+        if got is None and not out.passed:
+            out.status = "error"
+            out.message = ("this test did not run: the grading process stopped before it"
+                           if not done else "this test did not run (hidden tests skipped?)")
+        er.outcomes.append(out)
+        if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
+            er.score += per_test
+    er.score = round(er.score, 4)
+
+
+def judge_learner(learner: Learner, lines: list[dict[str, Any]], info: dict[str, Any],
+                  exercise_ids: list[str], memory_mb: int, timeout: float) -> LearnerResult:
+    """One learner's result from its driver's lines (untouched by learner code) and process info."""
     res = LearnerResult(learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0))
     if info.get("error"):
         res.messages.append(info["error"])
     done = any(ln.get("type") == "done" for ln in lines)
-    in_notebooks = set()
-    for ln in lines:
-        if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
-            in_notebooks |= set(ln["found"])
-    transcripts: Dict[Tuple[str, str, bool], Any] = {}
-    for ln in lines:
-        t = ln.get("type")
-        if t == "notebook":
-            nb = _orig_name(str(ln.get("notebook", "")), learner)
-            if isinstance(ln.get("error"), str):
-                res.messages.append(f"{nb}: {ln['error']}")
-            elif isinstance(ln.get("found"), dict) and not ln["found"]:
-                res.messages.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
-                                    "definition of an exercise's name). Is it from this course?")
-            for note in ln.get("notes", []) if isinstance(ln.get("notes"), list) else []:
-                res.messages.append(f"{nb}: {note}")
-        elif t == "exercise" and ln.get("exercise") in exercise_ids:
-            eid = ln["exercise"]
-            er = res.exercises.setdefault(eid, ExerciseResult(eid))
-            if er.found:
-                continue
-            er.notebook = _orig_name(str(ln.get("notebook", "")), learner)
-            er.found = bool(ln.get("ok"))
-            er.error = str(ln.get("error", ""))[:2000]
-            er.notes = [str(x)[:500] for x in ln.get("notes", [])][:20] if isinstance(ln.get("notes"), list) else []
-            er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
-        elif t == "transcript":
-            key = (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden")))
-            transcripts.setdefault(key, ln.get("entries"))
-        elif t == "hidden" and isinstance(ln.get("error"), str):
-            res.messages.append(ln["error"])
-        elif t == "note" and isinstance(ln.get("message"), str):
-            res.messages.append(ln["message"][:300])
+    in_notebooks = {e for ln in lines if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict)
+                    for e in ln["found"]}
+    transcripts, audit = _read_lines(res, lines, exercise_ids)
     if not learner.notebooks:
         res.status = "invalid"
     elif not done:
@@ -379,26 +431,14 @@ def judge_learner(learner: Learner, lines: List[Dict[str, Any]], info: Dict[str,
         ex = registry.get(eid)
         er = res.exercises.setdefault(eid, ExerciseResult(eid))
         er.max_score = ex.points
-        if not er.found:
-            if not er.error:
-                er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
-                            if done or not learner.notebooks or eid not in in_notebooks
-                            else "not reached before the grading process stopped")
-            continue
-        per_test = ex.points / max(1, len(ex.tests))
-        for test in ex.tests:
-            got = transcripts.get((eid, test.title, test.hidden))
-            out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
-            if got is None and not out.passed:
-                out.status = "error"
-                out.message = ("this test did not run: the grading process stopped before it"
-                               if not done else "this test did not run (hidden tests skipped?)")
-            er.outcomes.append(out)
-            if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
-                er.score += per_test
-        er.score = round(er.score, 4)
-    if res.status == "ok" and any(not e.found for e in res.exercises.values()) and not any(
-            e.found for e in res.exercises.values()):
+        if er.found:
+            er.flags += audit
+            _score_exercise(er, transcripts, done)
+        elif not er.error:
+            er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
+                        if done or not learner.notebooks or eid not in in_notebooks
+                        else "not reached before the grading process stopped")
+    if res.status == "ok" and res.exercises and not any(e.found for e in res.exercises.values()):
         res.status = "error"
     return res
 
@@ -411,9 +451,80 @@ def _orig_name(copied: str, learner: Learner) -> str:
 
 
 # --- the run ----------------------------------------------------------------------------------------------
-def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests: Optional[Any] = None,
-          timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1, exercises: Optional[Sequence[str]] = None,
-          quiet: bool = False) -> List[LearnerResult]:
+def _check_options(timeout: float, memory_mb: int, jobs: int, hidden_tests: Any | None,
+                   exercises: Sequence[str] | None) -> Path | None:
+    """Validate the options and load the hidden tests; return the hidden folder (resolved) or None.
+
+    Raises:
+        GradeError: a bad option or a missing hidden-tests folder.
+        registry.UnknownExerciseError: an unknown id in ``exercises``.
+    """
+    if timeout <= 0 or memory_mb < 128 or jobs < 1:
+        raise GradeError("--timeout must be > 0, --memory >= 128 (MB) and --jobs >= 1")
+    hidden = Path(hidden_tests).resolve() if hidden_tests else None
+    registry.unload_hidden_tests()  # this run counts exactly the hidden tests of --hidden-tests
+    if hidden is not None:
+        if not hidden.is_dir():
+            raise GradeError(f"--hidden-tests {hidden_tests}: no such folder")
+        registry.load_hidden_tests(hidden)
+    for eid in exercises or ():
+        registry.get(eid)
+    return hidden
+
+
+def _exercises_found(runs: Sequence[tuple[Learner, list[dict[str, Any]], dict[str, Any]]]) -> list[str]:
+    """Ids of the course's exercises that any submission holds (the default of ``--exercises``)."""
+    found: set[Any] = set()
+    for _lr, lines, _info in runs:
+        found |= {ln.get("exercise") for ln in lines if ln.get("type") == "exercise" and ln.get("ok")}
+        for ln in lines:
+            if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
+                found |= set(ln["found"])
+    known = {ex.id for ex in registry.all_exercises()}
+    return sorted(e for e in found if e in known)
+
+
+def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hidden_tests: Any | None = None,
+                   timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1,
+                   exercises: Sequence[str] | None = None, quiet: bool = False) -> list[LearnerResult]:
+    """Grade already discovered learners and write the reports (see :func:`grade` for the arguments).
+
+    Raises:
+        GradeError: no learners, or a bad option.
+        registry.UnknownExerciseError: an unknown id in ``exercises``.
+    """
+    from pagedlab.grading import report
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, flush=True)
+
+    hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+    if not learners:
+        raise GradeError("no submissions to grade")
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say(f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+        + (", with hidden tests" if hidden else ""))
+    wanted = list(exercises) if exercises else None
+    runs = [(lr, lines, info) for lr, (lines, info) in
+            zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))]
+    ids = wanted if wanted is not None else _exercises_found(runs)
+    results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
+    report.write_all(out_dir, results, ids, runs)
+    broken = sorted({f"{o.exercise}: {'hidden test' if o.hidden else o.title}" for r in results
+                     for er in r.exercises.values() for o in er.outcomes if o.status == "internal"})
+    for b in broken:
+        say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
+    for r in results:
+        status = "" if r.status == "ok" else f"  [{r.status}]"
+        say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
+    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
+    return results
+
+
+def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests: Any | None = None,
+          timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1, exercises: Sequence[str] | None = None,
+          quiet: bool = False) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
     Args:
@@ -425,52 +536,16 @@ def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests:
         jobs: learners graded in parallel.
         exercises: exercise ids to grade (default: every exercise found in any submission).
         quiet: print nothing.
+
+    Raises:
+        GradeError: no submissions found, or a bad option.
+        registry.UnknownExerciseError: an unknown id in ``exercises``.
     """
-    from pagedlab.grading import report
-    say = (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    if timeout <= 0 or memory_mb < 128 or jobs < 1:
-        raise GradeError("--timeout must be > 0, --memory >= 128 (MB) and --jobs >= 1")
-    hidden = Path(hidden_tests).resolve() if hidden_tests else None
-    registry.unload_hidden_tests()  # this run counts exactly the hidden tests of --hidden-tests
-    if hidden is not None:
-        if not hidden.is_dir():
-            raise GradeError(f"--hidden-tests {hidden_tests}: no such folder")
-        registry.load_hidden_tests(hidden)
-    if exercises:
-        for eid in exercises:
-            registry.get(eid)
+    _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
     learners = discover(submissions)
     if not learners:
         raise GradeError("no submissions found in " + ", ".join(map(str, submissions)))
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    say(f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
-        + (", with hidden tests" if hidden else ""))
-
-    wanted = list(exercises) if exercises else None
-
-    runs = [(lr, lines, info) for lr, (lines, info) in
-            zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))]
-    if wanted is None:
-        found = set()
-        for _lr, lines, _info in runs:
-            found |= {ln.get("exercise") for ln in lines if ln.get("type") == "exercise" and ln.get("ok")}
-            for ln in lines:
-                if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict):
-                    found |= set(ln["found"])
-        known = {ex.id for ex in registry.all_exercises()}
-        wanted = sorted(e for e in found if e in known)
-    results = [judge_learner(lr, lines, info, wanted, memory_mb, timeout) for lr, lines, info in runs]
-    report.write_all(out_dir, results, wanted, runs)
-    broken = sorted({f"{o.exercise}: {'hidden test' if o.hidden else o.title}" for r in results
-                     for er in r.exercises.values() for o in er.outcomes if o.status == "internal"})
-    for b in broken:
-        say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
-    for r in results:
-        status = "" if r.status == "ok" else f"  [{r.status}]"
-        say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
-    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / 'results.json'}, {out_dir / 'feedback'}/")
-    return results
+    return grade_learners(learners, out, hidden_tests, timeout, memory_mb, jobs, exercises, quiet)
 
 
 # --- CLI --------------------------------------------------------------------------------------------------

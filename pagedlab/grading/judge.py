@@ -13,14 +13,15 @@ of the learner's and the reference's state at that step.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from pagedlab.grading.recorder import describe
 
-__all__ = ["Outcome", "judge", "first_difference", "format_path"]
+__all__ = ["Outcome", "first_difference", "format_path", "judge"]
 
-Path_ = Tuple[Any, ...]
+Path_ = tuple[Any, ...]
 
 
 @dataclass
@@ -48,16 +49,16 @@ class Outcome:
     step: int = 0
     step_label: str = ""
     message: str = ""
-    invariant: Optional[str] = None
+    invariant: str | None = None
     picture: str = ""
     expected_picture: str = ""
-    extra: Dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -88,7 +89,7 @@ def _num_close(a: Any, b: Any, tol: float) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=0.0) or a == b
 
 
-def first_difference(expected: Any, got: Any, tol: Optional[float] = None, path: Path_ = ()) -> Optional[Path_]:
+def first_difference(expected: Any, got: Any, tol: float | None = None, path: Path_ = ()) -> Path_ | None:
     """Path of the first place where ``got`` differs from ``expected`` (None when equal).
 
     The path is a tuple of dict keys / list indices; a path ending in ``"<length>"`` means the
@@ -147,7 +148,7 @@ def _type_word(v: Any) -> str:
             }.get(k, k)
 
 
-def explain_difference(what: str, expected: Any, got: Any, path: Path_) -> List[str]:
+def explain_difference(what: str, expected: Any, got: Any, path: Path_) -> list[str]:
     """Lines saying what differs, for an observation called ``what``."""
     lines = []
     last = path[-1] if path else None
@@ -190,7 +191,7 @@ def explain_difference(what: str, expected: Any, got: Any, path: Path_) -> List[
 
 
 # --- the judge ----------------------------------------------------------------------------------------
-def _state_near(entries: Sequence[Dict[str, Any]], i: int) -> Optional[Any]:
+def _state_near(entries: Sequence[dict[str, Any]], i: int) -> Any | None:
     """The state recorded in the same step as entry ``i`` (after it if any, else the last before)."""
     for j in range(i, len(entries)):
         k = entries[j].get("kind")
@@ -204,13 +205,133 @@ def _state_near(entries: Sequence[Dict[str, Any]], i: int) -> Optional[Any]:
     return None
 
 
-def _valid_entries(got: Any) -> List[Dict[str, Any]]:
+def _valid_entries(got: Any) -> list[dict[str, Any]]:
     if not isinstance(got, list):
         return []
     return [e for e in got if isinstance(e, dict) and isinstance(e.get("kind"), str)]
 
 
-def judge(exercise: Any, test: Any, ref: Sequence[Dict[str, Any]], got: Any,
+def _internal(out: Outcome, ref: Sequence[dict[str, Any]]) -> bool:
+    """Mark ``out`` internal (and return True) when the reference's own run failed or did not end."""
+    if ref and ref[-1].get("kind") == "end" and not any(e.get("kind") in ("error", "fail") for e in ref):
+        return False
+    bad = next((e for e in ref if e.get("kind") in ("error", "fail")), {})
+    out.status = "internal"
+    out.message = ("this test failed on the reference implementation itself, so it says nothing about "
+                   f"your code; please tell the instructor ({bad.get('type', '')}: "
+                   f"{bad.get('message', 'no end')})")
+    return True
+
+
+def _error(out: Outcome, g: dict[str, Any], test: Any) -> None:
+    """Fill ``out`` from an ``error`` entry of the learner's transcript."""
+    step_no, label = out.step, out.step_label
+    etype = str(g.get("type", "Exception"))
+    where = str(g.get("where", ""))
+    if etype == "NotImplementedError":
+        out.status = "not_implemented"
+        out.message = "not implemented yet: replace the line `raise NotImplementedError(...)` with your code"
+    elif etype == "TimeoutError" and where == "<skipped>":
+        out.status = "timeout"
+        out.message = "not run: an earlier test of this exercise ran out of time"
+    elif etype == "TimeoutError" and where == "<time limit>":
+        out.status = "timeout"
+        limit = g.get("limit") if type(g.get("limit")) in (int, float) else test.timeout
+        out.message = (f"step {step_no} (`{label}`) took longer than {limit:g} s: an infinite loop? "
+                       "(a loop whose condition never changes, or a linked list walked in a circle)")
+    else:
+        out.status = "error"
+        msg = str(g.get("message", ""))
+        out.message = (f"step {step_no} (`{label}`): your code raised {etype}" + (f": {msg}" if msg else "")
+                       + (f"\n  at {where}" if where else ""))
+
+
+def _differs(out: Outcome, r: dict[str, Any], g: dict[str, Any]) -> bool:
+    """Fill ``out`` and return True when the learner's entry ``g`` is not the reference's kind of entry."""
+    rk, gk = r["kind"], g.get("kind")
+    if gk == "fail":
+        out.status = "failed"
+        out.invariant = g.get("invariant") if isinstance(g.get("invariant"), str) else None
+        msg = str(g.get("message", ""))
+        out.message = f"step {out.step} (`{out.step_label}`): {msg}" if out.step else msg
+        return True
+    if gk != rk or (rk == "step" and g.get("label") != r["label"]) or (rk == "obs" and g.get("what") != r["what"]):
+        out.status = "failed"
+        out.message = (f"step {out.step} (`{out.step_label}`): your run took a different path from the reference's "
+                       f"here (expected {r.get('label') or r.get('what') or rk}, "
+                       f"got {g.get('label') or g.get('what') or gk})")
+        return True
+    return False
+
+
+def _broken_invariant(out: Outcome, exercise: Any, g: dict[str, Any]) -> bool:
+    """Fill ``out`` and return True when the learner's recorded state breaks an invariant."""
+    broken = _check_invariants(exercise, g.get("value"))
+    if broken is None:
+        return False
+    name, msg = broken
+    out.status, out.invariant = "failed", name
+    out.message = (f"after step {out.step} (`{out.step_label}`) an invariant is broken - {name}:\n  {msg}"
+                   if out.step else f"an invariant is broken - {name}:\n  {msg}")
+    return True
+
+
+def _wrong_value(out: Outcome, ref: Sequence[dict[str, Any]], i: int, g: dict[str, Any], ref_state: Any) -> bool:
+    """Fill ``out`` and return True when observation ``i`` of the learner differs from the reference's."""
+    r = ref[i]
+    exp, val = r.get("value"), g.get("value")
+    prefix = f"step {out.step} (`{out.step_label}`):"
+    if r.get("at_most") is not None:
+        bound = r["at_most"]
+        if _kind(val) in ("int", "float") and val <= bound:
+            return False
+        out.status = "failed"
+        out.message = (f"{prefix} {r['what']}: expected at most {bound:g}, got {describe(val)}"
+                       + _hint_text(r, exp, val, ref_state))
+        return True
+    path = first_difference(exp, val, r.get("tol"))
+    if path is None:
+        return False
+    out.status = "failed"
+    lines = [prefix] if out.step else []
+    lines += explain_difference(r["what"], exp, val, path)
+    out.message = "\n".join(lines) + _hint_text(r, exp, val, _state_near(ref, i) or ref_state)
+    out.extra["path"] = list(path)
+    return True
+
+
+def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any]],
+             got: list[dict[str, Any]]) -> int:
+    """Walk both transcripts, filling ``out`` at the first difference; return the index where it stopped."""
+    ref_state: Any = None
+    for i, r in enumerate(ref):
+        g = got[i] if i < len(got) else None
+        if r["kind"] == "step":
+            out.step, out.step_label = out.step + 1, r["label"]
+        if g is None:
+            out.status = "timeout" if out.step else "error"
+            out.message = (f"your code did not get through step {out.step} (`{out.step_label}`): it ran out of "
+                           "time or stopped the process" if out.step else
+                           "your code did not run (it stopped the process?)")
+            return i
+        if g.get("kind") == "error":
+            _error(out, g, test)
+            return i
+        if _differs(out, r, g):
+            return i
+        if r["kind"] == "state":
+            ref_state = r.get("value")
+            if _broken_invariant(out, exercise, g):
+                return i
+        elif r["kind"] == "obs" and _wrong_value(out, ref, i, g, ref_state):
+            return i
+        elif r["kind"] == "end":
+            out.status, out.message, out.step, out.step_label = "passed", "", 0, ""
+            return i
+    return len(ref)
+
+
+def judge(exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: Any,
           pictures: bool = True) -> Outcome:
     """Judge one test: compare the learner's transcript ``got`` with the reference's ``ref``.
 
@@ -220,102 +341,19 @@ def judge(exercise: Any, test: Any, ref: Sequence[Dict[str, Any]], got: Any,
         ref: the reference transcript (entries may carry callable hints).
         got: the learner's transcript (untrusted plain data; malformed entries are ignored).
         pictures: render the state pictures of a failure.
+
+    Returns:
+        The :class:`Outcome`: passed, or the first difference (``internal`` when the test fails
+        on the reference itself).
     """
     out = Outcome(exercise.id, test.title, "passed", hidden=test.hidden)
-    if not ref or ref[-1].get("kind") != "end" or any(e.get("kind") in ("error", "fail") for e in ref):
-        bad = next((e for e in ref if e.get("kind") in ("error", "fail")), {})
-        out.status = "internal"
-        out.message = ("this test failed on the reference implementation itself, so it says nothing about "
-                       f"your code; please tell the instructor ({bad.get('type', '')}: "
-                       f"{bad.get('message', 'no end')})")
+    if _internal(out, ref):
         return out
-    got = _valid_entries(got)
-    step_no, label = 0, ""
-    ref_state: Any = None
-    for i, r in enumerate(ref):
-        g = got[i] if i < len(got) else None
-        rk = r["kind"]
-        if rk == "step":
-            step_no += 1
-            label = r["label"]
-        out.step, out.step_label = step_no, label
-        if g is None:
-            out.status = "timeout" if step_no else "error"
-            out.message = (f"your code did not get through step {step_no} (`{label}`): it ran out of time or "
-                           "stopped the process" if step_no else "your code did not run (it stopped the process?)")
-            break
-        gk = g.get("kind")
-        if gk == "error":
-            etype = str(g.get("type", "Exception"))
-            if etype == "NotImplementedError":
-                out.status = "not_implemented"
-                out.message = ("not implemented yet: replace the line `raise NotImplementedError(...)` "
-                               "with your code")
-            elif etype == "TimeoutError" and g.get("where") == "<skipped>":
-                out.status = "timeout"
-                out.message = "not run: an earlier test of this exercise ran out of time"
-            elif etype == "TimeoutError" and g.get("where") == "<time limit>":
-                out.status = "timeout"
-                out.message = (f"step {step_no} (`{label}`) took longer than {test.timeout:g} s: "
-                               "an infinite loop? (a loop whose condition never changes, or a linked list "
-                               "walked in a circle)")
-            else:
-                out.status = "error"
-                msg = str(g.get("message", ""))
-                where = str(g.get("where", ""))
-                out.message = (f"step {step_no} (`{label}`): your code raised {etype}"
-                               + (f": {msg}" if msg else "") + (f"\n  at {where}" if where else ""))
-            break
-        if gk == "fail":
-            out.status = "failed"
-            out.invariant = g.get("invariant") if isinstance(g.get("invariant"), str) else None
-            out.message = f"step {step_no} (`{label}`): {g.get('message', '')}" if step_no else str(g.get("message", ""))
-            break
-        if gk != rk or (rk == "step" and g.get("label") != r["label"]) or \
-                (rk == "obs" and g.get("what") != r["what"]):
-            out.status = "failed"
-            out.message = (f"step {step_no} (`{label}`): your run took a different path from the reference's "
-                           f"here (expected {r.get('label') or r.get('what') or rk}, "
-                           f"got {g.get('label') or g.get('what') or gk})")
-            break
-        if rk == "state":
-            ref_state = r.get("value")
-            broken = _check_invariants(exercise, g.get("value"))
-            if broken is not None:
-                name, msg = broken
-                out.status = "failed"
-                out.invariant = name
-                out.message = (f"after step {step_no} (`{label}`) an invariant is broken - {name}:\n  {msg}"
-                               if step_no else f"an invariant is broken - {name}:\n  {msg}")
-                break
-            continue
-        if rk == "obs":
-            exp, val = r.get("value"), g.get("value")
-            if r.get("at_most") is not None:
-                bound = r["at_most"]
-                if _kind(val) not in ("int", "float") or not val <= bound:
-                    out.status = "failed"
-                    out.message = f"step {step_no} (`{label}`): {r['what']}: expected at most {bound:g}, got {describe(val)}"
-                    out.message += _hint_text(r, exp, val, ref_state)
-                    break
-                continue
-            path = first_difference(exp, val, r.get("tol"))
-            if path is not None:
-                out.status = "failed"
-                lines = [f"step {step_no} (`{label}`):"] if step_no else []
-                lines += explain_difference(r["what"], exp, val, path)
-                out.message = "\n".join(lines) + _hint_text(r, exp, val, _state_near(ref, i) or ref_state)
-                out.extra["path"] = [p for p in path]
-                break
-            continue
-        if rk == "end":
-            out.status = "passed"
-            out.message = ""
-            out.step, out.step_label = 0, ""
-            return out
+    entries = _valid_entries(got)
+    i = _compare(out, exercise, test, ref, entries)
     if out.status in ("failed", "error") and pictures and exercise.render is not None:
-        idx = min(i, len(got))  # noqa: F821 - loop variable
-        gs = _state_near(got, idx) if got else None
+        idx = min(i, len(entries))
+        gs = _state_near(entries, idx) if entries else None
         rs = _state_near(ref, idx)
         path = tuple(out.extra.get("path", ())) or None
         out.picture = _safe_render(exercise, gs, rs, path)
@@ -323,7 +361,7 @@ def judge(exercise: Any, test: Any, ref: Sequence[Dict[str, Any]], got: Any,
     return out
 
 
-def _hint_text(r: Dict[str, Any], expected: Any, got: Any, state: Any) -> str:
+def _hint_text(r: dict[str, Any], expected: Any, got: Any, state: Any) -> str:
     hint = r.get("hint")
     if callable(hint):
         try:
@@ -333,7 +371,7 @@ def _hint_text(r: Dict[str, Any], expected: Any, got: Any, state: Any) -> str:
     return f"\n  hint: {hint}" if isinstance(hint, str) and hint else ""
 
 
-def _check_invariants(exercise: Any, state: Any) -> Optional[Tuple[str, str]]:
+def _check_invariants(exercise: Any, state: Any) -> tuple[str, str] | None:
     if state is None:
         return None
     for name, fn in exercise.invariants:

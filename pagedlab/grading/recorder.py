@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["Recorder", "Fail", "to_plain", "MAX_ITEMS"]
+__all__ = ["MAX_ITEMS", "Fail", "Recorder", "to_plain"]
 
 #: Largest number of scalars one recorded value may hold (bigger ones are cut and marked).
 MAX_ITEMS = 100_000
@@ -41,7 +42,7 @@ class Fail(AssertionError):
         invariant: the name of the broken invariant, if any.
     """
 
-    def __init__(self, message: str, invariant: Optional[str] = None) -> None:
+    def __init__(self, message: str, invariant: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.invariant = invariant
@@ -64,7 +65,7 @@ def _exact_number(x: Any) -> Any:
     if mod.split(".")[0] in ("numpy", "torch"):
         # numpy/torch scalars and 0-d tensors: go through their Python value, then check it again.
         try:
-            if hasattr(x, "ndim") and getattr(x, "ndim") not in (0, None):
+            if hasattr(x, "ndim") and x.ndim not in (0, None):
                 return _NOT_SCALAR
             val = x.item() if hasattr(x, "item") else x
         except Exception:  # noqa: BLE001 - a broken object is simply not a number
@@ -77,7 +78,7 @@ def _exact_number(x: Any) -> Any:
 _NOT_SCALAR = object()
 
 
-def to_plain(value: Any, _depth: int = 0, _budget: Optional[_Budget] = None) -> Any:
+def to_plain(value: Any, _depth: int = 0, _budget: _Budget | None = None) -> Any:
     """A copy of ``value`` made only of exact built-in types (see the module docstring).
 
     * ``None``, ``bool``, ``int``, ``float``, ``str`` are copied (subclasses are converted through
@@ -116,13 +117,18 @@ def to_plain(value: Any, _depth: int = 0, _budget: Optional[_Budget] = None) -> 
         except TypeError:
             return sorted(items, key=repr)
     if isinstance(value, dict):
-        out: Dict[str, Any] = {}
+        out: dict[str, Any] = {}
         for k, v in dict.items(value):
             kp = to_plain(k, _depth + 1, budget)
             key = kp if type(kp) is str else str(kp) if type(kp) in (int, bool) or kp is None else repr(kp)
             out[key] = to_plain(v, _depth + 1, budget)
         return out
     mod = t.__module__ or ""
+    if getattr(t, "_pl_is_proxy", False):  # an object living in the learner's process (grading.rpc)
+        cls = str(object.__getattribute__(value, "_pl_cls"))
+        if cls in ("builtins.list", "builtins.dict", "builtins.set"):  # exact built-in types only
+            return to_plain(value._pl_req("plain"), _depth + 1, budget)
+        return {"__unplain__": cls.rsplit(".", 1)[-1]}
     if mod.split(".")[0] in ("numpy", "torch") and hasattr(value, "tolist"):
         try:
             return to_plain(value.tolist(), _depth + 1, budget)
@@ -157,15 +163,15 @@ class Recorder:
     """
 
     def __init__(self) -> None:
-        self.entries: List[Dict[str, Any]] = []
+        self.entries: list[dict[str, Any]] = []
 
     # --- what drivers call -------------------------------------------------------------------
     def step(self, label: str) -> None:
         """Start a new step, described the way the learner would write the call."""
         self.entries.append({"kind": "step", "label": str(label)})
 
-    def observe(self, what: str, value: Any, *, hint: Any = None, tol: Optional[float] = None,
-                at_most: Optional[float] = None) -> None:
+    def observe(self, what: str, value: Any, *, hint: Any = None, tol: float | None = None,
+                at_most: float | None = None) -> None:
         """Record one observed value.
 
         Args:
@@ -176,7 +182,7 @@ class Recorder:
             tol: relative tolerance for numbers (then ints and floats compare by value).
             at_most: instead of comparing with the reference, require ``value <= at_most``.
         """
-        entry: Dict[str, Any] = {"kind": "obs", "what": str(what), "value": to_plain(value), "tol": tol,
+        entry: dict[str, Any] = {"kind": "obs", "what": str(what), "value": to_plain(value), "tol": tol,
                                  "at_most": at_most}
         if hint is not None:
             entry["hint"] = hint
@@ -186,11 +192,11 @@ class Recorder:
         """Record a snapshot (plain data) of the structure after the current step."""
         self.entries.append({"kind": "state", "value": to_plain(snapshot)})
 
-    def fail(self, message: str, invariant: Optional[str] = None) -> None:
+    def fail(self, message: str, invariant: str | None = None) -> None:
         """Stop the test with a failure the driver detected itself."""
         raise Fail(message, invariant)
 
-    def expect_raises(self, what: str, fn: Callable[[], Any], types: Sequence[type] = (ValueError,),
+    def expect_raises(self, what: str, fn: Callable[[], Any], types: Sequence[type[BaseException]] = (ValueError,),
                       hint: Any = None) -> None:
         """Call ``fn()`` and record whether it raised one of ``types`` (by category, not by class).
 
@@ -215,12 +221,12 @@ class Recorder:
             self.entries.append({"kind": "fail", "message": exc.message, "invariant": exc.invariant})
             return
         self.entries.append({"kind": "error", "type": type(exc).__name__,
-                             "message": _safe_str(exc)[:2000], "where": learner_frame(exc)})
+                             "message": _safe_str(exc)[:2000], "where": _where(exc)})
 
     def finish(self) -> None:
         self.entries.append({"kind": "end"})
 
-    def plain_entries(self) -> List[Dict[str, Any]]:
+    def plain_entries(self) -> list[dict[str, Any]]:
         """The transcript without callables (what a learner process sends back)."""
         out = []
         for e in self.entries:
@@ -228,6 +234,13 @@ class Recorder:
             e.pop("hint", None)
             out.append(e)
         return out
+
+
+def _where(exc: BaseException) -> str:
+    """Where ``exc`` was raised in learner code: sent along by the learner's process
+    (:mod:`pagedlab.grading.rpc`), or found in this process's traceback."""
+    remote = getattr(exc, "remote_where", None)
+    return remote[:300] if isinstance(remote, str) else learner_frame(exc)
 
 
 def _safe_str(exc: BaseException) -> str:

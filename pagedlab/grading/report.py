@@ -1,6 +1,6 @@
-"""The files ``pagedlab grade`` writes: grades.csv, feedback HTML, Gradescope-style results.json, logs.
+"""The files ``pagedlab grade`` writes: grades.csv, feedback HTML, all_learners.json, Gradescope results, logs.
 
-Learner-facing files (feedback, results.json) show hidden tests only as "hidden test N:
+Learner-facing files (feedback, gradescope/*/results.json) show hidden tests only as "hidden test N:
 passed/failed" - never their title, message, picture or the learner's output while they ran.
 Everything that comes from a learner's process is escaped before it goes into HTML.
 """
@@ -9,23 +9,28 @@ from __future__ import annotations
 import csv
 import html
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any
 
 from pagedlab.grading import registry
 from pagedlab.grading.checking import MARK, WORD
 from pagedlab.viz.pictures import side_by_side
 
-__all__ = ["write_all", "gradescope_dict", "feedback_html"]
+__all__ = ["COMBINED_NAME", "feedback_html", "gradescope_dict", "split_points", "write_all"]
+
+#: Every learner's results in one file (a dict learner -> Gradescope-style dict; not itself a
+#: Gradescope ``results.json``, hence the name).
+COMBINED_NAME = "all_learners.json"
 
 
-def _test_name(ex_id: str, o: Any, hidden_index: Dict[int, int]) -> str:
+def _test_name(ex_id: str, o: Any, hidden_index: dict[int, int]) -> str:
     if o.hidden:
         return f"{ex_id}: hidden test {hidden_index[id(o)]}"
     return f"{ex_id}: {o.title}"
 
 
-def _hidden_numbers(er: Any) -> Dict[int, int]:
+def _hidden_numbers(er: Any) -> dict[int, int]:
     out, k = {}, 0
     for o in er.outcomes:
         if o.hidden:
@@ -34,24 +39,53 @@ def _hidden_numbers(er: Any) -> Dict[int, int]:
     return out
 
 
-def gradescope_dict(res: Any) -> Dict[str, Any]:
-    """One learner's results in the Gradescope autograder ``results.json`` format."""
+def split_points(points: float, n: int) -> list[float]:
+    """``points`` split into ``n`` shares rounded to 4 decimals whose sum is ``points`` to 1e-9.
+
+    The last share takes the rounding remainder (1 point over 3 tests: 0.3333, 0.3333, 0.3334),
+    so a Gradescope total equals the sum of its tests' ``max_score``.
+
+    Raises:
+        ValueError: ``n`` < 1 or ``points`` < 0.
+    """
+    if n < 1 or points < 0:
+        raise ValueError(f"cannot split {points} points into {n} tests")
+    share = round(points / n, 4)
+    return [share] * (n - 1) + [round(points - share * (n - 1), 4)]
+
+
+def _test_output(o: Any) -> str:
+    """What a learner reads for one test: hidden tests say passed/failed and nothing else."""
+    if o.hidden:
+        return "hidden test: " + ("passed" if o.passed else "failed")
+    return str(WORD.get(o.status, o.status)) + ("\n" + o.message if o.message else "")
+
+
+def _exercise_tests(eid: str, er: Any) -> list[dict[str, Any]]:
+    """Gradescope ``tests`` entries of one exercise (max_scores sum to its points)."""
+    if not er.outcomes:
+        return [{"name": f"{eid}", "score": 0.0, "max_score": er.max_score, "status": "failed",
+                 "output": er.error or "missing", "visibility": "visible"}]
+    hidden_no = _hidden_numbers(er)
     tests = []
-    for eid, er in sorted(res.exercises.items()):
-        hidden_no = _hidden_numbers(er)
-        n = max(1, len(er.outcomes))
-        if not er.outcomes:
-            tests.append({"name": f"{eid}", "score": 0.0, "max_score": er.max_score, "status": "failed",
-                          "output": er.error or "missing", "visibility": "visible"})
-            continue
-        for o in er.outcomes:
-            out_text = ("hidden test: " + ("passed" if o.passed else "failed")) if o.hidden else \
-                (WORD.get(o.status, o.status) + ("\n" + o.message if o.message else ""))
-            tests.append({"name": _test_name(eid, o, hidden_no), "score": round(er.max_score / n if o.passed else 0.0, 4),
-                          "max_score": round(er.max_score / n, 4), "status": "passed" if o.passed else "failed",
-                          "output": out_text, "visibility": "after_published" if o.hidden else "visible"})
-    return {"score": res.score, "output": "; ".join(res.messages)[:5000], "stdout_visibility": "hidden",
-            "tests": tests, "extra_data": {"learner": res.learner.name, "status": res.status}}
+    for o, share in zip(er.outcomes, split_points(er.max_score, len(er.outcomes))):
+        earned = o.passed or o.status == "internal"  # a test broken on the reference costs nobody
+        tests.append({"name": _test_name(eid, o, hidden_no), "score": share if earned else 0.0,
+                      "max_score": share, "status": "passed" if earned else "failed", "output": _test_output(o),
+                      "visibility": "after_published" if o.hidden else "visible"})
+    return tests
+
+
+def gradescope_dict(res: Any) -> dict[str, Any]:
+    """One learner's results in the Gradescope autograder ``results.json`` format.
+
+    ``score`` is the sum of the tests' scores (so it always agrees with them); ``output`` holds
+    the messages about the submission's files (never text from a hidden test).
+    """
+    tests = [t for eid, er in sorted(res.exercises.items()) for t in _exercise_tests(eid, er)]
+    return {"score": round(sum(t["score"] for t in tests), 4), "output": "; ".join(res.messages)[:5000],
+            "stdout_visibility": "hidden", "tests": tests,
+            "extra_data": {"learner": res.learner.name, "status": res.status}}
 
 
 def feedback_html(res: Any) -> str:
@@ -93,7 +127,7 @@ def feedback_html(res: Any) -> str:
             word = "" if o.passed else f" <span style='color:#888'>({e(why)})</span>"
             status = ("passed" if o.passed else "failed") if o.hidden else o.status
             parts.append(f"<li data-status='{e(status)}'>{MARK.get(status, '❌')} {name}{word}")
-            if o is first and o.message:
+            if first is not None and o is first and o.message:
                 parts.append(f"<pre>{e(o.message)}</pre>")
                 parts.append(side_by_side(o.picture, o.expected_picture))
             parts.append("</li>")
@@ -103,8 +137,8 @@ def feedback_html(res: Any) -> str:
     return "".join(parts)
 
 
-def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: List[str], runs: Sequence[Any]) -> None:
-    """Write grades.csv, results.json, gradescope/, feedback/ and logs/ under ``out_dir``."""
+def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], runs: Sequence[Any]) -> None:
+    """Write grades.csv, all_learners.json, gradescope/, feedback/ and logs/ under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "feedback").mkdir(exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
@@ -120,7 +154,7 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: List[str], ru
                        + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]])
     combined = {"generated_by": "pagedlab grade", "exercises": list(exercise_ids),
                 "learners": {r.learner.name: gradescope_dict(r) for r in results}}
-    (out_dir / "results.json").write_text(json.dumps(combined, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out_dir / COMBINED_NAME).write_text(json.dumps(combined, indent=1, ensure_ascii=False), encoding="utf-8")
     for r in results:
         gs = out_dir / "gradescope" / r.learner.name
         gs.mkdir(parents=True, exist_ok=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Any, Dict, Iterator, List, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 from pagedlab.grading.recorder import Recorder
 
-__all__ = ["run_driver", "reference_transcript", "time_limit", "TimeLimitExceeded"]
+__all__ = ["TimeLimitExceeded", "reference_transcript", "run_driver", "time_limit"]
 
 
 class TimeLimitExceeded(BaseException):
@@ -42,7 +43,7 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = False,
-               catch_all: bool = False) -> List[Dict[str, Any]]:
+               catch_all: bool = False) -> list[dict[str, Any]]:
     """Run ``test.drive(obj, rec)``; exceptions from the code under test end the transcript.
 
     Args:
@@ -54,8 +55,9 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
             Ctrl-C, so it can only come from the learner's code); in a notebook it stops check().
     """
     rec = Recorder()
+    limit = test.timeout if timeout is None else timeout
     try:
-        with time_limit(test.timeout if timeout is None else timeout):
+        with time_limit(limit):
             try:
                 test.drive(obj, rec)
             except TimeLimitExceeded:
@@ -69,15 +71,16 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
             else:
                 rec.finish()
     except TimeLimitExceeded:
-        rec.entries.append({"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>"})
+        rec.entries.append({"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>",
+                            "limit": limit})
     return rec.plain_entries() if plain else rec.entries
 
 
-_ref_cache: Dict[Tuple[str, str, bool], List[Dict[str, Any]]] = {}
+_ref_cache: dict[tuple[str, str, bool], list[dict[str, Any]]] = {}
 _ref_lock = threading.Lock()
 
 
-def reference_transcript(exercise: Any, test: Any) -> List[Dict[str, Any]]:
+def reference_transcript(exercise: Any, test: Any) -> list[dict[str, Any]]:
     """The reference's transcript of ``test`` (computed once per process)."""
     key = (exercise.id, test.title, test.hidden)
     with _ref_lock:

@@ -14,7 +14,6 @@ import pytest
 
 from pagedlab.grading import registry
 from pagedlab.grading.grade import GradeError, add_arguments, discover, grade, main
-
 from tests.grading.helpers import variant, write_notebook
 
 SLOT = registry.snippet_source("02.slot_mapping")
@@ -94,11 +93,84 @@ def run(tmp_path_factory):
                                            "    return Yes()\n"])
     write_notebook(subs / "olga_ref.ipynb", ["# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\n"
                                              "slot_mapping = use_reference('slot_mapping', quiet=True)\n"])
+    add_gaming_submissions(subs)
     (subs / "README.txt").write_text("submissions of the workshop")
     out = root / "out"
     results = grade([subs], out, hidden_tests=hidden, timeout=12, memory_mb=1024, jobs=2, quiet=True)
     return {"root": root, "subs": subs, "hidden": hidden, "out": out, "alice": alice,
             "res": {r.learner.name: r for r in results}}
+
+
+WRONG = ("def slot_mapping(block_table, positions, block_size):\n"
+         "    return [0 for p in positions]\n")
+
+#: Submissions that try to change how they are tested; each has a WRONG slot_mapping.
+GAMING = {
+    # make every driver run on the kit's reference instead of the learner's function
+    "quinn_drivers": ("# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import registry\n"
+                      "_ex = registry.get('02.slot_mapping')\n"
+                      "for _t in _ex.tests:\n"
+                      "    _t.drive = (lambda d: (lambda obj, rec: d(_ex.get_reference(), rec)))(_t.drive)\n" + WRONG),
+    # replace the runner, the judge and the recorder by assignment
+    "ruth_patch": ("# EXERCISE 02.slot_mapping\nimport pagedlab.grading.runner as R\n"
+                   "import pagedlab.grading.judge as J\nfrom pagedlab.grading.recorder import Recorder\n"
+                   "R.run_driver = lambda test, obj, **kw: R.reference_transcript(J, test)\n"
+                   "J.judge = lambda *a, **k: None\n"
+                   "Recorder.observe = lambda self, what, value, **kw: None\n" + WRONG),
+    # import-time trick: a fake module in sys.modules
+    "sam_modules": ("# EXERCISE 02.slot_mapping\nimport sys, types\n"
+                    "_fake = types.ModuleType('pagedlab.grading.judge')\n"
+                    "_fake.judge = lambda *a, **k: None\n"
+                    "sys.modules['pagedlab.grading.judge'] = _fake\n" + WRONG),
+    # the same through importlib and setattr
+    "xena_importlib": ("# EXERCISE 02.slot_mapping\nimport importlib\n"
+                       "_runner = importlib.import_module('pagedlab.grading.runner')\n"
+                       "_done = setattr(_runner, 'run_driver', lambda test, obj, **kw: [])\n" + WRONG),
+    # forge transcripts of the reference into the results file (old and new places)
+    "tess_forge": ("# EXERCISE 02.slot_mapping\nimport json\nfrom pagedlab.grading import registry\n"
+                   "from pagedlab.grading.runner import run_driver\n"
+                   "_ex = registry.get('02.slot_mapping')\n"
+                   "_lines = [json.dumps({'type': 'transcript', 'exercise': _ex.id, 'test': t.title, 'hidden': False,\n"
+                   "          'entries': run_driver(t, _ex.get_reference(), plain=True)}) for t in _ex.tests]\n"
+                   "for _path in ('../result.jsonl', 'result.jsonl'):\n"
+                   "    try:\n"
+                   "        with open(_path, 'a') as _f:\n"
+                   "            _f.write('\\n'.join(_lines) + '\\n')\n"
+                   "        print('FORGE', _path, 'written', flush=True)\n"
+                   "    except PermissionError:\n"
+                   "        print('FORGE', _path, 'blocked', flush=True)\n" + WRONG),
+    # reach the grader's objects through the pipe: handles it never exported, dunder attributes
+    "uma_channel": ("# EXERCISE 02.slot_mapping\n"
+                    "def slot_mapping(block_table, positions, block_size):\n"
+                    "    chan = object.__getattribute__(block_table, '_pl_chan')\n"
+                    "    got = []\n"
+                    "    for h in range(1, 30):\n"
+                    "        for name in ('__globals__', '__class__', '__dict__', '__init__'):\n"
+                    "            try:\n"
+                    "                v = chan.request('getattr', h, name=name)\n"
+                    "                got.append(f'{h}.{name}: GOT {type(v).__name__}')\n"
+                    "            except Exception:\n"
+                    "                pass\n"
+                    "    for op in ('call', 'plain', 'iter'):\n"
+                    "        try:\n"
+                    "            chan.request(op, 10 ** 6)\n"
+                    "            got.append(op + ': GOT')\n"
+                    "        except Exception:\n"
+                    "            pass\n"
+                    "    print('CHANNEL', got, flush=True)\n"
+                    "    return [0 for p in positions]\n"),
+    # look for the hidden tests in memory, remember every input, and show it all in an error message
+    "vic_leak": ("# EXERCISE 02.slot_mapping\nimport sys, linecache\n_seen = []\n"
+                 "def slot_mapping(block_table, positions, block_size):\n"
+                 "    _seen.append(repr((list(block_table), list(positions), block_size)))\n"
+                 "    found = [m for m in sys.modules if 'hidden' in m] + [str(k) for k in linecache.cache]\n"
+                 "    raise ValueError('LEAK ' + ' | '.join(found + _seen))\n"),
+}
+
+
+def add_gaming_submissions(subs):
+    for name, cell in GAMING.items():
+        write_notebook(subs / f"{name}.ipynb", [QUEUE, cell])
 
 
 def ex(run, learner, eid="02.slot_mapping"):
@@ -107,6 +179,7 @@ def ex(run, learner, eid="02.slot_mapping"):
 
 def test_good_submission_gets_full_marks_despite_the_others(run):
     r = run["res"]["alice"]
+    assert all(not e.flags for e in r.exercises.values()), {k: e.flags for k, e in r.exercises.items()}
     assert r.status == "ok" and r.score == r.max_score == 2.0, r.messages
     # 4 public + 1 hidden test for slot_mapping, all passed
     assert [o.passed for o in ex(run, "alice").outcomes] == [True] * 5
@@ -118,7 +191,8 @@ def test_outputs_are_written(run):
     rows = {row["learner"]: row for row in csv.DictReader(open(out / "grades.csv"))}
     assert set(rows) == set(run["res"])
     assert rows["alice"]["score"] == "2" and rows["alice"]["02.slot_mapping"] == "1"
-    combined = json.loads((out / "results.json").read_text())
+    combined = json.loads((out / "all_learners.json").read_text())
+    assert not (out / "results.json").exists()  # the combined file is not named like a Gradescope one
     assert combined["exercises"] == ["02.free_queue", "02.slot_mapping"]
     gs = json.loads((out / "gradescope" / "alice" / "results.json").read_text())
     assert gs["score"] == 2.0 and all(t["status"] == "passed" for t in gs["tests"])
@@ -162,9 +236,12 @@ def test_sys_exit_in_a_cell(run):
 
 
 def test_os_exit_ends_only_that_process(run):
+    # os._exit ends the learner's process during each test; the driver records it and starts a new one.
     r = run["res"]["erin_os_exit"]
-    assert r.status == "crashed" and r.score == 0
-    assert any("ended before finishing" in m or "exited with status" in m for m in r.messages), r.messages
+    assert r.status == "ok" and r.score == 0
+    outcomes = ex(run, "erin_os_exit").outcomes
+    assert len(outcomes) == 5 and {o.status for o in outcomes} == {"error"}
+    assert all("exited with status 0 (did your code call os._exit" in o.message for o in outcomes if not o.hidden)
 
 
 def test_memory_hog_gets_a_memory_error(run):
@@ -175,8 +252,10 @@ def test_memory_hog_gets_a_memory_error(run):
 
 
 def test_segfault_is_reported_as_a_crash(run):
-    r = run["res"]["gina_crash"]
-    assert r.status == "crashed" and any("segmentation fault" in m for m in r.messages), r.messages
+    outcomes = ex(run, "gina_crash").outcomes
+    assert outcomes and all(o.status == "error" and "crashed (segmentation fault)" in o.message
+                            for o in outcomes if not o.hidden)
+    assert run["res"]["gina_crash"].score == 0
 
 
 def test_snooping_deleting_spawning_and_killing_are_blocked(run):
@@ -250,3 +329,89 @@ def test_cli_entry_points(tmp_path, capsys, monkeypatch):
         grade([tmp_path / "zoe.ipynb"], tmp_path / "o2", timeout=0, quiet=True)
     with pytest.raises(GradeError, match="no such folder"):
         grade([nb], tmp_path / "o3", hidden_tests=tmp_path / "missing", quiet=True)
+
+
+@pytest.mark.parametrize("learner", sorted(GAMING))
+def test_changing_how_it_is_tested_earns_nothing(run, learner):
+    e = ex(run, learner)
+    assert e.found and e.score == 0 and not any(o.passed for o in e.outcomes), [o.message for o in e.outcomes]
+    assert ex(run, learner, "02.free_queue").score == 1.0  # the honest exercise of the same notebook still counts
+
+
+@pytest.mark.parametrize("learner, flag", [
+    ("quinn_drivers", "imports the grader's internals (pagedlab.grading.registry)"),
+    ("quinn_drivers", "assigns to the kit's objects (_t.drive = ...)"),
+    ("ruth_patch", "imports the grader's internals (pagedlab.grading.runner)"),
+    ("ruth_patch", "pagedlab.grading.judge.judge"),
+    ("ruth_patch", "pagedlab.grading.recorder.Recorder.observe"),
+    ("sam_modules", "replaces modules or builtins (sys.modules['pagedlab.grading.judge'] = ...)"),
+    ("sam_modules", "sys.modules['pagedlab.grading.judge']"),
+    ("tess_forge", "imports the grader's internals (pagedlab.grading.runner)"),
+    ("xena_importlib", "imports the grader's internals (pagedlab.grading.runner)"),
+    ("xena_importlib", "pagedlab.grading.runner.run_driver"),
+])
+def test_gaming_is_flagged_for_the_instructor(run, learner, flag):
+    flags = ex(run, learner).flags
+    assert any(flag in f for f in flags), flags
+    rows = {row["learner"]: row for row in csv.DictReader(open(run["out"] / "grades.csv"))}
+    assert flag in rows[learner]["flags"]
+
+
+def test_forged_results_and_the_pipe_reach_nothing(run):
+    forge = (run["out"] / "logs" / "tess_forge.txt").read_text()
+    assert "FORGE ../result.jsonl blocked" in forge, forge
+    channel = (run["out"] / "logs" / "uma_channel.txt").read_text()
+    line = next(ln for ln in channel.splitlines() if ln.startswith("CHANNEL"))
+    assert line == "CHANNEL []", line  # no handle it was not given, no dunder, no unknown object
+    assert not ex(run, "uma_channel").flags  # nothing static to see; it earned nothing anyway
+
+
+def test_inputs_of_hidden_tests_never_reach_the_learner(run):
+    out = run["out"]
+    e = ex(run, "vic_leak")
+    assert "LEAK" in e.outcomes[0].message  # its own public failures are explained to it
+    learner_facing = [out / "feedback" / "vic_leak.html", out / "gradescope" / "vic_leak" / "results.json"]
+    for p in learner_facing:
+        text = p.read_text()
+        assert "[70, 127]" not in text and "hidden" not in text.split("LEAK")[-1].split("|")[0], p
+
+
+def test_every_solution_passes_and_every_stub_fails_through_the_pipe(tmp_path):
+    """All exercises of the course, graded from the real notebooks: solutions/ earn every point,
+    labs/ (the stubs) none - so the remote objects behave as local ones for every driver."""
+    import shutil
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    for name in ("solutions", "labs"):
+        shutil.copytree(root / name, tmp_path / "subs" / name, ignore=shutil.ignore_patterns(".*"))
+    results = {r.learner.name: r for r in grade([tmp_path / "subs"], tmp_path / "out", timeout=300, jobs=2,
+                                                memory_mb=4096, quiet=True)}
+    every = {ex.id for ex in registry.all_exercises()}
+    sol, lab = results["solutions"], results["labs"]
+    assert set(sol.exercises) == every and set(lab.exercises) == every
+    failing = {eid: [o.message[:200] for o in er.outcomes if not o.passed] for eid, er in sol.exercises.items()
+               if er.score != er.max_score}
+    assert not failing and sol.score == sol.max_score
+    assert lab.score == 0 and all(o.status == "not_implemented" for er in lab.exercises.values() for o in er.outcomes)
+
+
+def test_an_exercise_subset_does_not_call_the_others_strangers(tmp_path):
+    nb = write_notebook(tmp_path / "wen.ipynb", [QUEUE, SLOT, "# EXERCISE 99.bogus\ndef nothing():\n    pass\n"])
+    (r,) = grade([nb], tmp_path / "out", exercises=["02.slot_mapping"], timeout=30, memory_mb=1024, quiet=True)
+    assert set(r.exercises) == {"02.slot_mapping"} and r.score == 1.0
+    strangers = [m for m in r.messages if "not an exercise of this course" in m]
+    assert strangers == ["wen.ipynb: cell 2 is marked '# EXERCISE 99.bogus', which is not an exercise of this course"]
+
+
+def test_static_flags_leave_every_solution_alone_and_catch_the_tricks():
+    from pagedlab.grading.driver import _kit_aliases, static_flags
+    for ex in registry.all_exercises():
+        src = registry.snippet_source(ex.id)
+        assert static_flags(src, ex.name, _kit_aliases([src, SETUP])) == [], ex.id
+    cell = GAMING["quinn_drivers"]
+    assert static_flags(cell, "slot_mapping", _kit_aliases([cell])) == [
+        "imports the grader's internals (pagedlab.grading.registry)", "assigns to the kit's objects (_t.drive = ...)"]
+    own = "# EXERCISE 02.free_queue\nfrom pagedlab.core.block_pool import FreeKVCacheBlockQueue\n"
+    assert static_flags(own, "FreeKVCacheBlockQueue", set()) == [
+        "imports the kit's own FreeKVCacheBlockQueue from pagedlab.core.block_pool (the reference implementation)"]
+    assert static_flags("def broken(:\n", "x", set()) == []

@@ -19,6 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
+from pagedlab.grading.rpc import is_a
 
 
 def tree_state(root: TreeNode) -> Dict[str, Any]:
@@ -29,7 +30,7 @@ def tree_state(root: TreeNode) -> Dict[str, Any]:
         kids = []
         children = getattr(node, "children", {})
         items = sorted(children.items(), key=lambda kv: (str(type(kv[0])), repr(kv[0]))) \
-            if isinstance(children, dict) else []
+            if is_a(children, dict) else []  # children may live in the learner's process (pagedlab grade)
         d = {"key": list(getattr(node, "key", [])), "value": list(getattr(node, "value", [])),
              "lock_ref": getattr(node, "lock_ref", None), "last_access_time": getattr(node, "last_access_time", None),
              "child_key": child_key, "parent_ok": getattr(node, "parent", None) is parent}

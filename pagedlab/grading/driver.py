@@ -1,0 +1,365 @@
+"""The driver process of ``pagedlab grade``: run the test drivers on ONE learner's definitions.
+
+Started by :mod:`pagedlab.grading.grade` as ``python -I -m pagedlab.grading.driver job.json`` in a
+grader-owned temporary folder. No learner code ever runs in this process: it starts the learner's
+process (:mod:`pagedlab.grading.sandbox`) in a sub-folder, receives handles of the learner's
+objects, and runs every test driver HERE on :class:`~pagedlab.grading.rpc.Proxy` objects - each
+call into the learner's code is one request over a pipe, answered with plain data. The drivers,
+tests, registry, recorders and hidden tests exist only in this process, so nothing the learner's
+code does (assignments, monkey-patching, import tricks) can change how it is tested.
+
+It writes ``result.jsonl`` (one JSON object a line) in its own folder:
+
+* ``notebook``: per notebook, the exercises found or why it cannot be read;
+* ``exercise``: per exercise, whether its cell ran and its object exists, notes, flags;
+* ``transcript``: per test, the learner's transcript (recorded here, by the trusted driver);
+* ``note`` / ``hidden`` / ``audit``: messages; ``done`` last.
+
+If the learner's process dies or overruns a test's time limit, the test is recorded as such and
+a fresh learner process is started for the next one. All public tests run before any hidden one.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any, TextIO
+
+from pagedlab.grading import registry
+from pagedlab.grading.extract import (
+    NotebookError,
+    find_exercises,
+    read_notebook,
+    strip_magics,
+)
+from pagedlab.grading.rpc import Channel, ChannelClosed
+from pagedlab.grading.runner import TimeLimitExceeded, run_driver, time_limit
+from pagedlab.grading.sandbox import limits_preexec
+
+__all__ = ["LearnerProcess", "main", "static_flags"]
+
+#: pagedlab.grading modules a learner's exercise cell has no business importing.
+GRADING_INTERNALS = frozenset({"registry", "runner", "recorder", "judge", "checking", "extract", "sandbox", "driver",
+                               "rpc", "grade", "report", "references", "exercises", "gradescope", "labs_build"})
+_REFERENCE_CALLS = frozenset({"use_reference", "components"})
+#: Time limits here are this many times a test's own (check()'s): every call into the learner's
+#: code, and every attribute the driver reads from its objects, crosses processes (~0.1 ms each).
+RPC_SLACK = 3.0
+
+
+# --- static flags ---------------------------------------------------------------------------------------
+def _internal(dotted: str) -> bool:
+    """``pagedlab.grading.registry`` or anything inside it (a grader module, not the learner-facing kit)."""
+    parts = dotted.split(".")
+    return len(parts) >= 3 and parts[:2] == ["pagedlab", "grading"] and parts[2] in GRADING_INTERNALS
+
+
+def _kit_aliases(sources: list[str]) -> set[str]:
+    """Names bound, in any of ``sources``, to a pagedlab module (``import pagedlab.x as y``) or to
+    a grader module or anything imported from one (``from pagedlab.grading import registry``,
+    ``from pagedlab.grading.recorder import Recorder``) - not the kit's learner-facing classes."""
+    out: set[str] = set()
+    for src in sources:
+        try:
+            tree = ast.parse(strip_magics(src))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("pagedlab")}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pagedlab"):
+                out |= {a.asname or a.name for a in node.names
+                        if node.module == "pagedlab" or _internal(f"{node.module}.{a.name}")}
+    return out
+
+
+def _import_flags(node: ast.AST, ex_name: str) -> list[str]:
+    mods: list[str] = []
+    if isinstance(node, ast.Import):
+        mods = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pagedlab"):
+        mods = [f"{node.module}.{a.name}" for a in node.names]
+        if any(a.name == ex_name for a in node.names):
+            return [f"imports the kit's own {ex_name} from {node.module} (the reference implementation)"]
+    inside = [".".join(m.split(".")[:3]) for m in mods if _internal(m)]
+    return [f"imports the grader's internals ({inside[0]})"] if inside else []
+
+
+def static_flags(source: str, ex_name: str, aliases: set[str]) -> list[str]:
+    """What an exercise cell does that a solution should not (for the instructor's report).
+
+    Flags: importing the kit's reference of the exercise or the grader's internals; calling
+    ``use_reference``; assigning to (or ``setattr`` on) anything imported from pagedlab
+    (``aliases``: see :func:`_kit_aliases`). A cell that does not parse has no flags.
+    """
+    try:
+        tree = ast.parse(strip_magics(source))
+    except SyntaxError:
+        return []
+    flags: list[str] = []
+    aliases = _derived_aliases(tree, aliases | _kit_aliases([source]))
+    for node in ast.walk(tree):
+        flags += _import_flags(node, ex_name)
+        if isinstance(node, ast.Call):
+            fn = node.func
+            called = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+            if called in _REFERENCE_CALLS:
+                flags.append("uses the kit's reference implementation (use_reference), not its own code")
+            elif called in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+                flags += _import_flags(ast.Import(names=[ast.alias(name=str(node.args[0].value))]), ex_name)
+            elif called in ("setattr", "delattr") and node.args and _root(node.args[0]) in aliases:
+                flags.append(f"{called} on the kit's objects ({ast.unparse(node.args[0])[:60]})")
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            text = ast.unparse(t)
+            if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in aliases:
+                flags.append(f"assigns to the kit's objects ({text[:60]} = ...)")
+            elif text.startswith(("sys.modules", "builtins.")):
+                flags.append(f"replaces modules or builtins ({text[:60]} = ...)")
+    return list(dict.fromkeys(flags))[:5]
+
+
+def _root(node: ast.AST) -> str:
+    """``registry`` for ``registry.get("x").tests[0]`` (through attributes, items and calls)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _bound_names(target: ast.AST) -> set[str]:
+    """Plain names a target binds (``a``, ``a, b``), not ``self`` of ``self.x = ...``."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {n for e in target.elts for n in _bound_names(e)}
+    return set()
+
+
+def _derived_aliases(tree: ast.AST, aliases: set[str]) -> set[str]:
+    """``aliases`` plus names bound from them (``ex = registry.get(...)``, ``for t in ex.tests``)."""
+    out = set(aliases)
+    for _ in range(3):  # a few rounds reach chains of assignments
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and _root(node.value) in out:
+                out |= {n for t in node.targets for n in _bound_names(t)}
+            elif isinstance(node, (ast.For, ast.comprehension)) and _root(node.iter) in out:
+                out |= _bound_names(node.target)
+    return out
+
+
+# --- the learner's process ------------------------------------------------------------------------------
+def describe_exit(rc: int | None) -> str:
+    """Why the learner's process ended, in the learner's terms."""
+    if rc is None:
+        return "the process running your code stopped answering"
+    if rc < 0:
+        names: dict[int, str] = {signal.SIGKILL: "was killed (memory limit?)", signal.SIGSEGV: "crashed (segmentation fault)",
+                 signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time", signal.SIGBUS: "crashed (bus error)"}
+        return f"the process running your code {names.get(-rc, f'was killed by signal {-rc}')}"
+    return f"the process running your code exited with status {rc} (did your code call os._exit or sys.exit?)"
+
+
+class LearnerProcess:
+    """The learner's process (restartable) and the proxies of its exercise objects."""
+
+    def __init__(self, job: dict[str, Any], names: dict[str, str]) -> None:
+        self.job, self.names = job, names
+        self.workdir = os.path.realpath(job["learner_dir"])
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.chan: Channel | None = None
+        self.objects: dict[str, Any] = {}
+        self.audit: Any = None
+        self.records: list[dict[str, Any]] = []
+
+    def start(self) -> str:
+        """Start the process and wait for its hello; return "" or why it failed."""
+        r1, w1 = os.pipe()
+        r2, w2 = os.pipe()
+        with open(os.path.join(self.workdir, "job.json"), "w", encoding="utf-8") as f:
+            json.dump({"names": self.names, "notebooks": self.job["notebooks"], "needs": self.job["needs"],
+                       "cell_timeout": self.job["test_timeout"]}, f)
+        env = dict(os.environ, HOME=self.workdir, TMPDIR=self.workdir, MPLCONFIGDIR=self.workdir)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", str(r1), str(w2), "job.json"],
+            cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, pass_fds=(r1, w2), close_fds=True,
+            preexec_fn=limits_preexec(self.job["memory_mb"], self.job["cpu_s"]))
+        os.close(r1)
+        os.close(w2)
+        self.chan = Channel(r2, w1, trusted=True)
+        try:
+            with time_limit(30.0 + self.job["test_timeout"] * (2 + len(self.names))):
+                hello = self.chan.recv().get("hello")
+            self._take_hello(hello)
+        except (ChannelClosed, TimeLimitExceeded, ValueError, TypeError, KeyError) as e:
+            self.stop()
+            return describe_exit(self.proc.returncode) if isinstance(e, ChannelClosed) else \
+                "the notebook's cells did not load in time" if isinstance(e, TimeLimitExceeded) else \
+                "the process running your code sent nonsense"
+        return ""
+
+    def _take_hello(self, hello: Any) -> None:
+        assert self.chan is not None
+        if not isinstance(hello, dict) or not isinstance(hello.get("records"), list):
+            raise ValueError("no hello")
+        self.records = [r for r in hello["records"] if isinstance(r, dict)]
+        self.objects = {}
+        for r in self.records:
+            eid, h = r.get("exercise"), r.get("h")
+            if r.get("ok") and isinstance(h, int) and eid in self.names and eid not in self.objects:
+                self.objects[str(eid)] = self.chan.decode({"t": "ref", "h": h, "cls": self.names[str(eid)]})
+        if isinstance(hello.get("audit"), int):
+            self.audit = self.chan.decode({"t": "ref", "h": hello["audit"], "cls": "audit"})
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.chan is not None and not self.chan.closed
+
+    def stop(self) -> None:
+        """Kill the process (if running) and close the pipes."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+        if self.chan is not None:
+            for fd in (self.chan.rfd, self.chan.wfd):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.chan.closed = True
+
+
+# --- running the tests ----------------------------------------------------------------------------------
+def _write(out: TextIO, obj: dict[str, Any]) -> None:
+    out.write(json.dumps(obj, ensure_ascii=True) + "\n")
+    out.flush()
+
+
+def _notebooks(job: dict[str, Any], names: dict[str, str], out: TextIO) -> dict[str, Any]:
+    """Parse each notebook (plain JSON, here); write its ``notebook`` line; return the parsed ones."""
+    parsed: dict[str, Any] = {}
+    for nb_name in job["notebooks"]:
+        try:
+            ext = find_exercises(read_notebook(os.path.join(job["learner_dir"], nb_name)), names)
+        except NotebookError as e:
+            _write(out, {"type": "notebook", "notebook": nb_name, "error": str(e)})
+            continue
+        _write(out, {"type": "notebook", "notebook": nb_name, "notes": ext.notes,
+                     "found": {eid: c.index for eid, c in ext.cells.items()}})
+        parsed[nb_name] = ext
+    return parsed
+
+
+def _exercises(lp: LearnerProcess, parsed: dict[str, Any], out: TextIO) -> list[str]:
+    """Write one ``exercise`` line per exercise (the first notebook where it loads wins); return the loaded ids."""
+    graded: dict[str, str] = {}
+    aliases = {nb: _kit_aliases([s for _i, s in ext.other_cells] + [c.source for c in ext.cells.values()])
+               for nb, ext in parsed.items()}
+    for r in lp.records:
+        eid, nb = str(r.get("exercise", "")), str(r.get("notebook", ""))
+        if "error" in r and "exercise" not in r:
+            _write(out, {"type": "notebook", "notebook": nb, "error": str(r["error"])[:300]})
+            continue
+        if eid not in lp.names or nb not in parsed:
+            continue
+        if eid in graded:
+            _write(out, {"type": "note", "message": f"{eid} is also in {nb}; the one in {graded[eid]} is graded"})
+            continue
+        cell = parsed[nb].cells.get(eid)
+        flags = static_flags(cell.source, lp.names[eid], aliases[nb]) if cell is not None else []
+        _write(out, {"type": "exercise", "exercise": eid, "notebook": nb, "ok": bool(r.get("ok")),
+                     "error": str(r.get("error", ""))[:2000], "flags": flags,
+                     "notes": [str(n)[:500] for n in r.get("notes", [])][:20] if isinstance(r.get("notes"), list) else []})
+        if r.get("ok"):
+            graded[eid] = nb
+    return list(graded)
+
+
+def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[dict[str, Any]]:
+    """One test's transcript; restarts the learner's process when the test killed or hung it."""
+    if not lp.alive() or eid not in lp.objects:
+        why = lp.start() if not lp.alive() else ""
+        if why or eid not in lp.objects:
+            return [{"kind": "error", "type": "ProcessEnded", "where": "",
+                     "message": why or "your exercise cell did not load again in a fresh process"}]
+    entries = run_driver(test, lp.objects[eid], timeout=min(RPC_SLACK * test.timeout, timeout), plain=True,
+                         catch_all=True)
+    if lp.chan is not None and lp.chan.closed:
+        lp.stop()
+        if entries and entries[-1].get("kind") == "error":
+            entries[-1] = {"kind": "error", "type": "ProcessEnded", "where": "",
+                           "message": describe_exit(lp.proc.returncode if lp.proc else None)}
+    elif entries and entries[-1].get("where") == "<time limit>":
+        lp.stop()  # it is still running the learner's loop
+    return entries
+
+
+def _run_tests(lp: LearnerProcess, loaded: list[str], hidden: bool, timeout: float, out: TextIO,
+               timed_out: set[str]) -> None:
+    for eid in loaded:
+        for test in registry.get(eid).tests:
+            if test.hidden != hidden:
+                continue
+            if eid in timed_out:  # one endless loop per exercise is enough to wait for
+                entries = [{"kind": "error", "type": "TimeoutError", "message": "skipped", "where": "<skipped>"}]
+            else:
+                entries = _run_one(lp, eid, test, timeout)
+                if entries and entries[-1].get("where") == "<time limit>":
+                    timed_out.add(eid)
+            _write(out, {"type": "transcript", "exercise": eid, "test": test.title, "hidden": hidden,
+                         "entries": entries})
+
+
+def _audit(lp: LearnerProcess, out: TextIO) -> None:
+    """Ask the learner's process which kit objects its code replaced (a flag; it earns nothing anyway)."""
+    if not lp.alive() or lp.audit is None:
+        return
+    try:
+        with time_limit(5.0):
+            changed = lp.audit.changed()
+    except BaseException:  # noqa: BLE001 - a broken audit is itself suspicious, but not our verdict
+        changed = ["(the check could not run)"]
+    if isinstance(changed, list) and changed:
+        _write(out, {"type": "audit", "changed": [str(c)[:120] for c in changed][:20]})
+
+
+def run_job(job: dict[str, Any], out: TextIO) -> None:
+    """Everything the driver does for one learner (see the module docstring)."""
+    course = {ex.id: ex.name for ex in registry.all_exercises()}
+    wanted = set(job["exercises"] if job.get("exercises") is not None else course)
+    parsed = _notebooks(job, course, out)  # the whole course: an unselected exercise is not a stranger
+    found = {eid for ext in parsed.values() for eid in ext.cells if eid in course and eid in wanted}
+    names = {eid: course[eid] for eid in sorted(found)}
+    job["needs"] = sorted({m for eid in names for m in registry.get(eid).needs})
+    lp = LearnerProcess(job, names)
+    why = lp.start() if parsed else ""
+    if why:
+        for eid in names:
+            _write(out, {"type": "exercise", "exercise": eid, "notebook": "", "ok": False,
+                         "error": f"your notebook's cells could not be loaded: {why}"})
+    loaded = _exercises(lp, parsed, out)
+    timed_out: set[str] = set()
+    _run_tests(lp, loaded, False, job["test_timeout"], out, timed_out)
+    _audit(lp, out)
+    if job.get("hidden_dir"):
+        registry.load_hidden_tests(job["hidden_dir"])
+        _run_tests(lp, loaded, True, job["test_timeout"], out, timed_out)
+    lp.stop()
+    _write(out, {"type": "done"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -I -m pagedlab.grading.driver job.json`` (cwd: the driver's folder)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    with open(args[0], encoding="utf-8") as f:
+        job = json.load(f)
+    with open(job.get("result", "result.jsonl"), "a", encoding="utf-8") as out:
+        run_job(job, out)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run as a subprocess
+    sys.exit(main())

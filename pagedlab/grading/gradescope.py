@@ -1,0 +1,300 @@
+"""Gradescope: build an autograder zip, and grade one submission the way Gradescope runs it.
+
+::
+
+    pagedlab gradescope-bundle autograder.zip [--hidden-tests DIR] [--exercises ID ...]
+                               [--timeout S] [--memory MB]
+
+The zip (upload it as a Gradescope "Autograder" configuration) holds:
+
+* ``setup.sh`` - Gradescope runs it once when it builds the image: a virtual environment in
+  ``/autograder/venv``, the kit installed from ``kit/`` with every dependency pinned by
+  ``constraints.txt`` (the kit's ``requirements.lock``), torch's CPU build, then
+  ``pagedlab fetch-model`` (the model file, verified);
+* ``run_autograder`` - Gradescope runs it for each submission: ``python -m
+  pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root,
+  ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
+* ``hidden_tests/`` - the instructor's hidden-tests folder (only in the zip; never shown to learners);
+* ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits.
+
+Grading a submission (:func:`run`): the WHOLE ``<root>/submission`` folder is ONE learner - every
+notebook in it, at any depth, is that learner's work (several labs in several notebooks). An
+exercise found in two notebooks is graded from the first notebook (in path order) where its cell
+runs, and the feedback says which. ``<root>/results/results.json`` is always written and always
+valid, whatever the submission holds (nothing, a PDF, a corrupt notebook, code that crashes).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from pagedlab.errors import PagedLabError
+
+__all__ = [
+    "CONFIG_NAME",
+    "ROOT_ENV",
+    "BundleError",
+    "add_arguments",
+    "build_bundle",
+    "main",
+    "run",
+    "validate_results",
+]
+
+CONFIG_NAME = "pagedlab_autograder.json"
+#: Environment variable overriding the autograder root (default ``/autograder``).
+ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
+#: Files and folders of the kit's source tree that ``pip install`` needs.
+_KIT_FILES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "setup.cfg")
+_KIT_DIRS = ("pagedlab", "kernels", "data")
+_VISIBILITIES = {"visible", "hidden", "after_due_date", "after_published"}
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the autograder image (network available).
+# Installs pagedlab {version} with every dependency pinned (constraints.txt) and fetches the model.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${{PAGEDLAB_PYTHON:-python3}}"
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pagedlab needs Python >= 3.11: choose a newer base image")'
+if ! "$PY" -m venv --help >/dev/null 2>&1; then apt-get update && apt-get install -y python3-venv; fi
+"$PY" -m venv /autograder/venv
+/autograder/venv/bin/python -m pip install --no-cache-dir -c constraints.txt \\
+    --extra-index-url https://download.pytorch.org/whl/cpu ./kit
+/autograder/venv/bin/pagedlab fetch-model
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission; it always writes $ROOT/results/results.json.
+set -uo pipefail
+ROOT="${PAGEDLAB_AUTOGRADER_ROOT:-/autograder}"
+PY="${PAGEDLAB_AUTOGRADER_PYTHON:-/autograder/venv/bin/python}"
+exec "$PY" -m pagedlab.grading.gradescope --root "$ROOT"
+"""
+
+
+class BundleError(PagedLabError, ValueError):
+    """The autograder zip cannot be built (no kit source tree, a bad option)."""
+
+
+# --- building the zip ---------------------------------------------------------------------------------
+def _kit_root() -> Path:
+    """The source tree of the running kit (the folder holding ``pyproject.toml``).
+
+    Raises:
+        BundleError: the kit was installed from a wheel, without its source tree.
+    """
+    import pagedlab
+    root = Path(pagedlab.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():
+        raise BundleError(f"no pyproject.toml next to {root / 'pagedlab'}: build the bundle from a clone of the kit")
+    return root
+
+
+def _add_tree(zf: zipfile.ZipFile, src: Path, arc: str) -> None:
+    """Add ``src`` (file or folder, caches and hidden files skipped) to the zip as ``arc``."""
+    if src.is_file():
+        zf.write(src, arc)
+        return
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src)
+        if p.is_file() and not any(part.startswith(".") or part == "__pycache__" or part.endswith(".egg-info")
+                                   for part in rel.parts):
+            zf.write(p, f"{arc}/{rel.as_posix()}")
+
+
+def _script(zf: zipfile.ZipFile, name: str, text: str) -> None:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = 0o100755 << 16  # an executable file
+    zf.writestr(info, text)
+
+
+def _pinned(lock: Path) -> str:
+    """The lock file's ``name==version`` lines (comments dropped); every line must be pinned.
+
+    Raises:
+        BundleError: a requirement line without ``==``.
+    """
+    lines = [ln.split("#", 1)[0].strip() for ln in lock.read_text(encoding="utf-8").splitlines()]
+    reqs = [ln for ln in lines if ln]
+    loose = [r for r in reqs if "==" not in r]
+    if loose:
+        raise BundleError(f"{lock}: not pinned with '==': {', '.join(loose)}")
+    return "\n".join(reqs) + "\n"
+
+
+def build_bundle(out_zip: Any, hidden_tests: Any | None = None, exercises: list[str] | None = None,
+                 timeout: float = 300.0, memory_mb: int = 4096) -> Path:
+    """Write the Gradescope autograder zip (see the module docstring); return its path.
+
+    Args:
+        out_zip: the zip to write (its folder is created).
+        hidden_tests: folder of hidden-test ``*.py`` files, copied into the zip.
+        exercises: ids graded (default: every exercise of the course); their points are the total.
+        timeout: wall-clock seconds for one submission.
+        memory_mb: memory limit of the learner's process.
+
+    Raises:
+        BundleError: a bad option, a missing folder, or no kit source tree.
+        registry.UnknownExerciseError: an unknown exercise id.
+    """
+    from pagedlab import __version__
+    from pagedlab.grading import registry
+    if timeout <= 0 or memory_mb < 128:
+        raise BundleError("--timeout must be > 0 and --memory >= 128 (MB)")
+    hidden = Path(hidden_tests) if hidden_tests else None
+    if hidden is not None and not hidden.is_dir():
+        raise BundleError(f"--hidden-tests {hidden_tests}: no such folder")
+    ids = [registry.get(e).id for e in exercises] if exercises else [ex.id for ex in registry.all_exercises()]
+    root = _kit_root()
+    out = Path(out_zip)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = {"exercises": ids, "timeout": timeout, "memory_mb": memory_mb, "pagedlab": __version__}
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        _script(zf, "setup.sh", SETUP_SH.format(version=__version__))
+        _script(zf, "run_autograder", RUN_AUTOGRADER)
+        zf.writestr("constraints.txt", _pinned(root / "requirements.lock"))
+        zf.writestr(CONFIG_NAME, json.dumps(config, indent=1) + "\n")
+        for name in _KIT_FILES + _KIT_DIRS:
+            if (root / name).exists():
+                _add_tree(zf, root / name, f"kit/{name}")
+        if hidden is not None:  # the whole folder: its tests may read data files next to them
+            _add_tree(zf, hidden, "hidden_tests")
+    return out
+
+
+# --- grading one submission -----------------------------------------------------------------------------
+def _config(source: Path) -> dict[str, Any]:
+    path = source / CONFIG_NAME
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return data if isinstance(data, dict) else {}
+
+
+def _failure_results(message: str, exercises: list[str]) -> dict[str, Any]:
+    """A valid results.json giving 0 for every exercise, with ``message`` for the learner."""
+    from pagedlab.grading import registry
+    tests = []
+    for eid in exercises:
+        try:
+            points = registry.get(eid).points
+        except registry.UnknownExerciseError:
+            continue
+        tests.append({"name": eid, "score": 0.0, "max_score": points, "status": "failed", "output": message,
+                      "visibility": "visible"})
+    return {"score": 0.0, "output": message, "stdout_visibility": "hidden", "tests": tests}
+
+
+def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
+    """Grade ``root/submission`` as one learner; return its Gradescope dict."""
+    from pagedlab.grading import report
+    from pagedlab.grading.grade import Learner, _notebooks_under, grade_learners
+    sub = root / "submission"
+    learner = Learner("submission", str(sub))
+    if sub.is_dir():
+        learner.notebooks = _notebooks_under(sub, learner.problems)
+    if not learner.notebooks:
+        learner.problems.append("no notebook (.ipynb) in the submission: upload your lab notebook(s)")
+    hidden = root / "source" / "hidden_tests"
+    with tempfile.TemporaryDirectory(prefix="pagedlab-gradescope-") as tmp:
+        results = grade_learners([learner], tmp, hidden if hidden.is_dir() else None,
+                                 timeout=float(config.get("timeout", 300.0)),
+                                 memory_mb=int(config.get("memory_mb", 4096)), exercises=exercises, quiet=True)
+    return report.gradescope_dict(results[0])
+
+
+def run(root: Any | None = None) -> Path:
+    """Grade ``<root>/submission`` and write ``<root>/results/results.json``; return that path.
+
+    ``root`` defaults to ``$PAGEDLAB_AUTOGRADER_ROOT`` or ``/autograder``. Never raises for a bad
+    submission or a failure of the grader: the results then say what happened, with 0 points.
+    """
+    from pagedlab.grading import registry
+    base = Path(root or os.environ.get(ROOT_ENV) or "/autograder")
+    config = _config(base / "source")
+    exercises = [str(e) for e in config.get("exercises") or [ex.id for ex in registry.all_exercises()]]
+    try:
+        data = _grade_submission(base, config, exercises)
+    except Exception as e:  # noqa: BLE001 - Gradescope must get a results.json in every case
+        data = _failure_results(f"the autograder failed ({type(e).__name__}: {e}); please tell the instructor",
+                                exercises)
+    out = base / "results" / "results.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def validate_results(data: Any) -> list[str]:
+    """Problems of a Gradescope ``results.json`` (empty: valid).
+
+    Checks (Gradescope autograder specification, 2024): a ``tests`` list whose entries have a
+    string ``name``, numeric ``score`` and ``max_score`` (0 <= score <= max_score), a string
+    ``output``, a known ``visibility``; a numeric total ``score`` equal to the sum of the tests'
+    scores; the tests' max_scores summing to ``expected_total`` is the caller's check.
+    """
+    if not isinstance(data, dict):
+        return ["results.json is not a JSON object"]
+    problems: list[str] = []
+    tests = data.get("tests")
+    if not isinstance(tests, list):
+        return ["no 'tests' list"]
+    for i, t in enumerate(tests):
+        if not isinstance(t, dict):
+            problems.append(f"tests[{i}] is not an object")
+            continue
+        for key, kind in (("name", str), ("output", str), ("score", (int, float)), ("max_score", (int, float))):
+            if not isinstance(t.get(key), kind) or isinstance(t.get(key), bool):
+                problems.append(f"tests[{i}].{key} missing or of the wrong type")
+        if t.get("visibility") not in _VISIBILITIES:
+            problems.append(f"tests[{i}].visibility {t.get('visibility')!r} is not one of {sorted(_VISIBILITIES)}")
+        if not problems and not 0 <= t["score"] <= t["max_score"]:
+            problems.append(f"tests[{i}]: score {t['score']} outside [0, {t['max_score']}]")
+    score = data.get("score")
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
+        problems.append("no numeric total 'score'")
+    elif not problems and abs(score - sum(t["score"] for t in tests)) > 1e-6:
+        problems.append(f"score {score} is not the sum of the tests' scores")
+    if data.get("stdout_visibility", "hidden") not in _VISIBILITIES:
+        problems.append("bad stdout_visibility")
+    return problems
+
+
+# --- CLI --------------------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``pagedlab gradescope-bundle`` options."""
+    parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
+    parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
+    parser.add_argument("--exercises", metavar="ID", nargs="+", default=None,
+                        help="exercise ids graded (default: every exercise of the course)")
+    parser.add_argument("--timeout", metavar="S", type=float, default=300.0,
+                        help="wall-clock seconds per submission (default: %(default)s)")
+    parser.add_argument("--memory", metavar="MB", type=int, default=4096,
+                        help="memory limit of the learner's process (default: %(default)s)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """Build the zip; print where it is."""
+    from pagedlab.grading import registry
+    try:
+        out = build_bundle(args.out, args.hidden_tests, args.exercises, args.timeout, args.memory)
+    except registry.UnknownExerciseError as e:
+        raise BundleError(str(e)) from e
+    print(f"wrote {out}: upload it as the assignment's autograder on Gradescope")
+    return 0
+
+
+def _run_main(argv: list[str]) -> int:
+    """``python -m pagedlab.grading.gradescope --root DIR`` (what ``run_autograder`` calls)."""
+    parser = argparse.ArgumentParser(prog="python -m pagedlab.grading.gradescope")
+    parser.add_argument("--root", default=None, help=f"autograder root (default: ${ROOT_ENV} or /autograder)")
+    path = run(parser.parse_args(argv).root)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run by run_autograder
+    sys.exit(_run_main(sys.argv[1:]))

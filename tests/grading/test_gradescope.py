@@ -1,0 +1,176 @@
+"""The Gradescope autograder zip, run against a simulated Gradescope layout.
+
+The zip is built once; each test unzips it into ``<tmp>/autograder/source`` (as Gradescope does),
+puts a submission in ``<tmp>/autograder/submission`` and runs ``run_autograder`` with the root
+and the interpreter overridden (the kit is already installed here, so setup.sh's install is not
+run: it is checked for valid bash and pinned versions instead).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pagedlab.grading import registry
+from pagedlab.grading.gradescope import BundleError, build_bundle, validate_results
+from pagedlab.grading.report import split_points
+from tests.grading.helpers import variant, write_notebook
+
+EXERCISES = ["02.free_queue", "02.slot_mapping"]
+SLOT = registry.snippet_source("02.slot_mapping")
+QUEUE = registry.snippet_source("02.free_queue")
+WRONG_SLOT = variant("02.slot_mapping", ("block_table[pos // block_size] * block_size + pos % block_size",
+                                         "block_table[pos % block_size] * block_size + pos // block_size"))
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("bundle")
+    hidden = root / "hidden"
+    hidden.mkdir()
+    (hidden / "extra.py").write_text(textwrap.dedent('''
+        from pagedlab.grading import hidden_test
+
+        @hidden_test("02.slot_mapping", "HIDDEN-TITLE-5151 huge block size")
+        def _(fn, rec):
+            rec.step("slot_mapping([3, 9], [70, 127], 64)  # HIDDEN-STEP-5151")
+            rec.observe("slots HIDDEN-OBS-5151", fn([3, 9], [70, 127], 64))
+    '''))
+    (hidden / "sizes.json").write_text("[64]")  # a data file the tests could read
+    (hidden / "__pycache__").mkdir()
+    (hidden / "__pycache__" / "extra.cpython-311.pyc").write_bytes(b"junk")
+    return build_bundle(root / "autograder.zip", hidden, EXERCISES, timeout=60, memory_mb=1024)
+
+
+def autograde(bundle: Path, tmp: Path, files: dict[str, Any]) -> dict[str, Any]:
+    """Run run_autograder on a submission of ``files`` (name -> cells list, or bytes); return results.json."""
+    root = tmp / "autograder"
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extractall(root / "source")
+    sub = root / "submission"
+    sub.mkdir(parents=True)
+    for name, content in files.items():
+        if isinstance(content, bytes):
+            (sub / name).parent.mkdir(parents=True, exist_ok=True)
+            (sub / name).write_bytes(content)
+        else:
+            write_notebook(sub / name, content)
+    env = dict(os.environ, PAGEDLAB_AUTOGRADER_ROOT=str(root), PAGEDLAB_AUTOGRADER_PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, check=False,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert validate_results(data) == [], data
+    total = sum(t["max_score"] for t in data["tests"])
+    assert abs(total - sum(registry.get(e).points for e in EXERCISES)) < 1e-9, data["tests"]
+    assert "5151" not in (root / "results" / "results.json").read_text()
+    return data
+
+
+def by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in data["tests"]}
+
+
+def test_zip_layout_and_setup_script(bundle: Path, tmp_path: Path) -> None:
+    with zipfile.ZipFile(bundle) as zf:
+        names = set(zf.namelist())
+        zf.extractall(tmp_path)
+        mode = zf.getinfo("run_autograder").external_attr >> 16
+    assert {"setup.sh", "run_autograder", "constraints.txt", "pagedlab_autograder.json",
+            "hidden_tests/extra.py", "hidden_tests/sizes.json", "kit/pyproject.toml", "kit/pagedlab/grading/grade.py"} <= names
+    assert mode & 0o111, "run_autograder must be executable"
+    assert not any("__pycache__" in n for n in names)
+    for script in ("setup.sh", "run_autograder"):
+        check = subprocess.run(["bash", "-n", str(tmp_path / script)], capture_output=True, text=True, check=False)
+        assert check.returncode == 0, check.stderr
+    setup = (tmp_path / "setup.sh").read_text()
+    assert "-c constraints.txt" in setup and "./kit" in setup and "fetch-model" in setup
+    pins = [ln for ln in (tmp_path / "constraints.txt").read_text().splitlines() if ln]
+    assert pins and all("==" in ln for ln in pins)
+    assert any(ln.startswith("torch==") for ln in pins)
+    config = json.loads((tmp_path / "pagedlab_autograder.json").read_text())
+    assert config["exercises"] == EXERCISES and config["timeout"] == 60
+
+
+def test_two_notebooks_are_one_learner_and_the_first_duplicate_wins(bundle: Path, tmp_path: Path) -> None:
+    # a_lab.ipynb: a wrong slot_mapping; b_lab.ipynb: the queue and a right slot_mapping.
+    data = autograde(bundle, tmp_path, {"a_lab.ipynb": [WRONG_SLOT], "b_lab.ipynb": [QUEUE, SLOT]})
+    tests = by_name(data)
+    assert data["score"] == pytest.approx(1.0 + 0.0, abs=1e-9)  # queue passed; slot_mapping from a_lab, wrong
+    assert all(t["score"] == t["max_score"] for n, t in tests.items() if n.startswith("02.free_queue"))
+    assert all(t["score"] == 0 for n, t in tests.items() if n.startswith("02.slot_mapping"))
+    assert "02.slot_mapping is also in b_lab.ipynb; the one in a_lab.ipynb is graded" in data["output"]
+    hidden = [t for t in data["tests"] if t["visibility"] == "after_published"]
+    assert [t["name"] for t in hidden] == ["02.slot_mapping: hidden test 1"]
+    assert hidden[0]["output"] == "hidden test: failed"
+
+
+def test_submission_without_a_notebook(bundle: Path, tmp_path: Path) -> None:
+    data = autograde(bundle, tmp_path, {})
+    assert data["score"] == 0 and "no notebook (.ipynb) in the submission" in data["output"]
+
+
+def test_non_notebook_file_is_reported_and_the_notebook_graded(bundle: Path, tmp_path: Path) -> None:
+    data = autograde(bundle, tmp_path, {"lab.ipynb": [SLOT, QUEUE], "report.pdf": b"%PDF-1.4"})
+    assert data["score"] == pytest.approx(2.0)
+    assert "report.pdf: not a notebook (.ipynb), skipped" in data["output"]
+
+
+def test_corrupt_notebook(bundle: Path, tmp_path: Path) -> None:
+    data = autograde(bundle, tmp_path, {"lab.ipynb": b"{not json"})
+    assert data["score"] == 0 and "lab.ipynb" in data["output"] and "not valid JSON" in data["output"]
+
+
+def test_split_points_sums_exactly() -> None:
+    assert split_points(1.0, 3) == [0.3333, 0.3333, 0.3334]
+    assert split_points(2.0, 1) == [2.0]
+    for points, n in ((1.0, 7), (3.0, 9), (0.0, 2)):
+        assert abs(sum(split_points(points, n)) - points) < 1e-9
+    with pytest.raises(ValueError, match="cannot split"):
+        split_points(1.0, 0)
+
+
+def test_validator_rejects_what_gradescope_rejects() -> None:
+    good = {"score": 1.0, "tests": [{"name": "a", "score": 1.0, "max_score": 1.0, "output": "", "visibility": "visible"}]}
+    assert validate_results(good) == []
+    assert validate_results([]) == ["results.json is not a JSON object"]
+    bad_vis = json.loads(json.dumps(good))
+    bad_vis["tests"][0]["visibility"] = "secret"
+    assert "visibility" in validate_results(bad_vis)[0]
+    over = json.loads(json.dumps(good))
+    over["tests"][0]["score"] = 2.0
+    assert "outside" in validate_results(over)[0]
+    wrong_total = json.loads(json.dumps(good))
+    wrong_total["score"] = 0.5
+    assert "not the sum" in validate_results(wrong_total)[0]
+
+
+def test_bad_bundle_options(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="no such folder"):
+        build_bundle(tmp_path / "a.zip", hidden_tests=tmp_path / "missing")
+    with pytest.raises(BundleError, match="--timeout"):
+        build_bundle(tmp_path / "a.zip", timeout=0)
+    with pytest.raises(registry.UnknownExerciseError):
+        build_bundle(tmp_path / "a.zip", exercises=["99.nope"])
+    assert not (tmp_path / "a.zip").exists()
+
+
+def test_a_failing_autograder_still_writes_valid_results(tmp_path: Path) -> None:
+    from pagedlab.grading.gradescope import CONFIG_NAME, run
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "submission").mkdir()
+    write_notebook(root / "submission" / "lab.ipynb", [SLOT])
+    (root / "source" / CONFIG_NAME).write_text(json.dumps({"exercises": EXERCISES, "timeout": -1}))
+    data = json.loads(run(root).read_text())
+    assert validate_results(data) == [] and data["score"] == 0
+    assert [t["name"] for t in data["tests"]] == EXERCISES and sum(t["max_score"] for t in data["tests"]) == 2.0
+    assert data["output"].startswith("the autograder failed (GradeError: --timeout must be > 0")
+    assert all(t["output"] == data["output"] for t in data["tests"])
