@@ -115,8 +115,8 @@ def _major(v: Optional[str]) -> Optional[int]:
 
 def check_python() -> Check:
     v = platform.python_version()
-    if sys.version_info < (3, 10):
-        return Check("python", FAIL, f"{v} ({sys.executable})", "use Python 3.10 or newer (`make setup PYTHON=python3.11`)", True)
+    if sys.version_info < (3, 11):
+        return Check("python", FAIL, f"{v} ({sys.executable})", "use Python 3.11 or newer (`make setup PYTHON=python3.11`)", True)
     return Check("python", OK, f"{v} ({sys.executable})")
 
 
