@@ -196,3 +196,15 @@ def test_setup_cell_outside_colab_does_nothing(monkeypatch: pytest.MonkeyPatch) 
     assert colab.setup(fetch=lambda: calls.append("fetch"), enable_widgets=lambda: calls.append("w")) \
         == "not in Colab: nothing to do"
     assert calls == []
+
+
+def test_doctor_checks_the_shipped_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from pagedlab.analysis.lab04 import load_prompts
+    from pagedlab.doctor import FAIL, OK, check_data
+    monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+    ok = check_data()
+    assert ok.status == OK and f"{len(list((ROOT / 'labs').glob('*.ipynb')))} labs" in ok.detail
+    assert list(load_prompts())[:2] == ["q00", "q01"]
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))            # a folder without prompts.jsonl
+    bad = check_data()
+    assert bad.status == FAIL and "prompts.jsonl" in bad.detail and "PAGEDLAB_DATA_DIR" in bad.fix and bad.required
