@@ -26,7 +26,9 @@ from typing import Any
 
 from pagedlab.errors import ModelFetchError, PagedLabError
 
-#: Where Colab installs the kit from (pip requirement). Change it here, then rerun ``python -m pagedlab.colab``.
+#: Where Colab installs the kit from (a pip requirement). The repository had no public URL when this was
+#: written: set it to where the kit is published, then rerun ``python -m pagedlab.colab solutions`` and
+#: ``pagedlab labs build`` (the URL is written into every lab's setup cell).
 KIT_SOURCE = "pagedlab @ git+https://github.com/pagedlab/pagedlab.git"
 #: Cell tag that marks the setup cell (kept by ``pagedlab labs build``).
 SETUP_TAG = "pagedlab-setup"
