@@ -76,8 +76,8 @@ def setup(fetch: Callable[[], Path] | None = None, enable_widgets: Callable[[], 
         A one-line summary (also printed in Colab).
 
     Raises:
-        ColabSetupError: the model could not be fetched (e.g. the runtime is offline); the message says
-            what failed and how to retry.
+        ColabSetupError: the model could not be fetched (e.g. the runtime is offline), or an older ipywidgets
+            is already imported in this session (restart it); the message says what failed and how to retry.
     """
     if not in_colab():
         return "not in Colab: nothing to do"
@@ -89,6 +89,10 @@ def setup(fetch: Callable[[], Path] | None = None, enable_widgets: Callable[[], 
     except ModelFetchError as e:
         raise ColabSetupError(f"could not fetch the model in Colab ({e}). Check that the runtime is connected "
                               "to the internet (Runtime > Restart session), then run this cell again.") from e
+    loaded = getattr(sys.modules.get("ipywidgets"), "__version__", None)
+    if loaded is not None and not str(loaded).startswith("8."):
+        raise ColabSetupError(f"this session imported ipywidgets {loaded} before the kit installed ipywidgets 8; "
+                              "Runtime > Restart session, then run this cell again")
     (enable_widgets or _enable_colab_widgets)()
     line = f"pagedlab ready in Colab: model {model}, custom widget manager enabled"
     print(line)

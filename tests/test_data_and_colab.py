@@ -208,3 +208,15 @@ def test_doctor_checks_the_shipped_data(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))            # a folder without prompts.jsonl
     bad = check_data()
     assert bad.status == FAIL and "prompts.jsonl" in bad.detail and "PAGEDLAB_DATA_DIR" in bad.fix and bad.required
+
+
+def test_colab_setup_asks_for_a_restart_when_old_ipywidgets_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeColab(monkeypatch)
+    monkeypatch.setitem(sys.modules, "ipywidgets", types.SimpleNamespace(__version__="7.7.1"))
+    with pytest.raises(colab.ColabSetupError, match=r"ipywidgets 7\.7\.1.*Restart session"):
+        colab.setup(fetch=fake.fetch_ok, enable_widgets=lambda: fake.calls.append("widgets"))
+    assert fake.calls == ["fetch"]
+    monkeypatch.setitem(sys.modules, "ipywidgets", types.SimpleNamespace(__version__="8.1.9"))
+    assert colab.setup(fetch=fake.fetch_ok, enable_widgets=lambda: fake.calls.append("widgets")).startswith(
+        "pagedlab ready in Colab")
+    assert fake.calls == ["fetch", "fetch", "widgets"]
