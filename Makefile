@@ -56,8 +56,8 @@ help:
 setup: $(STAMP) model
 
 $(STAMP): pyproject.toml $(LOCK)
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null || { \
-	  echo "error: pagedlab needs Python >= 3.10; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)." >&2; \
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11, 5) else 1)' 2>/dev/null || { \
+	  echo "error: make installs the versions in $(LOCK), which need Python >= 3.11.5; '$(PYTHON)' is $$($(PYTHON) --version 2>&1 || echo missing)." >&2; \
 	  echo "       run e.g. 'make $(MAKECMDGOALS) PYTHON=python3.11'" >&2; exit 1; }
 	@if [ ! -x "$(VPY)" ]; then \
 	  echo "==> creating $(VENV) with $$($(PYTHON) --version)"; \

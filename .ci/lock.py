@@ -60,6 +60,7 @@ def main() -> None:
     print("# Regenerate from a working venv with `make lock` (.ci/lock.py). Do not edit torch's line to a")
     print("# local version (+cpu/+cu12x): `torch==2.13.0` accepts the CPU and the CUDA build.")
     print("# triton 3.7.1 is the version torch 2.13.0's CUDA build requires (Linux only).")
+    print("# Needs Python >= 3.11.5 (soupsieve 4.1.3; transformers 5.24 and ipython 9 need 3.11).")
     for name in sorted(pins):
         version = re.sub(r"\+.*$", "", pins[name])
         print(f"{name}=={version}")

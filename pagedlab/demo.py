@@ -17,9 +17,13 @@ from pagedlab.errors import InvalidRequestError
 
 
 def default_prompts() -> Path:
-    """The kit's ``data/prompts.jsonl`` (``$PAGEDLAB_DATA_DIR`` overrides the folder)."""
-    from pagedlab.sim.replay import data_dir
-    return data_dir() / "prompts.jsonl"
+    """The kit's ``data/prompts.jsonl`` (``$PAGEDLAB_DATA_DIR`` overrides the folder).
+
+    Raises:
+        DataFileNotFoundError: the file is not there (see :func:`pagedlab.data.path`).
+    """
+    from pagedlab import data
+    return data.path("prompts.jsonl")
 
 
 def read_prompts(path: str | Path) -> List[dict]:

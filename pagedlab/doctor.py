@@ -115,8 +115,8 @@ def _major(v: Optional[str]) -> Optional[int]:
 
 def check_python() -> Check:
     v = platform.python_version()
-    if sys.version_info < (3, 10):
-        return Check("python", FAIL, f"{v} ({sys.executable})", "use Python 3.10 or newer (`make setup PYTHON=python3.11`)", True)
+    if sys.version_info < (3, 11):
+        return Check("python", FAIL, f"{v} ({sys.executable})", "use Python 3.11 or newer (`make setup PYTHON=python3.11`)", True)
     return Check("python", OK, f"{v} ({sys.executable})")
 
 
@@ -216,6 +216,21 @@ def check_model(cache_dir: Optional[os.PathLike] = None) -> Check:
     return Check("model", OK, f"{path} (sha256 verified)")
 
 
+def check_data() -> Check:
+    """The files the labs and the CLI read (data/ and labs/, shipped in the wheel) are where pagedlab.data looks."""
+    from pagedlab import data
+    from pagedlab.errors import DataFileNotFoundError
+    try:
+        prompts = data.path("prompts.jsonl")
+        labs = sorted(data.labs_directory().glob("*.ipynb"))
+    except DataFileNotFoundError as e:
+        return Check("data", FAIL, str(e), "reinstall pagedlab (the wheel ships data/ and labs/), or unset "
+                     f"${data.DATA_DIR_ENV}", True)
+    if not labs:
+        return Check("data", FAIL, f"no lab notebooks in {data.labs_directory()}", "reinstall pagedlab", True)
+    return Check("data", OK, f"{prompts.parent} ({len(labs)} labs in {labs[0].parent})")
+
+
 def check_cuda() -> Check:
     try:
         import torch
@@ -301,7 +316,7 @@ def check_chromium() -> Check:
 
 def run_checks(*, quick: bool = False, cache_dir: Optional[os.PathLike] = None) -> list[Check]:
     """All checks, in display order. ``quick`` skips the ones that start torch/Triton."""
-    checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir)]
+    checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir), check_data()]
     if not quick:
         checks += [check_cuda(), check_triton_interpreter()]
     checks.append(check_chromium())

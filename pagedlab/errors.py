@@ -53,3 +53,7 @@ class KernelInputError(PagedLabError, ValueError):
     Raised on the host before any launch, so a bad block table never becomes a silent wrong answer
     or an illegal memory access (see ``pagedlab.kernels.validate``).
     """
+
+
+class DataFileNotFoundError(PagedLabError, FileNotFoundError):
+    """A data file or folder the kit ships (``data/``, ``labs/``) is missing; the message says where it looked."""

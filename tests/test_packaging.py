@@ -36,16 +36,49 @@ def exact_pins(reqs) -> dict[str, str]:
     return out
 
 
-def test_pyproject_pins_match_the_lock():
-    tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+def _project() -> dict:
+    import tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_pyproject_ranges_admit_the_locked_versions():
+    """Base deps and extras are ranges (so Colab / a shared hub keeps its own torch); the lock satisfies each."""
+    project = _project()
     reqs = list(project["dependencies"])
     for extra in ("lab", "test", "triton"):
         reqs += project["optional-dependencies"][extra]
     locked = lock()
-    for name, version in exact_pins(reqs).items():
-        assert locked.get(name) == version, f"{name}: pyproject {version}, lock {locked.get(name)}"
-    assert locked["torch"] == "2.13.0" and locked["triton"] == "3.7.1"
+    for r in map(Requirement, reqs):
+        name = canonicalize_name(r.name)
+        assert name in locked, f"{name} is a dependency but not in requirements.lock"
+        assert r.specifier.contains(locked[name], prereleases=True), f"{name}: lock {locked[name]} not in {r.specifier}"
+        assert not [s for s in r.specifier if s.operator in ("==", "===")], f"{name}: an exact pin belongs in the lock"
+    assert locked["torch"] == "2.13.0" and locked["triton"] == "3.7.1" and locked["notebook"] == "7.6.5"
+    assert {"jupyterlab", "notebook"} <= {canonicalize_name(Requirement(r).name)
+                                          for r in project["optional-dependencies"]["lab"]}
+
+
+def test_python_bound_is_the_same_everywhere():
+    """The locked set needs Python >= 3.11.5 (soupsieve 4.1.3; transformers 5.24 and ipython 9 need 3.11):
+    pyproject, the Makefile check, doctor and the README must all say 3.11."""
+    from packaging.specifiers import SpecifierSet
+    spec = SpecifierSet(_project()["requires-python"])
+    assert "3.11.0" in spec and "3.10.15" not in spec
+    assert "sys.version_info >= (3, 11, 5)" in (ROOT / "Makefile").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "3.10" not in readme and "Python ≥ 3.11" in readme
+    from pagedlab import doctor
+    assert "sys.version_info < (3, 11)" in Path(doctor.__file__).read_text()
+
+
+def test_wheel_config_ships_data_and_labs():
+    import tomllib
+    st = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert st["package-dir"]["pagedlab._data"] == "data" and st["package-dir"]["pagedlab._labs"] == "labs"
+    assert {"pagedlab._data", "pagedlab._labs"} <= set(st["packages"])
+    shipped = {p.suffix for p in (ROOT / "data").iterdir() if p.is_file()}
+    globs = {g.removeprefix("*") for g in st["package-data"]["pagedlab._data"]}
+    assert shipped <= globs, f"data/ has {shipped - globs} files the wheel would leave out"
 
 
 def test_lock_has_no_local_versions_or_the_kit_itself():
@@ -66,6 +99,7 @@ def test_environment_yml_pins_match_the_lock():
     for name, version in pins.items():
         assert locked.get(name) == version, f"{name}: environment.yml {version}, lock {locked.get(name)}"
     assert "-e ." in pip
+    assert pins["notebook"] == lock()["notebook"]
 
 
 def test_doctor_expects_the_locked_versions():

@@ -27,8 +27,12 @@ __all__ = ["load_prompts", "chat_ids", "toy_serve", "slot_utilization", "Run", "
            "static_step", "batch_under_reservation"]
 
 
-def load_prompts(path: Path) -> Dict[str, Dict[str, Any]]:
-    """``data/prompts.jsonl`` as ``{id: {"id", "messages", "max_tokens"}}`` in file order."""
+def load_prompts(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """A prompts file (default: the kit's ``data/prompts.jsonl``) as ``{id: {"id", "messages", "max_tokens"}}``
+    in file order. Raises ``DataFileNotFoundError`` if the kit's file is missing."""
+    if path is None:
+        from pagedlab import data
+        path = data.path("prompts.jsonl")
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     return {r["id"]: r for r in rows}
 

@@ -319,6 +319,42 @@ def build(solutions_dir: Path, labs_dir: Path, force: bool = False,
     return results
 
 
+def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> list[LabStatus]:
+    """Copy the kit's learner notebooks (``labs/*.ipynb``, shipped in the wheel) into folder ``dest``.
+
+    The same protection as :func:`build`: a notebook already in ``dest`` that a learner edited or ran
+    and saved (its fingerprint no longer matches) is kept and reported unless ``force``; missing and
+    unchanged older copies are written; identical ones are left as they are.
+
+    Args:
+        dest: target folder, created if missing.
+        force: also overwrite notebooks that were changed since they were copied.
+        source: folder of lab notebooks (default :func:`pagedlab.data.labs_directory`).
+
+    Raises:
+        DataFileNotFoundError: the install ships no labs. LabsBuildError: ``dest`` exists and is not a folder.
+    """
+    from pagedlab import data
+    src = source or data.labs_directory()
+    if dest.exists() and not dest.is_dir():
+        raise LabsBuildError(f"{dest} exists and is not a folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    results = []
+    for lab in sorted(src.glob("*.ipynb")):
+        expected = lab.read_text(encoding="utf-8")
+        state, detail = _classify(dest / lab.name, expected)
+        st = LabStatus(lab.name, state, detail=detail)
+        if state in ("missing", "stale") or (state == "changed" and force):
+            (dest / lab.name).write_text(expected, encoding="utf-8")
+            st.action = "written" if state != "changed" else "overwritten (--force)"
+        elif state == "changed":
+            st.action = "kept"
+        results.append(st)
+    if not results:
+        raise LabsBuildError(f"no lab notebooks in {src}; reinstall pagedlab")
+    return results
+
+
 def check(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = None) -> List[LabStatus]:
     """Report, change nothing."""
     return [st for st, _ in scan(solutions_dir, labs_dir, names)]
@@ -335,7 +371,11 @@ def _default_dir(name: str) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``labs build`` and ``labs check`` sub-commands."""
-    sub = parser.add_subparsers(dest="labs_command", metavar="{build,check}", required=True)
+    sub = parser.add_subparsers(dest="labs_command", metavar="{build,check,copy}", required=True)
+    cp = sub.add_parser("copy", help="copy the learner notebooks shipped with the kit into a folder (never "
+                                     "overwrites an edited one without --force)")
+    cp.add_argument("dest", type=Path, help="folder to copy the labs into (created if missing)")
+    cp.add_argument("--force", action="store_true", help="also overwrite labs that were edited or run since copied")
     for name, helptext in (("build", "regenerate labs/ from solutions/ (never overwrites a changed lab "
                                      "without --force)"),
                            ("check", "exit 1 if labs/ is out of date with solutions/")):
@@ -353,7 +393,24 @@ def _line(st: LabStatus) -> str:
     return f"  {st.name:<40} {what}" + (f": {st.detail}" if st.detail and st.state != "up-to-date" else "")
 
 
+def _report_kept(results: list[LabStatus]) -> int:
+    """Print the warning for labs kept because they were changed; 1 if there were any."""
+    kept = [st for st in results if st.action == "kept"]
+    if kept:
+        print(f"{len(kept)} lab(s) changed since they were generated were NOT overwritten; "
+              "rename them to keep your work, or rerun with --force to replace them.", file=sys.stderr)
+    return 1 if kept else 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.labs_command == "copy":
+        results = copy_labs(args.dest, force=args.force)
+        print(f"pagedlab labs copy: -> {args.dest}")
+        for st in results:
+            print(_line(st))
+        status = _report_kept(results)
+        print(f"next: pagedlab fetch-model (once), then jupyter lab {args.dest}")
+        return status
     solutions = args.solutions or _default_dir("solutions")
     labs = args.labs or _default_dir("labs")
     if not solutions.is_dir():
@@ -363,12 +420,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"pagedlab labs build: {solutions} -> {labs}")
         for st in results:
             print(_line(st))
-        kept = [st for st in results if st.action == "kept"]
-        bad = [st for st in results if st.state in ("error", "orphan")]
-        if kept:
-            print(f"{len(kept)} lab(s) changed since they were generated were NOT overwritten; "
-                  "rename them to keep your work, or rerun with --force to replace them.", file=sys.stderr)
-        return 1 if kept or any(st.state == "error" for st in bad) else 0
+        kept = _report_kept(results)
+        return 1 if kept or any(st.state == "error" for st in results) else 0
     results = check(solutions, labs, names=args.notebooks)
     bad = [st for st in results if st.state != "up-to-date"]
     if not bad:

@@ -20,13 +20,13 @@ import csv
 import dataclasses
 import json
 import math
-import os
 import time
 from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
+from pagedlab import data
 from pagedlab.errors import InvalidRequestError, TraceFormatError
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.sim.metrics import ReplayResult, StepRecord
@@ -42,12 +42,6 @@ TRACES = {
 }
 
 
-def data_dir() -> Path:
-    """``$PAGEDLAB_DATA_DIR``, else the repository's ``data/``."""
-    env = os.environ.get("PAGEDLAB_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
-
-
 def resolve_trace(name_or_path: str) -> Path:
     """A trace short name (``azure-conv`` ...) or a path, as an existing path.
 
@@ -55,7 +49,7 @@ def resolve_trace(name_or_path: str) -> Path:
         TraceFormatError: neither a known name nor an existing file.
     """
     if name_or_path in TRACES:
-        path = data_dir() / TRACES[name_or_path]
+        path = data.directory() / TRACES[name_or_path]
     else:
         path = Path(name_or_path)
     if not path.is_file():

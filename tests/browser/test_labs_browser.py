@@ -23,6 +23,7 @@ to run one notebook, default 420), ``PAGEDLAB_BROWSER_PLAY_MAX_FRAMES`` (default
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -116,6 +118,18 @@ def lab_server():
     for nb in NOTEBOOKS:
         shutil.copy2(nb, root / "solutions" / nb.name)
     (root / "data").symlink_to(REPO / "data")
+    try:
+        with serve_jupyter("jupyterlab", root, tmp, ["--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
+                                                     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]) as base:
+            yield base
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def serve_jupyter(app: str, root: Path, tmp: Path, extra_args: list[str]) -> Iterator[str]:
+    """Run ``python -m <app>`` (``jupyterlab`` or ``notebook``) on ``root`` with its config, data, runtime and
+    settings dirs under ``tmp``; yield its base URL once it answers; kill its process group on exit."""
     _write_settings(tmp / "settings")
     env = dict(os.environ)
     env.pop("MPLBACKEND", None)  # the kernel must use the inline backend to show plots
@@ -125,27 +139,26 @@ def lab_server():
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     port = _free_port()
-    log_path = ARTIFACTS / "browser_jupyterlab.log"
+    log_path = ARTIFACTS / f"browser_{app}.log"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "w")
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip", "127.0.0.1", "--port", str(port),
+    cmd = [sys.executable, "-m", app, "--no-browser", "--ip", "127.0.0.1", "--port", str(port),
            f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
-           "--ServerApp.port_retries=0", "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           "--ServerApp.port_retries=0", *extra_args]
     proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited with {proc.returncode}; see {log_path}")
+                pytest.fail(f"{app} exited with {proc.returncode}; see {log_path}")
             try:
                 if _get(f"{base}/api/status?token={TOKEN}")[0] == 200:
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"jupyter lab did not answer within 120 s; see {log_path}")
+                pytest.fail(f"{app} did not answer within 120 s; see {log_path}")
             time.sleep(0.5)
         yield base
     finally:
@@ -160,7 +173,6 @@ def lab_server():
                     pass
                 proc.wait(timeout=10)
         log.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

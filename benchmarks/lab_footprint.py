@@ -1,0 +1,97 @@
+"""Peak kernel memory and run time of each lab, for sizing a JupyterHub (docs/instructor_guide.md).
+
+Runs each notebook of ``solutions/`` once, one at a time, headless (nbclient, "Run All"), and samples the
+kernel's process tree every 0.1 s with psutil: the peak of the summed RSS of the kernel and its children
+is the figure an instructor needs to budget memory per learner. Writes ``results/lab_footprint.json`` and
+``results/lab_footprint.md``.
+
+    python benchmarks/lab_footprint.py [--notebooks 00_welcome 03_copy_on_write] [--out benchmarks/results]
+
+Run it on a quiet machine: run times on a shared CPU are inflated by whatever else runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    """Summed RSS in bytes of ``proc`` and all its descendants (0 for processes that vanished)."""
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_one(path: Path, timeout_s: int) -> dict[str, float | str]:
+    """Execute notebook ``path`` in a fresh kernel; return wall seconds and peak kernel RSS in MB."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    peak = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            km = client.km
+            pid = getattr(getattr(km, "provisioner", None), "pid", None) if km is not None else None
+            if pid:
+                try:
+                    peak = max(peak, _tree_rss(psutil.Process(pid)))
+                except psutil.Error:
+                    pass
+            stop.wait(0.1)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    t0 = time.perf_counter()
+    sampler.start()
+    try:
+        client.execute()
+    finally:
+        stop.set()
+        sampler.join()
+    return {"notebook": path.stem, "wall_s": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(peak / 2**20)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: measure the chosen notebooks (default: all of solutions/) and write the tables."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--notebooks", nargs="*", default=None, help="stems in solutions/ (default: all)")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    ap.add_argument("--timeout", type=int, default=900, help="per-cell timeout in seconds")
+    args = ap.parse_args(argv)
+    paths = sorted((ROOT / "solutions").glob("*.ipynb"))
+    if args.notebooks:
+        paths = [p for p in paths if p.stem in set(args.notebooks)]
+    rows = []
+    for p in paths:
+        row = run_one(p, args.timeout)
+        print(f"{row['notebook']:32s} {row['wall_s']:7.1f} s {row['peak_rss_mb']:6d} MB", flush=True)
+        rows.append(row)
+    meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "lab_footprint.json").write_text(json.dumps({"meta": meta, "labs": rows}, indent=1) + "\n")
+    lines = ["| lab | Run All (s) | peak kernel RSS (MB) |", "|---|---:|---:|"]
+    lines += [f"| {r['notebook']} | {r['wall_s']} | {r['peak_rss_mb']} |" for r in rows]
+    (args.out / "lab_footprint.md").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
