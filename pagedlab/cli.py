@@ -36,6 +36,7 @@ COMMANDS: list[Command] = [
     Command("replay", "pagedlab.sim.replay", "replay a request trace (Azure, Mooncake) in the simulator or on the engine"),
     Command("labs", "pagedlab.grading.labs_build", "labs build: generate labs/ from solutions/; labs check: are they in sync"),
     Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes (CSV, feedback, results.json)"),
+    Command("run-vllm", "pagedlab.vllm_compat", "run a script written for vLLM on pagedlab, unchanged (import vllm -> the kit)"),
 ]
 
 EXIT_UNAVAILABLE = 2

@@ -1,8 +1,26 @@
-"""What ``LLM.generate`` returns, with vLLM's names (``vllm/outputs.py``)."""
+"""What ``LLM.generate`` returns, with vLLM's names (``vllm/outputs.py``, vLLM v0.11).
+
+``RequestOutput.metrics`` is None, as from vLLM's ``LLM`` (aggregate measurements come from
+``LLM.get_metrics()``, as in vLLM); the kit's per-request timestamps and latencies are its own
+extension, ``RequestOutput.pagedlab_metrics``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Optional
+
+
+@dataclass
+class Logprob:
+    """As ``vllm.logprobs.Logprob``: one token's log-probability and its rank (1 = most likely)."""
+
+    logprob: float
+    rank: Optional[int] = None
+    decoded_token: Optional[str] = None
+
+
+#: One generated token's entry in ``CompletionOutput.logprobs``: token id -> Logprob (vLLM's shape).
+TokenLogprobs = dict[int, Logprob]
 
 
 @dataclass
@@ -13,6 +31,10 @@ class CompletionOutput:
         index: which of the ``n`` completions this is.
         text: detokenized output (special tokens skipped, stop string removed).
         token_ids: generated token ids (EOS included when it ended the completion).
+        cumulative_logprob: sum of the sampled tokens' log-probabilities when
+            ``SamplingParams.logprobs`` is set, else None (as vLLM).
+        logprobs: with ``SamplingParams.logprobs=k``: per generated token, token id -> ``Logprob``
+            for the sampled token and the k most likely ones; else None.
         finish_reason: "stop" (EOS or a stop string/token), "length" (max_tokens or
             max_model_len), "abort", or None while unfinished.
         stop_reason: the stop string or token id that ended it, if any.
@@ -22,11 +44,12 @@ class CompletionOutput:
     text: str
     token_ids: List[int]
     cumulative_logprob: Optional[float] = None
-    logprobs: Optional[list] = None
+    logprobs: Optional[List[TokenLogprobs]] = None
     finish_reason: Optional[str] = None
     stop_reason: Optional[object] = None
 
     def finished(self) -> bool:
+        """True once the completion has a ``finish_reason`` (as vLLM)."""
         return self.finish_reason is not None
 
 
@@ -65,12 +88,25 @@ class RequestMetrics:
 
 @dataclass
 class RequestOutput:
-    """The output of one request (all ``n`` completions of one prompt)."""
+    """The output of one request (all ``n`` completions of one prompt), as vLLM's.
+
+    Attributes:
+        request_id, prompt (text, or the rendered chat template; None for token-id prompts),
+        prompt_token_ids, outputs: as vLLM.
+        prompt_logprobs: always None (prompt log-probabilities are not implemented).
+        finished: True when every completion has finished; ``LLMEngine.step()`` also returns
+            unfinished requests' outputs so far (vLLM v1's cumulative outputs).
+        metrics: None, as vLLM's ``LLM`` returns; use ``LLM.get_metrics()`` (portable).
+        num_cached_tokens: prompt tokens served from the prefix cache.
+        pagedlab_metrics: pagedlab's extension: this request's timestamps and latencies.
+    """
 
     request_id: str
     prompt: Optional[str]
     prompt_token_ids: List[int]
+    prompt_logprobs: None
     outputs: List[CompletionOutput]
     finished: bool
-    metrics: Optional[RequestMetrics] = None
+    metrics: None = None
     num_cached_tokens: int = 0
+    pagedlab_metrics: Optional[RequestMetrics] = None
