@@ -114,8 +114,9 @@ class LLM:
                 for c in messages):
             raise InvalidRequestError('chat() takes a conversation [{"role": ..., "content": ...}, ...] '
                                       "or a list of conversations")
-        prompts = [{"prompt": None, "prompt_token_ids": self.apply_chat_template(m, add_generation_prompt)}
-                   for m in messages]
+        ids = [self.apply_chat_template(m, add_generation_prompt) for m in messages]
+        # RequestOutput.prompt is the rendered conversation, as vLLM's chat() returns it.
+        prompts = [{"prompt": self.llm_engine.tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
     def apply_chat_template(self, conversation, add_generation_prompt: bool = True) -> List[int]:

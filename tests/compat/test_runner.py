@@ -13,6 +13,7 @@ from pagedlab import cli
 from pagedlab.engine import arg_utils
 from pagedlab.vllm_compat import VLLMFinder, provided_modules
 
+pytestmark = pytest.mark.model
 SCRIPTS = Path(__file__).parent / "scripts"
 EXAMPLES = Path(__file__).parent / "vllm_examples"
 HUB = "meta-llama/Llama-3.2-1B-Instruct"
