@@ -1,4 +1,4 @@
-"""Prompt types, as ``vllm.inputs`` (``vllm/inputs/data.py``, vLLM v0.11).
+"""Prompt types, as ``vllm.inputs`` (``vllm/inputs/data.py``, vLLM main, 2026-12-01).
 
 They are ``TypedDict`` s, so a ``TokensPrompt(prompt_token_ids=[...])`` *is* the plain dict
 ``{"prompt_token_ids": [...]}`` that ``LLM.generate`` already accepts; the types only document the

@@ -1,4 +1,4 @@
-"""What ``LLM.generate`` returns, with vLLM's names (``vllm/outputs.py``, vLLM v0.11).
+"""What ``LLM.generate`` returns, with vLLM's names (``vllm/outputs.py``, vLLM main, 2026-12-01).
 
 ``RequestOutput.metrics`` is None, as from vLLM's ``LLM`` (aggregate measurements come from
 ``LLM.get_metrics()``, as in vLLM); the kit's per-request timestamps and latencies are its own

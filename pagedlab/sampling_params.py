@@ -1,6 +1,6 @@
 """Sampling parameters, with the fields, defaults and validation of vLLM's ``SamplingParams``.
 
-Described against vLLM's ``vllm/sampling_params.py`` as of v0.11 (read 2026-12-01). Fields vLLM
+Described against vLLM's ``vllm/sampling_params.py`` on its main branch (read 2026-12-01; PyPI release 0.33.0). Fields vLLM
 has that the kit does not implement (``prompt_logprobs``, ``logit_bias``, ``allowed_token_ids``,
 ``bad_words``, ``structured_outputs`` ...) are not accepted: passing one raises ``TypeError``
 naming it, rather than being silently ignored.
@@ -38,7 +38,7 @@ def _check_bool(name: str, v: object) -> None:
 
 @dataclass
 class SamplingParams:
-    """How to sample the completion(s) of one prompt (as ``vllm.SamplingParams``, vLLM v0.11).
+    """How to sample the completion(s) of one prompt (as ``vllm.SamplingParams``, vLLM main, 2026-12-01).
 
     Attributes:
         n: completions per prompt (int >= 1). ``n > 1`` forks the request and shares its prompt
@@ -173,7 +173,7 @@ class SamplingParams:
 
 @dataclass
 class BeamSearchParams:
-    """As ``vllm.sampling_params.BeamSearchParams`` (vLLM v0.11).
+    """As ``vllm.sampling_params.BeamSearchParams`` (vLLM main, 2026-12-01).
 
     Attributes:
         beam_width: beams kept per step (>= 1).

@@ -3,7 +3,7 @@
 The runner installs, in its own process only, a meta-path finder that makes ``import vllm`` and the
 submodules vLLM scripts import resolve to the kit (table ``PROVIDED``), then runs the script as
 ``__main__``. No module named ``vllm`` is ever installed, and other processes are unaffected. The
-names follow vLLM v0.11 (read 2026-12-01). A vLLM module the kit does not provide fails to import
+names follow vLLM main (read 2026-12-01). A vLLM module the kit does not provide fails to import
 with a message naming it and listing what is provided; a model other than the bundled SmolLM2 fails
 with a message naming the model the kit serves, unless ``--model-override`` maps it::
 

@@ -1,4 +1,4 @@
-"""``EngineArgs``: vLLM's engine arguments (``vllm/engine/arg_utils.py``, vLLM v0.11) on pagedlab.
+"""``EngineArgs``: vLLM's engine arguments (``vllm/engine/arg_utils.py``, vLLM main, 2026-12-01) on pagedlab.
 
 ``LLM(model, **kwargs)`` and ``LLMEngine.from_engine_args(EngineArgs(...))`` take vLLM's names.
 Each argument is in one of four groups:

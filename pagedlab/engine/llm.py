@@ -16,7 +16,7 @@ from pagedlab.sampling_params import SamplingParams
 
 
 class LLM:
-    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, v0.11).
+    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, vLLM main, 2026-12-01).
 
     Args:
         model: the bundled model's hub name ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (default),

@@ -433,7 +433,7 @@ class LLMEngine:
 
     def get_metrics(self) -> List[Metric]:
         """vLLM's metric objects (``Counter`` / ``Gauge`` / ``Histogram``) for this engine, as
-        ``vllm.LLM.get_metrics()`` (vLLM v0.11) returns them.
+        ``vllm.LLM.get_metrics()`` (vLLM main, 2026-12-01) returns them.
 
         Raises:
             ConfigError: the engine was built with ``log_stats=False`` (vLLM: ``disable_log_stats=True``,

@@ -1,6 +1,6 @@
 """``LLM.get_metrics()``: the engine's counters as vLLM's metric objects (``vllm/v1/metrics/reader.py``).
 
-vLLM (v0.11) keeps Prometheus collectors and ``get_metrics()`` reads them back as ``Counter``,
+vLLM (main, read 2026-12-01) keeps Prometheus collectors and ``get_metrics()`` reads them back as ``Counter``,
 ``Gauge``, ``Histogram`` and ``Vector`` dataclasses named ``vllm:...``. pagedlab has no Prometheus:
 ``EngineStats`` records the same quantities in plain Python and ``snapshot()`` returns them in
 vLLM's classes, names, label keys (``model_name``, ``engine``) and bucket format (cumulative
@@ -52,7 +52,7 @@ class Histogram(Metric):
     buckets: dict[str, int]
 
 
-# vLLM v0.11's bucket bounds (``vllm/v1/metrics/loggers.py``), in seconds or tokens.
+# vLLM's bucket bounds (22 for TTFT, 19 per token, 21 for e2e) (``vllm/v1/metrics/loggers.py``), in seconds or tokens.
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,

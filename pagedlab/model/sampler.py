@@ -1,4 +1,4 @@
-"""Turn logits into next tokens, as vLLM v1's ``Sampler`` (``vllm/v1/sample/sampler.py``, v0.11).
+"""Turn logits into next tokens, as vLLM v1's ``Sampler`` (``vllm/v1/sample/sampler.py``, vLLM main, 2026-12-01).
 
 Order per row: ``min_tokens`` masks EOS / ``stop_token_ids`` -> presence, frequency and repetition
 penalties -> greedy argmax, or temperature -> ``min_p`` -> top-k / top-p -> a draw. Log-probabilities
