@@ -7,7 +7,7 @@ shapes (and let mypy check them). Multi-modal fields are not listed: pagedlab se
 from __future__ import annotations
 
 import sys
-from typing import TypedDict, Union
+from typing import TypedDict
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
@@ -32,6 +32,6 @@ class TokensPrompt(TypedDict):
 
 #: Any single prompt ``LLM.generate`` accepts (as vLLM's ``PromptType``; vLLM also takes bare lists
 #: of token ids only through ``TokensPrompt``).
-PromptType = Union[str, TextPrompt, TokensPrompt]
+PromptType = str | TextPrompt | TokensPrompt
 
 __all__ = ["PromptType", "TextPrompt", "TokensPrompt"]

@@ -7,7 +7,6 @@ extension, ``RequestOutput.pagedlab_metrics``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
 
 
 @dataclass
@@ -15,8 +14,8 @@ class Logprob:
     """As ``vllm.logprobs.Logprob``: one token's log-probability and its rank (1 = most likely)."""
 
     logprob: float
-    rank: Optional[int] = None
-    decoded_token: Optional[str] = None
+    rank: int | None = None
+    decoded_token: str | None = None
 
 
 #: One generated token's entry in ``CompletionOutput.logprobs``: token id -> Logprob (vLLM's shape).
@@ -42,11 +41,11 @@ class CompletionOutput:
 
     index: int
     text: str
-    token_ids: List[int]
-    cumulative_logprob: Optional[float] = None
-    logprobs: Optional[List[TokenLogprobs]] = None
-    finish_reason: Optional[str] = None
-    stop_reason: Optional[object] = None
+    token_ids: list[int]
+    cumulative_logprob: float | None = None
+    logprobs: list[TokenLogprobs] | None = None
+    finish_reason: str | None = None
+    stop_reason: object | None = None
 
     def finished(self) -> bool:
         """True once the completion has a ``finish_reason`` (as vLLM)."""
@@ -58,31 +57,31 @@ class RequestMetrics:
     """Timestamps in seconds (engine clock ``time.perf_counter``) and derived latencies."""
 
     arrival_time: float
-    first_scheduled_time: Optional[float] = None
-    first_token_time: Optional[float] = None
-    last_token_time: Optional[float] = None
-    finished_time: Optional[float] = None
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    last_token_time: float | None = None
+    finished_time: float | None = None
     num_preemptions: int = 0
-    token_times: List[float] = field(default_factory=list)
+    token_times: list[float] = field(default_factory=list)
 
     @property
-    def ttft(self) -> Optional[float]:
+    def ttft(self) -> float | None:
         """Time to first token (s), from arrival."""
         return None if self.first_token_time is None else self.first_token_time - self.arrival_time
 
     @property
-    def tpot(self) -> Optional[float]:
+    def tpot(self) -> float | None:
         """Time per output token after the first (s); None with fewer than two tokens."""
         if len(self.token_times) < 2:
             return None
         return (self.token_times[-1] - self.token_times[0]) / (len(self.token_times) - 1)
 
     @property
-    def inter_token_latencies(self) -> List[float]:
+    def inter_token_latencies(self) -> list[float]:
         return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
 
     @property
-    def e2e_latency(self) -> Optional[float]:
+    def e2e_latency(self) -> float | None:
         return None if self.finished_time is None else self.finished_time - self.arrival_time
 
 
@@ -102,11 +101,11 @@ class RequestOutput:
     """
 
     request_id: str
-    prompt: Optional[str]
-    prompt_token_ids: List[int]
+    prompt: str | None
+    prompt_token_ids: list[int]
     prompt_logprobs: None
-    outputs: List[CompletionOutput]
+    outputs: list[CompletionOutput]
     finished: bool
     metrics: None = None
     num_cached_tokens: int = 0
-    pagedlab_metrics: Optional[RequestMetrics] = None
+    pagedlab_metrics: RequestMetrics | None = None

@@ -86,13 +86,13 @@ def build_module(fullname: str) -> types.ModuleType:
     """
     mod = types.ModuleType(fullname, f"pagedlab's stand-in for {fullname} (pagedlab.vllm_compat)")
     if fullname == "vllm":
-        for name, (src, attr) in TOP_LEVEL.items():
-            setattr(mod, name, getattr(importlib.import_module(src), attr))
-        mod.__version__ = "pagedlab-compat"
+        for name, (where, attr) in TOP_LEVEL.items():
+            setattr(mod, name, getattr(importlib.import_module(where), attr))
+        mod.__dict__["__version__"] = "pagedlab-compat"
         mod.__path__ = []
     elif fullname == "vllm.utils":
         from pagedlab.engine.arg_utils import FlexibleArgumentParser
-        mod.FlexibleArgumentParser = FlexibleArgumentParser  # type: ignore[attr-defined]
+        mod.__dict__["FlexibleArgumentParser"] = FlexibleArgumentParser
         mod.__path__ = []
     elif fullname in PACKAGES:
         mod.__path__ = []
@@ -101,7 +101,7 @@ def build_module(fullname: str) -> types.ModuleType:
         mod.__dict__.update({k: v for k, v in vars(src).items() if not k.startswith("__")})
     else:
         raise unprovided(fullname)
-    mod.__getattr__ = _missing_attr(fullname, list(vars(mod)))  # type: ignore[attr-defined]
+    mod.__dict__["__getattr__"] = _missing_attr(fullname, list(vars(mod)))
     return mod
 
 

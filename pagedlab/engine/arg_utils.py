@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from pagedlab.config import CacheConfig
 from pagedlab.errors import ConfigError, ModelNotFoundError
 
 #: The model pagedlab serves (its bundled GGUF), by its hub name.
@@ -184,19 +185,24 @@ class EngineArgs:
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``LLMEngine(model, ...)`` for these args (after ``check()``)."""
         model = None if self.model is None or self.model.lower() in _BUNDLED_ALIASES else self.model
+        def default(value: Any, kit_default: Any) -> Any:
+            return kit_default if value is None else value      # 0 stays 0 and is refused downstream
+
         kw: dict[str, Any] = dict(
-            block_size=self.block_size or 16, prefix_cache=self.prefix_cache, hash_seed=self.hash_seed,
-            enable_prefix_caching=True if self.enable_prefix_caching is None else self.enable_prefix_caching,
-            max_num_seqs=self.max_num_seqs or 32, max_num_batched_tokens=self.max_num_batched_tokens or 512,
+            block_size=default(self.block_size, 16), prefix_cache=self.prefix_cache, hash_seed=self.hash_seed,
+            enable_prefix_caching=default(self.enable_prefix_caching, True),
+            max_num_seqs=default(self.max_num_seqs, 32),
+            max_num_batched_tokens=default(self.max_num_batched_tokens, 512),
             max_model_len=self.max_model_len, long_prefill_token_threshold=self.long_prefill_token_threshold,
-            enable_chunked_prefill=True if self.enable_chunked_prefill is None else self.enable_chunked_prefill,
+            enable_chunked_prefill=default(self.enable_chunked_prefill, True),
             policy=self.scheduling_policy, preemption_mode=self.preemption_mode, scheduling=self.scheduling,
-            attention_backend=self.attention_backend, device=self.device, seed=0 if self.seed is None else self.seed,
+            attention_backend=self.attention_backend, device=self.device, seed=default(self.seed, 0),
             trace=self.trace, log_stats=not self.disable_log_stats,
             model_name=self.served_model_name or self.model or BUNDLED_MODEL)
         kw["tokenizer"] = load_tokenizer_arg(self.tokenizer, self.model)
         net = _load(model)
         block = kw["block_size"]
+        CacheConfig(block_size=block)               # a bad block_size is refused before sizing the pool
         kw["num_gpu_blocks"] = self._num_gpu_blocks(net, block)
         kw["num_cpu_blocks"] = self._num_cpu_blocks(net, block)
         return {"model": model, **kw}
@@ -261,7 +267,7 @@ def load_tokenizer_arg(tokenizer: str | None, model: str | None) -> Any:
 
 def kv_bytes_per_block(config: Any, block_size: int, dtype_bytes: int = 4) -> int:
     """Bytes of one KV block: K and V, every layer, ``block_size`` tokens, fp32 by default."""
-    return 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * block_size * dtype_bytes
+    return int(2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * block_size * dtype_bytes)
 
 
 def blocks_for_budget(budget_bytes: int, bytes_per_block: int) -> int:
@@ -286,15 +292,16 @@ def total_device_memory(device: str | None) -> int:
 
 
 def _load(model: str | None) -> Any:
-    from pagedlab.engine.llm_engine import load_model_cached
-    return load_model_cached(model)[0]
+    """The loaded ``LlamaForCausalLM`` (shared with ``LLMEngine``'s cache, so it loads once)."""
+    import importlib
+    return importlib.import_module("pagedlab.engine.llm_engine").load_model_cached(model)[0]
 
 
 class FlexibleArgumentParser(argparse.ArgumentParser):
     """As ``vllm.utils.FlexibleArgumentParser``: an ``ArgumentParser`` that also accepts
     ``--option_name`` spelled with underscores."""
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         import sys
         argv = list(sys.argv[1:] if args is None else args)
         fixed = [a.split("=", 1)[0].replace("_", "-") + ("=" + a.split("=", 1)[1] if "=" in a else "")

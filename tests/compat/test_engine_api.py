@@ -35,6 +35,9 @@ def test_unknown_argument_is_vllms_type_error():
     ({"tokenizer": "gpt2"}, "tokenizer='gpt2' is not available offline"),
     ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization must be in \\(0, 1\\]"),
     ({"kv_cache_memory_bytes": 1000}, "no memory for the KV cache"),
+    ({"max_num_seqs": 0}, "max_num_seqs must be >= 1"),
+    ({"block_size": 0}, "block_size must be >= 1"),
+    ({"block_size": 0, "kv_cache_memory_bytes": 10**7}, "block_size must be >= 1"),
 ])
 def test_arguments_that_cannot_be_honoured(kwargs, match):
     with pytest.raises(ConfigError, match=match):
