@@ -237,3 +237,14 @@ def test_beam_search_takes_a_list_of_prompts(llm):
     res = llm.beam_search([TokensPrompt(prompt_token_ids=ids), TextPrompt(prompt="Water boils at")],
                           BeamSearchParams(beam_width=2, max_tokens=3))
     assert len(res) == 2 and all(len(r.sequences) == 2 for r in res)
+
+
+def test_logprobs_of_each_completion_with_n_greater_than_one(llm):
+    sp = SamplingParams(n=3, temperature=0.9, seed=7, max_tokens=4, logprobs=1, ignore_eos=True)
+    out = llm.generate(["Once upon a time"], sp)[0]
+    assert len(out.outputs) == 3
+    for c in out.outputs:
+        assert len(c.logprobs) == len(c.token_ids) == 4
+        assert all(t in entry for t, entry in zip(c.token_ids, c.logprobs)), "each entry has its own sampled token"
+        assert math.isclose(c.cumulative_logprob, sum(e[t].logprob for e, t in zip(c.logprobs, c.token_ids)))
+    assert len({tuple(c.token_ids) for c in out.outputs}) > 1, "seeded samples should differ"
