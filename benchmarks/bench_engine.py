@@ -86,8 +86,8 @@ def run_mode(mode: str) -> dict:
         outs = llm._run([str(i) for i in range(len(prompts))], use_tqdm=False)
         wall = time.perf_counter() - t0
         tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-        ttft = [o.metrics.ttft for o in outs]
-        tpot = [o.metrics.tpot for o in outs if o.metrics.tpot is not None]
+        ttft = [o.pagedlab_metrics.ttft for o in outs]
+        tpot = [o.pagedlab_metrics.tpot for o in outs if o.pagedlab_metrics.tpot is not None]
     else:
         model = hf_model()
         from transformers import GenerationConfig

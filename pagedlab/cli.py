@@ -39,6 +39,7 @@ COMMANDS: list[Command] = [
     Command("labs", "pagedlab.grading.labs_build", "labs build: generate labs/ from solutions/; labs check: are they in sync; labs copy DIR: the shipped labs into DIR"),
     Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes (CSV, feedback, results.json)"),
     Command("gradescope-bundle", "pagedlab.grading.gradescope", "build a Gradescope autograder zip (setup.sh, run_autograder, hidden tests)"),
+    Command("run-vllm", "pagedlab.vllm_compat", "run a script written for vLLM on pagedlab, unchanged (import vllm -> the kit)"),
 ]
 
 EXIT_UNAVAILABLE = 2

@@ -128,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
     n_prompt = sum(len(o.prompt_token_ids) for o in outputs)
     n_gen = sum(len(o.outputs[0].token_ids) for o in outputs)
     peak = max(s.kv_blocks_used for s in stats)
-    ttft = [o.metrics.ttft for o in outputs]
+    ttft = [o.pagedlab_metrics.ttft for o in outputs]
     print("\n=== pagedlab generate: summary ===")
     print(f"requests            {len(outputs)}")
     print(f"prompt tokens       {n_prompt}")

@@ -128,13 +128,14 @@ def beam_search_sharing(llm: Any, prompts: Dict[str, List[int]], widths: Sequenc
         "text"}}``;
         ``peak_saving`` is ``BeamSearchOutput.memory_saving`` (at the step with the most blocks).
     """
-    from pagedlab.engine.beam_search import BeamSearchParams
+    from pagedlab.inputs import TokensPrompt
+    from pagedlab.sampling_params import BeamSearchParams
 
     out = {}
     for name, ids in prompts.items():
         for w in widths:
-            res = llm.beam_search({"prompt_token_ids": list(ids)}, BeamSearchParams(beam_width=w,
-                                                                                    max_tokens=max_tokens))[0]
+            res = llm.beam_search([TokensPrompt(prompt_token_ids=list(ids))],
+                                  BeamSearchParams(beam_width=w, max_tokens=max_tokens))[0]
             out[(name, w)] = {"with": res.blocks_with_sharing, "without": res.blocks_without_sharing,
                               "saving": saving(res.blocks_with_sharing, res.blocks_without_sharing),
                               "final_saving": (1 - res.blocks_with_sharing[-1] / res.blocks_without_sharing[-1]

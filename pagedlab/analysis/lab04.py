@@ -160,7 +160,7 @@ class Run:
         """Headline numbers (seconds; tokens/s)."""
         outs = list(self.outputs.values())
         gen = sum(len(o.outputs[0].token_ids) for o in outs)
-        ms = [o.metrics for o in outs]
+        ms = [o.pagedlab_metrics for o in outs]
         tpots = [m.tpot for m in ms if m.tpot is not None]
         itls = [x for m in ms for x in m.inter_token_latencies]
         st = self.step_stats

@@ -19,28 +19,8 @@ from typing import List, Optional
 import torch
 
 from pagedlab.errors import InvalidRequestError
-from pagedlab.sampling_params import SamplingParams
+from pagedlab.sampling_params import BeamSearchParams, SamplingParams
 from pagedlab.request import RequestStatus
-
-
-@dataclass
-class BeamSearchParams:
-    """As ``vllm.sampling_params.BeamSearchParams``.
-
-    Raises:
-        InvalidRequestError: ``beam_width < 1`` or ``max_tokens < 1``.
-    """
-
-    beam_width: int
-    max_tokens: int
-    ignore_eos: bool = False
-    length_penalty: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.beam_width, int) or self.beam_width < 1:
-            raise InvalidRequestError(f"beam_width must be an int >= 1, got {self.beam_width!r}")
-        if not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise InvalidRequestError(f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
 
 
 @dataclass

@@ -5,9 +5,11 @@ the shared names (``generate``, ``chat``, ``SamplingParams``, ``RequestOutput.ou
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Union
 
+from pagedlab.engine.arg_utils import BUNDLED_MODEL, EngineArgs
 from pagedlab.engine.llm_engine import LLMEngine, check_priority
+from pagedlab.engine.metrics import Metric
 from pagedlab.errors import InvalidRequestError
 from pagedlab.outputs import RequestOutput
 from pagedlab.sampling_params import SamplingParams
@@ -33,19 +35,45 @@ def _check_conversation(conv: object, where: str) -> None:
 
 
 class LLM:
-    """Generate completions for a batch of prompts with the paged engine.
+    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, vLLM main, 2026-12-01).
 
     Args:
-        model: GGUF path or directory; None for SmolLM2-135M-Instruct.
-        **engine_args: any ``LLMEngine`` argument (``block_size``, ``num_gpu_blocks``,
-            ``max_num_seqs``, ``max_num_batched_tokens``, ``enable_prefix_caching`` ...).
+        model: the bundled model's hub name ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (default),
+            None (the same), or a local GGUF path or directory.
+        **kwargs: vLLM's engine arguments (``num_gpu_blocks_override``, ``gpu_memory_utilization``,
+            ``kv_cache_memory_bytes``, ``swap_space``, ``scheduling_policy``,
+            ``enable_prefix_caching`` (default True as vLLM v1), ``dtype``, ``seed``, ``tokenizer``,
+            ``disable_log_stats`` (default True, as vLLM's ``LLM``) ...) and pagedlab's extensions
+            (``num_gpu_blocks``, ``prefix_cache``, ``preemption_mode``, ``scheduling`` ...); see
+            ``pagedlab.engine.arg_utils.EngineArgs``.
+    Raises:
+        TypeError: an unknown argument name (as vLLM).
+        ConfigError: a value pagedlab cannot honour (e.g. ``tensor_parallel_size=2``).
+        ModelNotFoundError: a model other than the bundled SmolLM2 or a local GGUF.
     """
 
-    def __init__(self, model: Optional[str] = None, **engine_args) -> None:
-        self.llm_engine = LLMEngine(model, **engine_args)
+    def __init__(self, model: Optional[str] = BUNDLED_MODEL, **kwargs: Any) -> None:
+        kwargs.setdefault("disable_log_stats", True)
+        self.engine_args = EngineArgs.from_kwargs(model, **kwargs)
+        self.llm_engine = LLMEngine.from_engine_args(self.engine_args)
 
-    def get_tokenizer(self):
+    def get_tokenizer(self) -> Any:
+        """The tokenizer (Hugging Face ``PreTrainedTokenizerFast``), as vLLM's."""
         return self.llm_engine.tokenizer
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        """vLLM's default ``SamplingParams`` for the model; the GGUF carries no generation config,
+        so these are ``SamplingParams()``'s defaults."""
+        return SamplingParams()
+
+    def get_metrics(self) -> List[Metric]:
+        """vLLM's metric objects; needs ``LLM(..., disable_log_stats=False)``, as vLLM (see
+        ``LLMEngine.get_metrics``)."""
+        return self.llm_engine.get_metrics()
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix block; False (nothing changes) while requests hold blocks."""
+        return self.llm_engine.reset_prefix_cache()
 
     def generate(self, prompts, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
                  use_tqdm: bool = False, priority: Optional[List[int]] = None) -> List[RequestOutput]:
@@ -130,8 +158,9 @@ class LLM:
             _check_conversation(conv, f"conversation {i}")
         if self.llm_engine.tokenizer is None:
             raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
-        prompts = [{"prompt": None, "prompt_token_ids": self.apply_chat_template(m, add_generation_prompt)}
-                   for m in messages]
+        ids = [self.apply_chat_template(m, add_generation_prompt) for m in messages]
+        # RequestOutput.prompt is the rendered conversation, as vLLM's chat() returns it.
+        prompts = [{"prompt": self.llm_engine.tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
     def apply_chat_template(self, conversation, add_generation_prompt: bool = True) -> List[int]:
@@ -181,7 +210,7 @@ class LLM:
         try:
             while engine.has_unfinished_requests() and len(done) < len(ids):
                 for o in engine.step():
-                    if o.request_id in wanted:
+                    if o.finished and o.request_id in wanted:
                         done[o.request_id] = o
                         if bar is not None:
                             bar.update(1)

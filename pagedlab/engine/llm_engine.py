@@ -6,6 +6,7 @@ tokens and frees finished requests. ``LLM`` (``pagedlab.engine.llm``) drives thi
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import logging
@@ -19,6 +20,8 @@ from typing import Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
 import torch
 
 from pagedlab.config import CacheConfig, SchedulerConfig, check_kv_cache_fits
+from pagedlab.engine.arg_utils import EngineArgs
+from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
@@ -144,7 +147,12 @@ class LLMEngine:
             (triton on CUDA when the kernels can run there, else torch).
         seed: seed of the engine's sampling RNG (requests without their own seed).
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
-        tokenizer, eos_token_id: only with ``model`` given as a ``LlamaForCausalLM`` instance.
+        tokenizer, eos_token_id: with ``model`` given as a ``LlamaForCausalLM`` instance; a
+            ``tokenizer`` (an HF tokenizer object) also replaces a loaded model's own.
+        log_stats: allow ``get_metrics()`` (vLLM: ``disable_log_stats=False``).
+        model_name: the ``model_name`` label of ``get_metrics()``.
+    Prefer ``LLMEngine.from_engine_args(EngineArgs(...))`` for vLLM's argument names; this
+    constructor keeps the kit's own (``enable_prefix_caching`` defaults to False here).
     Raises:
         ConfigError: a setting is invalid, or the KV pool (plus swap space) would not fit in the
             available memory (checked before allocating; the message names the fix).
@@ -158,7 +166,8 @@ class LLMEngine:
                  enable_chunked_prefill: bool = True, policy: str = "fcfs", preemption_mode: str = "recompute",
                  scheduling: str = "continuous", attention_backend: Optional[str] = None,
                  device: Optional[str] = None, seed: int = 0, trace: bool = False,
-                 tokenizer=None, eos_token_id: Optional[int] = None) -> None:
+                 tokenizer=None, eos_token_id: Optional[int] = None, log_stats: bool = False,
+                 model_name: Optional[str] = None) -> None:
         self.cache_config = CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks,
                                         num_cpu_blocks=num_cpu_blocks, enable_prefix_caching=enable_prefix_caching,
                                         prefix_cache=prefix_cache, hash_seed=hash_seed)
@@ -168,6 +177,7 @@ class LLMEngine:
             net, self.tokenizer, meta = model, tokenizer, {"eos_token_id": eos_token_id}
         else:
             net, self.tokenizer, meta = load_model_cached(model)
+            self.tokenizer = tokenizer if tokenizer is not None else self.tokenizer
         self.model_config = net.config
         if max_model_len is None:
             max_model_len = min(2048, net.config.max_position_embeddings)
@@ -219,6 +229,21 @@ class LLMEngine:
         self._ids = itertools.count()
         self.step_stats: List[StepStats] = []
         self.finished_requests: List[Request] = []
+        self.log_stats = log_stats
+        self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
+        self.stats = EngineStats()
+        self._logprobs: Dict[str, List[object]] = {}
+
+    @classmethod
+    def from_engine_args(cls, engine_args: "EngineArgs") -> "LLMEngine":
+        """Build an engine from vLLM's ``EngineArgs`` (as ``vllm.LLMEngine.from_engine_args``).
+
+        Raises:
+            ConfigError: an argument pagedlab cannot honour (see ``EngineArgs.check``).
+            ModelNotFoundError: a model other than the bundled SmolLM2 or a local GGUF.
+        """
+        engine_args.check()
+        return cls(**engine_args.engine_kwargs())
 
     # --- submission ----------------------------------------------------------------------------
     def _tokenize(self, prompt: object) -> tuple[str | None, list[int]]:
@@ -280,10 +305,11 @@ class LLMEngine:
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
                 f"max_model_len={max_len}; shorten the prompt or raise max_model_len")
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
-        need = -(-min(n_prompt + params.max_tokens, max_len) // bs) * params.n
+        max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
+        need = -(-min(n_prompt + max_tokens, max_len) // bs) * params.n
         if need > pool:
             raise InvalidRequestError(
-                f"this request needs up to {need} KV blocks ({n_prompt} prompt + {params.max_tokens} output tokens, "
+                f"this request needs up to {need} KV blocks ({n_prompt} prompt + {max_tokens} output tokens, "
                 f"n={params.n}, block_size={bs}) but the whole pool has num_gpu_blocks={pool}; it could never "
                 f"run. Lower max_tokens or raise num_gpu_blocks")
 
@@ -306,6 +332,7 @@ class LLMEngine:
         if request_id is not None and str(request_id) in self._groups:
             raise InvalidRequestError(f"request id {str(request_id)!r} is already in use")
         text, ids = self._tokenize(prompt)
+        params = self.resolve_max_tokens(ids, params)
         self.validate_request(ids, params)
         gens = _seeded_generators(params)
         # Nothing above changed the engine; everything below cannot fail.
@@ -318,18 +345,31 @@ class LLMEngine:
         self.scheduler.add_request(req)
         return request_id
 
+    def resolve_max_tokens(self, prompt_token_ids: List[int], params: SamplingParams) -> SamplingParams:
+        """``max_tokens=None`` means "up to ``max_model_len``" (as vLLM): a copy with it filled in."""
+        if params.max_tokens is not None:
+            return params
+        room = max(self.scheduler_config.max_model_len - len(prompt_token_ids), 1)
+        return dataclasses.replace(params, max_tokens=room, min_tokens=min(params.min_tokens, room))
+
     def _make_request(self, rid, ids, params, arrival, priority=0, cache_salt=None) -> Request:
         return Request(rid, ids, params, arrival_time=arrival, priority=priority, eos_token_id=self.eos_token_id,
                        block_hasher=self.kv_cache_manager.block_hasher, cache_salt=cache_salt)
 
-    def abort_request(self, request_id: str) -> None:
-        """Abort a waiting, running or swapped request (and all its completions); frees its blocks."""
-        group = self._groups.get(request_id)
-        if group is None:
-            return
-        ids = [m.request_id for m in group.members]
-        for r in self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED):
-            self._on_finished(r, time.perf_counter())
+    def abort_request(self, request_id: Union[str, Sequence[str]]) -> None:
+        """Abort waiting, running or swapped requests (and all their completions); frees their blocks.
+
+        Args:
+            request_id: one id or a list of ids (vLLM v1 takes a list). Unknown or already
+                finished ids are skipped, as in vLLM.
+        """
+        for rid in ([request_id] if isinstance(request_id, str) else list(request_id)):
+            group = self._groups.get(rid)
+            if group is None:
+                continue
+            ids = [m.request_id for m in group.members]
+            for r in self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED):
+                self._on_finished(r, time.perf_counter())
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
@@ -346,7 +386,8 @@ class LLMEngine:
         the same tokens as before. vLLM 0.11 instead marks the engine dead (``EngineDeadError``).
 
         Returns:
-            ``RequestOutput`` for each prompt whose completions all finished in this step.
+            As vLLM v1: a ``RequestOutput`` for every request that made progress in this step, with
+            its completions so far (cumulative); ``finished`` is True on its last one.
         """
         t0 = time.perf_counter()
         out = self.scheduler.schedule()
@@ -369,6 +410,8 @@ class LLMEngine:
             if len(toks) > 1:
                 self._fork(rid, toks, sampled)
         flat = {rid: toks[0] for rid, toks in sampled.items()}
+        self._record_logprobs(sampled)
+        self._observe_step(out, flat, now)
         for s in out.scheduled:
             r = s.request
             if r.first_scheduled_time is None:
@@ -384,6 +427,7 @@ class LLMEngine:
             o = self._on_finished(r, now)
             if o is not None:
                 outputs.append(o)
+        outputs += self._partial_outputs(flat, {o.request_id for o in outputs})
         kv = self.kv_cache_manager
         self.step_stats.append(StepStats(
             step=out.step,
@@ -462,7 +506,10 @@ class LLMEngine:
             req = self.scheduler.requests.get(rid)
             if req is None or not req.sampling_params.stop or req.is_finished():
                 continue
-            text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
+            if req.num_output_tokens < req.sampling_params.min_tokens:
+                continue            # vLLM checks stop strings only from min_tokens on
+            text = self.tokenizer.decode(req.output_token_ids,
+                                         skip_special_tokens=req.sampling_params.skip_special_tokens)
             for s in req.sampling_params.stop:
                 if s in text:
                     req.stop_reason = s
@@ -474,12 +521,82 @@ class LLMEngine:
         return self._groups[req.request_id.split("#")[0]]
 
     def _completion(self, index: int, req: Request) -> CompletionOutput:
-        text = (self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
-                if self.tokenizer is not None else "")
+        sp = req.sampling_params
+        text = ""
+        if self.tokenizer is not None and sp.detokenize:
+            text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=sp.skip_special_tokens)
         if isinstance(req.stop_reason, str) and req.stop_reason in text:
-            text = text[:text.index(req.stop_reason)]
+            end = text.index(req.stop_reason)
+            text = text[:end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
+        lps = self._logprobs.get(req.request_id) if sp.logprobs is not None else None
+        cumulative = (sum(e[t].logprob for e, t in zip(lps, req.output_token_ids)) if lps is not None
+                      else None)
         return CompletionOutput(index=index, text=text, token_ids=list(req.output_token_ids),
+                                cumulative_logprob=cumulative, logprobs=None if lps is None else list(lps),
                                 finish_reason=req.get_finished_reason(), stop_reason=req.stop_reason)
+
+    # --- vLLM v1 extras: logprobs, partial outputs, metrics ---------------------------------------
+    def _record_logprobs(self, sampled: Dict[str, List[int]]) -> None:
+        """Append this step's top log-probabilities to each sampling request's list. An ``n > 1``
+        parent sampled its completions' first tokens from one row: entry i goes to completion i."""
+        for rid, entries in self.model_runner.last_logprobs.items():
+            for i, entry in enumerate(entries):
+                self._logprobs.setdefault(rid if i == 0 else f"{rid}#{i}", []).append(entry)
+
+    def _observe_step(self, out, flat: Dict[str, int], now: float) -> None:
+        """Feed ``self.stats`` (``get_metrics()``) from one step, before its tokens are appended."""
+        self.stats.on_step(sum(s.num_tokens for s in out.scheduled), len(out.preempted))
+        for s in out.scheduled:
+            r = s.request
+            if r.first_scheduled_time is None and "#" not in r.request_id:
+                self.stats.on_first_scheduled(r.num_prompt_tokens, r.num_cached_tokens)
+        for rid in flat:
+            r = self.scheduler.requests.get(rid)
+            if r is None:
+                continue
+            first = r.first_token_time is None and "#" not in rid
+            last = r.token_times[-1] if r.token_times else None
+            self.stats.on_token(now - r.arrival_time if first else None, None if last is None else now - last)
+
+    def _partial_outputs(self, flat: Dict[str, int], done: set) -> List[RequestOutput]:
+        """Cumulative outputs (``finished=False``) of the requests that got a token this step."""
+        gids = dict.fromkeys(rid.split("#")[0] for rid in flat)
+        return [self._request_output(self._groups[g], finished=False)
+                for g in gids if g in self._groups and g not in done]
+
+    def _request_output(self, group: _Group, finished: bool, now: Optional[float] = None) -> RequestOutput:
+        first = group.members[0]
+        metrics = RequestMetrics(arrival_time=group.arrival_time, first_scheduled_time=first.first_scheduled_time,
+                                 first_token_time=first.first_token_time,
+                                 last_token_time=first.token_times[-1] if first.token_times else None,
+                                 finished_time=now, num_preemptions=sum(m.num_preemptions for m in group.members),
+                                 token_times=list(first.token_times))
+        return RequestOutput(request_id=group.request_id, prompt=group.prompt, prompt_token_ids=group.prompt_token_ids,
+                             prompt_logprobs=None,
+                             outputs=[self._completion(i, m) for i, m in enumerate(group.members)],
+                             finished=finished, num_cached_tokens=max(first.num_cached_tokens, 0),
+                             pagedlab_metrics=metrics)
+
+    def get_metrics(self) -> List[Metric]:
+        """vLLM's metric objects (``Counter`` / ``Gauge`` / ``Histogram``) for this engine, as
+        ``vllm.LLM.get_metrics()`` (vLLM main, 2026-12-01) returns them.
+
+        Raises:
+            ConfigError: the engine was built with ``log_stats=False`` (vLLM: ``disable_log_stats=True``,
+                the default of ``LLM``; vLLM asserts there).
+        """
+        if not self.log_stats:
+            raise ConfigError("get_metrics() needs stat logging: create the LLM with disable_log_stats=False "
+                              "(as in vLLM, whose LLM disables it by default)")
+        return self.stats.snapshot({"model_name": self.model_name, "engine": "0"},
+                                   running=len(self.scheduler.running),
+                                   waiting=len(self.scheduler.waiting) + len(self.scheduler.swapped),
+                                   kv_usage=self.kv_cache_manager.usage)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix block (as vLLM). Returns False and changes nothing while any
+        request holds blocks."""
+        return self.kv_cache_manager.reset_prefix_cache()
 
     def _on_finished(self, req: Request, now: float) -> Optional[RequestOutput]:
         req.finished_time = now
@@ -491,14 +608,9 @@ class LLMEngine:
         if len(group.finished_members) < len(group.members):
             return None
         del self._groups[group.request_id]
+        out = self._request_output(group, finished=True, now=now)
         for m in group.members:
             self._gens.pop(m.request_id, None)
-        first = group.members[0]
-        metrics = RequestMetrics(arrival_time=group.arrival_time, first_scheduled_time=first.first_scheduled_time,
-                                 first_token_time=first.first_token_time,
-                                 last_token_time=first.token_times[-1] if first.token_times else None,
-                                 finished_time=now, num_preemptions=sum(m.num_preemptions for m in group.members),
-                                 token_times=list(first.token_times))
-        return RequestOutput(request_id=group.request_id, prompt=group.prompt, prompt_token_ids=group.prompt_token_ids,
-                             outputs=[self._completion(i, m) for i, m in enumerate(group.members)],
-                             finished=True, metrics=metrics, num_cached_tokens=max(first.num_cached_tokens, 0))
+            self._logprobs.pop(m.request_id, None)
+        self.stats.on_finished(group.members[0].get_finished_reason() or "abort", now - group.arrival_time)
+        return out

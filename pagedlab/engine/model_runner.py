@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from pagedlab.model.attention import AttentionMetadata
-from pagedlab.model.sampler import sample
+from pagedlab.model.sampler import TokenLogprobs, sample, top_logprobs
 from pagedlab.sched.scheduler import ScheduledRequest, SchedulerOutput
 
 
@@ -41,6 +41,7 @@ class ModelRunner:
         self.cpu_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
             (torch.zeros(cpu_shape, dtype=dtype), torch.zeros(cpu_shape, dtype=dtype))
             for _ in range(cfg.num_hidden_layers)] if num_cpu_blocks else []
+        self.last_logprobs: Dict[str, List[TokenLogprobs]] = {}
 
     # --- moving blocks -------------------------------------------------------------------------
     @staticmethod
@@ -121,13 +122,16 @@ class ModelRunner:
                 parents sample all their first tokens from one row); default 1.
             generators: request id -> its seeded generator, or None.
         Returns:
-            request id -> sampled token ids, for requests whose chunk reached the end.
+            request id -> sampled token ids, for requests whose chunk reached the end. The
+            top log-probabilities of rows whose ``SamplingParams.logprobs`` is set are left in
+            ``self.last_logprobs`` (request id -> one ``TokenLogprobs`` per sampled token).
         """
+        self.last_logprobs = {}
         samplers, logits = self.forward(out, block_ids)
         if not samplers:
             return {}
         # One row per sampling request; an n>1 parent's row is repeated once per completion.
-        rows, params, gens, owners = [], [], [], []
+        rows, params, gens, owners, reqs = [], [], [], [], []
         for row, s in enumerate(samplers):
             rid = s.request.request_id
             k = (extra_samples or {}).get(rid, 1)
@@ -137,8 +141,12 @@ class ModelRunner:
                 params.append(s.request.sampling_params)
                 gens.append(g[j] if isinstance(g, list) else g)
                 owners.append(rid)
-        tokens = sample(logits[torch.tensor(rows)], params, gens)
+                reqs.append(s.request)
+        row_logits = logits[torch.tensor(rows)]
+        tokens = sample(row_logits, params, gens, reqs)
         result: Dict[str, List[int]] = {}
-        for rid, t in zip(owners, tokens):
+        for i, (rid, t) in enumerate(zip(owners, tokens)):
             result.setdefault(rid, []).append(t)
+            if params[i].logprobs is not None:
+                self.last_logprobs.setdefault(rid, []).append(top_logprobs(row_logits[i], t, params[i].logprobs))
         return result

@@ -10,6 +10,7 @@ def run_engine(prompts, max_tokens=MAX_NEW, n=1, **engine_kwargs):
     Returns ``(llm, outputs)``.
     """
     from pagedlab import LLM, SamplingParams
+    engine_kwargs.setdefault("enable_prefix_caching", False)     # LLM's default is True, as vLLM v1
     llm = LLM(**engine_kwargs)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                         SamplingParams(temperature=0, max_tokens=max_tokens, n=n))

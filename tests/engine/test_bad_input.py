@@ -16,7 +16,7 @@ def _serve_one(engine, prompt=(1, 9690, 198, 2683)):
     engine.add_request(None, {"prompt_token_ids": list(prompt)}, SamplingParams(temperature=0, max_tokens=3))
     outs = []
     while engine.has_unfinished_requests():
-        outs += engine.step()
+        outs += [o for o in engine.step() if o.finished]
     assert len(outs) == 1 and len(outs[0].outputs[0].token_ids) == 3
     assert engine.kv_cache_manager.num_free_blocks == 64
 
@@ -57,7 +57,7 @@ def test_request_larger_than_the_pool_is_rejected_not_spinning():
     small.add_request(None, {"prompt_token_ids": [5] * 100}, SamplingParams(max_tokens=20, ignore_eos=True))
     outs = []
     while small.has_unfinished_requests():
-        outs += small.step()
+        outs += [o for o in small.step() if o.finished]
     assert len(outs[0].outputs[0].token_ids) == 20
 
 

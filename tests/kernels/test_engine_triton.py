@@ -27,7 +27,7 @@ def run(backend, prompts, **kw):
         eng.add_request(str(i), {"prompt_token_ids": p}, SamplingParams(temperature=0, max_tokens=5, ignore_eos=True))
     outs = []
     while eng.has_unfinished_requests():
-        outs += eng.step()
+        outs += [o for o in eng.step() if o.finished]
     stats = eng.step_stats
     return {o.request_id: o.outputs[0].token_ids for o in outs}, stats
 

@@ -1,0 +1,4 @@
+"""Asks for a model pagedlab does not serve."""
+from vllm import LLM
+
+LLM(model="facebook/opt-125m")
