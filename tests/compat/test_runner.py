@@ -126,17 +126,79 @@ def test_provided_modules_import_under_the_runner(tmp_path, capsys):
 
 
 UPSTREAM = ["basic/basic.py", "basic/chat.py", "basic/generate.py", "automatic_prefix_caching.py"]
+GREEDY_ARGS = ["--max-tokens", "8", "--temperature", "0", "--num-gpu-blocks-override", "256"]
 
 
-@pytest.mark.parametrize("name", UPSTREAM)
-def test_vllm_upstream_example(name, capsys):
-    """vLLM's own examples, when stored under tests/compat/vllm_examples/ (see its README)."""
+@pytest.fixture
+def recorded_calls(monkeypatch):
+    """Every ``LLM.generate`` / ``LLM.chat`` call a script makes: (method, args, kwargs, outputs, llm)."""
+    from pagedlab.engine.llm import LLM
+
+    calls: list[tuple[str, tuple, dict, list, object]] = []
+    for name in ("generate", "chat"):
+        original = getattr(LLM, name)
+
+        def wrapper(self, *args, _name=name, _original=original, **kwargs):
+            outs = _original(self, *args, **kwargs)
+            calls.append((_name, args, kwargs, outs, self))
+            return outs
+
+        monkeypatch.setattr(LLM, name, wrapper)
+    return calls
+
+
+def _run_upstream(name: str, capsys, *args: str) -> str:
     path = EXAMPLES / name
-    if not path.exists():
-        pytest.skip(f"vLLM's {name} is not stored in this repository (tests/compat/vllm_examples/README.md)")
-    args = ["--max-tokens", "8"] if name in ("basic/chat.py", "basic/generate.py") else []
+    assert path.exists(), f"vLLM's {name} must be stored under tests/compat/vllm_examples/ (see its README)"
     rc = cli.main(["run-vllm", "--model-override", "*", str(path), *args])
     out, err = capsys.readouterr()
     assert rc == 0, err
-    assert "Generated text:" in out or "Output:" in out
     _assert_clean()
+    return out
+
+
+def test_vllm_upstream_basic(capsys, recorded_calls):
+    """basic.py samples (temperature 0.8): four prompts, four non-empty completions, printed as vLLM prints."""
+    out = _run_upstream("basic/basic.py", capsys)
+    [(method, _, _, outs, _)] = [c for c in recorded_calls if c[0] == "generate"]
+    assert [o.prompt for o in outs] == ["Hello, my name is", "The president of the United States is",
+                                        "The capital of France is", "The future of AI is"]
+    assert all(o.outputs[0].token_ids for o in outs)
+    assert out.count("Output:") == 4
+
+
+def test_vllm_upstream_generate_is_greedy_equal_to_the_kit(capsys, recorded_calls, small_llm):
+    from pagedlab import SamplingParams
+    out = _run_upstream("basic/generate.py", capsys, *GREEDY_ARGS)
+    [(_, args, _, outs, _)] = [c for c in recorded_calls if c[0] == "generate"][:1]
+    prompts = [o.prompt for o in outs]
+    assert len(prompts) == 4 and out.count("Generated text:") == 4
+    mine = small_llm.generate(prompts, SamplingParams(temperature=0, max_tokens=8))
+    assert [o.outputs[0].token_ids for o in outs] == [o.outputs[0].token_ids for o in mine]
+
+
+def test_vllm_upstream_chat_is_greedy_equal_to_the_kit(capsys, recorded_calls, small_llm):
+    from pagedlab import SamplingParams
+    out = _run_upstream("basic/chat.py", capsys, *GREEDY_ARGS)
+    chats = [c for c in recorded_calls if c[0] == "chat"]
+    assert [len(c[3]) for c in chats] == [1, 10]
+    conversation = chats[0][1][0]
+    mine = small_llm.chat(conversation, SamplingParams(temperature=0, max_tokens=8))[0]
+    assert chats[0][3][0].outputs[0].token_ids == mine.outputs[0].token_ids
+    assert all(o.outputs[0].token_ids == mine.outputs[0].token_ids for o in chats[1][3])   # the batch: same answer
+    assert out.count("Generated text:") == 11
+
+
+def test_vllm_upstream_prefix_caching_hits_on_the_second_query(capsys, recorded_calls):
+    out = _run_upstream("automatic_prefix_caching.py", capsys)
+    first, second = [c[3][0] for c in recorded_calls if c[0] == "generate"]
+    assert first.num_cached_tokens == 0
+    # The shared markdown table is cached: all of its full blocks hit, the differing question does not.
+    block_size = recorded_calls[0][4].llm_engine.cache_config.block_size
+    shared = 0
+    for a, b in zip(first.prompt_token_ids, second.prompt_token_ids):
+        if a != b:
+            break
+        shared += 1
+    assert second.num_cached_tokens == shared // block_size * block_size > 0
+    assert out.count("Generation time:") == 2
