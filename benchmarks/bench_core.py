@@ -6,6 +6,8 @@
 3. Prefix-cache hit rate on the Mooncake FAST'25 traces, hash chain vs radix tree, for a few pool
    sizes, against the unbounded-cache ceilings (0.366 conversation, 0.64 synthetic).
 4. Copy-on-write savings for parallel sampling n = 2..8 and beam search widths 2..6.
+5. Radix eviction cost: the whole Mooncake replay on a 65,536-block pool, where most allocations
+   evict (``--eviction`` runs only this part and prints it).
 
 Writes ``benchmarks/results/core.json`` and ``benchmarks/results/core.md``.
 """
@@ -144,6 +146,28 @@ def bench_hit_rates(pool_sizes, limit):
     return rows
 
 
+# Issue 14, measured with ``python benchmarks/bench_core.py --eviction`` on the 2-core course
+# machine: before = commit 8af7269, where every ``evict`` call walked the whole tree and heapified
+# all its leaves (the earlier full run under load took 25.16 s on the conversation trace).
+EVICTION_BEFORE_S = {"conversation": 4.08, "synthetic": 0.32}
+
+
+def bench_eviction(num_blocks: int = 65536) -> list[dict[str, object]]:
+    """Time the radix replay of each Mooncake trace on ``num_blocks`` blocks (best of 3)."""
+    rows = []
+    for name in TRACES:
+        trace = _load(name)
+        times, rate = [], 0.0
+        for _ in range(3):
+            t0 = time.perf_counter()
+            rate = replay_hit_rate(trace, num_blocks, "radix")
+            times.append(time.perf_counter() - t0)
+        rows.append({"trace": name, "num_blocks": num_blocks, "radix_hit_rate": round(rate, 4),
+                     "before_s": EVICTION_BEFORE_S[name], "after_s": round(min(times), 2)})
+        print("eviction", rows[-1], flush=True)
+    return rows
+
+
 def bench_sharing():
     par = [{"n": n, **{k: round(v, 4) for k, v in parallel_sampling_savings(n, 161, 338, 16).items()}}
            for n in range(2, 9)]
@@ -161,7 +185,11 @@ def _table(rows, cols):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
+    ap.add_argument("--eviction", action="store_true", help="only the radix eviction benchmark (printed)")
     args = ap.parse_args()
+    if args.eviction:
+        bench_eviction()
+        return
     t0 = time.time()
     q = args.quick
     res = {"python": platform.python_version(), "machine": platform.machine()}
@@ -169,6 +197,7 @@ def main():
     res["radix"] = bench_radix([16, 64, 256] if q else [16, 64, 256, 1024, 4096], [1, 16], 100 if q else 300)
     res["hit_rate"] = bench_hit_rates([256, 1024] if q else [1024, 4096, 16384, 65536], 500 if q else None)
     res["parallel_sampling"], res["beam_search"] = bench_sharing()
+    res["eviction"] = bench_eviction()
     res["wall_s"] = round(time.time() - t0, 1)
     out_dir = os.path.join(ROOT, "benchmarks", "results")
     os.makedirs(out_dir, exist_ok=True)
@@ -187,7 +216,12 @@ def main():
           _table(res["parallel_sampling"], ["n", "blocks_with_sharing", "blocks_without_sharing", "saving",
                                             "cow_copies"]),
           "", _table(res["beam_search"], ["beam_width", "blocks_with_sharing", "blocks_without_sharing",
-                                          "saving", "cow_copies"]), ""]
+                                          "saving", "cow_copies"]),
+          "", "## Radix eviction: whole Mooncake replay on 65,536 blocks (s, best of 3)", "",
+          "Before: every `evict` walked the tree and heapified all leaves. After: an evictable-leaf set",
+          "and a persistent LRU heap kept up to date (O(log n) per evicted node). Command:",
+          "`python benchmarks/bench_core.py --eviction`.", "",
+          _table(res["eviction"], ["trace", "num_blocks", "radix_hit_rate", "before_s", "after_s"]), ""]
     with open(os.path.join(out_dir, "core.md"), "w") as f:
         f.write("\n".join(md))
     print(f"wrote benchmarks/results/core.json and core.md in {res['wall_s']} s")

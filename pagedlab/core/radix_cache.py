@@ -16,6 +16,14 @@ node and every ancestor up to the root. ``evict`` frees least-recently-used unlo
 first, and pushes a parent onto the heap once it becomes a leaf, so shared ancestors outlive
 the branches below them.
 
+Eviction cost: the set of evictable leaves (unlocked, childless, not the root) is kept up to
+date by every operation that can change it (insert, match, lock, unlock, evict), as SGLang
+0.5.23's ``evictable_leaves`` (0.4.6 collected the leaves by walking the whole tree on every
+``evict``). SGLang 0.5.23 still heapifies that set on every call; here a persistent heap keyed by
+``(last_access_time, id)`` sits beside it: an entry whose node left the set or was re-stamped is
+stale and skipped when popped, and the heap is rebuilt once stale entries outnumber live ones.
+Evicting one node is therefore O(log n) amortised, whatever the size of the tree.
+
 Paging: with ``page_size = P > 1`` keys are matched and inserted a whole page at a time (lengths
 are truncated to a multiple of P) and children are keyed by the tuple of their first page, so
 every node boundary, hence every split, falls on a page boundary.
@@ -45,12 +53,11 @@ class TreeNode:
         value: KV slot ids of those tokens, ``len(value) == len(key)``.
         lock_ref: number of locks covering this node; > 0 means it cannot be evicted.
         last_access_time: logical clock of the last match/insert through this node (LRU).
-        hit_count: times a match walked through this node.
         extra_key: namespace of the node (None for the default namespace).
     """
 
     __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time",
-                 "hit_count", "extra_key")
+                 "extra_key")
 
     def __init__(self, parent: Optional["TreeNode"] = None, key: Optional[List[int]] = None,
                  value: Optional[List[int]] = None, extra_key: Optional[Hashable] = None,
@@ -62,7 +69,6 @@ class TreeNode:
         self.value: List[int] = value if value is not None else []
         self.lock_ref = 0
         self.last_access_time = now
-        self.hit_count = 0
         self.extra_key = extra_key
 
     def __lt__(self, other: "TreeNode") -> bool:
@@ -97,6 +103,10 @@ class RadixCache:
         self.root_node.lock_ref = 1
         self.evictable_size_ = 0
         self.protected_size_ = 0
+        # Unlocked leaves other than the root, and an LRU heap over them that may hold stale
+        # entries (see the module docstring): ``(last_access_time, id, node)``.
+        self._evictable_leaves: set[TreeNode] = set()
+        self._evict_heap: list[tuple[int, int, TreeNode]] = []
 
     # --- keys ---------------------------------------------------------------------------
     def _tick(self) -> int:
@@ -143,12 +153,13 @@ class RadixCache:
         node = self.root_node
         node.last_access_time = now
         value: List[int] = []
+        stamped: List[TreeNode] = []
         while key:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
                 break
             child.last_access_time = now
-            child.hit_count += 1
+            stamped.append(child)
             n = self._key_match(child.key, key)
             if n < len(child.key):
                 node = self._split_node(child, n)
@@ -157,6 +168,8 @@ class RadixCache:
             value.extend(child.value)
             node = child
             key = key[n:]
+        for x in stamped:  # a re-stamped leaf needs a fresh heap entry
+            self._refresh_leaf(x)
         return value, node
 
     def insert(self, key: Sequence[int], value: Optional[Sequence[int]] = None,
@@ -178,11 +191,13 @@ class RadixCache:
         node = self.root_node
         node.last_access_time = now
         total = 0
+        stamped: List[TreeNode] = []
         while key:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
                 break
             child.last_access_time = now
+            stamped.append(child)
             n = self._key_match(child.key, key)
             total += n
             key, value = key[n:], value[n:]
@@ -191,6 +206,9 @@ class RadixCache:
             leaf = TreeNode(node, key, value, extra_key, now)
             node.children[self._child_key(key, extra_key)] = leaf
             self.evictable_size_ += len(key)
+            stamped.append(leaf)
+        for x in stamped:  # the new leaf joins the set; its parent, if it was a leaf, leaves it
+            self._refresh_leaf(x)
         return total
 
     def _split_node(self, child: TreeNode, split_len: int) -> TreeNode:
@@ -203,7 +221,6 @@ class RadixCache:
         new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key,
                        child.last_access_time)
         new.lock_ref = child.lock_ref
-        new.hit_count = child.hit_count
         child.key, child.value = child.key[split_len:], child.value[split_len:]
         child.parent = new
         new.children[self._child_key(child.key, child.extra_key)] = child
@@ -213,7 +230,7 @@ class RadixCache:
     # --- locks --------------------------------------------------------------------------
     def inc_lock_ref(self, node: TreeNode) -> int:
         """Lock ``node`` and its ancestors; return the change of ``evictable_size_`` (<= 0)."""
-        delta = 0
+        delta, start = 0, node
         while node is not self.root_node:
             if node.lock_ref == 0:
                 self.evictable_size_ -= len(node.key)
@@ -221,6 +238,7 @@ class RadixCache:
                 delta -= len(node.key)
             node.lock_ref += 1
             node = node.parent
+        self._refresh_leaf(start)  # only the start of a lock path can be a leaf
         return delta
 
     def dec_lock_ref(self, node: TreeNode) -> int:
@@ -234,7 +252,7 @@ class RadixCache:
             if walk.lock_ref <= 0:
                 raise ValueError(f"dec_lock_ref on unlocked node {walk!r}")
             walk = walk.parent
-        delta = 0
+        delta, start = 0, node
         while node is not self.root_node:
             if node.lock_ref == 1:
                 self.evictable_size_ += len(node.key)
@@ -242,6 +260,7 @@ class RadixCache:
                 delta += len(node.key)
             node.lock_ref -= 1
             node = node.parent
+        self._refresh_leaf(start)
         return delta
 
     # --- eviction -----------------------------------------------------------------------
@@ -255,35 +274,54 @@ class RadixCache:
         Returns:
             Tokens actually evicted.
         """
-        heap = [n for n in self._collect_leaves() if n.lock_ref == 0]
-        heapq.heapify(heap)
         evicted = 0
-        while evicted < num_tokens and heap:
-            x = heapq.heappop(heap)
-            if x is self.root_node or x.lock_ref > 0:
-                continue
+        while evicted < num_tokens and self._evictable_leaves:
+            x = self._pop_lru_leaf()
             evict_callback(x.value)
             evicted += len(x.key)
             self._delete_leaf(x)
-            parent = x.parent
-            if not parent.children and parent is not self.root_node and parent.lock_ref == 0:
-                heapq.heappush(heap, parent)  # the parent just became a leaf
+            self._refresh_leaf(x.parent)  # the parent may just have become a leaf
         return evicted
+
+    def _is_evictable_leaf(self, node: TreeNode) -> bool:
+        return not node.children and node.lock_ref == 0 and node is not self.root_node
+
+    def _refresh_leaf(self, node: TreeNode) -> None:
+        """Bring ``node``'s membership of the evictable-leaf set (and its heap entry) up to date.
+
+        Called after any change of the node's children, lock or ``last_access_time``.
+        """
+        if not self._is_evictable_leaf(node):
+            self._evictable_leaves.discard(node)
+            return
+        self._evictable_leaves.add(node)
+        heapq.heappush(self._evict_heap, (node.last_access_time, node.id, node))
+        if len(self._evict_heap) > 2 * len(self._evictable_leaves) + 64:
+            # Too many stale entries: rebuild from the live set (amortised O(1) per push).
+            self._evict_heap = [(n.last_access_time, n.id, n) for n in self._evictable_leaves]
+            heapq.heapify(self._evict_heap)
+
+    def _pop_lru_leaf(self) -> TreeNode:
+        """Pop the least recently used evictable leaf, skipping stale heap entries.
+
+        Every member of the set has an entry carrying its current ``last_access_time``
+        (``_refresh_leaf`` pushes one whenever membership or the stamp changes), so this
+        terminates while the set is non-empty.
+        """
+        while True:
+            stamp, _, node = heapq.heappop(self._evict_heap)
+            if node in self._evictable_leaves and node.last_access_time == stamp:
+                return node
 
     def _delete_leaf(self, node: TreeNode) -> None:
         parent = node.parent
         del parent.children[self._child_key(node.key, node.extra_key)]
         self.evictable_size_ -= len(node.key)
+        self._evictable_leaves.discard(node)
 
-    def _collect_leaves(self) -> List[TreeNode]:
-        leaves, stack = [], [self.root_node]
-        while stack:
-            node = stack.pop()
-            if node.children:
-                stack.extend(node.children.values())
-            elif node is not self.root_node:
-                leaves.append(node)
-        return leaves
+    def evictable_leaves(self) -> list[TreeNode]:
+        """The unlocked leaves ``evict`` may take, LRU first (O(k log k); for checks and labs)."""
+        return sorted(self._evictable_leaves)
 
     # --- accounting ---------------------------------------------------------------------
     def evictable_size(self) -> int:
