@@ -207,7 +207,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         req_blocks = self.req_to_blocks.setdefault(rid, req_blocks)
         req_blocks.extend(hits)
         if self.use_radix and hits:
-            self._radix_on_hit(request, radix_lock, len(hits))
+            self._radix_on_hit(request, radix_lock)
         for i in cow_idx:
             self._copy_on_write(request, req_blocks, i)
         new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=rid)

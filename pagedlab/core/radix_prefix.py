@@ -33,9 +33,8 @@ class RadixPrefixMixin:
 
     def _init_radix(self) -> None:
         self.radix_cache: Optional[RadixCache] = RadixCache(self.block_size) if self.use_radix else None
-        # Deepest locked node per running request, and how many table blocks came from the tree.
+        # Deepest locked node per running request.
         self._radix_node: Dict[str, TreeNode] = {}
-        self._radix_matched: Dict[str, int] = {}
         self._tree_block_ids: Set[int] = set()
 
     def _radix_extra_key(self, request: "Request") -> Any:
@@ -62,9 +61,8 @@ class RadixPrefixMixin:
     def _radix_unlock(self, node: TreeNode) -> None:
         self.radix_cache.dec_lock_ref(node)
 
-    def _radix_on_hit(self, request: "Request", node: TreeNode, num_blocks: int) -> None:
+    def _radix_on_hit(self, request: "Request", node: TreeNode) -> None:
         self._radix_node[request.request_id] = node
-        self._radix_matched[request.request_id] = num_blocks
 
     def _num_evictable_blocks(self) -> int:
         if not self.use_radix:
@@ -96,7 +94,6 @@ class RadixPrefixMixin:
         """
         rid, bs = request.request_id, self.block_size
         node = self._radix_node.pop(rid, None)
-        self._radix_matched.pop(rid, None)
         ids = [b.block_id for b in table]
         n_full = min(request.num_computed_tokens, request.num_tokens, len(table) * bs) // bs
         k = 0
@@ -120,7 +117,6 @@ class RadixPrefixMixin:
     def _radix_forget(self, request_id: str) -> None:
         """Release a request's lock without inserting anything (swap-out, or nothing held)."""
         node = self._radix_node.pop(request_id, None)
-        self._radix_matched.pop(request_id, None)
         if node is not None:
             self.radix_cache.dec_lock_ref(node)
 
@@ -130,7 +126,6 @@ class RadixPrefixMixin:
         if node is not None:
             self.radix_cache.inc_lock_ref(node)
             self._radix_node[child_id] = node
-            self._radix_matched[child_id] = self._radix_matched[parent_id]
 
     def _radix_owned_block_ids(self) -> List[int]:
         return sorted(self._tree_block_ids)

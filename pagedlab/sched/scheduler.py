@@ -164,11 +164,14 @@ class Scheduler:
             self.tracer.record(kind, **data)
 
     # --- the step ----------------------------------------------------------------------------
-    def _clip(self, n: int, budget: int) -> int:
+    def _cap_long_prefill(self, n: int) -> int:
+        """``n`` capped by ``long_prefill_token_threshold`` when it is set (> 0)."""
         t = self.config.long_prefill_token_threshold
-        if t > 0:
-            n = min(n, t)
-        return min(n, budget)
+        return t if 0 < t < n else n
+
+    def _clip(self, n: int, budget: int) -> int:
+        """Tokens to schedule of a gap of ``n``: the long-prefill cap first, then the budget."""
+        return min(self._cap_long_prefill(n), budget)
 
     def _pick_victim(self) -> Request:
         if self.config.policy == "priority":
@@ -273,9 +276,12 @@ class Scheduler:
         hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
         n = req.num_tokens - num_hit
         if budget is not None:
+            # vLLM 0.11 ``Scheduler.schedule``: cap by the threshold *before* the "does the
+            # unchunked prefill fit the budget" check, then clip to the budget.
+            n = self._cap_long_prefill(n)
             if not self.config.enable_chunked_prefill and n > budget:
                 return None
-            n = self._clip(n, budget)
+            n = min(n, budget)
         if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
             return None
         self.waiting.pop_request()

@@ -180,3 +180,18 @@ def test_nothing_is_admitted_in_a_step_that_preempted_even_if_it_would_fit():
     assert "c" not in out.num_scheduled_tokens, "c was admitted in the step that preempted b"
     assert s.waiting.peek_request().request_id == "c" and kv.num_free_blocks >= 1
     assert "c" in step(s).num_scheduled_tokens, "c is admitted in the next step"
+
+
+def test_without_chunked_prefill_the_threshold_applies_before_the_fit_check():
+    # vLLM 0.11: n = min(gap, threshold) first; only an n above the budget is refused. A 12-token
+    # prompt with threshold 5 fits a budget of 8 as a 5-token chunk; a 9-token gap capped to 9 would not.
+    s, kv = make(max_num_batched_tokens=8, long_prefill_token_threshold=5, enable_chunked_prefill=False)
+    s.add_request(req("a", 12))
+    out = s.schedule()
+    assert [(x.request.request_id, x.start, x.num_tokens) for x in out.scheduled] == [("a", 0, 5)]
+    assert s.requests["a"].num_computed_tokens == 5 and s.requests["a"].status == RequestStatus.RUNNING
+    assert len(s.waiting) == 0 and kv.get_block_ids("a") != []
+    s2, kv2 = make(max_num_batched_tokens=8, long_prefill_token_threshold=10, enable_chunked_prefill=False)
+    s2.add_request(req("b", 12))
+    before = kv2.num_free_blocks
+    assert s2.schedule().scheduled == [] and len(s2.waiting) == 1 and kv2.num_free_blocks == before
