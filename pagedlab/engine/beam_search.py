@@ -135,9 +135,7 @@ def beam_search(engine, prompt_token_ids: List[int], params: BeamSearchParams) -
             child = engine._make_request(f"beam{next_id}", parent.prompt_token_ids, parent.sampling_params, 0.0)
             next_id += 1
             child.append_output_token_ids(list(parent.output_token_ids))
-            child.num_computed_tokens = parent.num_computed_tokens
-            kv.fork(parent, child)
-            sched.add_running_request(child)
+            sched.fork_request(parent, child)
             assignments.append((child, score, tok))
         dropped = [r for r in list(sched.running) if r.request_id not in used
                    and r.request_id not in {a[0].request_id for a in assignments}]

@@ -141,7 +141,10 @@ class LLMEngine:
         self.model_runner = ModelRunner(net.to(device), block_size, num_gpu_blocks, num_cpu_blocks,
                                         attention_backend=attention_backend, device=device)
         self.generator = torch.Generator().manual_seed(seed)
+        # Output groups by the caller's request id, and by the id of each member Request (fork
+        # children included): groups are tracked structurally, request ids are never parsed.
         self._groups: Dict[str, _Group] = {}
+        self._member_group: Dict[str, _Group] = {}
         self._gens: Dict[str, object] = {}
         self._ids = itertools.count()
         self.step_stats: List[StepStats] = []
@@ -210,12 +213,24 @@ class LLMEngine:
         text, ids = self._tokenize(prompt)
         self.validate_request(ids, params)
         now = time.perf_counter() if arrival_time is None else arrival_time
-        req = self._make_request(request_id, ids, params, now, priority, cache_salt)
+        # Any string is a valid id; only when a live request (e.g. a fork child) already uses it
+        # does the internal Request get a fresh one. Outputs always carry the caller's id.
+        req = self._make_request(self._fresh_request_id(request_id), ids, params, now, priority, cache_salt)
         if params.seed is not None:
-            self._gens[request_id] = [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
-        self._groups[request_id] = _Group(request_id, text, ids, params.n, now, [req])
+            self._gens[req.request_id] = [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
+        group = _Group(request_id, text, ids, params.n, now, [req])
+        self._groups[request_id] = group
+        self._member_group[req.request_id] = group
         self.scheduler.add_request(req)
         return request_id
+
+    def _fresh_request_id(self, wanted: str) -> str:
+        """``wanted`` if no live Request uses it, else ``wanted#k`` for the smallest free k >= 1."""
+        rid, k = wanted, 0
+        while rid in self._member_group or rid in self.scheduler.requests:
+            k += 1
+            rid = f"{wanted}#{k}"
+        return rid
 
     def _make_request(self, rid, ids, params, arrival, priority=0, cache_salt=None) -> Request:
         return Request(rid, ids, params, arrival_time=arrival, priority=priority, eos_token_id=self.eos_token_id,
@@ -249,7 +264,7 @@ class LLMEngine:
         extra, gens = {}, {}
         for s in out.scheduled:
             rid = s.request.request_id
-            g = self._groups.get(rid)
+            g = self._member_group.get(rid)
             first = g is not None and s.samples and s.request.num_output_tokens == 0 and len(g.members) == 1
             if first and g.n > 1:
                 extra[rid] = g.n
@@ -293,17 +308,17 @@ class LLMEngine:
     def _fork(self, parent_id: str, toks: List[int], sampled: Dict[str, List[int]]) -> None:
         """Create completions 1..n-1 sharing the parent's blocks copy-on-write (vLLM v0 fork)."""
         parent = self.scheduler.requests[parent_id]
-        group = self._groups[parent_id]
+        group = self._member_group[parent_id]
         gens = self._gens.get(parent_id)
         for i, tok in enumerate(toks[1:], start=1):
-            child = self._make_request(f"{parent_id}#{i}", parent.prompt_token_ids, parent.sampling_params,
-                                       parent.arrival_time, parent.priority, parent.cache_salt)
-            child.num_computed_tokens = parent.num_computed_tokens
+            child = self._make_request(self._fresh_request_id(f"{group.request_id}#{i}"), parent.prompt_token_ids,
+                                       parent.sampling_params, parent.arrival_time, parent.priority,
+                                       parent.cache_salt)
             child.num_cached_tokens = parent.num_cached_tokens
             child.first_scheduled_time = parent.first_scheduled_time
-            self.kv_cache_manager.fork(parent, child)
-            self.scheduler.add_running_request(child)
+            self.scheduler.fork_request(parent, child)
             group.members.append(child)
+            self._member_group[child.request_id] = group
             self._gens[child.request_id] = gens[i] if isinstance(gens, list) else None
             sampled[child.request_id] = [tok]
         sampled[parent_id] = toks[:1]
@@ -325,7 +340,7 @@ class LLMEngine:
         return done
 
     def _group_of(self, req: Request) -> _Group:
-        return self._groups[req.request_id.split("#")[0]]
+        return self._member_group[req.request_id]
 
     def _completion(self, index: int, req: Request) -> CompletionOutput:
         text = (self.tokenizer.decode(req.output_token_ids, skip_special_tokens=True)
@@ -347,6 +362,7 @@ class LLMEngine:
         del self._groups[group.request_id]
         for m in group.members:
             self._gens.pop(m.request_id, None)
+            del self._member_group[m.request_id]
         first = group.members[0]
         metrics = RequestMetrics(arrival_time=group.arrival_time, first_scheduled_time=first.first_scheduled_time,
                                  first_token_time=first.first_token_time,

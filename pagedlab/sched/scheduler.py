@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.errors import InvalidRequestError
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.request_queue import create_request_queue
 
@@ -116,19 +117,43 @@ class Scheduler:
         self.requests: Dict[str, Request] = {}
         self.waiting = create_request_queue(scheduler_config.policy)
         self.running: List[Request] = []
-        self.swapped: deque = deque()
+        self.swapped: deque[Request] = deque()
         self.step_count = 0
+        # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
+        # object shared by the whole group. A request never forked has no entry.
+        self._fork_groups: dict[str, list[Request]] = {}
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
         self.requests[request.request_id] = request
         self.waiting.add_request(request)
 
-    def add_running_request(self, request: Request) -> None:
-        """Admit an already-computed request, e.g. a fork child sharing its parent's blocks."""
-        self.requests[request.request_id] = request
-        request.status = RequestStatus.RUNNING
-        self.running.append(request)
+    def fork_request(self, parent: Request, child: Request) -> None:
+        """Fork running ``parent`` into ``child`` (vLLM v0 ``Scheduler.fork_seq``), admitted as RUNNING.
+
+        The child shares every block of the parent copy-on-write (``KVCacheManager.fork``) and
+        joins its fork group: swap preemption moves a group as a unit, so sharing survives.
+        Groups are tracked structurally; request ids are never parsed.
+
+        Raises:
+            InvalidRequestError: the parent is not running here, or the child's id is in use
+                (nothing changes); see also ``KVCacheManager.fork``.
+        """
+        if self.requests.get(parent.request_id) is not parent or parent.status != RequestStatus.RUNNING:
+            raise InvalidRequestError(f"cannot fork {parent.request_id!r}: it is not a running request")
+        if child.request_id in self.requests:
+            raise InvalidRequestError(f"request id {child.request_id!r} is already in use")
+        self.kv_cache_manager.fork(parent, child)
+        group = self._fork_groups.setdefault(parent.request_id, [parent])
+        group.append(child)
+        self._fork_groups[child.request_id] = group
+        self.requests[child.request_id] = child
+        child.status = RequestStatus.RUNNING
+        self.running.append(child)
+
+    def get_fork_group(self, request: Request) -> list[Request]:
+        """The live members of ``request``'s fork group in fork order (``[request]`` if never forked)."""
+        return list(self._fork_groups.get(request.request_id, [request]))
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.running or len(self.waiting) or self.swapped)
@@ -157,6 +182,9 @@ class Scheduler:
     def _free(self, req: Request) -> None:
         self.kv_cache_manager.free(req)
         del self.requests[req.request_id]
+        group = self._fork_groups.pop(req.request_id, None)
+        if group is not None:
+            group.remove(req)
         self._record("finish", req=req.request_id, reason=req.get_finished_reason())
 
     def _record(self, kind: str, **data) -> None:
@@ -178,24 +206,39 @@ class Scheduler:
             return max(self.running, key=lambda r: (r.priority, r.arrival_time))
         return self.running[-1]
 
-    def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
-        self.running.remove(victim)
-        victim.num_preemptions += 1
-        out.preempted.append(victim.request_id)
+    def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]) -> int:
+        """Preempt ``victim``; return the token budget refunded by unscheduling preempted requests.
+
+        Swap mode moves the victim's whole running fork group to the CPU pool at once (vLLM v0
+        swapped the SequenceGroup), so blocks the siblings share are copied once and stay shared.
+        When the CPU pool cannot take the group, or in recompute mode, only the victim is
+        preempted by recompute: its KV is dropped, its tokens kept, and it is re-queued at the head.
+        """
         kv = self.kv_cache_manager
-        if self.config.preemption_mode == "swap" and kv.can_swap_out([victim]):
+        group = [m for m in self.get_fork_group(victim) if m.status == RequestStatus.RUNNING]
+        swap = self.config.preemption_mode == "swap" and kv.can_swap_out(group)
+        members = group if swap else [victim]
+        refund = 0
+        for m in members:
+            self.running.remove(m)
+            m.num_preemptions += 1
+            out.preempted.append(m.request_id)
+            if m.request_id in scheduled:             # already scheduled this step: refund it
+                refund += scheduled.pop(m.request_id).num_tokens
+        if swap:
             out.add_moves("copy", kv.take_pending_copies())   # copies made before this swap-out
-            out.add_moves("swap_out", kv.swap_out([victim]))
-            victim.status = RequestStatus.SWAPPED
-            self.swapped.append(victim)
-            self._record("preempt", req=victim.request_id, mode="swap")
-            return
-        # Recompute: drop the KV, keep the generated tokens, re-queue at the head.
+            out.add_moves("swap_out", kv.swap_out(members))
+            for m in members:
+                m.status = RequestStatus.SWAPPED
+                self.swapped.append(m)
+                self._record("preempt", req=m.request_id, mode="swap")
+            return refund
         kv.free(victim)
         victim.status = RequestStatus.PREEMPTED
         victim.num_computed_tokens = 0
         self.waiting.prepend_request(victim)
         self._record("preempt", req=victim.request_id, mode="recompute")
+        return refund
 
     def _admits_waiting(self) -> bool:
         """Whether step 3 may admit waiting requests (always, for continuous batching)."""
@@ -224,34 +267,31 @@ class Scheduler:
                 i += 1
                 continue
             while kv.allocate_slots(req, n) is None:
-                victim = self._pick_victim()
-                if victim.request_id in scheduled:      # priority mode: refund its budget
-                    budget += scheduled.pop(victim.request_id).num_tokens
-                self._preempt(victim, out)
-                if victim is req:
-                    break
+                budget += self._preempt(self._pick_victim(), out, scheduled)
+                if req.status != RequestStatus.RUNNING:
+                    break                                 # req itself (or its group) was preempted
             if req.status != RequestStatus.RUNNING:
                 break                                     # it preempted itself: stop here
             scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
             budget -= n
             i = self.running.index(req) + 1
 
-        # 2. Swapped requests come back (vLLM v0), only if nobody was preempted this step.
-        while (not out.preempted and self.swapped and budget > 0
-               and len(self.running) < self.config.max_num_seqs):
-            req = self.swapped[0]
-            if not kv.can_swap_in([req]):
+        # 2. Swapped fork groups come back whole (vLLM v0), only if nobody was preempted this step.
+        while not out.preempted and self.swapped and budget > 0:
+            group = [m for m in self.get_fork_group(self.swapped[0]) if m.status == RequestStatus.SWAPPED]
+            if len(self.running) + len(group) > self.config.max_num_seqs or not kv.can_swap_in(group):
                 break
-            self.swapped.popleft()
             out.add_moves("copy", kv.take_pending_copies())
-            out.add_moves("swap_in", kv.swap_in([req]))
-            req.status = RequestStatus.RUNNING
-            self.running.append(req)
-            self._record("swap_in_req", req=req.request_id)
-            n = self._clip(req.num_tokens - req.num_computed_tokens, budget)
-            if n > 0 and kv.allocate_slots(req, n) is not None:
-                scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
-                budget -= n
+            out.add_moves("swap_in", kv.swap_in(group))
+            for req in group:
+                self.swapped.remove(req)
+                req.status = RequestStatus.RUNNING
+                self.running.append(req)
+                self._record("swap_in_req", req=req.request_id)
+                n = self._clip(req.num_tokens - req.num_computed_tokens, budget)
+                if n > 0 and kv.allocate_slots(req, n) is not None:
+                    scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
+                    budget -= n
 
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
         while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting) and budget > 0

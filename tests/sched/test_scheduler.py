@@ -10,6 +10,7 @@ from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import Scheduler
 from pagedlab.sched.static import StaticScheduler
+from pagedlab.errors import InvalidRequestError
 
 
 def make(num_blocks=64, bs=4, cpu=0, cls=Scheduler, **sched):
@@ -195,3 +196,79 @@ def test_without_chunked_prefill_the_threshold_applies_before_the_fit_check():
     s2.add_request(req("b", 12))
     before = kv2.num_free_blocks
     assert s2.schedule().scheduled == [] and len(s2.waiting) == 1 and kv2.num_free_blocks == before
+
+
+def out_of_pool(kv):
+    return kv.num_free_blocks
+
+
+def _fork_group_under_swap_pressure():
+    """x runs; p (10 tokens: 2 full blocks + 2 tokens) is forked into c, the newest running request."""
+    s, kv = make(num_blocks=6, bs=4, cpu=16, preemption_mode="swap", max_num_batched_tokens=64)
+    s.add_request(req("x", 4, max_tokens=20, arrival=0))
+    s.add_request(req("p", 10, max_tokens=4, arrival=1))
+    step(s)                                           # x and p prefilled, each sampled one token
+    p = s.requests["p"]
+    c = Request("c", list(p.prompt_token_ids), p.sampling_params, arrival_time=0)
+    c.append_output_token_ids(list(p.output_token_ids))
+    s.fork_request(p, c)
+    return s, kv, p, c
+
+
+def test_swap_preemption_moves_the_whole_fork_group_and_keeps_sharing():
+    s, kv, p, c = _fork_group_under_swap_pressure()
+    assert s.get_fork_group(c) == [p, c] and s.get_fork_group(p) == [p, c]
+    shared = kv.get_block_ids("p")
+    assert kv.get_block_ids("c") == shared and kv.num_held_blocks() == 4   # 3 shared + x's
+    step(s)                                           # p and c decode (CoW of the last block), x too
+    assert out_of_pool(kv) == 0
+    tables_before = {r: kv.get_block_ids(r) for r in ("p", "c")}
+    held_before = len(set(tables_before["p"]) | set(tables_before["c"]))
+    assert held_before == 4
+    assert tables_before["p"][:2] == tables_before["c"][:2], "the two full blocks are shared"
+    out = None
+    for _ in range(20):                               # the group grows until the pool forces a preemption
+        out = step(s)
+        if out.preempted:
+            break
+    assert sorted(out.preempted) == ["c", "p"], "the whole fork group is swapped out together"
+    assert p.status == c.status == RequestStatus.SWAPPED and sorted(r.request_id for r in s.swapped) == ["c", "p"]
+    assert "x" in out.num_scheduled_tokens and s.requests["x"].status == RequestStatus.RUNNING
+    assert len(out.blocks_to_swap_out) == held_before, "each shared block is moved once"
+    cpu = kv.req_to_cpu_blocks
+    assert [b.block_id for b in cpu["p"][:2]] == [b.block_id for b in cpu["c"][:2]]
+    assert all(b.ref_cnt == 2 for b in cpu["p"][:2])
+    while True:                                       # x finishes, then the group comes back whole
+        out = s.schedule()
+        if out.blocks_to_swap_in:
+            break
+        s.update_from_output(out, {x.request.request_id: 7 for x in out.scheduled if x.samples})
+    assert p.status == c.status == RequestStatus.RUNNING and not s.swapped
+    assert sorted(out.num_scheduled_tokens) == ["c", "p"]
+    assert len(out.blocks_to_swap_in) == held_before
+    tp, tc = kv.get_block_ids("p"), kv.get_block_ids("c")
+    assert tp[:2] == tc[:2] and all(kv.block_pool.blocks[b].ref_cnt == 2 for b in tp[:2])
+    assert len(set(tp[:3]) | set(tc[:3])) == held_before, "2 shared blocks stay 2 after swap out + in"
+    assert p.num_computed_tokens == c.num_computed_tokens
+    s.update_from_output(out, {x.request.request_id: 7 for x in out.scheduled if x.samples})
+    run_to_end(s)
+    assert kv.num_free_blocks == 6 and kv.cpu_block_pool.get_num_free_blocks() == 16
+    assert s._fork_groups == {}
+
+
+def test_any_string_is_a_request_id_and_fork_groups_are_not_parsed_from_ids():
+    s, kv = make(num_blocks=32, bs=4, cpu=32, preemption_mode="swap")
+    s.add_request(req("a#1", 6, max_tokens=3))
+    s.add_request(req("a", 6, max_tokens=3))
+    step(s)
+    a, a1 = s.requests["a"], s.requests["a#1"]
+    child = Request("b", list(a.all_token_ids[:6]), a.sampling_params)
+    child.append_output_token_ids(list(a.output_token_ids))
+    s.fork_request(a, child)
+    assert s.get_fork_group(a) == [a, child] and s.get_fork_group(a1) == [a1]
+    with pytest.raises(InvalidRequestError):
+        s.fork_request(a, Request("a#1", list(a.all_token_ids), a.sampling_params))
+    with pytest.raises(InvalidRequestError):
+        s.fork_request(Request("ghost", [1, 2]), Request("g2", [1, 2]))
+    run_to_end(s)
+    assert kv.num_free_blocks == 32 and not s.requests
