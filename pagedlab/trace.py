@@ -17,7 +17,8 @@ Kinds recorded by ``pagedlab.core`` (fields besides ``step`` and ``kind``):
                       adopted by the radix tree (``owner="radix"``, ``from_owner`` = request handing over)
 ``evict``             ``block_ids`` whose cached content was dropped, ``cache`` = ``"hash"`` (lazy, when
                       the block is reused) or ``"radix"`` (the tree let go of a leaf)
-``cache_hit``         ``request_id``, ``block_ids``, ``num_tokens`` (lookup result; changes no state)
+``cache_hit``         ``request_id``, ``block_ids``, ``num_tokens``, ``preempted``: the prefix hit of a request
+                      just admitted (once per admission, not per lookup; changes no state)
 ``fork``              ``parent``, ``child``, ``block_ids`` (one ref added per distinct block)
 ``cow_copy``          ``request_id``, ``src``, ``dst`` (the engine copies KV src -> dst before the forward)
 ``swap_out``          ``request_ids``, ``mapping`` ``[[gpu, cpu], ...]``, ``cpu_blocks`` (see snapshots)

@@ -35,14 +35,23 @@ def cdiv(a: int, b: int) -> int:
 
 @dataclass
 class PrefixCacheStats:
-    """Prefix-cache lookups since the last reset, in tokens (as vLLM ``PrefixCacheStats``)."""
+    """Prefix-cache results of the requests admitted since the last reset, in tokens.
+
+    As vLLM's ``PrefixCacheStats`` (``vllm/v1/metrics/stats.py``, latest): counted once per
+    admission, not per lookup (a request that does not fit is looked up again next step);
+    re-admissions after a recompute preemption are counted apart, in the ``preempted_*`` fields.
+    """
 
     requests: int = 0
     queries: int = 0
     hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
 
     @property
     def hit_rate(self) -> float:
+        """``hits / queries`` of first admissions (0.0 when nothing was queried)."""
         return self.hits / self.queries if self.queries else 0.0
 
 
@@ -107,7 +116,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         """Longest cached prefix of ``request`` (as vLLM v1 ``get_computed_blocks``).
 
         Changes no reference counts (the radix tree may split a node and stamp access times, as
-        SGLang's ``match_prefix``). The hit is block-aligned, stops at the first miss, and covers
+        SGLang's ``match_prefix``) and counts nothing: see ``record_prefix_cache_stats``. The hit is block-aligned, stops at the first miss, and covers
         at most ``num_tokens - 1`` tokens: the last token is always recomputed to get logits
         (if the prompt is an exact multiple of ``block_size`` its whole last block is recomputed).
 
@@ -127,14 +136,30 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
                 hits.append(block)
         else:
             hits, _ = self._radix_match(request, max_blocks * self.block_size)
-        num_tokens = len(hits) * self.block_size
-        self.prefix_cache_stats.requests += 1
-        self.prefix_cache_stats.queries += request.num_tokens
-        self.prefix_cache_stats.hits += num_tokens
+        return hits, len(hits) * self.block_size
+
+    def record_prefix_cache_stats(self, request: Request, hit_blocks: list[KVCacheBlock]) -> None:
+        """Count one admission of ``request`` that hit ``hit_blocks`` (vLLM ``record_prefix_cache_stats``).
+
+        The scheduler calls it once the request is admitted (its ``allocate_slots`` succeeded),
+        so a lookup repeated while the request waits is not counted again. Records a
+        ``cache_hit`` trace event. Does nothing when prefix caching is off.
+        """
+        if not self.enable_caching:
+            return
+        num_tokens = len(hit_blocks) * self.block_size
+        st, preempted = self.prefix_cache_stats, request.num_preemptions > 0
+        if preempted:
+            st.preempted_requests += 1
+            st.preempted_queries += request.num_tokens
+            st.preempted_hits += num_tokens
+        else:
+            st.requests += 1
+            st.queries += request.num_tokens
+            st.hits += num_tokens
         if _active(self.tracer):
-            self.tracer.record("cache_hit", request_id=request.request_id,
-                               block_ids=[b.block_id for b in hits], num_tokens=num_tokens)
-        return hits, num_tokens
+            self.tracer.record("cache_hit", request_id=request.request_id, block_ids=[b.block_id for b in hit_blocks],
+                               num_tokens=num_tokens, preempted=preempted)
 
     def _ensure_hashes(self, request: Request) -> None:
         # A request built without ``block_hasher`` gets its hashes topped up here, so a

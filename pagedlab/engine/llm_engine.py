@@ -20,7 +20,7 @@ from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
-from pagedlab.sched.scheduler import Scheduler
+from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 
 @functools.lru_cache(maxsize=4)
@@ -37,7 +37,14 @@ def load_model_cached(model=None):
 
 @dataclass
 class StepStats:
-    """What one step did (plain data, for tables, plots and widgets)."""
+    """What one step did (plain data, for tables, plots and widgets).
+
+    Queue fields are taken after the step (finished requests gone, fork children included);
+    ``waiting``/``running``/``swapped`` are their lengths. ``prefix_cache_hits`` and
+    ``prefix_cache_queries`` are the tokens hit and looked up by the requests admitted in this
+    step, counted once per admission as vLLM's ``PrefixCacheStats`` (first admissions only;
+    re-admissions after preemption are left out, as vLLM keeps them apart).
+    """
 
     step: int
     scheduled: List[tuple]            # (request_id, num_tokens, is_prefill)
@@ -51,6 +58,17 @@ class StepStats:
     running: int = 0
     waiting: int = 0
     swapped: int = 0
+    waiting_ids: List[str] = field(default_factory=list)   # queue order (head first)
+    running_ids: List[str] = field(default_factory=list)
+    swapped_ids: List[str] = field(default_factory=list)
+    prefix_cache_hits: int = 0        # tokens
+    prefix_cache_queries: int = 0     # tokens
+
+    def queues(self) -> Dict[str, object]:
+        """``{"step", "waiting", "running", "swapped", "preempted"}`` with request-id lists, the
+        per-step history ``pagedlab.viz.render_queues`` draws as request chips."""
+        return {"step": self.step, "waiting": list(self.waiting_ids), "running": list(self.running_ids),
+                "swapped": list(self.swapped_ids), "preempted": list(self.preempted)}
 
 
 @dataclass
@@ -293,17 +311,24 @@ class LLMEngine:
             o = self._on_finished(r, now)
             if o is not None:
                 outputs.append(o)
-        kv = self.kv_cache_manager
-        self.step_stats.append(StepStats(
+        self.step_stats.append(self._make_step_stats(out, t0, t_sched))
+        return outputs
+
+    def _make_step_stats(self, out: SchedulerOutput, t0: float, t_sched: float) -> StepStats:
+        """This step's ``StepStats``; takes (and resets) the manager's prefix-cache stats."""
+        kv, sched = self.kv_cache_manager, self.scheduler
+        cache = kv.make_prefix_cache_stats()
+        return StepStats(
             step=out.step,
             scheduled=[(s.request.request_id, s.num_tokens, s.is_prefill) for s in out.scheduled],
             num_prefill_tokens=sum(s.num_tokens for s in out.scheduled if s.is_prefill),
             num_decode_tokens=sum(s.num_tokens for s in out.scheduled if not s.is_prefill),
             preempted=list(out.preempted), kv_blocks_used=self.cache_config.num_gpu_blocks - kv.num_free_blocks,
             kv_blocks_free=kv.num_free_blocks, step_time=time.perf_counter() - t0, sched_time=t_sched,
-            running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-            swapped=len(self.scheduler.swapped)))
-        return outputs
+            running=len(sched.running), waiting=len(sched.waiting), swapped=len(sched.swapped),
+            waiting_ids=[r.request_id for r in sched.waiting], running_ids=[r.request_id for r in sched.running],
+            swapped_ids=[r.request_id for r in sched.swapped],
+            prefix_cache_hits=cache.hits, prefix_cache_queries=cache.queries)
 
     def _fork(self, parent_id: str, toks: List[int], sampled: Dict[str, List[int]]) -> None:
         """Create completions 1..n-1 sharing the parent's blocks copy-on-write (vLLM v0 fork)."""

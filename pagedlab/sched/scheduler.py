@@ -324,6 +324,8 @@ class Scheduler:
             n = min(n, budget)
         if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
             return None
+        if req.num_computed_tokens == 0:                  # it was looked up: count it, once
+            kv.record_prefix_cache_stats(req, hit_blocks)
         self.waiting.pop_request()
         req.status = RequestStatus.RUNNING
         req.num_computed_tokens = num_hit

@@ -272,3 +272,33 @@ def test_any_string_is_a_request_id_and_fork_groups_are_not_parsed_from_ids():
         s.fork_request(Request("ghost", [1, 2]), Request("g2", [1, 2]))
     run_to_end(s)
     assert kv.num_free_blocks == 32 and not s.requests
+
+
+def test_prefix_cache_hit_is_counted_once_per_admission_not_per_lookup():
+    from pagedlab.trace import Tracer
+    t = Tracer()
+    kv = KVCacheManager(block_size=4, num_gpu_blocks=5, max_model_len=512, enable_caching=True, hash_seed=0,
+                        tracer=t)
+    s = Scheduler(SchedulerConfig(max_model_len=512, max_num_batched_tokens=64),
+                  CacheConfig(block_size=4, num_gpu_blocks=5), kv, tracer=t)
+    mk = lambda rid, toks, mt: Request(rid, toks, SamplingParams(max_tokens=mt, ignore_eos=True),  # noqa: E731
+                                       block_hasher=kv.block_hasher)
+    s.add_request(mk("a", list(range(1, 13)), 8))    # 3 blocks now, grows to 5
+    step(s)
+    s.add_request(mk("b", list(range(1, 9)) + [99] * 8, 1))  # hits a's 2 first blocks, needs 2 more
+    lookups = 0
+    real = kv.get_computed_blocks
+
+    def counting(r):
+        nonlocal lookups
+        lookups += 1
+        return real(r)
+
+    kv.get_computed_blocks = counting
+    while "b" not in {x.request.request_id for x in step(s).scheduled}:
+        pass
+    assert lookups >= 2, "b was meant to wait (and be looked up again) before it fit"
+    hits = [e for e in t.events if e["kind"] == "cache_hit"]
+    assert [(e["request_id"], e["num_tokens"], e["preempted"]) for e in hits] == [("a", 0, False), ("b", 8, False)]
+    st = kv.make_prefix_cache_stats()
+    assert (st.requests, st.queries, st.hits) == (2, 12 + 16, 8)
