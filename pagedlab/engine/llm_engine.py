@@ -187,7 +187,8 @@ class LLMEngine:
 
         Raises:
             InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, or a request that can never fit in the whole KV pool.
+                outside the vocabulary, ``n`` above ``max_num_seqs``, or a request that can never
+                fit in the whole KV pool.
         """
         n_prompt = len(prompt_token_ids)
         if n_prompt == 0:
@@ -201,6 +202,10 @@ class LLMEngine:
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
                 f"max_model_len={max_len}; shorten the prompt or raise max_model_len")
+        if params.n > self.scheduler_config.max_num_seqs:
+            raise InvalidRequestError(
+                f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
+                f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs")
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
         need = -(-min(n_prompt + params.max_tokens, max_len) // bs) * params.n
         if need > pool:

@@ -18,6 +18,7 @@ so the next step can schedule the next chunk.
 """
 from __future__ import annotations
 
+import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
@@ -26,6 +27,9 @@ from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.errors import InvalidRequestError
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.request_queue import create_request_queue
+
+#: Environment variable that turns on ``Scheduler.check_postconditions`` ("1"; "" or "0" = off).
+CHECK_INVARIANTS_ENV = "PAGEDLAB_CHECK_INVARIANTS"
 
 
 @dataclass
@@ -119,6 +123,9 @@ class Scheduler:
         self.running: List[Request] = []
         self.swapped: deque[Request] = deque()
         self.step_count = 0
+        # Postcondition checks after every step (vLLM asserts them); off unless the environment
+        # sets PAGEDLAB_CHECK_INVARIANTS (the test suite does), so they cost nothing in the labs.
+        self.check_postconditions = os.environ.get(CHECK_INVARIANTS_ENV, "0") not in ("", "0")
         # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
         # object shared by the whole group. A request never forked has no entry.
         self._fork_groups: dict[str, list[Request]] = {}
@@ -294,15 +301,22 @@ class Scheduler:
                     budget -= n
 
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
-        while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting) and budget > 0
-               and len(self.running) < self.config.max_num_seqs):
+        while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting)
+               and budget > 0 and self._has_seats_for(self.waiting.peek_request())):
             s = self._try_admit(self.waiting.peek_request(), budget)
             if s is None:
                 break                                     # strict head-of-line order
             scheduled[s.request.request_id] = s
             budget -= s.num_tokens
 
-        return self._finish_schedule(out, list(scheduled.values()))
+        return self._finish_schedule(out, list(scheduled.values()), budget)
+
+    def _has_seats_for(self, req: Request) -> bool:
+        """Whether ``max_num_seqs`` leaves room for ``req``: ``n`` seats for a request that will
+        fork into its ``n`` completions after its first token (vLLM v0 ``get_max_num_running_seqs``),
+        else one."""
+        n = req.sampling_params.n if req.num_output_tokens == 0 and req.request_id not in self._fork_groups else 1
+        return len(self.running) + n <= self.config.max_num_seqs
 
     def _try_admit(self, req: Request, budget: Optional[int]) -> Optional[ScheduledRequest]:
         """Admit the head of the waiting queue if its KV slots can be allocated.
@@ -334,16 +348,57 @@ class Scheduler:
         self.running.append(req)
         return ScheduledRequest(req, num_hit, n)
 
-    def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest]) -> SchedulerOutput:
-        """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``)."""
+    def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest],
+                         token_budget: int | None) -> SchedulerOutput:
+        """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
+
+        ``token_budget`` is what is left of ``max_num_batched_tokens`` (None: no budget, static
+        batching); with ``check_postconditions`` on, the step's postconditions are checked.
+        """
         out.scheduled = scheduled
         out.add_moves("copy", self.kv_cache_manager.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
             self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens,
                          prefill=s.is_prefill)
+        if self.check_postconditions:
+            self._check_postconditions(out, token_budget)
         self.step_count += 1
         return out
+
+    def _check_postconditions(self, out: SchedulerOutput, token_budget: int | None) -> None:
+        """The constraints vLLM 0.11 asserts at the end of ``Scheduler.schedule``, and slot coverage.
+
+        Raises:
+            AssertionError: the token budget went negative or the scheduled tokens exceed
+                ``max_num_batched_tokens``; more than ``max_num_seqs`` requests run; a scheduled
+                request is not running, appears twice, was also preempted, or has a chunk that
+                does not end at its new ``num_computed_tokens`` (within ``num_tokens``); or a
+                scheduled token has no KV slot in the request's block table.
+        """
+        cfg, kv = self.config, self.kv_cache_manager
+
+        def fail(msg: str) -> None:
+            raise AssertionError(f"scheduler postcondition violated at step {out.step}: {msg}")
+
+        total = out.total_num_scheduled_tokens
+        if token_budget is not None and (token_budget < 0 or total > cfg.max_num_batched_tokens):
+            fail(f"token budget left {token_budget}, {total} tokens > max_num_batched_tokens")
+        if len(self.running) > cfg.max_num_seqs:
+            fail(f"{len(self.running)} running requests > max_num_seqs={cfg.max_num_seqs}")
+        ids = [s.request.request_id for s in out.scheduled]
+        if len(set(ids)) != len(ids) or set(ids) & set(out.preempted):
+            fail(f"scheduled {ids} repeats a request or holds one preempted ({out.preempted})")
+        running = {id(r) for r in self.running}
+        for s in out.scheduled:
+            r, end = s.request, s.start + s.num_tokens
+            if id(r) not in running or r.status != RequestStatus.RUNNING:
+                fail(f"{r.request_id} is scheduled but not running")
+            if s.num_tokens < 1 or end != r.num_computed_tokens or end > r.num_tokens:
+                fail(f"{r.request_id}: chunk [{s.start}, {end}) vs computed {r.num_computed_tokens}, "
+                     f"num_tokens {r.num_tokens}")
+            if len(kv.get_block_ids(r.request_id)) * self.cache_config.block_size < end:
+                fail(f"{r.request_id}: tokens up to {end} but only {len(kv.get_block_ids(r.request_id))} blocks")
 
     def update_from_output(self, out: SchedulerOutput, sampled: Dict[str, int],
                            now: Optional[float] = None) -> List[Request]:

@@ -90,3 +90,17 @@ def test_any_string_is_a_request_id(real_prompts):
     first = outs["a#1"][0]
     assert all(c == first for k in outs for c in outs[k]), "greedy completions of one prompt must agree"
     assert eng.kv_cache_manager.num_free_blocks == 64 and not eng._groups and not eng._member_group
+
+
+def test_more_completions_than_max_num_seqs_is_rejected(real_prompts):
+    from pagedlab import LLMEngine
+    from pagedlab.engine.beam_search import BeamSearchParams, beam_search
+    from pagedlab.errors import InvalidRequestError
+    eng = LLMEngine(num_gpu_blocks=64, max_num_seqs=2)
+    with pytest.raises(InvalidRequestError, match="max_num_seqs=2"):
+        eng.add_request("a", {"prompt_token_ids": real_prompts[0]}, _params(n=3))
+    with pytest.raises(InvalidRequestError, match="max_num_seqs=2"):
+        beam_search(eng, real_prompts[0], BeamSearchParams(beam_width=3, max_tokens=2))
+    assert not eng.has_unfinished_requests() and not eng._groups
+    eng.add_request("b", {"prompt_token_ids": real_prompts[0]}, _params(n=2))   # exactly fits
+    assert len(_drain(eng)["b"]) == 2

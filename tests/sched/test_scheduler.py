@@ -302,3 +302,43 @@ def test_prefix_cache_hit_is_counted_once_per_admission_not_per_lookup():
     assert [(e["request_id"], e["num_tokens"], e["preempted"]) for e in hits] == [("a", 0, False), ("b", 8, False)]
     st = kv.make_prefix_cache_stats()
     assert (st.requests, st.queries, st.hits) == (2, 12 + 16, 8)
+
+
+def test_postconditions_are_checked_every_step_in_tests():
+    from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
+    import os
+    assert os.environ.get(CHECK_INVARIANTS_ENV) == "1"
+    s, kv = make(max_num_batched_tokens=16)
+    assert s.check_postconditions
+    s.add_request(req("a", 6))
+    kv.allocate_slots = lambda r, n, *a: []          # "allocates" without giving the tokens a slot
+    with pytest.raises(AssertionError, match="step 0: a: tokens up to 6 but only 0 blocks"):
+        s.schedule()
+    s2, _ = make(max_num_batched_tokens=16, max_num_seqs=1)
+    s2.add_request(req("b", 6))
+    out = s2.schedule()
+    s2._check_postconditions(out, 10)                # what the step left: fine
+    with pytest.raises(AssertionError, match="token budget left -1"):
+        s2._check_postconditions(out, -1)
+    s2.running.append(req("c", 2))
+    with pytest.raises(AssertionError, match="2 running requests > max_num_seqs=1"):
+        s2._check_postconditions(out, 10)
+
+
+def test_postcondition_checks_are_off_without_the_environment_variable(monkeypatch):
+    from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
+    monkeypatch.setenv(CHECK_INVARIANTS_ENV, "0")
+    s, kv = make()
+    assert not s.check_postconditions
+    s._check_postconditions = lambda *a: pytest.fail("checked although turned off")
+    s.add_request(req("a", 6))
+    run_to_end(s)
+
+
+def test_max_num_seqs_reserves_n_seats_for_a_request_that_will_fork():
+    s, _ = make(max_num_seqs=3)
+    s.add_request(req("a", 4))
+    wide = Request("w", [1, 2, 3], SamplingParams(max_tokens=2, n=3, ignore_eos=True))
+    s.add_request(wide)
+    assert [x.request.request_id for x in s.schedule().scheduled] == ["a"], "w needs 3 seats, 2 are left"
+    assert len(s.waiting) == 1
