@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from pagedlab.errors import ConfigError
 
@@ -59,24 +60,30 @@ class TreeNode:
     __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time",
                  "extra_key")
 
-    def __init__(self, parent: Optional["TreeNode"] = None, key: Optional[List[int]] = None,
-                 value: Optional[List[int]] = None, extra_key: Optional[Hashable] = None,
+    def __init__(self, parent: TreeNode | None = None, key: list[int] | None = None,
+                 value: list[int] | None = None, extra_key: Hashable | None = None,
                  now: int = 0) -> None:
         self.id = next(_node_ids)
-        self.children: Dict[Hashable, TreeNode] = {}
+        self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
-        self.key: List[int] = key if key is not None else []
-        self.value: List[int] = value if value is not None else []
+        self.key: list[int] = key if key is not None else []
+        self.value: list[int] = value if value is not None else []
         self.lock_ref = 0
         self.last_access_time = now
         self.extra_key = extra_key
 
-    def __lt__(self, other: "TreeNode") -> bool:
+    def __lt__(self, other: TreeNode) -> bool:
         # Lets a heap of nodes act as an LRU; the id breaks ties deterministically.
         return (self.last_access_time, self.id) < (other.last_access_time, other.id)
 
     def __repr__(self) -> str:
         return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+
+
+def _parent(node: TreeNode) -> TreeNode:
+    """The parent of a non-root node."""
+    assert node.parent is not None, "the root has no parent"
+    return node.parent
 
 
 class RadixCache:
@@ -113,7 +120,7 @@ class RadixCache:
         self._clock += 1
         return self._clock
 
-    def _child_key(self, key: Sequence[int], extra_key: Optional[Hashable]) -> Hashable:
+    def _child_key(self, key: Sequence[int], extra_key: Hashable | None) -> Hashable:
         first = key[0] if self.page_size == 1 else tuple(key[:self.page_size])
         return first if extra_key is None else (extra_key, first)
 
@@ -130,11 +137,11 @@ class RadixCache:
             i += p
         return i
 
-    def _page_align(self, key: Sequence[int]) -> List[int]:
+    def _page_align(self, key: Sequence[int]) -> list[int]:
         return list(key[:len(key) // self.page_size * self.page_size])
 
     # --- match / insert -----------------------------------------------------------------
-    def match_prefix(self, key: Sequence[int], extra_key: Optional[Hashable] = None) -> Tuple[List[int], TreeNode]:
+    def match_prefix(self, key: Sequence[int], extra_key: Hashable | None = None) -> tuple[list[int], TreeNode]:
         """Longest cached prefix of ``key`` (as SGLang ``match_prefix``).
 
         Mutates the tree: stamps ``last_access_time`` on the path and splits the last node when
@@ -152,8 +159,8 @@ class RadixCache:
         now = self._tick()
         node = self.root_node
         node.last_access_time = now
-        value: List[int] = []
-        stamped: List[TreeNode] = []
+        value: list[int] = []
+        stamped: list[TreeNode] = []
         while key:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
@@ -172,8 +179,8 @@ class RadixCache:
             self._refresh_leaf(x)
         return value, node
 
-    def insert(self, key: Sequence[int], value: Optional[Sequence[int]] = None,
-               extra_key: Optional[Hashable] = None) -> int:
+    def insert(self, key: Sequence[int], value: Sequence[int] | None = None,
+               extra_key: Hashable | None = None) -> int:
         """Insert ``key -> value``; return the number of leading tokens that were already present.
 
         As SGLang ``insert``: existing nodes keep their own values (the caller frees its duplicate
@@ -191,7 +198,7 @@ class RadixCache:
         node = self.root_node
         node.last_access_time = now
         total = 0
-        stamped: List[TreeNode] = []
+        stamped: list[TreeNode] = []
         while key:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
@@ -217,7 +224,7 @@ class RadixCache:
         The new node copies ``child.lock_ref``: every lock that pins the child also pins the path
         through the new parent, and the token counts stay in the same bucket (no accounting change).
         """
-        parent = child.parent
+        parent = _parent(child)
         new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key,
                        child.last_access_time)
         new.lock_ref = child.lock_ref
@@ -237,7 +244,7 @@ class RadixCache:
                 self.protected_size_ += len(node.key)
                 delta -= len(node.key)
             node.lock_ref += 1
-            node = node.parent
+            node = _parent(node)
         self._refresh_leaf(start)  # only the start of a lock path can be a leaf
         return delta
 
@@ -251,7 +258,7 @@ class RadixCache:
         while walk is not self.root_node:
             if walk.lock_ref <= 0:
                 raise ValueError(f"dec_lock_ref on unlocked node {walk!r}")
-            walk = walk.parent
+            walk = _parent(walk)
         delta, start = 0, node
         while node is not self.root_node:
             if node.lock_ref == 1:
@@ -259,12 +266,12 @@ class RadixCache:
                 self.protected_size_ -= len(node.key)
                 delta += len(node.key)
             node.lock_ref -= 1
-            node = node.parent
+            node = _parent(node)
         self._refresh_leaf(start)
         return delta
 
     # --- eviction -----------------------------------------------------------------------
-    def evict(self, num_tokens: int, evict_callback: Callable[[List[int]], Any]) -> int:
+    def evict(self, num_tokens: int, evict_callback: Callable[[list[int]], Any]) -> int:
         """Free at least ``num_tokens`` tokens from unlocked leaves, LRU first (as SGLang ``evict``).
 
         Args:
@@ -280,7 +287,7 @@ class RadixCache:
             evict_callback(x.value)
             evicted += len(x.key)
             self._delete_leaf(x)
-            self._refresh_leaf(x.parent)  # the parent may just have become a leaf
+            self._refresh_leaf(_parent(x))  # the parent may just have become a leaf
         return evicted
 
     def _is_evictable_leaf(self, node: TreeNode) -> bool:
@@ -314,7 +321,7 @@ class RadixCache:
                 return node
 
     def _delete_leaf(self, node: TreeNode) -> None:
-        parent = node.parent
+        parent = _parent(node)
         del parent.children[self._child_key(node.key, node.extra_key)]
         self.evictable_size_ -= len(node.key)
         self._evictable_leaves.discard(node)
@@ -332,7 +339,7 @@ class RadixCache:
         """Tokens in locked nodes."""
         return self.protected_size_
 
-    def nodes(self) -> List[TreeNode]:
+    def nodes(self) -> list[TreeNode]:
         """Every node except the root, parents before children."""
         out, stack = [], list(self.root_node.children.values())
         while stack:
@@ -345,14 +352,14 @@ class RadixCache:
         """Tokens in the tree, summed over nodes (O(nodes); for checks)."""
         return sum(len(n.key) for n in self.nodes())
 
-    def all_values(self) -> List[int]:
+    def all_values(self) -> list[int]:
         """Every slot id the tree holds (O(tokens); for checks)."""
         return [v for n in self.nodes() for v in n.value]
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         """Plain JSON-able tree: nested ``{"id", "key", "value", "lock_ref", "last_access_time",
         "children": [...]}`` under ``"root"``, plus the two size counters."""
-        def dump(n: TreeNode) -> Dict[str, Any]:
+        def dump(n: TreeNode) -> dict[str, Any]:
             return {"id": n.id, "key": list(n.key), "value": list(n.value), "lock_ref": n.lock_ref,
                     "last_access_time": n.last_access_time,
                     "children": [dump(c) for c in sorted(n.children.values(), key=lambda c: c.id)]}
@@ -361,7 +368,7 @@ class RadixCache:
 
     def pretty_print(self) -> str:
         """Indented text rendering of the tree (one line per node)."""
-        lines: List[str] = []
+        lines: list[str] = []
 
         def walk(n: TreeNode, depth: int) -> None:
             for c in sorted(n.children.values(), key=lambda c: c.id):

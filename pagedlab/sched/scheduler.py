@@ -20,13 +20,18 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.errors import InvalidRequestError
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.request_queue import create_request_queue
+
+if TYPE_CHECKING:
+    from pagedlab.core.kv_cache_manager import KVCacheManager
+    from pagedlab.trace import Tracer
 
 #: Environment variable that turns on ``Scheduler.check_postconditions`` ("1"; "" or "0" = off).
 CHECK_INVARIANTS_ENV = "PAGEDLAB_CHECK_INVARIANTS"
@@ -71,26 +76,26 @@ class SchedulerOutput:
     """
 
     step: int
-    scheduled: List[ScheduledRequest] = field(default_factory=list)
-    preempted: List[str] = field(default_factory=list)
-    block_moves: List[Tuple[str, int, int]] = field(default_factory=list)
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    block_moves: list[tuple[str, int, int]] = field(default_factory=list)
 
-    def _moves(self, kind: str) -> List[Tuple[int, int]]:
+    def _moves(self, kind: str) -> list[tuple[int, int]]:
         return [(s, d) for k, s, d in self.block_moves if k == kind]
 
     @property
-    def blocks_to_swap_out(self) -> List[Tuple[int, int]]:
+    def blocks_to_swap_out(self) -> list[tuple[int, int]]:
         return self._moves("swap_out")
 
     @property
-    def blocks_to_swap_in(self) -> List[Tuple[int, int]]:
+    def blocks_to_swap_in(self) -> list[tuple[int, int]]:
         return self._moves("swap_in")
 
     @property
-    def blocks_to_copy(self) -> List[Tuple[int, int]]:
+    def blocks_to_copy(self) -> list[tuple[int, int]]:
         return self._moves("copy")
 
-    def add_moves(self, kind: str, pairs) -> None:
+    def add_moves(self, kind: str, pairs: Iterable[tuple[int, int]]) -> None:
         self.block_moves.extend((kind, s, d) for s, d in pairs)
 
     @property
@@ -98,7 +103,7 @@ class SchedulerOutput:
         return sum(s.num_tokens for s in self.scheduled)
 
     @property
-    def num_scheduled_tokens(self) -> Dict[str, int]:
+    def num_scheduled_tokens(self) -> dict[str, int]:
         return {s.request.request_id: s.num_tokens for s in self.scheduled}
 
 
@@ -113,14 +118,14 @@ class Scheduler:
     """
 
     def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
-                 kv_cache_manager, tracer=None) -> None:
+                 kv_cache_manager: KVCacheManager, tracer: Tracer | None = None) -> None:
         self.config = scheduler_config
         self.cache_config = cache_config
         self.kv_cache_manager = kv_cache_manager
         self.tracer = tracer
-        self.requests: Dict[str, Request] = {}
+        self.requests: dict[str, Request] = {}
         self.waiting = create_request_queue(scheduler_config.policy)
-        self.running: List[Request] = []
+        self.running: list[Request] = []
         self.swapped: deque[Request] = deque()
         self.step_count = 0
         # Postcondition checks after every step (vLLM asserts them); off unless the environment
@@ -168,7 +173,7 @@ class Scheduler:
     def get_num_unfinished_requests(self) -> int:
         return len(self.running) + len(self.waiting) + len(self.swapped)
 
-    def finish_requests(self, request_ids, status: RequestStatus) -> List[Request]:
+    def finish_requests(self, request_ids: str | Iterable[str], status: RequestStatus) -> list[Request]:
         """End requests in any state (abort, stop string): free their blocks everywhere."""
         done = []
         for rid in ([request_ids] if isinstance(request_ids, str) else request_ids):
@@ -194,7 +199,7 @@ class Scheduler:
             group.remove(req)
         self._record("finish", req=req.request_id, reason=req.get_finished_reason())
 
-    def _record(self, kind: str, **data) -> None:
+    def _record(self, kind: str, **data: Any) -> None:
         if self.tracer is not None:
             self.tracer.record(kind, **data)
 
@@ -263,7 +268,7 @@ class Scheduler:
             self.tracer.step = self.step_count
         kv = self.kv_cache_manager
         budget = self.config.max_num_batched_tokens
-        scheduled: Dict[str, ScheduledRequest] = {}
+        scheduled: dict[str, ScheduledRequest] = {}
 
         # 1. Running requests.
         i = 0
@@ -318,7 +323,7 @@ class Scheduler:
         n = req.sampling_params.n if req.num_output_tokens == 0 and req.request_id not in self._fork_groups else 1
         return len(self.running) + n <= self.config.max_num_seqs
 
-    def _try_admit(self, req: Request, budget: Optional[int]) -> Optional[ScheduledRequest]:
+    def _try_admit(self, req: Request, budget: int | None) -> ScheduledRequest | None:
         """Admit the head of the waiting queue if its KV slots can be allocated.
 
         Prefix-cache hits are looked up first (only for a request with nothing computed), so
@@ -348,7 +353,7 @@ class Scheduler:
         self.running.append(req)
         return ScheduledRequest(req, num_hit, n)
 
-    def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest],
+    def _finish_schedule(self, out: SchedulerOutput, scheduled: list[ScheduledRequest],
                          token_budget: int | None) -> SchedulerOutput:
         """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
 
@@ -400,8 +405,8 @@ class Scheduler:
             if len(kv.get_block_ids(r.request_id)) * self.cache_config.block_size < end:
                 fail(f"{r.request_id}: tokens up to {end} but only {len(kv.get_block_ids(r.request_id))} blocks")
 
-    def update_from_output(self, out: SchedulerOutput, sampled: Dict[str, int],
-                           now: Optional[float] = None) -> List[Request]:
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int],
+                           now: float | None = None) -> list[Request]:
         """Append sampled tokens, check stop conditions, free finished requests.
 
         Args:
@@ -426,7 +431,7 @@ class Scheduler:
                 finished.append(req)
         return finished
 
-    def _check_stop(self, req: Request, token: int) -> Optional[RequestStatus]:
+    def _check_stop(self, req: Request, token: int) -> RequestStatus | None:
         sp = req.sampling_params
         if not sp.ignore_eos and req.eos_token_id is not None and token == req.eos_token_id:
             req.stop_reason = None
