@@ -149,7 +149,7 @@ def bench_hit_rates(pool_sizes, limit):
 # Issue 14, measured with ``python benchmarks/bench_core.py --eviction`` on the 2-core course
 # machine: before = commit 8af7269, where every ``evict`` call walked the whole tree and heapified
 # all its leaves (the earlier full run under load took 25.16 s on the conversation trace).
-EVICTION_BEFORE_S = {"conversation": 4.08, "synthetic": 0.32}
+EVICTION_BEFORE_S = {"conversation": 4.18, "synthetic": 0.25}   # best of 3
 
 
 def bench_eviction(num_blocks: int = 65536) -> list[dict[str, object]]:
