@@ -14,13 +14,16 @@ Scores are cumulative log-probabilities; finished beams (EOS) are ranked by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import torch
 
 from pagedlab.errors import InvalidRequestError
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import RequestStatus
+
+if TYPE_CHECKING:
+    from pagedlab.engine.llm_engine import LLMEngine
 
 
 @dataclass
@@ -77,10 +80,10 @@ class BeamSearchOutput:
 
 
 def _score(seq: BeamSearchSequence, prompt_len: int, length_penalty: float) -> float:
-    return seq.cum_logprob / max(1, len(seq.tokens) + prompt_len) ** length_penalty
+    return float(seq.cum_logprob / max(1, len(seq.tokens) + prompt_len) ** length_penalty)
 
 
-def beam_search(engine, prompt_token_ids: List[int], params: BeamSearchParams) -> BeamSearchOutput:
+def beam_search(engine: LLMEngine, prompt_token_ids: List[int], params: BeamSearchParams) -> BeamSearchOutput:
     """Run one prompt's beam search on ``engine`` (an idle ``LLMEngine``).
 
     Raises:

@@ -47,7 +47,7 @@ class StepStats:
     """
 
     step: int
-    scheduled: List[tuple]            # (request_id, num_tokens, is_prefill)
+    scheduled: List[tuple[str, int, bool]]   # (request_id, num_tokens, is_prefill)
     num_prefill_tokens: int
     num_decode_tokens: int
     preempted: List[str]
