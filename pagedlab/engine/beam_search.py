@@ -13,16 +13,16 @@ Scores are cumulative log-probabilities; finished beams (EOS) are ranked by
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import itertools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from pagedlab.errors import InvalidRequestError
-from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
+from pagedlab.sampling_params import SamplingParams
 
 if TYPE_CHECKING:
     from pagedlab.engine.llm_engine import LLMEngine
@@ -51,7 +51,7 @@ class BeamSearchParams:
 
 @dataclass
 class BeamSearchSequence:
-    tokens: List[int]                 # generated tokens only
+    tokens: list[int]                 # generated tokens only
     cum_logprob: float
     text: str = ""
     finished: bool = False
@@ -68,9 +68,9 @@ class BeamSearchOutput:
         num_cow_copies: copy-on-write block copies performed.
     """
 
-    sequences: List[BeamSearchSequence]
-    blocks_with_sharing: List[int] = field(default_factory=list)
-    blocks_without_sharing: List[int] = field(default_factory=list)
+    sequences: list[BeamSearchSequence]
+    blocks_with_sharing: list[int] = field(default_factory=list)
+    blocks_without_sharing: list[int] = field(default_factory=list)
     num_cow_copies: int = 0
 
     @property
@@ -86,9 +86,9 @@ def _score(seq: BeamSearchSequence, prompt_len: int, length_penalty: float) -> f
     return float(seq.cum_logprob / max(1, len(seq.tokens) + prompt_len) ** length_penalty)
 
 
-def _best_pairs(sched: Scheduler, samplers: List[ScheduledRequest], logits: torch.Tensor, cum: Dict[str, float],
+def _best_pairs(sched: Scheduler, samplers: list[ScheduledRequest], logits: torch.Tensor, cum: dict[str, float],
                 params: BeamSearchParams, eos: int | None,
-                finished: List[BeamSearchSequence]) -> List[Tuple[float, str, int]]:
+                finished: list[BeamSearchSequence]) -> list[tuple[float, str, int]]:
     """Every live beam proposes its 2W best tokens; return the W best ``(score, beam id, token)``.
 
     ``logits`` has one row per sampler. Candidates ending in EOS (unless ``ignore_eos``) are
@@ -96,13 +96,13 @@ def _best_pairs(sched: Scheduler, samplers: List[ScheduledRequest], logits: torc
     """
     W = params.beam_width
     logprobs = torch.log_softmax(logits, dim=-1)
-    cands: List[Tuple[float, str, int]] = []
+    cands: list[tuple[float, str, int]] = []
     for row, s in enumerate(samplers):
         top = torch.topk(logprobs[row], 2 * W)
         rid = s.request.request_id
         cands += [(cum[rid] + float(v), rid, int(t)) for v, t in zip(top.values, top.indices, strict=True)]
     cands.sort(key=lambda c: -c[0])
-    keep: List[Tuple[float, str, int]] = []
+    keep: list[tuple[float, str, int]] = []
     for score, rid, tok in cands:
         req = sched.requests[rid]
         if tok == eos and not params.ignore_eos:
@@ -114,14 +114,14 @@ def _best_pairs(sched: Scheduler, samplers: List[ScheduledRequest], logits: torc
     return keep
 
 
-def _fork_chosen(engine: LLMEngine, keep: List[Tuple[float, str, int]],
-                 ids: Iterator[int]) -> List[Tuple[Request, float, int]]:
+def _fork_chosen(engine: LLMEngine, keep: list[tuple[float, str, int]],
+                 ids: Iterator[int]) -> list[tuple[Request, float, int]]:
     """Give each kept pair a beam: the first choice of a beam continues it, each further choice
     forks it copy-on-write (new ids ``beam{next(ids)}``); beams chosen zero times are aborted
     after the forks, so their blocks are shared first. Returns ``(beam, score, token)``."""
     sched = engine.scheduler
     used: set[str] = set()
-    assignments: List[Tuple[Request, float, int]] = []
+    assignments: list[tuple[Request, float, int]] = []
     for score, rid, tok in keep:
         parent = sched.requests[rid]
         if rid not in used:
@@ -138,7 +138,7 @@ def _fork_chosen(engine: LLMEngine, keep: List[Tuple[float, str, int]],
     return assignments
 
 
-def beam_search(engine: LLMEngine, prompt_token_ids: List[int], params: BeamSearchParams) -> BeamSearchOutput:
+def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSearchParams) -> BeamSearchOutput:
     """Run one prompt's beam search on ``engine`` (an idle ``LLMEngine``).
 
     Raises:
@@ -155,7 +155,7 @@ def beam_search(engine: LLMEngine, prompt_token_ids: List[int], params: BeamSear
                                 max_tokens=params.max_tokens, ignore_eos=True), 0.0)
     sched.add_request(root)
     cum = {root.request_id: 0.0}
-    finished: List[BeamSearchSequence] = []
+    finished: list[BeamSearchSequence] = []
     out = BeamSearchOutput(sequences=[])
     ids = itertools.count(1)
     for _ in range(params.max_tokens):
