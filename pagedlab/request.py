@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 from pagedlab.sampling_params import SamplingParams
 
@@ -20,11 +20,11 @@ class RequestStatus(enum.IntEnum):
     FINISHED_ABORTED = enum.auto()
 
     @staticmethod
-    def is_finished(status: "RequestStatus") -> bool:
+    def is_finished(status: RequestStatus) -> bool:
         return status > RequestStatus.SWAPPED
 
     @staticmethod
-    def get_finished_reason(status: "RequestStatus") -> Optional[str]:
+    def get_finished_reason(status: RequestStatus) -> str | None:
         """vLLM's ``finish_reason`` strings: "stop", "length", "abort" (None while unfinished)."""
         return {
             RequestStatus.FINISHED_STOPPED: "stop",
@@ -33,7 +33,7 @@ class RequestStatus(enum.IntEnum):
         }.get(status)
 
 
-BlockHasher = Callable[["Request"], List[bytes]]
+BlockHasher = Callable[["Request"], list[bytes]]
 
 
 class Request:
@@ -59,14 +59,14 @@ class Request:
     def __init__(
         self,
         request_id: str,
-        prompt_token_ids: List[int],
-        sampling_params: Optional[SamplingParams] = None,
+        prompt_token_ids: list[int],
+        sampling_params: SamplingParams | None = None,
         arrival_time: float = 0.0,
         priority: int = 0,
-        eos_token_id: Optional[int] = None,
-        block_hasher: Optional[BlockHasher] = None,
-        cache_salt: Optional[str] = None,
-        lora_name: Optional[str] = None,
+        eos_token_id: int | None = None,
+        block_hasher: BlockHasher | None = None,
+        cache_salt: str | None = None,
+        lora_name: str | None = None,
     ) -> None:
         self.request_id = request_id
         self.sampling_params = sampling_params or SamplingParams()
@@ -75,10 +75,10 @@ class Request:
         self.eos_token_id = eos_token_id
         self.cache_salt = cache_salt
         self.lora_name = lora_name
-        self.prompt_token_ids: List[int] = list(prompt_token_ids)
+        self.prompt_token_ids: list[int] = list(prompt_token_ids)
         self.num_prompt_tokens = len(self.prompt_token_ids)
-        self._output_token_ids: List[int] = []
-        self._all_token_ids: List[int] = list(self.prompt_token_ids)
+        self._output_token_ids: list[int] = []
+        self._all_token_ids: list[int] = list(self.prompt_token_ids)
         self.max_tokens = self.sampling_params.max_tokens
 
         self.status = RequestStatus.WAITING
@@ -86,15 +86,15 @@ class Request:
         # Prompt tokens served from the prefix cache at first scheduling; -1 until then.
         self.num_cached_tokens = -1
         self.num_preemptions = 0
-        self.stop_reason: Optional[object] = None
+        self.stop_reason: object | None = None
 
         # Latency metrics (seconds, engine clock); filled by the engine.
-        self.first_scheduled_time: Optional[float] = None
-        self.first_token_time: Optional[float] = None
-        self.token_times: List[float] = []
-        self.finished_time: Optional[float] = None
+        self.first_scheduled_time: float | None = None
+        self.first_token_time: float | None = None
+        self.token_times: list[float] = []
+        self.finished_time: float | None = None
 
-        self.block_hashes: List[bytes] = []
+        self.block_hashes: list[bytes] = []
         self._block_hasher = block_hasher
         self.update_block_hashes()
 
@@ -109,14 +109,14 @@ class Request:
         return len(self._output_token_ids)
 
     @property
-    def output_token_ids(self) -> List[int]:
+    def output_token_ids(self) -> list[int]:
         return self._output_token_ids
 
     @property
-    def all_token_ids(self) -> List[int]:
+    def all_token_ids(self) -> list[int]:
         return self._all_token_ids
 
-    def append_output_token_ids(self, token_ids) -> None:
+    def append_output_token_ids(self, token_ids: int | list[int]) -> None:
         """Append sampled token(s) and hash any block they complete (vLLM v1 behaviour)."""
         if isinstance(token_ids, int):
             token_ids = [token_ids]
@@ -132,7 +132,7 @@ class Request:
     def is_finished(self) -> bool:
         return RequestStatus.is_finished(self.status)
 
-    def get_finished_reason(self) -> Optional[str]:
+    def get_finished_reason(self) -> str | None:
         return RequestStatus.get_finished_reason(self.status)
 
     def __repr__(self) -> str:

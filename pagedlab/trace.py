@@ -17,7 +17,8 @@ Kinds recorded by ``pagedlab.core`` (fields besides ``step`` and ``kind``):
                       adopted by the radix tree (``owner="radix"``, ``from_owner`` = request handing over)
 ``evict``             ``block_ids`` whose cached content was dropped, ``cache`` = ``"hash"`` (lazy, when
                       the block is reused) or ``"radix"`` (the tree let go of a leaf)
-``cache_hit``         ``request_id``, ``block_ids``, ``num_tokens`` (lookup result; changes no state)
+``cache_hit``         ``request_id``, ``block_ids``, ``num_tokens``, ``preempted``: the prefix hit of a request
+                      just admitted (once per admission, not per lookup; changes no state)
 ``fork``              ``parent``, ``child``, ``block_ids`` (one ref added per distinct block)
 ``cow_copy``          ``request_id``, ``src``, ``dst`` (the engine copies KV src -> dst before the forward)
 ``swap_out``          ``request_ids``, ``mapping`` ``[[gpu, cpu], ...]``, ``cpu_blocks`` (see snapshots)
@@ -39,7 +40,7 @@ Snapshot format (also returned by ``KVCacheManager.snapshot()``)::
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List, Optional
+from typing import Any, TypeGuard
 
 
 class Tracer:
@@ -57,7 +58,7 @@ class Tracer:
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.step = 0
-        self.events: List[Dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
 
     def record(self, kind: str, **data: Any) -> None:
         """Append ``{"step": self.step, "kind": kind, **data}`` when enabled.
@@ -83,7 +84,8 @@ class Tracer:
         self.step = 0
 
 
-def _active(tracer: Optional[Tracer]) -> bool:
+def _active(tracer: Tracer | None) -> TypeGuard[Tracer]:
+    """True when ``tracer`` exists and is enabled (narrows ``Tracer | None`` for the type checker)."""
     return tracer is not None and tracer.enabled
 
 
@@ -93,14 +95,14 @@ class _PoolState:
     def __init__(self, num_gpu_blocks: int) -> None:
         self.num_gpu_blocks = num_gpu_blocks
         self.ref = [0] * num_gpu_blocks
-        self.owners: List[List[str]] = [[] for _ in range(num_gpu_blocks)]
+        self.owners: list[list[str]] = [[] for _ in range(num_gpu_blocks)]
         self.hashed = [False] * num_gpu_blocks
-        self.hash_hex: List[Optional[str]] = [None] * num_gpu_blocks
+        self.hash_hex: list[str | None] = [None] * num_gpu_blocks
         # A dict keeps insertion order: appending = re-inserting, remove from the middle = del.
-        self.queue: Dict[int, None] = dict.fromkeys(range(num_gpu_blocks))
-        self.cpu: Dict[int, Dict[str, Any]] = {}
+        self.queue: dict[int, None] = dict.fromkeys(range(num_gpu_blocks))
+        self.cpu: dict[int, dict[str, Any]] = {}
 
-    def apply(self, ev: Dict[str, Any]) -> None:
+    def apply(self, ev: dict[str, Any]) -> None:
         kind = ev["kind"]
         ids = ev.get("block_ids", ())
         owner = ev.get("owner")
@@ -135,7 +137,7 @@ class _PoolState:
                 self.owners[b].append(ev["child"])
         elif kind == "cache":
             hexes = ev.get("block_hashes") or [None] * len(ids)
-            for b, hx in zip(ids, hexes):
+            for b, hx in zip(ids, hexes, strict=True):
                 self.hashed[b] = True
                 self.hash_hex[b] = hx
                 src = ev.get("from_owner")
@@ -162,7 +164,7 @@ class _PoolState:
                 if entry["ref_cnt"] == 0:
                     del self.cpu[cpu_id]
 
-    def freeze(self, step: int) -> Dict[str, Any]:
+    def freeze(self, step: int) -> dict[str, Any]:
         return {
             "step": step,
             "num_gpu_blocks": self.num_gpu_blocks,
@@ -176,8 +178,8 @@ class _PoolState:
         }
 
 
-def rebuild_snapshots(events: List[Dict[str, Any]], num_gpu_blocks: Optional[int] = None,
-                      per: str = "step") -> List[Dict[str, Any]]:
+def rebuild_snapshots(events: list[dict[str, Any]], num_gpu_blocks: int | None = None,
+                      per: str = "step") -> list[dict[str, Any]]:
     """Replay a trace into pool snapshots (see the module docstring for the format).
 
     Args:
@@ -202,8 +204,8 @@ def rebuild_snapshots(events: List[Dict[str, Any]], num_gpu_blocks: Optional[int
             raise ValueError("trace has no 'init' event; pass num_gpu_blocks")
         num_gpu_blocks = inits[0]["num_gpu_blocks"]
     state = _PoolState(num_gpu_blocks)
-    out: List[Dict[str, Any]] = []
-    step_events: List[Dict[str, Any]] = []
+    out: list[dict[str, Any]] = []
+    step_events: list[dict[str, Any]] = []
     for i, ev in enumerate(events):
         state.apply(ev)
         if per == "event":

@@ -207,11 +207,7 @@ def run_requests(engine: Any, requests: Sequence[Tuple[str, List[int], Any]], *,
             outputs[out.request_id] = out
         wall += time.perf_counter() - t0
         cpu += time.process_time() - c0
-        s = engine.scheduler
-        queues.append({"step": engine.step_stats[-1].step, "waiting": [r.request_id for r in s.waiting],
-                       "running": [r.request_id for r in s.running],
-                       "swapped": [r.request_id for r in s.swapped],
-                       "preempted": list(engine.step_stats[-1].preempted)})
+        queues.append(engine.step_stats[-1].queues())
         step += 1
     order = [rid for rid, _, _ in requests]
     return Run(name, engine, {rid: outputs[rid] for rid in order if rid in outputs}, wall, cpu, queues, arrive)

@@ -12,7 +12,8 @@ all ``num_gpu_blocks`` blocks are usable and ``free + distinct held == num_gpu_b
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.errors import ConfigError, DoubleFreeError, NoFreeBlocksError
 from pagedlab.trace import Tracer, _active
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 BlockHash = bytes
 
 
-def distinct_blocks(blocks: Iterable["KVCacheBlock"]) -> List["KVCacheBlock"]:
+def distinct_blocks(blocks: Iterable[KVCacheBlock]) -> list[KVCacheBlock]:
     """``blocks`` without repeats (first occurrence kept, order preserved).
 
     A request holds one reference per *distinct* block of its table, whatever the table
@@ -53,12 +54,12 @@ class KVCacheBlock:
     def __init__(self, block_id: int) -> None:
         self.block_id = block_id
         self.ref_cnt = 0
-        self._block_hash: Optional[BlockHash] = None
-        self.prev_free_block: Optional[KVCacheBlock] = None
-        self.next_free_block: Optional[KVCacheBlock] = None
+        self._block_hash: BlockHash | None = None
+        self.prev_free_block: KVCacheBlock | None = None
+        self.next_free_block: KVCacheBlock | None = None
 
     @property
-    def block_hash(self) -> Optional[BlockHash]:
+    def block_hash(self) -> BlockHash | None:
         """Hash of the full-block prefix ending at this block, or None if not cached."""
         return self._block_hash
 
@@ -90,7 +91,7 @@ class FreeKVCacheBlockQueue:
         blocks: initial free blocks, front first (block-id order at pool creation).
     """
 
-    def __init__(self, blocks: List[KVCacheBlock]) -> None:
+    def __init__(self, blocks: list[KVCacheBlock]) -> None:
         self.num_free_blocks = len(blocks)
         self.fake_free_list_head = KVCacheBlock(-1)
         self.fake_free_list_tail = KVCacheBlock(-1)
@@ -105,22 +106,24 @@ class FreeKVCacheBlockQueue:
     def popleft(self) -> KVCacheBlock:
         """Remove and return the LRU block. Raises ``NoFreeBlocksError`` when empty."""
         block = self.fake_free_list_head.next_free_block
-        if block is self.fake_free_list_tail:
+        if block is None or block is self.fake_free_list_tail:
             raise NoFreeBlocksError("no free blocks available")
         self.remove(block)
         return block
 
-    def popleft_n(self, n: int) -> List[KVCacheBlock]:
+    def popleft_n(self, n: int) -> list[KVCacheBlock]:
         """Remove and return the ``n`` LRU blocks, front first. Raises if fewer than n are free."""
         if n > self.num_free_blocks:
             raise NoFreeBlocksError(f"asked for {n} blocks, {self.num_free_blocks} free")
-        out = []
+        out: list[KVCacheBlock] = []
         curr = self.fake_free_list_head.next_free_block
         for _ in range(n):
+            assert curr is not None
             out.append(curr)
             nxt = curr.next_free_block
             curr.prev_free_block = curr.next_free_block = None
             curr = nxt
+        assert curr is not None  # at worst the tail sentinel
         self.fake_free_list_head.next_free_block = curr
         curr.prev_free_block = self.fake_free_list_head
         self.num_free_blocks -= n
@@ -139,6 +142,7 @@ class FreeKVCacheBlockQueue:
         """Put ``block`` at the tail (most recently used)."""
         assert block.prev_free_block is None, f"block {block.block_id} is already in the free queue"
         last = self.fake_free_list_tail.prev_free_block
+        assert last is not None  # at worst the head sentinel
         last.next_free_block = block
         block.prev_free_block = last
         block.next_free_block = self.fake_free_list_tail
@@ -150,11 +154,11 @@ class FreeKVCacheBlockQueue:
         for block in blocks:
             self.append(block)
 
-    def get_all_free_blocks(self) -> List[KVCacheBlock]:
+    def get_all_free_blocks(self) -> list[KVCacheBlock]:
         """All free blocks, front (LRU) first. O(n); for tests and snapshots."""
-        out = []
+        out: list[KVCacheBlock] = []
         curr = self.fake_free_list_head.next_free_block
-        while curr is not self.fake_free_list_tail:
+        while curr is not None and curr is not self.fake_free_list_tail:
             out.append(curr)
             curr = curr.next_free_block
         return out
@@ -177,7 +181,7 @@ class BlockPool:
         ConfigError: ``num_gpu_blocks`` is not a positive int.
     """
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool, tracer: Optional[Tracer] = None) -> None:
+    def __init__(self, num_gpu_blocks: int, enable_caching: bool, tracer: Tracer | None = None) -> None:
         if isinstance(num_gpu_blocks, bool) or not isinstance(num_gpu_blocks, int) or num_gpu_blocks < 1:
             raise ConfigError(f"num_gpu_blocks must be an int >= 1, got {num_gpu_blocks!r}")
         self.num_gpu_blocks = num_gpu_blocks
@@ -187,19 +191,19 @@ class BlockPool:
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         # hash -> {block_id: block}. Several blocks may carry the same hash: vLLM does not
         # de-duplicate, so a running request's block table never changes (append-only).
-        self.cached_block_hash_to_block: Dict[BlockHash, Dict[int, KVCacheBlock]] = {}
+        self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
         if _active(tracer):
             tracer.record("init", num_gpu_blocks=num_gpu_blocks, enable_caching=enable_caching)
 
     # --- prefix cache -------------------------------------------------------------------
-    def get_cached_block(self, block_hash: BlockHash) -> Optional[KVCacheBlock]:
+    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
         """Any one block cached under ``block_hash``, or None. Does not change any state."""
         blocks = self.cached_block_hash_to_block.get(block_hash)
         if not blocks:
             return None
         return next(iter(blocks.values()))
 
-    def cache_full_blocks(self, request: "Request", blocks: List[KVCacheBlock], num_cached_blocks: int,
+    def cache_full_blocks(self, request: Request, blocks: list[KVCacheBlock], num_cached_blocks: int,
                           num_full_blocks: int, block_size: int) -> None:
         """Publish ``blocks[num_cached_blocks:num_full_blocks]`` under ``request.block_hashes``.
 
@@ -246,7 +250,7 @@ class BlockPool:
         return True
 
     # --- allocation ---------------------------------------------------------------------
-    def get_new_blocks(self, num_blocks: int, owner: Optional[str] = None) -> List[KVCacheBlock]:
+    def get_new_blocks(self, num_blocks: int, owner: str | None = None) -> list[KVCacheBlock]:
         """Pop ``num_blocks`` blocks from the LRU front, each with ``ref_cnt`` 1 and no hash.
 
         As vLLM v1 ``BlockPool.get_new_blocks``: a popped block that still holds cached content
@@ -276,7 +280,7 @@ class BlockPool:
                 self.tracer.record("alloc", block_ids=[b.block_id for b in blocks], owner=owner)
         return blocks
 
-    def touch(self, blocks: Iterable[KVCacheBlock], owner: Optional[str] = None) -> None:
+    def touch(self, blocks: Iterable[KVCacheBlock], owner: str | None = None) -> None:
         """Add one reference to each block; a free one leaves the queue (prefix hit). As vLLM v1."""
         blocks = list(blocks)
         for block in blocks:
@@ -286,7 +290,7 @@ class BlockPool:
         if blocks and _active(self.tracer):
             self.tracer.record("touch", block_ids=[b.block_id for b in blocks], owner=owner)
 
-    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock], owner: Optional[str] = None) -> None:
+    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock], owner: str | None = None) -> None:
         """Drop one reference per block; blocks reaching 0 join the queue tail in the order given.
 
         As vLLM v1 ``BlockPool.free_blocks`` (0.11: every freed block goes to the tail, so with
@@ -297,7 +301,7 @@ class BlockPool:
         """
         ordered_blocks = list(ordered_blocks)
         # Count per block so a list that names one block twice is checked correctly.
-        drops: Dict[int, int] = {}
+        drops: dict[int, int] = {}
         for block in ordered_blocks:
             drops[block.block_id] = drops.get(block.block_id, 0) + 1
             if drops[block.block_id] > block.ref_cnt:
@@ -327,7 +331,7 @@ class BlockPool:
             block.reset_hash()
         return True
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         """Plain JSON-able state: the ``pagedlab.trace`` snapshot format with empty ``owners``,
         plus ``block_hash`` (hex or None) per block."""
         return {

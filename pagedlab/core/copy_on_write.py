@@ -9,20 +9,33 @@ copy is needed; this file holds the fork, the copy itself, and the sharing measu
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Tuple
+from typing import TYPE_CHECKING
 
 from pagedlab.core.block_pool import KVCacheBlock, distinct_blocks
 from pagedlab.errors import InvalidRequestError
 from pagedlab.trace import _active
 
 if TYPE_CHECKING:
+    from pagedlab.core.block_pool import BlockPool
     from pagedlab.request import Request
+    from pagedlab.trace import Tracer
 
 
 class CopyOnWriteMixin:
     """CoW half of ``KVCacheManager``."""
 
-    def fork(self, parent_request: "Request", child_request: "Request") -> None:
+    # State owned by ``KVCacheManager``, declared here for the type checker.
+    block_pool: BlockPool
+    tracer: Tracer | None
+    req_to_blocks: dict[str, list[KVCacheBlock]]
+    req_to_cpu_blocks: dict[str, list[KVCacheBlock]]
+    num_cached_block: dict[str, int]
+    _pending_copies: list[tuple[int, int]]
+
+    if TYPE_CHECKING:
+        def _radix_fork(self, parent_id: str, child_id: str) -> None: ...   # RadixPrefixMixin
+
+    def fork(self, parent_request: Request, child_request: Request) -> None:
         """Share ``parent_request``'s blocks with ``child_request`` (vLLM v0 ``BlockSpaceManager.fork``).
 
         Adds one reference per *distinct* block (bug B10, docs/bugs.md#b10) and allocates nothing; the child
@@ -58,7 +71,7 @@ class CopyOnWriteMixin:
         if _active(self.tracer):
             self.tracer.record("fork", parent=pid, child=cid, block_ids=[b.block_id for b in shared])
 
-    def _copy_on_write(self, request: "Request", req_blocks: List[KVCacheBlock], i: int) -> None:
+    def _copy_on_write(self, request: Request, req_blocks: list[KVCacheBlock], i: int) -> None:
         """Give ``request`` a private copy of ``req_blocks[i]`` (vLLM v0 ``append_slot`` CoW)."""
         rid = request.request_id
         src = req_blocks[i]
@@ -70,7 +83,7 @@ class CopyOnWriteMixin:
         if _active(self.tracer):
             self.tracer.record("cow_copy", request_id=rid, src=src.block_id, dst=dst.block_id)
 
-    def take_pending_copies(self) -> List[Tuple[int, int]]:
+    def take_pending_copies(self) -> list[tuple[int, int]]:
         """Return and clear the ``(src_block_id, dst_block_id)`` copies queued by CoW.
 
         The engine must copy the KV of every pair, in order, before the next forward pass.

@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pagedlab.request import Request
@@ -33,7 +34,7 @@ def sha256_hash(obj: Any) -> BlockHash:
     return hashlib.sha256(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)).digest()
 
 
-def make_none_hash(seed: Optional[int] = None) -> BlockHash:
+def make_none_hash(seed: int | None = None) -> BlockHash:
     """Root of the hash chain: 32 random bytes, or a digest of ``seed`` when one is given.
 
     Args:
@@ -51,16 +52,16 @@ def make_none_hash(seed: Optional[int] = None) -> BlockHash:
 NONE_HASH: BlockHash = make_none_hash(None)
 
 
-def init_none_hash(seed: Optional[int] = None) -> BlockHash:
+def init_none_hash(seed: int | None = None) -> BlockHash:
     """Reset the process-wide ``NONE_HASH`` (random if ``seed`` is None) and return it."""
     global NONE_HASH
     NONE_HASH = make_none_hash(seed)
     return NONE_HASH
 
 
-def hash_block_tokens(parent_block_hash: Optional[BlockHash], token_ids: Sequence[int],
-                      extra_keys: Optional[Tuple[Any, ...]] = None,
-                      none_hash: Optional[BlockHash] = None) -> BlockHash:
+def hash_block_tokens(parent_block_hash: BlockHash | None, token_ids: Sequence[int],
+                      extra_keys: tuple[Any, ...] | None = None,
+                      none_hash: BlockHash | None = None) -> BlockHash:
     """Hash of one block given its parent's hash (as vLLM v1 ``hash_block_tokens``).
 
     Args:
@@ -77,13 +78,13 @@ def hash_block_tokens(parent_block_hash: Optional[BlockHash], token_ids: Sequenc
     return sha256_hash((parent_block_hash, tuple(token_ids), extra_keys))
 
 
-def generate_block_hash_extra_keys(request: "Request", block_index: int) -> Optional[Tuple[Any, ...]]:
+def generate_block_hash_extra_keys(request: Request, block_index: int) -> tuple[Any, ...] | None:
     """Kind-tagged extra keys of block ``block_index`` of ``request`` (None when there are none).
 
     ``("lora", request.lora_name)`` goes on every block, ``("salt", request.cache_salt)`` on block 0
     only, as vLLM's ``generate_block_hash_extra_keys`` but with tags, which fixes bug B2, docs/bugs.md#b2.
     """
-    keys: List[Tuple[str, Any]] = []
+    keys: list[tuple[str, Any]] = []
     lora = getattr(request, "lora_name", None)
     salt = getattr(request, "cache_salt", None)
     if lora is not None:
@@ -94,7 +95,7 @@ def generate_block_hash_extra_keys(request: "Request", block_index: int) -> Opti
 
 
 def get_request_block_hasher(block_size: int,
-                             none_hash: Optional[BlockHash] = None) -> Callable[["Request"], List[BlockHash]]:
+                             none_hash: BlockHash | None = None) -> Callable[[Request], list[BlockHash]]:
     """Make the ``block_hasher`` callable a ``Request`` calls whenever tokens are appended.
 
     The callable returns the hashes of the request's full blocks that ``request.block_hashes``
@@ -106,11 +107,11 @@ def get_request_block_hasher(block_size: int,
         none_hash: chain root; None means the process ``NONE_HASH`` at call time.
     """
 
-    def request_block_hasher(request: "Request") -> List[BlockHash]:
+    def request_block_hasher(request: Request) -> list[BlockHash]:
         tokens = request.all_token_ids
         start = len(request.block_hashes)
         parent = request.block_hashes[-1] if start else None
-        new: List[BlockHash] = []
+        new: list[BlockHash] = []
         for i in range(start, len(tokens) // block_size):
             parent = hash_block_tokens(parent, tokens[i * block_size:(i + 1) * block_size],
                                        generate_block_hash_extra_keys(request, i), none_hash)

@@ -16,10 +16,11 @@ contract.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from pagedlab.core import hashing
-from pagedlab.core.block_pool import BlockPool, KVCacheBlock, distinct_blocks as _distinct
+from pagedlab.core.block_pool import BlockPool, KVCacheBlock
+from pagedlab.core.block_pool import distinct_blocks as _distinct
 from pagedlab.core.copy_on_write import CopyOnWriteMixin
 from pagedlab.core.radix_prefix import RadixPrefixMixin
 from pagedlab.core.swap import SwapMixin
@@ -35,14 +36,23 @@ def cdiv(a: int, b: int) -> int:
 
 @dataclass
 class PrefixCacheStats:
-    """Prefix-cache lookups since the last reset, in tokens (as vLLM ``PrefixCacheStats``)."""
+    """Prefix-cache results of the requests admitted since the last reset, in tokens.
+
+    As vLLM's ``PrefixCacheStats`` (``vllm/v1/metrics/stats.py``, latest): counted once per
+    admission, not per lookup (a request that does not fit is looked up again next step);
+    re-admissions after a recompute preemption are counted apart, in the ``preempted_*`` fields.
+    """
 
     requests: int = 0
     queries: int = 0
     hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
 
     @property
     def hit_rate(self) -> float:
+        """``hits / queries`` of first admissions (0.0 when nothing was queried)."""
         return self.hits / self.queries if self.queries else 0.0
 
 
@@ -74,7 +84,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
 
     def __init__(self, block_size: int, num_gpu_blocks: int, max_model_len: int,
                  enable_caching: bool = False, prefix_cache: str = "hash", num_cpu_blocks: int = 0,
-                 hash_seed: Optional[int] = None, tracer: Optional[Tracer] = None) -> None:
+                 hash_seed: int | None = None, tracer: Tracer | None = None) -> None:
         _check_int("block_size", block_size, 1)
         _check_int("num_gpu_blocks", num_gpu_blocks, 1)
         _check_int("max_model_len", max_model_len, 1)
@@ -94,22 +104,23 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self.none_hash = hashing.make_none_hash(hash_seed) if hash_seed is not None else hashing.NONE_HASH
         self.block_hasher = (hashing.get_request_block_hasher(block_size, self.none_hash)
                              if self.use_hash else None)
-        self.req_to_blocks: Dict[str, List[KVCacheBlock]] = {}
+        self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # Blocks of each request already published to the hash map (vLLM ``num_cached_block``).
-        self.num_cached_block: Dict[str, int] = {}
-        self._pending_copies: List[Tuple[int, int]] = []
+        self.num_cached_block: dict[str, int] = {}
+        self._pending_copies: list[tuple[int, int]] = []
         self.prefix_cache_stats = PrefixCacheStats()
         self._init_radix()
         self._init_swap(num_cpu_blocks)
 
     # --- lookup -------------------------------------------------------------------------
-    def get_computed_blocks(self, request: Request) -> Tuple[List[KVCacheBlock], int]:
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
         """Longest cached prefix of ``request`` (as vLLM v1 ``get_computed_blocks``).
 
         Changes no reference counts (the radix tree may split a node and stamp access times, as
-        SGLang's ``match_prefix``). The hit is block-aligned, stops at the first miss, and covers
-        at most ``num_tokens - 1`` tokens: the last token is always recomputed to get logits
-        (if the prompt is an exact multiple of ``block_size`` its whole last block is recomputed).
+        SGLang's ``match_prefix``) and counts nothing: see ``record_prefix_cache_stats``. The hit
+        is block-aligned, stops at the first miss, and covers at most ``num_tokens - 1`` tokens:
+        the last token is always recomputed to get logits (if the prompt is an exact multiple of
+        ``block_size`` its whole last block is recomputed).
 
         Returns:
             ``(blocks, num_computed_tokens)`` with ``num_computed_tokens == len(blocks) * block_size``.
@@ -119,7 +130,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         max_blocks = (request.num_tokens - 1) // self.block_size
         if self.use_hash:
             self._ensure_hashes(request)
-            hits: List[KVCacheBlock] = []
+            hits: list[KVCacheBlock] = []
             for block_hash in request.block_hashes[:max_blocks]:
                 block = self.block_pool.get_cached_block(block_hash)
                 if block is None:
@@ -127,14 +138,30 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
                 hits.append(block)
         else:
             hits, _ = self._radix_match(request, max_blocks * self.block_size)
-        num_tokens = len(hits) * self.block_size
-        self.prefix_cache_stats.requests += 1
-        self.prefix_cache_stats.queries += request.num_tokens
-        self.prefix_cache_stats.hits += num_tokens
+        return hits, len(hits) * self.block_size
+
+    def record_prefix_cache_stats(self, request: Request, hit_blocks: list[KVCacheBlock]) -> None:
+        """Count one admission of ``request`` that hit ``hit_blocks`` (vLLM ``record_prefix_cache_stats``).
+
+        The scheduler calls it once the request is admitted (its ``allocate_slots`` succeeded),
+        so a lookup repeated while the request waits is not counted again. Records a
+        ``cache_hit`` trace event. Does nothing when prefix caching is off.
+        """
+        if not self.enable_caching:
+            return
+        num_tokens = len(hit_blocks) * self.block_size
+        st, preempted = self.prefix_cache_stats, request.num_preemptions > 0
+        if preempted:
+            st.preempted_requests += 1
+            st.preempted_queries += request.num_tokens
+            st.preempted_hits += num_tokens
+        else:
+            st.requests += 1
+            st.queries += request.num_tokens
+            st.hits += num_tokens
         if _active(self.tracer):
-            self.tracer.record("cache_hit", request_id=request.request_id,
-                               block_ids=[b.block_id for b in hits], num_tokens=num_tokens)
-        return hits, num_tokens
+            self.tracer.record("cache_hit", request_id=request.request_id, block_ids=[b.block_id for b in hit_blocks],
+                               num_tokens=num_tokens, preempted=preempted)
 
     def _ensure_hashes(self, request: Request) -> None:
         # A request built without ``block_hasher`` gets its hashes topped up here, so a
@@ -144,7 +171,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
 
     # --- allocation ---------------------------------------------------------------------
     def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
-                       new_computed_blocks: Optional[List[KVCacheBlock]] = None) -> Optional[List[KVCacheBlock]]:
+                       new_computed_blocks: list[KVCacheBlock] | None = None) -> list[KVCacheBlock] | None:
         """Make room for ``num_new_tokens`` tokens after the computed ones (as vLLM v1 ``allocate_slots``).
 
         Order (all-or-nothing): capacity check, counting hit blocks that sit in the free queue
@@ -206,8 +233,8 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self.block_pool.touch(hits, owner=rid)
         req_blocks = self.req_to_blocks.setdefault(rid, req_blocks)
         req_blocks.extend(hits)
-        if self.use_radix and hits:
-            self._radix_on_hit(request, radix_lock, len(hits))
+        if radix_lock is not None:
+            self._radix_on_hit(request, radix_lock)
         for i in cow_idx:
             self._copy_on_write(request, req_blocks, i)
         new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=rid)
@@ -243,7 +270,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self.block_pool.free_blocks(reversed(_distinct(to_free)), owner=rid)
 
     # --- accounting ---------------------------------------------------------------------
-    def get_block_ids(self, request_id: str) -> List[int]:
+    def get_block_ids(self, request_id: str) -> list[int]:
         """The request's block table as block ids (empty if it holds none)."""
         return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
 
@@ -269,7 +296,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self._radix_reset()
         return self.block_pool.reset_prefix_cache()
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         """Plain JSON-able state in the ``pagedlab.trace`` snapshot format, plus ``block_size``,
         ``req_to_blocks`` ({request_id: [block_id]}), ``swapped`` ({request_id: [cpu_block_id]}),
         ``pending_copies`` and ``prefix_cache_stats``."""

@@ -16,6 +16,14 @@ node and every ancestor up to the root. ``evict`` frees least-recently-used unlo
 first, and pushes a parent onto the heap once it becomes a leaf, so shared ancestors outlive
 the branches below them.
 
+Eviction cost: the set of evictable leaves (unlocked, childless, not the root) is kept up to
+date by every operation that can change it (insert, match, lock, unlock, evict), as SGLang
+0.5.23's ``evictable_leaves`` (0.4.6 collected the leaves by walking the whole tree on every
+``evict``). SGLang 0.5.23 still heapifies that set on every call; here a persistent heap keyed by
+``(last_access_time, id)`` sits beside it: an entry whose node left the set or was re-stamped is
+stale and skipped when popped, and the heap is rebuilt once stale entries outnumber live ones.
+Evicting one node is therefore O(log n) amortised, whatever the size of the tree.
+
 Paging: with ``page_size = P > 1`` keys are matched and inserted a whole page at a time (lengths
 are truncated to a multiple of P) and children are keyed by the tuple of their first page, so
 every node boundary, hence every split, falls on a page boundary.
@@ -28,7 +36,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Callable, Dict, Hashable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from pagedlab.errors import ConfigError
 
@@ -45,32 +54,36 @@ class TreeNode:
         value: KV slot ids of those tokens, ``len(value) == len(key)``.
         lock_ref: number of locks covering this node; > 0 means it cannot be evicted.
         last_access_time: logical clock of the last match/insert through this node (LRU).
-        hit_count: times a match walked through this node.
         extra_key: namespace of the node (None for the default namespace).
     """
 
     __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time",
-                 "hit_count", "extra_key")
+                 "extra_key")
 
-    def __init__(self, parent: Optional["TreeNode"] = None, key: Optional[List[int]] = None,
-                 value: Optional[List[int]] = None, extra_key: Optional[Hashable] = None,
+    def __init__(self, parent: TreeNode | None = None, key: list[int] | None = None,
+                 value: list[int] | None = None, extra_key: Hashable | None = None,
                  now: int = 0) -> None:
         self.id = next(_node_ids)
-        self.children: Dict[Hashable, TreeNode] = {}
+        self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
-        self.key: List[int] = key if key is not None else []
-        self.value: List[int] = value if value is not None else []
+        self.key: list[int] = key if key is not None else []
+        self.value: list[int] = value if value is not None else []
         self.lock_ref = 0
         self.last_access_time = now
-        self.hit_count = 0
         self.extra_key = extra_key
 
-    def __lt__(self, other: "TreeNode") -> bool:
+    def __lt__(self, other: TreeNode) -> bool:
         # Lets a heap of nodes act as an LRU; the id breaks ties deterministically.
         return (self.last_access_time, self.id) < (other.last_access_time, other.id)
 
     def __repr__(self) -> str:
         return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+
+
+def _parent(node: TreeNode) -> TreeNode:
+    """The parent of a non-root node."""
+    assert node.parent is not None, "the root has no parent"
+    return node.parent
 
 
 class RadixCache:
@@ -97,13 +110,17 @@ class RadixCache:
         self.root_node.lock_ref = 1
         self.evictable_size_ = 0
         self.protected_size_ = 0
+        # Unlocked leaves other than the root, and an LRU heap over them that may hold stale
+        # entries (see the module docstring): ``(last_access_time, id, node)``.
+        self._evictable_leaves: set[TreeNode] = set()
+        self._evict_heap: list[tuple[int, int, TreeNode]] = []
 
     # --- keys ---------------------------------------------------------------------------
     def _tick(self) -> int:
         self._clock += 1
         return self._clock
 
-    def _child_key(self, key: Sequence[int], extra_key: Optional[Hashable]) -> Hashable:
+    def _child_key(self, key: Sequence[int], extra_key: Hashable | None) -> Hashable:
         first = key[0] if self.page_size == 1 else tuple(key[:self.page_size])
         return first if extra_key is None else (extra_key, first)
 
@@ -120,11 +137,11 @@ class RadixCache:
             i += p
         return i
 
-    def _page_align(self, key: Sequence[int]) -> List[int]:
+    def _page_align(self, key: Sequence[int]) -> list[int]:
         return list(key[:len(key) // self.page_size * self.page_size])
 
     # --- match / insert -----------------------------------------------------------------
-    def match_prefix(self, key: Sequence[int], extra_key: Optional[Hashable] = None) -> Tuple[List[int], TreeNode]:
+    def match_prefix(self, key: Sequence[int], extra_key: Hashable | None = None) -> tuple[list[int], TreeNode]:
         """Longest cached prefix of ``key`` (as SGLang ``match_prefix``).
 
         Mutates the tree: stamps ``last_access_time`` on the path and splits the last node when
@@ -142,13 +159,14 @@ class RadixCache:
         now = self._tick()
         node = self.root_node
         node.last_access_time = now
-        value: List[int] = []
+        value: list[int] = []
+        stamped: list[TreeNode] = []
         while key:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
                 break
             child.last_access_time = now
-            child.hit_count += 1
+            stamped.append(child)
             n = self._key_match(child.key, key)
             if n < len(child.key):
                 node = self._split_node(child, n)
@@ -157,10 +175,12 @@ class RadixCache:
             value.extend(child.value)
             node = child
             key = key[n:]
+        for x in stamped:  # a re-stamped leaf needs a fresh heap entry
+            self._refresh_leaf(x)
         return value, node
 
-    def insert(self, key: Sequence[int], value: Optional[Sequence[int]] = None,
-               extra_key: Optional[Hashable] = None) -> int:
+    def insert(self, key: Sequence[int], value: Sequence[int] | None = None,
+               extra_key: Hashable | None = None) -> int:
         """Insert ``key -> value``; return the number of leading tokens that were already present.
 
         As SGLang ``insert``: existing nodes keep their own values (the caller frees its duplicate
@@ -178,11 +198,13 @@ class RadixCache:
         node = self.root_node
         node.last_access_time = now
         total = 0
+        stamped: list[TreeNode] = []
         while key:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
                 break
             child.last_access_time = now
+            stamped.append(child)
             n = self._key_match(child.key, key)
             total += n
             key, value = key[n:], value[n:]
@@ -191,6 +213,9 @@ class RadixCache:
             leaf = TreeNode(node, key, value, extra_key, now)
             node.children[self._child_key(key, extra_key)] = leaf
             self.evictable_size_ += len(key)
+            stamped.append(leaf)
+        for x in stamped:  # the new leaf joins the set; its parent, if it was a leaf, leaves it
+            self._refresh_leaf(x)
         return total
 
     def _split_node(self, child: TreeNode, split_len: int) -> TreeNode:
@@ -199,11 +224,10 @@ class RadixCache:
         The new node copies ``child.lock_ref``: every lock that pins the child also pins the path
         through the new parent, and the token counts stay in the same bucket (no accounting change).
         """
-        parent = child.parent
+        parent = _parent(child)
         new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key,
                        child.last_access_time)
         new.lock_ref = child.lock_ref
-        new.hit_count = child.hit_count
         child.key, child.value = child.key[split_len:], child.value[split_len:]
         child.parent = new
         new.children[self._child_key(child.key, child.extra_key)] = child
@@ -213,14 +237,15 @@ class RadixCache:
     # --- locks --------------------------------------------------------------------------
     def inc_lock_ref(self, node: TreeNode) -> int:
         """Lock ``node`` and its ancestors; return the change of ``evictable_size_`` (<= 0)."""
-        delta = 0
+        delta, start = 0, node
         while node is not self.root_node:
             if node.lock_ref == 0:
                 self.evictable_size_ -= len(node.key)
                 self.protected_size_ += len(node.key)
                 delta -= len(node.key)
             node.lock_ref += 1
-            node = node.parent
+            node = _parent(node)
+        self._refresh_leaf(start)  # only the start of a lock path can be a leaf
         return delta
 
     def dec_lock_ref(self, node: TreeNode) -> int:
@@ -233,19 +258,20 @@ class RadixCache:
         while walk is not self.root_node:
             if walk.lock_ref <= 0:
                 raise ValueError(f"dec_lock_ref on unlocked node {walk!r}")
-            walk = walk.parent
-        delta = 0
+            walk = _parent(walk)
+        delta, start = 0, node
         while node is not self.root_node:
             if node.lock_ref == 1:
                 self.evictable_size_ += len(node.key)
                 self.protected_size_ -= len(node.key)
                 delta += len(node.key)
             node.lock_ref -= 1
-            node = node.parent
+            node = _parent(node)
+        self._refresh_leaf(start)
         return delta
 
     # --- eviction -----------------------------------------------------------------------
-    def evict(self, num_tokens: int, evict_callback: Callable[[List[int]], Any]) -> int:
+    def evict(self, num_tokens: int, evict_callback: Callable[[list[int]], Any]) -> int:
         """Free at least ``num_tokens`` tokens from unlocked leaves, LRU first (as SGLang ``evict``).
 
         Args:
@@ -255,35 +281,54 @@ class RadixCache:
         Returns:
             Tokens actually evicted.
         """
-        heap = [n for n in self._collect_leaves() if n.lock_ref == 0]
-        heapq.heapify(heap)
         evicted = 0
-        while evicted < num_tokens and heap:
-            x = heapq.heappop(heap)
-            if x is self.root_node or x.lock_ref > 0:
-                continue
+        while evicted < num_tokens and self._evictable_leaves:
+            x = self._pop_lru_leaf()
             evict_callback(x.value)
             evicted += len(x.key)
             self._delete_leaf(x)
-            parent = x.parent
-            if not parent.children and parent is not self.root_node and parent.lock_ref == 0:
-                heapq.heappush(heap, parent)  # the parent just became a leaf
+            self._refresh_leaf(_parent(x))  # the parent may just have become a leaf
         return evicted
 
+    def _is_evictable_leaf(self, node: TreeNode) -> bool:
+        return not node.children and node.lock_ref == 0 and node is not self.root_node
+
+    def _refresh_leaf(self, node: TreeNode) -> None:
+        """Bring ``node``'s membership of the evictable-leaf set (and its heap entry) up to date.
+
+        Called after any change of the node's children, lock or ``last_access_time``.
+        """
+        if not self._is_evictable_leaf(node):
+            self._evictable_leaves.discard(node)
+            return
+        self._evictable_leaves.add(node)
+        heapq.heappush(self._evict_heap, (node.last_access_time, node.id, node))
+        if len(self._evict_heap) > 2 * len(self._evictable_leaves) + 64:
+            # Too many stale entries: rebuild from the live set (amortised O(1) per push).
+            self._evict_heap = [(n.last_access_time, n.id, n) for n in self._evictable_leaves]
+            heapq.heapify(self._evict_heap)
+
+    def _pop_lru_leaf(self) -> TreeNode:
+        """Pop the least recently used evictable leaf, skipping stale heap entries.
+
+        Every member of the set has an entry carrying its current ``last_access_time``
+        (``_refresh_leaf`` pushes one whenever membership or the stamp changes), so this
+        terminates while the set is non-empty.
+        """
+        while True:
+            stamp, _, node = heapq.heappop(self._evict_heap)
+            if node in self._evictable_leaves and node.last_access_time == stamp:
+                return node
+
     def _delete_leaf(self, node: TreeNode) -> None:
-        parent = node.parent
+        parent = _parent(node)
         del parent.children[self._child_key(node.key, node.extra_key)]
         self.evictable_size_ -= len(node.key)
+        self._evictable_leaves.discard(node)
 
-    def _collect_leaves(self) -> List[TreeNode]:
-        leaves, stack = [], [self.root_node]
-        while stack:
-            node = stack.pop()
-            if node.children:
-                stack.extend(node.children.values())
-            elif node is not self.root_node:
-                leaves.append(node)
-        return leaves
+    def evictable_leaves(self) -> list[TreeNode]:
+        """The unlocked leaves ``evict`` may take, LRU first (O(k log k); for checks and labs)."""
+        return sorted(self._evictable_leaves)
 
     # --- accounting ---------------------------------------------------------------------
     def evictable_size(self) -> int:
@@ -294,7 +339,7 @@ class RadixCache:
         """Tokens in locked nodes."""
         return self.protected_size_
 
-    def nodes(self) -> List[TreeNode]:
+    def nodes(self) -> list[TreeNode]:
         """Every node except the root, parents before children."""
         out, stack = [], list(self.root_node.children.values())
         while stack:
@@ -307,14 +352,14 @@ class RadixCache:
         """Tokens in the tree, summed over nodes (O(nodes); for checks)."""
         return sum(len(n.key) for n in self.nodes())
 
-    def all_values(self) -> List[int]:
+    def all_values(self) -> list[int]:
         """Every slot id the tree holds (O(tokens); for checks)."""
         return [v for n in self.nodes() for v in n.value]
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         """Plain JSON-able tree: nested ``{"id", "key", "value", "lock_ref", "last_access_time",
         "children": [...]}`` under ``"root"``, plus the two size counters."""
-        def dump(n: TreeNode) -> Dict[str, Any]:
+        def dump(n: TreeNode) -> dict[str, Any]:
             return {"id": n.id, "key": list(n.key), "value": list(n.value), "lock_ref": n.lock_ref,
                     "last_access_time": n.last_access_time,
                     "children": [dump(c) for c in sorted(n.children.values(), key=lambda c: c.id)]}
@@ -323,7 +368,7 @@ class RadixCache:
 
     def pretty_print(self) -> str:
         """Indented text rendering of the tree (one line per node)."""
-        lines: List[str] = []
+        lines: list[str] = []
 
         def walk(n: TreeNode, depth: int) -> None:
             for c in sorted(n.children.values(), key=lambda c: c.id):

@@ -10,7 +10,8 @@ engine moves the KV data.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.core.block_pool import BlockPool, KVCacheBlock, distinct_blocks
 from pagedlab.errors import InvalidRequestError, NoFreeBlocksError
@@ -18,22 +19,43 @@ from pagedlab.trace import _active
 
 if TYPE_CHECKING:
     from pagedlab.request import Request
+    from pagedlab.trace import Tracer
 
 
-def _distinct_blocks(tables: Sequence[List[KVCacheBlock]]) -> List[KVCacheBlock]:
+def _distinct_blocks(tables: Sequence[list[KVCacheBlock]]) -> list[KVCacheBlock]:
     return distinct_blocks(b for table in tables for b in table)
 
 
 class SwapMixin:
     """CPU swap half of ``KVCacheManager``."""
 
+    # State owned by ``KVCacheManager``, declared here for the type checker.
+    block_size: int
+    use_hash: bool
+    block_pool: BlockPool
+    tracer: Tracer | None
+    req_to_blocks: dict[str, list[KVCacheBlock]]
+    num_cached_block: dict[str, int]
+
+    if TYPE_CHECKING:   # provided by KVCacheManager and RadixPrefixMixin
+        @property
+        def num_free_blocks(self) -> int: ...
+        def _ensure_hashes(self, request: Request) -> None: ...
+        def _evict_until_free(self, num_blocks: int) -> None: ...
+        def _radix_forget(self, request_id: str) -> None: ...
+
+    def _cpu_pool(self) -> BlockPool:
+        """The CPU swap pool; callers check ``num_cpu_blocks`` (or a request's CPU table) first."""
+        assert self.cpu_block_pool is not None, "no CPU swap pool (num_cpu_blocks=0)"
+        return self.cpu_block_pool
+
     def _init_swap(self, num_cpu_blocks: int) -> None:
         self.num_cpu_blocks = num_cpu_blocks
         # The CPU pool needs no hashing and no tracer: swap events carry its state.
         self.cpu_block_pool = BlockPool(num_cpu_blocks, False) if num_cpu_blocks else None
-        self.req_to_cpu_blocks: Dict[str, List[KVCacheBlock]] = {}
+        self.req_to_cpu_blocks: dict[str, list[KVCacheBlock]] = {}
 
-    def _check_group(self, requests: Sequence["Request"], where: Dict[str, Any], what: str) -> None:
+    def _check_group(self, requests: Sequence[Request], where: dict[str, Any], what: str) -> None:
         ids = [r.request_id for r in requests]
         if not ids or len(set(ids)) != len(ids):
             raise InvalidRequestError(f"{what}: need a non-empty group of distinct requests, got {ids}")
@@ -41,14 +63,14 @@ class SwapMixin:
             if rid not in where:
                 raise InvalidRequestError(f"{what}: request {rid} holds no blocks there")
 
-    def can_swap_out(self, requests: Sequence["Request"]) -> bool:
+    def can_swap_out(self, requests: Sequence[Request]) -> bool:
         """True when the CPU pool can take every distinct GPU block of the group."""
         if self.cpu_block_pool is None:
             return False
         tables = [self.req_to_blocks.get(r.request_id, []) for r in requests]
-        return len(_distinct_blocks(tables)) <= self.cpu_block_pool.get_num_free_blocks()
+        return len(_distinct_blocks(tables)) <= self._cpu_pool().get_num_free_blocks()
 
-    def swap_out(self, requests: Sequence["Request"]) -> List[Tuple[int, int]]:
+    def swap_out(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
         """Move the group's blocks to the CPU pool (vLLM v0 ``swap_out``).
 
         Returns:
@@ -63,10 +85,10 @@ class SwapMixin:
             raise NoFreeBlocksError("swap_out: not enough free CPU blocks for the group")
         tables = [self.req_to_blocks[r.request_id] for r in requests]
         gpu_blocks = _distinct_blocks(tables)
-        cpu_blocks = self.cpu_block_pool.get_new_blocks(len(gpu_blocks))
-        to_cpu = {g.block_id: c for g, c in zip(gpu_blocks, cpu_blocks)}
-        owners: Dict[int, List[str]] = {c.block_id: [] for c in cpu_blocks}
-        for req, table in zip(requests, tables):
+        cpu_blocks = self._cpu_pool().get_new_blocks(len(gpu_blocks))
+        to_cpu = {g.block_id: c for g, c in zip(gpu_blocks, cpu_blocks, strict=True)}
+        owners: dict[int, list[str]] = {c.block_id: [] for c in cpu_blocks}
+        for req, table in zip(requests, tables, strict=True):
             rid = req.request_id
             mine = _distinct_blocks([table])
             for g in mine:
@@ -87,13 +109,13 @@ class SwapMixin:
                                             "owners": sorted(owners[c.block_id])} for c in cpu_blocks])
         return mapping
 
-    def can_swap_in(self, requests: Sequence["Request"]) -> bool:
+    def can_swap_in(self, requests: Sequence[Request]) -> bool:
         """True when the GPU pool can take the group back plus one block per request for the
         next decode (as vLLM v0 ``can_swap_in``)."""
         tables = [self.req_to_cpu_blocks.get(r.request_id, []) for r in requests]
         return len(_distinct_blocks(tables)) + len(requests) <= self.num_free_blocks
 
-    def swap_in(self, requests: Sequence["Request"]) -> List[Tuple[int, int]]:
+    def swap_in(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
         """Move the group's blocks back to fresh GPU blocks (vLLM v0 ``swap_in``).
 
         Full computed blocks are published again to the hash map (hash path).
@@ -111,19 +133,19 @@ class SwapMixin:
         tables = [self.req_to_cpu_blocks[r.request_id] for r in requests]
         cpu_blocks = _distinct_blocks(tables)
         self._evict_until_free(len(cpu_blocks))
-        to_gpu: Dict[int, KVCacheBlock] = {}
-        for req, table in zip(requests, tables):
+        to_gpu: dict[int, KVCacheBlock] = {}
+        for req, table in zip(requests, tables, strict=True):
             rid = req.request_id
             mine = _distinct_blocks([table])
             fresh = [c for c in mine if c.block_id not in to_gpu]
-            for c, g in zip(fresh, self.block_pool.get_new_blocks(len(fresh), owner=rid)):
+            for c, g in zip(fresh, self.block_pool.get_new_blocks(len(fresh), owner=rid), strict=True):
                 to_gpu[c.block_id] = g
             fresh_ids = {c.block_id for c in fresh}
             self.block_pool.touch([to_gpu[c.block_id] for c in mine if c.block_id not in fresh_ids], owner=rid)
             gpu_table = [to_gpu[c.block_id] for c in table]
             self.req_to_blocks[rid] = gpu_table
             del self.req_to_cpu_blocks[rid]
-            self.cpu_block_pool.free_blocks(reversed(mine))
+            self._cpu_pool().free_blocks(reversed(mine))
             if self.use_hash:
                 self._ensure_hashes(req)
                 num_full = min(req.num_computed_tokens, req.num_tokens) // self.block_size
@@ -139,17 +161,17 @@ class SwapMixin:
         table = self.req_to_cpu_blocks.pop(request_id, None)
         if table is not None:
             mine = _distinct_blocks([table])
-            self.cpu_block_pool.free_blocks(reversed(mine))
+            self._cpu_pool().free_blocks(reversed(mine))
             if _active(self.tracer):
                 self.tracer.record("free", block_ids=[], cpu_block_ids=[c.block_id for c in reversed(mine)],
                                    owner=request_id)
 
-    def _cpu_snapshot(self) -> List[Dict[str, Any]]:
+    def _cpu_snapshot(self) -> list[dict[str, Any]]:
         if self.cpu_block_pool is None:
             return []
-        owners: Dict[int, List[str]] = {}
+        owners: dict[int, list[str]] = {}
         for rid, table in self.req_to_cpu_blocks.items():
             for c in _distinct_blocks([table]):
                 owners.setdefault(c.block_id, []).append(rid)
         return [{"block_id": c.block_id, "ref_cnt": c.ref_cnt, "owners": sorted(owners.get(c.block_id, []))}
-                for c in self.cpu_block_pool.blocks if c.ref_cnt > 0]
+                for c in self._cpu_pool().blocks if c.ref_cnt > 0]

@@ -13,19 +13,25 @@ Scores are cumulative log-probabilities; finished beams (EOS) are ranked by
 """
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import TYPE_CHECKING
 
 import torch
 
 from pagedlab.errors import InvalidRequestError
+from pagedlab.request import Request, RequestStatus
 from pagedlab.sampling_params import BeamSearchParams, SamplingParams
-from pagedlab.request import RequestStatus
+
+if TYPE_CHECKING:
+    from pagedlab.engine.llm_engine import LLMEngine
+    from pagedlab.sched.scheduler import ScheduledRequest, Scheduler
 
 
 @dataclass
 class BeamSearchSequence:
-    tokens: List[int]                 # generated tokens only
+    tokens: list[int]                 # generated tokens only
     cum_logprob: float
     text: str = ""
     finished: bool = False
@@ -42,9 +48,9 @@ class BeamSearchOutput:
         num_cow_copies: copy-on-write block copies performed.
     """
 
-    sequences: List[BeamSearchSequence]
-    blocks_with_sharing: List[int] = field(default_factory=list)
-    blocks_without_sharing: List[int] = field(default_factory=list)
+    sequences: list[BeamSearchSequence]
+    blocks_with_sharing: list[int] = field(default_factory=list)
+    blocks_without_sharing: list[int] = field(default_factory=list)
     num_cow_copies: int = 0
 
     @property
@@ -57,10 +63,62 @@ class BeamSearchOutput:
 
 
 def _score(seq: BeamSearchSequence, prompt_len: int, length_penalty: float) -> float:
-    return seq.cum_logprob / max(1, len(seq.tokens) + prompt_len) ** length_penalty
+    return float(seq.cum_logprob / max(1, len(seq.tokens) + prompt_len) ** length_penalty)
 
 
-def beam_search(engine, prompt_token_ids: List[int], params: BeamSearchParams) -> BeamSearchOutput:
+def _best_pairs(sched: Scheduler, samplers: list[ScheduledRequest], logits: torch.Tensor, cum: dict[str, float],
+                params: BeamSearchParams, eos: int | None,
+                finished: list[BeamSearchSequence]) -> list[tuple[float, str, int]]:
+    """Every live beam proposes its 2W best tokens; return the W best ``(score, beam id, token)``.
+
+    ``logits`` has one row per sampler. Candidates ending in EOS (unless ``ignore_eos``) are
+    appended to ``finished`` instead of being kept.
+    """
+    W = params.beam_width
+    logprobs = torch.log_softmax(logits, dim=-1)
+    cands: list[tuple[float, str, int]] = []
+    for row, s in enumerate(samplers):
+        top = torch.topk(logprobs[row], 2 * W)
+        rid = s.request.request_id
+        cands += [(cum[rid] + float(v), rid, int(t)) for v, t in zip(top.values, top.indices, strict=True)]
+    cands.sort(key=lambda c: -c[0])
+    keep: list[tuple[float, str, int]] = []
+    for score, rid, tok in cands:
+        req = sched.requests[rid]
+        if tok == eos and not params.ignore_eos:
+            finished.append(BeamSearchSequence(req.output_token_ids + [tok], score, finished=True))
+            continue
+        keep.append((score, rid, tok))
+        if len(keep) == W:
+            break
+    return keep
+
+
+def _fork_chosen(engine: LLMEngine, keep: list[tuple[float, str, int]],
+                 ids: Iterator[int]) -> list[tuple[Request, float, int]]:
+    """Give each kept pair a beam: the first choice of a beam continues it, each further choice
+    forks it copy-on-write (new ids ``beam{next(ids)}``); beams chosen zero times are aborted
+    after the forks, so their blocks are shared first. Returns ``(beam, score, token)``."""
+    sched = engine.scheduler
+    used: set[str] = set()
+    assignments: list[tuple[Request, float, int]] = []
+    for score, rid, tok in keep:
+        parent = sched.requests[rid]
+        if rid not in used:
+            used.add(rid)
+            assignments.append((parent, score, tok))
+            continue
+        child = engine._make_request(f"beam{next(ids)}", parent.prompt_token_ids, parent.sampling_params, 0.0)
+        child.append_output_token_ids(list(parent.output_token_ids))
+        sched.fork_request(parent, child)
+        assignments.append((child, score, tok))
+    chosen = {a[0].request_id for a in assignments}
+    dropped = [r.request_id for r in list(sched.running) if r.request_id not in chosen]
+    sched.finish_requests(dropped, RequestStatus.FINISHED_ABORTED)
+    return assignments
+
+
+def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSearchParams) -> BeamSearchOutput:
     """Run one prompt's beam search on ``engine`` (an idle ``LLMEngine``).
 
     Raises:
@@ -77,9 +135,9 @@ def beam_search(engine, prompt_token_ids: List[int], params: BeamSearchParams) -
                                 max_tokens=params.max_tokens, ignore_eos=True), 0.0)
     sched.add_request(root)
     cum = {root.request_id: 0.0}
-    finished: List[BeamSearchSequence] = []
+    finished: list[BeamSearchSequence] = []
     out = BeamSearchOutput(sequences=[])
-    next_id = 1
+    ids = itertools.count(1)
     for _ in range(params.max_tokens):
         so = sched.schedule()
         out.num_cow_copies += len(so.blocks_to_copy)
@@ -87,41 +145,8 @@ def beam_search(engine, prompt_token_ids: List[int], params: BeamSearchParams) -
                                                for s in so.scheduled})
         if not samplers:
             continue
-        logprobs = torch.log_softmax(logits, dim=-1)
-        # Every live beam proposes its 2W best tokens; keep the W best (beam, token) pairs.
-        cands = []
-        for row, s in enumerate(samplers):
-            top = torch.topk(logprobs[row], 2 * W)
-            rid = s.request.request_id
-            cands += [(cum[rid] + float(v), rid, int(t)) for v, t in zip(top.values, top.indices)]
-        cands.sort(key=lambda c: -c[0])
-        keep = []
-        for score, rid, tok in cands:
-            req = sched.requests[rid]
-            if tok == eos and not params.ignore_eos:
-                finished.append(BeamSearchSequence(req.output_token_ids + [tok], score, finished=True))
-                continue
-            keep.append((score, rid, tok))
-            if len(keep) == W:
-                break
-        # Fork beams chosen more than once, before freeing the ones chosen zero times.
-        used, assignments = set(), []
-        for score, rid, tok in keep:
-            parent = sched.requests[rid]
-            if rid not in used:
-                used.add(rid)
-                assignments.append((parent, score, tok))
-                continue
-            child = engine._make_request(f"beam{next_id}", parent.prompt_token_ids, parent.sampling_params, 0.0)
-            next_id += 1
-            child.append_output_token_ids(list(parent.output_token_ids))
-            child.num_computed_tokens = parent.num_computed_tokens
-            kv.fork(parent, child)
-            sched.add_running_request(child)
-            assignments.append((child, score, tok))
-        dropped = [r for r in list(sched.running) if r.request_id not in used
-                   and r.request_id not in {a[0].request_id for a in assignments}]
-        sched.finish_requests([r.request_id for r in dropped], RequestStatus.FINISHED_ABORTED)
+        keep = _best_pairs(sched, samplers, logits, cum, params, eos, finished)
+        assignments = _fork_chosen(engine, keep, ids)
         cum = {}
         for req, score, tok in assignments:
             req.append_output_token_ids(tok)

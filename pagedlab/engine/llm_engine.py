@@ -27,7 +27,7 @@ from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
-from pagedlab.sched.scheduler import Scheduler
+from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 
 logger = logging.getLogger("pagedlab")
@@ -104,10 +104,17 @@ def _all_or_nothing(step: _StepFn) -> _StepFn:
 
 @dataclass
 class StepStats:
-    """What one step did (plain data, for tables, plots and widgets)."""
+    """What one step did (plain data, for tables, plots and widgets).
+
+    Queue fields are taken after the step (finished requests gone, fork children included);
+    ``waiting``/``running``/``swapped`` are their lengths. ``prefix_cache_hits`` and
+    ``prefix_cache_queries`` are the tokens hit and looked up by the requests admitted in this
+    step, counted once per admission as vLLM's ``PrefixCacheStats`` (first admissions only;
+    re-admissions after preemption are left out, as vLLM keeps them apart).
+    """
 
     step: int
-    scheduled: List[tuple]            # (request_id, num_tokens, is_prefill)
+    scheduled: List[tuple[str, int, bool]]   # (request_id, num_tokens, is_prefill)
     num_prefill_tokens: int
     num_decode_tokens: int
     preempted: List[str]
@@ -118,6 +125,17 @@ class StepStats:
     running: int = 0
     waiting: int = 0
     swapped: int = 0
+    waiting_ids: List[str] = field(default_factory=list)   # queue order (head first)
+    running_ids: List[str] = field(default_factory=list)
+    swapped_ids: List[str] = field(default_factory=list)
+    prefix_cache_hits: int = 0        # tokens
+    prefix_cache_queries: int = 0     # tokens
+
+    def queues(self) -> Dict[str, object]:
+        """``{"step", "waiting", "running", "swapped", "preempted"}`` with request-id lists, the
+        per-step history ``pagedlab.viz.render_queues`` draws as request chips."""
+        return {"step": self.step, "waiting": list(self.waiting_ids), "running": list(self.running_ids),
+                "swapped": list(self.swapped_ids), "preempted": list(self.preempted)}
 
 
 @dataclass
@@ -222,10 +240,14 @@ class LLMEngine:
         self.model_runner = ModelRunner(net.to(device), block_size, num_gpu_blocks, num_cpu_blocks,
                                         attention_backend=attention_backend, device=device)
         self.generator = torch.Generator().manual_seed(seed)
+        # Output groups by the caller's request id, and by the id of each member Request (fork
+        # children included): groups are tracked structurally, request ids are never parsed.
         self._groups: Dict[str, _Group] = {}
         # Seeded requests only: the generators of the request's next sample, always a list - the
         # prompt's n generators until an n > 1 prompt forks, then one per completion.
         self._gens: Dict[str, List[torch.Generator]] = {}
+        # Output group of every member Request (fork children included), by the member's id.
+        self._member_group: Dict[str, _Group] = {}
         self._ids = itertools.count()
         self.step_stats: List[StepStats] = []
         self.finished_requests: List[Request] = []
@@ -283,8 +305,9 @@ class LLMEngine:
 
         Raises:
             InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, a request that can never fit in the whole KV pool, or (with
-                ``enable_chunked_prefill=False``) a prompt longer than ``max_num_batched_tokens``.
+                outside the vocabulary, ``n`` above ``max_num_seqs``, a request that can never fit in the
+                whole KV pool, or (with ``enable_chunked_prefill=False``) a prompt longer than
+                ``max_num_batched_tokens``.
         """
         n_prompt = len(prompt_token_ids)
         if n_prompt == 0:
@@ -294,7 +317,11 @@ class LLMEngine:
         if bad:
             raise InvalidRequestError(f"prompt token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
         sc = self.scheduler_config
-        if self.scheduling == "continuous" and not sc.enable_chunked_prefill and n_prompt > sc.max_num_batched_tokens:
+        # With chunking off a prompt runs in one step, unless long_prefill_token_threshold caps it
+        # first (vLLM 0.11 applies the threshold before the "does it fit the budget" check).
+        t = sc.long_prefill_token_threshold
+        first_chunk = min(n_prompt, t) if t > 0 else n_prompt
+        if self.scheduling == "continuous" and not sc.enable_chunked_prefill and first_chunk > sc.max_num_batched_tokens:
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens but enable_chunked_prefill=False schedules a prompt whole and "
                 f"one step holds max_num_batched_tokens={sc.max_num_batched_tokens}; it could never run. "
@@ -304,6 +331,10 @@ class LLMEngine:
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
                 f"max_model_len={max_len}; shorten the prompt or raise max_model_len")
+        if params.n > self.scheduler_config.max_num_seqs:
+            raise InvalidRequestError(
+                f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
+                f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs")
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
         max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
         need = -(-min(n_prompt + max_tokens, max_len) // bs) * params.n
@@ -338,10 +369,14 @@ class LLMEngine:
         # Nothing above changed the engine; everything below cannot fail.
         request_id = str(next(self._ids)) if request_id is None else str(request_id)
         now = time.perf_counter() if arrival_time is None else arrival_time
-        req = self._make_request(request_id, ids, params, now, priority, cache_salt)
+        # Any string is a valid id; only when a live request (e.g. a fork child) already uses it
+        # does the internal Request get a fresh one. Outputs always carry the caller's id.
+        req = self._make_request(self._fresh_request_id(request_id), ids, params, now, priority, cache_salt)
         if gens is not None:
-            self._gens[request_id] = gens
-        self._groups[request_id] = _Group(request_id, text, ids, params.n, now, [req])
+            self._gens[req.request_id] = gens
+        group = _Group(request_id, text, ids, params.n, now, [req])
+        self._groups[request_id] = group
+        self._member_group[req.request_id] = group
         self.scheduler.add_request(req)
         return request_id
 
@@ -351,6 +386,14 @@ class LLMEngine:
             return params
         room = max(self.scheduler_config.max_model_len - len(prompt_token_ids), 1)
         return dataclasses.replace(params, max_tokens=room, min_tokens=min(params.min_tokens, room))
+
+    def _fresh_request_id(self, wanted: str) -> str:
+        """``wanted`` if no live Request uses it, else ``wanted#k`` for the smallest free k >= 1."""
+        rid, k = wanted, 0
+        while rid in self._member_group or rid in self.scheduler.requests:
+            k += 1
+            rid = f"{wanted}#{k}"
+        return rid
 
     def _make_request(self, rid, ids, params, arrival, priority=0, cache_salt=None) -> Request:
         return Request(rid, ids, params, arrival_time=arrival, priority=priority, eos_token_id=self.eos_token_id,
@@ -398,7 +441,7 @@ class LLMEngine:
         extra, gens = {}, {}
         for s in out.scheduled:
             rid = s.request.request_id
-            g = self._groups.get(rid)
+            g = self._member_group.get(rid)
             first = g is not None and s.samples and s.request.num_output_tokens == 0 and len(g.members) == 1
             if first and g.n > 1:
                 extra[rid] = g.n
@@ -428,32 +471,39 @@ class LLMEngine:
             if o is not None:
                 outputs.append(o)
         outputs += self._partial_outputs(flat, {o.request_id for o in outputs})
-        kv = self.kv_cache_manager
-        self.step_stats.append(StepStats(
+        self.step_stats.append(self._make_step_stats(out, t0, t_sched))
+        return outputs
+
+    def _make_step_stats(self, out: SchedulerOutput, t0: float, t_sched: float) -> StepStats:
+        """This step's ``StepStats``; takes (and resets) the manager's prefix-cache stats."""
+        kv, sched = self.kv_cache_manager, self.scheduler
+        cache = kv.make_prefix_cache_stats()
+        return StepStats(
             step=out.step,
             scheduled=[(s.request.request_id, s.num_tokens, s.is_prefill) for s in out.scheduled],
             num_prefill_tokens=sum(s.num_tokens for s in out.scheduled if s.is_prefill),
             num_decode_tokens=sum(s.num_tokens for s in out.scheduled if not s.is_prefill),
             preempted=list(out.preempted), kv_blocks_used=self.cache_config.num_gpu_blocks - kv.num_free_blocks,
             kv_blocks_free=kv.num_free_blocks, step_time=time.perf_counter() - t0, sched_time=t_sched,
-            running=len(self.scheduler.running), waiting=len(self.scheduler.waiting),
-            swapped=len(self.scheduler.swapped)))
-        return outputs
+            running=len(sched.running), waiting=len(sched.waiting), swapped=len(sched.swapped),
+            waiting_ids=[r.request_id for r in sched.waiting], running_ids=[r.request_id for r in sched.running],
+            swapped_ids=[r.request_id for r in sched.swapped],
+            prefix_cache_hits=cache.hits, prefix_cache_queries=cache.queries)
 
     def _fork(self, parent_id: str, toks: List[int], sampled: Dict[str, List[int]]) -> None:
         """Create completions 1..n-1 sharing the parent's blocks copy-on-write (vLLM v0 fork)."""
         parent = self.scheduler.requests[parent_id]
-        group = self._groups[parent_id]
+        group = self._member_group[parent_id]
         gens = self._gens.get(parent_id)
         for i, tok in enumerate(toks[1:], start=1):
-            child = self._make_request(f"{parent_id}#{i}", parent.prompt_token_ids, parent.sampling_params,
-                                       parent.arrival_time, parent.priority, parent.cache_salt)
-            child.num_computed_tokens = parent.num_computed_tokens
+            child = self._make_request(self._fresh_request_id(f"{group.request_id}#{i}"), parent.prompt_token_ids,
+                                       parent.sampling_params, parent.arrival_time, parent.priority,
+                                       parent.cache_salt)
             child.num_cached_tokens = parent.num_cached_tokens
             child.first_scheduled_time = parent.first_scheduled_time
             group.members.append(child)       # first, so a failed step's recovery finds its blocks
-            self.kv_cache_manager.fork(parent, child)
-            self.scheduler.add_running_request(child)
+            self._member_group[child.request_id] = group
+            self.scheduler.fork_request(parent, child)
             if gens:
                 self._gens[child.request_id] = [gens[i]]
             sampled[child.request_id] = [tok]
@@ -491,6 +541,7 @@ class LLMEngine:
             except Exception as e:  # noqa: BLE001 - best effort; the pools are rebuilt below if needed
                 logger.debug("freeing %s after a failed step: %r", req.request_id, e)
         self._groups.clear()
+        self._member_group.clear()
         self._gens.clear()
         kv.take_pending_copies()
         if kv.req_to_blocks or kv.req_to_cpu_blocks or not kv.reset_prefix_cache():
@@ -518,7 +569,7 @@ class LLMEngine:
         return done
 
     def _group_of(self, req: Request) -> _Group:
-        return self._groups[req.request_id.split("#")[0]]
+        return self._member_group[req.request_id]
 
     def _completion(self, index: int, req: Request) -> CompletionOutput:
         sp = req.sampling_params
@@ -541,26 +592,32 @@ class LLMEngine:
         parent sampled its completions' first tokens from one row: entry i goes to completion i."""
         for rid, entries in self.model_runner.last_logprobs.items():
             for i, entry in enumerate(entries):
-                self._logprobs.setdefault(rid if i == 0 else f"{rid}#{i}", []).append(entry)
+                target = rid if i == 0 else self._member_group[rid].members[i].request_id
+                self._logprobs.setdefault(target, []).append(entry)
 
     def _observe_step(self, out, flat: Dict[str, int], now: float) -> None:
         """Feed ``self.stats`` (``get_metrics()``) from one step, before its tokens are appended."""
         self.stats.on_step(sum(s.num_tokens for s in out.scheduled), len(out.preempted))
         for s in out.scheduled:
             r = s.request
-            if r.first_scheduled_time is None and "#" not in r.request_id:
+            if r.first_scheduled_time is None and self._is_group_head(r.request_id):
                 self.stats.on_first_scheduled(r.num_prompt_tokens, r.num_cached_tokens)
         for rid in flat:
             r = self.scheduler.requests.get(rid)
             if r is None:
                 continue
-            first = r.first_token_time is None and "#" not in rid
+            first = r.first_token_time is None and self._is_group_head(rid)
             last = r.token_times[-1] if r.token_times else None
             self.stats.on_token(now - r.arrival_time if first else None, None if last is None else now - last)
 
+    def _is_group_head(self, member_id: str) -> bool:
+        """True for the request a prompt was submitted as (not one of its fork children)."""
+        group = self._member_group.get(member_id)
+        return group is not None and group.members[0].request_id == member_id
+
     def _partial_outputs(self, flat: Dict[str, int], done: set) -> List[RequestOutput]:
         """Cumulative outputs (``finished=False``) of the requests that got a token this step."""
-        gids = dict.fromkeys(rid.split("#")[0] for rid in flat)
+        gids = dict.fromkeys(self._member_group[rid].request_id for rid in flat if rid in self._member_group)
         return [self._request_output(self._groups[g], finished=False)
                 for g in gids if g in self._groups and g not in done]
 
@@ -612,5 +669,6 @@ class LLMEngine:
         for m in group.members:
             self._gens.pop(m.request_id, None)
             self._logprobs.pop(m.request_id, None)
+            self._member_group.pop(m.request_id, None)
         self.stats.on_finished(group.members[0].get_finished_reason() or "abort", now - group.arrival_time)
         return out

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from typing import Iterator, List
+from collections.abc import Iterator
 
 from pagedlab.request import Request
 
@@ -12,7 +12,7 @@ class FCFSRequestQueue:
     """First come, first served. ``prepend_request`` puts a preempted request back at the head."""
 
     def __init__(self) -> None:
-        self._q: deque = deque()
+        self._q: deque[Request] = deque()
 
     def add_request(self, request: Request) -> None:
         self._q.append(request)
@@ -40,7 +40,7 @@ class PriorityRequestQueue:
     """Smallest ``(priority, arrival_time)`` first. A heap has no front, so ``prepend`` re-inserts."""
 
     def __init__(self) -> None:
-        self._heap: List[tuple] = []
+        self._heap: list[tuple[int, float, int, Request]] = []
         self._counter = 0   # tie-breaker so Requests are never compared
 
     def add_request(self, request: Request) -> None:
@@ -66,5 +66,9 @@ class PriorityRequestQueue:
         return iter(e[-1] for e in sorted(self._heap, key=lambda e: e[:3]))
 
 
-def create_request_queue(policy: str):
+RequestQueue = FCFSRequestQueue | PriorityRequestQueue
+
+
+def create_request_queue(policy: str) -> RequestQueue:
+    """The waiting queue for ``policy`` ("priority" or anything else = FCFS)."""
     return PriorityRequestQueue() if policy == "priority" else FCFSRequestQueue()

@@ -27,15 +27,25 @@ so the next step can schedule the next chunk.
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.errors import InvalidRequestError
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.request_queue import create_request_queue
 
 logger = logging.getLogger("pagedlab")
+
+if TYPE_CHECKING:
+    from pagedlab.core.kv_cache_manager import KVCacheManager
+    from pagedlab.trace import Tracer
+
+#: Environment variable that turns on ``Scheduler.check_postconditions`` ("1"; "" or "0" = off).
+CHECK_INVARIANTS_ENV = "PAGEDLAB_CHECK_INVARIANTS"
 
 
 @dataclass
@@ -79,27 +89,27 @@ class SchedulerOutput:
     """
 
     step: int
-    scheduled: List[ScheduledRequest] = field(default_factory=list)
-    preempted: List[str] = field(default_factory=list)
-    block_moves: List[Tuple[str, int, int]] = field(default_factory=list)
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    block_moves: list[tuple[str, int, int]] = field(default_factory=list)
     rejected: list[Request] = field(default_factory=list)
 
-    def _moves(self, kind: str) -> List[Tuple[int, int]]:
+    def _moves(self, kind: str) -> list[tuple[int, int]]:
         return [(s, d) for k, s, d in self.block_moves if k == kind]
 
     @property
-    def blocks_to_swap_out(self) -> List[Tuple[int, int]]:
+    def blocks_to_swap_out(self) -> list[tuple[int, int]]:
         return self._moves("swap_out")
 
     @property
-    def blocks_to_swap_in(self) -> List[Tuple[int, int]]:
+    def blocks_to_swap_in(self) -> list[tuple[int, int]]:
         return self._moves("swap_in")
 
     @property
-    def blocks_to_copy(self) -> List[Tuple[int, int]]:
+    def blocks_to_copy(self) -> list[tuple[int, int]]:
         return self._moves("copy")
 
-    def add_moves(self, kind: str, pairs) -> None:
+    def add_moves(self, kind: str, pairs: Iterable[tuple[int, int]]) -> None:
         self.block_moves.extend((kind, s, d) for s, d in pairs)
 
     @property
@@ -107,7 +117,7 @@ class SchedulerOutput:
         return sum(s.num_tokens for s in self.scheduled)
 
     @property
-    def num_scheduled_tokens(self) -> Dict[str, int]:
+    def num_scheduled_tokens(self) -> dict[str, int]:
         return {s.request.request_id: s.num_tokens for s in self.scheduled}
 
 
@@ -122,28 +132,55 @@ class Scheduler:
     """
 
     def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
-                 kv_cache_manager, tracer=None) -> None:
+                 kv_cache_manager: KVCacheManager, tracer: Tracer | None = None) -> None:
         self.config = scheduler_config
         self.cache_config = cache_config
         self.kv_cache_manager = kv_cache_manager
         self.tracer = tracer
-        self.requests: Dict[str, Request] = {}
+        self.requests: dict[str, Request] = {}
         self.waiting = create_request_queue(scheduler_config.policy)
-        self.running: List[Request] = []
-        self.swapped: deque = deque()
+        self.running: list[Request] = []
+        self.swapped: deque[Request] = deque()
         self.step_count = 0
         self._rejected: list[Request] = []
+        # Postcondition checks after every step (vLLM asserts them); off unless the environment
+        # sets PAGEDLAB_CHECK_INVARIANTS (the test suite does), so they cost nothing in the labs.
+        self.check_postconditions = os.environ.get(CHECK_INVARIANTS_ENV, "0") not in ("", "0")
+        # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
+        # object shared by the whole group. A request never forked has no entry.
+        self._fork_groups: dict[str, list[Request]] = {}
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
         self.requests[request.request_id] = request
         self.waiting.add_request(request)
 
-    def add_running_request(self, request: Request) -> None:
-        """Admit an already-computed request, e.g. a fork child sharing its parent's blocks."""
-        self.requests[request.request_id] = request
-        request.status = RequestStatus.RUNNING
-        self.running.append(request)
+    def fork_request(self, parent: Request, child: Request) -> None:
+        """Fork running ``parent`` into ``child`` (vLLM v0 ``Scheduler.fork_seq``), admitted as RUNNING.
+
+        The child shares every block of the parent copy-on-write (``KVCacheManager.fork``) and
+        joins its fork group: swap preemption moves a group as a unit, so sharing survives.
+        Groups are tracked structurally; request ids are never parsed.
+
+        Raises:
+            InvalidRequestError: the parent is not running here, or the child's id is in use
+                (nothing changes); see also ``KVCacheManager.fork``.
+        """
+        if self.requests.get(parent.request_id) is not parent or parent.status != RequestStatus.RUNNING:
+            raise InvalidRequestError(f"cannot fork {parent.request_id!r}: it is not a running request")
+        if child.request_id in self.requests:
+            raise InvalidRequestError(f"request id {child.request_id!r} is already in use")
+        self.kv_cache_manager.fork(parent, child)
+        group = self._fork_groups.setdefault(parent.request_id, [parent])
+        group.append(child)
+        self._fork_groups[child.request_id] = group
+        self.requests[child.request_id] = child
+        child.status = RequestStatus.RUNNING
+        self.running.append(child)
+
+    def get_fork_group(self, request: Request) -> list[Request]:
+        """The live members of ``request``'s fork group in fork order (``[request]`` if never forked)."""
+        return list(self._fork_groups.get(request.request_id, [request]))
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.running or len(self.waiting) or self.swapped)
@@ -151,7 +188,7 @@ class Scheduler:
     def get_num_unfinished_requests(self) -> int:
         return len(self.running) + len(self.waiting) + len(self.swapped)
 
-    def finish_requests(self, request_ids, status: RequestStatus) -> List[Request]:
+    def finish_requests(self, request_ids: str | Iterable[str], status: RequestStatus) -> list[Request]:
         """End requests in any state (abort, stop string): free their blocks everywhere."""
         done = []
         for rid in ([request_ids] if isinstance(request_ids, str) else request_ids):
@@ -172,42 +209,63 @@ class Scheduler:
     def _free(self, req: Request) -> None:
         self.kv_cache_manager.free(req)
         del self.requests[req.request_id]
+        group = self._fork_groups.pop(req.request_id, None)
+        if group is not None:
+            group.remove(req)
         self._record("finish", req=req.request_id, reason=req.get_finished_reason())
 
-    def _record(self, kind: str, **data) -> None:
+    def _record(self, kind: str, **data: Any) -> None:
         if self.tracer is not None:
             self.tracer.record(kind, **data)
 
     # --- the step ----------------------------------------------------------------------------
-    def _clip(self, n: int, budget: int) -> int:
+    def _cap_long_prefill(self, n: int) -> int:
+        """``n`` capped by ``long_prefill_token_threshold`` when it is set (> 0)."""
         t = self.config.long_prefill_token_threshold
-        if t > 0:
-            n = min(n, t)
-        return min(n, budget)
+        return t if 0 < t < n else n
+
+    def _clip(self, n: int, budget: int) -> int:
+        """Tokens to schedule of a gap of ``n``: the long-prefill cap first, then the budget."""
+        return min(self._cap_long_prefill(n), budget)
 
     def _pick_victim(self) -> Request:
         if self.config.policy == "priority":
             return max(self.running, key=lambda r: (r.priority, r.arrival_time))
         return self.running[-1]
 
-    def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
-        self.running.remove(victim)
-        victim.num_preemptions += 1
-        out.preempted.append(victim.request_id)
+    def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]) -> int:
+        """Preempt ``victim``; return the token budget refunded by unscheduling preempted requests.
+
+        Swap mode moves the victim's whole running fork group to the CPU pool at once (vLLM v0
+        swapped the SequenceGroup), so blocks the siblings share are copied once and stay shared.
+        When the CPU pool cannot take the group, or in recompute mode, only the victim is
+        preempted by recompute: its KV is dropped, its tokens kept, and it is re-queued at the head.
+        """
         kv = self.kv_cache_manager
-        if self.config.preemption_mode == "swap" and kv.can_swap_out([victim]):
+        group = [m for m in self.get_fork_group(victim) if m.status == RequestStatus.RUNNING]
+        swap = self.config.preemption_mode == "swap" and kv.can_swap_out(group)
+        members = group if swap else [victim]
+        refund = 0
+        for m in members:
+            self.running.remove(m)
+            m.num_preemptions += 1
+            out.preempted.append(m.request_id)
+            if m.request_id in scheduled:             # already scheduled this step: refund it
+                refund += scheduled.pop(m.request_id).num_tokens
+        if swap:
             out.add_moves("copy", kv.take_pending_copies())   # copies made before this swap-out
-            out.add_moves("swap_out", kv.swap_out([victim]))
-            victim.status = RequestStatus.SWAPPED
-            self.swapped.append(victim)
-            self._record("preempt", req=victim.request_id, mode="swap")
-            return
-        # Recompute: drop the KV, keep the generated tokens, re-queue at the head.
+            out.add_moves("swap_out", kv.swap_out(members))
+            for m in members:
+                m.status = RequestStatus.SWAPPED
+                self.swapped.append(m)
+                self._record("preempt", req=m.request_id, mode="swap")
+            return refund
         kv.free(victim)
         victim.status = RequestStatus.PREEMPTED
         victim.num_computed_tokens = 0
         self.waiting.prepend_request(victim)
         self._record("preempt", req=victim.request_id, mode="recompute")
+        return refund
 
     def _admits_waiting(self) -> bool:
         """Whether step 3 may admit waiting requests (always, for continuous batching)."""
@@ -225,7 +283,7 @@ class Scheduler:
             self.tracer.step = self.step_count
         kv = self.kv_cache_manager
         budget = self.config.max_num_batched_tokens
-        scheduled: Dict[str, ScheduledRequest] = {}
+        scheduled: dict[str, ScheduledRequest] = {}
 
         # 1. Running requests.
         i = 0
@@ -236,38 +294,35 @@ class Scheduler:
                 i += 1
                 continue
             while kv.allocate_slots(req, n) is None:
-                victim = self._pick_victim()
-                if victim.request_id in scheduled:      # priority mode: refund its budget
-                    budget += scheduled.pop(victim.request_id).num_tokens
-                self._preempt(victim, out)
-                if victim is req:
-                    break
+                budget += self._preempt(self._pick_victim(), out, scheduled)
+                if req.status != RequestStatus.RUNNING:
+                    break                                 # req itself (or its group) was preempted
             if req.status != RequestStatus.RUNNING:
                 break                                     # it preempted itself: stop here
             scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
             budget -= n
             i = self.running.index(req) + 1
 
-        # 2. Swapped requests come back (vLLM v0), only if nobody was preempted this step.
-        while (not out.preempted and self.swapped and budget > 0
-               and len(self.running) < self.config.max_num_seqs):
-            req = self.swapped[0]
-            if not kv.can_swap_in([req]):
+        # 2. Swapped fork groups come back whole (vLLM v0), only if nobody was preempted this step.
+        while not out.preempted and self.swapped and budget > 0:
+            group = [m for m in self.get_fork_group(self.swapped[0]) if m.status == RequestStatus.SWAPPED]
+            if len(self.running) + len(group) > self.config.max_num_seqs or not kv.can_swap_in(group):
                 break
-            self.swapped.popleft()
             out.add_moves("copy", kv.take_pending_copies())
-            out.add_moves("swap_in", kv.swap_in([req]))
-            req.status = RequestStatus.RUNNING
-            self.running.append(req)
-            self._record("swap_in_req", req=req.request_id)
-            n = self._clip(req.num_tokens - req.num_computed_tokens, budget)
-            if n > 0 and kv.allocate_slots(req, n) is not None:
-                scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
-                budget -= n
+            out.add_moves("swap_in", kv.swap_in(group))
+            for req in group:
+                self.swapped.remove(req)
+                req.status = RequestStatus.RUNNING
+                self.running.append(req)
+                self._record("swap_in_req", req=req.request_id)
+                n = self._clip(req.num_tokens - req.num_computed_tokens, budget)
+                if n > 0 and kv.allocate_slots(req, n) is not None:
+                    scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
+                    budget -= n
 
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
-        while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting) and budget > 0
-               and len(self.running) < self.config.max_num_seqs):
+        while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting)
+               and budget > 0 and self._has_seats_for(self.waiting.peek_request())):
             head = self.waiting.peek_request()
             s = self._try_admit(head, budget)
             if s is None:
@@ -277,9 +332,16 @@ class Scheduler:
             scheduled[s.request.request_id] = s
             budget -= s.num_tokens
 
-        return self._finish_schedule(out, list(scheduled.values()))
+        return self._finish_schedule(out, list(scheduled.values()), budget)
 
-    def _try_admit(self, req: Request, budget: Optional[int]) -> Optional[ScheduledRequest]:
+    def _has_seats_for(self, req: Request) -> bool:
+        """Whether ``max_num_seqs`` leaves room for ``req``: ``n`` seats for a request that will
+        fork into its ``n`` completions after its first token (vLLM v0 ``get_max_num_running_seqs``),
+        else one."""
+        n = req.sampling_params.n if req.num_output_tokens == 0 and req.request_id not in self._fork_groups else 1
+        return len(self.running) + n <= self.config.max_num_seqs
+
+    def _try_admit(self, req: Request, budget: int | None) -> ScheduledRequest | None:
         """Admit the head of the waiting queue if its KV slots can be allocated.
 
         Prefix-cache hits are looked up first (only for a request with nothing computed), so
@@ -291,14 +353,19 @@ class Scheduler:
         hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
         n = req.num_tokens - num_hit
         if budget is not None:
+            # vLLM 0.11 ``Scheduler.schedule``: cap by the threshold *before* the "does the
+            # unchunked prefill fit the budget" check, then clip to the budget.
+            n = self._cap_long_prefill(n)
             if not self.config.enable_chunked_prefill and n > self.config.max_num_batched_tokens:
                 self._reject_unschedulable(req, n)
                 return None
             if not self.config.enable_chunked_prefill and n > budget:
                 return None
-            n = self._clip(n, budget)
+            n = min(n, budget)
         if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
             return None
+        if req.num_computed_tokens == 0:                  # it was looked up: count it, once
+            kv.record_prefix_cache_stats(req, hit_blocks)
         self.waiting.pop_request()
         req.status = RequestStatus.RUNNING
         req.num_computed_tokens = num_hit
@@ -324,8 +391,13 @@ class Scheduler:
             "prefill, raise max_num_batched_tokens or use preemption_mode='swap'", req.request_id, num_tokens,
             self.config.max_num_batched_tokens)
 
-    def _finish_schedule(self, out: SchedulerOutput, scheduled: List[ScheduledRequest]) -> SchedulerOutput:
-        """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``)."""
+    def _finish_schedule(self, out: SchedulerOutput, scheduled: list[ScheduledRequest],
+                         token_budget: int | None) -> SchedulerOutput:
+        """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
+
+        ``token_budget`` is what is left of ``max_num_batched_tokens`` (None: no budget, static
+        batching); with ``check_postconditions`` on, the step's postconditions are checked.
+        """
         out.scheduled = scheduled
         out.rejected, self._rejected = self._rejected, []
         out.add_moves("copy", self.kv_cache_manager.take_pending_copies())
@@ -333,11 +405,47 @@ class Scheduler:
             s.request.num_computed_tokens += s.num_tokens
             self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens,
                          prefill=s.is_prefill)
+        if self.check_postconditions:
+            self._check_postconditions(out, token_budget)
         self.step_count += 1
         return out
 
-    def update_from_output(self, out: SchedulerOutput, sampled: Dict[str, int],
-                           now: Optional[float] = None) -> List[Request]:
+    def _check_postconditions(self, out: SchedulerOutput, token_budget: int | None) -> None:
+        """The constraints vLLM 0.11 asserts at the end of ``Scheduler.schedule``, and slot coverage.
+
+        Raises:
+            AssertionError: the token budget went negative or the scheduled tokens exceed
+                ``max_num_batched_tokens``; more than ``max_num_seqs`` requests run; a scheduled
+                request is not running, appears twice, was also preempted, or has a chunk that
+                does not end at its new ``num_computed_tokens`` (within ``num_tokens``); or a
+                scheduled token has no KV slot in the request's block table.
+        """
+        cfg, kv = self.config, self.kv_cache_manager
+
+        def fail(msg: str) -> None:
+            raise AssertionError(f"scheduler postcondition violated at step {out.step}: {msg}")
+
+        total = out.total_num_scheduled_tokens
+        if token_budget is not None and (token_budget < 0 or total > cfg.max_num_batched_tokens):
+            fail(f"token budget left {token_budget}, {total} tokens > max_num_batched_tokens")
+        if len(self.running) > cfg.max_num_seqs:
+            fail(f"{len(self.running)} running requests > max_num_seqs={cfg.max_num_seqs}")
+        ids = [s.request.request_id for s in out.scheduled]
+        if len(set(ids)) != len(ids) or set(ids) & set(out.preempted):
+            fail(f"scheduled {ids} repeats a request or holds one preempted ({out.preempted})")
+        running = {id(r) for r in self.running}
+        for s in out.scheduled:
+            r, end = s.request, s.start + s.num_tokens
+            if id(r) not in running or r.status != RequestStatus.RUNNING:
+                fail(f"{r.request_id} is scheduled but not running")
+            if s.num_tokens < 1 or end != r.num_computed_tokens or end > r.num_tokens:
+                fail(f"{r.request_id}: chunk [{s.start}, {end}) vs computed {r.num_computed_tokens}, "
+                     f"num_tokens {r.num_tokens}")
+            if len(kv.get_block_ids(r.request_id)) * self.cache_config.block_size < end:
+                fail(f"{r.request_id}: tokens up to {end} but only {len(kv.get_block_ids(r.request_id))} blocks")
+
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int],
+                           now: float | None = None) -> list[Request]:
         """Append sampled tokens, check stop conditions, free finished requests.
 
         Args:
@@ -362,7 +470,7 @@ class Scheduler:
                 finished.append(req)
         return finished
 
-    def _check_stop(self, req: Request, token: int) -> Optional[RequestStatus]:
+    def _check_stop(self, req: Request, token: int) -> RequestStatus | None:
         sp = req.sampling_params
         if not sp.ignore_eos and req.eos_token_id is not None and token == req.eos_token_id:
             req.stop_reason = None

@@ -27,9 +27,9 @@ class StaticScheduler(Scheduler):
         if self.tracer is not None:
             self.tracer.step = self.step_count
         batch = []
-        while len(self.waiting) and len(self.running) < self.config.max_num_seqs:
+        while len(self.waiting) and self._has_seats_for(self.waiting.peek_request()):
             s = self._try_admit(self.waiting.peek_request(), budget=None)
             if s is None:
                 break
             batch.append(s)
-        return self._finish_schedule(out, batch)
+        return self._finish_schedule(out, batch, None)

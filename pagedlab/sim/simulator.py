@@ -58,7 +58,8 @@ def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> Optiona
     need = -(-total // cc.block_size)
     if need > cc.num_gpu_blocks:
         return f"needs {need} blocks, the whole pool has {cc.num_gpu_blocks}"
-    if not sc.enable_chunked_prefill and r.prompt_len > sc.max_num_batched_tokens:
+    t = sc.long_prefill_token_threshold
+    if not sc.enable_chunked_prefill and (min(r.prompt_len, t) if t > 0 else r.prompt_len) > sc.max_num_batched_tokens:
         return f"{r.prompt_len}-token prompt exceeds max_num_batched_tokens={sc.max_num_batched_tokens} (no chunking)"
     return None
 

@@ -73,6 +73,8 @@ def check_manager(m: KVCacheManager) -> None:
                 locked_ids.update(ids)
         for bid in m._tree_block_ids:
             assert m.block_pool.blocks[bid].ref_cnt >= 1
+        leaves = sorted(n for n in rc.nodes() if not n.children and n.lock_ref == 0)
+        assert rc.evictable_leaves() == leaves, "evictable-leaf set out of date"
 
 
 def state_of(m: KVCacheManager):

@@ -152,10 +152,20 @@ def test_prefix_cache_stats_count_tokens(cache, caching):
     a = make_request(m, "a", range(9))
     run_prefill(m, a)
     finish(m, a)
-    m.get_computed_blocks(make_request(m, "b", range(9)))
+    b = make_request(m, "b", range(9))
+    hits, _ = m.get_computed_blocks(b)
+    assert m.prefix_cache_stats == type(m.prefix_cache_stats)(), "a lookup alone counts nothing"
+    m.record_prefix_cache_stats(a, [])
+    m.record_prefix_cache_stats(b, hits)
+    b.num_preemptions = 1                      # a re-admission after preemption is counted apart
+    m.record_prefix_cache_stats(b, hits)
     stats = m.make_prefix_cache_stats()
     assert (stats.requests, stats.queries, stats.hits) == (2, 18, 8)
-    assert m.prefix_cache_stats.queries == 0
+    assert (stats.preempted_requests, stats.preempted_queries, stats.preempted_hits) == (1, 9, 8)
+    assert stats.hit_rate == 8 / 18 and m.prefix_cache_stats.queries == 0
+    off = mgr(caching=False)
+    off.record_prefix_cache_stats(make_request(off, "c", range(9)), [])
+    assert off.prefix_cache_stats.requests == 0
 
 
 @pytest.mark.parametrize("bad", [0, -4, 2.0, "16", None, True])

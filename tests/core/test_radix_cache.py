@@ -96,3 +96,63 @@ def test_snapshot_and_pretty_print():
     snap = json.loads(json.dumps(rc.snapshot()))
     assert snap["root"]["children"][0]["key"] == [1, 2, 3]
     assert "evictable=3" in rc.pretty_print()
+
+
+def brute_evictable_leaves(rc):
+    """Unlocked leaves found by walking the whole tree (what SGLang 0.4.6 did per evict)."""
+    return sorted(n for n in rc.nodes() if not n.children and n.lock_ref == 0)
+
+
+def test_evictable_leaf_set_tracks_insert_match_lock_and_evict():
+    import random
+    rng = random.Random(0)
+    rc = RadixCache()
+    locked = []
+    for _ in range(400):
+        op = rng.random()
+        key = [rng.randrange(4) for _ in range(rng.randrange(1, 7))]
+        if op < 0.4:
+            rc.insert(key)
+        elif op < 0.6:
+            rc.match_prefix(key)
+        elif op < 0.75:
+            node = rc.match_prefix(key)[1]
+            rc.inc_lock_ref(node)
+            locked.append(node)
+        elif op < 0.85 and locked:
+            rc.dec_lock_ref(locked.pop(rng.randrange(len(locked))))
+        else:
+            # The reference: the LRU unlocked leaf by a full walk must be the one evicted first.
+            expect = brute_evictable_leaves(rc)
+            got = []
+            rc.evict(1, got.append)
+            assert got == ([expect[0].value] if expect else [])
+        assert rc.evictable_leaves() == brute_evictable_leaves(rc)
+        sizes_ok(rc)
+
+
+def test_evicting_one_leaf_does_not_rebuild_a_heap_over_all_leaves(monkeypatch):
+    import heapq
+
+    import pagedlab.core.radix_cache as mod
+    rc = RadixCache()
+    for i in range(4096):
+        rc.insert([i, i])
+    work = {"heapify": 0, "pops": 0}
+    real_heapify, real_heappop = heapq.heapify, heapq.heappop
+
+    def heapify(h):
+        work["heapify"] += len(h)
+        real_heapify(h)
+
+    def heappop(h):
+        work["pops"] += 1
+        return real_heappop(h)
+
+    monkeypatch.setattr(mod.heapq, "heapify", heapify)
+    monkeypatch.setattr(mod.heapq, "heappop", heappop)
+    monkeypatch.setattr(RadixCache, "nodes", lambda self: pytest.fail("evict walked the tree"))
+    freed = []
+    assert rc.evict(2, freed.append) == 2
+    assert freed == [[0, 0]] and work == {"heapify": 0, "pops": 1}
+    assert len(rc.evictable_leaves()) == 4095

@@ -27,6 +27,7 @@ def _run(tracer):
     c = Request("c", list(range(9)), block_hasher=m.block_hasher)
     hits, n = m.get_computed_blocks(c)
     m.allocate_slots(c, 9 - n, n, hits)
+    m.record_prefix_cache_stats(c, hits)
     d = Request("d", list(range(100, 100 + 4 * m.num_free_blocks)), block_hasher=m.block_hasher)
     m.allocate_slots(d, d.num_tokens)
     m.free(c)

@@ -91,7 +91,7 @@ POINTS: list[tuple[str, str, Callable[[LLMEngine], Any], str, str]] = [
     ("forward done, before sampling", "recompute", lambda e: e.model_runner, "forward", "after"),
     ("sampling", "recompute", lambda e: model_runner_mod, "sample", "before"),
     ("fork: child shares blocks, not running", "recompute", lambda e: e.kv_cache_manager, "fork", "after"),
-    ("fork: child running", "recompute", lambda e: e.scheduler, "add_running_request", "after"),
+    ("fork: child running", "recompute", lambda e: e.scheduler, "fork_request", "after"),
     ("output update: token appended", "recompute", lambda e: e.scheduler, "_check_stop", "before"),
     ("output update: finished, blocks not freed", "recompute", lambda e: e.scheduler, "_free", "before"),
     ("stop strings", "recompute", lambda e: e, "_check_stop_strings", "before"),

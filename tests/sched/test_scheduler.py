@@ -10,6 +10,7 @@ from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import Scheduler
 from pagedlab.sched.static import StaticScheduler
+from pagedlab.errors import InvalidRequestError
 
 
 def make(num_blocks=64, bs=4, cpu=0, cls=Scheduler, **sched):
@@ -180,3 +181,164 @@ def test_nothing_is_admitted_in_a_step_that_preempted_even_if_it_would_fit():
     assert "c" not in out.num_scheduled_tokens, "c was admitted in the step that preempted b"
     assert s.waiting.peek_request().request_id == "c" and kv.num_free_blocks >= 1
     assert "c" in step(s).num_scheduled_tokens, "c is admitted in the next step"
+
+
+def test_without_chunked_prefill_the_threshold_applies_before_the_fit_check():
+    # vLLM 0.11: n = min(gap, threshold) first; only an n above the budget is refused. A 12-token
+    # prompt with threshold 5 fits a budget of 8 as a 5-token chunk; a 9-token gap capped to 9 would not.
+    s, kv = make(max_num_batched_tokens=8, long_prefill_token_threshold=5, enable_chunked_prefill=False)
+    s.add_request(req("a", 12))
+    out = s.schedule()
+    assert [(x.request.request_id, x.start, x.num_tokens) for x in out.scheduled] == [("a", 0, 5)]
+    assert s.requests["a"].num_computed_tokens == 5 and s.requests["a"].status == RequestStatus.RUNNING
+    assert len(s.waiting) == 0 and kv.get_block_ids("a") != []
+    s2, kv2 = make(max_num_batched_tokens=8, long_prefill_token_threshold=10, enable_chunked_prefill=False)
+    s2.add_request(req("b", 12))
+    before = kv2.num_free_blocks
+    assert s2.schedule().scheduled == [] and len(s2.waiting) == 1 and kv2.num_free_blocks == before
+
+
+def out_of_pool(kv):
+    return kv.num_free_blocks
+
+
+def _fork_group_under_swap_pressure():
+    """x runs; p (10 tokens: 2 full blocks + 2 tokens) is forked into c, the newest running request."""
+    s, kv = make(num_blocks=6, bs=4, cpu=16, preemption_mode="swap", max_num_batched_tokens=64)
+    s.add_request(req("x", 4, max_tokens=20, arrival=0))
+    s.add_request(req("p", 10, max_tokens=4, arrival=1))
+    step(s)                                           # x and p prefilled, each sampled one token
+    p = s.requests["p"]
+    c = Request("c", list(p.prompt_token_ids), p.sampling_params, arrival_time=0)
+    c.append_output_token_ids(list(p.output_token_ids))
+    s.fork_request(p, c)
+    return s, kv, p, c
+
+
+def test_swap_preemption_moves_the_whole_fork_group_and_keeps_sharing():
+    s, kv, p, c = _fork_group_under_swap_pressure()
+    assert s.get_fork_group(c) == [p, c] and s.get_fork_group(p) == [p, c]
+    shared = kv.get_block_ids("p")
+    assert kv.get_block_ids("c") == shared and kv.num_held_blocks() == 4   # 3 shared + x's
+    step(s)                                           # p and c decode (CoW of the last block), x too
+    assert out_of_pool(kv) == 0
+    tables_before = {r: kv.get_block_ids(r) for r in ("p", "c")}
+    held_before = len(set(tables_before["p"]) | set(tables_before["c"]))
+    assert held_before == 4
+    assert tables_before["p"][:2] == tables_before["c"][:2], "the two full blocks are shared"
+    out = None
+    for _ in range(20):                               # the group grows until the pool forces a preemption
+        out = step(s)
+        if out.preempted:
+            break
+    assert sorted(out.preempted) == ["c", "p"], "the whole fork group is swapped out together"
+    assert p.status == c.status == RequestStatus.SWAPPED and sorted(r.request_id for r in s.swapped) == ["c", "p"]
+    assert "x" in out.num_scheduled_tokens and s.requests["x"].status == RequestStatus.RUNNING
+    assert len(out.blocks_to_swap_out) == held_before, "each shared block is moved once"
+    cpu = kv.req_to_cpu_blocks
+    assert [b.block_id for b in cpu["p"][:2]] == [b.block_id for b in cpu["c"][:2]]
+    assert all(b.ref_cnt == 2 for b in cpu["p"][:2])
+    while True:                                       # x finishes, then the group comes back whole
+        out = s.schedule()
+        if out.blocks_to_swap_in:
+            break
+        s.update_from_output(out, {x.request.request_id: 7 for x in out.scheduled if x.samples})
+    assert p.status == c.status == RequestStatus.RUNNING and not s.swapped
+    assert sorted(out.num_scheduled_tokens) == ["c", "p"]
+    assert len(out.blocks_to_swap_in) == held_before
+    tp, tc = kv.get_block_ids("p"), kv.get_block_ids("c")
+    assert tp[:2] == tc[:2] and all(kv.block_pool.blocks[b].ref_cnt == 2 for b in tp[:2])
+    assert len(set(tp[:3]) | set(tc[:3])) == held_before, "2 shared blocks stay 2 after swap out + in"
+    assert p.num_computed_tokens == c.num_computed_tokens
+    s.update_from_output(out, {x.request.request_id: 7 for x in out.scheduled if x.samples})
+    run_to_end(s)
+    assert kv.num_free_blocks == 6 and kv.cpu_block_pool.get_num_free_blocks() == 16
+    assert s._fork_groups == {}
+
+
+def test_any_string_is_a_request_id_and_fork_groups_are_not_parsed_from_ids():
+    s, kv = make(num_blocks=32, bs=4, cpu=32, preemption_mode="swap")
+    s.add_request(req("a#1", 6, max_tokens=3))
+    s.add_request(req("a", 6, max_tokens=3))
+    step(s)
+    a, a1 = s.requests["a"], s.requests["a#1"]
+    child = Request("b", list(a.all_token_ids[:6]), a.sampling_params)
+    child.append_output_token_ids(list(a.output_token_ids))
+    s.fork_request(a, child)
+    assert s.get_fork_group(a) == [a, child] and s.get_fork_group(a1) == [a1]
+    with pytest.raises(InvalidRequestError):
+        s.fork_request(a, Request("a#1", list(a.all_token_ids), a.sampling_params))
+    with pytest.raises(InvalidRequestError):
+        s.fork_request(Request("ghost", [1, 2]), Request("g2", [1, 2]))
+    run_to_end(s)
+    assert kv.num_free_blocks == 32 and not s.requests
+
+
+def test_prefix_cache_hit_is_counted_once_per_admission_not_per_lookup():
+    from pagedlab.trace import Tracer
+    t = Tracer()
+    kv = KVCacheManager(block_size=4, num_gpu_blocks=5, max_model_len=512, enable_caching=True, hash_seed=0,
+                        tracer=t)
+    s = Scheduler(SchedulerConfig(max_model_len=512, max_num_batched_tokens=64),
+                  CacheConfig(block_size=4, num_gpu_blocks=5), kv, tracer=t)
+    mk = lambda rid, toks, mt: Request(rid, toks, SamplingParams(max_tokens=mt, ignore_eos=True),  # noqa: E731
+                                       block_hasher=kv.block_hasher)
+    s.add_request(mk("a", list(range(1, 13)), 8))    # 3 blocks now, grows to 5
+    step(s)
+    s.add_request(mk("b", list(range(1, 9)) + [99] * 8, 1))  # hits a's 2 first blocks, needs 2 more
+    lookups = 0
+    real = kv.get_computed_blocks
+
+    def counting(r):
+        nonlocal lookups
+        lookups += 1
+        return real(r)
+
+    kv.get_computed_blocks = counting
+    while "b" not in {x.request.request_id for x in step(s).scheduled}:
+        pass
+    assert lookups >= 2, "b was meant to wait (and be looked up again) before it fit"
+    hits = [e for e in t.events if e["kind"] == "cache_hit"]
+    assert [(e["request_id"], e["num_tokens"], e["preempted"]) for e in hits] == [("a", 0, False), ("b", 8, False)]
+    st = kv.make_prefix_cache_stats()
+    assert (st.requests, st.queries, st.hits) == (2, 12 + 16, 8)
+
+
+def test_postconditions_are_checked_every_step_in_tests():
+    from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
+    import os
+    assert os.environ.get(CHECK_INVARIANTS_ENV) == "1"
+    s, kv = make(max_num_batched_tokens=16)
+    assert s.check_postconditions
+    s.add_request(req("a", 6))
+    kv.allocate_slots = lambda r, n, *a: []          # "allocates" without giving the tokens a slot
+    with pytest.raises(AssertionError, match="step 0: a: tokens up to 6 but only 0 blocks"):
+        s.schedule()
+    s2, _ = make(max_num_batched_tokens=16, max_num_seqs=1)
+    s2.add_request(req("b", 6))
+    out = s2.schedule()
+    s2._check_postconditions(out, 10)                # what the step left: fine
+    with pytest.raises(AssertionError, match="token budget left -1"):
+        s2._check_postconditions(out, -1)
+    s2.running.append(req("c", 2))
+    with pytest.raises(AssertionError, match="2 running requests > max_num_seqs=1"):
+        s2._check_postconditions(out, 10)
+
+
+def test_postcondition_checks_are_off_without_the_environment_variable(monkeypatch):
+    from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
+    monkeypatch.setenv(CHECK_INVARIANTS_ENV, "0")
+    s, kv = make()
+    assert not s.check_postconditions
+    s._check_postconditions = lambda *a: pytest.fail("checked although turned off")
+    s.add_request(req("a", 6))
+    run_to_end(s)
+
+
+def test_max_num_seqs_reserves_n_seats_for_a_request_that_will_fork():
+    s, _ = make(max_num_seqs=3)
+    s.add_request(req("a", 4))
+    wide = Request("w", [1, 2, 3], SamplingParams(max_tokens=2, n=3, ignore_eos=True))
+    s.add_request(wide)
+    assert [x.request.request_id for x in s.schedule().scheduled] == ["a"], "w needs 3 seats, 2 are left"
+    assert len(s.waiting) == 1
