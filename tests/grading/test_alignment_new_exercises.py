@@ -39,3 +39,64 @@ def test_get_computed_blocks_matches_the_kv_cache_manager(block_size: int, seed:
             if rng.random() < 0.8:
                 kv.free(req)
     assert hits > 5, "the workload must produce prefix hits"
+
+
+def _library_preemption(arrivals, blocks: int, cpu: int, policy: str, mode: str,
+                        priorities: dict[str, int]) -> list[tuple[dict[str, int], list[str]]]:
+    from pagedlab.config import CacheConfig, SchedulerConfig
+    from pagedlab.core.kv_cache_manager import KVCacheManager
+    from pagedlab.request import Request
+    from pagedlab.sampling_params import SamplingParams
+    from pagedlab.sched.scheduler import Scheduler
+    sched = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=10**6, max_model_len=4096,
+                                      long_prefill_token_threshold=0, policy=policy, preemption_mode=mode),
+                      CacheConfig(block_size=4, num_gpu_blocks=blocks, num_cpu_blocks=cpu),
+                      KVCacheManager(4, blocks, 4096, num_cpu_blocks=cpu))
+    pending, out, step = sorted(arrivals), [], 0
+    while pending or sched.has_unfinished_requests():
+        while pending and pending[0][0] <= step:
+            _, rid, plen, mt = pending.pop(0)
+            sched.add_request(Request(rid, [(7 * i + len(rid)) % 97 for i in range(plen)],
+                                      SamplingParams(max_tokens=mt, ignore_eos=True), arrival_time=float(step),
+                                      priority=priorities.get(rid, 0)))
+        so = sched.schedule()
+        out.append((dict(so.num_scheduled_tokens), list(so.preempted)))
+        sched.update_from_output(so, {s.request.request_id: 1 + s.request.num_output_tokens % 50
+                                      for s in so.scheduled if s.samples})
+        step += 1
+    return out
+
+
+def _exercise_preemption(arrivals, blocks: int, cpu: int, policy: str, mode: str,
+                         priorities: dict[str, int]) -> list[tuple[dict[str, int], list[str]]]:
+    from pagedlab.grading.exercises.lab06_preempt import PreemptSim
+    fn = ref("06.schedule_with_preemption")
+    sim = PreemptSim(arrivals, blocks, 4, cpu, priorities)
+    out = []
+    while not sim.done():
+        sim.arrive()
+        scheduled, preempted = fn(sim.running, sim.waiting, sim.swapped, sim.kv, 8, policy, mode)
+        out.append((dict(scheduled), list(preempted)))
+        sim.apply(scheduled)
+    return out
+
+
+def _preemption_cases() -> list[Any]:
+    from pagedlab.grading.exercises.lab06_preempt import THREE, random_arrivals
+    prio = {f"r{i}": (i * 5) % 3 for i in range(8)}
+    return [
+        pytest.param([(0, "r0", 4, 8), (0, "r1", 5, 8), (0, "r2", 6, 8)], 5, 0, "fcfs", "recompute", {}, id="fcfs"),
+        pytest.param(random_arrivals(3, 8), 9, 0, "fcfs", "recompute", {}, id="fcfs-random"),
+        pytest.param(random_arrivals(7, 10), 10, 0, "fcfs", "recompute", {}, id="fcfs-random-2"),
+        pytest.param(THREE, 8, 0, "priority", "recompute", {"r0": 2, "r1": 0, "r2": 1}, id="priority"),
+        pytest.param(THREE + [(2, "r3", 2, 3), (4, "r4", 2, 3)], 8, 16, "fcfs", "swap", {}, id="swap"),
+        pytest.param(THREE, 8, 1, "fcfs", "swap", {}, id="swap-cpu-full"),
+        pytest.param(random_arrivals(5, 8), 9, 6, "priority", "swap", prio, id="priority-swap-random"),
+    ]
+
+
+@pytest.mark.parametrize("arrivals,blocks,cpu,policy,mode,priorities", _preemption_cases())
+def test_schedule_with_preemption_matches_the_scheduler(arrivals, blocks, cpu, policy, mode, priorities) -> None:
+    got = _exercise_preemption(arrivals, blocks, cpu, policy, mode, priorities)
+    assert got == _library_preemption(arrivals, blocks, cpu, policy, mode, priorities)
+    assert any(pre for _, pre in got), "the workload must preempt"
