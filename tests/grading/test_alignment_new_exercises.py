@@ -100,3 +100,40 @@ def test_schedule_with_preemption_matches_the_scheduler(arrivals, blocks, cpu, p
     got = _exercise_preemption(arrivals, blocks, cpu, policy, mode, priorities)
     assert got == _library_preemption(arrivals, blocks, cpu, policy, mode, priorities)
     assert any(pre for _, pre in got), "the workload must preempt"
+
+
+@pytest.mark.parametrize("block_size,seq_lens", [(1, [3, 1]), (2, [5, 8]), (4, [9, 2, 4])])
+def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_lens: list[int]) -> None:
+    """Every lane of every tile equals gather_kv's row for that position (0.0 past seq_len), and the
+    kit's decode kernel built on the tile load agrees with the library's Triton kernel."""
+    torch = pytest.importorskip("torch")
+    from pagedlab.grading.exercises.lab08_triton import decode_with_tile_loader, probe_tile, stale_cache
+    from pagedlab.kernels.decode_attention import paged_decode_attention as triton_decode
+    from pagedlab.kernels.reference import gather_kv
+    from pagedlab.kernels.runtime import kernels_can_run
+    if not kernels_can_run("cpu"):
+        pytest.skip("needs TRITON_INTERPRET=1 set before triton is imported")
+    fn = ref("08.triton_load_kv_tile")
+    rng = random.Random(block_size)
+    nblocks = [-(-n // block_size) for n in seq_lens]
+    ids = rng.sample(range(1, 16), sum(nblocks))
+    tables = [ids[sum(nblocks[:i]):sum(nblocks[:i + 1])] for i in range(len(seq_lens))]
+    k = stale_cache(16, block_size, tables, seq_lens)
+    for table, n in zip(tables, seq_lens):
+        whole = gather_kv(k, torch.tensor(table), n)
+        for start in range(0, n + 4, 4):
+            for head in (0, 1):
+                tile, mask = probe_tile(fn, k, table, start, n, head, 4)
+                for i in range(4):
+                    pos = start + i
+                    assert bool(mask[i]) == (pos < n)
+                    assert torch.equal(tile[i], whole[pos, head] if pos < n else torch.zeros(4))
+    width = max(nblocks)
+    bt = torch.tensor([t + [0] * (width - len(t)) for t in tables])
+    gen = torch.Generator().manual_seed(0)
+    k, v = torch.randn(16, block_size, 2, 8, generator=gen), torch.randn(16, block_size, 2, 8, generator=gen)
+    q = torch.randn(len(seq_lens), 6, 8, generator=gen)
+    lens = torch.tensor(seq_lens)
+    mine = decode_with_tile_loader(fn, q, k, v, bt, lens, 0.5)
+    lib = triton_decode(q, k, v, bt, lens, 0.5, block_n=16)
+    assert torch.allclose(mine, lib, atol=1e-5), float((mine - lib).abs().max())
