@@ -107,10 +107,17 @@ def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_len
     """Every lane of every tile equals gather_kv's row for that position (0.0 past seq_len), and the
     kit's decode kernel built on the tile load agrees with the library's Triton kernel."""
     torch = pytest.importorskip("torch")
-    from pagedlab.grading.exercises.lab08_triton import decode_with_tile_loader, probe_tile, stale_cache
-    from pagedlab.kernels.decode_attention import paged_decode_attention as triton_decode
+    from pagedlab.kernels.decode_attention import (
+        paged_decode_attention as triton_decode,
+    )
     from pagedlab.kernels.reference import gather_kv
     from pagedlab.kernels.runtime import kernels_can_run
+
+    from pagedlab.grading.exercises.lab08_triton import (
+        decode_with_tile_loader,
+        probe_tile,
+        stale_cache,
+    )
     if not kernels_can_run("cpu"):
         pytest.skip("needs TRITON_INTERPRET=1 set before triton is imported")
     fn = ref("08.triton_load_kv_tile")

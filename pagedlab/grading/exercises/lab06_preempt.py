@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.grading.exercises.lab04 import Arrival, Sim
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.request import Request
 
 
 class PreemptSim(Sim):
@@ -33,10 +35,10 @@ class PreemptSim(Sim):
     """
 
     def __init__(self, arrivals: Sequence[Arrival], num_gpu_blocks: int, block_size: int = 4,
-                 num_cpu_blocks: int = 0, priorities: Optional[Dict[str, int]] = None) -> None:
+                 num_cpu_blocks: int = 0, priorities: dict[str, int] | None = None) -> None:
         super().__init__(arrivals, num_gpu_blocks, block_size)
         self.kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096, num_cpu_blocks=num_cpu_blocks)
-        self.swapped: deque = deque()
+        self.swapped: deque[Request] = deque()
         self.priorities = dict(priorities or {})
 
     def arrive(self) -> None:
@@ -47,13 +49,13 @@ class PreemptSim(Sim):
     def done(self) -> bool:
         return super().done() and not self.swapped
 
-    def state(self) -> Dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         out = super().state()
         out["swapped"] = self.ids(self.swapped)
         return out
 
 
-def _render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_batch_gantt
     steps = [{"step": h["step"], "scheduled": [tuple(e) for e in h["scheduled"]], "preempted": list(h["preempted"]),
               "finished": [], "running": None, "waiting": None, "swapped": None, "kv_blocks_used": None,
@@ -71,7 +73,7 @@ PREEMPT = register(Exercise(
     render=_render, components=("preemption", "schedule_with_preemption", "scheduler")))
 
 
-def _scheduled_hint(expected: Any, got: Any, before: List[str]) -> Optional[str]:
+def _scheduled_hint(expected: Any, got: Any, before: list[str]) -> str | None:
     if not isinstance(got, dict):
         return "return a pair ({request_id: tokens}, [preempted ids])"
     extra = sorted(set(got) - set(expected))
@@ -159,14 +161,14 @@ def run(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int = 8, policy: str =
 
 def _test(title: str, arrivals: Sequence[Arrival], num_gpu_blocks: int, *, max_num_seqs: int = 8,
           policy: str = "fcfs", mode: str = "recompute", num_cpu_blocks: int = 0,
-          priorities: Optional[Dict[str, int]] = None) -> None:
+          priorities: dict[str, int] | None = None) -> None:
     @PREEMPT.test(title)
     def _(fn: Any, rec: Any) -> None:
         sim = PreemptSim(arrivals, num_gpu_blocks, 4, num_cpu_blocks, priorities)
         run(fn, rec, sim, max_num_seqs, policy, mode)
 
 
-def random_arrivals(seed: int, n: int) -> List[Arrival]:
+def random_arrivals(seed: int, n: int) -> list[Arrival]:
     """``n`` requests over 6 steps, prompts of 1-10 tokens, 2-9 outputs (enough to fill a small pool)."""
     rng = random.Random(seed)
     return [(rng.randrange(6), f"r{i}", rng.randint(1, 10), rng.randint(2, 9)) for i in range(n)]

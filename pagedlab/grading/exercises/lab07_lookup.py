@@ -14,7 +14,8 @@ calls (``get_new_blocks``, ``cache_full_blocks``, ``free_blocks``). The referenc
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockPool
@@ -25,10 +26,11 @@ from pagedlab.request import Request
 NONE_HASH = hashing.make_none_hash(7)
 
 
-def _render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_block_pool
     chain = state.get("chain", [])
-    hits = state.get("hit_blocks") if isinstance(state.get("hit_blocks"), list) else []
+    got = state.get("hit_blocks")
+    hits: list[Any] = got if isinstance(got, list) else []
     walk = ", ".join(f"#{i}->{b if b is not None else 'miss'}" for i, b in enumerate(chain)) or "(no full block)"
     title = (f"prompt {state.get('num_tokens')} tokens, block_size {state.get('block_size')}; request block -> cached "
              f"pool block: {walk}; returned {hits}")
@@ -47,7 +49,7 @@ def make_request(rid: str, tokens: Sequence[int], block_size: int) -> Request:
 
 
 def cache_prompt(pool: BlockPool, rid: str, tokens: Sequence[int], block_size: int, *, free: bool = True,
-                 skip_first: int = 0) -> List[int]:
+                 skip_first: int = 0) -> list[int]:
     """Run ``tokens`` as a request: pop its blocks, publish its full blocks (all but the first
     ``skip_first``, as if those had been evicted), then free them tail first when ``free``.
 
@@ -62,15 +64,15 @@ def cache_prompt(pool: BlockPool, rid: str, tokens: Sequence[int], block_size: i
     return [b.block_id for b in blocks]
 
 
-def pool_state(pool: BlockPool) -> Dict[str, Any]:
+def pool_state(pool: BlockPool) -> dict[str, Any]:
     """Reference counts, free-queue order and the cached-block map (block id -> hash, shortened)."""
     return {"ref_cnt": [b.ref_cnt for b in pool.blocks],
             "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
             "cached": {bid: h.hex()[:8] for h, m in pool.cached_block_hash_to_block.items() for bid in m}}
 
 
-def _blocks_hint(num_tokens: int, block_size: int, chain: List[Optional[int]]) -> Any:
-    def hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _blocks_hint(num_tokens: int, block_size: int, chain: list[int | None]) -> Any:
+    def hint(expected: Any, got: Any, state: Any) -> str | None:
         if not isinstance(got, list) or not isinstance(expected, list):
             return "return a pair (list of the hit KVCacheBlock objects, number of tokens they hold)"
         limit = (num_tokens - 1) // block_size
@@ -117,14 +119,14 @@ def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size
                 hint=lambda e, g, s: _pool_hint(before, g))
 
 
-def _pool_hint(before: Dict[str, Any], got: Any) -> str:
+def _pool_hint(before: dict[str, Any], got: Any) -> str:
     if isinstance(got, dict) and got.get("ref_cnt") != before["ref_cnt"]:
         return ("lookup only: do not touch the hits or change a ref_cnt - the scheduler may still decide not to "
                 "admit the request; allocate_slots claims the blocks when it does")
     return "lookup only: leave the free queue and the cached-block map as they are"
 
 
-def tokens(seed: int, n: int) -> List[int]:
+def tokens(seed: int, n: int) -> list[int]:
     """``n`` deterministic token ids."""
     return [(seed * 31 + 7 * i) % 101 for i in range(n)]
 

@@ -14,8 +14,10 @@ tiny so a check takes a few seconds. Failure pictures: ``pagedlab.viz.render_ker
 """
 from __future__ import annotations
 
+import math
 import random
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from pagedlab.grading.exercises.lab08 import _render as render_tile
 from pagedlab.grading.exercises.lab08 import make_cache
@@ -29,7 +31,7 @@ TILE = register(Exercise(
 HEAD_DIM = 4
 
 
-def _kernels() -> Tuple[Any, Any]:
+def _kernels() -> tuple[Any, Any]:
     """The kit's two ``@triton.jit`` kernels (defined on first use: importing triton is slow)."""
     global _KERNELS
     if _KERNELS is None:
@@ -37,10 +39,10 @@ def _kernels() -> Tuple[Any, Any]:
     return _KERNELS
 
 
-_KERNELS: Optional[Tuple[Any, Any]] = None
+_KERNELS: tuple[Any, Any] | None = None
 
 
-def _define_kernels() -> Tuple[Any, Any]:
+def _define_kernels() -> tuple[Any, Any]:
     import triton
     import triton.language as tl
 
@@ -93,7 +95,7 @@ def _define_kernels() -> Tuple[Any, Any]:
     return probe_kernel, decode_kernel
 
 
-def _launch(kernel: Any, grid: Tuple[int, ...], *args: Any, **meta: Any) -> None:
+def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
     """Launch, unwrapping the interpreter's ``InterpreterError`` so the learner sees their own exception."""
     import warnings
     try:
@@ -107,32 +109,48 @@ def _launch(kernel: Any, grid: Tuple[int, ...], *args: Any, **meta: Any) -> None
         raise inner from None
 
 
-def _require_interpreter(load_tile: Any) -> None:
+def _device(load_tile: Any) -> str:
+    """``"cuda"`` when the helper is compiled and a GPU is visible, else ``"cpu"`` (interpreter required).
+
+    Raises:
+        AssertionError: a compiled helper without a GPU (``TRITON_INTERPRET`` was set too late, or not at all).
+    """
+    import torch
+
     from pagedlab.kernels.runtime import interpreter_ready, is_interpreted
+    if not is_interpreted(load_tile) and torch.cuda.is_available():
+        return "cuda"
     if not (is_interpreted(load_tile) and interpreter_ready()):
         raise AssertionError(
             "triton_load_kv_tile is not running under Triton's interpreter: set os.environ['TRITON_INTERPRET'] = '1' "
             "before anything imports triton (the lab's first code cell does), restart the kernel, and run the cells "
             "again")
+    return "cpu"
 
 
 def probe_tile(load_tile: Any, cache: Any, table: Sequence[int], tile_start: int, seq_len: int, kv_head: int,
-               block_n: int) -> Tuple[Any, Any]:
+               block_n: int) -> tuple[Any, Any]:
     """Run ``load_tile`` once in a one-program kernel; returns ``(tile [block_n, HEAD_DIM], mask [block_n])``."""
     import torch
-    _require_interpreter(load_tile)
+    dev = _device(load_tile)
     probe, _ = _kernels()
-    tile = torch.full((block_n, cache.shape[-1]), -1.0, dtype=cache.dtype)
-    mask = torch.full((block_n,), -1, dtype=torch.int8)
-    bt = torch.tensor(list(table), dtype=torch.int32)
-    _launch(probe, (1,), tile, mask, cache, bt, tile_start, seq_len, kv_head, *cache.stride()[:3],
+    tile = torch.full((block_n, cache.shape[-1]), -1.0, dtype=cache.dtype, device=dev)
+    mask = torch.full((block_n,), -1, dtype=torch.int8, device=dev)
+    bt = torch.tensor(list(table), dtype=torch.int32, device=dev)
+    on_dev = cache.to(dev)
+    _launch(probe, (1,), tile, mask, on_dev, bt, tile_start, seq_len, kv_head, *cache.stride()[:3],
             LOAD_TILE=load_tile, BLOCK_SIZE=cache.shape[1], BLOCK_N=block_n, HEAD_DIM=cache.shape[-1])
-    return tile, mask
+    if on_dev is not cache:
+        cache.copy_(on_dev.cpu())                   # a write into the cache shows in the caller's copy
+    return tile.cpu(), mask.cpu()
 
 
 def decode_with_tile_loader(load_tile: Any, query: Any, key_cache: Any, value_cache: Any, block_tables: Any,
                             seq_lens: Any, scale: float, block_n: int = 4) -> Any:
     """Paged decode attention whose K/V tiles come from ``load_tile`` (one program per sequence and KV head).
+
+    Runs on the GPU when ``load_tile`` is compiled and one is visible, else in the interpreter on CPU
+    (tensors are moved there and the result comes back on CPU).
 
     Args:
         query: ``[num_seqs, num_q_heads, head_dim]`` fp32 (head_dim a power of two).
@@ -143,18 +161,19 @@ def decode_with_tile_loader(load_tile: Any, query: Any, key_cache: Any, value_ca
         ``[num_seqs, num_q_heads, head_dim]`` fp32.
     """
     import torch
-    _require_interpreter(load_tile)
+    dev = _device(load_tile)
     _, decode = _kernels()
     num_seqs, num_q_heads, head_dim = query.shape
     num_kv_heads = key_cache.shape[2]
     group = num_q_heads // num_kv_heads
+    query, key_cache, value_cache = query.to(dev), key_cache.to(dev), value_cache.to(dev)
     out = torch.zeros_like(query)
-    bt = block_tables.to(torch.int32).contiguous()
+    bt = block_tables.to(device=dev, dtype=torch.int32).contiguous()
     _launch(decode, (num_seqs, num_kv_heads), out, query, key_cache, value_cache, bt,
-            seq_lens.to(torch.int32), float(scale), query.stride(0), query.stride(1), *key_cache.stride()[:3],
+            seq_lens.to(device=dev, dtype=torch.int32), float(scale), query.stride(0), query.stride(1), *key_cache.stride()[:3],
             bt.stride(0), LOAD_TILE=load_tile, GROUP=group, BLOCK_H=max(2, 1 << (group - 1).bit_length()),
             BLOCK_SIZE=key_cache.shape[1], BLOCK_N=block_n, HEAD_DIM=head_dim)
-    return out
+    return out.cpu()
 
 
 def tile_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2) -> Any:
@@ -177,7 +196,7 @@ def stale_cache(num_blocks: int, block_size: int, tables: Sequence[Sequence[int]
 
 def _where(v: float) -> str:
     """What a :func:`tile_cache` value says about where it was read."""
-    if v != v:
+    if math.isnan(v):
         return "a stale slot (NaN)"
     if v == 0.0:
         return "0.0"
@@ -185,7 +204,7 @@ def _where(v: float) -> str:
 
 
 def _lane_hint(table: Sequence[int], tile_start: int, seq_len: int, kv_head: int, bs: int) -> Any:
-    def hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    def hint(expected: Any, got: Any, state: Any) -> str | None:
         if not isinstance(got, list) or len(got) != len(expected):
             return f"return a tile of shape [BLOCK_N, HEAD_DIM] = [{len(expected)}, {HEAD_DIM}]"
         i = next((j for j, (e, g) in enumerate(zip(expected, got)) if str(e) != str(g)), 0)
@@ -196,7 +215,7 @@ def _lane_hint(table: Sequence[int], tile_start: int, seq_len: int, kv_head: int
                     "other=0.0 to the tl.load of the cache (a stale slot may hold NaN, and 0 * NaN is NaN)")
         want_b, want_r = table[pos // bs], pos % bs
         head += f"; it should read block {want_b} (block_table[{pos} // {bs}]) slot {want_r} head {kv_head}"
-        if v != v or v == 0.0:
+        if math.isnan(v) or v == 0.0:
             return head + ": use the block id the table gives for this position, and mask only lanes past seq_len"
         b, r, h = int(v // 1000), int(v % 1000 // 10), int(round(v - 0.1) % 10)
         if h != kv_head:
@@ -211,7 +230,7 @@ def _lane_hint(table: Sequence[int], tile_start: int, seq_len: int, kv_head: int
     return hint
 
 
-def _probe_case(fn: Any, rec: Any, cache: Any, table: List[int], seq_len: int, tile_start: int, block_n: int,
+def _probe_case(fn: Any, rec: Any, cache: Any, table: list[int], seq_len: int, tile_start: int, block_n: int,
                 kv_head: int = 0) -> None:
     bs = cache.shape[1]
     rec.step(f"triton_load_kv_tile(block_table={table}, tile_start={tile_start}, seq_len={seq_len}, "
@@ -262,8 +281,9 @@ def _(fn: Any, rec: Any) -> None:
     _probe_case(fn, rec, cache, [4, 2], 7, 0, 8, kv_head=1)
 
 
-def _decode_case(fn: Any, rec: Any, seq_lens: List[int], bs: int, seed: int) -> None:
+def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> None:
     import torch
+
     from pagedlab.kernels.reference import paged_decode_attention
     rng = random.Random(seed)
     nblocks = [-(-n // bs) for n in seq_lens]
