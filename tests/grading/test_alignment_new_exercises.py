@@ -144,3 +144,21 @@ def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_len
     mine = decode_with_tile_loader(fn, q, k, v, bt, lens, 0.5)
     lib = triton_decode(q, k, v, bt, lens, 0.5, block_n=16)
     assert torch.allclose(mine, lib, atol=1e-5), float((mine - lib).abs().max())
+
+
+def test_triton_reference_runs_in_a_process_started_without_triton_interpret() -> None:
+    """The grader's trusted process is not started with TRITON_INTERPRET=1: loading the Triton exercise's
+    reference switches the interpreter on (no GPU, triton not imported yet), so the reference passes."""
+    import os
+    import subprocess
+    import sys
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU the helper is compiled, not interpreted")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = ("from pagedlab.grading import registry\nfrom pagedlab.grading.checking import check\n"
+            "ex = registry.get('08.triton_load_kv_tile')\nres = check(ex.get_reference(), ex.id, show=False)\n"
+            "assert res.passed, res.text()\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr

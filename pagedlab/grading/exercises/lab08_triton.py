@@ -23,10 +23,25 @@ from pagedlab.grading.exercises.lab08 import _render as render_tile
 from pagedlab.grading.exercises.lab08 import make_cache
 from pagedlab.grading.registry import Exercise, register
 
+
+def _reference() -> Any:
+    """The solution cell's helper. In a process that has not imported triton yet and has no GPU (the
+    grader's trusted process), switch the interpreter on first, as the lab's first cell does: a helper
+    compiled for a GPU cannot run there, and every test would fail on the reference itself."""
+    import os
+    import sys
+    if "triton" not in sys.modules:
+        import torch
+        if not torch.cuda.is_available():
+            os.environ.setdefault("TRITON_INTERPRET", "1")
+    from pagedlab.grading.registry import snippet_object
+    return snippet_object("08.triton_load_kv_tile")
+
+
 TILE = register(Exercise(
     "08.triton_load_kv_tile", "triton_load_kv_tile",
     "in Triton: load a K/V tile through the block table, masked lanes load 0.0 (stale slots may hold NaN)",
-    render=render_tile, components=("triton_load_kv_tile", "kernel_triton"), needs=("torch", "triton")))
+    reference=_reference, render=render_tile, components=("triton_load_kv_tile", "kernel_triton"), needs=("torch", "triton")))
 
 HEAD_DIM = 4
 
