@@ -62,8 +62,7 @@ def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
               "kv_blocks_free": None} for h in state["history"]] or [
         {"step": 0, "scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
          "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}]
-    title = (f"batch per step, preemptions marked; after the last step: running {state['running']}, waiting "
-             f"{state['waiting']}, swapped {state['swapped']}, {state['free_blocks']} free blocks")
+    title = f"then: running {state['running']}, waiting {state['waiting']}, swapped {state['swapped']}"
     return render_batch_gantt(steps, title=title)
 
 
@@ -147,6 +146,9 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
                 hint="recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
                      "allocate_slots only for requests you schedule")
     sim.apply(scheduled if isinstance(scheduled, dict) else {})
+    applied = {e[0] for e in sim.history[-1]["scheduled"]}
+    sim.history[-1]["scheduled"] += [[rid, n, False] for rid, n in (scheduled.items() if isinstance(scheduled, dict)
+                                                                     else ()) if rid not in applied and type(n) is int]
     sim.history[-1]["preempted"] = [p for p in preempted if isinstance(p, str)] if isinstance(preempted, list) else []
     rec.state(sim.state())
 

@@ -31,9 +31,8 @@ def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     chain = state.get("chain", [])
     got = state.get("hit_blocks")
     hits: list[Any] = got if isinstance(got, list) else []
-    walk = ", ".join(f"#{i}->{b if b is not None else 'miss'}" for i, b in enumerate(chain)) or "(no full block)"
-    title = (f"prompt {state.get('num_tokens')} tokens, block_size {state.get('block_size')}; request block -> cached "
-             f"pool block: {walk}; returned {hits}")
+    walk = " ".join(f"#{i}->{b if b is not None else 'miss'}" for i, b in enumerate(chain)) or "no full block"
+    title = f"returned {hits} (underlined); cache: {walk}"
     return render_block_pool(state["pool"], highlight=[b for b in hits if isinstance(b, int)], title=title)
 
 
