@@ -10,6 +10,9 @@ swap preemption as vLLM v0.6).
 The harness (:class:`PreemptSim`, lab 04's engine loop plus a CPU swap pool) advances, samples and frees
 requests after each call, as the library does. The reference agrees step by step with
 ``pagedlab.sched.scheduler.Scheduler`` (fcfs and priority, recompute and swap; checked in ``tests/grading``).
+One simplification: ``waiting`` is a deque under both policies, where the library (as vLLM) keeps a heap
+ordered by ``(priority, arrival_time)`` under ``"priority"``; the priority workloads here never put two
+waiting requests in different orders under the two rules.
 """
 from __future__ import annotations
 
