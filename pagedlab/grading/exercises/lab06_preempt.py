@@ -11,8 +11,8 @@ The harness (:class:`PreemptSim`, lab 04's engine loop plus a CPU swap pool) adv
 requests after each call, as the library does. The reference agrees step by step with
 ``pagedlab.sched.scheduler.Scheduler`` (fcfs and priority, recompute and swap; checked in ``tests/grading``).
 One simplification: ``waiting`` is a deque under both policies, where the library (as vLLM) keeps a heap
-ordered by ``(priority, arrival_time)`` under ``"priority"``; the priority workloads here never put two
-waiting requests in different orders under the two rules.
+ordered by ``(priority, arrival_time)`` under ``"priority"``; on this module's priority workloads both give
+the same schedule at every step (the alignment test checks it).
 """
 from __future__ import annotations
 
