@@ -1,0 +1,191 @@
+"""Lab 07 - the hash-chain prefix lookup of vLLM v1 (0.9 - 0.11): ``get_computed_blocks``.
+
+* ``07.get_computed_blocks`` - ``get_computed_blocks(request, block_pool, block_size) ->
+  (blocks, num_computed_tokens)``: walk ``request.block_hashes`` through
+  ``BlockPool.get_cached_block``, stop at the first miss, and never hit the request's last token
+  (at most ``(num_tokens - 1) // block_size`` blocks; vLLM v1 ``KVCacheManager.get_computed_blocks``
+  passes ``max_cache_hit_length = num_tokens - 1`` to ``find_longest_cache_hit``). A lookup only:
+  reference counts and the free queue are left alone (``allocate_slots`` touches the hits later).
+
+The tests run on a real :class:`pagedlab.core.block_pool.BlockPool` filled through its public
+calls (``get_new_blocks``, ``cache_full_blocks``, ``free_blocks``). The reference agrees with
+``pagedlab.core.kv_cache_manager.KVCacheManager.get_computed_blocks`` (checked in ``tests/grading``).
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from pagedlab.core import hashing
+from pagedlab.core.block_pool import BlockPool
+from pagedlab.grading.registry import Exercise, register
+from pagedlab.request import Request
+
+#: Chain root of the tests (a fixed seed: both runs of a test see the same hashes).
+NONE_HASH = hashing.make_none_hash(7)
+
+
+def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
+    from pagedlab.viz import render_block_pool
+    chain = state.get("chain", [])
+    got = state.get("hit_blocks")
+    hits: list[Any] = got if isinstance(got, list) else []
+    walk = " ".join(f"#{i}->{b if b is not None else 'miss'}" for i, b in enumerate(chain)) or "no full block"
+    title = f"returned {hits} (underlined); cache: {walk}"
+    return render_block_pool(state["pool"], highlight=[b for b in hits if isinstance(b, int)], title=title)
+
+
+LOOKUP = register(Exercise(
+    "07.get_computed_blocks", "get_computed_blocks",
+    "vLLM's prefix lookup: walk the hash chain, stop at the first miss, never hit the last token",
+    render=_render, components=("prefix_lookup", "get_computed_blocks")))
+
+
+def make_request(rid: str, tokens: Sequence[int], block_size: int) -> Request:
+    """A request whose ``block_hashes`` chain its full blocks from :data:`NONE_HASH`."""
+    return Request(rid, list(tokens), block_hasher=hashing.get_request_block_hasher(block_size, NONE_HASH))
+
+
+def cache_prompt(pool: BlockPool, rid: str, tokens: Sequence[int], block_size: int, *, free: bool = True,
+                 skip_first: int = 0) -> list[int]:
+    """Run ``tokens`` as a request: pop its blocks, publish its full blocks (all but the first
+    ``skip_first``, as if those had been evicted), then free them tail first when ``free``.
+
+    Returns:
+        The pool block ids the request used.
+    """
+    req = make_request(rid, tokens, block_size)
+    blocks = pool.get_new_blocks(-(-len(tokens) // block_size), owner=rid)
+    pool.cache_full_blocks(req, blocks, skip_first, len(tokens) // block_size, block_size)
+    if free:
+        pool.free_blocks(reversed(blocks), owner=rid)
+    return [b.block_id for b in blocks]
+
+
+def pool_state(pool: BlockPool) -> dict[str, Any]:
+    """Reference counts, free-queue order and the cached-block map (block id -> hash, shortened)."""
+    return {"ref_cnt": [b.ref_cnt for b in pool.blocks],
+            "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
+            "cached": {bid: h.hex()[:8] for h, m in pool.cached_block_hash_to_block.items() for bid in m}}
+
+
+def _blocks_hint(num_tokens: int, block_size: int, chain: list[int | None]) -> Any:
+    def hint(expected: Any, got: Any, state: Any) -> str | None:
+        if not isinstance(got, list) or not isinstance(expected, list):
+            return "return a pair (list of the hit KVCacheBlock objects, number of tokens they hold)"
+        limit = (num_tokens - 1) // block_size
+        if len(got) > len(expected) and len(got) > limit:
+            return (f"never hit the last token: with {num_tokens} tokens at most (num_tokens - 1) // block_size = "
+                    f"{limit} block(s) may hit, so at least one token is left to compute the next token's logits")
+        if len(got) > len(expected):
+            return ("stop at the first miss: a block after a missing one cannot be reused, even if its hash is "
+                    "cached (its KV was computed after tokens this request does not have in cache)")
+        if len(got) < len(expected):
+            return (f"every block up to the first miss hits, as long as the hit leaves a token to compute "
+                    f"(here up to {limit} block(s)): get_cached_block(request.block_hashes[i]) for i = 0, 1, ...")
+        return "block i of the hit is whatever block_pool.get_cached_block(request.block_hashes[i]) returns"
+    return hint
+
+
+def _blocks_of(pool: BlockPool, got: Any) -> Any:
+    if not isinstance(got, (list, tuple)):
+        return f"<{type(got).__name__}>"
+    return [b.block_id if any(b is x for x in pool.blocks) else f"<not a block of the pool: {type(b).__name__}>"
+            for b in got]
+
+
+def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size: int) -> None:
+    """Record one call of ``fn`` on a new request holding ``tokens``: the hit, then the pool after."""
+    req = make_request("new", tokens, block_size)
+    chain = [b.block_id if (b := pool.get_cached_block(h)) is not None else None for h in req.block_hashes]
+    rec.step(f"get_computed_blocks(request with {len(tokens)} tokens, block_pool, block_size={block_size})")
+    before = pool_state(pool)
+    out = fn(req, pool, block_size)
+    try:
+        got, num = out
+    except (TypeError, ValueError):
+        rec.fail(f"get_computed_blocks must return a pair (blocks, num_computed_tokens); it returned "
+                 f"{type(out).__name__}")
+    hit = _blocks_of(pool, got)
+    rec.state({"pool": pool.snapshot(), "chain": chain, "hit_blocks": hit, "num_tokens": len(tokens),
+               "block_size": block_size})
+    rec.observe("hit blocks (pool block ids, in order)", hit, hint=_blocks_hint(len(tokens), block_size, chain))
+    rec.observe("num_computed_tokens", num,
+                hint="num_computed_tokens counts tokens: len(blocks) * block_size (a hit is block-aligned)")
+    after = pool_state(pool)
+    rec.observe("block pool after the lookup (ref counts, free queue, cached map)", after,
+                hint=lambda e, g, s: _pool_hint(before, g))
+
+
+def _pool_hint(before: dict[str, Any], got: Any) -> str:
+    if isinstance(got, dict) and got.get("ref_cnt") != before["ref_cnt"]:
+        return ("lookup only: do not touch the hits or change a ref_cnt - the scheduler may still decide not to "
+                "admit the request; allocate_slots claims the blocks when it does")
+    return "lookup only: leave the free queue and the cached-block map as they are"
+
+
+def tokens(seed: int, n: int) -> list[int]:
+    """``n`` deterministic token ids."""
+    return [(seed * 31 + 7 * i) % 101 for i in range(n)]
+
+
+@LOOKUP.test("an empty cache hits nothing")
+def _(fn: Any, rec: Any) -> None:
+    lookup(fn, rec, BlockPool(8, enable_caching=True), tokens(1, 9), 4)
+
+
+@LOOKUP.test("a cached prefix hits whole blocks; the request's partial last block is computed")
+def _(fn: Any, rec: Any) -> None:
+    pool = BlockPool(12, enable_caching=True)
+    cache_prompt(pool, "a", tokens(1, 12), 4)
+    lookup(fn, rec, pool, tokens(1, 10), 4)
+    lookup(fn, rec, pool, tokens(1, 14), 4)
+
+
+@LOOKUP.test("never hit the last token: k cached full blocks hit k - 1")
+def _(fn: Any, rec: Any) -> None:
+    pool = BlockPool(12, enable_caching=True)
+    cache_prompt(pool, "a", tokens(2, 12), 4)
+    lookup(fn, rec, pool, tokens(2, 12), 4)
+    lookup(fn, rec, pool, tokens(2, 8), 4)
+    lookup(fn, rec, pool, tokens(2, 4), 4)
+
+
+@LOOKUP.test("the walk stops at the first miss, even when a later block is cached")
+def _(fn: Any, rec: Any) -> None:
+    pool = BlockPool(12, enable_caching=True)
+    cache_prompt(pool, "a", tokens(3, 16), 4, skip_first=1)     # block 0 evicted, blocks 1-3 still cached
+    lookup(fn, rec, pool, tokens(3, 17), 4)
+    cache_prompt(pool, "b", tokens(3, 5), 4)                   # block 0 back: the chain is whole again
+    lookup(fn, rec, pool, tokens(3, 17), 4)
+
+
+@LOOKUP.test("one different token changes every later hash: the hit ends before it")
+def _(fn: Any, rec: Any) -> None:
+    pool = BlockPool(12, enable_caching=True)
+    cache_prompt(pool, "a", tokens(4, 16), 4)
+    other = tokens(4, 16)
+    other[5] = 100
+    lookup(fn, rec, pool, other, 4)
+
+
+@LOOKUP.test("held and free cached blocks: the lookup changes no ref count and no queue")
+def _(fn: Any, rec: Any) -> None:
+    pool = BlockPool(10, enable_caching=True)
+    cache_prompt(pool, "a", tokens(5, 8), 2, free=False)        # a still runs: its blocks have ref_cnt 1
+    cache_prompt(pool, "b", tokens(6, 6), 2)                    # b finished: its blocks are cached and free
+    lookup(fn, rec, pool, tokens(5, 9), 2)
+    lookup(fn, rec, pool, tokens(6, 7), 2)
+
+
+@LOOKUP.test("random prompts and block sizes against the reference")
+def _(fn: Any, rec: Any) -> None:
+    rng = random.Random(7)
+    for bs in (1, 3, 4):
+        pool = BlockPool(40, enable_caching=True)
+        for i in range(4):
+            base = rng.randint(1, 3)
+            cache_prompt(pool, f"r{i}", tokens(base, rng.randint(1, 10)), bs, free=rng.random() < 0.7)
+        for _ in range(4):
+            lookup(fn, rec, pool, tokens(rng.randint(1, 3), rng.randint(1, 12)), bs)
