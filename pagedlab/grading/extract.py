@@ -197,7 +197,7 @@ def _used_names(tree: ast.AST) -> Set[str]:
         if isinstance(node, ast.Name):
             out.add(node.id)
         elif isinstance(node, ast.Attribute):
-            base = node
+            base: ast.expr = node
             while isinstance(base, ast.Attribute):
                 base = base.value
             if isinstance(base, ast.Name):

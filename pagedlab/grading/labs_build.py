@@ -141,6 +141,38 @@ def fingerprint(nb: Dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _lab_cell(cell: Dict[str, Any], index: int, stem: str, nbformat_minor: int) -> Dict[str, Any] | None:
+    """The lab's version of solution cell number ``index``, or None when the lab drops it.
+
+    A cell is dropped when a tag in ``DROP_TAGS`` marks it or nothing is left once its hidden parts
+    are removed; solution parts become stubs. Raises :class:`LabsBuildError` on bad markers.
+    """
+    meta = dict(cell.get("metadata", {}))
+    tags = set(meta.get("tags", []))
+    if tags & DROP_TAGS:
+        return None
+    text = _source(cell)
+    ctype = cell.get("cell_type", "code")
+    if BEGIN_HIDDEN in text or END_HIDDEN in text:
+        text = _drop_hidden(text, stem, index)
+        if not text.strip():
+            return None
+    if BEGIN_SOLUTION in text or END_SOLUTION in text:
+        text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
+    new: Dict[str, Any] = {"cell_type": ctype, "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
+                           "source": _split_source(text)}
+    if "id" in cell:
+        new["id"] = cell["id"]
+    elif nbformat_minor >= 5:
+        new["id"] = hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
+    if ctype == "code":
+        new["execution_count"] = None
+        new["outputs"] = []
+    if "attachments" in cell and ctype in ("markdown", "raw"):
+        new["attachments"] = cell["attachments"]
+    return new
+
+
 def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> Dict[str, Any]:
     """The lab notebook generated from a solution notebook (a new dict; the input is untouched).
 
@@ -152,33 +184,9 @@ def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> 
     Raises:
         LabsBuildError: unbalanced or nested markers.
     """
-    cells = []
-    for index, cell in enumerate(solution.get("cells", [])):
-        meta = dict(cell.get("metadata", {}))
-        tags = set(meta.get("tags", []))
-        if tags & DROP_TAGS:
-            continue
-        text = _source(cell)
-        ctype = cell.get("cell_type", "code")
-        had_hidden = BEGIN_HIDDEN in text or END_HIDDEN in text
-        if had_hidden:
-            text = _drop_hidden(text, stem, index)
-            if not text.strip():
-                continue
-        if BEGIN_SOLUTION in text or END_SOLUTION in text:
-            text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
-        new: Dict[str, Any] = {"cell_type": ctype, "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
-                               "source": _split_source(text)}
-        if "id" in cell:
-            new["id"] = cell["id"]
-        elif solution.get("nbformat_minor", 0) >= 5:
-            new["id"] = hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
-        if ctype == "code":
-            new["execution_count"] = None
-            new["outputs"] = []
-        if "attachments" in cell and ctype in ("markdown", "raw"):
-            new["attachments"] = cell["attachments"]
-        cells.append(new)
+    minor = solution.get("nbformat_minor", 0)
+    cells = [new for index, cell in enumerate(solution.get("cells", []))
+             if (new := _lab_cell(cell, index, stem, minor)) is not None]
     smeta = solution.get("metadata", {})
     meta: Dict[str, Any] = {}
     if "kernelspec" in smeta:
@@ -255,9 +263,11 @@ def _classify(lab_path: Path, expected_text: str) -> tuple:
     return "stale", "an older generation; the solution changed since"
 
 
-def scan(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = None) -> List[tuple]:
+def scan(
+    solutions_dir: Path, labs_dir: Path, names: Sequence[str] | None = None
+) -> list[tuple[LabStatus, str | None]]:
     """``(LabStatus, expected_text or None)`` for every solution notebook (and orphaned lab)."""
-    out = []
+    out: list[tuple[LabStatus, str | None]] = []
     sol_paths = _solutions(solutions_dir, names)
     for sp in sol_paths:
         try:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import random
+from types import MemberDescriptorType
 from typing import Any, Dict, List, Optional, Sequence
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
@@ -16,8 +17,10 @@ from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.grading.registry import Exercise, register
 
 # --- instrumented blocks ----------------------------------------------------------------------------
-_PREV = KVCacheBlock.prev_free_block   # the slot descriptors of the real attributes
-_NEXT = KVCacheBlock.next_free_block
+# the slot descriptors of the real attributes (class access would give the descriptor; mypy types it
+# as the instance attribute, hence the lookup in the class dict)
+_PREV: MemberDescriptorType = vars(KVCacheBlock)["prev_free_block"]
+_NEXT: MemberDescriptorType = vars(KVCacheBlock)["next_free_block"]
 
 
 class _Counter:
@@ -29,7 +32,7 @@ class CountingBlock(KVCacheBlock):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
+    @property
     def prev_free_block(self) -> Optional[KVCacheBlock]:
         _Counter.n += 1
         return _PREV.__get__(self)
@@ -39,7 +42,7 @@ class CountingBlock(KVCacheBlock):
         _Counter.n += 1
         _PREV.__set__(self, value)
 
-    @property  # type: ignore[override]
+    @property
     def next_free_block(self) -> Optional[KVCacheBlock]:
         _Counter.n += 1
         return _NEXT.__get__(self)
@@ -179,6 +182,8 @@ def _op(q: Any, pool: Pool, rec: Any, op: str, arg: Optional[int] = None, hint: 
     if op == "popleft":
         rec.step("q.popleft()")
         rec.observe("block returned", pool.bid(q.popleft()), hint=hint or _LIFO_HINT)
+    elif arg is None:
+        raise ValueError(f"_op({op!r}) needs a block index")
     elif op == "append":
         rec.step(f"q.append(block {arg})")
         q.append(pool.blocks[arg])

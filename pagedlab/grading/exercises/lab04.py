@@ -27,7 +27,7 @@ class Sim:
         self.kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
         self.block_size = block_size
         self.running: List[Request] = []
-        self.waiting: deque = deque()
+        self.waiting: deque[Request] = deque()
         self.pending = sorted(arrivals)
         self.requests: Dict[str, Request] = {}
         self.history: List[Dict[str, Any]] = []
@@ -60,6 +60,7 @@ class Sim:
                 entries.append((rid, n, prefill))
                 if req.num_computed_tokens == req.num_tokens:
                     req.append_output_token_ids(1 + req.num_output_tokens % 50)
+                    assert req.max_tokens is not None  # arrive() always sets it (an Arrival's int)
                     if req.num_output_tokens >= req.max_tokens:
                         self.kv.free(req)
                         self.running = [r for r in self.running if r is not req]
