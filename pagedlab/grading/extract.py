@@ -27,9 +27,10 @@ import ast
 import json
 import linecache
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any
 
 __all__ = ["NotebookError", "ExerciseCell", "Extraction", "LoadedExercise", "read_notebook", "find_exercises",
            "load_exercises", "MARKER_RE", "MAX_NOTEBOOK_BYTES"]
@@ -56,9 +57,9 @@ class ExerciseCell:
 class Extraction:
     """What :func:`find_exercises` found in one notebook."""
 
-    cells: Dict[str, ExerciseCell] = field(default_factory=dict)
-    other_cells: List[Tuple[int, str]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
+    cells: dict[str, ExerciseCell] = field(default_factory=dict)
+    other_cells: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -68,14 +69,14 @@ class LoadedExercise:
     exercise: str
     obj: Any = None
     error: str = ""
-    notes: List[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.obj is not None and not self.error
 
 
-def read_notebook(path: Any) -> Dict[str, Any]:
+def read_notebook(path: Any) -> dict[str, Any]:
     """Parse a notebook file (nbformat 4) as plain JSON.
 
     Raises:
@@ -108,14 +109,14 @@ def read_notebook(path: Any) -> Dict[str, Any]:
     return nb
 
 
-def _source(cell: Dict[str, Any]) -> str:
+def _source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     if isinstance(src, list):
         return "".join(s for s in src if isinstance(s, str))
     return src if isinstance(src, str) else ""
 
 
-def _marker(cell: Dict[str, Any], src: str) -> Tuple[Optional[str], str]:
+def _marker(cell: dict[str, Any], src: str) -> tuple[str | None, str]:
     for line in src.splitlines():
         if line.strip():
             m = MARKER_RE.match(line)
@@ -139,7 +140,7 @@ def strip_magics(src: str) -> str:
     return "\n".join(out) + ("\n" if src.endswith("\n") else "")
 
 
-def _defined_names(tree: ast.Module) -> List[str]:
+def _defined_names(tree: ast.Module) -> list[str]:
     names = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -149,7 +150,7 @@ def _defined_names(tree: ast.Module) -> List[str]:
     return names
 
 
-def find_exercises(nb: Dict[str, Any], names: Dict[str, str]) -> Extraction:
+def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
     """Locate the exercise cells of ``nb``.
 
     Args:
@@ -158,7 +159,7 @@ def find_exercises(nb: Dict[str, Any], names: Dict[str, str]) -> Extraction:
     """
     ext = Extraction()
     by_name = {v: k for k, v in names.items()}
-    unmarked_defs: Dict[str, Tuple[int, str]] = {}
+    unmarked_defs: dict[str, tuple[int, str]] = {}
     for i, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -191,8 +192,8 @@ def find_exercises(nb: Dict[str, Any], names: Dict[str, str]) -> Extraction:
 
 
 # --- execution ------------------------------------------------------------------------------------------
-def _used_names(tree: ast.AST) -> Set[str]:
-    out: Set[str] = set()
+def _used_names(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             out.add(node.id)
@@ -205,7 +206,7 @@ def _used_names(tree: ast.AST) -> Set[str]:
     return out
 
 
-def _binds(node: ast.stmt) -> List[str]:
+def _binds(node: ast.stmt) -> list[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -217,7 +218,7 @@ def _binds(node: ast.stmt) -> List[str]:
     return []
 
 
-def _literal(node: Optional[ast.expr]) -> bool:
+def _literal(node: ast.expr | None) -> bool:
     if node is None:
         return False
     try:
@@ -227,9 +228,9 @@ def _literal(node: Optional[ast.expr]) -> bool:
         return False
 
 
-def _setup_statements(other_cells: Sequence[Tuple[int, str]], needed: Set[str]) -> List[Tuple[int, ast.stmt, str]]:
+def _setup_statements(other_cells: Sequence[tuple[int, str]], needed: set[str]) -> list[tuple[int, ast.stmt, str]]:
     """Top-level imports/defs/literal constants of other cells that define names in ``needed`` (closure)."""
-    candidates: List[Tuple[int, ast.stmt, str]] = []
+    candidates: list[tuple[int, ast.stmt, str]] = []
     for idx, src in other_cells:
         try:
             tree = ast.parse(strip_magics(src))
@@ -241,7 +242,7 @@ def _setup_statements(other_cells: Sequence[Tuple[int, str]], needed: Set[str]) 
             ok = ok or (isinstance(node, ast.AnnAssign) and _literal(node.value))
             if ok and _binds(node):
                 candidates.append((idx, node, src))
-    chosen: Dict[int, Tuple[int, ast.stmt, str]] = {}
+    chosen: dict[int, tuple[int, ast.stmt, str]] = {}
     want = set(needed)
     changed = True
     while changed:
@@ -262,8 +263,8 @@ def _register_source(filename: str, src: str) -> None:
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
 
 
-def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[Dict[str, Any]] = None,
-                   run: Any = None, label: str = "notebook") -> Dict[str, LoadedExercise]:
+def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, Any] | None = None,
+                   run: Any = None, label: str = "notebook") -> dict[str, LoadedExercise]:
     """Execute the setup and the exercise cells of ``ext``; return each exercise's object or error.
 
     Args:
@@ -274,11 +275,11 @@ def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[D
             let exceptions through.
         label: shown in filenames of tracebacks (``<notebook cell 7>``).
     """
-    ns: Dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
+    ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
     runner = run or (lambda fn: fn())
-    results: Dict[str, LoadedExercise] = {}
-    trees: Dict[str, ast.Module] = {}
-    needed: Set[str] = set()
+    results: dict[str, LoadedExercise] = {}
+    trees: dict[str, ast.Module] = {}
+    needed: set[str] = set()
     for eid, cell in ext.cells.items():
         le = LoadedExercise(eid)
         results[eid] = le
@@ -292,7 +293,7 @@ def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[D
         trees[eid] = tree
         needed |= _used_names(tree)
     # 1. setup: imports / defs / literal constants from other cells that the exercises use
-    setup_notes: List[str] = []
+    setup_notes: list[str] = []
     for idx, node, _src in _setup_statements(ext.other_cells, needed):
         mod = ast.Module(body=[node], type_ignores=[])
         filename = f"<{label} cell {idx}>"
@@ -350,7 +351,7 @@ def _short(e: BaseException, n: int = 200) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def _line_of(e: BaseException, filename: str) -> Optional[int]:
+def _line_of(e: BaseException, filename: str) -> int | None:
     tb = e.__traceback__
     line = None
     while tb is not None:
@@ -360,7 +361,7 @@ def _line_of(e: BaseException, filename: str) -> Optional[int]:
     return line
 
 
-def exercise_names(ids: Optional[Iterable[str]] = None) -> Dict[str, str]:
+def exercise_names(ids: Iterable[str] | None = None) -> dict[str, str]:
     """Exercise id -> learner-facing name, for all (or the given) registered exercises."""
     from pagedlab.grading import registry
     exs = registry.all_exercises() if ids is None else [registry.get(i) for i in ids]
