@@ -27,7 +27,7 @@ import ast
 import json
 import linecache
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,20 +263,17 @@ def _register_source(filename: str, src: str) -> None:
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
 
 
-def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, Any] | None = None,
-                   run: Any = None, label: str = "notebook") -> dict[str, LoadedExercise]:
-    """Execute the setup and the exercise cells of ``ext``; return each exercise's object or error.
+#: ``run(fn)`` calls ``fn()`` (e.g. under a time limit) and lets its exceptions through.
+Runner = Callable[[Callable[[], None]], object]
 
-    Args:
-        ext: from :func:`find_exercises`.
-        names: exercise id -> learner-facing name.
-        namespace: globals to execute in (default: a fresh one named ``__main__``).
-        run: optional wrapper ``run(fn)`` that calls ``fn()`` (e.g. under a time limit); it must
-            let exceptions through.
-        label: shown in filenames of tracebacks (``<notebook cell 7>``).
+
+def _parse_exercises(ext: Extraction, label: str
+                     ) -> tuple[dict[str, LoadedExercise], dict[str, ast.Module], set[str]]:
+    """Parse every exercise cell: ``(results, trees, needed names)``.
+
+    ``results`` has one entry per exercise (a syntax error is recorded in its ``error``); ``trees``
+    holds the parsed cells without bare expressions and asserts; ``needed`` is every name they use.
     """
-    ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
-    runner = run or (lambda fn: fn())
     results: dict[str, LoadedExercise] = {}
     trees: dict[str, ast.Module] = {}
     needed: set[str] = set()
@@ -292,7 +289,14 @@ def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, 
         tree.body = [n for n in tree.body if not isinstance(n, (ast.Expr, ast.Assert))]
         trees[eid] = tree
         needed |= _used_names(tree)
-    # 1. setup: imports / defs / literal constants from other cells that the exercises use
+    return results, trees, needed
+
+
+def _run_setup(ext: Extraction, needed: set[str], ns: dict[str, Any], runner: Runner, label: str) -> list[str]:
+    """Run the imports / defs / literal constants of other cells that the exercises use, in ``ns``.
+
+    Returns one note per statement that failed (the exercises may still work without it).
+    """
     setup_notes: list[str] = []
     for idx, node, _src in _setup_statements(ext.other_cells, needed):
         mod = ast.Module(body=[node], type_ignores=[])
@@ -302,26 +306,52 @@ def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, 
             runner(lambda: exec(code, ns))  # noqa: S102 - the learner's own code, in the sandbox
         except BaseException as e:  # noqa: BLE001 - SystemExit, time limit etc. from learner code
             setup_notes.append(f"setup from cell {idx} failed ({type(e).__name__}: {_short(e)})")
+    return setup_notes
+
+
+def _run_exercise_cell(cell: ExerciseCell, tree: ast.Module, ns: dict[str, Any], runner: Runner,
+                       label: str) -> str:
+    """Execute one parsed exercise cell in ``ns``; the error message, or "" when it ran."""
+    filename = f"<{label} cell {cell.index}>"
+    _register_source(filename, strip_magics(cell.source))
+    try:
+        code = compile(tree, filename, "exec")
+        runner(lambda: exec(code, ns))  # noqa: S102
+    except BaseException as e:  # noqa: BLE001
+        if _is_time_limit(e):
+            return f"the exercise cell (cell {cell.index}) did not finish in time (an endless loop at top level?)"
+        if isinstance(e, SystemExit):
+            return f"the exercise cell (cell {cell.index}) called sys.exit(); remove that call"
+        line = _line_of(e, filename)
+        return (f"the exercise cell (cell {cell.index}) raised {type(e).__name__}: {_short(e)}"
+                + (f" (line {line})" if line else ""))
+    return ""
+
+
+def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, Any] | None = None,
+                   run: Runner | None = None, label: str = "notebook") -> dict[str, LoadedExercise]:
+    """Execute the setup and the exercise cells of ``ext``; return each exercise's object or error.
+
+    Args:
+        ext: from :func:`find_exercises`.
+        names: exercise id -> learner-facing name.
+        namespace: globals to execute in (default: a fresh one named ``__main__``).
+        run: optional wrapper ``run(fn)`` that calls ``fn()`` (e.g. under a time limit); it must
+            let exceptions through.
+        label: shown in filenames of tracebacks (``<notebook cell 7>``).
+    """
+    ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
+    runner: Runner = run or (lambda fn: fn())
+    results, trees, needed = _parse_exercises(ext, label)
+    # 1. setup: imports / defs / literal constants from other cells that the exercises use
+    setup_notes = _run_setup(ext, needed, ns, runner, label)
     # 2. the exercise cells, in notebook order
     for eid, cell in ext.cells.items():
         le = results[eid]
         le.notes += setup_notes
         if eid not in trees:
             continue
-        filename = f"<{label} cell {cell.index}>"
-        _register_source(filename, strip_magics(cell.source))
-        try:
-            code = compile(trees[eid], filename, "exec")
-            runner(lambda: exec(code, ns))  # noqa: S102
-        except BaseException as e:  # noqa: BLE001
-            if _is_time_limit(e):
-                le.error = f"the exercise cell (cell {cell.index}) did not finish in time (an endless loop at top level?)"
-            elif isinstance(e, SystemExit):
-                le.error = f"the exercise cell (cell {cell.index}) called sys.exit(); remove that call"
-            else:
-                line = _line_of(e, filename)
-                le.error = (f"the exercise cell (cell {cell.index}) raised {type(e).__name__}: {_short(e)}"
-                            + (f" (line {line})" if line else ""))
+        le.error = _run_exercise_cell(cell, trees[eid], ns, runner, label)
         name = names.get(eid)
         if name is None:
             le.error = le.error or f"{eid} is not an exercise of this course"
