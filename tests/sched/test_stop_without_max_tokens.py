@@ -3,6 +3,7 @@
 The engine resolves ``None`` before queueing (``LLMEngine.resolve_max_tokens``); a scheduler driven
 directly (labs, tests) must still stop such a request at the model length instead of failing.
 """
+
 from __future__ import annotations
 
 from pagedlab.config import CacheConfig, SchedulerConfig
