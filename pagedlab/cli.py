@@ -21,13 +21,22 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, cast
 
 
 class Command(NamedTuple):
     name: str  #: the subcommand, as typed
     module: str  #: module exposing add_arguments(parser) and main(args) -> int
     help: str  #: one line for `pagedlab --help`
+
+
+class CommandModule(Protocol):
+    """What a subcommand's module exposes (see the module docstring)."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def main(self, args: argparse.Namespace) -> int: ...
 
 
 #: The registry. Add a subcommand with one line here.
@@ -54,7 +63,7 @@ def _version() -> str:
     return f"pagedlab {__version__}"
 
 
-def _chosen(argv: Sequence[str]) -> Optional[Command]:
+def _chosen(argv: Sequence[str]) -> Command | None:
     names = {c.name: c for c in COMMANDS}
     for tok in argv:
         if tok == "--":
@@ -64,7 +73,9 @@ def _chosen(argv: Sequence[str]) -> Optional[Command]:
     return None
 
 
-def build_parser(argv: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, Optional[Command], Optional[object]]:
+def build_parser(
+    argv: Sequence[str] = (),
+) -> tuple[argparse.ArgumentParser, Command | None, CommandModule | ImportError | None]:
     """The top-level parser; the chosen subcommand's module (if any in ``argv``) is imported and
     adds its arguments. Returns (parser, chosen command, its module or an ImportError)."""
     parser = argparse.ArgumentParser(
@@ -76,13 +87,15 @@ def build_parser(argv: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, Opt
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     chosen = _chosen(argv)
-    loaded: Optional[object] = None
+    loaded: CommandModule | ImportError | None = None
     for cmd in COMMANDS:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         if chosen is not None and cmd.name == chosen.name:
             try:
-                loaded = importlib.import_module(cmd.module)
-                loaded.add_arguments(p)  # type: ignore[attr-defined]
+                # a module satisfies the protocol by convention; import_module can only say ModuleType
+                module = cast(CommandModule, importlib.import_module(cmd.module))
+                module.add_arguments(p)
+                loaded = module
             except ImportError as e:
                 loaded = e
                 # accept anything so the clear "not available" message wins over argparse noise
@@ -90,7 +103,7 @@ def build_parser(argv: Sequence[str] = ()) -> tuple[argparse.ArgumentParser, Opt
     return parser, chosen, loaded
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, chosen, loaded = build_parser(argv)
     args = parser.parse_args(argv)
@@ -98,6 +111,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return EXIT_UNAVAILABLE
     assert chosen is not None and chosen.name == args.command
+    assert loaded is not None  # build_parser imported (or failed to import) the chosen module
     if isinstance(loaded, ImportError):
         print(
             f"pagedlab {chosen.name}: not available: module {chosen.module} could not be imported\n"
@@ -109,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from pagedlab.errors import PagedLabError
 
     try:
-        rc = loaded.main(args)  # type: ignore[union-attr]
+        rc = loaded.main(args)
         sys.stdout.flush()  # a closed pipe shows up here at the latest, not at interpreter exit
     except BrokenPipeError:
         return _quiet_broken_pipe()

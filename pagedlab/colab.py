@@ -61,7 +61,7 @@ def in_colab() -> bool:
 
 def _enable_colab_widgets() -> None:
     """``google.colab.output.enable_custom_widget_manager()``: lets Colab render ipywidgets 8."""
-    from google.colab import output  # type: ignore[import-not-found]
+    from google.colab import output  # only inside Colab; no stubs (ignore_missing_imports)
     output.enable_custom_widget_manager()
 
 

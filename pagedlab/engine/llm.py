@@ -5,22 +5,50 @@ the shared names (``generate``, ``chat``, ``SamplingParams``, ``RequestOutput.ou
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.engine.arg_utils import BUNDLED_MODEL, EngineArgs
 from pagedlab.engine.llm_engine import LLMEngine, check_priority
 from pagedlab.engine.metrics import Metric
 from pagedlab.errors import InvalidRequestError
+from pagedlab.inputs import PromptType
 from pagedlab.outputs import RequestOutput
-from pagedlab.sampling_params import SamplingParams
+from pagedlab.sampling_params import BeamSearchParams, SamplingParams
+
+if TYPE_CHECKING:
+    from pagedlab.engine.beam_search import BeamSearchOutput
+
+#: One prompt as ``LLM.generate`` takes it: vLLM's ``PromptType``, or (a pagedlab extension) a bare
+#: list of token ids.
+Prompt = PromptType | list[int]
+#: A conversation for ``LLM.chat``: ``[{"role": ..., "content": ...}, ...]`` (vLLM's
+#: ``list[ChatCompletionMessageParam]``; extra keys go to the chat template untouched).
+Conversation = list[dict[str, Any]]
 
 
-def _check_conversation(conv: object, where: str) -> None:
-    """Raise ``InvalidRequestError`` unless ``conv`` is a non-empty list of ``{"role": str, "content": str}``.
+def _prompt_list(prompts: object) -> list[object]:
+    """``prompts`` as a list: one prompt (a str, a dict, a list of token ids) becomes a list of one.
+
+    The prompts themselves are checked later (``LLMEngine._tokenize``).
+    Raises:
+        InvalidRequestError: ``prompts`` is neither a prompt nor a list/tuple of them.
+    """
+    if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
+        return [prompts]
+    if not isinstance(prompts, (list, tuple)):
+        raise InvalidRequestError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
+    return list(prompts)
+
+
+def _check_conversation(conv: object, where: str) -> Conversation:
+    """``conv`` itself, once checked to be a non-empty list of ``{"role": str, "content": str}`` dicts.
 
     Args:
         conv: the conversation.
         where: how the message names it, e.g. ``"conversation 2"``.
+    Raises:
+        InvalidRequestError: anything else, naming ``where`` and the bad message.
     """
     if not isinstance(conv, list) or not conv:
         raise InvalidRequestError(f'{where} must be a non-empty list of {{"role": ..., "content": ...}} dicts, '
@@ -32,6 +60,7 @@ def _check_conversation(conv: object, where: str) -> None:
             if not isinstance(m[key], str):
                 raise InvalidRequestError(f"{where}, message {j}: {key} must be a str, got "
                                           f"{type(m[key]).__name__} {m[key]!r}")
+    return conv
 
 
 class LLM:
@@ -52,7 +81,7 @@ class LLM:
         ModelNotFoundError: a model other than the bundled SmolLM2 or a local GGUF.
     """
 
-    def __init__(self, model: Optional[str] = BUNDLED_MODEL, **kwargs: Any) -> None:
+    def __init__(self, model: str | None = BUNDLED_MODEL, **kwargs: Any) -> None:
         kwargs.setdefault("disable_log_stats", True)
         self.engine_args = EngineArgs.from_kwargs(model, **kwargs)
         self.llm_engine = LLMEngine.from_engine_args(self.engine_args)
@@ -66,7 +95,7 @@ class LLM:
         so these are ``SamplingParams()``'s defaults."""
         return SamplingParams()
 
-    def get_metrics(self) -> List[Metric]:
+    def get_metrics(self) -> list[Metric]:
         """vLLM's metric objects; needs ``LLM(..., disable_log_stats=False)``, as vLLM (see
         ``LLMEngine.get_metrics``)."""
         return self.llm_engine.get_metrics()
@@ -75,8 +104,9 @@ class LLM:
         """Forget every cached prefix block; False (nothing changes) while requests hold blocks."""
         return self.llm_engine.reset_prefix_cache()
 
-    def generate(self, prompts, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
-                 use_tqdm: bool = False, priority: Optional[List[int]] = None) -> List[RequestOutput]:
+    def generate(self, prompts: Prompt | Sequence[Prompt],
+                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 use_tqdm: bool = False, priority: list[int] | None = None) -> list[RequestOutput]:
         """Run every prompt to completion.
 
         Args:
@@ -92,27 +122,22 @@ class LLM:
                 queued (the engine is exactly as before). A Ctrl-C or error while running aborts
                 this call's requests and frees their blocks before propagating.
         """
-        if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts
-                                                 and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        if not isinstance(prompts, (list, tuple)):
-            raise InvalidRequestError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
-        prompts = list(prompts)
+        batch = _prompt_list(prompts)
         if sampling_params is None:
             sampling_params = SamplingParams()
         if isinstance(sampling_params, SamplingParams):
-            params = [sampling_params] * len(prompts)
+            params = [sampling_params] * len(batch)
         elif isinstance(sampling_params, (list, tuple)) and all(isinstance(p, SamplingParams) for p in sampling_params):
             params = list(sampling_params)
         else:
             raise InvalidRequestError("sampling_params must be a SamplingParams or a list of them, "
                                       f"got {type(sampling_params).__name__}")
-        if len(params) != len(prompts):
-            raise InvalidRequestError(f"{len(params)} sampling params for {len(prompts)} prompts")
-        priorities = self._priorities(priority, len(prompts))
+        if len(params) != len(batch):
+            raise InvalidRequestError(f"{len(params)} sampling params for {len(batch)} prompts")
+        priorities = self._priorities(priority, len(batch))
         engine = self.llm_engine
         # All or nothing: validate every prompt first, then queue; roll back if queueing fails.
-        tokenized = [engine._tokenize(p) for p in prompts]
+        tokenized = [engine._tokenize(p) for p in batch]
         for (_, ids), sp in zip(tokenized, params):
             engine.validate_request(ids, sp)
         request_ids: list[str] = []
@@ -139,8 +164,9 @@ class LLM:
             check_priority(p)
         return list(priority)
 
-    def chat(self, messages, sampling_params=None, use_tqdm: bool = False,
-             add_generation_prompt: bool = True) -> List[RequestOutput]:
+    def chat(self, messages: Conversation | list[Conversation],
+             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, use_tqdm: bool = False,
+             add_generation_prompt: bool = True) -> list[RequestOutput]:
         """Generate replies to conversations formatted with the model's chat template.
 
         Args:
@@ -149,27 +175,27 @@ class LLM:
             InvalidRequestError: a conversation is not a non-empty list of dicts with a str
                 ``role`` and a str ``content`` (``None`` included); nothing is queued then.
         """
+        convs: object = messages
         if isinstance(messages, list) and messages and isinstance(messages[0], dict):
-            messages = [messages]
-        if not isinstance(messages, list):
+            convs = [messages]
+        if not isinstance(convs, list):
             raise InvalidRequestError('chat() takes a conversation [{"role": ..., "content": ...}, ...] '
-                                      f"or a list of conversations, got {type(messages).__name__}")
-        for i, conv in enumerate(messages):
-            _check_conversation(conv, f"conversation {i}")
+                                      f"or a list of conversations, got {type(convs).__name__}")
+        checked = [_check_conversation(conv, f"conversation {i}") for i, conv in enumerate(convs)]
         if self.llm_engine.tokenizer is None:
             raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
-        ids = [self.apply_chat_template(m, add_generation_prompt) for m in messages]
+        ids = [self.apply_chat_template(m, add_generation_prompt) for m in checked]
         # RequestOutput.prompt is the rendered conversation, as vLLM's chat() returns it.
-        prompts = [{"prompt": self.llm_engine.tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
+        prompts: list[Prompt] = [{"prompt": self.llm_engine.tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
 
-    def apply_chat_template(self, conversation, add_generation_prompt: bool = True) -> List[int]:
+    def apply_chat_template(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
         """Token ids of a conversation under the tokenizer's chat template."""
         out = self.llm_engine.tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt,
                                                             tokenize=True)
         return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
 
-    def beam_search(self, prompts, params) -> list:
+    def beam_search(self, prompts: Prompt | Sequence[Prompt], params: BeamSearchParams) -> list[BeamSearchOutput]:
         """Beam search with copy-on-write forks (vLLM v0 semantics; see ``pagedlab.engine.beam_search``).
 
         Args:
@@ -178,19 +204,16 @@ class LLM:
         Returns:
             One ``BeamSearchOutput`` per prompt (``.sequences`` best first, with block accounting).
         """
-        from pagedlab.engine.beam_search import BeamSearchParams, beam_search
+        from pagedlab.engine.beam_search import beam_search
         if not isinstance(params, BeamSearchParams):
             raise InvalidRequestError(f"params must be BeamSearchParams, got {type(params).__name__}")
-        if isinstance(prompts, (str, dict)) or (isinstance(prompts, list) and prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        if not isinstance(prompts, (list, tuple)):
-            raise InvalidRequestError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
+        batch = _prompt_list(prompts)
         engine = self.llm_engine
-        token_ids = [engine._tokenize(p)[1] for p in prompts]     # all checked before any search runs
+        token_ids = [engine._tokenize(p)[1] for p in batch]     # all checked before any search runs
         check = SamplingParams(temperature=0, max_tokens=params.max_tokens, ignore_eos=True, n=params.beam_width)
         for ids in token_ids:
             engine.validate_request(ids, check)
-        results = []
+        results: list[BeamSearchOutput] = []
         for ids in token_ids:
             try:
                 results.append(beam_search(engine, ids, params))
@@ -199,10 +222,10 @@ class LLM:
                 raise
         return results
 
-    def _run(self, ids: List[str], use_tqdm: bool) -> List[RequestOutput]:
+    def _run(self, ids: list[str], use_tqdm: bool) -> list[RequestOutput]:
         engine = self.llm_engine
         wanted = set(ids)
-        done = {}
+        done: dict[str, RequestOutput] = {}
         bar = None
         if use_tqdm:
             from tqdm.auto import tqdm

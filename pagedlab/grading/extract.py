@@ -27,9 +27,10 @@ import ast
 import json
 import linecache
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any
 
 __all__ = ["NotebookError", "ExerciseCell", "Extraction", "LoadedExercise", "read_notebook", "find_exercises",
            "load_exercises", "MARKER_RE", "MAX_NOTEBOOK_BYTES"]
@@ -56,9 +57,9 @@ class ExerciseCell:
 class Extraction:
     """What :func:`find_exercises` found in one notebook."""
 
-    cells: Dict[str, ExerciseCell] = field(default_factory=dict)
-    other_cells: List[Tuple[int, str]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
+    cells: dict[str, ExerciseCell] = field(default_factory=dict)
+    other_cells: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -68,14 +69,14 @@ class LoadedExercise:
     exercise: str
     obj: Any = None
     error: str = ""
-    notes: List[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.obj is not None and not self.error
 
 
-def read_notebook(path: Any) -> Dict[str, Any]:
+def read_notebook(path: Any) -> dict[str, Any]:
     """Parse a notebook file (nbformat 4) as plain JSON.
 
     Raises:
@@ -108,14 +109,14 @@ def read_notebook(path: Any) -> Dict[str, Any]:
     return nb
 
 
-def _source(cell: Dict[str, Any]) -> str:
+def _source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     if isinstance(src, list):
         return "".join(s for s in src if isinstance(s, str))
     return src if isinstance(src, str) else ""
 
 
-def _marker(cell: Dict[str, Any], src: str) -> Tuple[Optional[str], str]:
+def _marker(cell: dict[str, Any], src: str) -> tuple[str | None, str]:
     for line in src.splitlines():
         if line.strip():
             m = MARKER_RE.match(line)
@@ -139,7 +140,7 @@ def strip_magics(src: str) -> str:
     return "\n".join(out) + ("\n" if src.endswith("\n") else "")
 
 
-def _defined_names(tree: ast.Module) -> List[str]:
+def _defined_names(tree: ast.Module) -> list[str]:
     names = []
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -149,7 +150,7 @@ def _defined_names(tree: ast.Module) -> List[str]:
     return names
 
 
-def find_exercises(nb: Dict[str, Any], names: Dict[str, str]) -> Extraction:
+def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
     """Locate the exercise cells of ``nb``.
 
     Args:
@@ -158,7 +159,7 @@ def find_exercises(nb: Dict[str, Any], names: Dict[str, str]) -> Extraction:
     """
     ext = Extraction()
     by_name = {v: k for k, v in names.items()}
-    unmarked_defs: Dict[str, Tuple[int, str]] = {}
+    unmarked_defs: dict[str, tuple[int, str]] = {}
     for i, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -191,13 +192,13 @@ def find_exercises(nb: Dict[str, Any], names: Dict[str, str]) -> Extraction:
 
 
 # --- execution ------------------------------------------------------------------------------------------
-def _used_names(tree: ast.AST) -> Set[str]:
-    out: Set[str] = set()
+def _used_names(tree: ast.AST) -> set[str]:
+    out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             out.add(node.id)
         elif isinstance(node, ast.Attribute):
-            base = node
+            base: ast.expr = node
             while isinstance(base, ast.Attribute):
                 base = base.value
             if isinstance(base, ast.Name):
@@ -205,7 +206,7 @@ def _used_names(tree: ast.AST) -> Set[str]:
     return out
 
 
-def _binds(node: ast.stmt) -> List[str]:
+def _binds(node: ast.stmt) -> list[str]:
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -217,7 +218,7 @@ def _binds(node: ast.stmt) -> List[str]:
     return []
 
 
-def _literal(node: Optional[ast.expr]) -> bool:
+def _literal(node: ast.expr | None) -> bool:
     if node is None:
         return False
     try:
@@ -227,9 +228,9 @@ def _literal(node: Optional[ast.expr]) -> bool:
         return False
 
 
-def _setup_statements(other_cells: Sequence[Tuple[int, str]], needed: Set[str]) -> List[Tuple[int, ast.stmt, str]]:
+def _setup_statements(other_cells: Sequence[tuple[int, str]], needed: set[str]) -> list[tuple[int, ast.stmt, str]]:
     """Top-level imports/defs/literal constants of other cells that define names in ``needed`` (closure)."""
-    candidates: List[Tuple[int, ast.stmt, str]] = []
+    candidates: list[tuple[int, ast.stmt, str]] = []
     for idx, src in other_cells:
         try:
             tree = ast.parse(strip_magics(src))
@@ -241,7 +242,7 @@ def _setup_statements(other_cells: Sequence[Tuple[int, str]], needed: Set[str]) 
             ok = ok or (isinstance(node, ast.AnnAssign) and _literal(node.value))
             if ok and _binds(node):
                 candidates.append((idx, node, src))
-    chosen: Dict[int, Tuple[int, ast.stmt, str]] = {}
+    chosen: dict[int, tuple[int, ast.stmt, str]] = {}
     want = set(needed)
     changed = True
     while changed:
@@ -262,23 +263,20 @@ def _register_source(filename: str, src: str) -> None:
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
 
 
-def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[Dict[str, Any]] = None,
-                   run: Any = None, label: str = "notebook") -> Dict[str, LoadedExercise]:
-    """Execute the setup and the exercise cells of ``ext``; return each exercise's object or error.
+#: ``run(fn)`` calls ``fn()`` (e.g. under a time limit) and lets its exceptions through.
+Runner = Callable[[Callable[[], None]], object]
 
-    Args:
-        ext: from :func:`find_exercises`.
-        names: exercise id -> learner-facing name.
-        namespace: globals to execute in (default: a fresh one named ``__main__``).
-        run: optional wrapper ``run(fn)`` that calls ``fn()`` (e.g. under a time limit); it must
-            let exceptions through.
-        label: shown in filenames of tracebacks (``<notebook cell 7>``).
+
+def _parse_exercises(ext: Extraction, label: str
+                     ) -> tuple[dict[str, LoadedExercise], dict[str, ast.Module], set[str]]:
+    """Parse every exercise cell: ``(results, trees, needed names)``.
+
+    ``results`` has one entry per exercise (a syntax error is recorded in its ``error``); ``trees``
+    holds the parsed cells without bare expressions and asserts; ``needed`` is every name they use.
     """
-    ns: Dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
-    runner = run or (lambda fn: fn())
-    results: Dict[str, LoadedExercise] = {}
-    trees: Dict[str, ast.Module] = {}
-    needed: Set[str] = set()
+    results: dict[str, LoadedExercise] = {}
+    trees: dict[str, ast.Module] = {}
+    needed: set[str] = set()
     for eid, cell in ext.cells.items():
         le = LoadedExercise(eid)
         results[eid] = le
@@ -291,8 +289,15 @@ def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[D
         tree.body = [n for n in tree.body if not isinstance(n, (ast.Expr, ast.Assert))]
         trees[eid] = tree
         needed |= _used_names(tree)
-    # 1. setup: imports / defs / literal constants from other cells that the exercises use
-    setup_notes: List[str] = []
+    return results, trees, needed
+
+
+def _run_setup(ext: Extraction, needed: set[str], ns: dict[str, Any], runner: Runner, label: str) -> list[str]:
+    """Run the imports / defs / literal constants of other cells that the exercises use, in ``ns``.
+
+    Returns one note per statement that failed (the exercises may still work without it).
+    """
+    setup_notes: list[str] = []
     for idx, node, _src in _setup_statements(ext.other_cells, needed):
         mod = ast.Module(body=[node], type_ignores=[])
         filename = f"<{label} cell {idx}>"
@@ -301,26 +306,52 @@ def load_exercises(ext: Extraction, names: Dict[str, str], namespace: Optional[D
             runner(lambda: exec(code, ns))  # noqa: S102 - the learner's own code, in the sandbox
         except BaseException as e:  # noqa: BLE001 - SystemExit, time limit etc. from learner code
             setup_notes.append(f"setup from cell {idx} failed ({type(e).__name__}: {_short(e)})")
+    return setup_notes
+
+
+def _run_exercise_cell(cell: ExerciseCell, tree: ast.Module, ns: dict[str, Any], runner: Runner,
+                       label: str) -> str:
+    """Execute one parsed exercise cell in ``ns``; the error message, or "" when it ran."""
+    filename = f"<{label} cell {cell.index}>"
+    _register_source(filename, strip_magics(cell.source))
+    try:
+        code = compile(tree, filename, "exec")
+        runner(lambda: exec(code, ns))  # noqa: S102
+    except BaseException as e:  # noqa: BLE001
+        if _is_time_limit(e):
+            return f"the exercise cell (cell {cell.index}) did not finish in time (an endless loop at top level?)"
+        if isinstance(e, SystemExit):
+            return f"the exercise cell (cell {cell.index}) called sys.exit(); remove that call"
+        line = _line_of(e, filename)
+        return (f"the exercise cell (cell {cell.index}) raised {type(e).__name__}: {_short(e)}"
+                + (f" (line {line})" if line else ""))
+    return ""
+
+
+def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, Any] | None = None,
+                   run: Runner | None = None, label: str = "notebook") -> dict[str, LoadedExercise]:
+    """Execute the setup and the exercise cells of ``ext``; return each exercise's object or error.
+
+    Args:
+        ext: from :func:`find_exercises`.
+        names: exercise id -> learner-facing name.
+        namespace: globals to execute in (default: a fresh one named ``__main__``).
+        run: optional wrapper ``run(fn)`` that calls ``fn()`` (e.g. under a time limit); it must
+            let exceptions through.
+        label: shown in filenames of tracebacks (``<notebook cell 7>``).
+    """
+    ns: dict[str, Any] = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
+    runner: Runner = run or (lambda fn: fn())
+    results, trees, needed = _parse_exercises(ext, label)
+    # 1. setup: imports / defs / literal constants from other cells that the exercises use
+    setup_notes = _run_setup(ext, needed, ns, runner, label)
     # 2. the exercise cells, in notebook order
     for eid, cell in ext.cells.items():
         le = results[eid]
         le.notes += setup_notes
         if eid not in trees:
             continue
-        filename = f"<{label} cell {cell.index}>"
-        _register_source(filename, strip_magics(cell.source))
-        try:
-            code = compile(trees[eid], filename, "exec")
-            runner(lambda: exec(code, ns))  # noqa: S102
-        except BaseException as e:  # noqa: BLE001
-            if _is_time_limit(e):
-                le.error = f"the exercise cell (cell {cell.index}) did not finish in time (an endless loop at top level?)"
-            elif isinstance(e, SystemExit):
-                le.error = f"the exercise cell (cell {cell.index}) called sys.exit(); remove that call"
-            else:
-                line = _line_of(e, filename)
-                le.error = (f"the exercise cell (cell {cell.index}) raised {type(e).__name__}: {_short(e)}"
-                            + (f" (line {line})" if line else ""))
+        le.error = _run_exercise_cell(cell, trees[eid], ns, runner, label)
         name = names.get(eid)
         if name is None:
             le.error = le.error or f"{eid} is not an exercise of this course"
@@ -350,7 +381,7 @@ def _short(e: BaseException, n: int = 200) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def _line_of(e: BaseException, filename: str) -> Optional[int]:
+def _line_of(e: BaseException, filename: str) -> int | None:
     tb = e.__traceback__
     line = None
     while tb is not None:
@@ -360,7 +391,7 @@ def _line_of(e: BaseException, filename: str) -> Optional[int]:
     return line
 
 
-def exercise_names(ids: Optional[Iterable[str]] = None) -> Dict[str, str]:
+def exercise_names(ids: Iterable[str] | None = None) -> dict[str, str]:
     """Exercise id -> learner-facing name, for all (or the given) registered exercises."""
     from pagedlab.grading import registry
     exs = registry.all_exercises() if ids is None else [registry.get(i) for i in ids]

@@ -25,9 +25,10 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from pagedlab.errors import PagedLabError
 
@@ -46,18 +47,18 @@ class LabsBuildError(PagedLabError, ValueError):
 
 
 # --------------------------------------------------------------------------------- generation
-def _source(cell: Dict[str, Any]) -> str:
+def _source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else str(src)
 
 
-def _split_source(text: str) -> List[str]:
+def _split_source(text: str) -> list[str]:
     """Notebook-style source: a list of lines, each but the last ending in a newline."""
     lines = text.splitlines(keepends=True)
     return lines
 
 
-def _exercise_id(marker_rest: str, cell: Dict[str, Any], lines_before: List[str], stem: str, index: int) -> str:
+def _exercise_id(marker_rest: str, cell: dict[str, Any], lines_before: list[str], stem: str, index: int) -> str:
     if marker_rest.strip():
         return marker_rest.strip()
     meta = cell.get("metadata", {})
@@ -76,9 +77,9 @@ def _exercise_id(marker_rest: str, cell: Dict[str, Any], lines_before: List[str]
     return f"{stem}/cell{index}"
 
 
-def _strip_region(lines: List[str], begin: str, end: str, where: str) -> tuple:
+def _strip_region(lines: list[str], begin: str, end: str, where: str) -> tuple:
     """Yield (kept lines, list of (indent, marker rest, lines before)) for each begin..end region."""
-    out: List[str] = []
+    out: list[str] = []
     regions = []
     inside = False
     for n, line in enumerate(lines, 1):
@@ -102,7 +103,7 @@ def _strip_region(lines: List[str], begin: str, end: str, where: str) -> tuple:
     return out, regions
 
 
-def _stub_code(text: str, cell: Dict[str, Any], stem: str, index: int) -> str:
+def _stub_code(text: str, cell: dict[str, Any], stem: str, index: int) -> str:
     lines = text.splitlines(keepends=True)
     where = f"{stem}.ipynb cell {index}"
     kept, regions = _strip_region(lines, BEGIN_SOLUTION, END_SOLUTION, where)
@@ -129,7 +130,7 @@ def _drop_hidden(text: str, stem: str, index: int) -> str:
     return "".join(kept).rstrip("\n") if kept else ""
 
 
-def fingerprint(nb: Dict[str, Any]) -> str:
+def fingerprint(nb: dict[str, Any]) -> str:
     """SHA-256 of what a learner can change: each cell's type, source and outputs.
 
     Notebook and cell metadata (kernel versions, widget state, JupyterLab's bookkeeping) and
@@ -141,7 +142,39 @@ def fingerprint(nb: Dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> Dict[str, Any]:
+def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) -> dict[str, Any] | None:
+    """The lab's version of solution cell number ``index``, or None when the lab drops it.
+
+    A cell is dropped when a tag in ``DROP_TAGS`` marks it or nothing is left once its hidden parts
+    are removed; solution parts become stubs. Raises :class:`LabsBuildError` on bad markers.
+    """
+    meta = dict(cell.get("metadata", {}))
+    tags = set(meta.get("tags", []))
+    if tags & DROP_TAGS:
+        return None
+    text = _source(cell)
+    ctype = cell.get("cell_type", "code")
+    if BEGIN_HIDDEN in text or END_HIDDEN in text:
+        text = _drop_hidden(text, stem, index)
+        if not text.strip():
+            return None
+    if BEGIN_SOLUTION in text or END_SOLUTION in text:
+        text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
+    new: dict[str, Any] = {"cell_type": ctype, "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
+                           "source": _split_source(text)}
+    if "id" in cell:
+        new["id"] = cell["id"]
+    elif nbformat_minor >= 5:
+        new["id"] = hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
+    if ctype == "code":
+        new["execution_count"] = None
+        new["outputs"] = []
+    if "attachments" in cell and ctype in ("markdown", "raw"):
+        new["attachments"] = cell["attachments"]
+    return new
+
+
+def generate_lab(solution: dict[str, Any], stem: str, source_path: str = "") -> dict[str, Any]:
     """The lab notebook generated from a solution notebook (a new dict; the input is untouched).
 
     Args:
@@ -152,35 +185,11 @@ def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> 
     Raises:
         LabsBuildError: unbalanced or nested markers.
     """
-    cells = []
-    for index, cell in enumerate(solution.get("cells", [])):
-        meta = dict(cell.get("metadata", {}))
-        tags = set(meta.get("tags", []))
-        if tags & DROP_TAGS:
-            continue
-        text = _source(cell)
-        ctype = cell.get("cell_type", "code")
-        had_hidden = BEGIN_HIDDEN in text or END_HIDDEN in text
-        if had_hidden:
-            text = _drop_hidden(text, stem, index)
-            if not text.strip():
-                continue
-        if BEGIN_SOLUTION in text or END_SOLUTION in text:
-            text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
-        new: Dict[str, Any] = {"cell_type": ctype, "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
-                               "source": _split_source(text)}
-        if "id" in cell:
-            new["id"] = cell["id"]
-        elif solution.get("nbformat_minor", 0) >= 5:
-            new["id"] = hashlib.sha1(f"{stem}:{index}".encode()).hexdigest()[:8]
-        if ctype == "code":
-            new["execution_count"] = None
-            new["outputs"] = []
-        if "attachments" in cell and ctype in ("markdown", "raw"):
-            new["attachments"] = cell["attachments"]
-        cells.append(new)
+    minor = solution.get("nbformat_minor", 0)
+    cells = [new for index, cell in enumerate(solution.get("cells", []))
+             if (new := _lab_cell(cell, index, stem, minor)) is not None]
     smeta = solution.get("metadata", {})
-    meta: Dict[str, Any] = {}
+    meta: dict[str, Any] = {}
     if "kernelspec" in smeta:
         meta["kernelspec"] = smeta["kernelspec"]
     if "language_info" in smeta:
@@ -193,7 +202,7 @@ def generate_lab(solution: Dict[str, Any], stem: str, source_path: str = "") -> 
     return lab
 
 
-def dumps(nb: Dict[str, Any]) -> str:
+def dumps(nb: dict[str, Any]) -> str:
     """Serialise as Jupyter does (``nbformat.writes``: indent 1, sorted keys, UTF-8), plus a newline."""
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -218,14 +227,14 @@ class LabStatus:
         return self.state == "up-to-date" or self.action in ("written", "overwritten (--force)")
 
 
-def _load(path: Path) -> Dict[str, Any]:
+def _load(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise LabsBuildError(f"{path}: not a readable notebook ({e})") from e
 
 
-def _solutions(solutions_dir: Path, names: Optional[Sequence[str]]) -> List[Path]:
+def _solutions(solutions_dir: Path, names: Sequence[str] | None) -> list[Path]:
     paths = sorted(p for p in solutions_dir.glob("*.ipynb") if not p.name.startswith((".", "_")))
     if names:
         wanted = {n if n.endswith(".ipynb") else n + ".ipynb" for n in (Path(x).name for x in names)}
@@ -255,9 +264,11 @@ def _classify(lab_path: Path, expected_text: str) -> tuple:
     return "stale", "an older generation; the solution changed since"
 
 
-def scan(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = None) -> List[tuple]:
+def scan(
+    solutions_dir: Path, labs_dir: Path, names: Sequence[str] | None = None
+) -> list[tuple[LabStatus, str | None]]:
     """``(LabStatus, expected_text or None)`` for every solution notebook (and orphaned lab)."""
-    out = []
+    out: list[tuple[LabStatus, str | None]] = []
     sol_paths = _solutions(solutions_dir, names)
     for sp in sol_paths:
         try:
@@ -291,7 +302,7 @@ def _write_lab(path: Path, text: str) -> None:
 
 
 def build(solutions_dir: Path, labs_dir: Path, force: bool = False,
-          names: Optional[Sequence[str]] = None) -> List[LabStatus]:
+          names: Sequence[str] | None = None) -> list[LabStatus]:
     """Write every missing or stale lab; keep (and report) changed ones unless ``force``.
 
     Raises:
@@ -355,7 +366,7 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
     return results
 
 
-def check(solutions_dir: Path, labs_dir: Path, names: Optional[Sequence[str]] = None) -> List[LabStatus]:
+def check(solutions_dir: Path, labs_dir: Path, names: Sequence[str] | None = None) -> list[LabStatus]:
     """Report, change nothing."""
     return [st for st, _ in scan(solutions_dir, labs_dir, names)]
 

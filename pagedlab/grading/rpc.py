@@ -152,9 +152,9 @@ Proxy.__next__ = _make_op("__next__")  # type: ignore[attr-defined]
 def _exc_class(name: str, module: str, bases: list[str]) -> type[BaseException]:
     """The local class for a remote exception: the same builtin or kit class, else a look-alike."""
     import builtins
-    if module == "builtins" and isinstance(getattr(builtins, name, None), type) and \
-            issubclass(getattr(builtins, name), BaseException):
-        return getattr(builtins, name)  # type: ignore[no-any-return]
+    builtin = getattr(builtins, name, None) if module == "builtins" else None
+    if isinstance(builtin, type) and issubclass(builtin, BaseException):
+        return builtin
     mod = sys.modules.get(module) if module.startswith("pagedlab.") else None
     cls = getattr(mod, name, None) if mod is not None else None
     if isinstance(cls, type) and issubclass(cls, Exception):

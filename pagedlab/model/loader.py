@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,13 +24,16 @@ from pagedlab.errors import (
 )
 from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 _CONVERTED_FORMAT = 2   # bump when the converted layout changes
 # Hub names that mean the kit's own GGUF, so a script written for vLLM
 # (``LLM("HuggingFaceTB/SmolLM2-135M-Instruct")``) runs unchanged; nothing is downloaded.
 _ALIASES = {"huggingfacetb/smollm2-135m-instruct", "smollm2-135m-instruct"}
 
 
-def resolve_model_path(model: Optional[Union[str, os.PathLike]]) -> Path:
+def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
     """The GGUF file to load.
 
     Args:
@@ -67,7 +70,8 @@ def _convert(gguf: Path, out: Path) -> None:
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
-    hf_logging.disable_progress_bar()          # one-off conversion: no tqdm bars in notebook cells
+    # one-off conversion: no tqdm bars in notebook cells (the helper is unannotated in transformers)
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -140,13 +144,13 @@ def _ensure_converted(gguf: Path) -> Path:
     return fallback
 
 
-def load_tokenizer(model: Optional[Union[str, os.PathLike]] = None):
+def load_tokenizer(model: str | os.PathLike[str] | None = None) -> PreTrainedTokenizerBase:
     """The model's tokenizer (HF ``PreTrainedTokenizerFast``), chat template included."""
     return load_model(model, tokenizer_only=True)[1]
 
 
-def load_model(model: Optional[Union[str, os.PathLike]] = None, tokenizer_only: bool = False
-               ) -> Tuple[Optional[LlamaForCausalLM], object, dict]:
+def load_model(model: str | os.PathLike[str] | None = None, tokenizer_only: bool = False
+               ) -> tuple[LlamaForCausalLM | None, PreTrainedTokenizerBase, dict[str, Any]]:
     """Load the model, its tokenizer and metadata.
 
     Returns:

@@ -475,9 +475,11 @@ class Scheduler:
         if not sp.ignore_eos and req.eos_token_id is not None and token == req.eos_token_id:
             req.stop_reason = None
             return RequestStatus.FINISHED_STOPPED
-        if token in sp.stop_token_ids:
+        if sp.stop_token_ids is not None and token in sp.stop_token_ids:  # a list after __post_init__
             req.stop_reason = token
             return RequestStatus.FINISHED_STOPPED
-        if req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.config.max_model_len:
+        # max_tokens None: "up to max_model_len" (vLLM's meaning; the engine normally resolves it first)
+        capped = req.max_tokens is not None and req.num_output_tokens >= req.max_tokens
+        if capped or req.num_tokens >= self.config.max_model_len:
             return RequestStatus.FINISHED_LENGTH_CAPPED
         return None

@@ -9,15 +9,19 @@
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from types import MemberDescriptorType
+from typing import Any
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.viz.pictures import render_queue_rows
 
 # --- instrumented blocks ----------------------------------------------------------------------------
-_PREV = KVCacheBlock.prev_free_block   # the slot descriptors of the real attributes
-_NEXT = KVCacheBlock.next_free_block
+# the slot descriptors of the real attributes (class access would give the descriptor; mypy types it
+# as the instance attribute, hence the lookup in the class dict)
+_PREV: MemberDescriptorType = vars(KVCacheBlock)["prev_free_block"]
+_NEXT: MemberDescriptorType = vars(KVCacheBlock)["next_free_block"]
 
 
 class _Counter:
@@ -29,23 +33,23 @@ class CountingBlock(KVCacheBlock):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
-    def prev_free_block(self) -> Optional[KVCacheBlock]:
+    @property
+    def prev_free_block(self) -> KVCacheBlock | None:
         _Counter.n += 1
         return _PREV.__get__(self)
 
     @prev_free_block.setter
-    def prev_free_block(self, value: Optional[KVCacheBlock]) -> None:
+    def prev_free_block(self, value: KVCacheBlock | None) -> None:
         _Counter.n += 1
         _PREV.__set__(self, value)
 
-    @property  # type: ignore[override]
-    def next_free_block(self) -> Optional[KVCacheBlock]:
+    @property
+    def next_free_block(self) -> KVCacheBlock | None:
         _Counter.n += 1
         return _NEXT.__get__(self)
 
     @next_free_block.setter
-    def next_free_block(self, value: Optional[KVCacheBlock]) -> None:
+    def next_free_block(self, value: KVCacheBlock | None) -> None:
         _Counter.n += 1
         _NEXT.__set__(self, value)
 
@@ -84,7 +88,7 @@ class Pool:
         i = self._ids.get(id(obj))
         return i is not None and self.blocks[i] is obj
 
-    def walk(self) -> List[int]:
+    def walk(self) -> list[int]:
         """Queue order from the links: start at the block whose prev is not one of ours."""
         linked = [b for b in self.blocks if _raw_prev(b) is not None or _raw_next(b) is not None]
         fronts = [b for b in linked if not self._is_ours(_raw_prev(b))]
@@ -97,7 +101,7 @@ class Pool:
             b = _raw_next(b)
         return out
 
-    def state(self, q: Any) -> Dict[str, Any]:
+    def state(self, q: Any) -> dict[str, Any]:
         order = self.walk()
         linked = sorted(b.block_id for b in self.blocks if _raw_prev(b) is not None or _raw_next(b) is not None)
         fronts = sorted(b.block_id for b in self.blocks
@@ -113,7 +117,7 @@ class Pool:
                 "back_broken": back_broken, "ends_none": ends_none, "num_free_blocks": nfree}
 
 
-def _queue_render(state: Dict[str, Any], expected: Optional[Dict[str, Any]], path: Any) -> str:
+def _queue_render(state: dict[str, Any], expected: dict[str, Any] | None, path: Any) -> str:
     got = state.get("queue", [])
     bad = None
     if expected is not None:
@@ -136,7 +140,7 @@ FQ = register(Exercise(
 
 
 @FQ.invariant("a block leaving the queue has both links cleared")
-def _(s: Dict[str, Any]) -> Optional[str]:
+def _(s: dict[str, Any]) -> str | None:
     stale = [i for i in s["linked"] if i not in s["queue"]]
     if len(s["fronts"]) > 1:
         return (f"blocks {s['fronts']} each look like the front of the queue (their prev_free_block is not a queued "
@@ -148,7 +152,7 @@ def _(s: Dict[str, Any]) -> Optional[str]:
 
 
 @FQ.invariant("queued blocks are linked both ways")
-def _(s: Dict[str, Any]) -> Optional[str]:
+def _(s: dict[str, Any]) -> str | None:
     if s["back_broken"]:
         b = s["back_broken"][0]
         return f"block {b}'s prev_free_block does not point back to the block before it in the queue"
@@ -159,7 +163,7 @@ def _(s: Dict[str, Any]) -> Optional[str]:
 
 
 @FQ.invariant("num_free_blocks counts the queued blocks")
-def _(s: Dict[str, Any]) -> Optional[str]:
+def _(s: dict[str, Any]) -> str | None:
     n = s["num_free_blocks"]
     if type(n) is not int or n != len(s["queue"]):
         msg = f"the queue holds {len(s['queue'])} blocks but num_free_blocks is {n!r}"
@@ -175,10 +179,12 @@ _LIFO_HINT = ("popleft() must return the FRONT block: the one freed longest ago 
               "append() adds at the back, so the queue is first-in first-out")
 
 
-def _op(q: Any, pool: Pool, rec: Any, op: str, arg: Optional[int] = None, hint: Any = None) -> None:
+def _op(q: Any, pool: Pool, rec: Any, op: str, arg: int | None = None, hint: Any = None) -> None:
     if op == "popleft":
         rec.step("q.popleft()")
         rec.observe("block returned", pool.bid(q.popleft()), hint=hint or _LIFO_HINT)
+    elif arg is None:
+        raise ValueError(f"_op({op!r}) needs a block index")
     elif op == "append":
         rec.step(f"q.append(block {arg})")
         q.append(pool.blocks[arg])
@@ -309,7 +315,7 @@ def _(Queue: Any, rec: Any) -> None:
 
 
 # --- 02.slot_mapping ---------------------------------------------------------------------------------
-def _slot_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _slot_hint(expected: Any, got: Any, state: Any) -> str | None:
     if not isinstance(got, list) or not isinstance(state, dict):
         return "return a list with one int per position"
     bt, bs, positions = state["block_table"], state["block_size"], state["positions"]
@@ -332,7 +338,7 @@ def _slot_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
     return None
 
 
-def _slot_render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def _slot_render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_block_table
     positions = state["positions"]
     hi = positions[path[0]] if path and isinstance(path[0], int) and path[0] < len(positions) else None
@@ -346,7 +352,7 @@ SLOT = register(Exercise(
     render=_slot_render, components=("slot_mapping", "allocator")))
 
 
-def _slot_case(fn: Any, rec: Any, block_table: List[int], positions: List[int], block_size: int,
+def _slot_case(fn: Any, rec: Any, block_table: list[int], positions: list[int], block_size: int,
                num_gpu_blocks: int) -> None:
     rec.step(f"slot_mapping({block_table}, {positions if len(positions) <= 8 else '[...%d positions]' % len(positions)}, "
              f"block_size={block_size})")

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.grading.registry import Exercise, register
-from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request
+from pagedlab.sampling_params import SamplingParams
 
-Arrival = Tuple[int, str, int, int]  # (step, request_id, prompt_len, max_tokens)
+Arrival = tuple[int, str, int, int]  # (step, request_id, prompt_len, max_tokens)
 
 
 class Sim:
@@ -26,11 +27,11 @@ class Sim:
     def __init__(self, arrivals: Sequence[Arrival], num_gpu_blocks: int = 64, block_size: int = 4) -> None:
         self.kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
         self.block_size = block_size
-        self.running: List[Request] = []
-        self.waiting: deque = deque()
+        self.running: list[Request] = []
+        self.waiting: deque[Request] = deque()
         self.pending = sorted(arrivals)
-        self.requests: Dict[str, Request] = {}
-        self.history: List[Dict[str, Any]] = []
+        self.requests: dict[str, Request] = {}
+        self.history: list[dict[str, Any]] = []
         self.step_no = 0
 
     def arrive(self) -> None:
@@ -44,12 +45,12 @@ class Sim:
     def done(self) -> bool:
         return not (self.pending or self.running or self.waiting)
 
-    def ids(self, reqs: Any) -> List[Any]:
+    def ids(self, reqs: Any) -> list[Any]:
         return [getattr(r, "request_id", f"<{type(r).__name__}>") for r in reqs]
 
     def apply(self, scheduled: Any) -> None:
         """Advance the scheduled requests, sample, finish (ignores entries that make no sense)."""
-        entries: List[Tuple[str, int, bool]] = []
+        entries: list[tuple[str, int, bool]] = []
         if isinstance(scheduled, dict):
             for rid, n in list(scheduled.items()):
                 req = self.requests.get(rid) if isinstance(rid, str) else None
@@ -60,6 +61,7 @@ class Sim:
                 entries.append((rid, n, prefill))
                 if req.num_computed_tokens == req.num_tokens:
                     req.append_output_token_ids(1 + req.num_output_tokens % 50)
+                    assert req.max_tokens is not None  # arrive() always sets it (an Arrival's int)
                     if req.num_output_tokens >= req.max_tokens:
                         self.kv.free(req)
                         self.running = [r for r in self.running if r is not req]
@@ -67,12 +69,12 @@ class Sim:
                              "finished": []})
         self.step_no += 1
 
-    def state(self) -> Dict[str, Any]:
+    def state(self) -> dict[str, Any]:
         return {"history": self.history[-40:], "running": self.ids(self.running), "waiting": self.ids(self.waiting),
                 "free_blocks": self.kv.num_free_blocks}
 
 
-def render_history(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def render_history(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_batch_gantt
     steps = [{"step": h["step"], "scheduled": [tuple(e) for e in h["scheduled"]], "preempted": [], "finished": [],
               "running": None, "waiting": None, "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}
@@ -165,7 +167,7 @@ def _workload_test(title: str, arrivals: Sequence[Arrival], max_num_seqs: int, n
         run_workload(lambda s: fn(s.running, s.waiting, s.kv, max_num_seqs), rec, sim, _describe(max_num_seqs), _hint)
 
 
-def random_arrivals(seed: int, n: int, max_prompt: int = 12, max_out: int = 6, spread: int = 10) -> List[Arrival]:
+def random_arrivals(seed: int, n: int, max_prompt: int = 12, max_out: int = 6, spread: int = 10) -> list[Arrival]:
     rng = random.Random(seed)
     return [(rng.randrange(spread), f"r{i}", rng.randint(1, max_prompt), rng.randint(1, max_out)) for i in range(n)]
 
