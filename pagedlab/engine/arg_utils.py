@@ -67,8 +67,10 @@ class EngineArgs:
     and ``max_num_batched_tokens=512`` suit a 2-core CPU (vLLM picks them per GPU).
     """
 
-    model: str | None = BUNDLED_MODEL
-    tokenizer: str | None = None
+    # A hub name or GGUF path as vLLM's; pagedlab also takes a ``LlamaForCausalLM`` instance (tests, labs).
+    model: Any = BUNDLED_MODEL
+    # A name or path as vLLM's; pagedlab also takes a Hugging Face tokenizer object.
+    tokenizer: Any = None
     tokenizer_mode: str = "auto"
     skip_tokenizer_init: bool = False
     trust_remote_code: bool = False
@@ -121,14 +123,16 @@ class EngineArgs:
     hash_seed: int | None = None
     trace: bool = False
     device: str | None = None
+    policy: str | None = None          # the kit's (and vLLM v0's) name for ``scheduling_policy``
+    eos_token_id: int | None = None    # with ``model`` given as a ``LlamaForCausalLM`` instance
 
     def __post_init__(self) -> None:
         if MODEL_OVERRIDES:
-            self.model, self.tokenizer = (None if name is None else MODEL_OVERRIDES.get(name, MODEL_OVERRIDES.get("*", name))
-                                          for name in (self.model, self.tokenizer))
+            self.model, self.tokenizer = (MODEL_OVERRIDES.get(name, MODEL_OVERRIDES.get("*", name))
+                                          if isinstance(name, str) else name for name in (self.model, self.tokenizer))
 
     @classmethod
-    def from_kwargs(cls, model: str | None = BUNDLED_MODEL, **kwargs: Any) -> EngineArgs:
+    def from_kwargs(cls, model: Any = BUNDLED_MODEL, **kwargs: Any) -> EngineArgs:
         """``EngineArgs(model=model, **kwargs)`` with vLLM's error for an unknown name.
 
         Raises:
@@ -174,6 +178,11 @@ class EngineArgs:
         if self.dtype not in ("auto", "float32", "float"):
             raise ConfigError(f"dtype={self.dtype!r} is not supported: pagedlab runs in float32 "
                               "(use dtype='auto' or 'float32')")
+        if self.policy is not None:
+            if self.scheduling_policy not in ("fcfs", self.policy):
+                raise ConfigError(f"policy={self.policy!r} and scheduling_policy={self.scheduling_policy!r} disagree: "
+                                  "give one (scheduling_policy is vLLM's name)")
+            self.scheduling_policy = self.policy
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ConfigError(f"scheduling_policy must be 'fcfs' or 'priority', got {self.scheduling_policy!r}")
         sizes = [n for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes",
@@ -184,7 +193,8 @@ class EngineArgs:
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``LLMEngine(model, ...)`` for these args (after ``check()``)."""
-        model = None if self.model is None or self.model.lower() in _BUNDLED_ALIASES else self.model
+        model = (None if self.model is None or (isinstance(self.model, str) and self.model.lower() in _BUNDLED_ALIASES)
+                 else self.model)
         def default(value: Any, kit_default: Any) -> Any:
             return kit_default if value is None else value      # 0 stays 0 and is refused downstream
 
@@ -198,9 +208,14 @@ class EngineArgs:
             policy=self.scheduling_policy, preemption_mode=self.preemption_mode, scheduling=self.scheduling,
             attention_backend=self.attention_backend, device=self.device, seed=default(self.seed, 0),
             trace=self.trace, log_stats=not self.disable_log_stats,
-            model_name=self.served_model_name or self.model or BUNDLED_MODEL)
+            model_name=self.served_model_name or (self.model if isinstance(self.model, str) else None) or BUNDLED_MODEL)
         kw["tokenizer"] = load_tokenizer_arg(self.tokenizer, self.model)
-        net = _load(model)
+        if not isinstance(model, (str, type(None))):          # a model instance: used as it is
+            net = model
+            if self.eos_token_id is not None:
+                kw["eos_token_id"] = self.eos_token_id
+        else:
+            net = _load(model)
         block = kw["block_size"]
         CacheConfig(block_size=block)               # a bad block_size is refused before sizing the pool
         kw["num_gpu_blocks"] = self._num_gpu_blocks(net, block)
@@ -233,14 +248,15 @@ class EngineArgs:
         return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size)
 
 
-def check_model_name(model: str | None) -> None:
+def check_model_name(model: Any) -> None:
     """Refuse a hub model id other than the bundled one (nothing is ever downloaded).
 
     Raises:
         ModelNotFoundError: ``model`` looks like ``org/name``, is not a local path and is not
             the bundled SmolLM2; the message names the model pagedlab serves.
     """
-    if model is None or model.lower() in _BUNDLED_ALIASES or os.path.exists(os.path.expanduser(model)):
+    if (model is None or not isinstance(model, str) or model.lower() in _BUNDLED_ALIASES
+            or os.path.exists(os.path.expanduser(model))):
         return
     if model.count("/") == 1 and not model.startswith((".", "/", "~")):
         raise ModelNotFoundError(
@@ -249,15 +265,18 @@ def check_model_name(model: str | None) -> None:
             f"with `pagedlab run-vllm --model-override {model}={BUNDLED_MODEL} SCRIPT`")
 
 
-def load_tokenizer_arg(tokenizer: str | None, model: str | None) -> Any:
+def load_tokenizer_arg(tokenizer: Any, model: Any) -> Any:
     """The tokenizer object for vLLM's ``tokenizer=`` argument, or None for the model's own.
 
     Raises:
         ConfigError: a tokenizer that is neither the model's, the bundled SmolLM2's, nor a local
             directory holding a Hugging Face tokenizer (nothing is downloaded).
     """
-    if tokenizer is None or tokenizer == model or tokenizer.lower() in _BUNDLED_ALIASES:
+    if tokenizer is None or tokenizer is model or (isinstance(tokenizer, str) and (
+            tokenizer == model or tokenizer.lower() in _BUNDLED_ALIASES)):
         return None
+    if not isinstance(tokenizer, str):
+        return tokenizer                     # a tokenizer object (pagedlab extension)
     if os.path.isdir(os.path.expanduser(tokenizer)):
         from transformers import AutoTokenizer
         return AutoTokenizer.from_pretrained(os.path.expanduser(tokenizer), local_files_only=True)

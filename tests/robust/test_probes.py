@@ -69,7 +69,7 @@ def test_preempted_request_grown_past_budget_is_aborted_not_spun(caplog: pytest.
     aborted = [rid for rid, r in reasons.items() if r == "abort"]
     assert aborted and all(reasons[r] == "length" for r in outs if r not in aborted)
     for rid in aborted:
-        assert outs[rid].metrics.num_preemptions >= 1
+        assert outs[rid].pagedlab_metrics.num_preemptions >= 1
         assert f"request {rid} aborted" in caplog.text and "max_num_batched_tokens=8" in caplog.text
     assert_idle(engine)
 

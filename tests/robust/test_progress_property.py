@@ -95,6 +95,8 @@ def drive(engine: Any, mix: list[Arrival]) -> None:
                 engine.abort_request(rid)
                 aborted.add(rid)
         for o in engine.step():
+            if not o.finished:
+                continue                     # a partial output (vLLM v1 step semantics)
             assert o.request_id not in outputs, f"{o.request_id} finished twice"
             outputs[o.request_id] = o
         check_engine(engine)
@@ -111,7 +113,7 @@ def drive(engine: Any, mix: list[Arrival]) -> None:
                     engine.scheduler_config.max_model_len
             else:                            # only our aborts and unschedulable rejections abort
                 assert c.finish_reason == "abort", c.finish_reason
-                assert not engine.scheduler_config.enable_chunked_prefill and o.metrics.num_preemptions > 0
+                assert not engine.scheduler_config.enable_chunked_prefill and o.pagedlab_metrics.num_preemptions > 0
     assert_idle(engine)
 
 
