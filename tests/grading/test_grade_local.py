@@ -15,7 +15,7 @@ import pytest
 from pagedlab.grading import registry
 from pagedlab.grading.driver import _learner_transcript
 from pagedlab.grading.grade import grade
-from tests.grading.helpers import stub_source, wrong_versions, write_notebook
+from tests.grading.helpers import stub_source, write_notebook, wrong_versions
 
 TILE = "08.triton_load_kv_tile"
 TILE_SOLUTION = registry.snippet_source(TILE)
