@@ -26,6 +26,7 @@ else.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -233,19 +234,20 @@ class _LocalRunner:
     """Exported to the driver: run one of the kit's public test drivers HERE, on the learner's object.
 
     Only for exercises marked ``runs_in_learner_process`` (a ``@triton.jit`` helper cannot cross
-    the pipe: the kit's kernels take it as a ``tl.constexpr``). The drivers and ``run_driver`` are
-    taken when this object is made, before any learner cell runs; what the learner's code does to
-    them afterwards shapes only its own transcripts (the driver process judges nothing here, and
-    the audit reports the change). Hidden tests are never here (the registry refuses them for
-    such exercises).
+    the pipe: the kit's kernels take it as a ``tl.constexpr``). Copies of the tests (so their
+    drivers) and ``run_driver`` are taken when this object is made, before any learner cell runs.
+    What the learner's code can still change here (the kit's modules the drivers use: recorder,
+    kernels, helpers) shapes only its own transcripts of this exercise: the driver process and the
+    grader judge them, and the flags report the change. Hidden tests are never here (the registry
+    refuses them for such exercises).
     """
 
     def __init__(self) -> None:
         from pagedlab.grading import registry
         from pagedlab.grading.runner import run_driver
         self._run_driver = run_driver
-        self._tests: dict[tuple[str, str], Any] = {
-            (ex.id, t.title): t for ex in registry.all_exercises() if ex.runs_in_learner_process
+        self._tests: dict[tuple[str, str], Any] = {  # copies: patching the registry's tests changes nothing here
+            (ex.id, t.title): dataclasses.replace(t) for ex in registry.all_exercises() if ex.runs_in_learner_process
             for t in ex.public_tests()}
 
     def run(self, exercise_id: str, title: str, obj: Any, timeout: float) -> list[dict[str, Any]]:

@@ -35,6 +35,15 @@ PATCH_LOCAL = stub_source(TILE) + textwrap.dedent("""
         for _t in _ex.tests:
             _t.drive = (lambda d, e: (lambda obj, rec: d(e.get_reference(), rec)))(_t.drive, _ex)
 """)
+#: The stub of the Triton helper, plus code that makes the kit's helpers the drivers call run the reference.
+PATCH_MODULE = stub_source(TILE) + textwrap.dedent("""
+    from pagedlab.grading import registry as _r
+    from pagedlab.grading.exercises import lab08_triton as _l
+    _ref = lambda: _r.get("08.triton_load_kv_tile").get_reference()
+    _probe, _decode = _l.probe_tile, _l.decode_with_tile_loader
+    _l.probe_tile = lambda fn, *a, **k: _probe(_ref(), *a, **k)
+    _l.decode_with_tile_loader = lambda fn, *a, **k: _decode(_ref(), *a, **k)
+""")
 #: A correct helper, but the learner's process answers the driver with a transcript holding an object
 #: (it arrives as a handle) instead of plain data.
 FORGE_RUNNER = TILE_SOLUTION + textwrap.dedent("""
@@ -50,6 +59,7 @@ def graded(tmp_path_factory):
     for w in TILE_WRONG:
         write_notebook(subs / f"wrong_{w.name}.ipynb", [w.source])
     write_notebook(subs / "pat_patch_drivers.ipynb", [QUEUE, PATCH_LOCAL + "\n" + WRONG_SLOT])
+    write_notebook(subs / "pia_patch_module.ipynb", [QUEUE, PATCH_MODULE])
     write_notebook(subs / "rex_forge_runner.ipynb", [QUEUE, FORGE_RUNNER])
     results = grade([subs], subs.parent / "out", timeout=120, jobs=2, memory_mb=4096, quiet=True,
                     exercises=[TILE, "02.free_queue", "02.slot_mapping"])
@@ -83,12 +93,24 @@ def test_patching_the_local_drivers_is_flagged_and_reaches_no_other_exercise(gra
     assert "imports the grader's internals (pagedlab.grading.registry)" in flags
     assert "assigns to the kit's objects (_t.drive = ...)" in flags
     assert "replaced the kit's objects in its own process (registry[" in flags and ".drive" in flags  # the audit
-    # slot_mapping's drivers run in the driver process: the patch does not exist there
-    assert slot.score == 0 and not any(o.passed for o in slot.outcomes)
+    # slot_mapping's drivers run in the driver process: the patch does not exist there; the Triton
+    # drivers run on copies of the tests taken before the learner's cells ran
+    for er in (slot, tile):
+        assert er.score == 0 and not any(o.passed for o in er.outcomes), [o.message for o in er.outcomes]
     assert r.exercises["02.free_queue"].score == 1.0
+
+
+def test_patching_the_kits_helpers_of_the_local_drivers_is_flagged(graded):
+    r = graded["pia_patch_module"]
+    tile = r.exercises[TILE]
+    flags = " | ".join(tile.flags)
+    assert "imports the grader's internals (pagedlab.grading.exercises)" in flags
+    assert "assigns to the kit's objects (_l.probe_tile = ...)" in flags
+    assert "pagedlab.grading.exercises.lab08_triton.decode_with_tile_loader" in flags  # the audit
     # The documented limit (instructor guide, section 7): in its own process the stub's code shaped its own
-    # observations (as a copy of the reference would); the flags above are the instructor's cue.
+    # observations (as a copy of the reference would); the flags are the instructor's cue.
     assert tile.score == tile.max_score
+    assert r.exercises["02.free_queue"].score == 1.0
 
 
 def test_a_transcript_that_is_not_plain_data_earns_nothing_and_harms_nothing(graded):
