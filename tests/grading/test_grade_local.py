@@ -150,3 +150,16 @@ def test_hidden_tests_are_refused_for_an_exercise_that_runs_in_the_learners_proc
     finally:
         registry.unload_hidden_tests()
     assert [t.title for t in registry.get(TILE).tests] == before
+
+
+def test_static_flags_apply_to_the_local_exercise_as_to_the_others():
+    from pagedlab.grading.driver import _kit_aliases, static_flags
+    assert static_flags(TILE_SOLUTION, "triton_load_kv_tile", _kit_aliases([TILE_SOLUTION])) == []
+    ref = ("# EXERCISE 08.triton_load_kv_tile\nfrom pagedlab.grading import use_reference\n"
+           "triton_load_kv_tile = use_reference('triton_load_kv_tile', quiet=True)\n")
+    assert static_flags(ref, "triton_load_kv_tile", set()) == [
+        "uses the kit's reference implementation (use_reference), not its own code"]
+    snippet = ("# EXERCISE 08.triton_load_kv_tile\nfrom pagedlab.grading.registry import snippet_object\n"
+               "triton_load_kv_tile = snippet_object('08.triton_load_kv_tile')\n")
+    assert static_flags(snippet, "triton_load_kv_tile", set()) == [
+        "imports the grader's internals (pagedlab.grading.registry)"]
