@@ -8,6 +8,14 @@ call into the learner's code is one request over a pipe, answered with plain dat
 tests, registry, recorders and hidden tests exist only in this process, so nothing the learner's
 code does (assignments, monkey-patching, import tricks) can change how it is tested.
 
+One exception, declared per exercise (``Exercise.runs_in_learner_process``: lab 08's
+``@triton.jit`` helper, which the kit's kernels take as a ``tl.constexpr`` and so cannot cross
+the pipe): the learner's process runs that exercise's public drivers itself and sends back only
+the transcripts, which this process checks to be plain data (:func:`_run_in_learner`). The
+learner's code can shape its own observations there, nothing else: the reference transcripts,
+the comparison and the scores stay in the grader's process, and the other exercises' drivers
+still run here. Hidden tests are refused for such exercises (the registry raises).
+
 It writes ``result.jsonl`` (one JSON object a line) in its own folder:
 
 * ``notebook``: per notebook, the exercises found or why it cannot be read;
@@ -173,6 +181,7 @@ class LearnerProcess:
         self.chan: Channel | None = None
         self.objects: dict[str, Any] = {}
         self.audit: Any = None
+        self.local: Any = None
         self.records: list[dict[str, Any]] = []
 
     def start(self) -> str:
@@ -213,6 +222,8 @@ class LearnerProcess:
                 self.objects[str(eid)] = self.chan.decode({"t": "ref", "h": h, "cls": self.names[str(eid)]})
         if isinstance(hello.get("audit"), int):
             self.audit = self.chan.decode({"t": "ref", "h": hello["audit"], "cls": "audit"})
+        if isinstance(hello.get("local"), int):
+            self.local = self.chan.decode({"t": "ref", "h": hello["local"], "cls": "local runner"})
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.chan is not None and not self.chan.closed
@@ -285,8 +296,11 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
         if why or eid not in lp.objects:
             return [{"kind": "error", "type": "ProcessEnded", "where": "",
                      "message": why or "your exercise cell did not load again in a fresh process"}]
-    entries = run_driver(test, lp.objects[eid], timeout=min(RPC_SLACK * test.timeout, timeout), plain=True,
-                         catch_all=True)
+    limit = min(RPC_SLACK * test.timeout, timeout)
+    if registry.get(eid).runs_in_learner_process:
+        entries = _run_in_learner(lp, eid, test, limit)
+    else:
+        entries = run_driver(test, lp.objects[eid], timeout=limit, plain=True, catch_all=True)
     if lp.chan is not None and lp.chan.closed:
         lp.stop()
         if entries and entries[-1].get("kind") == "error":
@@ -295,6 +309,51 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
     elif entries and entries[-1].get("where") == "<time limit>":
         lp.stop()  # it is still running the learner's loop
     return entries
+
+
+_ENTRY_KINDS = frozenset({"step", "obs", "state", "fail", "error", "end"})
+
+
+def _plain(v: Any, depth: int = 0) -> Any:
+    """``v`` if it is JSON data (tuples become lists), else raise ``ValueError``."""
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    if depth < 100 and type(v) in (list, tuple):
+        return [_plain(x, depth + 1) for x in v]
+    if depth < 100 and type(v) is dict and all(type(k) is str for k in v):
+        return {k: _plain(x, depth + 1) for k, x in v.items()}
+    raise ValueError(f"a {type(v).__name__} in a transcript")
+
+
+def _learner_transcript(got: Any) -> list[dict[str, Any]]:
+    """The transcript the learner's process sent, checked to be plain entries of known kinds.
+
+    Raises:
+        ValueError: anything else (a handle, a set, an unknown kind...).
+    """
+    if type(got) is not list or not all(type(e) is dict and e.get("kind") in _ENTRY_KINDS for e in got):
+        raise ValueError("not a list of transcript entries")
+    return [_plain(e) for e in got]
+
+
+def _run_in_learner(lp: LearnerProcess, eid: str, test: Any, limit: float) -> list[dict[str, Any]]:
+    """One test of a ``runs_in_learner_process`` exercise: the learner's process runs the kit's driver
+    there (its object cannot cross the pipe) and sends the transcript back as plain data. This
+    process only checks its shape; the grader judges it against the reference it computes itself."""
+    try:
+        with time_limit(limit + 5.0):  # the learner's process enforces ``limit`` itself; this is the backstop
+            got = lp.local.run(eid, test.title, lp.objects[eid], limit)
+    except TimeLimitExceeded:
+        return [{"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>",
+                 "limit": limit}]
+    except BaseException as e:  # noqa: BLE001 - ChannelClosed included: _run_one says why the process ended
+        return [{"kind": "error", "type": type(e).__name__, "where": "",
+                 "message": f"the kit's test could not run in the process running your code: {str(e)[:500]}"}]
+    try:
+        return _learner_transcript(got)
+    except ValueError as e:
+        return [{"kind": "error", "type": "ProtocolError", "where": "",
+                 "message": f"the process running your code sent a malformed transcript ({e})"}]
 
 
 def _run_tests(lp: LearnerProcess, loaded: list[str], hidden: bool, timeout: float, out: TextIO,
@@ -342,8 +401,10 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
                          "error": f"your notebook's cells could not be loaded: {why}"})
     loaded = _exercises(lp, parsed, out)
     timed_out: set[str] = set()
-    _run_tests(lp, loaded, False, job["test_timeout"], out, timed_out)
-    _audit(lp, out)
+    local = [eid for eid in loaded if registry.get(eid).runs_in_learner_process]
+    _run_tests(lp, [eid for eid in loaded if eid not in local], False, job["test_timeout"], out, timed_out)
+    _audit(lp, out)  # before the local drivers run: they fill the kit's lazy state there (lab 08's kernels)
+    _run_tests(lp, local, False, job["test_timeout"], out, timed_out)
     if job.get("hidden_dir"):
         registry.load_hidden_tests(job["hidden_dir"])
         _run_tests(lp, loaded, True, job["test_timeout"], out, timed_out)

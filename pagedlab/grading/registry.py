@@ -86,6 +86,12 @@ class Exercise:
         points: weight in grades (split evenly among the tests, hidden ones included).
         components: extra names under which :func:`pagedlab.grading.use_reference` knows it.
         needs: modules the tests import (``"torch"``): the grader only pays for them when needed.
+        runs_in_learner_process: the learner's object cannot cross ``pagedlab grade``'s plain-data
+            pipe (a ``@triton.jit`` function that the kit's kernels take as a ``tl.constexpr``), so
+            the grader runs this exercise's public drivers inside the learner's process and receives
+            only the transcripts (the trusted process still computes the reference and judges; see
+            docs/instructor_guide.md, section 7). Hidden tests are not supported for it
+            (:func:`hidden_test` raises ``ValueError``).
     """
 
     id: str
@@ -97,6 +103,7 @@ class Exercise:
     points: float = 1.0
     components: Sequence[str] = ()
     needs: Sequence[str] = ()
+    runs_in_learner_process: bool = False
     tests: List[Test] = field(default_factory=list)
 
     @property
@@ -231,8 +238,18 @@ def hidden_test(exercise_id: str, title: str, *, timeout: float = 10.0) -> Calla
         def _(Queue, rec): ...
 
     The test runs like a public one; learners see only whether it passed.
+
+    Raises:
+        UnknownExerciseError: no such exercise.
+        ValueError: the exercise runs in the learner's process (``runs_in_learner_process``): its
+            tests would have to enter that process, and hidden tests never do.
     """
-    return get(exercise_id).test(title, hidden=True, timeout=timeout)
+    ex = get(exercise_id)
+    if ex.runs_in_learner_process:
+        raise ValueError(f"hidden tests are not supported for {exercise_id}: its tests run in the learner's "
+                         "process under `pagedlab grade`, and hidden tests never enter it (instructor guide, "
+                         "section 6); make it a public test instead")
+    return ex.test(title, hidden=True, timeout=timeout)
 
 
 def load_hidden_tests(folder: os.PathLike | str) -> List[Tuple[str, str]]:

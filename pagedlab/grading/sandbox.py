@@ -16,12 +16,17 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 4. send a *hello* (what loaded, with handles of the learner's objects) over the pipe and answer the
    driver's requests (:mod:`pagedlab.grading.rpc`) until it closes the pipe.
 
-No test, driver, registry, reference transcript or hidden test is ever in this process: the
-drivers run in the driver process and only call the learner's objects through the pipe. What this
-process answers is the learner's implementation speaking; it can lie about nothing else.
+No reference transcript or hidden test is ever in this process, and no driver runs here - with
+one exception: an exercise marked ``runs_in_learner_process`` (lab 08's ``@triton.jit`` helper,
+which cannot cross the pipe) has its public drivers run here by :class:`_LocalRunner`, and only
+their transcripts go back. Everywhere else the drivers run in the driver process and only call
+the learner's objects through the pipe. What this process answers is the learner's
+implementation speaking (for a local exercise: its own observations); it can lie about nothing
+else.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -225,6 +230,38 @@ class _Audit:
         return out[:20]
 
 
+class _LocalRunner:
+    """Exported to the driver: run one of the kit's public test drivers HERE, on the learner's object.
+
+    Only for exercises marked ``runs_in_learner_process`` (a ``@triton.jit`` helper cannot cross
+    the pipe: the kit's kernels take it as a ``tl.constexpr``). Copies of the tests (so their
+    drivers) and ``run_driver`` are taken when this object is made, before any learner cell runs.
+    What the learner's code can still change here (the kit's modules the drivers use: recorder,
+    kernels, helpers) shapes only its own transcripts of this exercise: the driver process and the
+    grader judge them, and the flags report the change. Hidden tests are never here (the registry
+    refuses them for such exercises).
+    """
+
+    def __init__(self) -> None:
+        from pagedlab.grading import registry
+        from pagedlab.grading.runner import run_driver
+        self._run_driver = run_driver
+        self._tests: dict[tuple[str, str], Any] = {  # copies: patching the registry's tests changes nothing here
+            (ex.id, t.title): dataclasses.replace(t) for ex in registry.all_exercises() if ex.runs_in_learner_process
+            for t in ex.public_tests()}
+
+    def run(self, exercise_id: str, title: str, obj: Any, timeout: float) -> list[dict[str, Any]]:
+        """The plain transcript of test ``title`` of ``exercise_id`` on ``obj`` (``timeout`` in seconds).
+
+        Raises:
+            LookupError: no such public test of an exercise that runs in the learner's process.
+        """
+        test = self._tests.get((str(exercise_id), str(title)))
+        if test is None:
+            raise LookupError(f"no test {title!r} of {exercise_id} runs in the learner's process")
+        return list(self._run_driver(test, obj, timeout=float(timeout), plain=True, catch_all=True))
+
+
 def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tuple[str, Any]]:
     """(notebook, extraction) of each notebook that parses (the driver reports the others)."""
     from pagedlab.grading.extract import NotebookError, find_exercises, read_notebook
@@ -285,8 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         __import__(mod)
     sys.modules["pagedlab.grading.registry"].load_all()
     audit = _Audit()
+    local = _LocalRunner()
     records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan)
-    chan.send({"hello": {"records": records, "audit": chan.export(audit)}})
+    chan.send({"hello": {"records": records, "audit": chan.export(audit), "local": chan.export(local)}})
     chan.serve_forever()
     return 0
 

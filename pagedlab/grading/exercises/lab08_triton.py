@@ -41,7 +41,9 @@ def _reference() -> Any:
 TILE = register(Exercise(
     "08.triton_load_kv_tile", "triton_load_kv_tile",
     "in Triton: load a K/V tile through the block table, masked lanes load 0.0 (stale slots may hold NaN)",
-    reference=_reference, render=render_tile, components=("triton_load_kv_tile", "kernel_triton"), needs=("torch", "triton")))
+    reference=_reference, render=render_tile, components=("triton_load_kv_tile", "kernel_triton"),
+    needs=("torch", "triton"),
+    runs_in_learner_process=True))  # a JIT function cannot cross the grader's pipe (instructor guide, section 7)
 
 HEAD_DIM = 4
 
