@@ -86,71 +86,106 @@ def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence
     if engine.has_unfinished_requests():
         raise ValueError("replay_on_engine needs an idle engine")
     if prompts is None:
-        vocab = engine.model_config.vocab_size
-        special = [i for i in getattr(engine.tokenizer, "all_special_ids", []) if i < vocab]
-        lo = max(special) + 1 if special and max(special) < vocab // 2 else 0
-        prompts = synthesize_prompts(requests, vocab, seed, min_token_id=lo)
+        prompts = _default_prompts(engine, requests, seed)
     if warmup:
-        # The first forward passes pay one-off costs (allocator, kernels); keep them out of the timings.
-        engine.add_request("__warmup__", {"prompt_token_ids": [0] * 8},
-                           SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True))
-        while engine.has_unfinished_requests():
-            engine.step()
-    cc, sc = engine.cache_config, engine.scheduler_config
-    result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
-        mode="engine", model="smollm2-135m", scheduling=type(engine.scheduler).__name__,
-        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks,
-        enable_prefix_caching=cc.enable_prefix_caching, **asdict(sc)))
+        _warm_up(engine)
+    replay = _EngineReplay(engine, requests, prompts, _empty_result(engine))
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(requests), unit="req", desc="engine")
-    t_start = time.perf_counter()
-    base = requests[0].arrival_time if requests else 0.0
-    skipped = 0.0                       # idle seconds removed from the timeline
-    n_done = len(engine.finished_requests)
-    pending = deque(range(len(requests)))
-
-    def now() -> float:
-        return time.perf_counter() - t_start + skipped
-
-    while pending or engine.has_unfinished_requests():
-        if max_steps is not None and len(result.steps) >= max_steps:
+    while replay.pending or engine.has_unfinished_requests():
+        if max_steps is not None and len(replay.result.steps) >= max_steps:
             for rid in list(engine.scheduler.requests):
                 engine.abort_request(rid)
             break
-        while pending and requests[pending[0]].arrival_time - base <= now():
-            i = pending.popleft()
-            tr = requests[i]
-            try:
-                engine.add_request(str(i), {"prompt_token_ids": list(prompts[i])},
-                                   SamplingParams(temperature=0.0, max_tokens=max(1, tr.output_len), ignore_eos=True),
-                                   arrival_time=t_start - skipped + (tr.arrival_time - base))
-            except InvalidRequestError as e:
-                result.rejected.append((i, str(e)))
+        replay.admit_arrivals()
         if not engine.has_unfinished_requests():
-            if pending:
-                skipped += max(0.0, requests[pending[0]].arrival_time - base - now())
+            replay.skip_idle()
             continue
-        start = now()
+        new = replay.run_step()
+        if bar is not None and new:
+            bar.update(new)
+    if bar is not None:
+        bar.close()
+    return replay.result
+
+
+def _default_prompts(engine: Any, requests: Sequence[TraceRequest], seed: int) -> list[list[int]]:
+    """Synthetic prompts of the traced lengths over the model's vocabulary, avoiding special tokens."""
+    vocab = engine.model_config.vocab_size
+    special = [i for i in getattr(engine.tokenizer, "all_special_ids", []) if i < vocab]
+    lo = max(special) + 1 if special and max(special) < vocab // 2 else 0
+    return synthesize_prompts(requests, vocab, seed, min_token_id=lo)
+
+
+def _warm_up(engine: Any) -> None:
+    """The first forward passes pay one-off costs (allocator, kernels); keep them out of the timings."""
+    engine.add_request("__warmup__", {"prompt_token_ids": [0] * 8},
+                       SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True))
+    while engine.has_unfinished_requests():
         engine.step()
-        st = engine.step_stats[-1]
-        result.steps.append(StepRecord(
+
+
+def _empty_result(engine: Any) -> ReplayResult:
+    cc, sc = engine.cache_config, engine.scheduler_config
+    return ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
+        mode="engine", model="smollm2-135m", scheduling=type(engine.scheduler).__name__,
+        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks,
+        enable_prefix_caching=cc.enable_prefix_caching, **asdict(sc)))
+
+
+class _EngineReplay:
+    """The clock of a replay on the real engine: requests arrive at their traced times, idle gaps
+    are skipped (``skipped`` seconds are removed from the timeline), each step is recorded."""
+
+    def __init__(self, engine: Any, requests: Sequence[TraceRequest], prompts: Sequence[Sequence[int]],
+                 result: ReplayResult) -> None:
+        self.engine, self.requests, self.prompts, self.result = engine, requests, prompts, result
+        self.t_start = time.perf_counter()
+        self.base = requests[0].arrival_time if requests else 0.0
+        self.skipped = 0.0
+        self.n_done = len(engine.finished_requests)
+        self.pending = deque(range(len(requests)))
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t_start + self.skipped
+
+    def admit_arrivals(self) -> None:
+        """Submit every request whose arrival time has come; refused ones go to ``result.rejected``."""
+        while self.pending and self.requests[self.pending[0]].arrival_time - self.base <= self.now():
+            i = self.pending.popleft()
+            tr = self.requests[i]
+            try:
+                self.engine.add_request(
+                    str(i), {"prompt_token_ids": list(self.prompts[i])},
+                    SamplingParams(temperature=0.0, max_tokens=max(1, tr.output_len), ignore_eos=True),
+                    arrival_time=self.t_start - self.skipped + (tr.arrival_time - self.base))
+            except InvalidRequestError as e:
+                self.result.rejected.append((i, str(e)))
+
+    def skip_idle(self) -> None:
+        """Nothing to run: jump the clock to the next arrival."""
+        if self.pending:
+            self.skipped += max(0.0, self.requests[self.pending[0]].arrival_time - self.base - self.now())
+
+    def run_step(self) -> int:
+        """One engine step, recorded; returns how many requests finished in it."""
+        start = self.now()
+        self.engine.step()
+        st = self.engine.step_stats[-1]
+        self.result.steps.append(StepRecord(
             step=st.step, start_time=start, step_time=st.step_time, num_seqs=len(st.scheduled),
             num_scheduled_tokens=st.num_prefill_tokens + st.num_decode_tokens,
             num_prefill_tokens=st.num_prefill_tokens, num_decode_tokens=st.num_decode_tokens,
             num_preempted=len(st.preempted), kv_blocks_used=st.kv_blocks_used, kv_blocks_free=st.kv_blocks_free,
             running=st.running, waiting=st.waiting, swapped=st.swapped))
-        new = engine.finished_requests[n_done:]
-        n_done = len(engine.finished_requests)
+        new = self.engine.finished_requests[self.n_done:]
+        self.n_done = len(self.engine.finished_requests)
         for req in new:
             if req.token_times:
-                result.requests.append(make_records(req, t0=t_start - skipped))
-        if bar is not None and new:
-            bar.update(len(new))
-    if bar is not None:
-        bar.close()
-    return result
+                self.result.requests.append(make_records(req, t0=self.t_start - self.skipped))
+        return len(new)
 
 
 # --- command line ---------------------------------------------------------------------------------
