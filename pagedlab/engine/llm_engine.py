@@ -522,15 +522,10 @@ class LLMEngine:
         failed forward pass never finished writing.
         """
         sched, kv = self.scheduler, self.kv_cache_manager
-        known: dict[str, Request] = dict(sched.requests)
+        known: dict[str, Request] = sched.drop_all_requests()
         for group in self._groups.values():
             known.update((m.request_id, m) for m in group.members)
         now = time.perf_counter()
-        sched.running.clear()
-        sched.swapped.clear()
-        while len(sched.waiting):
-            sched.waiting.pop_request()
-        sched.requests.clear()
         for req in known.values():
             if not req.is_finished():
                 req.status = RequestStatus.FINISHED_ABORTED
