@@ -605,6 +605,14 @@ class LLMEngine:
             last = r.token_times[-1] if r.token_times else None
             self.stats.on_token(now - r.arrival_time if first else None, None if last is None else now - last)
 
+    def get_request_group_id(self, member_id: str) -> str | None:
+        """The caller's request id that the live member Request ``member_id`` serves: itself for the
+        submitted request, its parent's for a fork child of an ``n > 1`` request (vLLM v0's
+        ``SequenceGroup.request_id``); None for an id the engine does not track (finished, or a
+        beam of ``beam_search``). Ids are never parsed."""
+        group = self._member_group.get(member_id)
+        return None if group is None else group.request_id
+
     def _is_group_head(self, member_id: str) -> bool:
         """True for the request a prompt was submitted as (not one of its fork children)."""
         group = self._member_group.get(member_id)
