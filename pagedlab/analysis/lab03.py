@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
 
 from pagedlab.analysis.kit import RefCountedPool, Seq
 from pagedlab.viz.pictures import pool_snapshot
+
+if TYPE_CHECKING:
+    from pagedlab.engine.llm_engine import LLMEngine
 
 __all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
 
@@ -64,12 +67,12 @@ def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_
     return frames
 
 
-def group_blocks(engine: Any) -> Dict[str, Tuple[int, int]]:
+def group_blocks(engine: LLMEngine) -> dict[str, tuple[int, int]]:
     """Per submitted request of an ``LLMEngine`` (its fork children counted with it, by the engine's
     structural ``get_request_group_id``, never by parsing ids): ``(distinct blocks held, blocks
     without sharing)``. Requests the engine does not group (beam search's) count on their own."""
-    held: Dict[str, set] = defaultdict(set)
-    without: Dict[str, int] = defaultdict(int)
+    held: dict[str, set[int]] = defaultdict(set)
+    without: dict[str, int] = defaultdict(int)
     for rid, blocks in engine.kv_cache_manager.req_to_blocks.items():
         group = engine.get_request_group_id(rid) or rid
         ids = {b.block_id for b in blocks}
