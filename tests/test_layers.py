@@ -17,15 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 #: its own layer and any lower one.
 LAYERS: dict[str, int] = {
     "errors": 0, "config": 0, "sampling_params": 0, "outputs": 0, "request": 0, "trace": 0,
+    "inputs": 0,  # prompt types (TextPrompt, TokensPrompt), next to sampling_params
+    "data": 0,    # paths of the bundled data files; imports only errors
     "core": 1,
     "sched": 2,
     "kernels": 3,
     "model": 4,
     "engine": 5, "": 5,  # "" is the package root, ``pagedlab/__init__.py`` (the public API: LLM, ...)
     "sim": 6, "viz": 6, "analysis": 6,
-    "demo": 7, "doctor": 7,
+    "demo": 7, "doctor": 7, "colab": 7,  # colab: notebook setup (model fetch), like doctor
     "grading": 8,
-    "cli": 9,
+    "cli": 9, "vllm_compat": 9,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
 }
 #: The only modules outside ``pagedlab.grading`` that may import it.
 GRADING_USERS = {"pagedlab.cli"}

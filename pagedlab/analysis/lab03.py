@@ -3,7 +3,7 @@
 * :func:`cow_story` runs a fixed fork-and-append story on the kit's ``RefCountedPool`` with any
   ``fork`` / ``append_token`` pair (the learner's, or the reference) and returns pool snapshots
   to play with ``render_block_pool``.
-* :func:`group_blocks` reads, from the engine's ``KVCacheManager``, how many distinct blocks each
+* :func:`group_blocks` reads, from an ``LLMEngine``'s ``KVCacheManager``, how many distinct blocks each
   prompt's sequences hold and how many they would hold without sharing.
 * :func:`parallel_sampling_sharing` and :func:`beam_search_sharing` run ``SamplingParams(n)`` and
   ``LLM.beam_search`` on the real engine and report the paper's saving,
@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
 
 from pagedlab.analysis.kit import RefCountedPool, Seq
 from pagedlab.viz.pictures import pool_snapshot
+
+if TYPE_CHECKING:
+    from pagedlab.engine.llm_engine import LLMEngine
 
 __all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
 
@@ -64,12 +67,14 @@ def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_
     return frames
 
 
-def group_blocks(kv_cache_manager: Any) -> Dict[str, Tuple[int, int]]:
-    """Per prompt (request id before ``#``): ``(distinct blocks held, blocks without sharing)``."""
-    held: Dict[str, set] = defaultdict(set)
-    without: Dict[str, int] = defaultdict(int)
-    for rid, blocks in kv_cache_manager.req_to_blocks.items():
-        group = rid.split("#", 1)[0]
+def group_blocks(engine: LLMEngine) -> dict[str, tuple[int, int]]:
+    """Per submitted request of an ``LLMEngine`` (its fork children counted with it, by the engine's
+    structural ``get_request_group_id``, never by parsing ids): ``(distinct blocks held, blocks
+    without sharing)``. Requests the engine does not group (beam search's) count on their own."""
+    held: dict[str, set[int]] = defaultdict(set)
+    without: dict[str, int] = defaultdict(int)
+    for rid, blocks in engine.kv_cache_manager.req_to_blocks.items():
+        group = engine.get_request_group_id(rid) or rid
         ids = {b.block_id for b in blocks}
         held[group] |= ids
         without[group] += len(ids)
@@ -107,7 +112,7 @@ def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Seque
     hist: Dict[str, Tuple[List[int], List[int]]] = {rid: ([], []) for rid in groups}
     while engine.has_unfinished_requests():
         engine.step()
-        for rid, (held, alone) in group_blocks(engine.kv_cache_manager).items():
+        for rid, (held, alone) in group_blocks(engine).items():
             if rid in hist:
                 hist[rid][0].append(held)
                 hist[rid][1].append(alone)

@@ -111,9 +111,19 @@ class SwapMixin:
 
     def can_swap_in(self, requests: Sequence[Request]) -> bool:
         """True when the GPU pool can take the group back plus one block per request for the
-        next decode (as vLLM v0 ``can_swap_in``)."""
+        next decode (as vLLM v0 ``can_swap_in``), that headroom capped at what the members would
+        hold with no sharing at all after one more token each.
+
+        The cap keeps a fork group that fits the pool from being stranded: 3 members sharing one
+        partial block need 1 + 2 CoW copies, not 1 + 3, and the engine only admits requests whose
+        ``n`` private copies fit the whole pool, so a swapped group always comes back into an empty
+        pool (vLLM v0 would fail such a group as AllocStatus.NEVER instead).
+        """
         tables = [self.req_to_cpu_blocks.get(r.request_id, []) for r in requests]
-        return len(_distinct_blocks(tables)) + len(requests) <= self.num_free_blocks
+        distinct = len(_distinct_blocks(tables))
+        private = sum(max(len(t), -(-(r.num_computed_tokens + 1) // self.block_size))
+                      for r, t in zip(requests, tables, strict=True))
+        return max(distinct, min(distinct + len(requests), private)) <= self.num_free_blocks
 
     def swap_in(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
         """Move the group's blocks back to fresh GPU blocks (vLLM v0 ``swap_in``).

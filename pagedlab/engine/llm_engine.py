@@ -522,15 +522,10 @@ class LLMEngine:
         failed forward pass never finished writing.
         """
         sched, kv = self.scheduler, self.kv_cache_manager
-        known: dict[str, Request] = dict(sched.requests)
+        known: dict[str, Request] = sched.drop_all_requests()
         for group in self._groups.values():
             known.update((m.request_id, m) for m in group.members)
         now = time.perf_counter()
-        sched.running.clear()
-        sched.swapped.clear()
-        while len(sched.waiting):
-            sched.waiting.pop_request()
-        sched.requests.clear()
         for req in known.values():
             if not req.is_finished():
                 req.status = RequestStatus.FINISHED_ABORTED
@@ -609,6 +604,14 @@ class LLMEngine:
             first = r.first_token_time is None and self._is_group_head(rid)
             last = r.token_times[-1] if r.token_times else None
             self.stats.on_token(now - r.arrival_time if first else None, None if last is None else now - last)
+
+    def get_request_group_id(self, member_id: str) -> str | None:
+        """The caller's request id that the live member Request ``member_id`` serves: itself for the
+        submitted request, its parent's for a fork child of an ``n > 1`` request (vLLM v0's
+        ``SequenceGroup.request_id``); None for an id the engine does not track (finished, or a
+        beam of ``beam_search``). Ids are never parsed."""
+        group = self._member_group.get(member_id)
+        return None if group is None else group.request_id
 
     def _is_group_head(self, member_id: str) -> bool:
         """True for the request a prompt was submitted as (not one of its fork children)."""

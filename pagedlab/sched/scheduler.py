@@ -182,6 +182,25 @@ class Scheduler:
         """The live members of ``request``'s fork group in fork order (``[request]`` if never forked)."""
         return list(self._fork_groups.get(request.request_id, [request]))
 
+    def drop_all_requests(self) -> dict[str, Request]:
+        """Forget every request and fork group without freeing any block; return them by id.
+
+        For ``LLMEngine``'s recovery after a failed step, which frees the blocks itself. Fork-group
+        members count even if the failure left them out of ``requests`` (a half-done fork), and a
+        stale group must not survive: a later request reusing an id (beam search's ``beam0``)
+        would join it.
+        """
+        known = dict(self.requests)
+        for group in self._fork_groups.values():
+            known.update((m.request_id, m) for m in group)
+        self.running.clear()
+        self.swapped.clear()
+        while len(self.waiting):
+            self.waiting.pop_request()
+        self.requests.clear()
+        self._fork_groups.clear()
+        return known
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.running or len(self.waiting) or self.swapped)
 
@@ -306,7 +325,8 @@ class Scheduler:
         # 2. Swapped fork groups come back whole (vLLM v0), only if nobody was preempted this step.
         while not out.preempted and self.swapped and budget > 0:
             group = [m for m in self.get_fork_group(self.swapped[0]) if m.status == RequestStatus.SWAPPED]
-            if len(self.running) + len(group) > self.config.max_num_seqs or not kv.can_swap_in(group):
+            if (self._seats_taken(self.running) + self._seats_taken(group) > self.config.max_num_seqs
+                    or not kv.can_swap_in(group)):
                 break
             out.add_moves("copy", kv.take_pending_copies())
             out.add_moves("swap_in", kv.swap_in(group))
@@ -334,12 +354,21 @@ class Scheduler:
 
         return self._finish_schedule(out, list(scheduled.values()), budget)
 
-    def _has_seats_for(self, req: Request) -> bool:
-        """Whether ``max_num_seqs`` leaves room for ``req``: ``n`` seats for a request that will
-        fork into its ``n`` completions after its first token (vLLM v0 ``get_max_num_running_seqs``),
+    def _seats(self, req: Request) -> int:
+        """Seats ``req`` takes under ``max_num_seqs``: ``n`` for a request that will fork into its
+        ``n`` completions after its first token (vLLM v0 ``SequenceGroup.get_max_num_running_seqs``),
         else one."""
-        n = req.sampling_params.n if req.num_output_tokens == 0 and req.request_id not in self._fork_groups else 1
-        return len(self.running) + n <= self.config.max_num_seqs
+        return req.sampling_params.n if req.num_output_tokens == 0 and req.request_id not in self._fork_groups else 1
+
+    def _seats_taken(self, reqs: Iterable[Request]) -> int:
+        """Seats held by ``reqs``: a running request that has not forked yet holds its ``n`` (as
+        vLLM v0's budget counts each running group by ``get_max_num_running_seqs``), so its
+        children never push ``running`` past ``max_num_seqs``."""
+        return sum(self._seats(r) for r in reqs)
+
+    def _has_seats_for(self, req: Request) -> bool:
+        """Whether ``max_num_seqs`` leaves room for ``req`` next to the running requests' seats."""
+        return self._seats_taken(self.running) + self._seats(req) <= self.config.max_num_seqs
 
     def _try_admit(self, req: Request, budget: int | None) -> ScheduledRequest | None:
         """Admit the head of the waiting queue if its KV slots can be allocated.

@@ -66,6 +66,9 @@ def owner_color(owner: Optional[str]) -> str:
     owner = str(owner)
     if owner == "radix":
         return COLORS["radix"]
+    # Display only: a picture has ids, not the engine, so a fork child's colour follows the engine's
+    # naming ("<request id>#<k>", LLMEngine._fresh_request_id). Grouping logic must never parse ids;
+    # it asks the engine (LLMEngine.get_request_group_id). A wrong guess here only shifts a colour.
     base, _, sub = owner.partition("#")
     digits = re.search(r"(\d+)$", base)
     if digits:

@@ -24,6 +24,8 @@ def _is_events(items: Sequence[Any]) -> bool:
 
 
 def _req_key(rid: str) -> tuple[int, int, int, str]:
+    """Row order only (numeric ids, a fork child ``"3#1"`` right after ``"3"``): display-only, the
+    chart has ids from ``step_stats`` or trace events, not the engine's fork groups (see ``owner_color``)."""
     base, _, sub = str(rid).partition("#")
     return (0, int(base), int(sub) if sub.isdigit() else 0, "") if base.isdigit() else (1, 0, 0, str(rid))
 

@@ -123,6 +123,10 @@ def drive(engine: Any, mix: list[Arrival]) -> None:
 @example(  # issue 16 case 1b: recompute-preempted requests outgrow the budget with chunking off
     kw={"block_size": 4, "num_gpu_blocks": 6, "max_num_batched_tokens": 8, "enable_chunked_prefill": False},
     mix=[Arrival(0, [1 + i, 2, 3, 4, 5, 6], 10, 1, 0, None) for i in range(3)])
+@example(  # a swapped fork group of 3 sharing one partial block must come back into the 3-block pool
+    kw={"block_size": 4, "num_gpu_blocks": 3, "max_num_batched_tokens": 3, "enable_chunked_prefill": True,
+        "max_num_seqs": 5, "preemption_mode": "swap", "num_cpu_blocks": 1},
+    mix=[Arrival(0, [0], 2, 2, 0, None), Arrival(0, [0], 2, 3, 0, None)])
 def test_every_accepted_request_finishes_on_tiny_llama(kw: dict[str, Any], mix: list[Arrival]) -> None:
     drive(tiny_engine(**kw), mix)
 

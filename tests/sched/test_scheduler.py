@@ -193,9 +193,14 @@ def test_without_chunked_prefill_the_threshold_applies_before_the_fit_check():
     assert s.requests["a"].num_computed_tokens == 5 and s.requests["a"].status == RequestStatus.RUNNING
     assert len(s.waiting) == 0 and kv.get_block_ids("a") != []
     s2, kv2 = make(max_num_batched_tokens=8, long_prefill_token_threshold=10, enable_chunked_prefill=False)
-    s2.add_request(req("b", 12))
+    b = req("b", 12)
+    s2.add_request(b)
     before = kv2.num_free_blocks
-    assert s2.schedule().scheduled == [] and len(s2.waiting) == 1 and kv2.num_free_blocks == before
+    out2 = s2.schedule()
+    # A capped chunk above max_num_batched_tokens can never be scheduled: it is rejected (the
+    # progress guarantee, issue 16) rather than clipped to the budget or left waiting forever.
+    assert out2.scheduled == [] and out2.rejected == [b] and b.status == RequestStatus.FINISHED_ABORTED
+    assert len(s2.waiting) == 0 and not s2.requests and kv2.num_free_blocks == before
 
 
 def out_of_pool(kv):
@@ -342,3 +347,43 @@ def test_max_num_seqs_reserves_n_seats_for_a_request_that_will_fork():
     s.add_request(wide)
     assert [x.request.request_id for x in s.schedule().scheduled] == ["a"], "w needs 3 seats, 2 are left"
     assert len(s.waiting) == 1
+
+
+def test_a_running_request_that_has_not_forked_yet_keeps_its_n_seats():
+    s, _ = make(max_num_seqs=3, max_num_batched_tokens=2, enable_chunked_prefill=True)
+    wide = Request("w", [1, 2, 3], SamplingParams(max_tokens=2, n=3, ignore_eos=True))
+    s.add_request(wide)
+    s.add_request(req("a", 1))
+    out = step(s)                                     # w's first chunk: 2 of 3 prompt tokens, no fork yet
+    assert out.num_scheduled_tokens == {"w": 2} and wide.num_output_tokens == 0
+    assert s.running == [wide] and [r.request_id for r in s.waiting] == ["a"], "w holds 3 of 3 seats"
+    out = step(s)
+    assert out.num_scheduled_tokens == {"w": 1}, "a stays out although only one request runs"
+    assert [r.request_id for r in s.waiting] == ["a"]
+
+
+def test_drop_all_requests_forgets_queues_and_fork_groups_without_freeing():
+    s, kv = make(num_blocks=32, bs=4)
+    s.add_request(req("p", 6, max_tokens=3))
+    s.add_request(req("q", 6, max_tokens=3))
+    step(s)
+    s.add_request(req("w", 6))
+    p, q, w = s.requests["p"], s.requests["q"], s.requests["w"]
+    c = Request("c", list(p.prompt_token_ids), p.sampling_params)
+    c.append_output_token_ids(list(p.output_token_ids))
+    s.fork_request(p, c)
+    held = kv.num_free_blocks
+    assert s.drop_all_requests() == {"p": p, "q": q, "w": w, "c": c}
+    assert not s.requests and not s.running and not s.swapped and not len(s.waiting) and s._fork_groups == {}
+    assert not s.has_unfinished_requests() and kv.num_free_blocks == held, "blocks are the caller's to free"
+    for r in (p, q, c):
+        kv.free(r)
+    p2 = req("p", 6, max_tokens=3)                    # an id reused after recovery joins no stale group
+    s.add_request(p2)
+    step(s)
+    c2 = Request("c", list(p2.prompt_token_ids), p2.sampling_params)
+    c2.append_output_token_ids(list(p2.output_token_ids))
+    s.fork_request(p2, c2)
+    assert s.get_fork_group(p2) == [p2, c2]
+    run_to_end(s)
+    assert kv.num_free_blocks == 32 and s._fork_groups == {}
