@@ -121,6 +121,7 @@ class EngineArgs:
     hash_seed: int | None = None
     trace: bool = False
     device: str | None = None
+    components: Any = None
 
     def __post_init__(self) -> None:
         if MODEL_OVERRIDES:
@@ -197,7 +198,7 @@ class EngineArgs:
             enable_chunked_prefill=default(self.enable_chunked_prefill, True),
             policy=self.scheduling_policy, preemption_mode=self.preemption_mode, scheduling=self.scheduling,
             attention_backend=self.attention_backend, device=self.device, seed=default(self.seed, 0),
-            trace=self.trace, log_stats=not self.disable_log_stats,
+            trace=self.trace, log_stats=not self.disable_log_stats, components=self.components,
             model_name=self.served_model_name or self.model or BUNDLED_MODEL)
         kw["tokenizer"] = load_tokenizer_arg(self.tokenizer, self.model)
         net = _load(model)

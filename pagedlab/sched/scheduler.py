@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +121,14 @@ class SchedulerOutput:
         return {s.request.request_id: s.num_tokens for s in self.scheduled}
 
 
+def pick_victim(running: list[Request], policy: str) -> Request:
+    """The running request to preempt (vLLM 0.11 ``Scheduler.schedule``): fcfs, the last admitted;
+    priority, the largest ``(priority, arrival_time)``. ``running`` is not changed."""
+    if policy == "priority":
+        return max(running, key=lambda r: (r.priority, r.arrival_time))
+    return running[-1]
+
+
 class Scheduler:
     """Continuous batching over a ``KVCacheManager``.
 
@@ -149,6 +157,8 @@ class Scheduler:
         # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
         # object shared by the whole group. A request never forked has no entry.
         self._fork_groups: dict[str, list[Request]] = {}
+        # The victim-choice slot (``pagedlab.engine.components``); None = :func:`pick_victim`.
+        self.pick_victim_fn: Callable[[list[Request], str], Request] | None = None
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -229,9 +239,9 @@ class Scheduler:
         return min(self._cap_long_prefill(n), budget)
 
     def _pick_victim(self) -> Request:
-        if self.config.policy == "priority":
-            return max(self.running, key=lambda r: (r.priority, r.arrival_time))
-        return self.running[-1]
+        if self.pick_victim_fn is not None:
+            return self.pick_victim_fn(self.running, self.config.policy)
+        return pick_victim(self.running, self.config.policy)
 
     def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]) -> int:
         """Preempt ``victim``; return the token budget refunded by unscheduling preempted requests.
