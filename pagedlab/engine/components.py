@@ -332,7 +332,14 @@ class GuardedFreeQueue:
         return block
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        return [self.popleft() for _ in range(n)]
+        blocks: list[KVCacheBlock] = []
+        for _ in range(n):
+            block = self.popleft()
+            if any(b is block for b in blocks):
+                raise self.guard.fail(f"popleft() handed out block {block.block_id} twice in a row of pops "
+                                      "(is it still linked from the queue?)", state=_queue_state(self.inner, block))
+            blocks.append(block)
+        return blocks
 
     def remove(self, block: KVCacheBlock) -> None:
         before, prev, nxt = self.inner.num_free_blocks, block.prev_free_block, block.next_free_block
@@ -450,7 +457,9 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
         if rows.shape != want_rows.shape or mask.shape != want_mask.shape:
             raise guard.fail(f"shapes {tuple(rows.shape)}, {tuple(mask.shape)}; expected "
                              f"{tuple(want_rows.shape)}, {tuple(want_mask.shape)}")
-        if not torch.equal(mask.bool(), want_mask):
+        if mask.dtype != torch.bool:
+            raise guard.fail(f"the mask is {mask.dtype}, expected torch.bool (the kernel selects lanes with it)")
+        if not torch.equal(mask, want_mask):
             raise guard.fail(f"the mask must be pos < seq_len ({seq_len}) for positions from {tile_start}")
         bad = (rows != want_rows).flatten(1).any(1).nonzero().flatten().tolist()
         if bad:

@@ -237,6 +237,7 @@ class LLMEngine:
         self.model_runner = ModelRunner(net.to(device), block_size, num_gpu_blocks, num_cpu_blocks,
                                         attention_backend=attention_backend, device=device)
         self.components = components if components is not None else Components.kit()
+        self.current_step = 0                  # the step being run, for the guards' messages
         self._install_components()
         self.generator = torch.Generator().manual_seed(seed)
         # Output groups by the caller's request id, and by the id of each member Request (fork
@@ -265,7 +266,7 @@ class LLMEngine:
             from pagedlab.sched.static import StaticScheduler as scheduler_cls
         else:
             scheduler_cls = Scheduler
-        parts = build_parts(self.components, lambda: self.scheduler.step_count, scheduler_cls)
+        parts = build_parts(self.components, lambda: self.current_step, scheduler_cls)
         self.kv_cache_manager = KVCacheManager(
             block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, max_model_len=sc.max_model_len,
             enable_caching=cc.enable_prefix_caching, prefix_cache=cc.prefix_cache, num_cpu_blocks=cc.num_cpu_blocks,
@@ -462,6 +463,7 @@ class LLMEngine:
             its completions so far (cumulative); ``finished`` is True on its last one.
         """
         t0 = time.perf_counter()
+        self.current_step = self.scheduler.step_count
         out = self.scheduler.schedule()
         t_sched = time.perf_counter() - t0
         block_ids = {s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id)
