@@ -216,3 +216,14 @@ def slot_of(exercise_id: str) -> str | None:
 
 
 assert all(slot in SLOTS for slot, _ in BRIDGES.values())
+
+
+def solution_components() -> Components:
+    """Every plugged slot filled from the exercises' canonical solution cells (pure Python, as a
+    learner writes them): the engine the capstone builds from a finished course."""
+    comps = Components.kit()
+    known = {ex.id for ex in registry.all_exercises()}
+    for eid, (slot, bridge) in BRIDGES.items():
+        if eid in known and not comps.is_yours(slot):
+            comps = comps.plug(slot, bridge(registry.snippet_object(eid)), note=f"solution {eid}")
+    return comps

@@ -20,7 +20,7 @@ from pagedlab.kernels.backends import get_backend
 KVTileLoad = Callable[[torch.Tensor, torch.Tensor, int, int, int], tuple[torch.Tensor, torch.Tensor]]
 
 #: Lanes per tile of :func:`tiled_decode_attention`.
-DECODE_TILE = 32
+DECODE_TILE = 64
 
 
 @dataclass
