@@ -110,6 +110,10 @@ def render_component_state(slot: str, state: dict[str, Any]) -> str:
 
 
 _ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0}
+#: Engine settings ``serve_with`` uses so that the slot actually runs (a victim is only chosen when
+#: the pool is too small for every request: 3 prompts of ~40 tokens need 9 blocks of 16).
+SERVE_SETTINGS: dict[str, dict[str, Any]] = {"pick_victim": {"num_gpu_blocks": 6},
+                                             "prefix_lookup": {"enable_prefix_caching": True}}
 
 
 def my_engine(namespace: dict[str, Any] | None = None, *, show: bool = True, time_limit_s: float = 5.0,
@@ -195,7 +199,8 @@ def serve_with(obj: Any, exercise_id: str | None = None, *, prompts: list[str] |
     if not comps.is_yours(slot):
         print(f"Not served with your {ex.name}: " + (notes[0].split("because ", 1)[-1] if notes else "not plugged"))
         return None
-    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, **llm_kwargs)
+    kw = {**SERVE_SETTINGS.get(slot, {}), **llm_kwargs}
+    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, **kw)
     n = len(res.prompts)
     if res.error:
         print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")

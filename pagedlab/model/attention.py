@@ -94,23 +94,23 @@ def tiled_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     ``[num_blocks, block_size, Hkv, D]``, returns ``[S, Hq, D]``.
     """
     num_seqs, num_q_heads, head_dim = query.shape
-    num_kv_heads = key_cache.shape[2]
-    group = num_q_heads // num_kv_heads
-    out = torch.zeros_like(query)
-    for s in range(num_seqs):
-        seq_len = int(seq_lens[s])
-        if seq_len == 0:
-            continue
-        table = block_tables[s, :(seq_len + key_cache.shape[1] - 1) // key_cache.shape[1]].long()
-        ks, vs, masks = [], [], []
+    block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
+    lens = [int(n) for n in seq_lens.tolist()]
+    length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE            # padded to whole tiles
+    if length == 0:
+        return torch.zeros_like(query)
+    k_all = key_cache.new_zeros(num_seqs, length, num_kv_heads, head_dim)
+    v_all = torch.zeros_like(k_all)
+    mask = torch.zeros(num_seqs, length, dtype=torch.bool)
+    for s, seq_len in enumerate(lens):
+        table = block_tables[s, :(seq_len + block_size - 1) // block_size].long()
         for start in range(0, seq_len, DECODE_TILE):
-            k, mask = kv_tile_load(key_cache, table, start, DECODE_TILE, seq_len)
-            v, _ = kv_tile_load(value_cache, table, start, DECODE_TILE, seq_len)
-            ks.append(k), vs.append(v), masks.append(mask)
-        k_all, v_all, m_all = torch.cat(ks), torch.cat(vs), torch.cat(masks)    # [L, Hkv, D], [L]
-        q = query[s].float().view(num_kv_heads, group, head_dim)
-        scores = torch.einsum("hgd,lhd->hgl", q, k_all.float()) * scale
-        scores = scores.masked_fill(~m_all[None, None, :], float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
-        out[s] = torch.einsum("hgl,lhd->hgd", probs, v_all.float()).reshape(num_q_heads, head_dim).to(query.dtype)
-    return out
+            k_all[s, start:start + DECODE_TILE], mask[s, start:start + DECODE_TILE] = kv_tile_load(
+                key_cache, table, start, DECODE_TILE, seq_len)
+            v_all[s, start:start + DECODE_TILE] = kv_tile_load(value_cache, table, start, DECODE_TILE, seq_len)[0]
+    # GQA packing as ``kernels.reference.paged_decode_attention``: [S, Hkv, G, D] against [S, Hkv, L, D].
+    q = query.float().view(num_seqs, num_kv_heads, num_q_heads // num_kv_heads, head_dim)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask[:, None, None, :], scale=scale)
+    out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill(torch.tensor(lens)[:, None, None] == 0, 0.0)
+    return out.to(query.dtype)
