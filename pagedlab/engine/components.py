@@ -329,7 +329,8 @@ class GuardedFreeQueue:
             raise self.guard.fail(f"popleft() handed out block {block.block_id}, which is in use "
                                   f"(ref_cnt {block.ref_cnt})", state=_queue_state(self.inner, block))
         self._check_count(before, -1, "popleft()", block)
-        return block
+        popped: KVCacheBlock = block
+        return popped
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
         blocks: list[KVCacheBlock] = []
@@ -421,7 +422,8 @@ def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Reques
             raise guard.fail("it changed the running list (return the victim; the scheduler removes it)")
         if not any(victim is r for r in running):
             raise guard.fail(f"it returned {victim!r}, which is not one of the running requests")
-        return victim
+        chosen: Request = victim
+        return chosen
     return call
 
 
@@ -441,7 +443,8 @@ def guarded_prefix_lookup(fn: PrefixLookupFn, guard: Guard) -> PrefixLookupFn:
         best = find_longest_cache_hit(block_hashes, get_cached_block, num_tokens, block_size)
         if len(hits) != len(best):
             raise guard.fail(f"{len(hits)} blocks hit, but the longest cached prefix has {len(best)}")
-        return hits
+        checked: list[KVCacheBlock] = hits
+        return checked
     return call
 
 
@@ -530,7 +533,7 @@ class LearnerStepScheduler(Scheduler):
     def _scheduled(self, rid: object, n: object) -> ScheduledRequest:
         """The ScheduledRequest for one entry of the step's result, checked."""
         req = self.requests.get(rid) if isinstance(rid, str) else None
-        if req is None or req not in self.running:
+        if req is None or not isinstance(rid, str) or req not in self.running:
             raise self.guard.fail(f"it scheduled {rid!r}, which is not a running request")
         if not isinstance(n, int) or not 1 <= n <= req.num_tokens - req.num_computed_tokens:
             raise self.guard.fail(f"{rid}: {n!r} tokens scheduled, expected 1 .. "
