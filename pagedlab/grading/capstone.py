@@ -36,7 +36,7 @@ __all__ = ["capstone", "CapstoneReport", "CAPSTONE_PROMPTS", "HF_FILE", "load_le
 #: The first 8 user prompts of ``data/prompts.jsonl``.
 CAPSTONE_PROMPTS: list[str] = [json.loads(line)["messages"][-1]["content"]
                                for line in data.path("prompts.jsonl").read_text(encoding="utf-8").splitlines()[:8]]
-MAX_TOKENS = 8
+MAX_TOKENS = 6
 HF_FILE = "capstone_hf_greedy.json"
 _ENGINE = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0, "enable_prefix_caching": False}
 
