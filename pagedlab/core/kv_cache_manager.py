@@ -15,8 +15,8 @@ contract.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pagedlab.core import hashing

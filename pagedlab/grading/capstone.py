@@ -130,7 +130,8 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
 def _tokens(llm: Any, prompts: list[list[int]]) -> tuple[list[list[int]], float]:
     from pagedlab import SamplingParams
     t0 = time.perf_counter()
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], SamplingParams(temperature=0, max_tokens=MAX_TOKENS))
+    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     return [list(o.outputs[0].token_ids) for o in outs], time.perf_counter() - t0
 
 

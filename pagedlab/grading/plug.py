@@ -166,7 +166,7 @@ def _generate(llm: Any, prompts: list[str], max_tokens: int) -> list[list[int]]:
 
 def compare_outputs(comps: Components, prompts: list[str] | None = None, max_tokens: int = 8,
                     **llm_kwargs: Any) -> Comparison:
-    """Serve ``prompts`` (greedy, as chat user turns) on an engine built from ``comps`` and on the kit's; compare token ids.
+    """Serve ``prompts`` (greedy, chat user turns) on an engine built from ``comps`` and on the kit's; compare.
 
     A guard's ``ComponentError`` is caught and kept in ``Comparison.error``.
     """

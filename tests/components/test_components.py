@@ -10,8 +10,16 @@ from pagedlab.core.block_pool import FreeKVCacheBlockQueue
 from pagedlab.engine.components import SLOTS, Components, GuardedFreeQueue, LearnerStepScheduler
 from pagedlab.errors import ComponentError
 from pagedlab.sched.scheduler import Scheduler
-from tests.components.helpers import (PROMPTS, kit_tokens, run, slot_mapping_past_last_block, solution,
-                                      solution_components, step_without_running_allocation, tile_load_unmasked)
+from tests.components.helpers import (
+    PROMPTS,
+    kit_tokens,
+    run,
+    slot_mapping_past_last_block,
+    solution,
+    solution_components,
+    step_without_running_allocation,
+    tile_load_unmasked,
+)
 from tests.robust.helpers import assert_idle, tiny_engine
 
 
@@ -125,6 +133,7 @@ class PopleftKeepsLinks(FreeKVCacheBlockQueue):
 
 def test_free_queue_links_are_guarded_with_a_picture():
     from dataclasses import replace
+
     from pagedlab.grading.plug import render_component_state
     comps = replace(Components.kit().plug("free_queue", PopleftKeepsLinks), render=render_component_state)
     eng, err = _trip(comps)
