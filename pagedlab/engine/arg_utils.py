@@ -16,7 +16,8 @@ Each argument is in one of four groups:
   ``quantization``, ``kv_cache_dtype`` ... (see ``ONLY_DEFAULT``).
 * **the kit's extensions** (teaching knobs vLLM does not have): ``num_gpu_blocks``,
   ``num_cpu_blocks``, ``prefix_cache``, ``preemption_mode``, ``scheduling``, ``attention_backend``,
-  ``hash_seed``, ``trace``, ``device``.
+  ``hash_seed``, ``trace``, ``device``, and ``components`` (Python only: the implementation of each
+  teachable part, ``pagedlab.engine.components.Components``; no CLI option).
 
 Any other name raises ``TypeError`` as vLLM's ``EngineArgs`` does ("unexpected keyword argument").
 """
@@ -55,6 +56,10 @@ ONLY_DEFAULT: dict[str, tuple[Any, str]] = {
     "skip_tokenizer_init": (False, "pagedlab's LLM needs the tokenizer for text prompts and outputs"),
     "speculative_config": (None, "pagedlab has no speculative decoding"),
 }
+
+
+#: Fields with no command-line option (their values are Python objects).
+PYTHON_ONLY = frozenset({"components"})
 
 
 @dataclass
@@ -147,6 +152,8 @@ class EngineArgs:
     def add_cli_args(cls, parser: Any) -> Any:
         """Add ``--kebab-case`` options for every field, as vLLM's ``EngineArgs.add_cli_args``."""
         for f in fields(cls):
+            if f.name in PYTHON_ONLY:
+                continue
             flag = "--" + f.name.replace("_", "-")
             if f.type in ("bool", "bool | None"):
                 parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)

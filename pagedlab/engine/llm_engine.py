@@ -236,6 +236,9 @@ class LLMEngine:
             self.tracer = Tracer()
         self.model_runner = ModelRunner(net.to(device), block_size, num_gpu_blocks, num_cpu_blocks,
                                         attention_backend=attention_backend, device=device)
+        if components is not None and not isinstance(components, Components):
+            raise ConfigError(f"components must be a pagedlab.engine.components.Components, got {components!r} "
+                              "(in a notebook: pagedlab.grading.my_engine())")
         self.components = components if components is not None else Components.kit()
         self.current_step = 0                  # the step being run, for the guards' messages
         self._install_components()

@@ -183,3 +183,9 @@ def test_plug_refuses_unknown_unplugged_and_missing_parts():
     with pytest.raises(ValueError, match="got None"):
         Components.kit().plug("slot_mapping", None)
     assert set(Components.kit().parts) == set(SLOTS)
+
+
+def test_components_must_be_a_components_object():
+    from pagedlab.errors import ConfigError
+    with pytest.raises(ConfigError, match="components must be a pagedlab.engine.components.Components"):
+        tiny_engine(components="mine")
