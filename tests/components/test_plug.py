@@ -67,3 +67,17 @@ def test_serve_with_prints_one_line(capsys):
     res = serve_with(sm, max_tokens=4)
     assert res is not None and res.same and len(res.mine) == 3 and all(len(t) == 4 for t in res.mine)
     assert "✅ SmolLM2 served 3 prompts with your slot_mapping as the engine's slot_mapping" in capsys.readouterr().out
+
+
+@pytest.mark.model
+def test_my_engine_builds_an_llm_from_the_namespace(capsys):
+    from pagedlab.grading.plug import my_engine
+    sm, pv = solution("02.slot_mapping"), solution("06.pick_victim")
+    assert check(sm, show=False).passed
+    llm = my_engine({"slot_mapping": sm, "pick_victim": pv}, num_gpu_blocks=64)
+    out = capsys.readouterr().out
+    assert "slot_mapping    yours" in out and "pick_victim     kit" in out
+    assert "note - pick_victim: kit's part, because your pick_victim has not passed check()" in out
+    eng = llm.llm_engine
+    assert eng.components.learner_slots == ["slot_mapping"] and eng.model_runner.slot_mapping_fn is not None
+    assert eng.cache_config.num_gpu_blocks == 64 and eng.components.time_limit_s == 5.0
