@@ -21,7 +21,7 @@ slot               interface                                     where the engin
 ``pick_victim``    :class:`PickVictimFn`                          ``Scheduler._pick_victim``
 ``prefix_lookup``  :class:`PrefixLookupFn`                        ``KVCacheManager.get_computed_blocks``
 ``kv_tile_load``   :class:`KVTileLoadFn`                          ``tiled_decode_attention`` (decode)
-``preempt_retry``  :class:`PreemptRetryFn`                        not plugged yet (kit loop in ``schedule``)
+``preempt_retry``  :class:`PreemptRetryFn`                        ``Scheduler.schedule`` (running requests)
 ``fork_cow``       lab 03 ``fork`` / ``append_token``             not plugged yet (``KVCacheManager``)
 ``radix``          lab 07 ``match_prefix`` / ``insert`` / ``evict`` not plugged yet (``RadixCache``)
 =================  ============================================  =========================================
@@ -108,7 +108,7 @@ class KVTileLoadFn(Protocol):
 class PreemptRetryFn(Protocol):
     """Lab 06 (exercise ``06.preempt_retry``): allocate for ``request``, preempting victims
     (``preempt(victim)``) until ``allocate()`` succeeds or ``request`` itself was preempted;
-    returns whether ``request`` got its slots. Slot declared; the engine runs the kit's loop."""
+    returns whether ``request`` got its slots (``Scheduler._plugged_preempt_retry`` calls it)."""
 
     def __call__(self, request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
                  preempt: Callable[[Request], None]) -> bool: ...
@@ -132,6 +132,17 @@ def load_kv_tile(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int
     return torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype)), mask
 
 
+def preempt_and_retry(request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
+                      preempt: Callable[[Request], None]) -> bool:
+    """The kit's preempt-and-retry loop (vLLM 0.11 ``Scheduler.schedule``, running requests): while the
+    allocation fails, preempt the chosen victim; stop when it succeeds or ``request`` itself was the victim."""
+    while not allocate():
+        preempt(choose_victim())
+        if request.status != RequestStatus.RUNNING:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Slot:
     """One slot: its name, what it does, the exercises that fill it, and whether the engine calls it."""
@@ -150,7 +161,7 @@ SLOTS: dict[str, Slot] = {s.name: s for s in (
     Slot("schedule_step", "scheduling step (admission, budget, chunking)",
          ("05.schedule_with_budget", "04.schedule_step"), Scheduler),
     Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
-    Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), None, plugged=False),
+    Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), preempt_and_retry),
     Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.prefix_lookup",), find_longest_cache_hit),
     Slot("radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), None,
          plugged=False),
@@ -257,7 +268,8 @@ class Guard:
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` under the time limit; any exception becomes a ComponentError."""
         use_alarm = (self.time_limit_s > 0 and hasattr(signal, "setitimer")
-                     and threading.current_thread() is threading.main_thread())
+                     and threading.current_thread() is threading.main_thread()
+                     and signal.getitimer(signal.ITIMER_REAL)[0] == 0)   # an outer part's limit runs on
         old: Any = None
         if use_alarm:
             def on_alarm(signum: int, frame: object) -> None:
@@ -427,6 +439,42 @@ def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Reques
     return call
 
 
+def guarded_preempt_retry(fn: PreemptRetryFn, guard: Guard) -> PreemptRetryFn:
+    """``fn`` checked: preempts only running requests, only after a failed allocation, never after the
+    request itself went; returns True exactly when the request runs with its slots allocated."""
+    def call(request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
+             preempt: Callable[[Request], None]) -> bool:
+        last: list[bool | None] = [None]
+
+        def alloc() -> bool:
+            if request.status != RequestStatus.RUNNING:
+                raise guard.fail(f"it allocated for {request.request_id} after preempting it")
+            last[0] = allocate()
+            return bool(last[0])
+
+        def pre(victim: Request) -> None:
+            if not isinstance(victim, Request) or victim.status != RequestStatus.RUNNING:
+                raise guard.fail(f"it preempted {victim!r}, which is not a running request")
+            if request.status != RequestStatus.RUNNING or last[0] is not False:
+                raise guard.fail("it preempted without a failed allocation just before (or after the request "
+                                 "itself was preempted)")
+            preempt(victim)
+            last[0] = None
+
+        ok = guard.call(fn, request, alloc, choose_victim, pre)
+        guard.expect_type(ok, bool, "whether the request got its slots")
+        running = request.status == RequestStatus.RUNNING
+        if running and last[0] is not True:
+            raise guard.fail(f"it returned while {request.request_id} still runs without its slots "
+                             "(retry until allocate() succeeds or the request itself is preempted)")
+        if ok != running:
+            raise guard.fail(f"it returned {ok}, but {request.request_id} is "
+                             f"{'running with its slots' if running else 'preempted'}")
+        checked: bool = ok
+        return checked
+    return call
+
+
 def guarded_prefix_lookup(fn: PrefixLookupFn, guard: Guard) -> PrefixLookupFn:
     """``fn`` checked: a chain prefix of cached blocks, never covering the last token, the longest."""
     def call(block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
@@ -557,6 +605,7 @@ class EngineParts:
     scheduler_cls: type[Scheduler]
     scheduler_kwargs: dict[str, Any]
     pick_victim_fn: Callable[[list[Request], str], Request] | None
+    preempt_retry_fn: PreemptRetryFn | None
     slot_mapping_fn: SlotMappingFn | None
     kv_tile_load: KVTileLoadFn | None
 
@@ -579,13 +628,9 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
     if mine("schedule_step") is not None:
         scheduler_cls = LearnerStepScheduler
         sched_kwargs = {"step_fn": mine("schedule_step"), "guard": g("schedule_step")}
-    pv, sm, kt = mine("pick_victim"), mine("slot_mapping"), mine("kv_tile_load")
+    pv, sm, kt, pr = mine("pick_victim"), mine("slot_mapping"), mine("kv_tile_load"), mine("preempt_retry")
     return EngineParts(kv_kwargs, scheduler_cls, sched_kwargs,
                        guarded_pick_victim(pv, g("pick_victim")) if pv is not None else None,
+                       guarded_preempt_retry(pr, g("preempt_retry")) if pr is not None else None,
                        guarded_slot_mapping(sm, g("slot_mapping")) if sm is not None else None,
                        guarded_kv_tile_load(kt, g("kv_tile_load")) if kt is not None else None)
-
-
-def iter_slots() -> Iterator[Slot]:
-    """Every slot, in table order."""
-    return iter(SLOTS.values())

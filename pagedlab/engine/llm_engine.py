@@ -277,6 +277,7 @@ class LLMEngine:
                                              **parts.scheduler_kwargs)
         self.scheduler.step_count = step_count
         self.scheduler.pick_victim_fn = parts.pick_victim_fn
+        self.scheduler.preempt_retry_fn = parts.preempt_retry_fn
         self.model_runner.slot_mapping_fn = parts.slot_mapping_fn
         self.model_runner.kv_tile_load = parts.kv_tile_load
 

@@ -57,6 +57,7 @@ BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "05.schedule_with_budget": ("schedule_step", _same),
     "04.schedule_step": ("schedule_step", _schedule_step_bridge),
     "06.pick_victim": ("pick_victim", _same),
+    "06.preempt_retry": ("preempt_retry", _same),
     "07.prefix_lookup": ("prefix_lookup", _same),
     "08.load_kv_tile": ("kv_tile_load", _same),
 }

@@ -189,3 +189,47 @@ def test_components_must_be_a_components_object():
     from pagedlab.errors import ConfigError
     with pytest.raises(ConfigError, match="components must be a pagedlab.engine.components.Components"):
         tiny_engine(components="mine")
+
+
+def test_plugged_preempt_retry_serves_the_kits_tokens_under_pressure():
+    from pagedlab.engine.components import preempt_and_retry
+    from pagedlab.request import RequestStatus
+    calls = []
+
+    def mine(request, allocate, choose_victim, preempt):
+        calls.append(request.request_id)
+        while not allocate():
+            preempt(choose_victim())
+            if request.status != RequestStatus.RUNNING:
+                return False
+        return True
+
+    for mode, kw in (("recompute", {}), ("swap", {"num_cpu_blocks": 32})):
+        eng = tiny_engine(components=Components.kit().plug("preempt_retry", mine), num_gpu_blocks=10,
+                          preemption_mode=mode, **kw)
+        assert run(eng) == kit_tokens(num_gpu_blocks=10, preemption_mode=mode, **kw)
+        assert sum(len(s.preempted) for s in eng.step_stats) > 0, f"{mode}: no preemption"
+        assert_idle(eng)
+    assert calls and preempt_and_retry is Components.kit().parts["preempt_retry"].impl
+
+
+def _gives_up_after_one_preemption(request, allocate, choose_victim, preempt):
+    if not allocate():
+        preempt(choose_victim())
+    return True
+
+
+def _preempts_first(request, allocate, choose_victim, preempt):
+    if len([1]) and request.num_output_tokens > 0:
+        preempt(choose_victim())
+    return allocate()
+
+
+@pytest.mark.parametrize("wrong,words", [
+    (_gives_up_after_one_preemption, "still runs without its slots"),
+    (_preempts_first, "without a failed allocation"),
+])
+def test_wrong_preempt_retry_is_caught(wrong, words):
+    eng, err = _trip(Components.kit().plug("preempt_retry", wrong), num_gpu_blocks=10)
+    assert err.component == "preempt_retry" and words in err.invariant, str(err)
+    _assert_recovered(eng, "preempt_retry", num_gpu_blocks=10)
