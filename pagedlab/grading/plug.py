@@ -114,6 +114,7 @@ _ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512,
 #: Engine settings ``serve_with`` uses so that the slot actually runs (a victim is only chosen when
 #: the pool is too small for every request: 3 prompts of ~40 tokens need 9 blocks of 16).
 SERVE_SETTINGS: dict[str, dict[str, Any]] = {"pick_victim": {"num_gpu_blocks": 6},
+                                             "preempt_retry": {"num_gpu_blocks": 6},
                                              "prefix_lookup": {"enable_prefix_caching": True}}
 
 
