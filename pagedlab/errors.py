@@ -57,3 +57,24 @@ class KernelInputError(PagedLabError, ValueError):
 
 class DataFileNotFoundError(PagedLabError, FileNotFoundError):
     """A data file or folder the kit ships (``data/``, ``labs/``) is missing; the message says where it looked."""
+
+
+class ComponentError(PagedLabError, RuntimeError):
+    """A plugged-in (learner's) engine component misbehaved at run time: it raised, returned the
+    wrong type, ran out of time, changed state it does not own, or broke an invariant.
+
+    The engine stops at that step (aborting its requests, as for any failed step) and, from then
+    on, uses the kit's implementation of that component (``pagedlab.engine.components``).
+
+    Attributes:
+        component: the slot name (``"free_queue"``, ``"slot_mapping"`` ...).
+        step: the engine step (0-based) during which it happened, or -1 outside a step.
+        invariant: the broken invariant or the kind of failure, in words.
+        picture: an SVG of the state where it broke ("" when none exists).
+    """
+
+    def __init__(self, component: str, step: int, invariant: str, detail: str = "", picture: str = "") -> None:
+        self.component, self.step, self.invariant, self.picture = component, step, invariant, picture
+        where = f"at engine step {step}" if step >= 0 else "outside a step"
+        msg = f"your {component} broke the engine {where}: {invariant}"
+        super().__init__(msg + (f"\n  {detail}" if detail else ""))

@@ -12,7 +12,7 @@ all ``num_gpu_blocks`` blocks are usable and ``free + distinct held == num_gpu_b
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pagedlab.errors import ConfigError, DoubleFreeError, NoFreeBlocksError
@@ -176,19 +176,23 @@ class BlockPool:
         num_gpu_blocks: number of blocks, >= 1.
         enable_caching: keep a hash -> block map so full blocks can be reused by content.
         tracer: optional ``Tracer``; records init/alloc/touch/free/cache/evict.
+        free_queue_factory: builds the free queue from the initial blocks (default
+            ``FreeKVCacheBlockQueue``); any object with its methods will do.
 
     Raises:
         ConfigError: ``num_gpu_blocks`` is not a positive int.
     """
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool, tracer: Tracer | None = None) -> None:
+    def __init__(self, num_gpu_blocks: int, enable_caching: bool, tracer: Tracer | None = None,
+                 free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None) -> None:
         if isinstance(num_gpu_blocks, bool) or not isinstance(num_gpu_blocks, int) or num_gpu_blocks < 1:
             raise ConfigError(f"num_gpu_blocks must be an int >= 1, got {num_gpu_blocks!r}")
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.tracer = tracer
         self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
-        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        # The free-queue slot (``pagedlab.engine.components``): the kit's queue unless one is given.
+        self.free_block_queue = (free_queue_factory or FreeKVCacheBlockQueue)(self.blocks)
         # hash -> {block_id: block}. Several blocks may carry the same hash: vLLM does not
         # de-duplicate, so a running request's block table never changes (append-only).
         self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}

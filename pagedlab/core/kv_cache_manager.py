@@ -15,11 +15,12 @@ contract.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from pagedlab.core import hashing
-from pagedlab.core.block_pool import BlockPool, KVCacheBlock
+from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from pagedlab.core.block_pool import distinct_blocks as _distinct
 from pagedlab.core.copy_on_write import CopyOnWriteMixin
 from pagedlab.core.radix_prefix import RadixPrefixMixin
@@ -56,6 +57,37 @@ class PrefixCacheStats:
         return self.hits / self.queries if self.queries else 0.0
 
 
+#: The prefix-lookup slot: ``(block_hashes, get_cached_block, num_tokens, block_size) -> hit blocks``.
+PrefixLookup = Callable[[list[BlockHash], Callable[[BlockHash], KVCacheBlock | None], int, int], list[KVCacheBlock]]
+
+
+def find_longest_cache_hit(block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
+                           num_tokens: int, block_size: int) -> list[KVCacheBlock]:
+    """The longest block-aligned cached prefix (vLLM 0.11 ``FullAttentionManager.find_longest_cache_hit``).
+
+    Walks the hash chain from the first block and stops at the first miss (a chained hash cannot
+    hit after a miss). Covers at most ``num_tokens - 1`` tokens: the last token is always
+    recomputed to get its logits, so a prompt of exactly ``k * block_size`` tokens hits at most
+    ``k - 1`` blocks.
+
+    Args:
+        block_hashes: the request's full-block hashes, first block first.
+        get_cached_block: hash -> a cached block or None (``BlockPool.get_cached_block``).
+        num_tokens: the request's token count, >= 1.
+        block_size: tokens per block, >= 1.
+
+    Returns:
+        The hit blocks, first block first (changes no state).
+    """
+    hits: list[KVCacheBlock] = []
+    for block_hash in block_hashes[:(num_tokens - 1) // block_size]:
+        block = get_cached_block(block_hash)
+        if block is None:
+            break  # chain property: nothing after a miss can hit
+        hits.append(block)
+    return hits
+
+
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
@@ -77,6 +109,8 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         num_cpu_blocks: blocks of the CPU swap pool (vLLM v0 ``swap_space``), >= 0.
         hash_seed: seed of the chain root ``NONE_HASH``; None = the process's random root.
         tracer: optional ``pagedlab.trace.Tracer``.
+        free_queue_factory: the free-queue slot, passed to ``BlockPool``.
+        prefix_lookup: the prefix-lookup slot of the hash path (default ``find_longest_cache_hit``).
 
     Raises:
         ConfigError: a size is not a positive int, or ``prefix_cache`` is unknown.
@@ -84,7 +118,9 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
 
     def __init__(self, block_size: int, num_gpu_blocks: int, max_model_len: int,
                  enable_caching: bool = False, prefix_cache: str = "hash", num_cpu_blocks: int = 0,
-                 hash_seed: int | None = None, tracer: Tracer | None = None) -> None:
+                 hash_seed: int | None = None, tracer: Tracer | None = None,
+                 free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
+                 prefix_lookup: PrefixLookup | None = None) -> None:
         _check_int("block_size", block_size, 1)
         _check_int("num_gpu_blocks", num_gpu_blocks, 1)
         _check_int("max_model_len", max_model_len, 1)
@@ -100,7 +136,9 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self.use_hash = self.enable_caching and prefix_cache == "hash"
         self.use_radix = self.enable_caching and prefix_cache == "radix"
         # The radix tree caches by tokens, so the pool's hash map stays off in radix mode.
-        self.block_pool = BlockPool(num_gpu_blocks, self.use_hash, tracer)
+        self.block_pool = BlockPool(num_gpu_blocks, self.use_hash, tracer, free_queue_factory)
+        # The prefix-lookup slot (``pagedlab.engine.components``): hash-chain walk of the hash path.
+        self.prefix_lookup: PrefixLookup = prefix_lookup or find_longest_cache_hit
         self.none_hash = hashing.make_none_hash(hash_seed) if hash_seed is not None else hashing.NONE_HASH
         self.block_hasher = (hashing.get_request_block_hasher(block_size, self.none_hash)
                              if self.use_hash else None)
@@ -127,16 +165,12 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         """
         if not self.enable_caching:
             return [], 0
-        max_blocks = (request.num_tokens - 1) // self.block_size
         if self.use_hash:
             self._ensure_hashes(request)
-            hits: list[KVCacheBlock] = []
-            for block_hash in request.block_hashes[:max_blocks]:
-                block = self.block_pool.get_cached_block(block_hash)
-                if block is None:
-                    break  # chain property: nothing after a miss can hit
-                hits.append(block)
+            hits = self.prefix_lookup(list(request.block_hashes), self.block_pool.get_cached_block,
+                                      request.num_tokens, self.block_size)
         else:
+            max_blocks = (request.num_tokens - 1) // self.block_size
             hits, _ = self._radix_match(request, max_blocks * self.block_size)
         return hits, len(hits) * self.block_size
 

@@ -16,7 +16,8 @@ Each argument is in one of four groups:
   ``quantization``, ``kv_cache_dtype`` ... (see ``ONLY_DEFAULT``).
 * **the kit's extensions** (teaching knobs vLLM does not have): ``num_gpu_blocks``,
   ``num_cpu_blocks``, ``prefix_cache``, ``preemption_mode``, ``scheduling``, ``attention_backend``,
-  ``hash_seed``, ``trace``, ``device``.
+  ``hash_seed``, ``trace``, ``device``, and ``components`` (Python only: the implementation of each
+  teachable part, ``pagedlab.engine.components.Components``; no CLI option).
 
 Any other name raises ``TypeError`` as vLLM's ``EngineArgs`` does ("unexpected keyword argument").
 """
@@ -55,6 +56,10 @@ ONLY_DEFAULT: dict[str, tuple[Any, str]] = {
     "skip_tokenizer_init": (False, "pagedlab's LLM needs the tokenizer for text prompts and outputs"),
     "speculative_config": (None, "pagedlab has no speculative decoding"),
 }
+
+
+#: Fields with no command-line option (their values are Python objects).
+PYTHON_ONLY = frozenset({"components"})
 
 
 @dataclass
@@ -125,6 +130,7 @@ class EngineArgs:
     device: str | None = None
     policy: str | None = None          # the kit's (and vLLM v0's) name for ``scheduling_policy``
     eos_token_id: int | None = None    # with ``model`` given as a ``LlamaForCausalLM`` instance
+    components: Any = None          # the parts to assemble the engine from (pagedlab.engine.components)
 
     def __post_init__(self) -> None:
         if MODEL_OVERRIDES:
@@ -150,6 +156,8 @@ class EngineArgs:
     def add_cli_args(cls, parser: Any) -> Any:
         """Add ``--kebab-case`` options for every field, as vLLM's ``EngineArgs.add_cli_args``."""
         for f in fields(cls):
+            if f.name in PYTHON_ONLY:
+                continue
             flag = "--" + f.name.replace("_", "-")
             if f.type in ("bool", "bool | None"):
                 parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
@@ -207,7 +215,7 @@ class EngineArgs:
             enable_chunked_prefill=default(self.enable_chunked_prefill, True),
             policy=self.scheduling_policy, preemption_mode=self.preemption_mode, scheduling=self.scheduling,
             attention_backend=self.attention_backend, device=self.device, seed=default(self.seed, 0),
-            trace=self.trace, log_stats=not self.disable_log_stats,
+            trace=self.trace, log_stats=not self.disable_log_stats, components=self.components,
             model_name=self.served_model_name or (self.model if isinstance(self.model, str) else None) or BUNDLED_MODEL)
         kw["tokenizer"] = load_tokenizer_arg(self.tokenizer, self.model)
         if not isinstance(model, (str, type(None))):          # a model instance: used as it is

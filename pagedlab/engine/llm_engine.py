@@ -22,7 +22,8 @@ import torch
 from pagedlab.config import CacheConfig, SchedulerConfig, check_kv_cache_fits
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.metrics import EngineStats, Metric
-from pagedlab.errors import ConfigError, InvalidRequestError
+from pagedlab.engine.components import Components, build_parts
+from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
@@ -95,6 +96,10 @@ def _all_or_nothing(step: _StepFn) -> _StepFn:
     def wrapper(self: LLMEngine, *args: Any, **kwargs: Any) -> list[RequestOutput]:
         try:
             return step(self, *args, **kwargs)
+        except ComponentError as e:
+            self._recover_from_failed_step()
+            self._fall_back(e)
+            raise
         except BaseException:
             self._recover_from_failed_step()
             raise
@@ -169,6 +174,9 @@ class LLMEngine:
             ``tokenizer`` (an HF tokenizer object) also replaces a loaded model's own.
         log_stats: allow ``get_metrics()`` (vLLM: ``disable_log_stats=False``).
         model_name: the ``model_name`` label of ``get_metrics()``.
+        components: the implementation of each teachable part (``pagedlab.engine.components``);
+            default: the kit's. A learner's part runs behind a guard; when it breaks an invariant the
+            step raises ``ComponentError`` and the engine switches that part back to the kit's.
     Prefer ``LLMEngine.from_engine_args(EngineArgs(...))`` for vLLM's argument names; this
     constructor keeps the kit's own (``enable_prefix_caching`` defaults to False here).
     Raises:
@@ -185,7 +193,7 @@ class LLMEngine:
                  scheduling: str = "continuous", attention_backend: Optional[str] = None,
                  device: Optional[str] = None, seed: int = 0, trace: bool = False,
                  tokenizer=None, eos_token_id: Optional[int] = None, log_stats: bool = False,
-                 model_name: Optional[str] = None) -> None:
+                 model_name: Optional[str] = None, components: Optional["Components"] = None) -> None:
         self.cache_config = CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks,
                                         num_cpu_blocks=num_cpu_blocks, enable_prefix_caching=enable_prefix_caching,
                                         prefix_cache=prefix_cache, hash_seed=hash_seed)
@@ -221,24 +229,19 @@ class LLMEngine:
         self.eos_token_id = meta["eos_token_id"]
         self.scheduling = scheduling
 
-        from pagedlab.core.kv_cache_manager import KVCacheManager
         from pagedlab.engine.model_runner import ModelRunner
         self.tracer = None
         if trace:
             from pagedlab.trace import Tracer
             self.tracer = Tracer()
-        self.kv_cache_manager = KVCacheManager(
-            block_size=block_size, num_gpu_blocks=num_gpu_blocks, max_model_len=max_model_len,
-            enable_caching=enable_prefix_caching, prefix_cache=prefix_cache, num_cpu_blocks=num_cpu_blocks,
-            hash_seed=hash_seed, tracer=self.tracer)
-        if scheduling == "static":
-            from pagedlab.sched.static import StaticScheduler as scheduler_cls
-        else:
-            scheduler_cls = Scheduler
-        self.scheduler = scheduler_cls(self.scheduler_config, self.cache_config, self.kv_cache_manager,
-                                       tracer=self.tracer)
         self.model_runner = ModelRunner(net.to(device), block_size, num_gpu_blocks, num_cpu_blocks,
                                         attention_backend=attention_backend, device=device)
+        if components is not None and not isinstance(components, Components):
+            raise ConfigError(f"components must be a pagedlab.engine.components.Components, got {components!r} "
+                              "(in a notebook: pagedlab.grading.my_engine())")
+        self.components = components if components is not None else Components.kit()
+        self.current_step = 0                  # the step being run, for the guards' messages
+        self._install_components()
         self.generator = torch.Generator().manual_seed(seed)
         # Output groups by the caller's request id, and by the id of each member Request (fork
         # children included): groups are tracked structurally, request ids are never parsed.
@@ -255,6 +258,35 @@ class LLMEngine:
         self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
         self.stats = EngineStats()
         self._logprobs: Dict[str, List[object]] = {}
+
+    def _install_components(self) -> None:
+        """(Re)build the KV-cache manager and the scheduler, and set the model runner's hooks, from
+        ``self.components`` (``pagedlab.engine.components``): a learner's part runs behind its guard.
+        Called at construction and when a guard switches a slot back to the kit's part (idle engine)."""
+        from pagedlab.core.kv_cache_manager import KVCacheManager
+        cc, sc = self.cache_config, self.scheduler_config
+        from pagedlab.sched.static import StaticScheduler
+        scheduler_cls: type[Scheduler] = StaticScheduler if self.scheduling == "static" else Scheduler
+        parts = build_parts(self.components, lambda: self.current_step, scheduler_cls)
+        self.kv_cache_manager = KVCacheManager(
+            block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, max_model_len=sc.max_model_len,
+            enable_caching=cc.enable_prefix_caching, prefix_cache=cc.prefix_cache, num_cpu_blocks=cc.num_cpu_blocks,
+            hash_seed=cc.hash_seed, tracer=self.tracer, **parts.kv_kwargs)
+        step_count = self.scheduler.step_count if hasattr(self, "scheduler") else 0
+        self.scheduler: Scheduler = parts.scheduler_cls(sc, cc, self.kv_cache_manager, tracer=self.tracer,
+                                             **parts.scheduler_kwargs)
+        self.scheduler.step_count = step_count
+        self.scheduler.pick_victim_fn = parts.pick_victim_fn
+        self.scheduler.preempt_retry_fn = parts.preempt_retry_fn
+        self.model_runner.slot_mapping_fn = parts.slot_mapping_fn
+        self.model_runner.kv_tile_load = parts.kv_tile_load
+
+    def _fall_back(self, err: ComponentError) -> None:
+        """After ``err`` aborted a step: put the kit's part back in its slot and rebuild (the engine is idle)."""
+        if err.component in self.components.parts and self.components.is_yours(err.component):
+            self.components = self.components.with_kit(err.component, note=f"yours broke at step {err.step}")
+            self._install_components()
+            logger.warning("%s: this engine now uses the kit's %s", err, err.component)
 
     @classmethod
     def from_engine_args(cls, engine_args: "EngineArgs") -> "LLMEngine":
@@ -433,6 +465,7 @@ class LLMEngine:
             its completions so far (cumulative); ``finished`` is True on its last one.
         """
         t0 = time.perf_counter()
+        self.current_step = self.scheduler.step_count
         out = self.scheduler.schedule()
         t_sched = time.perf_counter() - t0
         block_ids = {s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id)

@@ -7,11 +7,11 @@ the first dimension directly.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from pagedlab.model.attention import AttentionMetadata
+from pagedlab.model.attention import AttentionMetadata, KVTileLoad
 from pagedlab.model.sampler import TokenLogprobs, sample, top_logprobs
 from pagedlab.sched.scheduler import ScheduledRequest, SchedulerOutput
 
@@ -42,6 +42,9 @@ class ModelRunner:
             (torch.zeros(cpu_shape, dtype=dtype), torch.zeros(cpu_shape, dtype=dtype))
             for _ in range(cfg.num_hidden_layers)] if num_cpu_blocks else []
         self.last_logprobs: Dict[str, List[TokenLogprobs]] = {}
+        # Component slots (``pagedlab.engine.components``); None = the kit's vectorised code.
+        self.slot_mapping_fn: Optional[Callable[[List[int], List[int], int], List[int]]] = None
+        self.kv_tile_load: Optional[KVTileLoad] = None
 
     # --- moving blocks -------------------------------------------------------------------------
     @staticmethod
@@ -98,14 +101,21 @@ class ModelRunner:
         pos = torch.tensor(positions, dtype=torch.int64)
         seq_idx = torch.repeat_interleave(torch.arange(len(order)),
                                           torch.tensor([s.num_tokens for s in order]))
-        # slot = block_table[pos // block_size] * block_size + pos % block_size
-        slot_mapping = block_tables[seq_idx, pos // bs].long() * bs + pos % bs
+        if self.slot_mapping_fn is None:
+            # slot = block_table[pos // block_size] * block_size + pos % block_size
+            slot_mapping = block_tables[seq_idx, pos // bs].long() * bs + pos % bs
+        else:
+            fn = self.slot_mapping_fn
+            slot_mapping = torch.tensor([slot for s, t in zip(order, tables)
+                                         for slot in fn(t, list(range(s.start, s.start + s.num_tokens)), bs)],
+                                        dtype=torch.int64)
         dev = self.device
         meta = AttentionMetadata(
             slot_mapping=slot_mapping.to(dev), block_tables=block_tables.to(dev),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
             cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev), num_decodes=num_decodes,
-            logits_indices=torch.tensor(logits_rows or [0], dtype=torch.int64, device=dev), backend=self.backend)
+            logits_indices=torch.tensor(logits_rows or [0], dtype=torch.int64, device=dev), backend=self.backend,
+            kv_tile_load=self.kv_tile_load)
         logits = self.model(torch.tensor(input_ids, device=dev), pos.to(dev), self.kv_caches, meta)
         samplers = [s for s in order if s.samples]
         return samplers, (logits.cpu() if samplers else None)

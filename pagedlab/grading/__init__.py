@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check", "use_reference", "yours_or_reference", "components", "hidden_test", "CheckResult", "Fail"]
+__all__ = ["check", "use_reference", "yours_or_reference", "components", "hidden_test", "CheckResult", "Fail",
+           "my_engine", "serve_with"]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,6 +35,9 @@ def __getattr__(name: str) -> Any:
     if name in ("use_reference", "yours_or_reference", "components"):
         from pagedlab.grading import references
         return getattr(references, name)
+    if name in ("my_engine", "serve_with"):
+        from pagedlab.grading import plug
+        return getattr(plug, name)
     if name == "hidden_test":
         from pagedlab.grading.registry import hidden_test
         return hidden_test

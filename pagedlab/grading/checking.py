@@ -22,7 +22,7 @@ from pagedlab.grading.judge import Outcome, judge
 from pagedlab.viz.pictures import side_by_side
 from pagedlab.grading.runner import reference_transcript, run_driver
 
-__all__ = ["check", "CheckResult", "resolve_exercise", "skipped_after_timeout"]
+__all__ = ["check", "CheckResult", "resolve_exercise", "skipped_after_timeout", "record_result", "passed_check"]
 
 MARK = {"passed": "✅", "failed": "❌", "not_implemented": "⬜", "error": "❌", "timeout": "⏱️", "internal": "⚠️",
         "skipped": "⏭️"}
@@ -210,8 +210,28 @@ def check(obj: Any, exercise_id: Optional[str] = None, *, hidden_tests: Optional
         if res.outcomes[-1].status == "timeout":
             res.outcomes += skipped_after_timeout(ex.id, tests[number:], number, test.timeout)
             break
+    if hidden_tests is None:
+        record_result(ex.id, obj, res.passed)
     _show(res, show)
     return res
+
+
+#: exercise id -> (the object last checked, whether it passed), for this kernel (``my_engine`` reads it).
+_RESULTS: Dict[str, tuple[Any, bool]] = {}
+
+
+def record_result(exercise_id: str, obj: Any, passed: bool) -> None:
+    """Remember that ``obj`` did (not) pass ``exercise_id``'s public tests in this process."""
+    _RESULTS[exercise_id] = (obj, passed)
+
+
+def passed_check(exercise_id: str, obj: Any) -> bool | None:
+    """Whether ``obj`` itself (the same object) passed ``check()`` last time it was checked here;
+    None when this object was never checked (a re-run cell defines a new object: check it again)."""
+    last = _RESULTS.get(exercise_id)
+    if last is None or last[0] is not obj:
+        return None
+    return last[1]
 
 
 def skipped_after_timeout(exercise_id: str, rest: list[registry.Test], number: int, timeout: float) -> list[Outcome]:

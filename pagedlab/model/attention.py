@@ -8,11 +8,19 @@ references, CPU default; ``"triton"``: the Triton kernels, CUDA default or CPU u
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from pagedlab.kernels.backends import get_backend
+
+
+#: ``(cache, block_table, tile_start, tile_size, seq_len) -> (rows [tile, Hkv, D], mask [tile])``.
+KVTileLoad = Callable[[torch.Tensor, torch.Tensor, int, int, int], tuple[torch.Tensor, torch.Tensor]]
+
+#: Lanes per tile of :func:`tiled_decode_attention`.
+DECODE_TILE = 64
 
 
 @dataclass
@@ -28,6 +36,8 @@ class AttentionMetadata:
         num_decode_tokens: equals ``num_decodes``.
         logits_indices: int64 rows of the flat batch whose logits are sampled.
         backend: ``"torch"`` or ``"triton"``.
+        kv_tile_load: the decode kernel's K/V tile-load slot (``pagedlab.engine.components``);
+            when set, decode attention reads the cache only through it (:func:`tiled_decode_attention`).
     """
 
     slot_mapping: torch.Tensor
@@ -37,6 +47,7 @@ class AttentionMetadata:
     num_decodes: int
     logits_indices: torch.Tensor
     backend: str = "torch"
+    kv_tile_load: KVTileLoad | None = None
 
     @property
     def num_decode_tokens(self) -> int:
@@ -54,6 +65,12 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache
     store(k, v, key_cache, value_cache, meta.slot_mapping)
     nd = meta.num_decodes
     S = meta.seq_lens.shape[0]
+    if meta.kv_tile_load is not None:
+        tile_load = meta.kv_tile_load
+
+        def decode(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor,
+                   sc: float) -> torch.Tensor:
+            return tiled_decode_attention(q, kc, vc, bt, sl, sc, tile_load)
     if nd == S:
         only_decodes: torch.Tensor = decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
         return only_decodes
@@ -63,3 +80,37 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache
     cu = meta.cu_seqlens_q[nd:] - meta.cu_seqlens_q[nd]
     out[nd:] = prefill(q[nd:], key_cache, value_cache, meta.block_tables[nd:], cu, meta.seq_lens[nd:], scale)
     return out
+
+
+def tiled_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
+                           kv_tile_load: KVTileLoad) -> torch.Tensor:
+    """Decode attention that reads K/V only through ``kv_tile_load``, ``DECODE_TILE`` lanes at a time.
+
+    The loop of the paged decode kernel (vLLM ``paged_attention_v1``, 0.11; the Triton kernel of
+    ``pagedlab.kernels.decode_attention``): each tile of positions is loaded through the block
+    table, masked lanes (``pos >= seq_len``) contribute nothing. Shapes as
+    ``kernels.reference.paged_decode_attention``: query ``[S, Hq, D]``, caches
+    ``[num_blocks, block_size, Hkv, D]``, returns ``[S, Hq, D]``.
+    """
+    num_seqs, num_q_heads, head_dim = query.shape
+    block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
+    lens = [int(n) for n in seq_lens.tolist()]
+    length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE            # padded to whole tiles
+    if length == 0:
+        return torch.zeros_like(query)
+    k_all = key_cache.new_zeros(num_seqs, length, num_kv_heads, head_dim)
+    v_all = torch.zeros_like(k_all)
+    mask = torch.zeros(num_seqs, length, dtype=torch.bool)
+    for s, seq_len in enumerate(lens):
+        table = block_tables[s, :(seq_len + block_size - 1) // block_size].long()
+        for start in range(0, seq_len, DECODE_TILE):
+            k_all[s, start:start + DECODE_TILE], mask[s, start:start + DECODE_TILE] = kv_tile_load(
+                key_cache, table, start, DECODE_TILE, seq_len)
+            v_all[s, start:start + DECODE_TILE] = kv_tile_load(value_cache, table, start, DECODE_TILE, seq_len)[0]
+    # GQA packing as ``kernels.reference.paged_decode_attention``: [S, Hkv, G, D] against [S, Hkv, L, D].
+    q = query.float().view(num_seqs, num_kv_heads, num_q_heads // num_kv_heads, head_dim)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask[:, None, None, :], scale=scale)
+    out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill(torch.tensor(lens)[:, None, None] == 0, 0.0)
+    return out.to(query.dtype)

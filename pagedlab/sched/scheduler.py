@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +121,14 @@ class SchedulerOutput:
         return {s.request.request_id: s.num_tokens for s in self.scheduled}
 
 
+def pick_victim(running: list[Request], policy: str) -> Request:
+    """The running request to preempt (vLLM 0.11 ``Scheduler.schedule``): fcfs, the last admitted;
+    priority, the largest ``(priority, arrival_time)``. ``running`` is not changed."""
+    if policy == "priority":
+        return max(running, key=lambda r: (r.priority, r.arrival_time))
+    return running[-1]
+
+
 class Scheduler:
     """Continuous batching over a ``KVCacheManager``.
 
@@ -149,6 +157,12 @@ class Scheduler:
         # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
         # object shared by the whole group. A request never forked has no entry.
         self._fork_groups: dict[str, list[Request]] = {}
+        # The victim-choice slot (``pagedlab.engine.components``); None = :func:`pick_victim`.
+        self.pick_victim_fn: Callable[[list[Request], str], Request] | None = None
+        # The preempt-and-retry slot: ``fn(request, allocate, choose_victim, preempt) -> bool``; None = the
+        # kit's loop in ``schedule``.
+        self.preempt_retry_fn: Callable[[Request, Callable[[], bool], Callable[[], Request],
+                                         Callable[[Request], None]], bool] | None = None
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -248,9 +262,9 @@ class Scheduler:
         return min(self._cap_long_prefill(n), budget)
 
     def _pick_victim(self) -> Request:
-        if self.config.policy == "priority":
-            return max(self.running, key=lambda r: (r.priority, r.arrival_time))
-        return self.running[-1]
+        if self.pick_victim_fn is not None:
+            return self.pick_victim_fn(self.running, self.config.policy)
+        return pick_victim(self.running, self.config.policy)
 
     def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]) -> int:
         """Preempt ``victim``; return the token budget refunded by unscheduling preempted requests.
@@ -286,6 +300,24 @@ class Scheduler:
         self._record("preempt", req=victim.request_id, mode="recompute")
         return refund
 
+    def _plugged_preempt_retry(self, req: Request, n: int, out: SchedulerOutput,
+                               scheduled: dict[str, ScheduledRequest]) -> int:
+        """Run the plugged preempt-and-retry slot for ``req``; return the budget refunded by preemptions.
+
+        The slot gets ``allocate()`` (``allocate_slots(req, n)`` succeeded), ``choose_victim()`` and
+        ``preempt(victim)`` (recompute or swap, as ``preemption_mode`` says), and loops as the kit's
+        loop above does: preempt until the allocation succeeds or ``req`` itself was preempted.
+        """
+        assert self.preempt_retry_fn is not None
+        refund = [0]
+
+        def preempt(victim: Request) -> None:
+            refund[0] += self._preempt(victim, out, scheduled)
+
+        self.preempt_retry_fn(req, lambda: self.kv_cache_manager.allocate_slots(req, n) is not None,
+                              self._pick_victim, preempt)
+        return refund[0]
+
     def _admits_waiting(self) -> bool:
         """Whether step 3 may admit waiting requests (always, for continuous batching)."""
         return True
@@ -312,10 +344,13 @@ class Scheduler:
             if n <= 0:
                 i += 1
                 continue
-            while kv.allocate_slots(req, n) is None:
-                budget += self._preempt(self._pick_victim(), out, scheduled)
-                if req.status != RequestStatus.RUNNING:
-                    break                                 # req itself (or its group) was preempted
+            if self.preempt_retry_fn is None:
+                while kv.allocate_slots(req, n) is None:
+                    budget += self._preempt(self._pick_victim(), out, scheduled)
+                    if req.status != RequestStatus.RUNNING:
+                        break                             # req itself (or its group) was preempted
+            else:
+                budget += self._plugged_preempt_retry(req, n, out, scheduled)
             if req.status != RequestStatus.RUNNING:
                 break                                     # it preempted itself: stop here
             scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)

@@ -1,0 +1,653 @@
+"""The engine's teachable parts as named slots, the kit's implementation in each, and the guards
+that run a learner's implementation inside the real engine.
+
+Each slot is one idea a lab teaches, behind a small interface (a ``typing.Protocol``). The engine
+is assembled from a :class:`Components` object that holds one implementation per slot, the kit's
+by default::
+
+    from pagedlab.engine.components import Components
+    comps = Components.kit().plug("slot_mapping", my_slot_mapping)
+    llm = LLM(components=comps)            # the engine now computes slots with my_slot_mapping
+
+Notebooks use ``pagedlab.grading.my_engine()`` instead, which plugs in every exercise that passed
+its ``check()`` (see :mod:`pagedlab.grading.plug`).
+
+=================  ============================================  =========================================
+slot               interface                                     where the engine calls it
+=================  ============================================  =========================================
+``free_queue``     :class:`FreeQueue` (class, built from blocks)  ``BlockPool.free_block_queue``
+``slot_mapping``   :class:`SlotMappingFn`                         ``ModelRunner.forward`` (per request)
+``schedule_step``  :class:`ScheduleStepFn`                        :class:`LearnerStepScheduler.schedule`
+``pick_victim``    :class:`PickVictimFn`                          ``Scheduler._pick_victim``
+``prefix_lookup``  :class:`PrefixLookupFn`                        ``KVCacheManager.get_computed_blocks``
+``kv_tile_load``   :class:`KVTileLoadFn`                          ``tiled_decode_attention`` (decode)
+``preempt_retry``  :class:`PreemptRetryFn`                        ``Scheduler.schedule`` (running requests)
+``fork_cow``       lab 03 ``fork`` / ``append_token``             not plugged yet (``KVCacheManager``)
+``radix``          lab 07 ``match_prefix`` / ``insert`` / ``evict`` not plugged yet (``RadixCache``)
+=================  ============================================  =========================================
+
+Guards (only around a learner's part; a kit part runs unwrapped, so the checks cost nothing when
+only kit parts run): a part that raises, returns the wrong type, runs past ``time_limit_s``,
+changes state it does not own or breaks an invariant raises :class:`~pagedlab.errors.ComponentError`
+naming the slot, the engine step and the invariant. The engine then aborts the step's requests
+(as for any failed step) and switches that slot back to the kit's part, so it stays usable.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import torch
+
+from pagedlab.core.block_pool import BlockHash, FreeKVCacheBlockQueue, KVCacheBlock
+from pagedlab.core.kv_cache_manager import KVCacheManager, find_longest_cache_hit
+from pagedlab.errors import ComponentError
+from pagedlab.request import Request, RequestStatus
+from pagedlab.sched.scheduler import ScheduledRequest, Scheduler, SchedulerOutput, pick_victim
+
+__all__ = ["SLOTS", "Slot", "Part", "Components", "FreeQueue", "SlotMappingFn", "ScheduleStepFn", "PickVictimFn",
+           "PrefixLookupFn", "KVTileLoadFn", "PreemptRetryFn", "kit_slot_mapping",
+           "load_kv_tile", "LearnerStepScheduler", "Guard"]
+
+
+# --- the interfaces -------------------------------------------------------------------------------
+class FreeQueue(Protocol):
+    """The free-block queue of lab 02 (vLLM 0.11 ``FreeKVCacheBlockQueue``): built from the initial
+    blocks (front first), links threaded through ``prev_free_block`` / ``next_free_block``."""
+
+    num_free_blocks: int
+
+    def popleft(self) -> KVCacheBlock: ...
+    def remove(self, block: KVCacheBlock) -> None: ...
+    def append(self, block: KVCacheBlock) -> None: ...
+    def get_all_free_blocks(self) -> list[KVCacheBlock]: ...
+
+
+class SlotMappingFn(Protocol):
+    """Lab 02: ``(block_table, positions, block_size) -> one flat KV slot per position``."""
+
+    def __call__(self, block_table: list[int], positions: list[int], block_size: int) -> list[int]: ...
+
+
+class ScheduleStepFn(Protocol):
+    """Labs 04/05: one continuous-batching step under a token budget (vLLM 0.11 ``Scheduler.schedule``
+    without preemption). Moves admitted requests from ``waiting`` (a deque) to ``running``, calls
+    ``kv_cache_manager.allocate_slots`` for every scheduled request, returns ``{request_id: tokens}``."""
+
+    def __call__(self, running: list[Request], waiting: deque[Request], kv_cache_manager: KVCacheManager,
+                 max_num_seqs: int, max_num_batched_tokens: int,
+                 long_prefill_token_threshold: int) -> dict[str, int]: ...
+
+
+class PickVictimFn(Protocol):
+    """Lab 06: the running request to preempt under ``policy`` ("fcfs" | "priority"); ``running`` unchanged."""
+
+    def __call__(self, running: list[Request], policy: str) -> Request: ...
+
+
+class PrefixLookupFn(Protocol):
+    """Lab 07 (vLLM 0.11 ``find_longest_cache_hit``): the cached blocks of the longest block-aligned
+    prefix, walking the hash chain, covering at most ``num_tokens - 1`` tokens."""
+
+    def __call__(self, block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
+                 num_tokens: int, block_size: int) -> list[KVCacheBlock]: ...
+
+
+class KVTileLoadFn(Protocol):
+    """Lab 08: ``(cache, block_table, tile_start, tile_size, seq_len) -> (rows, mask)``; rows
+    ``[tile_size, num_kv_heads, head_dim]`` (zeros where masked), mask ``[tile_size]`` bool."""
+
+    def __call__(self, cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
+                 seq_len: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class PreemptRetryFn(Protocol):
+    """Lab 06 (exercise ``06.preempt_retry``): allocate for ``request``, preempting victims
+    (``preempt(victim)``) until ``allocate()`` succeeds or ``request`` itself was preempted;
+    returns whether ``request`` got its slots (``Scheduler._plugged_preempt_retry`` calls it)."""
+
+    def __call__(self, request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
+                 preempt: Callable[[Request], None]) -> bool: ...
+
+
+# --- the kit's implementations (the ones not already in core/sched) ------------------------------
+def kit_slot_mapping(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
+    """``block_table[pos // block_size] * block_size + pos % block_size`` per position (vLLM's slot mapping)."""
+    return [block_table[p // block_size] * block_size + p % block_size for p in positions]
+
+
+def load_kv_tile(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
+                 seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decode kernel's tile load (as :class:`KVTileLoadFn`): masked lanes (``pos >= seq_len``)
+    read zeros and never index ``block_table``."""
+    block_size = cache.shape[1]
+    pos = tile_start + torch.arange(tile_size)
+    mask = pos < seq_len
+    logical = torch.where(mask, pos // block_size, torch.zeros_like(pos))
+    rows = cache[block_table[logical], pos % block_size]
+    return torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype)), mask
+
+
+def preempt_and_retry(request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
+                      preempt: Callable[[Request], None]) -> bool:
+    """The kit's preempt-and-retry loop (vLLM 0.11 ``Scheduler.schedule``, running requests): while the
+    allocation fails, preempt the chosen victim; stop when it succeeds or ``request`` itself was the victim."""
+    while not allocate():
+        preempt(choose_victim())
+        if request.status != RequestStatus.RUNNING:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot: its name, what it does, the exercises that fill it, and whether the engine calls it."""
+
+    name: str
+    what: str
+    exercises: tuple[str, ...]
+    kit: Any
+    plugged: bool = True
+
+
+SLOTS: dict[str, Slot] = {s.name: s for s in (
+    Slot("free_queue", "free-block queue (LRU, O(1) remove)", ("02.free_queue",), FreeKVCacheBlockQueue),
+    Slot("slot_mapping", "token position -> KV slot", ("02.slot_mapping",), kit_slot_mapping),
+    Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), None, plugged=False),
+    Slot("schedule_step", "scheduling step (admission, budget, chunking)",
+         ("05.schedule_with_budget", "04.schedule_step"), Scheduler),
+    Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
+    Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), preempt_and_retry),
+    Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.prefix_lookup",), find_longest_cache_hit),
+    Slot("radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), None,
+         plugged=False),
+    Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile", "08.kv_tile_load"), load_kv_tile),
+)}
+
+
+@dataclass(frozen=True)
+class Part:
+    """What fills one slot: ``impl`` and whose it is (``"kit"`` or ``"yours"``); ``note`` says why."""
+
+    slot: str
+    impl: Any
+    owner: str = "kit"
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Components:
+    """One implementation per slot (see the module docstring).
+
+    Attributes:
+        parts: slot name -> :class:`Part`.
+        time_limit_s: seconds one call of a learner's part may take (0 = no limit); enforced with
+            ``SIGALRM`` on the main thread only.
+        render: optional ``render(slot, state) -> svg`` drawing the state where a guard tripped
+            (the grading layer passes ``pagedlab.viz`` pictures in; the engine cannot import them).
+    """
+
+    parts: Mapping[str, Part]
+    time_limit_s: float = 5.0
+    render: Callable[[str, dict[str, Any]], str] | None = field(default=None, compare=False)
+
+    @classmethod
+    def kit(cls) -> Components:
+        """Every slot filled with the kit's implementation."""
+        return cls({name: Part(name, s.kit) for name, s in SLOTS.items()})
+
+    def plug(self, slot: str, impl: Any, note: str = "") -> Components:
+        """A copy with ``impl`` (the learner's) in ``slot``.
+
+        Raises:
+            KeyError: unknown slot (the message lists them).
+            ValueError: the engine does not call that slot yet.
+        """
+        if slot not in SLOTS:
+            raise KeyError(f"unknown component slot {slot!r}; slots: {', '.join(SLOTS)}")
+        if not SLOTS[slot].plugged:
+            raise ValueError(f"the engine does not run a plugged-in {slot} yet (the kit's part is used)")
+        if impl is None:
+            raise ValueError(f"slot {slot}: got None instead of an implementation")
+        return replace(self, parts={**self.parts, slot: Part(slot, impl, "yours", note)})
+
+    def with_kit(self, slot: str, note: str = "") -> Components:
+        """A copy with the kit's part back in ``slot``."""
+        return replace(self, parts={**self.parts, slot: Part(slot, SLOTS[slot].kit, "kit", note)})
+
+    def is_yours(self, slot: str) -> bool:
+        return self.parts[slot].owner == "yours"
+
+    @property
+    def learner_slots(self) -> list[str]:
+        """The slots holding a learner's part."""
+        return [s for s, p in self.parts.items() if p.owner == "yours"]
+
+    def table(self) -> str:
+        """Plain-text table: slot, whose part, what it does, note."""
+        rows = [f"{'component':<15} {'whose':<6} what"]
+        for name, part in self.parts.items():
+            slot = SLOTS[name]
+            note = f"  ({part.note})" if part.note else ("  (kit only for now)" if not slot.plugged else "")
+            rows.append(f"{name:<15} {part.owner:<6} {slot.what}{note}")
+        return "\n".join(rows)
+
+    def guard(self, slot: str, step: Callable[[], int]) -> Guard:
+        """A :class:`Guard` for ``slot``; ``step()`` gives the current engine step."""
+        return Guard(slot, step, self.time_limit_s, self.render)
+
+
+# --- guards ---------------------------------------------------------------------------------------
+class _TimeUp(BaseException):
+    """Raised by the alarm handler inside a learner's part that ran out of time."""
+
+
+@dataclass
+class Guard:
+    """Calls one learner part and turns every misbehaviour into a :class:`ComponentError`."""
+
+    slot: str
+    step: Callable[[], int]
+    time_limit_s: float = 5.0
+    render: Callable[[str, dict[str, Any]], str] | None = None
+
+    def fail(self, invariant: str, detail: str = "", state: dict[str, Any] | None = None) -> ComponentError:
+        """The error to raise (with a picture of ``state`` when a renderer is set)."""
+        picture = ""
+        if state is not None and self.render is not None:
+            try:
+                picture = self.render(self.slot, state)
+            except Exception:  # noqa: BLE001 - a picture must never hide the real error
+                picture = ""
+        return ComponentError(self.slot, self.step(), invariant, detail, picture)
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` under the time limit; any exception becomes a ComponentError."""
+        use_alarm = (self.time_limit_s > 0 and hasattr(signal, "setitimer")
+                     and threading.current_thread() is threading.main_thread()
+                     and signal.getitimer(signal.ITIMER_REAL)[0] == 0)   # an outer part's limit runs on
+        old: Any = None
+        if use_alarm:
+            def on_alarm(signum: int, frame: object) -> None:
+                raise _TimeUp()
+            old = signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, self.time_limit_s)
+        try:
+            return fn(*args)
+        except _TimeUp:
+            raise self.fail(f"it did not return within {self.time_limit_s:g} s (an endless loop?)") from None
+        except ComponentError:
+            raise
+        except Exception as e:
+            raise self.fail(f"it raised {type(e).__name__}: {e}") from e
+        finally:
+            if use_alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+
+    def expect_type(self, value: Any, types: type | tuple[type, ...], what: str) -> None:
+        if not isinstance(value, types):
+            names = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
+            raise self.fail(f"it returned {type(value).__name__} for {what}, expected {names}")
+
+
+# --- guarded learner parts, one per slot ----------------------------------------------------------
+def _queue_state(queue: Any, block: KVCacheBlock | None = None) -> dict[str, Any]:
+    """Plain state for a picture: the queue's block ids front first (at most 64), the block at issue."""
+    ids: list[int] = []
+    node = getattr(getattr(queue, "fake_free_list_head", None), "next_free_block", None)
+    while node is not None and node.block_id >= 0 and len(ids) < 64:
+        ids.append(node.block_id)
+        node = node.next_free_block
+    return {"free_queue": ids, "block": None if block is None else block.block_id}
+
+
+class GuardedFreeQueue:
+    """A learner's free queue, checked after every operation the block pool makes on it.
+
+    Invariants: a handed-out block is out of the queue (both links None) and unused (``ref_cnt 0``);
+    a removed block's neighbours are linked to each other; an appended block sits at the tail,
+    linked both ways; ``num_free_blocks`` moves by exactly one per block.
+    """
+
+    def __init__(self, inner: FreeQueue, guard: Guard) -> None:
+        self.inner, self.guard = inner, guard
+
+    @property
+    def num_free_blocks(self) -> int:
+        n = self.inner.num_free_blocks
+        self.guard.expect_type(n, int, "num_free_blocks")
+        return n
+
+    def _check_count(self, before: int, delta: int, op: str, block: KVCacheBlock | None) -> None:
+        if self.inner.num_free_blocks != before + delta:
+            raise self.guard.fail(f"num_free_blocks went from {before} to {self.inner.num_free_blocks} in {op}, "
+                                  f"expected {before + delta}", state=_queue_state(self.inner, block))
+
+    def popleft(self) -> KVCacheBlock:
+        before = self.inner.num_free_blocks
+        block = self.guard.call(self.inner.popleft)
+        self.guard.expect_type(block, KVCacheBlock, "popleft()")
+        if block.block_id < 0:
+            raise self.guard.fail("popleft() handed out a sentinel block (id -1)", state=_queue_state(self.inner))
+        if block.prev_free_block is not None or block.next_free_block is not None:
+            raise self.guard.fail(f"popleft() handed out block {block.block_id} with its free-queue links still set",
+                                  state=_queue_state(self.inner, block))
+        if block.ref_cnt != 0:
+            raise self.guard.fail(f"popleft() handed out block {block.block_id}, which is in use "
+                                  f"(ref_cnt {block.ref_cnt})", state=_queue_state(self.inner, block))
+        self._check_count(before, -1, "popleft()", block)
+        popped: KVCacheBlock = block
+        return popped
+
+    def popleft_n(self, n: int) -> list[KVCacheBlock]:
+        blocks: list[KVCacheBlock] = []
+        for _ in range(n):
+            block = self.popleft()
+            if any(b is block for b in blocks):
+                raise self.guard.fail(f"popleft() handed out block {block.block_id} twice in a row of pops "
+                                      "(is it still linked from the queue?)", state=_queue_state(self.inner, block))
+            blocks.append(block)
+        return blocks
+
+    def remove(self, block: KVCacheBlock) -> None:
+        before, prev, nxt = self.inner.num_free_blocks, block.prev_free_block, block.next_free_block
+        self.guard.call(self.inner.remove, block)
+        if block.prev_free_block is not None or block.next_free_block is not None:
+            raise self.guard.fail(f"remove() left block {block.block_id}'s links set",
+                                  state=_queue_state(self.inner, block))
+        if prev is None or nxt is None or prev.next_free_block is not nxt or nxt.prev_free_block is not prev:
+            raise self.guard.fail(f"remove(block {block.block_id}) did not link its neighbours to each other",
+                                  state=_queue_state(self.inner, block))
+        self._check_count(before, -1, "remove()", block)
+
+    def append(self, block: KVCacheBlock) -> None:
+        before = self.inner.num_free_blocks
+        self.guard.call(self.inner.append, block)
+        prev, nxt = block.prev_free_block, block.next_free_block
+        if (prev is None or nxt is None or prev.next_free_block is not block or nxt.prev_free_block is not block
+                or nxt.block_id != -1 or nxt.next_free_block is not None):
+            raise self.guard.fail(f"append(block {block.block_id}) did not put it at the tail, linked both ways",
+                                  state=_queue_state(self.inner, block))
+        self._check_count(before, +1, "append()", block)
+
+    def append_n(self, blocks: list[KVCacheBlock]) -> None:
+        for block in blocks:
+            self.append(block)
+
+    def get_all_free_blocks(self) -> list[KVCacheBlock]:
+        blocks = self.guard.call(self.inner.get_all_free_blocks)
+        self.guard.expect_type(blocks, list, "get_all_free_blocks()")
+        return list(blocks)
+
+
+def free_queue_factory(cls: Callable[[list[KVCacheBlock]], FreeQueue],
+                       guard: Guard) -> Callable[[list[KVCacheBlock]], Any]:
+    """``BlockPool``'s queue factory for a learner's queue class: build it, check it holds every block."""
+    def build(blocks: list[KVCacheBlock]) -> GuardedFreeQueue:
+        queue = guard.call(cls, blocks)
+        if getattr(queue, "num_free_blocks", None) != len(blocks):
+            raise guard.fail(f"a new queue of {len(blocks)} blocks has num_free_blocks="
+                             f"{getattr(queue, 'num_free_blocks', None)!r}")
+        if any(b.prev_free_block is None or b.next_free_block is None for b in blocks):
+            raise guard.fail("a new queue left some blocks without free-queue links", state=_queue_state(queue))
+        return GuardedFreeQueue(queue, guard)
+    return build
+
+
+def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
+    """``fn`` checked per request: one int per position, each inside the request's blocks, at its row."""
+    def call(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
+        table, pos = list(block_table), list(positions)
+        out = guard.call(fn, table, pos, block_size)
+        if table != list(block_table) or pos != list(positions):
+            raise guard.fail("it changed the block table or positions it was given (the engine owns them)")
+        guard.expect_type(out, (list, tuple), "the slots")
+        if len(out) != len(positions):
+            raise guard.fail(f"{len(out)} slots for {len(positions)} positions")
+        held = set(block_table)
+        for p, slot in zip(positions, out):
+            guard.expect_type(slot, int, f"the slot of position {p}")
+            state = {"block_table": list(block_table), "position": p, "slot": slot, "block_size": block_size}
+            if slot // block_size not in held:
+                raise guard.fail(f"slot {slot} of position {p} is outside the request's blocks {list(block_table)}",
+                                 state=state)
+            want = kit_slot_mapping(list(block_table), [p], block_size)[0]
+            if slot != want:
+                raise guard.fail(f"position {p} went to slot {slot}, inside the request's blocks but not its "
+                                 f"row (expected slot {want})", state=state)
+        return list(out)
+    return call
+
+
+def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Request], str], Request]:
+    """``fn`` checked: returns one of the running requests and leaves the list as it was."""
+    def call(running: list[Request], policy: str) -> Request:
+        before = list(running)
+        victim = guard.call(fn, running, policy)
+        if len(running) != len(before) or any(a is not b for a, b in zip(running, before)):
+            running[:] = before
+            raise guard.fail("it changed the running list (return the victim; the scheduler removes it)")
+        if not any(victim is r for r in running):
+            raise guard.fail(f"it returned {victim!r}, which is not one of the running requests")
+        chosen: Request = victim
+        return chosen
+    return call
+
+
+def guarded_preempt_retry(fn: PreemptRetryFn, guard: Guard) -> PreemptRetryFn:
+    """``fn`` checked: preempts only running requests, only after a failed allocation, never after the
+    request itself went; returns True exactly when the request runs with its slots allocated."""
+    def call(request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
+             preempt: Callable[[Request], None]) -> bool:
+        last: list[bool | None] = [None]
+
+        def alloc() -> bool:
+            if request.status != RequestStatus.RUNNING:
+                raise guard.fail(f"it allocated for {request.request_id} after preempting it")
+            last[0] = allocate()
+            return bool(last[0])
+
+        def pre(victim: Request) -> None:
+            if not isinstance(victim, Request) or victim.status != RequestStatus.RUNNING:
+                raise guard.fail(f"it preempted {victim!r}, which is not a running request")
+            if request.status != RequestStatus.RUNNING or last[0] is not False:
+                raise guard.fail("it preempted without a failed allocation just before (or after the request "
+                                 "itself was preempted)")
+            preempt(victim)
+            last[0] = None
+
+        ok = guard.call(fn, request, alloc, choose_victim, pre)
+        guard.expect_type(ok, bool, "whether the request got its slots")
+        running = request.status == RequestStatus.RUNNING
+        if running and last[0] is not True:
+            raise guard.fail(f"it returned while {request.request_id} still runs without its slots "
+                             "(retry until allocate() succeeds or the request itself is preempted)")
+        if ok != running:
+            raise guard.fail(f"it returned {ok}, but {request.request_id} is "
+                             f"{'running with its slots' if running else 'preempted'}")
+        checked: bool = ok
+        return checked
+    return call
+
+
+def guarded_prefix_lookup(fn: PrefixLookupFn, guard: Guard) -> PrefixLookupFn:
+    """``fn`` checked: a chain prefix of cached blocks, never covering the last token, the longest."""
+    def call(block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
+             num_tokens: int, block_size: int) -> list[KVCacheBlock]:
+        hits = guard.call(fn, list(block_hashes), get_cached_block, num_tokens, block_size)
+        guard.expect_type(hits, list, "the hit blocks")
+        if len(hits) * block_size > num_tokens - 1:
+            raise guard.fail(f"the hit covers {len(hits) * block_size} of {num_tokens} tokens: the last token "
+                             "must always be computed (its logits give the next token)")
+        for i, block in enumerate(hits):
+            guard.expect_type(block, KVCacheBlock, f"hit {i}")
+            if block.block_hash != block_hashes[i]:
+                raise guard.fail(f"hit {i} is block {block.block_id}, which does not hold the chain's hash {i}")
+        best = find_longest_cache_hit(block_hashes, get_cached_block, num_tokens, block_size)
+        if len(hits) != len(best):
+            raise guard.fail(f"{len(hits)} blocks hit, but the longest cached prefix has {len(best)}")
+        checked: list[KVCacheBlock] = hits
+        return checked
+    return call
+
+
+def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
+    """``fn`` checked against the kit's :func:`load_kv_tile`, lane by lane.
+
+    Types, shapes and the mask are checked on every call; the rows once per step for each distinct
+    ``(block_table, tile_start, tile_size, seq_len)``: every layer repeats the lookups of the first,
+    so the first layer's check covers them (at 1/num_layers of the cost).
+    """
+    seen: set[tuple[Any, ...]] = set()
+    at_step = [-1]
+
+    def call(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
+             seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        got = guard.call(fn, cache, block_table, tile_start, tile_size, seq_len)
+        if not (isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
+            raise guard.fail(f"it returned {type(got).__name__}, expected a (rows, mask) pair of tensors")
+        rows, mask = got
+        if at_step[0] != guard.step():
+            at_step[0] = guard.step()
+            seen.clear()
+        key = (tuple(block_table.tolist()), tile_start, tile_size, seq_len)
+        if key in seen:
+            if rows.shape != (tile_size, *cache.shape[2:]) or mask.dtype != torch.bool or mask.shape != (tile_size,):
+                raise guard.fail(f"shapes {tuple(rows.shape)}, {tuple(mask.shape)} ({mask.dtype})")
+            return rows, mask
+        seen.add(key)
+        want_rows, want_mask = load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
+        if rows.shape != want_rows.shape or mask.shape != want_mask.shape:
+            raise guard.fail(f"shapes {tuple(rows.shape)}, {tuple(mask.shape)}; expected "
+                             f"{tuple(want_rows.shape)}, {tuple(want_mask.shape)}")
+        if mask.dtype != torch.bool:
+            raise guard.fail(f"the mask is {mask.dtype}, expected torch.bool (the kernel selects lanes with it)")
+        if not torch.equal(mask, want_mask):
+            raise guard.fail(f"the mask must be pos < seq_len ({seq_len}) for positions from {tile_start}")
+        bad = (rows != want_rows).flatten(1).any(1).nonzero().flatten().tolist()
+        if bad:
+            lane = bad[0]
+            why = "a masked lane (past the sequence) is not zero: stale KV leaks" if not want_mask[lane] else \
+                "a lane read the wrong slot of the cache"
+            raise guard.fail(f"{why} (lane {lane}, position {tile_start + lane}, seq_len {seq_len})")
+        return rows, mask
+    return call
+
+
+class LearnerStepScheduler(Scheduler):
+    """The engine's scheduler with a learner's :class:`ScheduleStepFn` as its step.
+
+    The step gets the real ``running`` list, a deque of the waiting requests and the real
+    ``KVCacheManager``; afterwards the admitted requests leave the real waiting queue. It must
+    not preempt, so the engine gives it a pool large enough for its requests (``my_engine`` does).
+    Checked after every step: the running list only grew at its end, by the head of the waiting
+    queue in order; ``num_computed_tokens`` untouched; each scheduled request runs and is scheduled
+    1 .. missing tokens; the budget and ``max_num_seqs`` hold; every scheduled token has a KV slot.
+
+    Args (besides ``Scheduler``'s):
+        step_fn: the learner's step (the lab 04 signature is bridged by ``pagedlab.grading.plug``).
+        guard: the ``schedule_step`` guard.
+    """
+
+    def __init__(self, *args: Any, step_fn: ScheduleStepFn, guard: Guard, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.step_fn, self.guard = step_fn, guard
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(step=self.step_count)
+        if self.tracer is not None:
+            self.tracer.step = self.step_count
+        cfg = self.config
+        before, waiting = list(self.running), deque(self.waiting)
+        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting]}
+        result = self.guard.call(self.step_fn, self.running, waiting, self.kv_cache_manager, cfg.max_num_seqs,
+                                 cfg.max_num_batched_tokens, cfg.long_prefill_token_threshold)
+        self.guard.expect_type(result, dict, "the scheduled tokens")
+        self._admit(before)
+        if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
+            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
+        budget = cfg.max_num_batched_tokens - sum(s.num_tokens for s in scheduled)
+        if budget < 0:
+            raise self.guard.fail(f"token budget exceeded: {sum(s.num_tokens for s in scheduled)} tokens "
+                                  f"> max_num_batched_tokens={cfg.max_num_batched_tokens}")
+        if len(self.running) > cfg.max_num_seqs:
+            raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
+        return self._finish_schedule(out, scheduled, budget)
+
+    def _admit(self, before: list[Request]) -> None:
+        """Move the requests the step appended to ``running`` out of the real waiting queue."""
+        if len(self.running) < len(before) or any(a is not b for a, b in zip(self.running, before)):
+            self.running[:] = before
+            raise self.guard.fail("it removed or reordered running requests (only append admitted ones)")
+        for req in self.running[len(before):]:
+            if not len(self.waiting) or self.waiting.peek_request() is not req:
+                del self.running[len(before):]
+                raise self.guard.fail(f"{req.request_id} was admitted out of order or was not waiting "
+                                      "(admit the head of the waiting queue first)")
+            self.waiting.pop_request()
+            req.status = RequestStatus.RUNNING
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = 0
+
+    def _scheduled(self, rid: object, n: object) -> ScheduledRequest:
+        """The ScheduledRequest for one entry of the step's result, checked."""
+        req = self.requests.get(rid) if isinstance(rid, str) else None
+        if req is None or not isinstance(rid, str) or req not in self.running:
+            raise self.guard.fail(f"it scheduled {rid!r}, which is not a running request")
+        if not isinstance(n, int) or not 1 <= n <= req.num_tokens - req.num_computed_tokens:
+            raise self.guard.fail(f"{rid}: {n!r} tokens scheduled, expected 1 .. "
+                                  f"{req.num_tokens - req.num_computed_tokens} (its missing tokens)")
+        end, bs = req.num_computed_tokens + n, self.cache_config.block_size
+        held = len(self.kv_cache_manager.get_block_ids(rid))
+        if held * bs < end:
+            raise self.guard.fail(f"{rid}: tokens up to {end} are scheduled but its blocks hold only {held * bs} "
+                                  "(was allocate_slots called for it, and did it succeed?)",
+                                  state={"request": rid, "blocks": self.kv_cache_manager.get_block_ids(rid),
+                                         "tokens": end, "block_size": bs})
+        return ScheduledRequest(req, req.num_computed_tokens, n)
+
+
+# --- assembling an engine -------------------------------------------------------------------------
+@dataclass
+class EngineParts:
+    """What :func:`build_parts` hands the engine: constructor keywords and hooks, all guarded."""
+
+    kv_kwargs: dict[str, Any]
+    scheduler_cls: type[Scheduler]
+    scheduler_kwargs: dict[str, Any]
+    pick_victim_fn: Callable[[list[Request], str], Request] | None
+    preempt_retry_fn: PreemptRetryFn | None
+    slot_mapping_fn: SlotMappingFn | None
+    kv_tile_load: KVTileLoadFn | None
+
+
+def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[Scheduler]) -> EngineParts:
+    """The engine's hooks for ``comps``: a learner's part wrapped in its guard, a kit part as None /
+    the default (so kit parts run exactly the code they run without components)."""
+    def g(slot: str) -> Guard:
+        return comps.guard(slot, step)
+
+    def mine(slot: str) -> Any:
+        return comps.parts[slot].impl if comps.is_yours(slot) else None
+
+    kv_kwargs: dict[str, Any] = {}
+    if mine("free_queue") is not None:
+        kv_kwargs["free_queue_factory"] = free_queue_factory(mine("free_queue"), g("free_queue"))
+    if mine("prefix_lookup") is not None:
+        kv_kwargs["prefix_lookup"] = guarded_prefix_lookup(mine("prefix_lookup"), g("prefix_lookup"))
+    sched_kwargs: dict[str, Any] = {}
+    if mine("schedule_step") is not None:
+        scheduler_cls = LearnerStepScheduler
+        sched_kwargs = {"step_fn": mine("schedule_step"), "guard": g("schedule_step")}
+    pv, sm, kt, pr = mine("pick_victim"), mine("slot_mapping"), mine("kv_tile_load"), mine("preempt_retry")
+    return EngineParts(kv_kwargs, scheduler_cls, sched_kwargs,
+                       guarded_pick_victim(pv, g("pick_victim")) if pv is not None else None,
+                       guarded_preempt_retry(pr, g("preempt_retry")) if pr is not None else None,
+                       guarded_slot_mapping(sm, g("slot_mapping")) if sm is not None else None,
+                       guarded_kv_tile_load(kt, g("kv_tile_load")) if kt is not None else None)

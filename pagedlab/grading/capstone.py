@@ -1,0 +1,244 @@
+"""Lab 09's capstone: SmolLM2 served on *your* engine - every part you wrote in labs 02-08 that passes
+its ``check()`` - checked against HF transformers and the memory-invariance rules, and timed
+against the kit's engine.
+
+::
+
+    from pagedlab.grading.capstone import capstone
+    report = capstone()          # reads your lab notebooks next to this one; prints the tables
+
+Where the parts come from: the exercise cells of the lab notebooks in ``folder`` (default: the
+folder of the running notebook, i.e. ``labs/`` for a learner, ``solutions/`` for the kit), pulled
+out and run as the grader does (:mod:`pagedlab.grading.extract`), each ``check()``-ed here. A part
+that does not pass is replaced by the kit's, and the table says so.
+
+HF parity: HF transformers' greedy tokens for the capstone prompts are recorded in
+``data/capstone_hf_greedy.json`` (``python -m pagedlab.grading.capstone --record-hf`` writes it with
+``AutoModelForCausalLM.generate`` on the bundled GGUF; loading transformers takes ~30 s, too slow
+for a notebook cell). ``tests/components/test_capstone.py`` checks the file against a live HF run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pagedlab import data
+from pagedlab.engine.components import Components
+from pagedlab.grading import registry
+from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
+
+__all__ = ["capstone", "CapstoneReport", "CAPSTONE_PROMPTS", "HF_FILE", "load_learner_parts", "record_hf_reference"]
+
+#: The first 8 user prompts of ``data/prompts.jsonl``.
+CAPSTONE_PROMPTS: list[str] = [json.loads(line)["messages"][-1]["content"]
+                               for line in data.path("prompts.jsonl").read_text(encoding="utf-8").splitlines()[:8]]
+MAX_TOKENS = 6
+HF_FILE = "capstone_hf_greedy.json"
+_ENGINE = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0, "enable_prefix_caching": False}
+
+#: (check, engine arguments, slots that must be the kit's in this run and why)
+INVARIANCE: list[tuple[str, dict[str, Any], dict[str, str]]] = [
+    ("block_size 1", {"block_size": 1, "num_gpu_blocks": 2048}, {}),
+    ("block_size 16, caching off", {"block_size": 16}, {}),
+    ("block_size 32", {"block_size": 32, "num_gpu_blocks": 64}, {}),
+    ("prefix caching hash", {"enable_prefix_caching": True, "prefix_cache": "hash"},
+     {"schedule_step": "your step does not look prefix hits up"}),
+    ("prefix caching radix", {"enable_prefix_caching": True, "prefix_cache": "radix"},
+     {"schedule_step": "your step does not look prefix hits up"}),
+    ("forced recompute preemption", {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "recompute"},
+     {"schedule_step": "your step does not preempt"}),
+    ("forced swap preemption", {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "swap",
+                                "num_cpu_blocks": 64}, {"schedule_step": "your step does not preempt"}),
+]
+
+
+@dataclass
+class Row:
+    """One engine run of the capstone."""
+
+    check: str
+    same_as_hf: bool
+    yours: list[str]
+    seconds: float
+    note: str = ""
+    preempted: int = 0
+
+
+@dataclass
+class CapstoneReport:
+    """Everything the capstone measured (``passed``: every run equals HF)."""
+
+    components: Components
+    notes: list[str]
+    rows: list[Row] = field(default_factory=list)
+    kit_seconds: float = 0.0
+    yours_seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.rows) and all(r.same_as_hf for r in self.rows)
+
+    @property
+    def speed_ratio(self) -> float:
+        return self.yours_seconds / self.kit_seconds if self.kit_seconds else float("nan")
+
+    def text(self) -> str:
+        lines = ["Your engine:", self.components.table(), *("  note - " + n for n in self.notes), "",
+                 f"{'check':<28} {'= HF':<5} {'time':>6}  your parts in this run"]
+        for r in self.rows:
+            mark = "✅" if r.same_as_hf else "❌"
+            extra = f"  ({r.note})" if r.note else ""
+            pre = f" [{r.preempted} preemptions]" if r.preempted else ""
+            lines.append(f"{r.check:<28} {mark:<5} {r.seconds:>5.1f}s  {', '.join(r.yours) or '-'}{pre}{extra}")
+        lines.append(f"\nSpeed: your engine {self.yours_seconds:.1f}s, the kit's {self.kit_seconds:.1f}s "
+                     f"(ratio {self.speed_ratio:.2f}) for {len(CAPSTONE_PROMPTS)} prompts x {MAX_TOKENS} tokens")
+        return "\n".join(lines)
+
+
+def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
+    """Load and ``check()`` the exercises of ``BRIDGES`` from the lab notebooks in ``folder``.
+
+    Returns:
+        ``({name: object}, notes)``: the loaded objects under their exercise names (check results are
+        recorded, so :func:`learner_components` plugs the passing ones) and one note per problem.
+    """
+    from pagedlab.grading.checking import check
+    from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
+    known = {ex.id for ex in registry.all_exercises()}
+    names = exercise_names([eid for eid in BRIDGES if eid in known])
+    ns: dict[str, Any] = {}
+    notes: list[str] = []
+    for nb_path in sorted(folder.glob("0[2-8]_*.ipynb")):
+        ext = find_exercises(read_notebook(nb_path), names)
+        ext.cells = {k: v for k, v in ext.cells.items() if k in names}
+        if not ext.cells:
+            continue
+        loaded = load_exercises(ext, {k: v for k, v in names.items() if k in ext.cells}, namespace={})
+        for eid, item in loaded.items():
+            if not item.ok:
+                notes.append(f"{eid} ({nb_path.name}): {item.error or 'not defined'}")
+                continue
+            check(item.obj, eid, show=False, pictures=False)
+            ns[registry.get(eid).name] = item.obj
+    return ns, notes
+
+
+def _tokens(llm: Any, prompts: list[list[int]]) -> tuple[list[list[int]], float]:
+    from pagedlab import SamplingParams
+    t0 = time.perf_counter()
+    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
+    return [list(o.outputs[0].token_ids) for o in outs], time.perf_counter() - t0
+
+
+def _run(check_name: str, comps: Components, kw: dict[str, Any], kit_only: dict[str, str],
+         prompts: list[list[int]], hf: list[list[int]]) -> Row:
+    """One invariance run: ``comps`` with the ``kit_only`` slots given back to the kit."""
+    from pagedlab import LLM
+    from pagedlab.errors import ComponentError
+    notes = []
+    for slot, why in kit_only.items():
+        if comps.is_yours(slot):
+            comps = comps.with_kit(slot)
+            notes.append(f"kit's {slot}: {why}")
+    llm = LLM(components=comps, **{**_ENGINE, **kw})
+    try:
+        got, dt = _tokens(llm, prompts)
+    except ComponentError as e:
+        return Row(check_name, False, comps.learner_slots, 0.0, str(e).splitlines()[0])
+    preempted = sum(len(s.preempted) for s in llm.llm_engine.step_stats)
+    if "preemption_mode" in kw and not preempted:
+        return Row(check_name, False, comps.learner_slots, dt, "no preemption happened: the check did not run")
+    return Row(check_name, got == hf, comps.learner_slots, dt, "; ".join(notes), preempted)
+
+
+def hf_reference() -> list[list[int]]:
+    """The recorded HF greedy tokens of the capstone prompts (see the module docstring)."""
+    rows = json.loads(data.path(HF_FILE).read_text(encoding="utf-8"))
+    if [r["prompt"] for r in rows] != CAPSTONE_PROMPTS:
+        raise ValueError(f"{HF_FILE} was recorded for other prompts: re-record it (--record-hf)")
+    return [r["tokens"][:MAX_TOKENS] for r in rows]
+
+
+def _time_both(report: CapstoneReport, kit: Any, yours: Any, prompts: list[list[int]]) -> None:
+    """The faster of two interleaved timed runs of each engine, after a warm-up; a guard that trips
+    leaves ``yours_seconds`` at 0 and a note."""
+    from pagedlab.errors import ComponentError
+    try:
+        _tokens(kit, prompts[:1]), _tokens(yours, prompts[:1])     # warm both up
+        kit_s, yours_s = [], []
+        for _ in range(2):
+            kit_s.append(_tokens(kit, prompts)[1])
+            yours_s.append(_tokens(yours, prompts)[1])
+    except ComponentError as e:
+        report.notes.append(f"speed not measured: {str(e).splitlines()[0]}")
+        return
+    report.kit_seconds, report.yours_seconds = min(kit_s), min(yours_s)
+
+
+def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any] | None = None) -> CapstoneReport:
+    """Build your engine from your lab notebooks and run the capstone checks (see the module docstring).
+
+    Args:
+        folder: where your lab notebooks are (default: the current directory).
+        show: print the report.
+        namespace: use these objects instead of loading notebooks (tests).
+    """
+    from pagedlab import LLM
+    notes: list[str] = []
+    if namespace is None:
+        namespace, notes = load_learner_parts(Path(folder or ".").resolve())
+    comps, more = learner_components(namespace)
+    comps = replace(comps, render=render_component_state)
+    report = CapstoneReport(comps, notes + more)
+    kit = LLM(**_ENGINE)
+    prompts = [kit.apply_chat_template([{"role": "user", "content": p}]) for p in CAPSTONE_PROMPTS]
+    hf = hf_reference()
+    for name, kw, kit_only in INVARIANCE:
+        report.rows.append(_run(name, comps, kw, kit_only, prompts, hf))
+    _time_both(report, kit, LLM(components=comps, **_ENGINE), prompts)
+    if show:
+        print(report.text())
+    return report
+
+
+def record_hf_reference(max_new_tokens: int = 24) -> Path:
+    """Run HF transformers' greedy ``generate`` on the capstone prompts and write ``data/HF_FILE``."""
+    import warnings
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from pagedlab.model.fetch import ensure_model
+    from pagedlab.model.loader import load_tokenizer
+    gguf = Path(ensure_model())
+    tok = load_tokenizer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    rows = []
+    for p in CAPSTONE_PROMPTS:
+        ids = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        with torch.inference_mode():
+            out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                              do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=2, pad_token_id=2)
+        rows.append({"prompt": p, "tokens": out[0, len(ids):].tolist()})
+    target = data.directory() / HF_FILE
+    target.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    return target
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="lab 09 capstone")
+    ap.add_argument("--record-hf", action="store_true", help=f"(re)write data/{HF_FILE} with HF transformers")
+    ap.add_argument("folder", nargs="?", default=None)
+    a = ap.parse_args()
+    if a.record_hf:
+        print(f"wrote {record_hf_reference()}")
+    else:
+        capstone(a.folder)

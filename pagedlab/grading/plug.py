@@ -1,0 +1,236 @@
+"""``my_engine()``: the real engine serving SmolLM2 on the parts you wrote that passed ``check()``.
+
+In a notebook::
+
+    from pagedlab.grading import my_engine, serve_with
+    serve_with(slot_mapping)          # right after check(slot_mapping): same outputs as the kit's engine?
+    llm = my_engine()                 # every exercise of this notebook that passed check(), kit's for the rest
+
+Each exercise fills one slot of :mod:`pagedlab.engine.components` (the table ``BRIDGES``). An
+object is plugged in only if *that very object* passed its ``check()`` in this kernel; otherwise
+the kit's part is used and the learner is told why (not written, not checked since the cell was
+re-run, failed its check, or the kit's reference from ``use_reference``). A plugged part runs
+behind its guard: if it breaks an invariant the step raises ``ComponentError`` naming the part,
+the step and the invariant (with a picture where one exists) and the engine goes on with the kit's.
+
+Bridging (exercise signature -> slot interface): ``04.schedule_step`` takes no budget, so its slot
+call drops the budget arguments; every other exercise matches its slot's interface as is. A new
+exercise plugs in by adding a line to ``BRIDGES`` (its slot's interface is in ``components``).
+"""
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pagedlab.engine.components import SLOTS, Components, ScheduleStepFn
+from pagedlab.grading import registry
+from pagedlab.grading.checking import passed_check
+
+__all__ = ["my_engine", "serve_with", "learner_components", "BRIDGES", "LAB_PROMPTS", "compare_outputs",
+           "render_component_state"]
+
+#: Short real prompts the labs serve (cheap: a few tokens each).
+LAB_PROMPTS = ["What is the capital of France?", "Name three primary colors.", "What is 2 + 2?"]
+
+
+def _schedule_step_bridge(fn: Callable[..., dict[str, int]]) -> ScheduleStepFn:
+    """Lab 04's ``schedule_step(running, waiting, kv_cache_manager, max_num_seqs)`` as the slot's
+    call: it has no token budget, so the budget arguments are dropped."""
+    def step(running: list[Any], waiting: deque[Any], kv_cache_manager: Any, max_num_seqs: int,
+             max_num_batched_tokens: int, long_prefill_token_threshold: int) -> dict[str, int]:
+        return fn(running, waiting, kv_cache_manager, max_num_seqs)
+    step.__name__ = getattr(fn, "__name__", "schedule_step")
+    return step
+
+
+def _same(obj: Any) -> Any:
+    return obj
+
+
+#: exercise id -> (slot, bridge from the learner's object to the slot's implementation).
+BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "02.free_queue": ("free_queue", _same),
+    "02.slot_mapping": ("slot_mapping", _same),
+    "05.schedule_with_budget": ("schedule_step", _same),
+    "04.schedule_step": ("schedule_step", _schedule_step_bridge),
+    "06.pick_victim": ("pick_victim", _same),
+    "06.preempt_retry": ("preempt_retry", _same),
+    "07.prefix_lookup": ("prefix_lookup", _same),
+    "08.load_kv_tile": ("kv_tile_load", _same),
+}
+
+
+def _status(exercise_id: str, obj: Any) -> str:
+    """"passed", or why ``obj`` is not plugged in (a sentence for the learner)."""
+    ex = registry.get(exercise_id)
+    if obj is None:
+        return f"{ex.name} is not defined in this notebook (yet)"
+    try:
+        if obj is ex.get_reference():
+            return f"{ex.name} is the kit's reference (use_reference), not yours"
+    except Exception:  # noqa: BLE001 - a broken reference loader must not hide the learner's status
+        pass
+    passed = passed_check(exercise_id, obj)
+    if passed is None:
+        return f"your {ex.name} has not passed check() in this kernel: run check({ex.name}) first"
+    return "passed" if passed else f"your {ex.name} does not pass check({ex.name}) yet"
+
+
+def learner_components(namespace: dict[str, Any], only: str | None = None) -> tuple[Components, list[str]]:
+    """The components built from ``namespace`` (a notebook's globals), and one note per part not plugged.
+
+    Args:
+        namespace: where the learner's objects live, by their exercise names.
+        only: an exercise id: consider only that exercise (``serve_with``).
+    """
+    comps, notes = Components.kit(), []
+    known = {ex.id for ex in registry.all_exercises()}
+    done: set[str] = set()
+    for eid, (slot, bridge) in BRIDGES.items():
+        if eid not in known or slot in done or (only is not None and eid != only):
+            continue
+        ex = registry.get(eid)
+        status = _status(eid, namespace.get(ex.name))
+        if status == "passed":
+            comps = comps.plug(slot, bridge(namespace[ex.name]), note=f"your {ex.name}")
+            done.add(slot)
+        elif ex.name in namespace or only is not None:
+            notes.append(f"{slot}: kit's part, because {status}")
+    return comps, notes
+
+
+def render_component_state(slot: str, state: dict[str, Any]) -> str:
+    """An SVG of the state a guard reports (the free queue; "" for slots without a picture)."""
+    from pagedlab.viz.pictures import render_queue_rows
+    if slot == "free_queue" and "free_queue" in state:
+        return render_queue_rows([("free queue", state["free_queue"], None)], title=f"free queue ({slot})")
+    return ""
+
+
+_ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0}
+#: Engine settings ``serve_with`` uses so that the slot actually runs (a victim is only chosen when
+#: the pool is too small for every request: 3 prompts of ~40 tokens need 9 blocks of 16).
+SERVE_SETTINGS: dict[str, dict[str, Any]] = {"pick_victim": {"num_gpu_blocks": 6},
+                                             "preempt_retry": {"num_gpu_blocks": 6},
+                                             "prefix_lookup": {"enable_prefix_caching": True}}
+
+
+def my_engine(namespace: dict[str, Any] | None = None, *, show: bool = True, time_limit_s: float = 5.0,
+              **llm_kwargs: Any) -> Any:
+    """An ``LLM`` whose parts are yours where your exercise passed ``check()``, the kit's elsewhere.
+
+    Args:
+        namespace: where to find your objects (default: the calling notebook's globals).
+        show: print the table of whose part is in each slot, and why a part of yours is not used.
+        time_limit_s: seconds one call of one of your parts may take before the step stops.
+        **llm_kwargs: ``LLM`` arguments (default ``num_gpu_blocks=128, max_model_len=512, seed=0``).
+
+    Returns:
+        A ``pagedlab.LLM``; ``llm.llm_engine.components`` says whose part is where.
+    """
+    from pagedlab.engine.llm import LLM
+    ns = namespace if namespace is not None else sys._getframe(1).f_globals
+    comps, notes = learner_components(ns)
+    comps = replace(comps, time_limit_s=time_limit_s, render=render_component_state)
+    if show:
+        print(comps.table())
+        for note in notes:
+            print("  note - " + note)
+    return LLM(components=comps, **{**_ENGINE_DEFAULTS, **llm_kwargs})
+
+
+@dataclass
+class Comparison:
+    """Outputs of two engines on the same prompts: ``same`` when every token matches."""
+
+    prompts: list[str]
+    mine: list[list[int]]
+    kit: list[list[int]]
+    error: str = ""
+
+    @property
+    def same(self) -> bool:
+        return not self.error and self.mine == self.kit
+
+
+_KIT_OUTPUTS: dict[tuple[Any, ...], list[list[int]]] = {}
+
+
+def _generate(llm: Any, prompts: list[str], max_tokens: int) -> list[list[int]]:
+    from pagedlab import SamplingParams
+    chats = [{"prompt_token_ids": llm.apply_chat_template([{"role": "user", "content": p}])} for p in prompts]
+    outs = llm.generate(chats, SamplingParams(temperature=0, max_tokens=max_tokens))
+    return [list(o.outputs[0].token_ids) for o in outs]
+
+
+def compare_outputs(comps: Components, prompts: list[str] | None = None, max_tokens: int = 8,
+                    **llm_kwargs: Any) -> Comparison:
+    """Serve ``prompts`` (greedy, chat user turns) on an engine built from ``comps`` and on the kit's; compare.
+
+    A guard's ``ComponentError`` is caught and kept in ``Comparison.error``.
+    """
+    from pagedlab.engine.llm import LLM
+    from pagedlab.errors import ComponentError
+    prompts = list(prompts or LAB_PROMPTS)
+    kw = {**_ENGINE_DEFAULTS, **llm_kwargs}
+    key = (tuple(prompts), max_tokens, tuple(sorted(kw.items())))
+    if key not in _KIT_OUTPUTS:
+        _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens)
+    try:
+        mine = _generate(LLM(components=comps, **kw), prompts, max_tokens)
+    except ComponentError as e:
+        return Comparison(prompts, [], _KIT_OUTPUTS[key], error=str(e))
+    return Comparison(prompts, mine, _KIT_OUTPUTS[key])
+
+
+def serve_with(obj: Any, exercise_id: str | None = None, *, prompts: list[str] | None = None,
+               max_tokens: int = 8, **llm_kwargs: Any) -> Comparison | None:
+    """Plug ``obj`` (one exercise, passed ``check()``) into the real engine, serve real prompts and
+    print one line: are the outputs identical to the kit's engine's? Returns the comparison (None
+    when ``obj`` is not plugged in: the line says why)."""
+    from pagedlab.grading.checking import resolve_exercise
+    ex = resolve_exercise(obj, exercise_id)
+    if ex.id not in BRIDGES:
+        print(f"{ex.name} is not a part of the engine (nothing to serve with it)")
+        return None
+    slot = BRIDGES[ex.id][0]
+    comps, notes = learner_components({ex.name: obj}, only=ex.id)
+    if not comps.is_yours(slot):
+        print(f"Not served with your {ex.name}: " + (notes[0].split("because ", 1)[-1] if notes else "not plugged"))
+        return None
+    kw = {**SERVE_SETTINGS.get(slot, {}), **llm_kwargs}
+    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, **kw)
+    n = len(res.prompts)
+    if res.error:
+        print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")
+    elif res.same:
+        print(f"✅ SmolLM2 served {n} prompts with your {ex.name} as the engine's {slot}: "
+              f"every token identical to the kit's engine.")
+    else:
+        bad = next(i for i in range(n) if res.mine[i] != res.kit[i])
+        print(f"❌ SmolLM2 with your {ex.name} ({slot}) answered prompt {bad} differently from the kit's engine: "
+              f"{res.mine[bad]} vs {res.kit[bad]}")
+    return res
+
+
+def slot_of(exercise_id: str) -> str | None:
+    """The slot an exercise fills (None: none)."""
+    entry = BRIDGES.get(exercise_id)
+    return entry[0] if entry else None
+
+
+assert all(slot in SLOTS for slot, _ in BRIDGES.values())
+
+
+def solution_components() -> Components:
+    """Every plugged slot filled from the exercises' canonical solution cells (pure Python, as a
+    learner writes them): the engine the capstone builds from a finished course."""
+    comps = Components.kit()
+    known = {ex.id for ex in registry.all_exercises()}
+    for eid, (slot, bridge) in BRIDGES.items():
+        if eid in known and not comps.is_yours(slot):
+            comps = comps.plug(slot, bridge(registry.snippet_object(eid)), note=f"solution {eid}")
+    return comps

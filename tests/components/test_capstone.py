@@ -1,0 +1,40 @@
+"""Lab 09's capstone on the solutions' parts: every run equals HF transformers, the forced preemption
+runs really preempt, and a part that breaks the engine fails its rows with the component named."""
+from __future__ import annotations
+
+import pytest
+
+from pagedlab.grading import registry
+from pagedlab.grading.capstone import INVARIANCE, capstone
+from pagedlab.grading.checking import check
+from tests.components.helpers import SOLUTION_SLOTS, slot_mapping_past_last_block, solution
+
+pytestmark = pytest.mark.model
+
+
+def _solutions_namespace() -> dict:
+    ns = {}
+    for eid in SOLUTION_SLOTS:
+        obj = solution(eid)
+        assert check(obj, eid, show=False).passed
+        ns[registry.get(eid).name] = obj
+    return ns
+
+
+def test_capstone_on_the_solutions_matches_hf_everywhere():
+    report = capstone(namespace=_solutions_namespace(), show=False)
+    assert report.passed, report.text()
+    assert [r.check for r in report.rows] == [name for name, _, _ in INVARIANCE]
+    assert set(report.rows[0].yours) == set(SOLUTION_SLOTS.values())
+    assert all(r.preempted > 0 for r in report.rows if "preemption" in r.check)
+    assert report.kit_seconds > 0 and report.yours_seconds > 0
+
+
+def test_a_part_that_breaks_the_engine_fails_the_capstone(monkeypatch):
+    ns = _solutions_namespace()
+    ns["slot_mapping"] = slot_mapping_past_last_block
+    from pagedlab.grading import checking
+    checking.record_result("02.slot_mapping", slot_mapping_past_last_block, True)   # as if it had slipped past
+    report = capstone(namespace=ns, show=False)
+    assert not report.passed
+    assert all(not r.same_as_hf and "your slot_mapping broke the engine" in r.note for r in report.rows)

@@ -1,0 +1,83 @@
+"""Plugging a notebook's parts in: only objects that passed check() in this process, with a note for
+every part that is not used, and the lab 04 signature bridged onto the scheduling slot."""
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from pagedlab.grading import registry
+from pagedlab.grading.checking import check, passed_check
+from pagedlab.grading.plug import BRIDGES, learner_components, serve_with
+from tests.components.helpers import slot_mapping_past_last_block, solution
+
+
+def test_check_records_the_object_that_passed():
+    good, other = solution("02.slot_mapping"), solution("02.slot_mapping")
+    assert passed_check("02.slot_mapping", good) is None
+    assert check(good, "02.slot_mapping", show=False).passed
+    assert passed_check("02.slot_mapping", good) is True
+    assert passed_check("02.slot_mapping", other) is None          # a re-run cell: a new object
+    assert not check(slot_mapping_past_last_block, "02.slot_mapping", show=False).passed
+    assert passed_check("02.slot_mapping", slot_mapping_past_last_block) is False
+    assert passed_check("02.slot_mapping", good) is None           # the last check was of another object
+
+
+def test_only_passing_parts_are_plugged_and_the_rest_is_explained():
+    sm, pv, fq = solution("02.slot_mapping"), solution("06.pick_victim"), solution("02.free_queue")
+    assert check(sm, show=False).passed
+
+    def wrong_victim(running, policy):
+        return running[0]
+    wrong_victim.__name__ = "pick_victim"
+    assert not check(wrong_victim, "06.pick_victim", show=False).passed
+    ref = registry.get("08.load_kv_tile").get_reference()
+    ns = {"slot_mapping": sm, "pick_victim": wrong_victim, "FreeKVCacheBlockQueue": fq, "load_kv_tile": ref,
+          "schedule_step": None}
+    comps, notes = learner_components(ns)
+    assert comps.learner_slots == ["slot_mapping"] and comps.parts["slot_mapping"].impl is sm
+    assert sorted(notes) == sorted([
+        "free_queue: kit's part, because your FreeKVCacheBlockQueue has not passed check() in this kernel: "
+        "run check(FreeKVCacheBlockQueue) first",
+        "pick_victim: kit's part, because your pick_victim does not pass check(pick_victim) yet",
+        "schedule_step: kit's part, because schedule_step is not defined in this notebook (yet)",
+        "kv_tile_load: kit's part, because load_kv_tile is the kit's reference (use_reference), not yours"])
+    assert "slot_mapping    yours" in comps.table() and "free_queue      kit" in comps.table()
+    del pv
+
+
+def test_lab04_step_is_bridged_without_the_budget():
+    calls = []
+
+    def schedule_step(running, waiting, kv_cache_manager, max_num_seqs):
+        calls.append((running, waiting, kv_cache_manager, max_num_seqs))
+        return {}
+    step = BRIDGES["04.schedule_step"][1](schedule_step)
+    args = ([], deque(), object(), 3)
+    assert step(*args, 512, 0) == {} and calls == [args]
+    assert step.__name__ == "schedule_step"
+
+
+@pytest.mark.model
+def test_serve_with_prints_one_line(capsys):
+    sm = solution("02.slot_mapping")
+    assert serve_with(sm) is None
+    assert "Not served with your slot_mapping: your slot_mapping has not passed check()" in capsys.readouterr().out
+    check(sm, show=False)
+    res = serve_with(sm, max_tokens=4)
+    assert res is not None and res.same and len(res.mine) == 3 and all(len(t) == 4 for t in res.mine)
+    assert "✅ SmolLM2 served 3 prompts with your slot_mapping as the engine's slot_mapping" in capsys.readouterr().out
+
+
+@pytest.mark.model
+def test_my_engine_builds_an_llm_from_the_namespace(capsys):
+    from pagedlab.grading.plug import my_engine
+    sm, pv = solution("02.slot_mapping"), solution("06.pick_victim")
+    assert check(sm, show=False).passed
+    llm = my_engine({"slot_mapping": sm, "pick_victim": pv}, num_gpu_blocks=64)
+    out = capsys.readouterr().out
+    assert "slot_mapping    yours" in out and "pick_victim     kit" in out
+    assert "note - pick_victim: kit's part, because your pick_victim has not passed check()" in out
+    eng = llm.llm_engine
+    assert eng.components.learner_slots == ["slot_mapping"] and eng.model_runner.slot_mapping_fn is not None
+    assert eng.cache_config.num_gpu_blocks == 64 and eng.components.time_limit_s == 5.0
