@@ -14,7 +14,9 @@ behind its guard: if it breaks an invariant the step raises ``ComponentError`` n
 the step and the invariant (with a picture where one exists) and the engine goes on with the kit's.
 
 Bridging (exercise signature -> slot interface): ``04.schedule_step`` takes no budget, so its slot
-call drops the budget arguments; every other exercise matches its slot's interface as is. A new
+call drops the budget arguments; ``07.get_computed_blocks`` takes the request and the block pool, so
+its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``; every
+other exercise matches its slot's interface as is. A new
 exercise plugs in by adding a line to ``BRIDGES`` (its slot's interface is in ``components``).
 """
 from __future__ import annotations
@@ -23,9 +25,10 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any
 
-from pagedlab.engine.components import SLOTS, Components, ScheduleStepFn
+from pagedlab.engine.components import SLOTS, Components, PrefixLookupFn, ScheduleStepFn
 from pagedlab.grading import registry
 from pagedlab.grading.checking import passed_check
 
@@ -50,6 +53,23 @@ def _same(obj: Any) -> Any:
     return obj
 
 
+def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
+    """Lab 07's ``get_computed_blocks(request, block_pool, block_size) -> (blocks, num_computed_tokens)``
+    as the ``prefix_lookup`` slot's call: the request and the pool are reduced to what the exercise
+    reads (``block_hashes``, ``num_tokens``; ``get_cached_block``). A token count that disagrees with
+    the blocks returned raises, so the guard names the slot."""
+    def lookup(block_hashes: list[Any], get_cached_block: Callable[[Any], Any], num_tokens: int,
+               block_size: int) -> list[Any]:
+        request = SimpleNamespace(block_hashes=list(block_hashes), num_tokens=num_tokens)
+        blocks, num_computed_tokens = fn(request, SimpleNamespace(get_cached_block=get_cached_block), block_size)
+        if num_computed_tokens != len(blocks) * block_size:
+            raise ValueError(f"get_computed_blocks returned {len(blocks)} blocks but num_computed_tokens="
+                             f"{num_computed_tokens} (expected {len(blocks) * block_size})")
+        return list(blocks)
+    lookup.__name__ = getattr(fn, "__name__", "get_computed_blocks")
+    return lookup
+
+
 #: exercise id -> (slot, bridge from the learner's object to the slot's implementation).
 BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "02.free_queue": ("free_queue", _same),
@@ -57,8 +77,7 @@ BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "05.schedule_with_budget": ("schedule_step", _same),
     "04.schedule_step": ("schedule_step", _schedule_step_bridge),
     "06.pick_victim": ("pick_victim", _same),
-    "06.preempt_retry": ("preempt_retry", _same),
-    "07.prefix_lookup": ("prefix_lookup", _same),
+    "07.get_computed_blocks": ("prefix_lookup", _get_computed_blocks_bridge),
     "08.load_kv_tile": ("kv_tile_load", _same),
 }
 

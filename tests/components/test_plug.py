@@ -81,3 +81,30 @@ def test_my_engine_builds_an_llm_from_the_namespace(capsys):
     eng = llm.llm_engine
     assert eng.components.learner_slots == ["slot_mapping"] and eng.model_runner.slot_mapping_fn is not None
     assert eng.cache_config.num_gpu_blocks == 64 and eng.components.time_limit_s == 5.0
+
+
+def test_lab07_get_computed_blocks_plugs_into_the_prefix_lookup_slot():
+    """The lookup the learner writes in lab 07 fills the engine's prefix_lookup slot: on a real
+    pool it returns the kit's blocks, and a token count that disagrees with the blocks raises."""
+    from pagedlab.core.block_pool import BlockPool
+    from pagedlab.engine.components import Components
+
+    slot, bridge = BRIDGES["07.get_computed_blocks"]
+    assert slot == "prefix_lookup"
+    mine = bridge(solution("07.get_computed_blocks"))
+    kit = Components.kit().parts["prefix_lookup"].impl
+    pool = BlockPool(8, enable_caching=True)
+    blocks = pool.get_new_blocks(3)
+    hashes = [f"h{i}" for i in range(4)]
+    for b, h in zip(blocks, hashes):
+        b.block_hash = h
+        pool.cached_block_hash_to_block[h] = {b.block_id: b}
+    for num_tokens in (5, 12, 13, 16, 17):          # block_size 4: the last token never hits
+        want = kit(hashes, pool.get_cached_block, num_tokens, 4)
+        assert mine(hashes, pool.get_cached_block, num_tokens, 4) == want
+
+    def off_by_a_block(request, block_pool, block_size):
+        blocks, n = solution("07.get_computed_blocks")(request, block_pool, block_size)
+        return blocks, n + block_size
+    with pytest.raises(ValueError, match="num_computed_tokens"):
+        bridge(off_by_a_block)(hashes, pool.get_cached_block, 16, 4)
