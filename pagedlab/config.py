@@ -11,6 +11,10 @@ from typing import Literal, Optional
 
 from pagedlab.errors import ConfigError
 
+PrefixCacheKind = Literal["hash", "radix"]          # vLLM's block hash chain / SGLang's radix tree
+SchedulingPolicy = Literal["fcfs", "priority"]
+PreemptionMode = Literal["recompute", "swap"]       # "swap": vLLM v0 only
+
 
 def _positive_int(name: str, value, allow_zero: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -39,7 +43,7 @@ class CacheConfig:
     num_gpu_blocks: int = 512
     num_cpu_blocks: int = 0
     enable_prefix_caching: bool = False
-    prefix_cache: Literal["hash", "radix"] = "hash"
+    prefix_cache: PrefixCacheKind = "hash"
     hash_seed: Optional[int] = None
 
     def __post_init__(self) -> None:
@@ -69,8 +73,8 @@ class SchedulerConfig:
     max_model_len: int = 2048
     long_prefill_token_threshold: int = 0
     enable_chunked_prefill: bool = True
-    policy: Literal["fcfs", "priority"] = "fcfs"
-    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    policy: SchedulingPolicy = "fcfs"
+    preemption_mode: PreemptionMode = "recompute"
 
     def __post_init__(self) -> None:
         _positive_int("max_num_seqs", self.max_num_seqs)

@@ -232,22 +232,12 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             ValueError: ``num_new_tokens < 1``, the request is swapped out, the hit does not
                 match the request, or the sequence would exceed ``max_model_len``.
         """
-        if isinstance(num_new_tokens, bool) or not isinstance(num_new_tokens, int) or num_new_tokens < 1:
-            raise ValueError(f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}")
         rid = request.request_id
-        if rid in self.req_to_cpu_blocks:
-            raise ValueError(f"request {rid} is swapped out; swap_in before allocating")
         hits = list(new_computed_blocks or [])
-        if num_new_computed_tokens != len(hits) * self.block_size:
-            raise ValueError(f"num_new_computed_tokens={num_new_computed_tokens} does not match "
-                             f"{len(hits)} hit blocks of {self.block_size} tokens")
         req_blocks = self.req_to_blocks.get(rid, [])
-        if hits and req_blocks:
-            raise ValueError(f"request {rid} already holds blocks; prefix hits apply only to a new request")
+        self._check_allocation(request, num_new_tokens, num_new_computed_tokens, hits, req_blocks)
         start = request.num_computed_tokens + num_new_computed_tokens
         end = start + num_new_tokens
-        if end > self.max_model_len:
-            raise ValueError(f"request {rid}: {end} tokens exceed max_model_len={self.max_model_len}")
 
         num_new_blocks = max(0, cdiv(end, self.block_size) - len(hits) - len(req_blocks))
         # Hit blocks still in the free queue are not free for this allocation.
@@ -275,12 +265,42 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         req_blocks.extend(new_blocks)
 
         if self.use_hash:
-            self._ensure_hashes(request)
-            num_cached = self.num_cached_block.get(rid, 0) + len(hits)
-            num_full = min(end, request.num_tokens) // self.block_size
-            self.block_pool.cache_full_blocks(request, req_blocks, num_cached, num_full, self.block_size)
-            self.num_cached_block[rid] = max(num_cached, num_full)
+            self._publish_full_blocks(request, req_blocks, len(hits), end)
         return new_blocks
+
+    def _check_allocation(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int,
+                          hits: list[KVCacheBlock], req_blocks: list[KVCacheBlock]) -> None:
+        """The argument checks of ``allocate_slots`` (before anything changes).
+
+        Raises:
+            ValueError: ``num_new_tokens`` is not an int >= 1, the request is swapped out, the hit
+                does not match ``num_new_computed_tokens`` or the request already holds blocks, or
+                the sequence would exceed ``max_model_len``.
+        """
+        if isinstance(num_new_tokens, bool) or not isinstance(num_new_tokens, int) or num_new_tokens < 1:
+            raise ValueError(f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}")
+        rid = request.request_id
+        if rid in self.req_to_cpu_blocks:
+            raise ValueError(f"request {rid} is swapped out; swap_in before allocating")
+        if num_new_computed_tokens != len(hits) * self.block_size:
+            raise ValueError(f"num_new_computed_tokens={num_new_computed_tokens} does not match "
+                             f"{len(hits)} hit blocks of {self.block_size} tokens")
+        if hits and req_blocks:
+            raise ValueError(f"request {rid} already holds blocks; prefix hits apply only to a new request")
+        end = request.num_computed_tokens + num_new_computed_tokens + num_new_tokens
+        if end > self.max_model_len:
+            raise ValueError(f"request {rid}: {end} tokens exceed max_model_len={self.max_model_len}")
+
+    def _publish_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_hits: int,
+                             end: int) -> None:
+        """Hash path: publish the request's full blocks up to token ``min(end, num_tokens)``; the
+        first ``num_cached_block + num_hits`` are already published."""
+        rid = request.request_id
+        self._ensure_hashes(request)
+        num_cached = self.num_cached_block.get(rid, 0) + num_hits
+        num_full = min(end, request.num_tokens) // self.block_size
+        self.block_pool.cache_full_blocks(request, req_blocks, num_cached, num_full, self.block_size)
+        self.num_cached_block[rid] = max(num_cached, num_full)
 
     # --- release ------------------------------------------------------------------------
     def free(self, request: Request) -> None:

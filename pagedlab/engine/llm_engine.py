@@ -11,37 +11,49 @@ import functools
 import itertools
 import logging
 import operator
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
 
 import torch
 
-from pagedlab.config import CacheConfig, SchedulerConfig, check_kv_cache_fits
+from pagedlab.config import (CacheConfig, PreemptionMode, PrefixCacheKind, SchedulerConfig, SchedulingPolicy,
+                             check_kv_cache_fits)
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.engine.components import Components, build_parts
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
-from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
+from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 
 logger = logging.getLogger("pagedlab")
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(path: str):
+def _load_cached(path: str) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
     from pagedlab.model.loader import load_model
-    return load_model(path)
+    net, tok, meta = load_model(path)
+    assert net is not None  # load_model returns None only with tokenizer_only=True
+    return net, tok, meta
 
 
-def load_model_cached(model=None):
-    """``load_model`` memoised per resolved path, so many engines share one set of weights."""
+def load_model_cached(model: str | os.PathLike[str] | None = None
+                      ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
+    """``load_model`` memoised per resolved path, so many engines share one set of weights.
+
+    Raises: as ``pagedlab.model.loader.load_model``."""
     from pagedlab.model.loader import resolve_model_path
     return _load_cached(str(resolve_model_path(model)))
 
@@ -67,6 +79,21 @@ def check_priority(priority: object) -> None:
     """Raise ``InvalidRequestError`` unless ``priority`` is an int (not a bool)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise InvalidRequestError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
+
+
+def _device_and_backend(device: str | None, attention_backend: str | None) -> tuple[str, str]:
+    """The device (default cuda when available, else cpu) and attention backend to use.
+
+    Raises:
+        ConfigError: ``attention_backend`` is not one of ``pagedlab.kernels.backends.BACKENDS``.
+    """
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if attention_backend is None:  # triton on CUDA when the kernels can run there, else torch
+        attention_backend = default_backend(device)
+    if attention_backend not in BACKENDS:
+        raise ConfigError(f"attention_backend must be {' or '.join(map(repr, BACKENDS))}, "
+                          f"got {attention_backend!r}")
+    return device, attention_backend
 
 
 def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
@@ -185,48 +212,33 @@ class LLMEngine:
         ModelNotFoundError / ModelFileCorruptError.
     """
 
-    def __init__(self, model=None, *, block_size: int = 16, num_gpu_blocks: int = 512,
-                 num_cpu_blocks: int = 0, enable_prefix_caching: bool = False, prefix_cache: str = "hash",
-                 hash_seed: Optional[int] = None, max_num_seqs: int = 32, max_num_batched_tokens: int = 512,
-                 max_model_len: Optional[int] = None, long_prefill_token_threshold: int = 0,
-                 enable_chunked_prefill: bool = True, policy: str = "fcfs", preemption_mode: str = "recompute",
-                 scheduling: str = "continuous", attention_backend: Optional[str] = None,
-                 device: Optional[str] = None, seed: int = 0, trace: bool = False,
-                 tokenizer=None, eos_token_id: Optional[int] = None, log_stats: bool = False,
-                 model_name: Optional[str] = None, components: Optional["Components"] = None) -> None:
+    def __init__(self, model: LlamaForCausalLM | str | os.PathLike[str] | None = None, *, block_size: int = 16,
+                 num_gpu_blocks: int = 512, num_cpu_blocks: int = 0, enable_prefix_caching: bool = False,
+                 prefix_cache: PrefixCacheKind = "hash", hash_seed: int | None = None, max_num_seqs: int = 32,
+                 max_num_batched_tokens: int = 512, max_model_len: int | None = None,
+                 long_prefill_token_threshold: int = 0, enable_chunked_prefill: bool = True,
+                 policy: SchedulingPolicy = "fcfs", preemption_mode: PreemptionMode = "recompute",
+                 scheduling: str = "continuous", attention_backend: str | None = None,
+                 device: str | None = None, seed: int = 0, trace: bool = False,
+                 tokenizer: Any = None, eos_token_id: int | None = None,
+                 log_stats: bool = False, model_name: str | None = None,
+                 components: Components | None = None) -> None:
         self.cache_config = CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks,
                                         num_cpu_blocks=num_cpu_blocks, enable_prefix_caching=enable_prefix_caching,
                                         prefix_cache=prefix_cache, hash_seed=hash_seed)
-        if isinstance(model, torch.nn.Module):
-            # An already-built LlamaForCausalLM (tests use tiny random-weight models); prompts
-            # must then be token ids unless a tokenizer is given.
-            net, self.tokenizer, meta = model, tokenizer, {"eos_token_id": eos_token_id}
-        else:
-            net, self.tokenizer, meta = load_model_cached(model)
-            self.tokenizer = tokenizer if tokenizer is not None else self.tokenizer
-        self.model_config = net.config
-        if max_model_len is None:
-            max_model_len = min(2048, net.config.max_position_embeddings)
-        if max_model_len > net.config.max_position_embeddings:
-            raise ConfigError(f"max_model_len={max_model_len} exceeds the model's "
-                              f"{net.config.max_position_embeddings} positions")
+        net, meta = self._load(model, tokenizer, eos_token_id)
+        self.model_config: LlamaConfig = net.config
         self.scheduler_config = SchedulerConfig(
-            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
-            long_prefill_token_threshold=long_prefill_token_threshold, enable_chunked_prefill=enable_chunked_prefill,
-            policy=policy, preemption_mode=preemption_mode)
+            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+            max_model_len=self._max_model_len(max_model_len), long_prefill_token_threshold=long_prefill_token_threshold,
+            enable_chunked_prefill=enable_chunked_prefill, policy=policy, preemption_mode=preemption_mode)
         if preemption_mode == "swap" and num_cpu_blocks == 0:
             raise ConfigError("preemption_mode='swap' needs num_cpu_blocks > 0 (the swap space)")
         if scheduling not in ("continuous", "static"):
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if attention_backend is None:  # triton on CUDA when the kernels can run there, else torch
-            attention_backend = default_backend(device)
-        if attention_backend not in BACKENDS:
-            raise ConfigError(f"attention_backend must be {' or '.join(map(repr, BACKENDS))}, "
-                              f"got {attention_backend!r}")
-        model_cfg: Any = net.config
-        check_kv_cache_fits(self.cache_config, model_cfg.kv_bytes_per_token(4), device)
-        self.eos_token_id = meta["eos_token_id"]
+        device, attention_backend = _device_and_backend(device, attention_backend)
+        check_kv_cache_fits(self.cache_config, self.model_config.kv_bytes_per_token(4), device)
+        self.eos_token_id: int | None = meta["eos_token_id"]
         self.scheduling = scheduling
 
         from pagedlab.engine.model_runner import ModelRunner
@@ -242,6 +254,34 @@ class LLMEngine:
         self.components = components if components is not None else Components.kit()
         self.current_step = 0                  # the step being run, for the guards' messages
         self._install_components()
+        self._init_request_state(seed, log_stats)
+        self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
+
+    def _load(self, model: LlamaForCausalLM | str | os.PathLike[str] | None, tokenizer: Any,
+              eos_token_id: int | None) -> tuple[LlamaForCausalLM, dict[str, Any]]:
+        """The model and its metadata (``eos_token_id``), loaded unless given; sets ``self.tokenizer``
+        (an HF tokenizer, used duck-typed: ``__call__``, ``decode``, ``apply_chat_template``; or None)."""
+        self.tokenizer: Any
+        if isinstance(model, torch.nn.Module):
+            # An already-built LlamaForCausalLM (tests use tiny random-weight models); prompts
+            # must then be token ids unless a tokenizer is given.
+            self.tokenizer = tokenizer
+            return model, {"eos_token_id": eos_token_id}
+        net, loaded, meta = load_model_cached(model)
+        self.tokenizer = tokenizer if tokenizer is not None else loaded
+        return net, meta
+
+    def _max_model_len(self, max_model_len: int | None) -> int:
+        """``max_model_len``, default ``min(2048, positions)``; ConfigError past the model's positions."""
+        positions = self.model_config.max_position_embeddings
+        if max_model_len is None:
+            return min(2048, positions)
+        if max_model_len > positions:
+            raise ConfigError(f"max_model_len={max_model_len} exceeds the model's {positions} positions")
+        return max_model_len
+
+    def _init_request_state(self, seed: int, log_stats: bool) -> None:
+        """Empty request bookkeeping, step history and metrics; the engine's RNG seeded with ``seed``."""
         self.generator = torch.Generator().manual_seed(seed)
         # Output groups by the caller's request id, and by the id of each member Request (fork
         # children included): groups are tracked structurally, request ids are never parsed.
@@ -255,9 +295,8 @@ class LLMEngine:
         self.step_stats: List[StepStats] = []
         self.finished_requests: List[Request] = []
         self.log_stats = log_stats
-        self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
         self.stats = EngineStats()
-        self._logprobs: Dict[str, List[object]] = {}
+        self._logprobs: Dict[str, List[TokenLogprobs]] = {}
 
     def _install_components(self) -> None:
         """(Re)build the KV-cache manager and the scheduler, and set the model runner's hooks, from
@@ -376,7 +415,7 @@ class LLMEngine:
                 f"n={params.n}, block_size={bs}) but the whole pool has num_gpu_blocks={pool}; it could never "
                 f"run. Lower max_tokens or raise num_gpu_blocks")
 
-    def add_request(self, request_id: Optional[str], prompt, params: Optional[SamplingParams] = None,
+    def add_request(self, request_id: Optional[str], prompt: object, params: Optional[SamplingParams] = None,
                     arrival_time: Optional[float] = None, priority: int = 0, cache_salt: Optional[str] = None) -> str:
         """Validate and queue a request; returns its id.
 
@@ -427,7 +466,9 @@ class LLMEngine:
             rid = f"{wanted}#{k}"
         return rid
 
-    def _make_request(self, rid, ids, params, arrival, priority=0, cache_salt=None) -> Request:
+    def _make_request(self, rid: str, ids: list[int], params: SamplingParams, arrival: float, priority: int = 0,
+                      cache_salt: str | None = None) -> Request:
+        """A new ``Request`` with this engine's EOS id and the KV-cache manager's block hasher."""
         return Request(rid, ids, params, arrival_time=arrival, priority=priority, eos_token_id=self.eos_token_id,
                        block_hasher=self.kv_cache_manager.block_hasher, cache_salt=cache_salt)
 
@@ -471,16 +512,20 @@ class LLMEngine:
         block_ids = {s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id)
                      for s in out.scheduled}
         # An n>1 prompt samples all its first tokens from the prompt's last row, then forks.
-        extra, gens = {}, {}
+        extra: dict[str, int] = {}
+        gens: dict[str, torch.Generator | list[torch.Generator]] = {}
         for s in out.scheduled:
             rid = s.request.request_id
             g = self._member_group.get(rid)
             first = g is not None and s.samples and s.request.num_output_tokens == 0 and len(g.members) == 1
-            if first and g.n > 1:
-                extra[rid] = g.n
+            n = g.n if first and g is not None else 1
+            if n > 1:
+                extra[rid] = n
             own = self._gens.get(rid)
-            gens[rid] = (own if first and g.n > 1 else own[0]) if own else self.generator
-        sampled = self.model_runner.execute(out, block_ids, extra, gens)
+            gens[rid] = (own if n > 1 else own[0]) if own else self.generator
+        # execute() takes a list of generators for an n > 1 parent (it indexes g[j]), which its
+        # annotation (Generator | None) does not say yet: drop this ignore once it does.
+        sampled = self.model_runner.execute(out, block_ids, extra, gens)  # type: ignore[arg-type]
         now = time.perf_counter()
         for rid, toks in list(sampled.items()):
             if len(toks) > 1:
@@ -623,7 +668,7 @@ class LLMEngine:
                 target = rid if i == 0 else self._member_group[rid].members[i].request_id
                 self._logprobs.setdefault(target, []).append(entry)
 
-    def _observe_step(self, out, flat: Dict[str, int], now: float) -> None:
+    def _observe_step(self, out: SchedulerOutput, flat: Dict[str, int], now: float) -> None:
         """Feed ``self.stats`` (``get_metrics()``) from one step, before its tokens are appended."""
         self.stats.on_step(sum(s.num_tokens for s in out.scheduled), len(out.preempted))
         for s in out.scheduled:
@@ -631,12 +676,12 @@ class LLMEngine:
             if r.first_scheduled_time is None and self._is_group_head(r.request_id):
                 self.stats.on_first_scheduled(r.num_prompt_tokens, r.num_cached_tokens)
         for rid in flat:
-            r = self.scheduler.requests.get(rid)
-            if r is None:
+            req = self.scheduler.requests.get(rid)
+            if req is None:
                 continue
-            first = r.first_token_time is None and self._is_group_head(rid)
-            last = r.token_times[-1] if r.token_times else None
-            self.stats.on_token(now - r.arrival_time if first else None, None if last is None else now - last)
+            first = req.first_token_time is None and self._is_group_head(rid)
+            last = req.token_times[-1] if req.token_times else None
+            self.stats.on_token(now - req.arrival_time if first else None, None if last is None else now - last)
 
     def get_request_group_id(self, member_id: str) -> str | None:
         """The caller's request id that the live member Request ``member_id`` serves: itself for the
@@ -651,7 +696,7 @@ class LLMEngine:
         group = self._member_group.get(member_id)
         return group is not None and group.members[0].request_id == member_id
 
-    def _partial_outputs(self, flat: Dict[str, int], done: set) -> List[RequestOutput]:
+    def _partial_outputs(self, flat: Dict[str, int], done: set[str]) -> List[RequestOutput]:
         """Cumulative outputs (``finished=False``) of the requests that got a token this step."""
         gids = dict.fromkeys(self._member_group[rid].request_id for rid in flat if rid in self._member_group)
         return [self._request_output(self._groups[g], finished=False)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pagedlab import data
 from pagedlab.engine.components import Components
@@ -222,8 +223,9 @@ def record_hf_reference(max_new_tokens: int = 24) -> Path:
         hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
     rows = []
     for p in CAPSTONE_PROMPTS:
-        ids = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True)
-        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        enc = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True)
+        # tokenize=True: token ids, wrapped in a BatchEncoding by some transformers versions
+        ids = cast(list[int], list(enc["input_ids"] if isinstance(enc, Mapping) else enc))
         with torch.inference_mode():
             out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                               do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=2, pad_token_id=2)

@@ -145,3 +145,18 @@ def test_engine_recovers_after_an_error_inside_a_step(monkeypatch):
     assert llm.llm_engine.kv_cache_manager.num_free_blocks == 64
     out = llm.generate(["Hello there"], SamplingParams(max_tokens=3, ignore_eos=True))
     assert len(out[0].outputs[0].token_ids) == 3
+
+
+def test_engine_constructor_checks_on_a_given_model():
+    """The model-dependent checks of ``LLMEngine.__init__`` (tiny Llama: 256 positions)."""
+    from tests.robust.helpers import tiny_engine
+    assert tiny_engine(max_model_len=None).scheduler_config.max_model_len == 256    # min(2048, positions)
+    assert tiny_engine(max_model_len=256).scheduler_config.max_model_len == 256    # boundary: allowed
+    with pytest.raises(ConfigError, match="max_model_len=257 exceeds the model's 256 positions"):
+        tiny_engine(max_model_len=257)
+    with pytest.raises(ConfigError, match="scheduling must be 'continuous' or 'static', got 'lifo'"):
+        tiny_engine(scheduling="lifo")
+    with pytest.raises(ConfigError, match="attention_backend must be .*got 'cuda'"):
+        tiny_engine(attention_backend="cuda")
+    with pytest.raises(ConfigError, match="prefix_cache must be 'hash' or 'radix'"):
+        tiny_engine(prefix_cache="lru")

@@ -307,9 +307,11 @@ def _(fn: Any, rec: Any) -> None:
     root = _build([[1, 2, 3], [1, 2, 4], [7, 7, 7], [8]])
     leaf = _find(root, [1, 2, 3])
     lock(leaf)
+    parent = leaf.parent
+    assert parent is not None  # the node [1, 2] that _build made above [3]
     rec.step("the test locks the path [1, 2] -> [3] (a running request uses it)")
     _record_tree(rec, root, "before eviction")
-    _evict(fn, rec, root, 100, locked=[leaf, leaf.parent])
+    _evict(fn, rec, root, 100, locked=[leaf, parent])
 
 
 @EVICT.test("a locked inner node stays when its children go, and is not evicted after them")
