@@ -5,6 +5,7 @@ capstone's prompts (greedy, chat-templated, submitted together) on SmolLM2-135M;
 interleaved (kit, yours, kit, yours ...) so machine noise hits both alike. Prints the ratio of the
 minimum and of the median wall times (target: <= 1.5) and checks the tokens are identical.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,10 @@ def main() -> int:
     r_min = min(times["yours"]) / min(times["kit"])
     r_med = statistics.median(times["yours"]) / statistics.median(times["kit"])
     same = tokens["kit"] == tokens["yours"]
-    print(f"{len(CAPSTONE_PROMPTS)} prompts x {args.max_tokens} tokens: ratio yours/kit min {r_min:.2f}, "
-          f"median {r_med:.2f} (target <= 1.5); tokens identical: {same}")
+    print(
+        f"{len(CAPSTONE_PROMPTS)} prompts x {args.max_tokens} tokens: ratio yours/kit min {r_min:.2f}, "
+        f"median {r_med:.2f} (target <= 1.5); tokens identical: {same}"
+    )
     return 0 if same else 1
 
 

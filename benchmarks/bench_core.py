@@ -11,6 +11,7 @@
 
 Writes ``benchmarks/results/core.json`` and ``benchmarks/results/core.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,15 +26,17 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from pagedlab.analysis.sharing import beam_search_savings, parallel_sampling_savings  # noqa: E402
 from pagedlab.core.block_pool import BlockPool  # noqa: E402
 from pagedlab.core.kv_cache_manager import KVCacheManager  # noqa: E402
 from pagedlab.core.radix_cache import RadixCache  # noqa: E402
-from pagedlab.analysis.sharing import beam_search_savings, parallel_sampling_savings  # noqa: E402
 from pagedlab.request import Request  # noqa: E402
 
 Row = dict[str, Any]
-TRACES = {"conversation": ("mooncake_fast25_conversation_trace.jsonl", 0.366),
-          "synthetic": ("mooncake_fast25_synthetic_trace.jsonl", 0.64)}
+TRACES = {
+    "conversation": ("mooncake_fast25_conversation_trace.jsonl", 0.366),
+    "synthetic": ("mooncake_fast25_synthetic_trace.jsonl", 0.64),
+}
 
 
 def _best_ns(fn: Callable[[], object], n_ops: int, repeats: int = 3) -> float:
@@ -70,10 +73,14 @@ def bench_pool(sizes: list[int], n_ops: int) -> list[Row]:
                 m.allocate_slots(r, 64)
                 m.free(r)
 
-        rows.append({"num_blocks": n,
-                     "alloc_free_ns": round(_best_ns(alloc_free, n_ops), 1),
-                     "touch_free_ns": round(_best_ns(touch_free, n_ops), 1),
-                     "allocate_slots_free_64tok_ns": round(_best_ns(manager_round_trip, len(reqs)), 1)})
+        rows.append(
+            {
+                "num_blocks": n,
+                "alloc_free_ns": round(_best_ns(alloc_free, n_ops), 1),
+                "touch_free_ns": round(_best_ns(touch_free, n_ops), 1),
+                "allocate_slots_free_64tok_ns": round(_best_ns(manager_round_trip, len(reqs)), 1),
+            }
+        )
         print("pool", rows[-1], flush=True)
     return rows
 
@@ -98,9 +105,14 @@ def bench_radix(lengths: list[int], page_sizes: list[int], n_ops: int) -> list[R
                     counter[0] += 1
                     rc.insert(base + [2 * 10**6 + counter[0]] * page)
 
-            rows.append({"page_size": page, "prefix_len": length,
-                         "match_us": round(_best_ns(match, n_ops) / 1e3, 2),
-                         "insert_us": round(_best_ns(insert, n_ops, repeats=1) / 1e3, 2)})
+            rows.append(
+                {
+                    "page_size": page,
+                    "prefix_len": length,
+                    "match_us": round(_best_ns(match, n_ops) / 1e3, 2),
+                    "insert_us": round(_best_ns(insert, n_ops, repeats=1) / 1e3, 2),
+                }
+            )
             print("radix", rows[-1], flush=True)
     return rows
 
@@ -137,7 +149,7 @@ def bench_hit_rates(pool_sizes: list[int], limit: int | None) -> list[Row]:
     rows = []
     for name, (_, ceiling) in TRACES.items():
         trace = _load(name, limit)
-        for size in [*pool_sizes, None]:                  # None = unbounded
+        for size in [*pool_sizes, None]:  # None = unbounded
             n = sum(len(t) for t in trace) + 1 if size is None else size
             row: Row = {"trace": name, "num_blocks": size or "unbounded", "ceiling": ceiling}
             for cache in ("hash", "radix"):
@@ -152,7 +164,7 @@ def bench_hit_rates(pool_sizes: list[int], limit: int | None) -> list[Row]:
 # Issue 14, measured with ``python benchmarks/bench_core.py --eviction`` on the 2-core course
 # machine: before = commit 8af7269, where every ``evict`` call walked the whole tree and heapified
 # all its leaves (the earlier full run under load took 25.16 s on the conversation trace).
-EVICTION_BEFORE_S = {"conversation": 4.18, "synthetic": 0.25}   # best of 3
+EVICTION_BEFORE_S = {"conversation": 4.18, "synthetic": 0.25}  # best of 3
 
 
 def bench_eviction(num_blocks: int = 65536) -> list[Row]:
@@ -165,17 +177,27 @@ def bench_eviction(num_blocks: int = 65536) -> list[Row]:
             t0 = time.perf_counter()
             rate = replay_hit_rate(trace, num_blocks, "radix")
             times.append(time.perf_counter() - t0)
-        rows.append({"trace": name, "num_blocks": num_blocks, "radix_hit_rate": round(rate, 4),
-                     "before_s": EVICTION_BEFORE_S[name], "after_s": round(min(times), 2)})
+        rows.append(
+            {
+                "trace": name,
+                "num_blocks": num_blocks,
+                "radix_hit_rate": round(rate, 4),
+                "before_s": EVICTION_BEFORE_S[name],
+                "after_s": round(min(times), 2),
+            }
+        )
         print("eviction", rows[-1], flush=True)
     return rows
 
 
 def bench_sharing() -> tuple[list[Row], list[Row]]:
-    par = [{"n": n, **{k: round(v, 4) for k, v in parallel_sampling_savings(n, 161, 338, 16).items()}}
-           for n in range(2, 9)]
-    beam = [{"beam_width": w, **{k: round(v, 4) for k, v in beam_search_savings(w, 161, 338, 16).items()}}
-            for w in range(2, 7)]
+    par = [
+        {"n": n, **{k: round(v, 4) for k, v in parallel_sampling_savings(n, 161, 338, 16).items()}} for n in range(2, 9)
+    ]
+    beam = [
+        {"beam_width": w, **{k: round(v, 4) for k, v in beam_search_savings(w, 161, 338, 16).items()}}
+        for w in range(2, 7)
+    ]
     return par, beam
 
 
@@ -206,25 +228,44 @@ def main() -> None:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "core.json"), "w") as f:
         json.dump(res, f, indent=1)
-    md = ["# Memory-system benchmarks (`benchmarks/bench_core.py`)", "",
-          f"Python {res['python']} on {res['machine']}, total {res['wall_s']} s. Times are best of 3.", "",
-          "## BlockPool cost per operation (ns) vs pool size: flat = O(1)", "",
-          _table(res["pool"], ["num_blocks", "alloc_free_ns", "touch_free_ns", "allocate_slots_free_64tok_ns"]),
-          "", "## RadixCache cost vs prefix length (us per call)", "",
-          _table(res["radix"], ["page_size", "prefix_len", "match_us", "insert_us"]),
-          "", "## Prefix-cache hit rate on Mooncake traces (1 block = 512 tokens, trace order)", "",
-          _table(res["hit_rate"], ["trace", "num_blocks", "ceiling", "hash_hit_rate", "radix_hit_rate",
-                                   "hash_s", "radix_s"]),
-          "", "## Copy-on-write savings (prompt 161, output 338 tokens, block 16; mean over decode)", "",
-          _table(res["parallel_sampling"], ["n", "blocks_with_sharing", "blocks_without_sharing", "saving",
-                                            "cow_copies"]),
-          "", _table(res["beam_search"], ["beam_width", "blocks_with_sharing", "blocks_without_sharing",
-                                          "saving", "cow_copies"]),
-          "", "## Radix eviction: whole Mooncake replay on 65,536 blocks (s, best of 3)", "",
-          "Before: every `evict` walked the tree and heapified all leaves. After: an evictable-leaf set",
-          "and a persistent LRU heap kept up to date (O(log n) per evicted node). Command:",
-          "`python benchmarks/bench_core.py --eviction`.", "",
-          _table(res["eviction"], ["trace", "num_blocks", "radix_hit_rate", "before_s", "after_s"]), ""]
+    md = [
+        "# Memory-system benchmarks (`benchmarks/bench_core.py`)",
+        "",
+        f"Python {res['python']} on {res['machine']}, total {res['wall_s']} s. Times are best of 3.",
+        "",
+        "## BlockPool cost per operation (ns) vs pool size: flat = O(1)",
+        "",
+        _table(res["pool"], ["num_blocks", "alloc_free_ns", "touch_free_ns", "allocate_slots_free_64tok_ns"]),
+        "",
+        "## RadixCache cost vs prefix length (us per call)",
+        "",
+        _table(res["radix"], ["page_size", "prefix_len", "match_us", "insert_us"]),
+        "",
+        "## Prefix-cache hit rate on Mooncake traces (1 block = 512 tokens, trace order)",
+        "",
+        _table(
+            res["hit_rate"], ["trace", "num_blocks", "ceiling", "hash_hit_rate", "radix_hit_rate", "hash_s", "radix_s"]
+        ),
+        "",
+        "## Copy-on-write savings (prompt 161, output 338 tokens, block 16; mean over decode)",
+        "",
+        _table(
+            res["parallel_sampling"], ["n", "blocks_with_sharing", "blocks_without_sharing", "saving", "cow_copies"]
+        ),
+        "",
+        _table(
+            res["beam_search"], ["beam_width", "blocks_with_sharing", "blocks_without_sharing", "saving", "cow_copies"]
+        ),
+        "",
+        "## Radix eviction: whole Mooncake replay on 65,536 blocks (s, best of 3)",
+        "",
+        "Before: every `evict` walked the tree and heapified all leaves. After: an evictable-leaf set",
+        "and a persistent LRU heap kept up to date (O(log n) per evicted node). Command:",
+        "`python benchmarks/bench_core.py --eviction`.",
+        "",
+        _table(res["eviction"], ["trace", "num_blocks", "radix_hit_rate", "before_s", "after_s"]),
+        "",
+    ]
     with open(os.path.join(out_dir, "core.md"), "w") as f:
         f.write("\n".join(md))
     print(f"wrote benchmarks/results/core.json and core.md in {res['wall_s']} s")

@@ -9,9 +9,11 @@ is the figure an instructor needs to budget memory per learner. Writes ``results
 
 Run it on a quiet machine: run times on a shared CPU are inflated by whatever else runs.
 """
+
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -30,17 +32,17 @@ def _tree_rss(proc: psutil.Process) -> int:
     """Summed RSS in bytes of ``proc`` and all its descendants (0 for processes that vanished)."""
     total = 0
     for p in [proc, *proc.children(recursive=True)]:
-        try:
+        with contextlib.suppress(psutil.Error):
             total += p.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 
 def run_one(path: Path, timeout_s: int) -> dict[str, float | str]:
     """Execute notebook ``path`` in a fresh kernel; return wall seconds and peak kernel RSS in MB."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     peak = 0
     stop = threading.Event()
 
@@ -50,10 +52,8 @@ def run_one(path: Path, timeout_s: int) -> dict[str, float | str]:
             km = client.km
             pid = getattr(getattr(km, "provisioner", None), "pid", None) if km is not None else None
             if pid:
-                try:
+                with contextlib.suppress(psutil.Error):
                     peak = max(peak, _tree_rss(psutil.Process(pid)))
-                except psutil.Error:
-                    pass
             stop.wait(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -82,9 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         row = run_one(p, args.timeout)
         print(f"{row['notebook']:32s} {row['wall_s']:7.1f} s {row['peak_rss_mb']:6d} MB", flush=True)
         rows.append(row)
-    meta = {"cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
-            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
+    meta = {
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "lab_footprint.json").write_text(json.dumps({"meta": meta, "labs": rows}, indent=1) + "\n")
     lines = ["| lab | Run All (s) | peak kernel RSS (MB) |", "|---|---:|---:|"]

@@ -7,6 +7,7 @@
 
 Benchmarks compete for the CPU: run them on a quiet machine. ``--only NAME`` runs one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ def main() -> int:
     args = ap.parse_args()
     try:
         import torch
+
         cuda = torch.cuda.is_available()
     except ImportError:
         cuda = False

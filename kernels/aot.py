@@ -13,6 +13,7 @@ variable removed; the test suite uses it.
 
 Usage: ``python -m pagedlab.kernels.aot --arch 80 --arch 90`` prints one JSON line per kernel.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List
 
 #: Largest dynamic shared memory per block (bytes): A100 (sm_80) 163 KiB, H100/H200 (sm_90) 227 KiB.
 SHARED_MEMORY_LIMIT = {80: 166912, 90: 232448}
@@ -34,64 +34,104 @@ _TL = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
 @dataclass
 class Case:
     """One kernel specialisation: the kernel, the element dtype, the shape-derived constexprs."""
+
     kernel: str
     dtype: str
-    constexprs: Dict[str, object] = field(default_factory=dict)
+    constexprs: dict[str, object] = field(default_factory=dict)
     archs: tuple = (80, 90)
     #: A canary that must *fail* to compile: proves the check sees GPU-only errors.
     expect_failure: bool = False
 
     @property
     def name(self) -> str:
-        short = ",".join(f"{k}={v}" for k, v in self.constexprs.items() if k in ("QUERIES_PER_KV", "HEAD_DIM",
-                                                                                 "NUM_SPLITS", "ROW", "BLOCK_SIZE",
-                                                                                 "BLOCK_N"))
+        short = ",".join(
+            f"{k}={v}"
+            for k, v in self.constexprs.items()
+            if k in ("QUERIES_PER_KV", "HEAD_DIM", "NUM_SPLITS", "ROW", "BLOCK_SIZE", "BLOCK_N")
+        )
         return f"{self.kernel}[{self.dtype},{short}]"
 
 
-def default_cases() -> List[Case]:
+def default_cases() -> list[Case]:
     """The specialisations the launchers produce on a GPU for SmolLM2 and common model shapes."""
+    import torch
+
     from pagedlab.kernels.decode_attention import decode_block_sizes
     from pagedlab.kernels.prefill_attention import prefill_block_sizes
     from pagedlab.kernels.runtime import next_power_of_2
-    import torch
+
     _TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
     def dec(hq, hkv, d, dtype, bs=16, splits=1, archs=(80, 90)):
         meta = decode_block_sizes(hq, hkv, d, interpreted=False, dtype=_TORCH[dtype])
-        return Case("_paged_decode_kernel", dtype, dict(meta, BLOCK_SIZE=bs, NUM_SPLITS=splits, UPCAST=False,
-                                                        DOT_PRECISION="ieee" if dtype == "fp32" else "tf32"), archs)
+        return Case(
+            "_paged_decode_kernel",
+            dtype,
+            dict(
+                meta,
+                BLOCK_SIZE=bs,
+                NUM_SPLITS=splits,
+                UPCAST=False,
+                DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
+            ),
+            archs,
+        )
 
     def pre(hq, hkv, d, dtype, bs=16, archs=(80, 90)):
         meta = prefill_block_sizes(hq, hkv, d, interpreted=False, dtype=_TORCH[dtype])
-        return Case("_paged_prefill_kernel", dtype, dict(meta, BLOCK_SIZE=bs, UPCAST=False,
-                                                         DOT_PRECISION="ieee" if dtype == "fp32" else "tf32"), archs)
+        return Case(
+            "_paged_prefill_kernel",
+            dtype,
+            dict(meta, BLOCK_SIZE=bs, UPCAST=False, DOT_PRECISION="ieee" if dtype == "fp32" else "tf32"),
+            archs,
+        )
 
     def write(hkv, d, dtype, bs=16, archs=(80, 90)):
-        return Case("_reshape_and_cache_kernel", dtype, dict(HEAD_DIM=d, ROW=hkv * d, ROW_P=next_power_of_2(hkv * d),
-                                                             BLOCK_SIZE=bs), archs)
+        return Case(
+            "_reshape_and_cache_kernel",
+            dtype,
+            dict(HEAD_DIM=d, ROW=hkv * d, ROW_P=next_power_of_2(hkv * d), BLOCK_SIZE=bs),
+            archs,
+        )
 
     def merge(splits, d, archs=(80, 90)):
-        return Case("_merge_splits_kernel", "fp16", dict(NUM_SPLITS=splits, SPLITS_P=next_power_of_2(splits),
-                                                         HEAD_DIM=d, HEAD_DIM_P=max(16, next_power_of_2(d))), archs)
+        return Case(
+            "_merge_splits_kernel",
+            "fp16",
+            dict(
+                NUM_SPLITS=splits, SPLITS_P=next_power_of_2(splits), HEAD_DIM=d, HEAD_DIM_P=max(16, next_power_of_2(d))
+            ),
+            archs,
+        )
 
     return [
         # Every kernel on both architectures, SmolLM2-135M shapes (9/3 heads, D 64).
-        dec(9, 3, 64, "fp16"), dec(9, 3, 64, "bf16", splits=4), pre(9, 3, 64, "bf16"), write(3, 64, "fp16"),
+        dec(9, 3, 64, "fp16"),
+        dec(9, 3, 64, "bf16", splits=4),
+        pre(9, 3, 64, "bf16"),
+        write(3, 64, "fp16"),
         merge(4, 64),
         # Other head counts, head sizes, dtypes and block sizes on sm_90.
-        dec(32, 8, 128, "fp16", bs=32, archs=(90,)), dec(8, 1, 80, "fp32", bs=1, archs=(90,)),
+        dec(32, 8, 128, "fp16", bs=32, archs=(90,)),
+        dec(8, 1, 80, "fp32", bs=1, archs=(90,)),
         dec(12, 2, 96, "bf16", splits=8, archs=(90,)),
-        pre(32, 8, 128, "fp16", bs=32, archs=(90,)), pre(8, 1, 96, "fp32", archs=(90,)),
+        pre(32, 8, 128, "fp16", bs=32, archs=(90,)),
+        pre(8, 1, 96, "fp32", archs=(90,)),
         pre(8, 8, 80, "fp16", bs=1, archs=(90,)),
-        write(8, 128, "bf16", archs=(90,)), merge(16, 80, archs=(90,)),
+        write(8, 128, "bf16", archs=(90,)),
+        merge(16, 80, archs=(90,)),
         # Canary: BLOCK_N = 8 runs in the interpreter but NVIDIA's tl.dot needs K >= 16 (P @ V has K = BLOCK_N).
-        Case("_paged_decode_kernel", "fp16", dict(dec(9, 3, 64, "fp16").constexprs, BLOCK_N=8), (90,),
-             expect_failure=True),
+        Case(
+            "_paged_decode_kernel",
+            "fp16",
+            dict(dec(9, 3, 64, "fp16").constexprs, BLOCK_N=8),
+            (90,),
+            expect_failure=True,
+        ),
     ]
 
 
-def _signature(fn, case: Case) -> Dict[str, str]:
+def _signature(fn, case: Case) -> dict[str, str]:
     """Triton type strings for every parameter: pointers by role, ints as i32, constexprs marked."""
     sig = {}
     for name in inspect.signature(fn).parameters:
@@ -121,12 +161,17 @@ def compile_case(case: Case, arch: int, num_warps: int = 4) -> dict:
     from pagedlab.kernels import cache_write, decode_attention, prefill_attention
     from pagedlab.kernels.runtime import is_interpreted
 
-    module = {"_paged_decode_kernel": decode_attention, "_merge_splits_kernel": decode_attention,
-              "_paged_prefill_kernel": prefill_attention, "_reshape_and_cache_kernel": cache_write}[case.kernel]
+    module = {
+        "_paged_decode_kernel": decode_attention,
+        "_merge_splits_kernel": decode_attention,
+        "_paged_prefill_kernel": prefill_attention,
+        "_reshape_and_cache_kernel": cache_write,
+    }[case.kernel]
     kernel = getattr(module, case.kernel)
     if is_interpreted(kernel):
-        raise RuntimeError("offline compile needs Triton imported without TRITON_INTERPRET; "
-                           "use compile_all_in_subprocess()")
+        raise RuntimeError(
+            "offline compile needs Triton imported without TRITON_INTERPRET; use compile_all_in_subprocess()"
+        )
     rec = dict(kernel=case.name, arch=f"sm_{arch}", ok=False, expect_failure=case.expect_failure)
     t0 = time.perf_counter()
     try:
@@ -142,7 +187,7 @@ def compile_case(case: Case, arch: int, num_warps: int = 4) -> dict:
     return rec
 
 
-def compile_all_in_subprocess(archs=(80, 90), timeout: float = 600) -> List[dict]:
+def compile_all_in_subprocess(archs=(80, 90), timeout: float = 600) -> list[dict]:
     """Run :func:`main` in a fresh interpreter without ``TRITON_INTERPRET``; return its records.
 
     Raises:

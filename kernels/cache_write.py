@@ -13,6 +13,7 @@ padded to ``ROW_P`` and masked. nano-vllm's kernel has no such mask and fails on
 ("arange's range must be a power of 2"). Each element finds its head and dim (``i // D``,
 ``i % D``), so any strides work on both sides. Slot -1 (padding tokens) masks the whole store.
 """
+
 from __future__ import annotations
 
 import torch
@@ -25,14 +26,28 @@ from pagedlab.kernels.validate import validate_cache_write_inputs
 
 @triton.jit
 def _reshape_and_cache_kernel(
-    key_ptr, value_ptr, k_cache_ptr, v_cache_ptr, slot_mapping_ptr,
-    stride_k_tok, stride_k_head, stride_k_dim,
-    stride_v_tok, stride_v_head, stride_v_dim,
-    stride_kc_block, stride_kc_slot, stride_kc_head, stride_kc_dim,
-    stride_vc_block, stride_vc_slot, stride_vc_head, stride_vc_dim,
+    key_ptr,
+    value_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_mapping_ptr,
+    stride_k_tok,
+    stride_k_head,
+    stride_k_dim,
+    stride_v_tok,
+    stride_v_head,
+    stride_v_dim,
+    stride_kc_block,
+    stride_kc_slot,
+    stride_kc_head,
+    stride_kc_dim,
+    stride_vc_block,
+    stride_vc_slot,
+    stride_vc_head,
+    stride_vc_dim,
     HEAD_DIM: tl.constexpr,
-    ROW: tl.constexpr,                                   # num_kv_heads * head_dim
-    ROW_P: tl.constexpr,                                 # ROW padded to a power of two
+    ROW: tl.constexpr,  # num_kv_heads * head_dim
+    ROW_P: tl.constexpr,  # ROW padded to a power of two
     BLOCK_SIZE: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
@@ -48,14 +63,27 @@ def _reshape_and_cache_kernel(
 
     k = tl.load(key_ptr + token * stride_k_tok + head * stride_k_head + dim * stride_k_dim, mask=mask)
     v = tl.load(value_ptr + token * stride_v_tok + head * stride_v_head + dim * stride_v_dim, mask=mask)
-    tl.store(k_cache_ptr + block * stride_kc_block + row * stride_kc_slot + head * stride_kc_head + dim * stride_kc_dim,
-             k.to(k_cache_ptr.dtype.element_ty), mask=mask)
-    tl.store(v_cache_ptr + block * stride_vc_block + row * stride_vc_slot + head * stride_vc_head + dim * stride_vc_dim,
-             v.to(v_cache_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        k_cache_ptr + block * stride_kc_block + row * stride_kc_slot + head * stride_kc_head + dim * stride_kc_dim,
+        k.to(k_cache_ptr.dtype.element_ty),
+        mask=mask,
+    )
+    tl.store(
+        v_cache_ptr + block * stride_vc_block + row * stride_vc_slot + head * stride_vc_head + dim * stride_vc_dim,
+        v.to(v_cache_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
-def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                      slot_mapping: torch.Tensor, *, check_values: bool = True) -> None:
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    check_values: bool = True,
+) -> None:
     """Triton KV write (same contract as ``reference.reshape_and_cache``).
 
     Args:
@@ -75,7 +103,17 @@ def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.T
         return
     num_kv_heads, head_dim = key_cache.shape[2:]
     kernel[(num_tokens,)](
-        key, value, key_cache, value_cache, slot_mapping,
-        *key.stride(), *value.stride(), *key_cache.stride(), *value_cache.stride(),
-        HEAD_DIM=head_dim, ROW=num_kv_heads * head_dim, ROW_P=next_power_of_2(num_kv_heads * head_dim),
-        BLOCK_SIZE=key_cache.shape[1])
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        *key.stride(),
+        *value.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        HEAD_DIM=head_dim,
+        ROW=num_kv_heads * head_dim,
+        ROW_P=next_power_of_2(num_kv_heads * head_dim),
+        BLOCK_SIZE=key_cache.shape[1],
+    )

@@ -27,10 +27,10 @@ each program walks the table and loads K/V rows straight from wherever the block
   combines them. A split can be empty (short sequence, many splits): it writes ``lse = -inf``
   and zeros, and the merge gives it weight 0.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import triton
@@ -44,25 +44,45 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _paged_decode_kernel(
-    out_ptr, part_out_ptr, part_lse_ptr,
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr,
-    qk_scale,                                            # softmax scale * log2(e)
-    stride_q_seq, stride_q_head, stride_q_dim,
-    stride_k_block, stride_k_slot, stride_k_head, stride_k_dim,
-    stride_v_block, stride_v_slot, stride_v_head, stride_v_dim,
-    stride_bt_seq, stride_bt_block,
-    stride_o_seq, stride_o_head, stride_o_dim,
-    stride_po_seq, stride_po_head, stride_po_split,      # partial outputs [S, Hq, NUM_SPLITS, D]
-    stride_pl_seq, stride_pl_head,                       # partial lse [S, Hq, NUM_SPLITS]
-    QUERIES_PER_KV: tl.constexpr,                        # Hq // Hkv
-    BLOCK_H: tl.constexpr,                               # QUERIES_PER_KV padded to a power of two (>= 16)
+    out_ptr,
+    part_out_ptr,
+    part_lse_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    seq_lens_ptr,
+    qk_scale,  # softmax scale * log2(e)
+    stride_q_seq,
+    stride_q_head,
+    stride_q_dim,
+    stride_k_block,
+    stride_k_slot,
+    stride_k_head,
+    stride_k_dim,
+    stride_v_block,
+    stride_v_slot,
+    stride_v_head,
+    stride_v_dim,
+    stride_bt_seq,
+    stride_bt_block,
+    stride_o_seq,
+    stride_o_head,
+    stride_o_dim,
+    stride_po_seq,
+    stride_po_head,
+    stride_po_split,  # partial outputs [S, Hq, NUM_SPLITS, D]
+    stride_pl_seq,
+    stride_pl_head,  # partial lse [S, Hq, NUM_SPLITS]
+    QUERIES_PER_KV: tl.constexpr,  # Hq // Hkv
+    BLOCK_H: tl.constexpr,  # QUERIES_PER_KV padded to a power of two (>= 16)
     HEAD_DIM: tl.constexpr,
-    HEAD_DIM_P: tl.constexpr,                            # HEAD_DIM padded to a power of two
-    BLOCK_SIZE: tl.constexpr,                            # tokens per cache block
-    BLOCK_N: tl.constexpr,                               # tokens per loop iteration
+    HEAD_DIM_P: tl.constexpr,  # HEAD_DIM padded to a power of two
+    BLOCK_SIZE: tl.constexpr,  # tokens per cache block
+    BLOCK_N: tl.constexpr,  # tokens per loop iteration
     NUM_SPLITS: tl.constexpr,
-    UPCAST: tl.constexpr,                                # dots in fp32 (bf16 in the interpreter)
-    DOT_PRECISION: tl.constexpr,                         # "ieee" for fp32 inputs: no TF32 on the GPU
+    UPCAST: tl.constexpr,  # dots in fp32 (bf16 in the interpreter)
+    DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: no TF32 on the GPU
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -86,8 +106,11 @@ def _paged_decode_kernel(
     split_start = split * tokens_per_split
     split_end = tl.minimum(split_start + tokens_per_split, seq_len)
 
-    q = tl.load(q_ptr + seq * stride_q_seq + q_heads[:, None] * stride_q_head + offs_d[None, :] * stride_q_dim,
-                mask=head_mask[:, None] & dim_mask[None, :], other=0.0)
+    q = tl.load(
+        q_ptr + seq * stride_q_seq + q_heads[:, None] * stride_q_head + offs_d[None, :] * stride_q_dim,
+        mask=head_mask[:, None] & dim_mask[None, :],
+        other=0.0,
+    )
     if UPCAST:
         q = q.to(tl.float32)
 
@@ -107,8 +130,13 @@ def _paged_decode_kernel(
         slot_in_block = pos % BLOCK_SIZE
 
         # K is loaded transposed, [HEAD_DIM_P, BLOCK_N], so that q @ k is a plain tl.dot.
-        k_ptrs = (k_cache_ptr + block_ids[None, :] * stride_k_block + slot_in_block[None, :] * stride_k_slot
-                  + kv_head * stride_k_head + offs_d[:, None] * stride_k_dim)
+        k_ptrs = (
+            k_cache_ptr
+            + block_ids[None, :] * stride_k_block
+            + slot_in_block[None, :] * stride_k_slot
+            + kv_head * stride_k_head
+            + offs_d[:, None] * stride_k_dim
+        )
         k = tl.load(k_ptrs, mask=dim_mask[:, None] & pos_mask[None, :], other=0.0)
         if UPCAST:
             k = k.to(tl.float32)
@@ -123,8 +151,13 @@ def _paged_decode_kernel(
         p = tl.exp2(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
 
-        v_ptrs = (v_cache_ptr + block_ids[:, None] * stride_v_block + slot_in_block[:, None] * stride_v_slot
-                  + kv_head * stride_v_head + offs_d[None, :] * stride_v_dim)
+        v_ptrs = (
+            v_cache_ptr
+            + block_ids[:, None] * stride_v_block
+            + slot_in_block[:, None] * stride_v_slot
+            + kv_head * stride_v_head
+            + offs_d[None, :] * stride_v_dim
+        )
         v = tl.load(v_ptrs, mask=pos_mask[:, None] & dim_mask[None, :], other=0.0)
         if UPCAST:
             v = v.to(tl.float32)
@@ -143,8 +176,13 @@ def _paged_decode_kernel(
     else:
         # Flash-decoding stage 1: the normalised partial output and its log2-sum-exp. The launcher
         # allocates the scratch contiguous, so head dims and splits have stride 1 there.
-        po_ptrs = (part_out_ptr + seq * stride_po_seq + q_heads[:, None] * stride_po_head + split * stride_po_split
-                   + offs_d[None, :])
+        po_ptrs = (
+            part_out_ptr
+            + seq * stride_po_seq
+            + q_heads[:, None] * stride_po_head
+            + split * stride_po_split
+            + offs_d[None, :]
+        )
         tl.store(po_ptrs, out, mask=store_mask)
         lse = tl.where(l_i == 0.0, float("-inf"), m_i + tl.log2(l_safe))
         tl.store(part_lse_ptr + seq * stride_pl_seq + q_heads * stride_pl_head + split, lse, mask=head_mask)
@@ -152,12 +190,19 @@ def _paged_decode_kernel(
 
 @triton.jit
 def _merge_splits_kernel(
-    out_ptr, part_out_ptr, part_lse_ptr,
-    stride_o_seq, stride_o_head, stride_o_dim,
-    stride_po_seq, stride_po_head, stride_po_split,
-    stride_pl_seq, stride_pl_head,
+    out_ptr,
+    part_out_ptr,
+    part_lse_ptr,
+    stride_o_seq,
+    stride_o_head,
+    stride_o_dim,
+    stride_po_seq,
+    stride_po_head,
+    stride_po_split,
+    stride_pl_seq,
+    stride_pl_head,
     NUM_SPLITS: tl.constexpr,
-    SPLITS_P: tl.constexpr,                              # NUM_SPLITS padded to a power of two
+    SPLITS_P: tl.constexpr,  # NUM_SPLITS padded to a power of two
     HEAD_DIM: tl.constexpr,
     HEAD_DIM_P: tl.constexpr,
 ):
@@ -170,25 +215,42 @@ def _merge_splits_kernel(
     split_mask = offs_s < NUM_SPLITS
     dim_mask = offs_d < HEAD_DIM
 
-    lse = tl.load(part_lse_ptr + seq * stride_pl_seq + head * stride_pl_head + offs_s, mask=split_mask,
-                  other=float("-inf"))
+    lse = tl.load(
+        part_lse_ptr + seq * stride_pl_seq + head * stride_pl_head + offs_s, mask=split_mask, other=float("-inf")
+    )
     # All splits empty only when seq_len == 0; use 0 as the reference max so nothing is NaN.
     lse_max = tl.max(lse, 0)
     lse_max = tl.where(lse_max == float("-inf"), 0.0, lse_max)
-    weight = tl.exp2(lse - lse_max)                      # an empty split (lse = -inf) weighs 0
+    weight = tl.exp2(lse - lse_max)  # an empty split (lse = -inf) weighs 0
 
-    part = tl.load(part_out_ptr + seq * stride_po_seq + head * stride_po_head + offs_s[:, None] * stride_po_split
-                   + offs_d[None, :], mask=split_mask[:, None] & dim_mask[None, :], other=0.0)
+    part = tl.load(
+        part_out_ptr
+        + seq * stride_po_seq
+        + head * stride_po_head
+        + offs_s[:, None] * stride_po_split
+        + offs_d[None, :],
+        mask=split_mask[:, None] & dim_mask[None, :],
+        other=0.0,
+    )
     # Never multiply an empty split's scratch, even by 0: 0 * NaN = NaN.
     part = tl.where(weight[:, None] > 0.0, part, 0.0)
     total = tl.sum(weight, 0)
     out = tl.sum(weight[:, None] * part, 0) / tl.where(total == 0.0, 1.0, total)
-    tl.store(out_ptr + seq * stride_o_seq + head * stride_o_head + offs_d * stride_o_dim,
-             out.to(out_ptr.dtype.element_ty), mask=dim_mask)
+    tl.store(
+        out_ptr + seq * stride_o_seq + head * stride_o_head + offs_d * stride_o_dim,
+        out.to(out_ptr.dtype.element_ty),
+        mask=dim_mask,
+    )
 
 
-def decode_block_sizes(num_q_heads: int, num_kv_heads: int, head_dim: int, interpreted: bool,
-                       block_n: Optional[int] = None, dtype: torch.dtype = torch.float16) -> dict:
+def decode_block_sizes(
+    num_q_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    interpreted: bool,
+    block_n: int | None = None,
+    dtype: torch.dtype = torch.float16,
+) -> dict:
     """The constexpr tile sizes the launcher uses (also used by the offline compile test)."""
     group = num_q_heads // num_kv_heads
     if block_n is None:
@@ -197,14 +259,29 @@ def decode_block_sizes(num_q_heads: int, num_kv_heads: int, head_dim: int, inter
         block_n = 128 if interpreted else (32 if dtype == torch.float32 else 64)
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"block_n must be a power of two >= 16 (tl.dot needs K >= 16 on NVIDIA), got {block_n}")
-    return dict(QUERIES_PER_KV=group, BLOCK_H=max(16, next_power_of_2(group)), HEAD_DIM=head_dim,
-                HEAD_DIM_P=max(16, next_power_of_2(head_dim)), BLOCK_N=block_n)
+    return dict(
+        QUERIES_PER_KV=group,
+        BLOCK_H=max(16, next_power_of_2(group)),
+        HEAD_DIM=head_dim,
+        HEAD_DIM_P=max(16, next_power_of_2(head_dim)),
+        BLOCK_N=block_n,
+    )
 
 
-def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float, *,
-                           num_splits: int = 1, block_n: Optional[int] = None, check_values: bool = True,
-                           num_warps: Optional[int] = None, num_stages: Optional[int] = None) -> torch.Tensor:
+def paged_decode_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    *,
+    num_splits: int = 1,
+    block_n: int | None = None,
+    check_values: bool = True,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+) -> torch.Tensor:
     """Triton paged decode attention (same contract as ``reference.paged_decode_attention``).
 
     Args:
@@ -245,22 +322,46 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
         part_out = torch.empty((num_seqs, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=query.device)
         part_lse = torch.empty((num_seqs, num_q_heads, num_splits), dtype=torch.float32, device=query.device)
     else:
-        part_out, part_lse = out, out          # unused placeholders
+        part_out, part_lse = out, out  # unused placeholders
     launch_opts = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
     kernel[(num_seqs, num_kv_heads, num_splits)](
-        out, part_out, part_lse, query, key_cache, value_cache, block_tables, seq_lens,
+        out,
+        part_out,
+        part_lse,
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        seq_lens,
         float(scale) * LOG2E,
-        *query.stride(), *key_cache.stride(), *value_cache.stride(), *block_tables.stride(), *out.stride(),
+        *query.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        *block_tables.stride(),
+        *out.stride(),
         *(part_out.stride()[:3] if num_splits > 1 else (0, 0, 0)),
         *(part_lse.stride()[:2] if num_splits > 1 else (0, 0)),
-        BLOCK_SIZE=key_cache.shape[1], NUM_SPLITS=num_splits, UPCAST=upcast, DOT_PRECISION=precision, **meta,
-        **launch_opts)
+        BLOCK_SIZE=key_cache.shape[1],
+        NUM_SPLITS=num_splits,
+        UPCAST=upcast,
+        DOT_PRECISION=precision,
+        **meta,
+        **launch_opts,
+    )
     if num_splits > 1:
         merge = launcher(_merge_splits_kernel, query)
         merge[(num_seqs, num_q_heads)](
-            out, part_out, part_lse, *out.stride(), *part_out.stride()[:3], *part_lse.stride()[:2],
-            NUM_SPLITS=num_splits, SPLITS_P=next_power_of_2(num_splits), HEAD_DIM=head_dim,
-            HEAD_DIM_P=meta["HEAD_DIM_P"])
+            out,
+            part_out,
+            part_lse,
+            *out.stride(),
+            *part_out.stride()[:3],
+            *part_lse.stride()[:2],
+            NUM_SPLITS=num_splits,
+            SPLITS_P=next_power_of_2(num_splits),
+            HEAD_DIM=head_dim,
+            HEAD_DIM_P=meta["HEAD_DIM_P"],
+        )
     return out
 
 

@@ -25,9 +25,8 @@ the block table and needs only one rule: query ``i`` of the chunk sits at positi
   block size are independent). Loads are masked (``other=0``), scores get ``-inf`` where
   ``key_pos > query_pos``, and the softmax is the same fp32 online softmax as in decode.
 """
-from __future__ import annotations
 
-from typing import Optional
+from __future__ import annotations
 
 import torch
 import triton
@@ -40,23 +39,40 @@ from pagedlab.kernels.validate import validate_prefill_inputs
 
 @triton.jit
 def _paged_prefill_kernel(
-    out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_seqlens_q_ptr, seq_lens_ptr,
-    qk_scale,                                            # softmax scale * log2(e)
-    stride_q_tok, stride_q_head, stride_q_dim,
-    stride_k_block, stride_k_slot, stride_k_head, stride_k_dim,
-    stride_v_block, stride_v_slot, stride_v_head, stride_v_dim,
-    stride_bt_seq, stride_bt_block,
-    stride_o_tok, stride_o_head, stride_o_dim,
-    QUERIES_PER_KV: tl.constexpr,                        # Hq // Hkv
-    GROUP_P: tl.constexpr,                               # QUERIES_PER_KV padded to a power of two
-    BLOCK_Q: tl.constexpr,                               # query tokens per program
-    BLOCK_M: tl.constexpr,                               # rows of the tile = BLOCK_Q * GROUP_P
+    out_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    cu_seqlens_q_ptr,
+    seq_lens_ptr,
+    qk_scale,  # softmax scale * log2(e)
+    stride_q_tok,
+    stride_q_head,
+    stride_q_dim,
+    stride_k_block,
+    stride_k_slot,
+    stride_k_head,
+    stride_k_dim,
+    stride_v_block,
+    stride_v_slot,
+    stride_v_head,
+    stride_v_dim,
+    stride_bt_seq,
+    stride_bt_block,
+    stride_o_tok,
+    stride_o_head,
+    stride_o_dim,
+    QUERIES_PER_KV: tl.constexpr,  # Hq // Hkv
+    GROUP_P: tl.constexpr,  # QUERIES_PER_KV padded to a power of two
+    BLOCK_Q: tl.constexpr,  # query tokens per program
+    BLOCK_M: tl.constexpr,  # rows of the tile = BLOCK_Q * GROUP_P
     HEAD_DIM: tl.constexpr,
-    HEAD_DIM_P: tl.constexpr,                            # HEAD_DIM padded to a power of two
-    BLOCK_SIZE: tl.constexpr,                            # tokens per cache block
-    BLOCK_N: tl.constexpr,                               # keys per loop iteration
-    UPCAST: tl.constexpr,                                # dots in fp32 (bf16 in the interpreter)
-    DOT_PRECISION: tl.constexpr,                         # "ieee" for fp32 inputs: no TF32 on the GPU
+    HEAD_DIM_P: tl.constexpr,  # HEAD_DIM padded to a power of two
+    BLOCK_SIZE: tl.constexpr,  # tokens per cache block
+    BLOCK_N: tl.constexpr,  # keys per loop iteration
+    UPCAST: tl.constexpr,  # dots in fp32 (bf16 in the interpreter)
+    DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: no TF32 on the GPU
 ):
     seq = tl.program_id(0)
     q_block = tl.program_id(1)
@@ -80,12 +96,15 @@ def _paged_prefill_kernel(
     head_in_group = offs_m % GROUP_P
     row_mask = (q_idx < q_len) & (head_in_group < QUERIES_PER_KV)
     dim_mask = offs_d < HEAD_DIM
-    q_pos = context_len + q_idx                          # position of each row's query in its sequence
+    q_pos = context_len + q_idx  # position of each row's query in its sequence
     q_rows = (q_start + q_idx).to(tl.int64)
     q_heads = kv_head * QUERIES_PER_KV + head_in_group
 
-    q = tl.load(q_ptr + q_rows[:, None] * stride_q_tok + q_heads[:, None] * stride_q_head
-                + offs_d[None, :] * stride_q_dim, mask=row_mask[:, None] & dim_mask[None, :], other=0.0)
+    q = tl.load(
+        q_ptr + q_rows[:, None] * stride_q_tok + q_heads[:, None] * stride_q_head + offs_d[None, :] * stride_q_dim,
+        mask=row_mask[:, None] & dim_mask[None, :],
+        other=0.0,
+    )
     if UPCAST:
         q = q.to(tl.float32)
 
@@ -102,11 +121,16 @@ def _paged_prefill_kernel(
         key_pos = start_n + offs_n
         key_mask = key_pos < kv_end
         block_ids = tl.load(block_table_row + (key_pos // BLOCK_SIZE) * stride_bt_block, mask=key_mask, other=0)
-        block_ids = block_ids.to(tl.int64)               # int64 before the stride multiply
+        block_ids = block_ids.to(tl.int64)  # int64 before the stride multiply
         slot_in_block = key_pos % BLOCK_SIZE
 
-        k_ptrs = (k_cache_ptr + block_ids[None, :] * stride_k_block + slot_in_block[None, :] * stride_k_slot
-                  + kv_head * stride_k_head + offs_d[:, None] * stride_k_dim)
+        k_ptrs = (
+            k_cache_ptr
+            + block_ids[None, :] * stride_k_block
+            + slot_in_block[None, :] * stride_k_slot
+            + kv_head * stride_k_head
+            + offs_d[:, None] * stride_k_dim
+        )
         k = tl.load(k_ptrs, mask=dim_mask[:, None] & key_mask[None, :], other=0.0)
         if UPCAST:
             k = k.to(tl.float32)
@@ -121,8 +145,13 @@ def _paged_prefill_kernel(
         p = tl.exp2(scores - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
 
-        v_ptrs = (v_cache_ptr + block_ids[:, None] * stride_v_block + slot_in_block[:, None] * stride_v_slot
-                  + kv_head * stride_v_head + offs_d[None, :] * stride_v_dim)
+        v_ptrs = (
+            v_cache_ptr
+            + block_ids[:, None] * stride_v_block
+            + slot_in_block[:, None] * stride_v_slot
+            + kv_head * stride_v_head
+            + offs_d[None, :] * stride_v_dim
+        )
         v = tl.load(v_ptrs, mask=key_mask[:, None] & dim_mask[None, :], other=0.0)
         if UPCAST:
             v = v.to(tl.float32)
@@ -131,13 +160,21 @@ def _paged_prefill_kernel(
         m_i = m_new
 
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-    o_ptrs = out_ptr + q_rows[:, None] * stride_o_tok + q_heads[:, None] * stride_o_head + offs_d[None, :] * stride_o_dim
+    o_ptrs = (
+        out_ptr + q_rows[:, None] * stride_o_tok + q_heads[:, None] * stride_o_head + offs_d[None, :] * stride_o_dim
+    )
     tl.store(o_ptrs, out.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & dim_mask[None, :])
 
 
-def prefill_block_sizes(num_q_heads: int, num_kv_heads: int, head_dim: int, interpreted: bool,
-                        block_m: Optional[int] = None, block_n: Optional[int] = None,
-                        dtype: torch.dtype = torch.float16) -> dict:
+def prefill_block_sizes(
+    num_q_heads: int,
+    num_kv_heads: int,
+    head_dim: int,
+    interpreted: bool,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    dtype: torch.dtype = torch.float16,
+) -> dict:
     """The constexpr tile sizes the launcher uses (also used by the offline compile test).
 
     ``block_m`` is the target number of rows (query tokens x heads of a group); the real tile has
@@ -156,15 +193,33 @@ def prefill_block_sizes(num_q_heads: int, num_kv_heads: int, head_dim: int, inte
     if block_n < 16 or block_n & (block_n - 1) or block_m < 1 or block_m & (block_m - 1):
         raise ValueError(f"block_m and block_n must be powers of two, block_n >= 16; got {block_m}, {block_n}")
     block_q = max(1, block_m // group_p)
-    return dict(QUERIES_PER_KV=group, GROUP_P=group_p, BLOCK_Q=block_q, BLOCK_M=block_q * group_p,
-                HEAD_DIM=head_dim, HEAD_DIM_P=max(16, next_power_of_2(head_dim)), BLOCK_N=block_n)
+    return dict(
+        QUERIES_PER_KV=group,
+        GROUP_P=group_p,
+        BLOCK_Q=block_q,
+        BLOCK_M=block_q * group_p,
+        HEAD_DIM=head_dim,
+        HEAD_DIM_P=max(16, next_power_of_2(head_dim)),
+        BLOCK_N=block_n,
+    )
 
 
-def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                            block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor, seq_lens: torch.Tensor,
-                            scale: float, *, max_query_len: Optional[int] = None, block_m: Optional[int] = None,
-                            block_n: Optional[int] = None, check_values: bool = True,
-                            num_warps: Optional[int] = None, num_stages: Optional[int] = None) -> torch.Tensor:
+def paged_prefill_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    *,
+    max_query_len: int | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+    check_values: bool = True,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+) -> torch.Tensor:
     """Triton paged prefill/extend attention (same contract as ``reference.paged_prefill_attention``).
 
     Args:
@@ -185,8 +240,9 @@ def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_
         KernelInputError: bad shapes, dtypes, head size, lengths, ``cu_seqlens_q`` or block ids.
         KernelUnavailableError: CPU tensors without ``TRITON_INTERPRET=1`` (see ``runtime``).
     """
-    validate_prefill_inputs(query, key_cache, value_cache, block_tables, cu_seqlens_q, seq_lens, scale,
-                            check_values=check_values)
+    validate_prefill_inputs(
+        query, key_cache, value_cache, block_tables, cu_seqlens_q, seq_lens, scale, check_values=check_values
+    )
     kernel = launcher(_paged_prefill_kernel, query)
     interpreted = running_interpreted(_paged_prefill_kernel, query)
     total_q, num_q_heads, head_dim = query.shape
@@ -200,12 +256,28 @@ def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_
     if max_query_len == 0:
         return out
     meta = prefill_block_sizes(num_q_heads, num_kv_heads, head_dim, interpreted, block_m, block_n, query.dtype)
-    upcast = interpreted and query.dtype == torch.bfloat16     # see decode_attention (triton #11584)
+    upcast = interpreted and query.dtype == torch.bfloat16  # see decode_attention (triton #11584)
     precision = "ieee" if query.dtype == torch.float32 else "tf32"
     grid = (num_seqs, triton.cdiv(max_query_len, meta["BLOCK_Q"]), num_kv_heads)
     launch_opts = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
     kernel[grid](
-        out, query, key_cache, value_cache, block_tables, cu_seqlens_q, seq_lens, float(scale) * LOG2E,
-        *query.stride(), *key_cache.stride(), *value_cache.stride(), *block_tables.stride(), *out.stride(),
-        BLOCK_SIZE=key_cache.shape[1], UPCAST=upcast, DOT_PRECISION=precision, **meta, **launch_opts)
+        out,
+        query,
+        key_cache,
+        value_cache,
+        block_tables,
+        cu_seqlens_q,
+        seq_lens,
+        float(scale) * LOG2E,
+        *query.stride(),
+        *key_cache.stride(),
+        *value_cache.stride(),
+        *block_tables.stride(),
+        *out.stride(),
+        BLOCK_SIZE=key_cache.shape[1],
+        UPCAST=upcast,
+        DOT_PRECISION=precision,
+        **meta,
+        **launch_opts,
+    )
     return out

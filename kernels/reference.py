@@ -9,16 +9,20 @@ Layout (vLLM's, per layer): ``key_cache`` and ``value_cache`` are
 ``[num_blocks, block_size, num_kv_heads, head_dim]``; token position ``p`` of a sequence
 lives at ``block_table[p // block_size]``, row ``p % block_size``.
 """
-from __future__ import annotations
 
-from typing import List, Optional
+from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 
-def reshape_and_cache(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                      value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
     """Write new K/V rows into the paged cache through the slot mapping (vLLM ``reshape_and_cache``).
 
     Args:
@@ -52,8 +56,14 @@ def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> t
     return blocks.reshape(n * block_size, *cache.shape[2:])[:seq_len]
 
 
-def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float) -> torch.Tensor:
+def paged_decode_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
     """One query token per sequence attends to its whole cached context.
 
     Args:
@@ -68,7 +78,7 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     num_seqs, num_q_heads, head_dim = query.shape
     num_blocks, block_size, num_kv_heads, _ = key_cache.shape
     max_len = int(seq_lens.max()) if num_seqs else 0
-    if max_len == 0:                                      # nothing to attend to (or no sequences)
+    if max_len == 0:  # nothing to attend to (or no sequences)
         return torch.zeros_like(query)
     max_blocks = (max_len + block_size - 1) // block_size
     # Gather every sequence's blocks at once: [S, max_blocks] ids -> [S, max_blocks * bs, H, D].
@@ -78,23 +88,33 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     v = value_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
     length = max_blocks * block_size
     lens = seq_lens.to(device=query.device, dtype=torch.long)
-    mask = torch.arange(length, device=query.device).unsqueeze(0) < lens.unsqueeze(1)   # [S, L]
+    mask = torch.arange(length, device=query.device).unsqueeze(0) < lens.unsqueeze(1)  # [S, L]
     # GQA packing (as the Triton kernel does): the G = Hq / Hkv query heads that share a KV head
     # become G query rows of that head, so K/V are read once per KV head and never repeated.
     group = num_q_heads // num_kv_heads
-    q = query.float().view(num_seqs, num_kv_heads, group, head_dim)              # [S, Hkv, G, D]
+    q = query.float().view(num_seqs, num_kv_heads, group, head_dim)  # [S, Hkv, G, D]
     out = F.scaled_dot_product_attention(
-        q, k.transpose(1, 2).float(), v.transpose(1, 2).float(),                 # [S, Hkv, L, D]
-        attn_mask=mask[:, None, None, :], scale=scale)
+        q,
+        k.transpose(1, 2).float(),
+        v.transpose(1, 2).float(),  # [S, Hkv, L, D]
+        attn_mask=mask[:, None, None, :],
+        scale=scale,
+    )
     out = out.reshape(num_seqs, num_q_heads, head_dim)
     # seq_len == 0 masks a whole row; define its output as 0 (as the Triton kernel does), not NaN.
     out = out.masked_fill((lens == 0)[:, None, None], 0.0)
     return out.to(query.dtype)
 
 
-def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                            block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor, seq_lens: torch.Tensor,
-                            scale: float) -> torch.Tensor:
+def paged_prefill_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
     """Variable-length queries (prefill chunks) attend causally to cached context plus themselves.
 
     Query ``i`` of sequence ``s`` sits at position ``context_len + i`` where
@@ -122,13 +142,12 @@ def paged_prefill_attention(query: torch.Tensor, key_cache: torch.Tensor, value_
         if q_len == 0:
             continue
         ctx = seq_len - q_len
-        k = gather_kv(key_cache, block_tables[s], seq_len).transpose(0, 1).float()   # [Hkv, L, D]
+        k = gather_kv(key_cache, block_tables[s], seq_len).transpose(0, 1).float()  # [Hkv, L, D]
         v = gather_kv(value_cache, block_tables[s], seq_len).transpose(0, 1).float()
-        q = query[q0:q1].transpose(0, 1).float()                                     # [Hq, q, D]
+        q = query[q0:q1].transpose(0, 1).float()  # [Hq, q, D]
         # Causal with an offset: query i may see keys 0 .. ctx + i.
         dev = query.device
         mask = torch.arange(seq_len, device=dev).unsqueeze(0) <= (ctx + torch.arange(q_len, device=dev)).unsqueeze(1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
-                                           enable_gqa=num_q_heads != num_kv_heads)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=num_q_heads != num_kv_heads)
         out[q0:q1] = o.transpose(0, 1).to(query.dtype)
     return out

@@ -17,6 +17,7 @@ after ``import triton`` leaves the kernels half interpreted, and they fail with 
 The interpreter also runs CUDA tensors (it copies them to the host and back at every launch):
 that is correct but slow, and a frequent benchmarking mistake (triton #5995), so it warns.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,7 @@ from pagedlab.errors import PagedLabError
 try:  # Triton is optional: the torch references work without it (macOS, Windows).
     import triton
     from triton.runtime.interpreter import InterpretedFunction
+
     TRITON_AVAILABLE = True
 except ImportError:  # pragma: no cover - exercised only where triton is missing
     triton = None
@@ -41,15 +43,17 @@ class KernelUnavailableError(PagedLabError, RuntimeError):
     """The Triton kernels cannot run on these tensors (no Triton, or CPU tensors without the interpreter)."""
 
 
-_HOW_TO = ("set TRITON_INTERPRET=1 in the environment before triton is first imported "
-           "(e.g. `TRITON_INTERPRET=1 pytest ...`, or os.environ['TRITON_INTERPRET'] = '1' in the first "
-           "notebook cell), or use attention_backend='torch' on CPU")
+_HOW_TO = (
+    "set TRITON_INTERPRET=1 in the environment before triton is first imported "
+    "(e.g. `TRITON_INTERPRET=1 pytest ...`, or os.environ['TRITON_INTERPRET'] = '1' in the first "
+    "notebook cell), or use attention_backend='torch' on CPU"
+)
 
 
 def interpreter_requested() -> bool:
     """True when ``TRITON_INTERPRET`` is set to a true value in the environment right now."""
     if TRITON_AVAILABLE and hasattr(triton, "knobs"):
-        return bool(triton.knobs.runtime.interpret)          # Triton's own parsing of the variable
+        return bool(triton.knobs.runtime.interpret)  # Triton's own parsing of the variable
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
@@ -86,6 +90,7 @@ def interpreter_ready() -> bool:
     if not TRITON_AVAILABLE:
         return False
     import triton.language as tl
+
     return isinstance(tl.cdiv, InterpretedFunction)
 
 
@@ -98,13 +103,18 @@ def launcher(kernel: Any, tensor: torch.Tensor) -> Any:
     """
     global _WARNED
     if not TRITON_AVAILABLE:
-        raise KernelUnavailableError("Triton is not installed (pip install 'pagedlab[triton]', Linux only); "
-                                     "use attention_backend='torch'")
+        raise KernelUnavailableError(
+            "Triton is not installed (pip install 'pagedlab[triton]', Linux only); use attention_backend='torch'"
+        )
     if tensor.device.type == "cuda":
         if is_interpreted(kernel) and not _WARNED:
             _WARNED = True
-            warnings.warn("TRITON_INTERPRET=1 is set, so the kernels run in the slow CPU interpreter even "
-                          "though the tensors are on CUDA; unset it to time the GPU", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                "TRITON_INTERPRET=1 is set, so the kernels run in the slow CPU interpreter even "
+                "though the tensors are on CUDA; unset it to time the GPU",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return kernel
     if tensor.device.type != "cpu":
         raise KernelUnavailableError(f"the Triton kernels run on CUDA or (interpreted) on CPU, not on {tensor.device}")
@@ -115,7 +125,8 @@ def launcher(kernel: Any, tensor: torch.Tensor) -> Any:
             "TRITON_INTERPRET=1 is set now, but triton (or pagedlab.kernels) was imported before it was set, "
             "so the kernels are compiled for a GPU and cannot take CPU tensors. Set it before anything imports "
             "triton (torch._dynamo does): at the very top of the notebook or in the shell, "
-            "e.g. `TRITON_INTERPRET=1 pytest ...`; then restart the kernel/process")
+            "e.g. `TRITON_INTERPRET=1 pytest ...`; then restart the kernel/process"
+        )
     raise KernelUnavailableError(f"Triton kernels got CPU tensors but the interpreter is off: {_HOW_TO}")
 
 

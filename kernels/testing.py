@@ -2,6 +2,7 @@
 
 Used by ``tests/kernels`` and handy in a lab to look at a block table. Imports torch only.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,30 +41,45 @@ class PagedCase:
             data under different block sizes.
     """
 
-    def __init__(self, seq_lens, num_kv_heads, head_dim, block_size, dtype, *, extra_blocks=3, seed=0,
-                 device=None, layout="NHD", k_seqs=None, v_seqs=None):
+    def __init__(
+        self,
+        seq_lens,
+        num_kv_heads,
+        head_dim,
+        block_size,
+        dtype,
+        *,
+        extra_blocks=3,
+        seed=0,
+        device=None,
+        layout="NHD",
+        k_seqs=None,
+        v_seqs=None,
+    ):
         device = device or default_device()
         gen = torch.Generator().manual_seed(seed)
         self.seq_lens_list = [int(n) for n in seq_lens]
         self.block_size = block_size
         blocks_per_seq = [-(-n // block_size) for n in self.seq_lens_list]
         self.num_blocks = num_blocks = sum(blocks_per_seq) + extra_blocks
-        max_blocks = max(blocks_per_seq, default=0) + 1                     # +1: a padding column
+        max_blocks = max(blocks_per_seq, default=0) + 1  # +1: a padding column
         perm = torch.randperm(num_blocks, generator=gen)
         table = torch.full((len(seq_lens), max_blocks), PAD_ID, dtype=torch.int32)
         # One logical [seq_len, Hkv, D] tensor per sequence (given, or random), scattered into blocks.
-        self.k_seqs = k_seqs or [torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
-                                 for n in self.seq_lens_list]
-        self.v_seqs = v_seqs or [torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
-                                 for n in self.seq_lens_list]
+        self.k_seqs = k_seqs or [
+            torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype) for n in self.seq_lens_list
+        ]
+        self.v_seqs = v_seqs or [
+            torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype) for n in self.seq_lens_list
+        ]
         flat_k = torch.zeros(num_blocks * block_size, num_kv_heads, head_dim, dtype=dtype)
         flat_v = torch.zeros_like(flat_k)
         owned = torch.zeros(num_blocks * block_size, dtype=torch.bool)
         start = 0
         for s, n in enumerate(self.seq_lens_list):
-            ids = perm[start:start + blocks_per_seq[s]]
+            ids = perm[start : start + blocks_per_seq[s]]
             start += blocks_per_seq[s]
-            table[s, :len(ids)] = ids.to(torch.int32)
+            table[s, : len(ids)] = ids.to(torch.int32)
             pos = torch.arange(n)
             slots = ids[pos // block_size] * block_size + pos % block_size
             flat_k[slots], flat_v[slots], owned[slots] = self.k_seqs[s], self.v_seqs[s], True

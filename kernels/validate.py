@@ -19,6 +19,7 @@ Two kinds of check:
 
 Only torch is imported here, so the checks work without Triton installed.
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,8 +53,10 @@ def _check_int(name: str, t: torch.Tensor, ndim: int) -> None:
 def validate_head_dim(head_dim: int) -> None:
     """Raise unless ``head_dim`` is a multiple of 8 in ``[8, 256]`` (80 and 96 are fine: padded + masked)."""
     if head_dim % HEAD_DIM_MULTIPLE != 0 or not HEAD_DIM_MULTIPLE <= head_dim <= MAX_HEAD_DIM:
-        _fail(f"head_dim={head_dim} is not supported: it must be a multiple of {HEAD_DIM_MULTIPLE} "
-              f"between {HEAD_DIM_MULTIPLE} and {MAX_HEAD_DIM} (non powers of two such as 80 and 96 are fine)")
+        _fail(
+            f"head_dim={head_dim} is not supported: it must be a multiple of {HEAD_DIM_MULTIPLE} "
+            f"between {HEAD_DIM_MULTIPLE} and {MAX_HEAD_DIM} (non powers of two such as 80 and 96 are fine)"
+        )
 
 
 def validate_kv_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> None:
@@ -80,8 +83,10 @@ def validate_kv_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> Non
 
 def _check_query(query: torch.Tensor, key_cache: torch.Tensor) -> None:
     if not isinstance(query, torch.Tensor) or query.dim() != 3:
-        _fail(f"query must be [tokens, num_q_heads, head_dim], got "
-              f"{tuple(query.shape) if isinstance(query, torch.Tensor) else type(query).__name__}")
+        _fail(
+            f"query must be [tokens, num_q_heads, head_dim], got "
+            f"{tuple(query.shape) if isinstance(query, torch.Tensor) else type(query).__name__}"
+        )
     num_q_heads, head_dim = query.shape[1:]
     num_kv_heads = key_cache.shape[2]
     if head_dim != key_cache.shape[3]:
@@ -103,8 +108,9 @@ def _check_scale(scale: float) -> None:
         _fail(f"scale must be finite, got {scale!r}")
 
 
-def _check_table(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_seqs: int, key_cache: torch.Tensor,
-                 check_values: bool) -> None:
+def _check_table(
+    block_tables: torch.Tensor, seq_lens: torch.Tensor, num_seqs: int, key_cache: torch.Tensor, check_values: bool
+) -> None:
     _check_int("block_tables", block_tables, 2)
     _check_int("seq_lens", seq_lens, 1)
     if seq_lens.shape[0] != num_seqs:
@@ -122,20 +128,33 @@ def _check_table(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_seqs: i
         _fail(f"seq_lens must be >= 0, got {seq_lens.tolist()}")
     capacity = block_tables.shape[1] * block_size
     if bool((lens > capacity).any()):
-        _fail(f"a seq_len exceeds the block table's capacity: max seq_len {int(lens.max())} > "
-              f"{block_tables.shape[1]} blocks x block_size {block_size}")
+        _fail(
+            f"a seq_len exceeds the block table's capacity: max seq_len {int(lens.max())} > "
+            f"{block_tables.shape[1]} blocks x block_size {block_size}"
+        )
     # Only the entries a sequence reads are checked: the rest of its row is padding.
-    used = torch.arange(block_tables.shape[1], device=lens.device)[None, :] < ((lens + block_size - 1) // block_size)[:, None]
+    used = (
+        torch.arange(block_tables.shape[1], device=lens.device)[None, :]
+        < ((lens + block_size - 1) // block_size)[:, None]
+    )
     ids = block_tables[used]
     if ids.numel() and bool(((ids < 0) | (ids >= num_blocks)).any()):
         bad = ids[(ids < 0) | (ids >= num_blocks)]
-        _fail(f"block_tables holds block id(s) {bad[:8].tolist()} outside [0, {num_blocks}) within the "
-              f"first ceil(seq_len / block_size) entries of a row")
+        _fail(
+            f"block_tables holds block id(s) {bad[:8].tolist()} outside [0, {num_blocks}) within the "
+            f"first ceil(seq_len / block_size) entries of a row"
+        )
 
 
-def validate_cache_write_inputs(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                                value_cache: torch.Tensor, slot_mapping: torch.Tensor, *,
-                                check_values: bool = True) -> None:
+def validate_cache_write_inputs(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    check_values: bool = True,
+) -> None:
     """Check the arguments of ``reshape_and_cache``.
 
     ``key``/``value`` are ``[num_tokens, num_kv_heads, head_dim]`` of any supported float dtype
@@ -150,8 +169,10 @@ def validate_cache_write_inputs(key: torch.Tensor, value: torch.Tensor, key_cach
         if not isinstance(t, torch.Tensor) or t.dim() != 3:
             _fail(f"{name} must be [num_tokens, num_kv_heads, head_dim]")
         if t.shape[1:] != key_cache.shape[2:]:
-            _fail(f"{name} rows {tuple(t.shape[1:])} do not match the cache's [num_kv_heads, head_dim] "
-                  f"{tuple(key_cache.shape[2:])}")
+            _fail(
+                f"{name} rows {tuple(t.shape[1:])} do not match the cache's [num_kv_heads, head_dim] "
+                f"{tuple(key_cache.shape[2:])}"
+            )
         if t.dtype not in SUPPORTED_DTYPES:
             _fail(f"{name} dtype {t.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
         if t.device != key_cache.device:
@@ -167,13 +188,22 @@ def validate_cache_write_inputs(key: torch.Tensor, value: torch.Tensor, key_cach
         num_slots = key_cache.shape[0] * key_cache.shape[1]
         bad = (slot_mapping < -1) | (slot_mapping >= num_slots)
         if bool(bad.any()):
-            _fail(f"slot_mapping holds slot(s) {slot_mapping[bad][:8].tolist()} outside [0, {num_slots}) "
-                  f"(-1 marks a skipped token)")
+            _fail(
+                f"slot_mapping holds slot(s) {slot_mapping[bad][:8].tolist()} outside [0, {num_slots}) "
+                f"(-1 marks a skipped token)"
+            )
 
 
-def validate_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float, *,
-                           check_values: bool = True) -> None:
+def validate_decode_inputs(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    *,
+    check_values: bool = True,
+) -> None:
     """Check the arguments of ``paged_decode_attention`` (one query token per sequence).
 
     Raises:
@@ -186,9 +216,17 @@ def validate_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_c
     _check_table(block_tables, seq_lens, query.shape[0], key_cache, check_values)
 
 
-def validate_prefill_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                            block_tables: torch.Tensor, cu_seqlens_q: torch.Tensor, seq_lens: torch.Tensor,
-                            scale: float, *, check_values: bool = True) -> None:
+def validate_prefill_inputs(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    *,
+    check_values: bool = True,
+) -> None:
     """Check the arguments of ``paged_prefill_attention`` (varlen queries, ``q_len`` may be 0).
 
     Besides the decode checks: ``cu_seqlens_q`` is ``[num_seqs + 1]``, starts at 0, never
@@ -211,11 +249,14 @@ def validate_prefill_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_
         return
     cu = cu_seqlens_q.to(torch.int64)
     if int(cu[0]) != 0 or int(cu[-1]) != query.shape[0]:
-        _fail(f"cu_seqlens_q must start at 0 and end at the number of query tokens {query.shape[0]}, "
-              f"got {cu_seqlens_q.tolist()}")
+        _fail(
+            f"cu_seqlens_q must start at 0 and end at the number of query tokens {query.shape[0]}, "
+            f"got {cu_seqlens_q.tolist()}"
+        )
     q_lens = cu[1:] - cu[:-1]
     if bool((q_lens < 0).any()):
         _fail(f"cu_seqlens_q must not decrease, got {cu_seqlens_q.tolist()}")
     if bool((q_lens > seq_lens.to(torch.int64)).any()):
-        _fail(f"a sequence has more query tokens than its seq_len: q_lens {q_lens.tolist()}, "
-              f"seq_lens {seq_lens.tolist()}")
+        _fail(
+            f"a sequence has more query tokens than its seq_len: q_lens {q_lens.tolist()}, seq_lens {seq_lens.tolist()}"
+        )

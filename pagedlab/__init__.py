@@ -8,6 +8,7 @@ The offline API mirrors vLLM's::
                    SamplingParams(temperature=0, max_tokens=32))
     print(out[0].outputs[0].text)
 """
+
 import os
 
 # OpenMP threads that spin while they wait for each other make torch's CPU matmuls 10-20x
@@ -18,8 +19,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
 
-from pagedlab.errors import (ConfigError, InvalidRequestError, ModelFileCorruptError, ModelNotFoundError,
-                             PagedLabError)
+from pagedlab.errors import ConfigError, InvalidRequestError, ModelFileCorruptError, ModelNotFoundError, PagedLabError
 from pagedlab.outputs import CompletionOutput, RequestOutput
 from pagedlab.sampling_params import SamplingParams
 
@@ -28,12 +28,24 @@ def __getattr__(name):
     # The engine pulls in torch and transformers: import it only when asked for.
     if name == "LLM":
         from pagedlab.engine.llm import LLM
+
         return LLM
     if name == "LLMEngine":
         from pagedlab.engine.llm_engine import LLMEngine
+
         return LLMEngine
     raise AttributeError(f"module 'pagedlab' has no attribute {name!r}")
 
 
-__all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "CompletionOutput", "PagedLabError",
-           "ConfigError", "InvalidRequestError", "ModelNotFoundError", "ModelFileCorruptError"]
+__all__ = [
+    "LLM",
+    "LLMEngine",
+    "SamplingParams",
+    "RequestOutput",
+    "CompletionOutput",
+    "PagedLabError",
+    "ConfigError",
+    "InvalidRequestError",
+    "ModelNotFoundError",
+    "ModelFileCorruptError",
+]

@@ -44,11 +44,29 @@ COMMANDS: list[Command] = [
     Command("doctor", "pagedlab.doctor", "check the installation and say how to fix each problem"),
     Command("fetch-model", "pagedlab.model.fetch", "download and verify the SmolLM2-135M GGUF (~98 MB)"),
     Command("generate", "pagedlab.demo", "serve a file of chat prompts through the paged engine (headless demo)"),
-    Command("replay", "pagedlab.sim.replay", "replay a request trace (Azure, Mooncake) in the simulator or on the engine"),
-    Command("labs", "pagedlab.grading.labs_build", "labs build: generate labs/ from solutions/; labs check: are they in sync; labs copy DIR: the shipped labs into DIR"),
-    Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes (CSV, feedback, results.json)"),
-    Command("gradescope-bundle", "pagedlab.grading.gradescope", "build a Gradescope autograder zip (setup.sh, run_autograder, hidden tests)"),
-    Command("run-vllm", "pagedlab.vllm_compat", "run a script written for vLLM on pagedlab, unchanged (import vllm -> the kit)"),
+    Command(
+        "replay", "pagedlab.sim.replay", "replay a request trace (Azure, Mooncake) in the simulator or on the engine"
+    ),
+    Command(
+        "labs",
+        "pagedlab.grading.labs_build",
+        "labs build: generate labs/ from solutions/; labs check: are they in sync; labs copy DIR: the shipped labs into DIR",
+    ),
+    Command(
+        "grade",
+        "pagedlab.grading.grade",
+        "grade submitted notebooks in sandboxed processes (CSV, feedback, results.json)",
+    ),
+    Command(
+        "gradescope-bundle",
+        "pagedlab.grading.gradescope",
+        "build a Gradescope autograder zip (setup.sh, run_autograder, hidden tests)",
+    ),
+    Command(
+        "run-vllm",
+        "pagedlab.vllm_compat",
+        "run a script written for vLLM on pagedlab, unchanged (import vllm -> the kit)",
+    ),
 ]
 
 EXIT_UNAVAILABLE = 2

@@ -16,6 +16,7 @@ The install step must live in the cell (the library is not importable before it)
 lives here. ``python -m pagedlab.colab solutions/`` inserts or refreshes the cell in every notebook
 (idempotent: the cell is found by its tag); run ``pagedlab labs build`` afterwards.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,6 +63,7 @@ def in_colab() -> bool:
 def _enable_colab_widgets() -> None:
     """``google.colab.output.enable_custom_widget_manager()``: lets Colab render ipywidgets 8."""
     from google.colab import output  # only inside Colab; no stubs (ignore_missing_imports)
+
     output.enable_custom_widget_manager()
 
 
@@ -83,16 +85,21 @@ def setup(fetch: Callable[[], Path] | None = None, enable_widgets: Callable[[], 
         return "not in Colab: nothing to do"
     if fetch is None:
         from pagedlab.model.fetch import fetch_model
+
         fetch = fetch_model
     try:
         model = fetch()
     except ModelFetchError as e:
-        raise ColabSetupError(f"could not fetch the model in Colab ({e}). Check that the runtime is connected "
-                              "to the internet (Runtime > Restart session), then run this cell again.") from e
+        raise ColabSetupError(
+            f"could not fetch the model in Colab ({e}). Check that the runtime is connected "
+            "to the internet (Runtime > Restart session), then run this cell again."
+        ) from e
     loaded = getattr(sys.modules.get("ipywidgets"), "__version__", None)
     if loaded is not None and not str(loaded).startswith("8."):
-        raise ColabSetupError(f"this session imported ipywidgets {loaded} before the kit installed ipywidgets 8; "
-                              "Runtime > Restart session, then run this cell again")
+        raise ColabSetupError(
+            f"this session imported ipywidgets {loaded} before the kit installed ipywidgets 8; "
+            "Runtime > Restart session, then run this cell again"
+        )
     (enable_widgets or _enable_colab_widgets)()
     line = f"pagedlab ready in Colab: model {model}, custom widget manager enabled"
     print(line)
@@ -109,6 +116,7 @@ def insert_setup_cell(nb: Any) -> bool:
         ValueError: the notebook has no cells (no title to put the setup cell after).
     """
     import nbformat
+
     if not nb.cells:
         raise ValueError("notebook has no cells: expected a title cell first")
     found = [i for i, c in enumerate(nb.cells) if SETUP_TAG in c.get("metadata", {}).get("tags", [])]
@@ -125,6 +133,7 @@ def insert_setup_cell(nb: Any) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pagedlab.colab [FOLDER or NOTEBOOK ...]``: insert/refresh the setup cell (default: solutions/)."""
     import nbformat
+
     ap = argparse.ArgumentParser(prog="python -m pagedlab.colab", description=main.__doc__)
     ap.add_argument("paths", nargs="*", type=Path, default=[Path("solutions")])
     args = ap.parse_args(argv)

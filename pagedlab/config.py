@@ -3,17 +3,18 @@
 Defaults are sized for a 2-core CPU laptop serving SmolLM2-135M, not for a GPU:
 512 blocks of 16 tokens hold 8,192 tokens of fp32 KV (377 MB for SmolLM2).
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from pagedlab.errors import ConfigError
 
-PrefixCacheKind = Literal["hash", "radix"]          # vLLM's block hash chain / SGLang's radix tree
+PrefixCacheKind = Literal["hash", "radix"]  # vLLM's block hash chain / SGLang's radix tree
 SchedulingPolicy = Literal["fcfs", "priority"]
-PreemptionMode = Literal["recompute", "swap"]       # "swap": vLLM v0 only
+PreemptionMode = Literal["recompute", "swap"]  # "swap": vLLM v0 only
 
 
 def _positive_int(name: str, value, allow_zero: bool = False) -> None:
@@ -44,7 +45,7 @@ class CacheConfig:
     num_cpu_blocks: int = 0
     enable_prefix_caching: bool = False
     prefix_cache: PrefixCacheKind = "hash"
-    hash_seed: Optional[int] = None
+    hash_seed: int | None = None
 
     def __post_init__(self) -> None:
         _positive_int("block_size", self.block_size)
@@ -95,6 +96,7 @@ def available_memory_bytes(device: str = "cpu") -> int | None:
     """
     if device.startswith("cuda"):
         import torch
+
         return int(torch.cuda.mem_get_info(torch.device(device))[0])
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
@@ -143,4 +145,5 @@ def check_kv_cache_fits(cache_config: CacheConfig, kv_bytes_per_token: int, devi
         raise ConfigError(
             f"the KV cache needs {need / 2**30:.2f} GiB on {where} ({knob}={blocks} blocks x block_size "
             f"{cc.block_size} x {kv_bytes_per_token} bytes per token) but only {avail / 2**30:.2f} GiB is "
-            f"available. Lower {knob} to at most {fit}, or lower block_size")
+            f"available. Lower {knob} to at most {fit}, or lower block_size"
+        )

@@ -13,6 +13,7 @@ pyproject.toml maps them), so ``pip install`` gives a complete kit with no clone
 2. the installed package (``importlib.resources.files("pagedlab") / "_data"``): a wheel install;
 3. the checkout next to the package (``<repo>/data``): an editable install or a source tree.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ def _kit_dir(packaged: str, checkout: str) -> Path:
     repo = Path(__file__).resolve().parents[1] / checkout
     if repo.is_dir():
         return repo
-    raise DataFileNotFoundError(f"the kit's {checkout}/ folder is missing: looked in {inside} (wheel) and {repo} "
-                                "(checkout); reinstall pagedlab")
+    raise DataFileNotFoundError(
+        f"the kit's {checkout}/ folder is missing: looked in {inside} (wheel) and {repo} (checkout); reinstall pagedlab"
+    )
 
 
 def directory() -> Path:

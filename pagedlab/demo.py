@@ -4,6 +4,7 @@ The prompts file is JSON Lines, one object per line: ``{"id": ..., "messages": [
 "user", "content": ...}], "max_tokens": 64}`` (``max_tokens`` optional), or ``{"prompt": "..."}``
 for raw text. ``make demo`` runs it on ``data/prompts.jsonl``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any
 
 from pagedlab.errors import InvalidRequestError
 
@@ -23,10 +24,11 @@ def default_prompts() -> Path:
         DataFileNotFoundError: the file is not there (see :func:`pagedlab.data.path`).
     """
     from pagedlab import data
+
     return data.path("prompts.jsonl")
 
 
-def read_prompts(path: str | Path) -> List[dict]:
+def read_prompts(path: str | Path) -> list[dict]:
     """Parse and check a prompts file; nothing is loaded.
 
     Each line is a JSON object with ``messages`` (a non-empty list of ``{"role": str, "content":
@@ -42,6 +44,7 @@ def read_prompts(path: str | Path) -> List[dict]:
 def _read_prompt_lines(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` per prompt of a prompts file; see ``read_prompts``."""
     from pagedlab.sim.traces import read_text_file
+
     if not Path(path).is_file():
         raise InvalidRequestError(f"prompts file not found: {path}")
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -68,6 +71,7 @@ def _check_row(row: object) -> None:
         raise InvalidRequestError("expected an object with 'messages' or 'prompt'")
     if "messages" in row:
         from pagedlab.engine.llm import _check_conversation
+
         _check_conversation(row["messages"], "'messages'")
     elif not isinstance(row["prompt"], str) or not row["prompt"]:
         raise InvalidRequestError(f"'prompt' must be a non-empty string, got {row['prompt']!r}")
@@ -78,9 +82,11 @@ def _check_row(row: object) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from pagedlab.sim.replay import int_at_least
+
     _positive = int_at_least(1)
-    p.add_argument("prompts", nargs="?", default=None,
-                   help="JSONL prompts file (default: the kit's data/prompts.jsonl)")
+    p.add_argument(
+        "prompts", nargs="?", default=None, help="JSONL prompts file (default: the kit's data/prompts.jsonl)"
+    )
     p.add_argument("--max-tokens", type=_positive, default=None, help="override every prompt's max_tokens")
     p.add_argument("--limit", type=_positive, default=None, help="only the first N prompts")
     p.add_argument("--temperature", type=float, default=0.0)
@@ -96,24 +102,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from pagedlab import LLM, SamplingParams
+
     path = args.prompts or default_prompts()
     lines = _read_prompt_lines(path)[: args.limit]
     rows = [row for _, row in lines]
     params = []
-    for lineno, r in lines:        # every setting checked before the model loads
+    for lineno, r in lines:  # every setting checked before the model loads
         try:
-            params.append(SamplingParams(temperature=args.temperature, seed=args.seed,
-                                         max_tokens=args.max_tokens or r.get("max_tokens", 64)))
+            params.append(
+                SamplingParams(
+                    temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens or r.get("max_tokens", 64)
+                )
+            )
         except InvalidRequestError as e:
             raise InvalidRequestError(f"{path}:{lineno}: {e}") from None
     t_load = time.perf_counter()
-    llm = LLM(args.model, block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks,
-              max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
-              enable_prefix_caching=args.enable_prefix_caching, seed=args.seed)
+    llm = LLM(
+        args.model,
+        block_size=args.block_size,
+        num_gpu_blocks=args.num_gpu_blocks,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        enable_prefix_caching=args.enable_prefix_caching,
+        seed=args.seed,
+    )
     load_s = time.perf_counter() - t_load
     prompts = []
     for r in rows:
-        ids = llm.apply_chat_template(r["messages"]) if "messages" in r else llm.get_tokenizer()(r["prompt"])["input_ids"]
+        ids = (
+            llm.apply_chat_template(r["messages"]) if "messages" in r else llm.get_tokenizer()(r["prompt"])["input_ids"]
+        )
         prompts.append({"prompt_token_ids": ids})
     engine = llm.llm_engine
     t0 = time.perf_counter()
@@ -137,8 +155,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"wall time           {wall:.1f} s")
     print(f"throughput          {n_gen / wall:.1f} generated tok/s, {(n_prompt + n_gen) / wall:.1f} total tok/s")
     print(f"median TTFT         {statistics.median(ttft):.2f} s")
-    print(f"peak KV blocks      {peak} of {engine.cache_config.num_gpu_blocks} "
-          f"(block_size {engine.cache_config.block_size}, {100 * peak / engine.cache_config.num_gpu_blocks:.0f}%)")
+    print(
+        f"peak KV blocks      {peak} of {engine.cache_config.num_gpu_blocks} "
+        f"(block_size {engine.cache_config.block_size}, {100 * peak / engine.cache_config.num_gpu_blocks:.0f}%)"
+    )
     print(f"steps               {len(stats)}")
     print(f"mean batch size     {statistics.mean(len(s.scheduled) for s in stats):.1f} requests/step")
     return 0

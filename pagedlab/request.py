@@ -1,4 +1,5 @@
 """A request as the scheduler and the KV-cache manager see it (as vLLM v1 ``vllm/v1/request.py``)."""
+
 from __future__ import annotations
 
 import enum
@@ -136,5 +137,7 @@ class Request:
         return RequestStatus.get_finished_reason(self.status)
 
     def __repr__(self) -> str:
-        return (f"Request({self.request_id!r}, status={self.status.name}, tokens={self.num_tokens}, "
-                f"computed={self.num_computed_tokens})")
+        return (
+            f"Request({self.request_id!r}, status={self.status.name}, tokens={self.num_tokens}, "
+            f"computed={self.num_computed_tokens})"
+        )

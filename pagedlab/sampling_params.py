@@ -5,6 +5,7 @@ has that the kit does not implement (``prompt_logprobs``, ``logit_bias``, ``allo
 ``bad_words``, ``structured_outputs`` ...) are not accepted: passing one raises ``TypeError``
 naming it, rather than being silently ignored.
 """
+
 from __future__ import annotations
 
 import math
@@ -93,25 +94,32 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         self._normalize_lists()
-        for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "temperature",
-                     "top_p", "min_p"):
+        for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "min_p"):
             setattr(self, name, _check_number(name, getattr(self, name)))
-        for name in ("ignore_eos", "detokenize", "skip_special_tokens", "spaces_between_special_tokens",
-                     "include_stop_str_in_output"):
+        for name in (
+            "ignore_eos",
+            "detokenize",
+            "skip_special_tokens",
+            "spaces_between_special_tokens",
+            "include_stop_str_in_output",
+        ):
             _check_bool(name, getattr(self, name))
         if self.seed is not None and not _is_int(self.seed):
             raise InvalidRequestError(f"seed must be an int or None, got {self.seed!r}")
         if self.seed == -1:
             self.seed = None
-        if self.logprobs is True:                 # vLLM: logprobs=True means 1
+        if self.logprobs is True:  # vLLM: logprobs=True means 1
             self.logprobs = 1
         self._verify_counts()
         self._verify_ranges()
         if 0 < self.temperature < MIN_TEMPERATURE:
-            warnings.warn(f"temperature {self.temperature} is less than {MIN_TEMPERATURE}, which may cause "
-                          f"numerical errors nan or inf; raised to {MIN_TEMPERATURE} (as vLLM)", stacklevel=3)
+            warnings.warn(
+                f"temperature {self.temperature} is less than {MIN_TEMPERATURE}, which may cause "
+                f"numerical errors nan or inf; raised to {MIN_TEMPERATURE} (as vLLM)",
+                stacklevel=3,
+            )
             self.temperature = MIN_TEMPERATURE
-        if self.temperature < SAMPLING_EPS:        # greedy: the filters mean nothing (as vLLM)
+        if self.temperature < SAMPLING_EPS:  # greedy: the filters mean nothing (as vLLM)
             self.top_p, self.top_k, self.min_p = 1.0, 0, 0.0
 
     def _normalize_lists(self) -> None:
@@ -124,8 +132,9 @@ class SamplingParams:
             raise InvalidRequestError(f"stop must be non-empty strings, got {self.stop!r}")
         ids = [] if self.stop_token_ids is None else self.stop_token_ids
         if not isinstance(ids, (list, tuple)) or not all(_is_int(t) and t >= 0 for t in ids):
-            raise InvalidRequestError(f"stop_token_ids must be a list of token ids (ints >= 0) or None, "
-                                      f"got {self.stop_token_ids!r}")
+            raise InvalidRequestError(
+                f"stop_token_ids must be a list of token ids (ints >= 0) or None, got {self.stop_token_ids!r}"
+            )
         self.stop_token_ids = list(dict.fromkeys(ids))
 
     def _verify_counts(self) -> None:
@@ -136,15 +145,17 @@ class SamplingParams:
         if not _is_int(self.min_tokens) or self.min_tokens < 0:
             raise InvalidRequestError(f"min_tokens must be an int >= 0, got {self.min_tokens!r}")
         if self.max_tokens is not None and self.min_tokens > self.max_tokens:
-            raise InvalidRequestError(f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, "
-                                      f"got {self.min_tokens}")
+            raise InvalidRequestError(
+                f"min_tokens must be less than or equal to max_tokens={self.max_tokens}, got {self.min_tokens}"
+            )
         if not _is_int(self.top_k) or self.top_k < -1:
             raise InvalidRequestError(f"top_k must be 0 or -1 (disable), or at least 1, got {self.top_k!r}")
         if self.top_k == -1:
             self.top_k = 0
         if self.logprobs is not None and (not _is_int(self.logprobs) or self.logprobs < -1):
-            raise InvalidRequestError(f"logprobs must be None, -1 (whole vocabulary) or an int >= 0, "
-                                      f"got {self.logprobs!r}")
+            raise InvalidRequestError(
+                f"logprobs must be None, -1 (whole vocabulary) or an int >= 0, got {self.logprobs!r}"
+            )
 
     def _verify_ranges(self) -> None:
         for name in ("presence_penalty", "frequency_penalty"):
@@ -167,8 +178,7 @@ class SamplingParams:
     @property
     def needs_penalties(self) -> bool:
         """True when any of the three penalties changes the logits."""
-        return (self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
-                or self.repetition_penalty != 1.0)
+        return self.presence_penalty != 0.0 or self.frequency_penalty != 0.0 or self.repetition_penalty != 1.0
 
 
 @dataclass
@@ -200,6 +210,8 @@ class BeamSearchParams:
         if not _is_int(self.max_tokens) or self.max_tokens < 1:
             raise InvalidRequestError(f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
         if _check_number("temperature", self.temperature) != 0.0:
-            raise InvalidRequestError("BeamSearchParams.temperature: only 0 is implemented by pagedlab's "
-                                      f"copy-on-write beam search, got {self.temperature}")
+            raise InvalidRequestError(
+                "BeamSearchParams.temperature: only 0 is implemented by pagedlab's "
+                f"copy-on-write beam search, got {self.temperature}"
+            )
         _check_number("length_penalty", self.length_penalty)

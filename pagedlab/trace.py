@@ -37,6 +37,7 @@ Snapshot format (also returned by ``KVCacheManager.snapshot()``)::
                  "block_hash": hex str | None}, ...],     # indexed by block_id
      "cpu_blocks": [{"block_id": int, "ref_cnt": int, "owners": [str, ...]}, ...]}
 """
+
 from __future__ import annotations
 
 import copy
@@ -151,8 +152,11 @@ class _PoolState:
                 self.hash_hex[b] = None
         elif kind == "swap_out":
             for cb in ev["cpu_blocks"]:
-                self.cpu[cb["block_id"]] = {"block_id": cb["block_id"], "ref_cnt": cb["ref_cnt"],
-                                            "owners": list(cb["owners"])}
+                self.cpu[cb["block_id"]] = {
+                    "block_id": cb["block_id"],
+                    "ref_cnt": cb["ref_cnt"],
+                    "owners": list(cb["owners"]),
+                }
         elif kind == "swap_in":
             # Each swapped-in request drops its reference on the CPU copy; others may keep it.
             for cpu_id, _ in ev["mapping"]:
@@ -170,16 +174,24 @@ class _PoolState:
             "num_gpu_blocks": self.num_gpu_blocks,
             "num_free_blocks": len(self.queue),
             "free_queue": list(self.queue),
-            "blocks": [{"block_id": i, "ref_cnt": self.ref[i], "owners": sorted(self.owners[i]),
-                        "hashed": self.hashed[i], "free": self.ref[i] == 0,
-                        "block_hash": self.hash_hex[i]}
-                       for i in range(self.num_gpu_blocks)],
+            "blocks": [
+                {
+                    "block_id": i,
+                    "ref_cnt": self.ref[i],
+                    "owners": sorted(self.owners[i]),
+                    "hashed": self.hashed[i],
+                    "free": self.ref[i] == 0,
+                    "block_hash": self.hash_hex[i],
+                }
+                for i in range(self.num_gpu_blocks)
+            ],
             "cpu_blocks": [copy.deepcopy(self.cpu[k]) for k in sorted(self.cpu)],
         }
 
 
-def rebuild_snapshots(events: list[dict[str, Any]], num_gpu_blocks: int | None = None,
-                      per: str = "step") -> list[dict[str, Any]]:
+def rebuild_snapshots(
+    events: list[dict[str, Any]], num_gpu_blocks: int | None = None, per: str = "step"
+) -> list[dict[str, Any]]:
     """Replay a trace into pool snapshots (see the module docstring for the format).
 
     Args:

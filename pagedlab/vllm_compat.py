@@ -10,6 +10,7 @@ with a message naming the model the kit serves, unless ``--model-override`` maps
     pagedlab run-vllm --model-override meta-llama/Llama-3.2-1B-Instruct examples/generate.py
     python -m pagedlab.vllm_compat --model-override '*' script.py --max-tokens 16
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,15 +67,19 @@ def unprovided(fullname: str) -> UnprovidedVLLMModuleError:
     # "cannot import name" (the import system swallows a ModuleNotFoundError named vllm.X).
     return UnprovidedVLLMModuleError(
         f"pagedlab's vLLM compatibility layer does not provide {fullname!r} (the script imports it). "
-        f"Provided: {', '.join(provided_modules())}; top-level names: {', '.join(TOP_LEVEL)}")
+        f"Provided: {', '.join(provided_modules())}; top-level names: {', '.join(TOP_LEVEL)}"
+    )
 
 
 def _missing_attr(modname: str, names: Sequence[str]) -> Any:
     def __getattr__(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(f"{modname}.{name} is not provided by pagedlab's vLLM compatibility layer; "
-                             f"{modname} provides: {', '.join(sorted(n for n in names if not n.startswith('_')))}")
+        raise AttributeError(
+            f"{modname}.{name} is not provided by pagedlab's vLLM compatibility layer; "
+            f"{modname} provides: {', '.join(sorted(n for n in names if not n.startswith('_')))}"
+        )
+
     return __getattr__
 
 
@@ -92,6 +97,7 @@ def build_module(fullname: str) -> types.ModuleType:
         mod.__path__ = []
     elif fullname == "vllm.utils":
         from pagedlab.engine.arg_utils import FlexibleArgumentParser
+
         mod.__dict__["FlexibleArgumentParser"] = FlexibleArgumentParser
         mod.__path__ = []
     elif fullname in PACKAGES:
@@ -132,6 +138,7 @@ def install(model_overrides: dict[str, str] | None = None) -> VLLMFinder:
         model_overrides: script model name -> model pagedlab loads (``"*"`` matches any name).
     """
     from pagedlab.engine import arg_utils
+
     arg_utils.MODEL_OVERRIDES.clear()
     arg_utils.MODEL_OVERRIDES.update(model_overrides or {})
     for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
@@ -144,6 +151,7 @@ def install(model_overrides: dict[str, str] | None = None) -> VLLMFinder:
 def uninstall(finder: VLLMFinder) -> None:
     """Undo ``install``: remove the finder, the stand-in modules and the model overrides."""
     from pagedlab.engine import arg_utils
+
     if finder in sys.meta_path:
         sys.meta_path.remove(finder)
     for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
@@ -159,6 +167,7 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
     """
     from pagedlab.engine.arg_utils import BUNDLED_MODEL
     from pagedlab.errors import ConfigError
+
     out: dict[str, str] = {}
     for item in items:
         src, _, dst = item.partition("=")
@@ -194,9 +203,14 @@ def run_script(script: str, args: Sequence[str], model_overrides: dict[str, str]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``pagedlab run-vllm`` options."""
-    parser.add_argument("--model-override", action="append", default=[], metavar="NAME[=MODEL]",
-                        help="serve the script's model NAME with MODEL (default: the bundled "
-                             "HuggingFaceTB/SmolLM2-135M-Instruct); '*' matches any name; repeatable")
+    parser.add_argument(
+        "--model-override",
+        action="append",
+        default=[],
+        metavar="NAME[=MODEL]",
+        help="serve the script's model NAME with MODEL (default: the bundled "
+        "HuggingFaceTB/SmolLM2-135M-Instruct); '*' matches any name; repeatable",
+    )
     parser.add_argument("script", help="a Python script written for vLLM")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
 
@@ -218,4 +232,5 @@ def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     from pagedlab.cli import main as cli_main
+
     sys.exit(cli_main(["run-vllm", *sys.argv[1:]]))

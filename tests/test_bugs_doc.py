@@ -1,4 +1,5 @@
 """docs/bugs.md: every "bug Bn" the kit cites resolves there, and every entry names a guard that exists."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,12 @@ BUG_WORD = re.compile(r"\bbug (B\d+)\b")
 
 
 def _sources() -> list[Path]:
-    return [p for d in SEARCHED for p in sorted((ROOT / d).rglob("*"))
-            if p.suffix in (".py", ".ipynb", ".md") and ".ipynb_checkpoints" not in p.parts]
+    return [
+        p
+        for d in SEARCHED
+        for p in sorted((ROOT / d).rglob("*"))
+        if p.suffix in (".py", ".ipynb", ".md") and ".ipynb_checkpoints" not in p.parts
+    ]
 
 
 def _headings() -> set[str]:
@@ -30,8 +35,11 @@ def cited_ids(text: str) -> set[str]:
 
 def unlinked_mentions(text: str) -> list[str]:
     """Each "bug Bn" in ``text`` without a link to ``bugs.md#bn`` within the next 40 characters."""
-    return [m.group(0) for m in BUG_WORD.finditer(text)
-            if f"bugs.md#{m.group(1).lower()}" not in text[m.start():m.end() + 40]]
+    return [
+        m.group(0)
+        for m in BUG_WORD.finditer(text)
+        if f"bugs.md#{m.group(1).lower()}" not in text[m.start() : m.end() + 40]
+    ]
 
 
 def test_citation_patterns_on_examples() -> None:
@@ -51,8 +59,11 @@ def test_every_cited_bug_resolves_to_a_heading() -> None:
 
 @pytest.mark.parametrize("folder", ["pagedlab", "solutions"])
 def test_every_bug_mention_links_to_bugs_md(folder: str) -> None:
-    bad = {p.relative_to(ROOT).as_posix(): unlinked_mentions(p.read_text())
-           for p in _sources() if p.relative_to(ROOT).parts[0] == folder}
+    bad = {
+        p.relative_to(ROOT).as_posix(): unlinked_mentions(p.read_text())
+        for p in _sources()
+        if p.relative_to(ROOT).parts[0] == folder
+    }
     assert not {k: v for k, v in bad.items() if v}, "write 'bug Bn, docs/bugs.md#bn' (or a markdown link)"
 
 

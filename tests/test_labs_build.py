@@ -1,4 +1,5 @@
 """pagedlab labs build / check: stubs, hidden tests, stripping, staleness, learner protection."""
+
 import argparse
 import json
 from pathlib import Path
@@ -39,22 +40,40 @@ def _solution_nb():
     return {
         "cells": [
             _cell("markdown", "# Lab 99\n\nA question?", id="c0"),
-            _cell("code", SOLUTION_CODE, id="c1", execution_count=3,
-                  outputs=[{"output_type": "stream", "name": "stdout", "text": "hi\n"}],
-                  metadata={"tags": ["exercise"], "execution": {"iopub.status.busy": "x"}, "scrolled": True}),
-            _cell("code", "check(slot_mapping)\n### BEGIN HIDDEN TESTS\nassert slot_mapping([3], 1, 4) == 13\n"
-                          "### END HIDDEN TESTS", id="c2"),
+            _cell(
+                "code",
+                SOLUTION_CODE,
+                id="c1",
+                execution_count=3,
+                outputs=[{"output_type": "stream", "name": "stdout", "text": "hi\n"}],
+                metadata={"tags": ["exercise"], "execution": {"iopub.status.busy": "x"}, "scrolled": True},
+            ),
+            _cell(
+                "code",
+                "check(slot_mapping)\n### BEGIN HIDDEN TESTS\nassert slot_mapping([3], 1, 4) == 13\n"
+                "### END HIDDEN TESTS",
+                id="c2",
+            ),
             _cell("code", "### BEGIN HIDDEN TESTS\nsecret = 42\n### END HIDDEN TESTS\n", id="c3"),
             _cell("code", "print('instructor only')", id="c4", metadata={"tags": ["hidden-tests"]}),
             _cell("markdown", "Why?\n\n### BEGIN SOLUTION\nBecause blocks.\n### END SOLUTION", id="c5"),
-            _cell("code", "x = 1\nx", id="c6", execution_count=7,
-                  outputs=[{"output_type": "execute_result", "execution_count": 7, "metadata": {},
-                            "data": {"text/plain": "1"}}]),
+            _cell(
+                "code",
+                "x = 1\nx",
+                id="c6",
+                execution_count=7,
+                outputs=[
+                    {"output_type": "execute_result", "execution_count": 7, "metadata": {}, "data": {"text/plain": "1"}}
+                ],
+            ),
         ],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-                     "language_info": {"name": "python", "version": "3.11.7"},
-                     "widgets": {"application/vnd.jupyter.widget-state+json": {"state": {"abc": {}}}}},
-        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python", "version": "3.11.7"},
+            "widgets": {"application/vnd.jupyter.widget-state+json": {"state": {"abc": {}}}},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
     }
 
 
@@ -81,8 +100,10 @@ def test_solution_regions_become_stubs(kit):
     code = _src(_lab(labs)["cells"][1])
     assert "block_table[pos // block_size]" not in code and "self._blocks.pop" not in code
     assert "BEGIN SOLUTION" not in code and "END SOLUTION" not in code
-    assert 'def slot_mapping(block_table, pos, block_size):\n    """Physical slot of token `pos`."""\n' \
-           '    raise NotImplementedError("exercise 99_demo/slot_mapping:' in code
+    assert (
+        'def slot_mapping(block_table, pos, block_size):\n    """Physical slot of token `pos`."""\n'
+        '    raise NotImplementedError("exercise 99_demo/slot_mapping:' in code
+    )
     assert '        raise NotImplementedError("exercise ex02.popleft:' in code
     compile(code, "stub", "exec")  # still valid Python
     ns = {}
@@ -199,9 +220,14 @@ def test_orphaned_generated_lab_is_reported(kit):
     assert (labs / "99_demo.ipynb").exists()  # never deleted
 
 
-@pytest.mark.parametrize("source", ["### BEGIN SOLUTION\nx = 1\n",
-                                    "x = 1\n### END SOLUTION\n",
-                                    "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "### BEGIN SOLUTION\nx = 1\n",
+        "x = 1\n### END SOLUTION\n",
+        "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n",
+    ],
+)
 def test_unbalanced_markers_are_errors(kit, source):
     sol, labs = kit
     nb = _solution_nb()

@@ -4,6 +4,7 @@ Every ``import`` / ``from ... import`` statement of every module in ``pagedlab/`
 (``pagedlab.kernels``) is read with ``ast`` - also the ones inside functions and under
 ``TYPE_CHECKING`` - and its target's layer compared with the importer's.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,18 +17,29 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Layer of each top-level module or subpackage of ``pagedlab``, lowest first. A module may import
 #: its own layer and any lower one.
 LAYERS: dict[str, int] = {
-    "errors": 0, "config": 0, "sampling_params": 0, "outputs": 0, "request": 0, "trace": 0,
+    "errors": 0,
+    "config": 0,
+    "sampling_params": 0,
+    "outputs": 0,
+    "request": 0,
+    "trace": 0,
     "inputs": 0,  # prompt types (TextPrompt, TokensPrompt), next to sampling_params
-    "data": 0,    # paths of the bundled data files; imports only errors
+    "data": 0,  # paths of the bundled data files; imports only errors
     "core": 1,
     "sched": 2,
     "kernels": 3,
     "model": 4,
-    "engine": 5, "": 5,  # "" is the package root, ``pagedlab/__init__.py`` (the public API: LLM, ...)
-    "sim": 6, "viz": 6, "analysis": 6,
-    "demo": 7, "doctor": 7, "colab": 7,  # colab: notebook setup (model fetch), like doctor
+    "engine": 5,
+    "": 5,  # "" is the package root, ``pagedlab/__init__.py`` (the public API: LLM, ...)
+    "sim": 6,
+    "viz": 6,
+    "analysis": 6,
+    "demo": 7,
+    "doctor": 7,
+    "colab": 7,  # colab: notebook setup (model fetch), like doctor
     "grading": 8,
-    "cli": 9, "vllm_compat": 9,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
+    "cli": 9,
+    "vllm_compat": 9,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
 }
 #: The only modules outside ``pagedlab.grading`` that may import it.
 GRADING_USERS = {"pagedlab.cli"}
@@ -63,7 +75,7 @@ def imported_modules(module: str, tree: ast.AST) -> set[str]:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             for a in node.names:
                 sub = f"{base}.{a.name}"
@@ -88,8 +100,10 @@ def layer_violations(module: str, tree: ast.AST) -> list[str]:
         if t_top == "grading" and top != "grading" and module not in GRADING_USERS:
             out.append(f"{module} imports {target}: only pagedlab.grading and the CLI may import the grader")
         elif t_rank > rank:
-            out.append(f"{module} ({top or 'pagedlab'}, layer {rank}) imports {target} "
-                       f"({t_top or 'pagedlab'}, layer {t_rank}): lower layers never import higher ones")
+            out.append(
+                f"{module} ({top or 'pagedlab'}, layer {rank}) imports {target} "
+                f"({t_top or 'pagedlab'}, layer {t_rank}): lower layers never import higher ones"
+            )
     return out
 
 
@@ -101,27 +115,37 @@ def test_every_module_has_a_layer_and_imports_only_downwards() -> None:
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("module,source,message", [
-    ("pagedlab.core.block_pool", "from pagedlab.sched.scheduler import Scheduler", "lower layers never"),
-    ("pagedlab.core.block_pool", "def f():\n    import pagedlab.engine.llm_engine", "lower layers never"),
-    ("pagedlab.request", "from pagedlab import LLM", "imports pagedlab (pagedlab, layer 5)"),
-    ("pagedlab.analysis.lab01", "from pagedlab.grading.exercises import lab01", "only pagedlab.grading and the CLI"),
-    ("pagedlab.viz.pool", "from ..grading import check", "imports pagedlab.grading: only"),
-    ("pagedlab.kernels.ops", "from pagedlab.model import attention", "imports pagedlab.model.attention"),
-    ("pagedlab.core", "from .. import engine", "imports pagedlab.engine"),
-])
+@pytest.mark.parametrize(
+    "module,source,message",
+    [
+        ("pagedlab.core.block_pool", "from pagedlab.sched.scheduler import Scheduler", "lower layers never"),
+        ("pagedlab.core.block_pool", "def f():\n    import pagedlab.engine.llm_engine", "lower layers never"),
+        ("pagedlab.request", "from pagedlab import LLM", "imports pagedlab (pagedlab, layer 5)"),
+        (
+            "pagedlab.analysis.lab01",
+            "from pagedlab.grading.exercises import lab01",
+            "only pagedlab.grading and the CLI",
+        ),
+        ("pagedlab.viz.pool", "from ..grading import check", "imports pagedlab.grading: only"),
+        ("pagedlab.kernels.ops", "from pagedlab.model import attention", "imports pagedlab.model.attention"),
+        ("pagedlab.core", "from .. import engine", "imports pagedlab.engine"),
+    ],
+)
 def test_the_checker_catches_an_upward_import(module: str, source: str, message: str) -> None:
     problems = layer_violations(module, ast.parse(source))
     assert len(problems) == 1 and message in problems[0], problems
 
 
-@pytest.mark.parametrize("module,source", [
-    ("pagedlab.engine.llm_engine", "from pagedlab.core.kv_cache_manager import KVCacheManager"),
-    ("pagedlab.sched.scheduler", "from pagedlab.request import Request\nfrom . import policy"),
-    ("pagedlab.cli", "from pagedlab.grading import grade"),
-    ("pagedlab.grading.kit", "from pagedlab.analysis.kit import Seq"),
-    ("pagedlab.model.attention", "import torch\nfrom pagedlab.kernels import ops"),
-])
+@pytest.mark.parametrize(
+    "module,source",
+    [
+        ("pagedlab.engine.llm_engine", "from pagedlab.core.kv_cache_manager import KVCacheManager"),
+        ("pagedlab.sched.scheduler", "from pagedlab.request import Request\nfrom . import policy"),
+        ("pagedlab.cli", "from pagedlab.grading import grade"),
+        ("pagedlab.grading.kit", "from pagedlab.analysis.kit import Seq"),
+        ("pagedlab.model.attention", "import torch\nfrom pagedlab.kernels import ops"),
+    ],
+)
 def test_the_checker_accepts_downward_and_sideways_imports(module: str, source: str) -> None:
     assert layer_violations(module, ast.parse(source)) == []
 

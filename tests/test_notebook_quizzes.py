@@ -1,4 +1,5 @@
 """Every lab asks at least two predictions before a measurement, reveals each, and ends with its self-check."""
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,12 @@ def predictions(cells: list[str]) -> list[tuple[str, int, int | None]]:
 
 
 def test_predictions_parser_on_an_example() -> None:
-    cells = ["p_a = predict('q', ['x', 'y'])\np_b = predict('n?')", "measure()", "p_a.reveal('x', '')", "p_c = predict('q')"]
+    cells = [
+        "p_a = predict('q', ['x', 'y'])\np_b = predict('n?')",
+        "measure()",
+        "p_a.reveal('x', '')",
+        "p_c = predict('q')",
+    ]
     assert predictions(cells) == [("p_a", 0, 2), ("p_b", 0, None), ("p_c", 3, None)]
 
 
@@ -38,5 +44,5 @@ def test_lab_predicts_before_measuring_and_ends_with_its_self_check(path: Path) 
         assert revealed > asked + 1, f"{path.name}: {name} is revealed with no measurement between"
     lab = path.name[:2]
     calls = [i for i, src in enumerate(code) if f'lab_self_check("{lab}")' in src]
-    assert len(calls) == 1, f"{path.name}: wants exactly one lab_self_check(\"{lab}\"), found {len(calls)}"
+    assert len(calls) == 1, f'{path.name}: wants exactly one lab_self_check("{lab}"), found {len(calls)}'
     assert calls[0] > max(revealed for _, _, revealed in preds), "the self-check comes after the measurements"

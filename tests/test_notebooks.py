@@ -4,6 +4,7 @@ Every notebook is stored clean (no outputs, execution counts or widget state: th
 git, and saved widget state does not even render on open), starts with a title and a question,
 and uses only what renders everywhere (widgets.link, not jslink; no ipympl).
 """
+
 from pathlib import Path
 
 import nbformat
@@ -42,4 +43,3 @@ def test_notebook_uses_portable_widgets_only(path):
     code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
     assert "jslink" not in code, "use widgets.link (kernel side): jslink fails outside the browser and in Colab"
     assert "ipympl" not in code and "%matplotlib widget" not in code, "no ipympl: plots must be static PNGs"
-

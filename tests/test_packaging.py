@@ -38,6 +38,7 @@ def exact_pins(reqs) -> dict[str, str]:
 
 def _project() -> dict:
     import tomllib
+
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
@@ -54,25 +55,29 @@ def test_pyproject_ranges_admit_the_locked_versions():
         assert r.specifier.contains(locked[name], prereleases=True), f"{name}: lock {locked[name]} not in {r.specifier}"
         assert not [s for s in r.specifier if s.operator in ("==", "===")], f"{name}: an exact pin belongs in the lock"
     assert locked["torch"] == "2.13.0" and locked["triton"] == "3.7.1" and locked["notebook"] == "7.6.5"
-    assert {"jupyterlab", "notebook"} <= {canonicalize_name(Requirement(r).name)
-                                          for r in project["optional-dependencies"]["lab"]}
+    assert {"jupyterlab", "notebook"} <= {
+        canonicalize_name(Requirement(r).name) for r in project["optional-dependencies"]["lab"]
+    }
 
 
 def test_python_bound_is_the_same_everywhere():
     """The locked set needs Python >= 3.11.5 (soupsieve 4.1.3; transformers 5.24 and ipython 9 need 3.11):
     pyproject, the Makefile check, doctor and the README must all say 3.11."""
     from packaging.specifiers import SpecifierSet
+
     spec = SpecifierSet(_project()["requires-python"])
     assert "3.11.0" in spec and "3.10.15" not in spec
     assert "sys.version_info >= (3, 11, 5)" in (ROOT / "Makefile").read_text()
     readme = (ROOT / "README.md").read_text()
     assert "3.10" not in readme and "Python ≥ 3.11" in readme
     from pagedlab import doctor
+
     assert "sys.version_info < (3, 11)" in Path(doctor.__file__).read_text()
 
 
 def test_wheel_config_ships_data_and_labs():
     import tomllib
+
     st = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert st["package-dir"]["pagedlab._data"] == "data" and st["package-dir"]["pagedlab._labs"] == "labs"
     assert {"pagedlab._data", "pagedlab._labs"} <= set(st["packages"])

@@ -6,6 +6,7 @@ site-packages) and gets only the wheel (``--no-deps``), so the test needs no net
 with the scratch folder as cwd and ``PYTHONPATH`` unset, and the test checks that ``pagedlab`` is imported
 from the scratch venv, never from this checkout.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,26 +36,51 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> 
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A venv outside the repo holding only the freshly built pagedlab wheel (deps via .pth)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"                       # a clean copy: pip builds in-tree, and a stale build/ would leak in
+    src = tmp / "src"  # a clean copy: pip builds in-tree, and a stale build/ would leak in
     src.mkdir()
     for name in SOURCES:
         copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
-        copy(ROOT / name, src / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
-                                          if (ROOT / name).is_dir() else {}))
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                  "-w", str(tmp / "dist"), str(src)], cwd=tmp, env=dict(os.environ), timeout=300)
+        copy(
+            ROOT / name,
+            src / name,
+            **({"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / name).is_dir() else {}),
+        )
+    built = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp / "dist"),
+            str(src),
+        ],
+        cwd=tmp,
+        env=dict(os.environ),
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr
     wheel = next((tmp / "dist").glob("pagedlab-*.whl"))
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    site = Path(_run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                     cwd=tmp, env=dict(os.environ)).stdout.strip())
+    site = Path(
+        _run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp, env=dict(os.environ)
+        ).stdout.strip()
+    )
     deps = sysconfig.get_paths()["purelib"]
     torch_site = Path(__import__("torch").__file__).resolve().parents[1]
     (site / "_deps.pth").write_text(f"{deps}\n{torch_site}\n")
-    inst = _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
-                cwd=tmp, env=dict(os.environ), timeout=300)
+    inst = _run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
+        cwd=tmp,
+        env=dict(os.environ),
+        timeout=300,
+    )
     assert inst.returncode == 0, inst.stderr
     work = tmp / "scratch"
     work.mkdir()
@@ -69,8 +95,10 @@ def _env(installed: dict[str, Path], **extra: str) -> dict[str, str]:
 
 
 def test_wheel_ships_data_and_labs_and_imports_from_the_venv(installed: dict[str, Path]) -> None:
-    code = ("import pagedlab, pagedlab.data as d; print(pagedlab.__file__); print(d.path('prompts.jsonl')); "
-            "print(d.labs_directory())")
+    code = (
+        "import pagedlab, pagedlab.data as d; print(pagedlab.__file__); print(d.path('prompts.jsonl')); "
+        "print(d.labs_directory())"
+    )
     out = _run([str(installed["py"]), "-c", code], cwd=installed["work"], env=_env(installed))
     assert out.returncode == 0, out.stderr
     pkg, prompts, labs = out.stdout.split()
@@ -90,7 +118,9 @@ def test_labs_copy_then_lab00_runs_headless(installed: dict[str, Path]) -> None:
     env = _env(installed, MPLBACKEND="Agg", OMP_WAIT_POLICY="PASSIVE")
     out = _run([str(installed["bin"] / "pagedlab"), "labs", "copy", "labs"], cwd=work, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert sorted(p.name for p in (work / "labs").glob("*.ipynb")) == sorted(p.name for p in (ROOT / "labs").glob("*.ipynb"))
+    assert sorted(p.name for p in (work / "labs").glob("*.ipynb")) == sorted(
+        p.name for p in (ROOT / "labs").glob("*.ipynb")
+    )
     script = textwrap.dedent("""
         import sys, nbformat
         from nbclient import NotebookClient
@@ -108,8 +138,11 @@ def test_generate_serves_the_packaged_prompts(installed: dict[str, Path]) -> Non
     if not model_path().exists():
         pytest.skip("model not fetched; run `pagedlab fetch-model`")
     env = _env(installed, OMP_WAIT_POLICY="PASSIVE")
-    out = _run([str(installed["bin"] / "pagedlab"), "generate", "--limit", "2", "--max-tokens", "4"],
-               cwd=installed["work"], env=env)
+    out = _run(
+        [str(installed["bin"] / "pagedlab"), "generate", "--limit", "2", "--max-tokens", "4"],
+        cwd=installed["work"],
+        env=env,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[q00] What is the capital of France?" in out.stdout
     assert "requests            2" in out.stdout
@@ -139,8 +172,10 @@ def test_installed_wheel_with_an_unwritable_cache_names_the_variable(installed: 
 def test_labs_copy_from_the_wheel_keeps_an_edited_lab(installed: dict[str, Path]) -> None:
     work = installed["work"] / "keep"
     env = _env(installed)
-    assert _run([str(installed["bin"] / "pagedlab"), "labs", "copy", str(work)], cwd=installed["work"],
-                env=env).returncode == 0
+    assert (
+        _run([str(installed["bin"] / "pagedlab"), "labs", "copy", str(work)], cwd=installed["work"], env=env).returncode
+        == 0
+    )
     nb = json.loads((work / "02_block_pool.ipynb").read_text())
     nb["cells"][0]["source"] = ["# my notes\n"]
     edited = json.dumps(nb)

@@ -22,6 +22,7 @@ capacity at every step as one of:
 Both replays take :class:`pagedlab.sim.traces.TraceRequest` lists (as ``load_azure`` returns them)
 and prepare them with :func:`prepare_trace`. This is a lab-only baseline, not part of the engine.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -34,9 +35,19 @@ from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
 from pagedlab.sim.traces import TraceRequest
 
-__all__ = ["CATEGORIES", "FirstFitArena", "Reservation", "ContiguousStep", "prepare_trace", "reservation_size",
-           "contiguous_replay_steps", "contiguous_snapshot", "replay_contiguous", "paged_replay_steps",
-           "replay_paged"]
+__all__ = [
+    "CATEGORIES",
+    "FirstFitArena",
+    "Reservation",
+    "ContiguousStep",
+    "prepare_trace",
+    "reservation_size",
+    "contiguous_replay_steps",
+    "contiguous_snapshot",
+    "replay_contiguous",
+    "paged_replay_steps",
+    "replay_paged",
+]
 
 CATEGORIES = ("used", "reservation", "internal", "external", "free")
 POLICIES = ("max", "oracle", "pow2")
@@ -56,9 +67,16 @@ def prepare_trace(requests: Sequence[TraceRequest], max_model_len: int) -> list[
         raise ValueError(f"max_model_len must be >= 2, got {max_model_len}")
     reqs = sorted(requests, key=lambda r: r.arrival_time)
     t0 = reqs[0].arrival_time if reqs else 0.0
-    return [dataclasses.replace(r, arrival_time=r.arrival_time - t0, prompt_len=max(1, r.prompt_len),
-                                output_len=min(max(1, r.output_len), max_model_len - max(1, r.prompt_len)))
-            for r in reqs if r.prompt_len < max_model_len]
+    return [
+        dataclasses.replace(
+            r,
+            arrival_time=r.arrival_time - t0,
+            prompt_len=max(1, r.prompt_len),
+            output_len=min(max(1, r.output_len), max_model_len - max(1, r.prompt_len)),
+        )
+        for r in reqs
+        if r.prompt_len < max_model_len
+    ]
 
 
 def reservation_size(prompt_len: int, output_len: int, max_model_len: int, policy: str) -> int:
@@ -148,9 +166,15 @@ class ContiguousStep:
     num_requests: int = 0  # after prepare_trace
 
 
-def contiguous_replay_steps(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int,
-                            policy: str = "max", step_time: float = 0.05, max_steps: int = 100_000,
-                            id_prefix: str = "r") -> Iterator[ContiguousStep]:
+def contiguous_replay_steps(
+    requests: Sequence[TraceRequest],
+    capacity_tokens: int,
+    max_model_len: int,
+    policy: str = "max",
+    step_time: float = 0.05,
+    max_steps: int = 100_000,
+    id_prefix: str = "r",
+) -> Iterator[ContiguousStep]:
     """The contiguous replay loop, one step at a time (shared by ``replay_contiguous`` and lab 01).
 
     Each step: arrivals join the queue (request ids ``<id_prefix><i>``, ``i`` the index in arrival
@@ -179,8 +203,7 @@ def contiguous_replay_steps(requests: Sequence[TraceRequest], capacity_tokens: i
             queue.pop(0)
             st.running.append(Reservation(rid, r, start, size, r.prompt_len))  # prefill now
         head = queue[0][1] if queue else None
-        st.next_request_size = (reservation_size(head.prompt_len, head.output_len, max_model_len, policy)
-                                if head else 0)
+        st.next_request_size = reservation_size(head.prompt_len, head.output_len, max_model_len, policy) if head else 0
         st.num_waiting = len(queue)
         yield st
         still = []
@@ -202,14 +225,30 @@ def contiguous_snapshot(st: ContiguousStep) -> dict[str, Any]:
         ``{"capacity", "next_request_size", "requests": [{"id", "start", "reserved", "num_tokens",
         "final_len"}]}`` (token slots).
     """
-    return {"capacity": st.arena.capacity, "next_request_size": st.next_request_size,
-            "requests": [{"id": r.request_id, "start": r.start, "reserved": r.size, "num_tokens": r.num_tokens,
-                          "final_len": r.final_len} for r in st.running]}
+    return {
+        "capacity": st.arena.capacity,
+        "next_request_size": st.next_request_size,
+        "requests": [
+            {
+                "id": r.request_id,
+                "start": r.start,
+                "reserved": r.size,
+                "num_tokens": r.num_tokens,
+                "final_len": r.final_len,
+            }
+            for r in st.running
+        ],
+    }
 
 
-def contiguous_snapshots(requests: Sequence[TraceRequest], capacity: int, max_model_len: int,
-                         policy: str = "max", step_time: float = 0.05,
-                         max_steps: int = 10_000) -> Iterator[dict[str, Any]]:
+def contiguous_snapshots(
+    requests: Sequence[TraceRequest],
+    capacity: int,
+    max_model_len: int,
+    policy: str = "max",
+    step_time: float = 0.05,
+    max_steps: int = 10_000,
+) -> Iterator[dict[str, Any]]:
     """:func:`contiguous_snapshot` of every step of the contiguous replay."""
     for st in contiguous_replay_steps(requests, capacity, max_model_len, policy, step_time, max_steps):
         yield contiguous_snapshot(st)
@@ -232,7 +271,10 @@ def _summary(steps: list[dict[str, int]], capacity: int, finished: int, total: i
     busy = [s for s in steps if s["num_running"]] or steps
     if not busy:
         return dict.fromkeys([f"{c}_frac" for c in CATEGORIES] + ["utilization", "mean_batch"], 0.0) | {
-            "steps": 0, "finished": finished, "requests": total}
+            "steps": 0,
+            "finished": finished,
+            "requests": total,
+        }
     out = {f"{c}_frac": sum(s[c] for s in busy) / (len(busy) * capacity) for c in CATEGORIES}
     occupied = sum(out[f"{c}_frac"] for c in CATEGORIES if c != "free")
     # The paper's Fig. 2 figure: share of the occupied KV memory that holds token states.
@@ -242,8 +284,14 @@ def _summary(steps: list[dict[str, int]], capacity: int, finished: int, total: i
     return out
 
 
-def replay_contiguous(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int,
-                      policy: str = "max", step_time: float = 0.05, max_steps: int = 100_000) -> dict[str, Any]:
+def replay_contiguous(
+    requests: Sequence[TraceRequest],
+    capacity_tokens: int,
+    max_model_len: int,
+    policy: str = "max",
+    step_time: float = 0.05,
+    max_steps: int = 100_000,
+) -> dict[str, Any]:
     """Replay ``requests`` with contiguous reservations; return ``{"steps": [...], "summary": {...}}``.
 
     Args:
@@ -271,8 +319,9 @@ def replay_contiguous(requests: Sequence[TraceRequest], capacity_tokens: int, ma
     return {"steps": steps, "summary": _summary(steps, capacity_tokens, finished, total)}
 
 
-def _preempt_newest(m: KVCacheManager, running: list[tuple[TraceRequest, Request]],
-                    queue: list[tuple[TraceRequest, str]]) -> None:
+def _preempt_newest(
+    m: KVCacheManager, running: list[tuple[TraceRequest, Request]], queue: list[tuple[TraceRequest, str]]
+) -> None:
     # Recompute preemption (vLLM v1): free the newest running request, requeue it at the head with
     # what it has generated folded into its prompt.
     vtr, victim = running.pop()
@@ -281,9 +330,15 @@ def _preempt_newest(m: KVCacheManager, running: list[tuple[TraceRequest, Request
     queue.insert(0, (rest, victim.request_id))
 
 
-def paged_replay_steps(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_size: int,
-                       max_model_len: int, step_time: float = 0.05, max_steps: int = 100_000,
-                       id_prefix: str = "q") -> Iterator[dict[str, Any]]:
+def paged_replay_steps(
+    requests: Sequence[TraceRequest],
+    num_gpu_blocks: int,
+    block_size: int,
+    max_model_len: int,
+    step_time: float = 0.05,
+    max_steps: int = 100_000,
+    id_prefix: str = "q",
+) -> Iterator[dict[str, Any]]:
     """The paged replay loop, one step at a time (shared by ``replay_paged`` and the lab 01 widget).
 
     Each step: arrivals join the queue; every running request gets a slot for its next token (if
@@ -337,8 +392,14 @@ def paged_replay_steps(requests: Sequence[TraceRequest], num_gpu_blocks: int, bl
         step += 1
 
 
-def replay_paged(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_size: int, max_model_len: int,
-                 step_time: float = 0.05, max_steps: int = 100_000) -> dict[str, Any]:
+def replay_paged(
+    requests: Sequence[TraceRequest],
+    num_gpu_blocks: int,
+    block_size: int,
+    max_model_len: int,
+    step_time: float = 0.05,
+    max_steps: int = 100_000,
+) -> dict[str, Any]:
     """Replay ``requests`` through the real ``KVCacheManager`` (blocks allocated on demand).
 
     Same stepping and accounting as ``replay_contiguous``; ``reservation`` and ``external`` are
@@ -351,8 +412,11 @@ def replay_paged(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_si
     """
     capacity = num_gpu_blocks * block_size
     steps: list[dict[str, int]] = []
-    state: dict[str, Any] = {"finished": 0, "preemptions": 0,
-                             "num_requests": len(prepare_trace(requests, max_model_len))}
+    state: dict[str, Any] = {
+        "finished": 0,
+        "preemptions": 0,
+        "num_requests": len(prepare_trace(requests, max_model_len)),
+    }
     for state in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps):
         m, running = state["manager"], state["running"]
         acc = dict.fromkeys(CATEGORIES, 0)

@@ -10,17 +10,17 @@ deliberately smaller than ``pagedlab.core`` so the exercise is the algorithm, no
 They live here, below ``pagedlab.grading``, so that lab helpers (``analysis.lab03.cow_story``) can
 use them; ``pagedlab.grading.kit`` is the learner-facing name and re-exports this module.
 """
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
 
 from pagedlab.core.block_pool import BlockPool
 from pagedlab.errors import DoubleFreeError
 
-__all__ = ["RefCountedPool", "Seq", "TreeNode", "new_tree", "split_node", "lock", "unlock",
-           "tree_size", "format_tree"]
+__all__ = ["RefCountedPool", "Seq", "TreeNode", "new_tree", "split_node", "lock", "unlock", "tree_size", "format_tree"]
 
 
 # --- lab 03: a reference-counted block pool ------------------------------------------------------
@@ -41,7 +41,7 @@ class RefCountedPool:
         self.block_size = block_size
         self.num_blocks = num_blocks
         self._pool = BlockPool(num_blocks, enable_caching=False)
-        self.calls: List[str] = []
+        self.calls: list[str] = []
 
     def _block(self, block_id: int):
         if isinstance(block_id, bool) or not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
@@ -90,11 +90,11 @@ class RefCountedPool:
     def num_free_blocks(self) -> int:
         return self._pool.get_num_free_blocks()
 
-    def ref_cnts(self) -> List[int]:
+    def ref_cnts(self) -> list[int]:
         """``ref_cnt`` of every block, by id."""
         return [b.ref_cnt for b in self._pool.blocks]
 
-    def free_queue(self) -> List[int]:
+    def free_queue(self) -> list[int]:
         """Free block ids, next to be allocated first."""
         return [b.block_id for b in self._pool.free_block_queue.get_all_free_blocks()]
 
@@ -107,7 +107,7 @@ class Seq:
     """One sequence: its block table (physical block ids, one per logical block) and length."""
 
     seq_id: str
-    block_table: List[int] = field(default_factory=list)
+    block_table: list[int] = field(default_factory=list)
     num_tokens: int = 0
 
 
@@ -132,17 +132,18 @@ class TreeNode:
 
     __slots__ = ("key", "value", "parent", "children", "lock_ref", "last_access_time", "id")
 
-    def __init__(self, key: Sequence[int] = (), value: Sequence[int] = (), parent: Optional["TreeNode"] = None,
-                 now: int = 0) -> None:
-        self.key: List[int] = list(key)
-        self.value: List[int] = list(value)
+    def __init__(
+        self, key: Sequence[int] = (), value: Sequence[int] = (), parent: TreeNode | None = None, now: int = 0
+    ) -> None:
+        self.key: list[int] = list(key)
+        self.value: list[int] = list(value)
         self.parent = parent
-        self.children: Dict[int, TreeNode] = {}
+        self.children: dict[int, TreeNode] = {}
         self.lock_ref = 0
         self.last_access_time = now
         self.id = next(_ids)
 
-    def __lt__(self, other: "TreeNode") -> bool:
+    def __lt__(self, other: TreeNode) -> bool:
         return (self.last_access_time, self.id) < (other.last_access_time, other.id)
 
     def __repr__(self) -> str:
@@ -208,13 +209,13 @@ def tree_size(root: TreeNode) -> int:
 
 def format_tree(root: TreeNode) -> str:
     """One line per node, indented by depth."""
-    lines: List[str] = []
+    lines: list[str] = []
 
     def rec(n: TreeNode, depth: int) -> None:
         for k in sorted(n.children):
             c = n.children[k]
             lines.append(f"{'  ' * depth}{c.key} -> {c.value}  lock={c.lock_ref} t={c.last_access_time}")
             rec(c, depth + 1)
+
     rec(root, 0)
     return "\n".join(lines) or "(empty tree)"
-

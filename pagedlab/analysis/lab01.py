@@ -16,29 +16,62 @@ shows which request owns each region (one colour per request, the same on both b
 Hooks: ``svg.pl-memory-map`` (``data-step``), ``rect.pl-mm-seg`` (``data-side``, ``data-kind``,
 ``data-tokens``), ``rect.pl-mm-owner`` (``data-side``, ``data-owner``).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from pagedlab.analysis.contiguous import (CATEGORIES, contiguous_snapshots, paged_replay_steps, prepare_trace,
-                                          replay_contiguous, replay_paged)
+from pagedlab.analysis.contiguous import (
+    CATEGORIES,
+    contiguous_snapshots,
+    paged_replay_steps,
+    prepare_trace,
+    replay_contiguous,
+    replay_paged,
+)
 from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
-__all__ = ["paged_snapshots", "memory_map_frames", "render_memory_map", "KIND_COLORS",
-           "POLICY_NAMES", "reservation_bound"]
+__all__ = [
+    "paged_snapshots",
+    "memory_map_frames",
+    "render_memory_map",
+    "KIND_COLORS",
+    "POLICY_NAMES",
+    "reservation_bound",
+]
 
 #: One colour per slot category (the same as the exercise's failure picture).
-KIND_COLORS = {"used": "#4e79a7", "reservation": "#a0cbe8", "internal": "#f28e2b",
-               "external": "#e15759", "free": COLORS["empty"]}
-KIND_LABELS = {"used": "holds KV", "reservation": "reserved for later tokens", "internal": "internal waste",
-               "external": "external fragmentation", "free": "free"}
-POLICY_NAMES = {"max": "max-length reservation (Orca Max)", "pow2": "power-of-two reservation (Orca Pow2)",
-                "oracle": "exact-length reservation (Orca Oracle)"}
+KIND_COLORS = {
+    "used": "#4e79a7",
+    "reservation": "#a0cbe8",
+    "internal": "#f28e2b",
+    "external": "#e15759",
+    "free": COLORS["empty"],
+}
+KIND_LABELS = {
+    "used": "holds KV",
+    "reservation": "reserved for later tokens",
+    "internal": "internal waste",
+    "external": "external fragmentation",
+    "free": "free",
+}
+POLICY_NAMES = {
+    "max": "max-length reservation (Orca Max)",
+    "pow2": "power-of-two reservation (Orca Pow2)",
+    "oracle": "exact-length reservation (Orca Oracle)",
+}
 
 
-def paged_snapshots(requests: Sequence[TraceRequest], num_gpu_blocks: int, block_size: int, max_model_len: int,
-                    step_time: float = 0.05, max_steps: int = 100_000) -> Iterator[Dict[str, Any]]:
+def paged_snapshots(
+    requests: Sequence[TraceRequest],
+    num_gpu_blocks: int,
+    block_size: int,
+    max_model_len: int,
+    step_time: float = 0.05,
+    max_steps: int = 100_000,
+) -> Iterator[dict[str, Any]]:
     """Per step of ``replay_paged``'s loop: which blocks each running request holds.
 
     Yields:
@@ -46,17 +79,35 @@ def paged_snapshots(requests: Sequence[TraceRequest], num_gpu_blocks: int, block
         request ids are ``r<i>``, ``i`` the request's index in arrival order (as the contiguous
         snapshots name them).
     """
-    for st in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps,
-                                 id_prefix="r"):
+    for st in paged_replay_steps(
+        requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps, id_prefix="r"
+    ):
         m = st["manager"]
-        yield {"step": st["step"], "num_gpu_blocks": num_gpu_blocks, "block_size": block_size,
-               "requests": [{"id": req.request_id, "block_ids": m.get_block_ids(req.request_id),
-                             "num_tokens": req.num_computed_tokens} for _, req in st["running"]]}
+        yield {
+            "step": st["step"],
+            "num_gpu_blocks": num_gpu_blocks,
+            "block_size": block_size,
+            "requests": [
+                {
+                    "id": req.request_id,
+                    "block_ids": m.get_block_ids(req.request_id),
+                    "num_tokens": req.num_computed_tokens,
+                }
+                for _, req in st["running"]
+            ],
+        }
 
 
-def memory_map_frames(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int,
-                      block_size: int = 16, policy: str = "max", every: int = 20, max_frames: int = 80,
-                      step_time: float = 0.05) -> List[Dict[str, Any]]:
+def memory_map_frames(
+    requests: Sequence[TraceRequest],
+    capacity_tokens: int,
+    max_model_len: int,
+    block_size: int = 16,
+    policy: str = "max",
+    every: int = 20,
+    max_frames: int = 80,
+    step_time: float = 0.05,
+) -> list[dict[str, Any]]:
     """Frames for :func:`render_memory_map`: both memories every ``every`` steps until both are done.
 
     Args:
@@ -82,30 +133,42 @@ def memory_map_frames(requests: Sequence[TraceRequest], capacity_tokens: int, ma
         steps.append(horizon - 1)
     frames = []
     for k in steps:
-        frames.append({"step": k, "time": k * step_time, "policy": policy, "capacity": capacity_tokens,
-                       "block_size": block_size, "num_requests": len(reqs),
-                       "contiguous": c_snaps[k] if k < len(c_snaps) else None,
-                       "contiguous_acc": c_acc[k] if k < len(c_acc) else None,
-                       "paged": p_snaps[k] if k < len(p_snaps) else None,
-                       "paged_acc": p_acc[k] if k < len(p_acc) else None,
-                       "contiguous_done_at": len(c_acc), "paged_done_at": len(p_acc)})
+        frames.append(
+            {
+                "step": k,
+                "time": k * step_time,
+                "policy": policy,
+                "capacity": capacity_tokens,
+                "block_size": block_size,
+                "num_requests": len(reqs),
+                "contiguous": c_snaps[k] if k < len(c_snaps) else None,
+                "contiguous_acc": c_acc[k] if k < len(c_acc) else None,
+                "paged": p_snaps[k] if k < len(p_snaps) else None,
+                "paged_acc": p_acc[k] if k < len(p_acc) else None,
+                "contiguous_done_at": len(c_acc),
+                "paged_done_at": len(p_acc),
+            }
+        )
     return frames
 
 
 # --- drawing ------------------------------------------------------------------------------------
-Run = Tuple[int, int, str, Optional[str]]  # (start slot, slots, kind, owner)
+Run = tuple[int, int, str, str | None]  # (start slot, slots, kind, owner)
 
 
-def _contiguous_runs(snap: Dict[str, Any]) -> List[Run]:
-    runs: List[Run] = []
+def _contiguous_runs(snap: dict[str, Any]) -> list[Run]:
+    runs: list[Run] = []
     need, pos = int(snap["next_request_size"]), 0
     for r in sorted(snap["requests"], key=lambda r: r["start"]):
         if r["start"] > pos:
             hole = r["start"] - pos
             runs.append((pos, hole, "external" if hole < need else "free", None))
         s, cur, final, size = r["start"], r["num_tokens"], r["final_len"], r["reserved"]
-        runs += [(s, cur, "used", r["id"]), (s + cur, final - cur, "reservation", r["id"]),
-                 (s + final, size - final, "internal", r["id"])]
+        runs += [
+            (s, cur, "used", r["id"]),
+            (s + cur, final - cur, "reservation", r["id"]),
+            (s + final, size - final, "internal", r["id"]),
+        ]
         pos = s + size
     if snap["capacity"] > pos:
         hole = snap["capacity"] - pos
@@ -113,13 +176,13 @@ def _contiguous_runs(snap: Dict[str, Any]) -> List[Run]:
     return [r for r in runs if r[1] > 0]
 
 
-def _paged_runs(snap: Dict[str, Any]) -> List[Run]:
+def _paged_runs(snap: dict[str, Any]) -> list[Run]:
     bs, n = snap["block_size"], snap["num_gpu_blocks"]
-    owner: Dict[int, Tuple[str, int]] = {}
+    owner: dict[int, tuple[str, int]] = {}
     for r in snap["requests"]:
         for j, b in enumerate(r["block_ids"]):
             owner[b] = (r["id"], min(bs, r["num_tokens"] - j * bs))
-    runs: List[Run] = []
+    runs: list[Run] = []
     for b in range(n):
         if b in owner:
             rid, filled = owner[b]
@@ -129,8 +192,8 @@ def _paged_runs(snap: Dict[str, Any]) -> List[Run]:
     return [r for r in runs if r[1] > 0]
 
 
-def _merge(runs: List[Run], key: Callable[[str, Optional[str]], Any]) -> List[Tuple[int, int, Any]]:
-    out: List[List[Any]] = []
+def _merge(runs: list[Run], key: Callable[[str, str | None], Any]) -> list[tuple[int, int, Any]]:
+    out: list[list[Any]] = []
     for start, n, kind, own in runs:
         k = key(kind, own)
         if out and out[-1][2] == k and out[-1][0] + out[-1][1] == start:
@@ -140,51 +203,73 @@ def _merge(runs: List[Run], key: Callable[[str, Optional[str]], Any]) -> List[Tu
     return [(r[0], r[1], r[2]) for r in out]
 
 
-def _bar(side: str, runs: List[Run], capacity: int, x: float, y: float, w: float, h: float) -> List[str]:
+def _bar(side: str, runs: list[Run], capacity: int, x: float, y: float, w: float, h: float) -> list[str]:
     scale = w / capacity
     parts = []
     for start, n, own in _merge(runs, lambda kind, own: own):
         if own is None:
             continue
-        parts.append(f'<rect {attrs(cls="pl-mm-owner", data_side=side, data_owner=own)} x="{x + start * scale:.2f}" '
-                     f'y="{y:.1f}" width="{max(n * scale, 0.4):.2f}" height="5" fill="{owner_color(own)}"/>')
+        parts.append(
+            f'<rect {attrs(cls="pl-mm-owner", data_side=side, data_owner=own)} x="{x + start * scale:.2f}" '
+            f'y="{y:.1f}" width="{max(n * scale, 0.4):.2f}" height="5" fill="{owner_color(own)}"/>'
+        )
     for start, n, kind in _merge(runs, lambda kind, own: kind):
-        parts.append(f'<rect {attrs(cls="pl-mm-seg", data_side=side, data_kind=kind, data_tokens=n)} '
-                     f'x="{x + start * scale:.2f}" y="{y + 7:.1f}" width="{max(n * scale, 0.4):.2f}" '
-                     f'height="{h:.1f}" fill="{KIND_COLORS[kind]}"/>')
-    parts.append(f'<rect x="{x:.1f}" y="{y + 7:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" '
-                 f'stroke="{COLORS["empty_stroke"]}"/>')
+        parts.append(
+            f"<rect {attrs(cls='pl-mm-seg', data_side=side, data_kind=kind, data_tokens=n)} "
+            f'x="{x + start * scale:.2f}" y="{y + 7:.1f}" width="{max(n * scale, 0.4):.2f}" '
+            f'height="{h:.1f}" fill="{KIND_COLORS[kind]}"/>'
+        )
+    parts.append(
+        f'<rect x="{x:.1f}" y="{y + 7:.1f}" width="{w:.1f}" height="{h:.1f}" fill="none" '
+        f'stroke="{COLORS["empty_stroke"]}"/>'
+    )
     return parts
 
 
-def _summary(acc: Optional[Dict[str, int]], capacity: int) -> str:
+def _summary(acc: dict[str, int] | None, capacity: int) -> str:
     if acc is None:
         return "all requests finished"
     pct = {c: 100.0 * acc[c] / capacity for c in CATEGORIES}
-    return (f"holds KV {pct['used']:.0f}%  ·  reserved {pct['reservation']:.0f}%  ·  internal {pct['internal']:.0f}%"
-            f"  ·  external {pct['external']:.0f}%  ·  free {pct['free']:.0f}%      "
-            f"running {acc['num_running']}  ·  waiting {acc['num_waiting']}")
+    return (
+        f"holds KV {pct['used']:.0f}%  ·  reserved {pct['reservation']:.0f}%  ·  internal {pct['internal']:.0f}%"
+        f"  ·  external {pct['external']:.0f}%  ·  free {pct['free']:.0f}%      "
+        f"running {acc['num_running']}  ·  waiting {acc['num_waiting']}"
+    )
 
 
-def render_memory_map(frame: Dict[str, Any]) -> str:
+def render_memory_map(frame: dict[str, Any]) -> str:
     """Draw one frame of :func:`memory_map_frames`: contiguous on top, paged below."""
     cap = int(frame["capacity"])
     width, pad, bar_h = 820.0, 16.0, 40.0
     w = width - 2 * pad
-    body: List[str] = []
+    body: list[str] = []
     y = 44.0
-    sides = [("contiguous", f"Contiguous: one {POLICY_NAMES[frame['policy']]} per request",
-              frame["contiguous"], frame["contiguous_acc"], _contiguous_runs, frame["contiguous_done_at"]),
-             ("paged", f"Paged: blocks of {frame['block_size']} tokens allocated as tokens arrive (vLLM)",
-              frame["paged"], frame["paged_acc"], _paged_runs, frame["paged_done_at"])]
+    sides = [
+        (
+            "contiguous",
+            f"Contiguous: one {POLICY_NAMES[frame['policy']]} per request",
+            frame["contiguous"],
+            frame["contiguous_acc"],
+            _contiguous_runs,
+            frame["contiguous_done_at"],
+        ),
+        (
+            "paged",
+            f"Paged: blocks of {frame['block_size']} tokens allocated as tokens arrive (vLLM)",
+            frame["paged"],
+            frame["paged_acc"],
+            _paged_runs,
+            frame["paged_done_at"],
+        ),
+    ]
     for side, label, snap, acc, runs_of, done_at in sides:
         body.append(text(pad, y, label, size=12, weight="bold"))
-        body.append(text(pad, y + 16, _summary(acc, cap), size=11, color=COLORS["muted"], cls="pl-mm-summary",
-                         data_side=side))
+        body.append(
+            text(pad, y + 16, _summary(acc, cap), size=11, color=COLORS["muted"], cls="pl-mm-summary", data_side=side)
+        )
         if snap is None:
-            runs: List[Run] = [(0, cap, "free", None)]
-            body.append(text(width - pad, y, f"done at step {done_at}", size=11, anchor="end",
-                             color=COLORS["muted"]))
+            runs: list[Run] = [(0, cap, "free", None)]
+            body.append(text(width - pad, y, f"done at step {done_at}", size=11, anchor="end", color=COLORS["muted"]))
         else:
             runs = runs_of(snap)
         body += _bar(side, runs, cap, pad, y + 26, w, bar_h)
@@ -192,19 +277,30 @@ def render_memory_map(frame: Dict[str, Any]) -> str:
     # legend
     x = pad
     for kind in CATEGORIES:
-        body.append(f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{KIND_COLORS[kind]}" '
-                    f'stroke="{COLORS["empty_stroke"]}"/>')
+        body.append(
+            f'<rect x="{x:.1f}" y="{y - 6:.1f}" width="14" height="12" fill="{KIND_COLORS[kind]}" '
+            f'stroke="{COLORS["empty_stroke"]}"/>'
+        )
         body.append(text(x + 19, y, KIND_LABELS[kind], size=11, color=COLORS["muted"]))
         x += 34 + len(KIND_LABELS[kind]) * 6.2
-    body.append(text(pad, y + 18, "strip above each bar: the request that owns the region (same colour on both bars)",
-                     size=10, color=COLORS["muted"]))
-    title = (f"Step {frame['step']} (t = {frame['time']:.1f} s): {frame['num_requests']} traced requests, "
-             f"{cap:,} token slots of KV memory")
+    body.append(
+        text(
+            pad,
+            y + 18,
+            "strip above each bar: the request that owns the region (same colour on both bars)",
+            size=10,
+            color=COLORS["muted"],
+        )
+    )
+    title = (
+        f"Step {frame['step']} (t = {frame['time']:.1f} s): {frame['num_requests']} traced requests, "
+        f"{cap:,} token slots of KV memory"
+    )
     head = [text(pad, 18, title, size=14, weight="bold", cls="pl-title")]
     return svg_doc(width, y + 32, head + body, cls="pl-memory-map", title=title, data_step=frame["step"])
 
 
-def reservation_bound(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int) -> Dict[str, float]:
+def reservation_bound(requests: Sequence[TraceRequest], capacity_tokens: int, max_model_len: int) -> dict[str, float]:
     """The utilisation bound of max-length reservation, derived from the lengths alone (no replay).
 
     In the replay's model a request with a ``P``-token prompt and ``O`` outputs runs ``max(1, O)``
@@ -232,5 +328,9 @@ def reservation_bound(requests: Sequence[TraceRequest], capacity_tokens: int, ma
     held = sum(n * r.prompt_len + n * (n - 1) / 2 for r, n in zip(reqs, steps))
     mean_len = held / sum(steps)
     seats = capacity_tokens // max_model_len
-    return {"mean_len": mean_len, "seats": seats, "fill_bound": mean_len / max_model_len,
-            "used_frac_bound": seats * mean_len / capacity_tokens}
+    return {
+        "mean_len": mean_len,
+        "seats": seats,
+        "fill_bound": mean_len / max_model_len,
+        "used_frac_bound": seats * mean_len / capacity_tokens,
+    }

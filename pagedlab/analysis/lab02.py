@@ -6,6 +6,7 @@
   queue class with vLLM's interface (the kit's, the learner's) and for two naive containers.
 * :func:`tail_waste` is the memory lost in the last, partly filled block of each request.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,17 +15,24 @@ import random
 import statistics
 import time
 from collections import deque
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from pagedlab.core.block_pool import BlockPool, KVCacheBlock
-from pagedlab.viz.pictures import render_queue_rows
 from pagedlab.viz import render_block_pool
+from pagedlab.viz.pictures import render_queue_rows
 
-__all__ = ["block_table_of", "render_pool_and_queue", "time_free_queue", "tail_waste", "growth_per_tenfold",
-           "render_paging_analogy"]
+__all__ = [
+    "block_table_of",
+    "render_pool_and_queue",
+    "time_free_queue",
+    "tail_waste",
+    "growth_per_tenfold",
+    "render_paging_analogy",
+]
 
 
-def block_table_of(events: Sequence[Dict[str, Any]], request_id: str) -> List[int]:
+def block_table_of(events: Sequence[dict[str, Any]], request_id: str) -> list[int]:
     """The block table ``request_id`` ended with: its ``alloc`` events' blocks, in order.
 
     Valid for a request that was never preempted, forked or copied (its table only grew).
@@ -32,15 +40,17 @@ def block_table_of(events: Sequence[Dict[str, Any]], request_id: str) -> List[in
     return [b for e in events if e["kind"] == "alloc" and e.get("owner") == request_id for b in e["block_ids"]]
 
 
-def render_pool_and_queue(snapshot: Dict[str, Any], max_shown: int = 32) -> str:
+def render_pool_and_queue(snapshot: dict[str, Any], max_shown: int = 32) -> str:
     """The block pool of a ``pagedlab.trace`` snapshot, then its free queue, front (next to be handed
     out) on the left. Two SVGs in one HTML string."""
     pool = render_block_pool(snapshot, title=f"Block pool after step {snapshot.get('step', 0)}")
     q = list(snapshot.get("free_queue", ()))
     shown = q[:max_shown] + (["…"] if len(q) > max_shown else [])
-    queue = render_queue_rows([(f"free queue ({len(q)})", shown, None)],
-                              title="free queue: popleft() takes the front; freed blocks join the back",
-                              step=int(snapshot.get("step", 0)))
+    queue = render_queue_rows(
+        [(f"free queue ({len(q)})", shown, None)],
+        title="free queue: popleft() takes the front; freed blocks join the back",
+        step=int(snapshot.get("step", 0)),
+    )
     return pool + queue
 
 
@@ -56,23 +66,33 @@ def _per_op_us(fn: Callable[[], None], n_ops: int, repeats: int) -> float:
 
 def _take_put(take: Callable[[], Any], put: Callable[[Any], Any], k: int) -> Callable[[], None]:
     """``k`` times: ``put(take())`` (pop a block and give it back)."""
+
     def run() -> None:
         for _ in range(k):
             put(take())
+
     return run
 
 
 def _remove_append(container: Any, picks: Sequence[KVCacheBlock]) -> Callable[[], None]:
     """For each pick: pull it out of ``container`` and append it at the tail."""
+
     def run() -> None:
         for b in picks:
             container.remove(b)
             container.append(b)
+
     return run
 
 
-def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 100_000), n_ops: int = 2_000,
-                    n_ops_naive: int = 200, repeats: int = 3, seed: int = 0) -> Dict[str, Dict[int, float]]:
+def time_free_queue(
+    queue_cls: Any,
+    pool_sizes: Iterable[int] = (1_000, 10_000, 100_000),
+    n_ops: int = 2_000,
+    n_ops_naive: int = 200,
+    repeats: int = 3,
+    seed: int = 0,
+) -> dict[str, dict[int, float]]:
     """Microseconds per operation of a free queue, by pool size.
 
     For each pool size the queue starts full (every block free), then:
@@ -96,7 +116,7 @@ def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 
     Returns:
         ``{operation label: {pool size: µs per operation}}``.
     """
-    out: Dict[str, Dict[int, float]] = {}
+    out: dict[str, dict[int, float]] = {}
     rng = random.Random(seed)
     for n in pool_sizes:
         blocks = [KVCacheBlock(i) for i in range(n)]
@@ -104,20 +124,28 @@ def time_free_queue(queue_cls: Any, pool_sizes: Iterable[int] = (1_000, 10_000, 
         picks = [blocks[rng.randrange(n)] for _ in range(n_ops)]
         pool = BlockPool(n, enable_caching=False)
         lst, dq, few = list(blocks), deque(blocks), picks[:n_ops_naive]
-        cases = [("linked list: popleft + append", _take_put(q.popleft, q.append, n_ops), n_ops),
-                 ("linked list: remove + append", _remove_append(q, picks), n_ops),
-                 ("BlockPool: get_new_blocks(1) + free_blocks",
-                  _take_put(functools.partial(pool.get_new_blocks, 1), pool.free_blocks, n_ops), n_ops),
-                 ("Python list: pop(0) + append", _take_put(functools.partial(lst.pop, 0), lst.append, n_ops_naive),
-                  n_ops_naive),
-                 ("Python list: remove + append", _remove_append(lst, few), n_ops_naive),
-                 ("deque: remove + append", _remove_append(dq, few), n_ops_naive)]
+        cases = [
+            ("linked list: popleft + append", _take_put(q.popleft, q.append, n_ops), n_ops),
+            ("linked list: remove + append", _remove_append(q, picks), n_ops),
+            (
+                "BlockPool: get_new_blocks(1) + free_blocks",
+                _take_put(functools.partial(pool.get_new_blocks, 1), pool.free_blocks, n_ops),
+                n_ops,
+            ),
+            (
+                "Python list: pop(0) + append",
+                _take_put(functools.partial(lst.pop, 0), lst.append, n_ops_naive),
+                n_ops_naive,
+            ),
+            ("Python list: remove + append", _remove_append(lst, few), n_ops_naive),
+            ("deque: remove + append", _remove_append(dq, few), n_ops_naive),
+        ]
         for label, run, k in cases:  # in this order: each case starts from the state the last one left
             out.setdefault(label, {})[n] = _per_op_us(run, k, repeats)
     return out
 
 
-def tail_waste(lengths: Sequence[int], block_size: int) -> Dict[str, float]:
+def tail_waste(lengths: Sequence[int], block_size: int) -> dict[str, float]:
     """Memory lost in the partly filled last block of each sequence, at its final length.
 
     Returns:
@@ -126,11 +154,14 @@ def tail_waste(lengths: Sequence[int], block_size: int) -> Dict[str, float]:
     """
     alloc = [-(-L // block_size) * block_size for L in lengths]
     waste = sum(a - L for a, L in zip(alloc, lengths))
-    return {"waste_frac": waste / sum(alloc), "blocks_per_seq": sum(alloc) / block_size / len(lengths),
-            "mean_waste_tokens": waste / len(lengths)}
+    return {
+        "waste_frac": waste / sum(alloc),
+        "blocks_per_seq": sum(alloc) / block_size / len(lengths),
+        "mean_waste_tokens": waste / len(lengths),
+    }
 
 
-def growth_per_tenfold(cost: Dict[str, Dict[int, float]]) -> Dict[str, float]:
+def growth_per_tenfold(cost: dict[str, dict[int, float]]) -> dict[str, float]:
     """How many times slower each operation gets per tenfold pool size, from :func:`time_free_queue`.
 
     The geometric mean over the measured range: ``(t(n_max) / t(n_min)) ** (1 / log10(n_max / n_min))``.
@@ -139,7 +170,7 @@ def growth_per_tenfold(cost: Dict[str, Dict[int, float]]) -> Dict[str, float]:
     Raises:
         ValueError: an operation timed at fewer than two pool sizes, or a non-positive time.
     """
-    out: Dict[str, float] = {}
+    out: dict[str, float] = {}
     for label, by_n in cost.items():
         sizes = sorted(by_n)
         if len(sizes) < 2 or sizes[0] == sizes[-1]:
@@ -151,10 +182,10 @@ def growth_per_tenfold(cost: Dict[str, Dict[int, float]]) -> Dict[str, float]:
     return out
 
 
-def _mapping_panel(x0: float, names: Sequence[str], table: Sequence[int], num_physical: int,
-                   color: str) -> List[str]:
+def _mapping_panel(x0: float, names: Sequence[str], table: Sequence[int], num_physical: int, color: str) -> list[str]:
     """One side of :func:`render_paging_analogy`: logical units -> table -> physical units."""
     from pagedlab.viz._svg import COLORS, text
+
     head, left, mid, table_name, right = names
     parts = [text(x0 + 150, 22, head, size=13, weight="bold", anchor="middle")]
     for col, label in ((x0 + 10, left), (x0 + 120, table_name), (x0 + 220, right)):
@@ -162,29 +193,37 @@ def _mapping_panel(x0: float, names: Sequence[str], table: Sequence[int], num_ph
     h = 22
     for i, phys in enumerate(table):
         y = 58 + i * (h + 6)
-        parts.append(f'<rect x="{x0 + 10}" y="{y}" width="60" height="{h}" fill="{color}" fill-opacity="0.35" '
-                     f'stroke="{color}" data-logical="{i}"/>')
+        parts.append(
+            f'<rect x="{x0 + 10}" y="{y}" width="60" height="{h}" fill="{color}" fill-opacity="0.35" '
+            f'stroke="{color}" data-logical="{i}"/>'
+        )
         parts.append(text(x0 + 40, y + h / 2, f"{mid} {i}", size=10, anchor="middle"))
-        parts.append(f'<rect x="{x0 + 120}" y="{y}" width="60" height="{h}" fill="#ffffff" stroke="#1f2430" '
-                     f'data-entry="{i}" data-physical="{phys}"/>')
+        parts.append(
+            f'<rect x="{x0 + 120}" y="{y}" width="60" height="{h}" fill="#ffffff" stroke="#1f2430" '
+            f'data-entry="{i}" data-physical="{phys}"/>'
+        )
         parts.append(text(x0 + 150, y + h / 2, phys, size=11, anchor="middle", weight="bold"))
     ph = 14
     for b in range(num_physical):
         y = 58 + b * (ph + 2)
         used = b in table
-        parts.append(f'<rect x="{x0 + 220}" y="{y}" width="60" height="{ph}" '
-                     f'fill="{color if used else COLORS["empty"]}" fill-opacity="{0.8 if used else 1}" '
-                     f'stroke="{COLORS["empty_stroke"]}" data-physical-id="{b}"/>')
+        parts.append(
+            f'<rect x="{x0 + 220}" y="{y}" width="60" height="{ph}" '
+            f'fill="{color if used else COLORS["empty"]}" fill-opacity="{0.8 if used else 1}" '
+            f'stroke="{COLORS["empty_stroke"]}" data-physical-id="{b}"/>'
+        )
         parts.append(text(x0 + 250, y + ph / 2, b, size=9, anchor="middle"))
     for i, phys in enumerate(table):
         y1, y2 = 58 + i * (h + 6) + h / 2, 58 + phys * (ph + 2) + ph / 2
-        parts.append(f'<line x1="{x0 + 180}" y1="{y1:.1f}" x2="{x0 + 218}" y2="{y2:.1f}" stroke="{color}" '
-                     f'stroke-width="1.5"/>')
+        parts.append(
+            f'<line x1="{x0 + 180}" y1="{y1:.1f}" x2="{x0 + 218}" y2="{y2:.1f}" stroke="{color}" stroke-width="1.5"/>'
+        )
     return parts
 
 
-def render_paging_analogy(block_table: Sequence[int], num_gpu_blocks: int,
-                          page_table: Optional[Sequence[int]] = None) -> str:
+def render_paging_analogy(
+    block_table: Sequence[int], num_gpu_blocks: int, page_table: Sequence[int] | None = None
+) -> str:
     """An OS page table beside a request's block table: the same indirection, side by side.
 
     Left: a process's virtual pages -> page table (walked by the MMU) -> physical frames of RAM.
@@ -195,16 +234,26 @@ def render_paging_analogy(block_table: Sequence[int], num_gpu_blocks: int,
         ValueError: an entry outside ``range(num_gpu_blocks)``, or an empty table.
     """
     from pagedlab.viz._svg import svg_doc
+
     if page_table is None:
         page_table = random.Random(1).sample(range(num_gpu_blocks), min(len(block_table), num_gpu_blocks))
     for name, table in (("block_table", block_table), ("page_table", page_table)):
         if not table or any(not 0 <= b < num_gpu_blocks for b in table):
             raise ValueError(f"{name} must be non-empty with entries in range({num_gpu_blocks}), got {list(table)}")
-    body = _mapping_panel(0, ("OS: virtual memory", "virtual pages", "page", "page table", "frames (RAM)"), page_table,
-                          num_gpu_blocks, "#b07aa1")
-    body += _mapping_panel(320, ("pagedlab / vLLM: KV cache", "logical blocks", "block", "block table",
-                            "blocks (KV pool)"),
-                           block_table, num_gpu_blocks, "#4e79a7")
+    body = _mapping_panel(
+        0,
+        ("OS: virtual memory", "virtual pages", "page", "page table", "frames (RAM)"),
+        page_table,
+        num_gpu_blocks,
+        "#b07aa1",
+    )
+    body += _mapping_panel(
+        320,
+        ("pagedlab / vLLM: KV cache", "logical blocks", "block", "block table", "blocks (KV pool)"),
+        block_table,
+        num_gpu_blocks,
+        "#4e79a7",
+    )
     height = 70 + max(len(block_table), len(page_table)) * 28
     height = max(height, 70 + num_gpu_blocks * 16)
     return svg_doc(640, height, body, cls="pl-paging", title="page table vs block table")

@@ -9,10 +9,12 @@
   ``LLM.beam_search`` on the real engine and report the paper's saving,
   ``(blocks without sharing - blocks with sharing) / blocks without sharing``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.analysis.kit import RefCountedPool, Seq
 from pagedlab.viz.pictures import pool_snapshot
@@ -23,8 +25,9 @@ if TYPE_CHECKING:
 __all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
 
 
-def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_size: int = 4,
-              num_blocks: int = 12) -> List[Tuple[Dict[str, Any], str]]:
+def cow_story(
+    fork: Callable[..., Any], append_token: Callable[..., Any], block_size: int = 4, num_blocks: int = 12
+) -> list[tuple[dict[str, Any], str]]:
     """Prefill 6 tokens, fork twice, let the three sequences write, then free one.
 
     Returns:
@@ -32,22 +35,31 @@ def cow_story(fork: Callable[..., Any], append_token: Callable[..., Any], block_
         in that frame (if any) as ``pending_copies``.
     """
     pool = RefCountedPool(num_blocks, block_size)
-    seqs: Dict[str, Seq] = {}
-    frames: List[Tuple[Dict[str, Any], str]] = []
+    seqs: dict[str, Seq] = {}
+    frames: list[tuple[dict[str, Any], str]] = []
 
-    def snap(caption: str, copies: Sequence[Tuple[int, int]] = ()) -> None:
+    def snap(caption: str, copies: Sequence[tuple[int, int]] = ()) -> None:
         tables = {sid: list(s.block_table) for sid, s in seqs.items()}
-        frames.append((pool_snapshot(pool.ref_cnts(), tables, pool.free_queue(), step=len(frames),
-                                     cow_pairs=[list(c) for c in copies]), caption))
+        frames.append(
+            (
+                pool_snapshot(
+                    pool.ref_cnts(), tables, pool.free_queue(), step=len(frames), cow_pairs=[list(c) for c in copies]
+                ),
+                caption,
+            )
+        )
 
     parent = Seq("0", [pool.allocate() for _ in range(-(-6 // block_size))], 6)
     seqs["0"] = parent
-    snap(f"prefill: the prompt (6 tokens) fills block {parent.block_table[0]} and part of block "
-         f"{parent.block_table[1]}")
+    snap(
+        f"prefill: the prompt (6 tokens) fills block {parent.block_table[0]} and part of block {parent.block_table[1]}"
+    )
     for cid in ("0#1", "0#2"):
         seqs[cid] = fork(pool, parent, cid)
-        snap(f"fork -> {cid}: no new block; every block of 0 gains a reference "
-             f"(ref_cnt {pool.ref_cnt(parent.block_table[0])})")
+        snap(
+            f"fork -> {cid}: no new block; every block of 0 gains a reference "
+            f"(ref_cnt {pool.ref_cnt(parent.block_table[0])})"
+        )
     for _ in range(3):
         for sid in ("0#1", "0#2", "0"):
             seq = seqs[sid]
@@ -87,8 +99,9 @@ def saving(with_sharing: Sequence[int], without_sharing: Sequence[int]) -> float
     return 1 - sum(with_sharing) / total if total else 0.0
 
 
-def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Sequence[int], max_tokens: int,
-                              temperature: float = 0.8, seed: int = 0) -> Dict[Tuple[str, int], Dict[str, Any]]:
+def parallel_sampling_sharing(
+    llm: Any, prompts: dict[str, list[int]], ns: Sequence[int], max_tokens: int, temperature: float = 0.8, seed: int = 0
+) -> dict[tuple[str, int], dict[str, Any]]:
     """Run every (prompt, n) pair as one request with ``SamplingParams(n)``, all in one batch.
 
     Every sample generates exactly ``max_tokens`` tokens (``ignore_eos``), so all pairs are
@@ -105,11 +118,13 @@ def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Seque
     for name, ids in prompts.items():
         for n in ns:
             rid = f"{name}-n{n}"
-            engine.add_request(rid, {"prompt_token_ids": list(ids)},
-                               SamplingParams(n=n, temperature=temperature, seed=seed, max_tokens=max_tokens,
-                                              ignore_eos=True))
+            engine.add_request(
+                rid,
+                {"prompt_token_ids": list(ids)},
+                SamplingParams(n=n, temperature=temperature, seed=seed, max_tokens=max_tokens, ignore_eos=True),
+            )
             groups[rid] = (name, n)
-    hist: Dict[str, Tuple[List[int], List[int]]] = {rid: ([], []) for rid in groups}
+    hist: dict[str, tuple[list[int], list[int]]] = {rid: ([], []) for rid in groups}
     while engine.has_unfinished_requests():
         engine.step()
         for rid, (held, alone) in group_blocks(engine).items():
@@ -119,13 +134,18 @@ def parallel_sampling_sharing(llm: Any, prompts: Dict[str, List[int]], ns: Seque
     out = {}
     for rid, (name, n) in groups.items():
         w, wo = hist[rid]
-        out[(name, n)] = {"with": w, "without": wo, "saving": saving(w, wo),
-                          "final_saving": 1 - w[-1] / wo[-1] if wo and wo[-1] else 0.0}
+        out[(name, n)] = {
+            "with": w,
+            "without": wo,
+            "saving": saving(w, wo),
+            "final_saving": 1 - w[-1] / wo[-1] if wo and wo[-1] else 0.0,
+        }
     return out
 
 
-def beam_search_sharing(llm: Any, prompts: Dict[str, List[int]], widths: Sequence[int],
-                        max_tokens: int) -> Dict[Tuple[str, int], Dict[str, Any]]:
+def beam_search_sharing(
+    llm: Any, prompts: dict[str, list[int]], widths: Sequence[int], max_tokens: int
+) -> dict[tuple[str, int], dict[str, Any]]:
     """``LLM.beam_search`` for every (prompt, beam width) pair, one after the other.
 
     Returns:
@@ -139,13 +159,20 @@ def beam_search_sharing(llm: Any, prompts: Dict[str, List[int]], widths: Sequenc
     out = {}
     for name, ids in prompts.items():
         for w in widths:
-            res = llm.beam_search([TokensPrompt(prompt_token_ids=list(ids))],
-                                  BeamSearchParams(beam_width=w, max_tokens=max_tokens))[0]
-            out[(name, w)] = {"with": res.blocks_with_sharing, "without": res.blocks_without_sharing,
-                              "saving": saving(res.blocks_with_sharing, res.blocks_without_sharing),
-                              "final_saving": (1 - res.blocks_with_sharing[-1] / res.blocks_without_sharing[-1]
-                                               if res.blocks_without_sharing and res.blocks_without_sharing[-1]
-                                               else 0.0),
-                              "peak_saving": res.memory_saving, "cow_copies": res.num_cow_copies,
-                              "text": res.sequences[0].text if res.sequences else ""}
+            res = llm.beam_search(
+                [TokensPrompt(prompt_token_ids=list(ids))], BeamSearchParams(beam_width=w, max_tokens=max_tokens)
+            )[0]
+            out[(name, w)] = {
+                "with": res.blocks_with_sharing,
+                "without": res.blocks_without_sharing,
+                "saving": saving(res.blocks_with_sharing, res.blocks_without_sharing),
+                "final_saving": (
+                    1 - res.blocks_with_sharing[-1] / res.blocks_without_sharing[-1]
+                    if res.blocks_without_sharing and res.blocks_without_sharing[-1]
+                    else 0.0
+                ),
+                "peak_saving": res.memory_saving,
+                "cow_copies": res.num_cow_copies,
+                "text": res.sequences[0].text if res.sequences else "",
+            }
     return out

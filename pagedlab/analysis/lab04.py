@@ -10,21 +10,32 @@
 
 Nothing here calls the learner's code unless it is passed in explicitly.
 """
+
 from __future__ import annotations
 
 import json
 import statistics
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
 
-__all__ = ["load_prompts", "chat_ids", "toy_serve", "slot_utilization", "Run", "run_requests", "side_by_side",
-           "static_step", "batch_under_reservation"]
+__all__ = [
+    "load_prompts",
+    "chat_ids",
+    "toy_serve",
+    "slot_utilization",
+    "Run",
+    "run_requests",
+    "side_by_side",
+    "static_step",
+    "batch_under_reservation",
+]
 
 
 def load_prompts(path: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -32,20 +43,22 @@ def load_prompts(path: Path | None = None) -> dict[str, dict[str, Any]]:
     in file order. Raises ``DataFileNotFoundError`` if the kit's file is missing."""
     if path is None:
         from pagedlab import data
+
         path = data.path("prompts.jsonl")
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     return {r["id"]: r for r in rows}
 
 
-def chat_ids(tokenizer: Any, messages: Sequence[Dict[str, str]]) -> List[int]:
+def chat_ids(tokenizer: Any, messages: Sequence[dict[str, str]]) -> list[int]:
     """Token ids of a conversation under the model's chat template (as ``LLM.chat`` builds them)."""
     out = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
     return list(out["input_ids"] if hasattr(out, "keys") else out)
 
 
 # --- the toy loop (no model) ------------------------------------------------------------------
-def static_step(running: List[Request], waiting: deque[Request], kv_cache_manager: KVCacheManager,
-                max_num_seqs: int) -> Dict[str, int]:
+def static_step(
+    running: list[Request], waiting: deque[Request], kv_cache_manager: KVCacheManager, max_num_seqs: int
+) -> dict[str, int]:
     """Request-level (static) batching, the baseline: a new batch only when the last one is done.
 
     While any request of the batch runs, its members get their missing tokens and nobody joins.
@@ -55,7 +68,7 @@ def static_step(running: List[Request], waiting: deque[Request], kv_cache_manage
     admitted requests move from the front of ``waiting`` to the end of ``running``.
     """
     admit = not running
-    scheduled: Dict[str, int] = {}
+    scheduled: dict[str, int] = {}
     for req in running:
         n = req.num_tokens - req.num_computed_tokens
         if n > 0:
@@ -71,9 +84,14 @@ def static_step(running: List[Request], waiting: deque[Request], kv_cache_manage
     return scheduled
 
 
-def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
-              workload: Sequence[Tuple[int, str, int, int]], *, num_gpu_blocks: int = 64,
-              block_size: int = 4, max_steps: int = 400) -> List[Dict[str, Any]]:
+def toy_serve(
+    step_fn: Callable[[list, deque, Any], dict[str, int]],
+    workload: Sequence[tuple[int, str, int, int]],
+    *,
+    num_gpu_blocks: int = 64,
+    block_size: int = 4,
+    max_steps: int = 400,
+) -> list[dict[str, Any]]:
     """Run a scheduling function as the engine would, without a model.
 
     Args:
@@ -90,14 +108,20 @@ def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
 
     kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
     pending = sorted(workload)
-    running: List[Any] = []
+    running: list[Any] = []
     waiting: deque = deque()
-    steps: List[Dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
     for step in range(max_steps):
         while pending and pending[0][0] <= step:
             _, rid, plen, out = pending.pop(0)
-            waiting.append(Request(rid, [(11 * i + 3) % 97 for i in range(plen)],
-                                   SamplingParams(max_tokens=out, ignore_eos=True), arrival_time=float(step)))
+            waiting.append(
+                Request(
+                    rid,
+                    [(11 * i + 3) % 97 for i in range(plen)],
+                    SamplingParams(max_tokens=out, ignore_eos=True),
+                    arrival_time=float(step),
+                )
+            )
         if not (pending or running or waiting):
             break
         before = {r.request_id: r.num_computed_tokens < r.num_prompt_tokens for r in [*running, *waiting]}
@@ -109,18 +133,27 @@ def toy_serve(step_fn: Callable[[list, deque, Any], Dict[str, int]],
                 continue
             entries.append((req.request_id, n, before.get(req.request_id, n > 1)))
             req.num_computed_tokens += n
-            if req.num_computed_tokens == req.num_tokens:          # the chunk reached the end: sample
+            if req.num_computed_tokens == req.num_tokens:  # the chunk reached the end: sample
                 req.append_output_token_ids(1)
                 if req.num_output_tokens >= req.max_tokens:
                     kv.free(req)
                     running.remove(req)
                     finished.append(req.request_id)
-        steps.append({"step": step, "scheduled": entries, "finished": finished, "preempted": [],
-                      "running": len(running), "waiting": len(waiting), "swapped": 0})
+        steps.append(
+            {
+                "step": step,
+                "scheduled": entries,
+                "finished": finished,
+                "preempted": [],
+                "running": len(running),
+                "waiting": len(waiting),
+                "swapped": 0,
+            }
+        )
     return steps
 
 
-def slot_utilization(steps: Sequence[Dict[str, Any]], max_num_seqs: int) -> float:
+def slot_utilization(steps: Sequence[dict[str, Any]], max_num_seqs: int) -> float:
     """Busy batch slots / (steps x max_num_seqs): how full the batch was on average."""
     busy = sum(len(s["scheduled"]) for s in steps)
     return busy / (len(steps) * max_num_seqs) if steps else 0.0
@@ -143,20 +176,20 @@ class Run:
 
     name: str
     engine: Any
-    outputs: Dict[str, Any]
+    outputs: dict[str, Any]
     wall_s: float
     cpu_s: float
-    queues: List[Dict[str, Any]] = field(default_factory=list)
-    arrivals: Dict[str, int] = field(default_factory=dict)
+    queues: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: dict[str, int] = field(default_factory=dict)
 
     @property
     def step_stats(self) -> list:
         return self.engine.step_stats
 
-    def token_ids(self) -> Dict[str, List[int]]:
+    def token_ids(self) -> dict[str, list[int]]:
         return {rid: list(o.outputs[0].token_ids) for rid, o in self.outputs.items()}
 
-    def summary(self) -> Dict[str, float]:
+    def summary(self) -> dict[str, float]:
         """Headline numbers (seconds; tokens/s)."""
         outs = list(self.outputs.values())
         gen = sum(len(o.outputs[0].token_ids) for o in outs)
@@ -164,21 +197,33 @@ class Run:
         tpots = [m.tpot for m in ms if m.tpot is not None]
         itls = [x for m in ms for x in m.inter_token_latencies]
         st = self.step_stats
-        return {"steps": len(st), "generated": gen, "wall_s": self.wall_s, "cpu_s": self.cpu_s,
-                "tok_per_s": gen / self.wall_s if self.wall_s else float("nan"),
-                "ttft_mean": statistics.fmean(m.ttft for m in ms), "ttft_max": max(m.ttft for m in ms),
-                "e2e_mean": statistics.fmean(m.e2e_latency for m in ms), "e2e_max": max(m.e2e_latency for m in ms),
-                "tpot_median": statistics.median(tpots) if tpots else float("nan"),
-                "itl_max": max(itls) if itls else float("nan"),
-                "preemptions": sum(m.num_preemptions for m in ms),
-                "prefill_tokens": sum(s.num_prefill_tokens for s in st),
-                "decode_tokens": sum(s.num_decode_tokens for s in st),
-                "max_step_tokens": max((s.num_prefill_tokens + s.num_decode_tokens for s in st), default=0)}
+        return {
+            "steps": len(st),
+            "generated": gen,
+            "wall_s": self.wall_s,
+            "cpu_s": self.cpu_s,
+            "tok_per_s": gen / self.wall_s if self.wall_s else float("nan"),
+            "ttft_mean": statistics.fmean(m.ttft for m in ms),
+            "ttft_max": max(m.ttft for m in ms),
+            "e2e_mean": statistics.fmean(m.e2e_latency for m in ms),
+            "e2e_max": max(m.e2e_latency for m in ms),
+            "tpot_median": statistics.median(tpots) if tpots else float("nan"),
+            "itl_max": max(itls) if itls else float("nan"),
+            "preemptions": sum(m.num_preemptions for m in ms),
+            "prefill_tokens": sum(s.num_prefill_tokens for s in st),
+            "decode_tokens": sum(s.num_decode_tokens for s in st),
+            "max_step_tokens": max((s.num_prefill_tokens + s.num_decode_tokens for s in st), default=0),
+        }
 
 
-def run_requests(engine: Any, requests: Sequence[Tuple[str, List[int], Any]], *, name: str = "",
-                 arrive_at_step: Optional[Dict[str, int]] = None,
-                 priorities: Optional[Dict[str, int]] = None) -> Run:
+def run_requests(
+    engine: Any,
+    requests: Sequence[tuple[str, list[int], Any]],
+    *,
+    name: str = "",
+    arrive_at_step: dict[str, int] | None = None,
+    priorities: dict[str, int] | None = None,
+) -> Run:
     """Feed ``requests`` to ``engine`` and step it until everything finished.
 
     Args:
@@ -190,17 +235,16 @@ def run_requests(engine: Any, requests: Sequence[Tuple[str, List[int], Any]], *,
     """
     arrive = {rid: (arrive_at_step or {}).get(rid, 0) for rid, _, _ in requests}
     todo = sorted(requests, key=lambda r: arrive[r[0]])
-    outputs: Dict[str, Any] = {}
-    queues: List[Dict[str, Any]] = []
+    outputs: dict[str, Any] = {}
+    queues: list[dict[str, Any]] = []
     wall = cpu = 0.0
     step = 0
     while todo or engine.has_unfinished_requests():
         while todo and arrive[todo[0][0]] <= step:
             rid, ids, params = todo.pop(0)
-            engine.add_request(rid, {"prompt_token_ids": list(ids)}, params,
-                               priority=(priorities or {}).get(rid, 0))
+            engine.add_request(rid, {"prompt_token_ids": list(ids)}, params, priority=(priorities or {}).get(rid, 0))
         if not engine.has_unfinished_requests():
-            step += 1            # nothing to do until the next arrival
+            step += 1  # nothing to do until the next arrival
             continue
         t0, c0 = time.perf_counter(), time.process_time()
         for out in engine.step():
@@ -213,8 +257,9 @@ def run_requests(engine: Any, requests: Sequence[Tuple[str, List[int], Any]], *,
     return Run(name, engine, {rid: outputs[rid] for rid in order if rid in outputs}, wall, cpu, queues, arrive)
 
 
-def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_tokens: Any = None,
-                 interval: int = 250):
+def side_by_side(
+    runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_tokens: Any = None, interval: int = 250
+):
     """A player whose frame ``i`` draws step ``i`` of every run's batch Gantt, one under the other.
 
     Args:
@@ -229,11 +274,22 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
     n = max(len(s) for s in lists)
     lengths = [len(s) for s in lists]
     # Pad the shorter runs with empty steps, so every chart has the same columns and the race is visible.
-    empty: Dict[str, Any] = {"scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
-                             "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}
+    empty: dict[str, Any] = {
+        "scheduled": [],
+        "preempted": [],
+        "finished": [],
+        "running": None,
+        "waiting": None,
+        "swapped": None,
+        "kv_blocks_used": None,
+        "kv_blocks_free": None,
+    }
     padded = [s + [dict(empty, step=(s[-1]["step"] if s else -1) + 1 + k) for k in range(n - len(s))] for s in lists]
-    budgets = (list(max_num_batched_tokens) if isinstance(max_num_batched_tokens, (list, tuple))
-               else [max_num_batched_tokens] * len(lists))
+    budgets = (
+        list(max_num_batched_tokens)
+        if isinstance(max_num_batched_tokens, (list, tuple))
+        else [max_num_batched_tokens] * len(lists)
+    )
 
     def render(i: int) -> str:
         parts = []
@@ -249,8 +305,10 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
                 sc = steps[i]["scheduled"]
                 pre = sum(nt for _, nt, p in sc if p)
                 dec = len(sc) - sum(1 for *_, p in sc if p)
-                bits.append(f"{title}: {len(sc)} request{'s' if len(sc) != 1 else ''}, {pre} prefill + {dec} decode "
-                            f"token{'s' if dec != 1 else ''}")
+                bits.append(
+                    f"{title}: {len(sc)} request{'s' if len(sc) != 1 else ''}, {pre} prefill + {dec} decode "
+                    f"token{'s' if dec != 1 else ''}"
+                )
             else:
                 bits.append(f"{title}: done")
         return f"step {i}  |  " + "  |  ".join(bits)
@@ -258,8 +316,9 @@ def side_by_side(runs: Sequence[Any], titles: Sequence[str], *, max_num_batched_
     return Player(list(range(n)), render=render, caption=caption, interval=interval, description="step")
 
 
-def batch_under_reservation(requests: Sequence[Any], capacity_tokens: int, max_model_len: int,
-                            block_size: int = 16) -> Dict[str, Any]:
+def batch_under_reservation(
+    requests: Sequence[Any], capacity_tokens: int, max_model_len: int, block_size: int = 16
+) -> dict[str, Any]:
     """Continuous batching on two allocators: running requests per step, same requests, same memory.
 
     Both replays admit waiting requests at every step (iteration-level scheduling); they differ
@@ -279,11 +338,14 @@ def batch_under_reservation(requests: Sequence[Any], capacity_tokens: int, max_m
         ValueError: ``capacity_tokens`` below ``max_model_len``.
     """
     from pagedlab.analysis.contiguous import replay_contiguous, replay_paged
+
     if capacity_tokens < max_model_len:
         raise ValueError(f"capacity {capacity_tokens} holds no {max_model_len}-token reservation")
-    res = {"reservation": replay_contiguous(list(requests), capacity_tokens, max_model_len, "max"),
-           "paged": replay_paged(list(requests), capacity_tokens // block_size, block_size, max_model_len)}
-    out: Dict[str, Any] = {name: [s["num_running"] for s in r["steps"]] for name, r in res.items()}
+    res = {
+        "reservation": replay_contiguous(list(requests), capacity_tokens, max_model_len, "max"),
+        "paged": replay_paged(list(requests), capacity_tokens // block_size, block_size, max_model_len),
+    }
+    out: dict[str, Any] = {name: [s["num_running"] for s in r["steps"]] for name, r in res.items()}
     out["seats"] = capacity_tokens // max_model_len
     out["summary"] = {name: r["summary"] for name, r in res.items()}
     return out

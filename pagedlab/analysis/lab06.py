@@ -10,17 +10,19 @@
 * :func:`cpu_speeds` - this machine's memory-copy bandwidth and matmul FLOP/s, measured in well
   under a second, to place the CPU engine on the same swap/recompute scale as the GPUs.
 """
+
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Dict, List
+from typing import Any
 
 __all__ = ["pressure_player", "swap_traffic", "swap_time_with_copies", "cpu_speeds", "thrashing_curve"]
 
 
-def _snapshot_per_step(events: List[Dict[str, Any]], steps: List[int]) -> List[Dict[str, Any]]:
+def _snapshot_per_step(events: list[dict[str, Any]], steps: list[int]) -> list[dict[str, Any]]:
     from pagedlab.trace import rebuild_snapshots
+
     snaps = rebuild_snapshots(list(events), per="step")
     out, k = [], -1
     for s in steps:
@@ -29,7 +31,7 @@ def _snapshot_per_step(events: List[Dict[str, Any]], steps: List[int]) -> List[D
         snap = dict(snaps[max(k, 0)])
         snap["step"] = s
         if k < 0 or snaps[k]["step"] != s:
-            snap["events"] = []          # nothing happened to the pool in this step
+            snap["events"] = []  # nothing happened to the pool in this step
         out.append(snap)
     return out
 
@@ -46,8 +48,9 @@ def pressure_player(run: Any, title: str = "", interval: int = 400):
 
     def render(i: int) -> str:
         q = render_queues(hist, i, title=f"{title} - scheduler queues" if title else None)
-        p = render_block_pool(snaps[i], title=f"{title} - GPU block pool after step {hist[i]['step']}" if title
-                              else None)
+        p = render_block_pool(
+            snaps[i], title=f"{title} - GPU block pool after step {hist[i]['step']}" if title else None
+        )
         return f'<div>{q}</div><div style="margin-top:6px">{p}</div>'
 
     def caption(i: int, k: int) -> str:
@@ -59,7 +62,7 @@ def pressure_player(run: Any, title: str = "", interval: int = 400):
     return Player(list(range(len(hist))), render=render, caption=caption, interval=interval, description="step")
 
 
-def swap_traffic(events: List[Dict[str, Any]]) -> Dict[str, int]:
+def swap_traffic(events: list[dict[str, Any]]) -> dict[str, int]:
     """``{"swap_out": blocks GPU->CPU, "swap_in": blocks CPU->GPU, "preempt_swap", "preempt_recompute"}``."""
     out = {"swap_out": 0, "swap_in": 0, "preempt_swap": 0, "preempt_recompute": 0}
     for e in events:
@@ -82,7 +85,7 @@ def swap_time_with_copies(model: Any, gpu: Any, num_tokens: int, block_size: int
     return 2 * one_way
 
 
-def cpu_speeds(copy_mb: int = 64, matmul_n: int = 768, repeats: int = 3) -> Dict[str, float]:
+def cpu_speeds(copy_mb: int = 64, matmul_n: int = 768, repeats: int = 3) -> dict[str, float]:
     """This CPU's memory-copy bandwidth (bytes/s) and fp32 matmul rate (FLOP/s), best of ``repeats``.
 
     The engine's swap on a CPU is a copy between two tensors in RAM; its recompute is a forward
@@ -101,11 +104,12 @@ def cpu_speeds(copy_mb: int = 64, matmul_n: int = 768, repeats: int = 3) -> Dict
         t = time.perf_counter()
         torch.mm(a, b)
         best_mm = min(best_mm, time.perf_counter() - t)
-    return {"copy_bytes_per_s": 4 * n / best_copy, "flops_per_s": 2 * matmul_n ** 3 / best_mm}
+    return {"copy_bytes_per_s": 4 * n / best_copy, "flops_per_s": 2 * matmul_n**3 / best_mm}
 
 
-def thrashing_curve(requests: Any, pool_sizes: Any, model: Any, hardware: Any,
-                    block_size: int = 16) -> List[Dict[str, float]]:
+def thrashing_curve(
+    requests: Any, pool_sizes: Any, model: Any, hardware: Any, block_size: int = 16
+) -> list[dict[str, float]]:
     """Preemptions per finished request, and the prefill work they waste, as the KV pool shrinks.
 
     Replays ``requests`` (``pagedlab.sim.TraceRequest``, arrival order) through the real
@@ -123,22 +127,30 @@ def thrashing_curve(requests: Any, pool_sizes: Any, model: Any, hardware: Any,
     """
     from pagedlab.config import CacheConfig
     from pagedlab.sim import simulate
+
     reqs = list(requests)
     if not reqs:
         raise ValueError("thrashing_curve needs at least one request")
     longest = max(-(-(r.prompt_len + r.output_len) // block_size) for r in reqs)
-    out: List[Dict[str, float]] = []
+    out: list[dict[str, float]] = []
     for n in pool_sizes:
         if n < longest:
             raise ValueError(f"a pool of {n} blocks cannot hold the longest request ({longest} blocks)")
-        res = simulate(reqs, cache_config=CacheConfig(block_size=block_size, num_gpu_blocks=n), model=model,
-                       hardware=hardware)
+        res = simulate(
+            reqs, cache_config=CacheConfig(block_size=block_size, num_gpu_blocks=n), model=model, hardware=hardware
+        )
         prompts = sum(r.prompt_len for r in res.requests)
         prefill = sum(s.num_prefill_tokens for s in res.steps)
         pre = sum(r.num_preemptions for r in res.requests)
-        out.append({"num_gpu_blocks": n, "preemptions": pre, "finished": len(res.requests),
-                    "preemptions_per_finished": pre / len(res.requests),
-                    "recomputed_frac": (prefill - prompts) / prompts,
-                    "makespan_s": max(r.finished_time for r in res.requests) - min(r.arrival_time for r in res.requests),
-                    "mean_batch": sum(s.num_seqs for s in res.steps) / len(res.steps)})
+        out.append(
+            {
+                "num_gpu_blocks": n,
+                "preemptions": pre,
+                "finished": len(res.requests),
+                "preemptions_per_finished": pre / len(res.requests),
+                "recomputed_frac": (prefill - prompts) / prompts,
+                "makespan_s": max(r.finished_time for r in res.requests) - min(r.arrival_time for r in res.requests),
+                "mean_batch": sum(s.num_seqs for s in res.steps) / len(res.steps),
+            }
+        )
     return out

@@ -14,6 +14,7 @@ and back to RUNNING when resumed; it ends FINISHED. The events that move it are 
 Hooks: ``svg.pl-lifecycle`` (``data-step``), ``g.pl-state`` (``data-state``, ``data-count``),
 ``g.pl-edge`` (``data-src``, ``data-dst``, ``data-fired``), ``g.pl-chip`` (``data-req``, ``data-state``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -25,16 +26,29 @@ __all__ = ["STATES", "TRANSITIONS", "lifecycle_frames", "render_lifecycle"]
 
 STATES = ("WAITING", "RUNNING", "PREEMPTED", "SWAPPED", "FINISHED")
 #: (source, destination, label): every transition the kit's scheduler can make.
-TRANSITIONS = (("WAITING", "RUNNING", "admit"), ("RUNNING", "PREEMPTED", "preempt (recompute)"),
-               ("PREEMPTED", "RUNNING", "resume: re-prefill"), ("RUNNING", "SWAPPED", "preempt (swap)"),
-               ("SWAPPED", "RUNNING", "swap in"), ("RUNNING", "FINISHED", "finish"),
-               ("WAITING", "FINISHED", "abort"), ("PREEMPTED", "FINISHED", "abort"),
-               ("SWAPPED", "FINISHED", "abort"))
+TRANSITIONS = (
+    ("WAITING", "RUNNING", "admit"),
+    ("RUNNING", "PREEMPTED", "preempt (recompute)"),
+    ("PREEMPTED", "RUNNING", "resume: re-prefill"),
+    ("RUNNING", "SWAPPED", "preempt (swap)"),
+    ("SWAPPED", "RUNNING", "swap in"),
+    ("RUNNING", "FINISHED", "finish"),
+    ("WAITING", "FINISHED", "abort"),
+    ("PREEMPTED", "FINISHED", "abort"),
+    ("SWAPPED", "FINISHED", "abort"),
+)
 _EDGES = {(s, d) for s, d, _ in TRANSITIONS}
-_ARROW = ('<defs><marker id="pl-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-          'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#5c6370"/></marker></defs>')
-_POS = {"WAITING": (90, 80), "RUNNING": (330, 80), "PREEMPTED": (210, 215), "SWAPPED": (450, 215),
-        "FINISHED": (570, 80)}
+_ARROW = (
+    '<defs><marker id="pl-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+    'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#5c6370"/></marker></defs>'
+)
+_POS = {
+    "WAITING": (90, 80),
+    "RUNNING": (330, 80),
+    "PREEMPTED": (210, 215),
+    "SWAPPED": (450, 215),
+    "FINISHED": (570, 80),
+}
 
 
 def _next_state(state: str, event: Mapping[str, Any]) -> str | None:
@@ -80,8 +94,10 @@ def lifecycle_frames(events: Iterable[Mapping[str, Any]], request_ids: Iterable[
             states[req] = src
             continue
         if (src, dst) not in _EDGES:
-            raise ValueError(f"request {req}: {ev['kind']} event moves {src} -> {dst}, which the scheduler "
-                             f"cannot do (step {ev['step']})")
+            raise ValueError(
+                f"request {req}: {ev['kind']} event moves {src} -> {dst}, which the scheduler "
+                f"cannot do (step {ev['step']})"
+            )
         states[req] = dst
         fired[(src, dst)] += 1
         moves.append((req, src, dst))
@@ -100,18 +116,31 @@ def _edge(src: str, dst: str, label: str, n: int, bend: float) -> str:
     (x1, y1), (x2, y2) = _POS[src], _POS[dst]
     dx, dy = x2 - x1, y2 - y1
     length = max((dx * dx + dy * dy) ** 0.5, 1.0)
-    nx, ny = -dy / length, dx / length                  # unit normal: the side the curve bends to
+    nx, ny = -dy / length, dx / length  # unit normal: the side the curve bends to
     cx, cy = (x1 + x2) / 2 + nx * bend, (y1 + y2) / 2 + ny * bend
-    sx, sy = _clip_to_box(x1, y1, (cx - x1) / max(abs(cx - x1) + abs(cy - y1), 1), (cy - y1) / max(abs(cx - x1) + abs(cy - y1), 1))
-    ex, ey = _clip_to_box(x2, y2, (cx - x2) / max(abs(cx - x2) + abs(cy - y2), 1), (cy - y2) / max(abs(cx - x2) + abs(cy - y2), 1))
-    lx, ly = 0.25 * sx + 0.5 * cx + 0.25 * ex, 0.25 * sy + 0.5 * cy + 0.25 * ey   # the curve's midpoint
+    sx, sy = _clip_to_box(
+        x1, y1, (cx - x1) / max(abs(cx - x1) + abs(cy - y1), 1), (cy - y1) / max(abs(cx - x1) + abs(cy - y1), 1)
+    )
+    ex, ey = _clip_to_box(
+        x2, y2, (cx - x2) / max(abs(cx - x2) + abs(cy - y2), 1), (cy - y2) / max(abs(cx - x2) + abs(cy - y2), 1)
+    )
+    lx, ly = 0.25 * sx + 0.5 * cx + 0.25 * ex, 0.25 * sy + 0.5 * cy + 0.25 * ey  # the curve's midpoint
     color = COLORS["preempt"] if "preempt" in label else COLORS["text"] if n else COLORS["masked"]
     dash = "" if n else ' stroke-dasharray="4 3"'
-    return (f'<g class="pl-edge" data-src="{src}" data-dst="{dst}" data-fired="{n}">'
-            f'<path d="M{sx:.0f},{sy:.0f} Q{cx:.0f},{cy:.0f} {ex:.0f},{ey:.0f}" fill="none" stroke="{color}" '
-            f'stroke-width="{2 if n else 1}"{dash} marker-end="url(#pl-arrow)"/>'
-            + text(lx + nx * 9, ly + ny * 9, f"{label} ×{n}", size=10, color=color if n else COLORS["muted"],
-                   anchor=_anchor(lx, x1, x2)) + "</g>")
+    return (
+        f'<g class="pl-edge" data-src="{src}" data-dst="{dst}" data-fired="{n}">'
+        f'<path d="M{sx:.0f},{sy:.0f} Q{cx:.0f},{cy:.0f} {ex:.0f},{ey:.0f}" fill="none" stroke="{color}" '
+        f'stroke-width="{2 if n else 1}"{dash} marker-end="url(#pl-arrow)"/>'
+        + text(
+            lx + nx * 9,
+            ly + ny * 9,
+            f"{label} ×{n}",
+            size=10,
+            color=color if n else COLORS["muted"],
+            anchor=_anchor(lx, x1, x2),
+        )
+        + "</g>"
+    )
 
 
 def _anchor(lx: float, x1: float, x2: float) -> str:
@@ -128,27 +157,40 @@ def render_lifecycle(frame: Mapping[str, Any], title: str = "") -> str:
     fired: Mapping[tuple[str, str], int] = frame["fired"]
     moved = {req for req, _, _ in frame.get("moves", [])}
     body = [_ARROW, text(12, 16, title or f"request life cycle after step {frame['step']}", size=12, weight="bold")]
-    bends = {("PREEMPTED", "RUNNING"): 30, ("RUNNING", "PREEMPTED"): 30, ("SWAPPED", "RUNNING"): 30,
-             ("RUNNING", "SWAPPED"): 30, ("WAITING", "FINISHED"): -75}
+    bends = {
+        ("PREEMPTED", "RUNNING"): 30,
+        ("RUNNING", "PREEMPTED"): 30,
+        ("SWAPPED", "RUNNING"): 30,
+        ("RUNNING", "SWAPPED"): 30,
+        ("WAITING", "FINISHED"): -75,
+    }
     for src, dst, label in TRANSITIONS:
         if src in ("PREEMPTED", "SWAPPED") and dst == "FINISHED" and not fired[(src, dst)]:
             continue  # aborts from preemption states: drawn only when they happened
         body.append(_edge(src, dst, label, fired[(src, dst)], bends.get((src, dst), 0)))
     for state, (x, y) in _POS.items():
         members = [r for r, s in states.items() if s == state]
-        fill = {"WAITING": COLORS["waiting"], "RUNNING": COLORS["running"], "PREEMPTED": COLORS["preempt"],
-                "SWAPPED": COLORS["swapped"], "FINISHED": COLORS["masked"]}[state]
-        body.append(f'<g class="pl-state" data-state="{state}" data-count="{len(members)}">'
-                    f'<rect x="{x - 58}" y="{y - 26}" width="116" height="52" rx="10" fill="{fill}" '
-                    f'fill-opacity="0.25" stroke="{fill}" stroke-width="2"/>'
-                    + text(x, y - 13, state, size=11, weight="bold", anchor="middle"))
+        fill = {
+            "WAITING": COLORS["waiting"],
+            "RUNNING": COLORS["running"],
+            "PREEMPTED": COLORS["preempt"],
+            "SWAPPED": COLORS["swapped"],
+            "FINISHED": COLORS["masked"],
+        }[state]
+        body.append(
+            f'<g class="pl-state" data-state="{state}" data-count="{len(members)}">'
+            f'<rect x="{x - 58}" y="{y - 26}" width="116" height="52" rx="10" fill="{fill}" '
+            f'fill-opacity="0.25" stroke="{fill}" stroke-width="2"/>'
+            + text(x, y - 13, state, size=11, weight="bold", anchor="middle")
+        )
         for k, req in enumerate(members[:8]):
             cx, cy = x - 49 + (k % 4) * 25, y + 2 + (k // 4) * 12
             stroke = COLORS["highlight"] if req in moved else "none"
-            body.append(f'<g class="pl-chip" data-req="{esc(req)}" data-state="{state}">'
-                        f'<rect x="{cx}" y="{cy}" width="22" height="11" rx="3" fill="{owner_color(req)}" '
-                        f'stroke="{stroke}" stroke-width="2"/>' + text(cx + 11, cy + 5.5, req, size=8, anchor="middle")
-                        + "</g>")
+            body.append(
+                f'<g class="pl-chip" data-req="{esc(req)}" data-state="{state}">'
+                f'<rect x="{cx}" y="{cy}" width="22" height="11" rx="3" fill="{owner_color(req)}" '
+                f'stroke="{stroke}" stroke-width="2"/>' + text(cx + 11, cy + 5.5, req, size=8, anchor="middle") + "</g>"
+            )
         if len(members) > 8:
             body.append(text(x + 50, y + 20, f"+{len(members) - 8}", size=9, anchor="end"))
         body.append("</g>")

@@ -6,18 +6,24 @@ at every decode step, the blocks actually held (shared blocks counted once) with
 the same sequences would hold with private copies (sum of table lengths). The paper defines
 the saving as ``(without - with) / without``; we report it time-averaged over decode steps.
 """
+
 from __future__ import annotations
 
 import random
+
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
 
 
 def _result(with_sharing: list[int], without: list[int], copies: int) -> dict[str, float]:
     w, wo = sum(with_sharing), sum(without)
-    return {"blocks_with_sharing": w / len(with_sharing), "blocks_without_sharing": wo / len(without),
-            "saving": (wo - w) / wo if wo else 0.0, "cow_copies": copies,
-            "final_saving": (without[-1] - with_sharing[-1]) / without[-1] if without[-1] else 0.0}
+    return {
+        "blocks_with_sharing": w / len(with_sharing),
+        "blocks_without_sharing": wo / len(without),
+        "saving": (wo - w) / wo if wo else 0.0,
+        "cow_copies": copies,
+        "final_saving": (without[-1] - with_sharing[-1]) / without[-1] if without[-1] else 0.0,
+    }
 
 
 def _decode_one(m: KVCacheManager, req: Request, token: int) -> None:
@@ -65,8 +71,9 @@ def parallel_sampling_savings(n: int, prompt_len: int, output_len: int, block_si
     return _result(with_s, without, copies)
 
 
-def beam_search_savings(beam_width: int, prompt_len: int, output_len: int, block_size: int = 16,
-                        seed: int = 0, keep_best: float = 0.6) -> dict[str, float]:
+def beam_search_savings(
+    beam_width: int, prompt_len: int, output_len: int, block_size: int = 16, seed: int = 0, keep_best: float = 0.6
+) -> dict[str, float]:
     """Blocks saved by sharing among beams (vLLM v0 beam search on CoW forks).
 
     Each step keeps ``beam_width`` candidates drawn from the current beams; a beam that is

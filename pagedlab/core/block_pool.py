@@ -10,6 +10,7 @@ Difference from vLLM: vLLM reserves block 0 as ``null_block`` (a placeholder for
 layers) and never hands it out. pagedlab has no sliding window, so there is **no null block**:
 all ``num_gpu_blocks`` blocks are usable and ``free + distinct held == num_gpu_blocks``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -183,8 +184,13 @@ class BlockPool:
         ConfigError: ``num_gpu_blocks`` is not a positive int.
     """
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool, tracer: Tracer | None = None,
-                 free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None) -> None:
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        enable_caching: bool,
+        tracer: Tracer | None = None,
+        free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
+    ) -> None:
         if isinstance(num_gpu_blocks, bool) or not isinstance(num_gpu_blocks, int) or num_gpu_blocks < 1:
             raise ConfigError(f"num_gpu_blocks must be an int >= 1, got {num_gpu_blocks!r}")
         self.num_gpu_blocks = num_gpu_blocks
@@ -207,8 +213,14 @@ class BlockPool:
             return None
         return next(iter(blocks.values()))
 
-    def cache_full_blocks(self, request: Request, blocks: list[KVCacheBlock], num_cached_blocks: int,
-                          num_full_blocks: int, block_size: int) -> None:
+    def cache_full_blocks(
+        self,
+        request: Request,
+        blocks: list[KVCacheBlock],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        block_size: int,
+    ) -> None:
         """Publish ``blocks[num_cached_blocks:num_full_blocks]`` under ``request.block_hashes``.
 
         As vLLM v1 ``BlockPool.cache_full_blocks`` (single KV group). A block that already
@@ -226,7 +238,8 @@ class BlockPool:
             return
         assert len(request.block_hashes) >= num_full_blocks, (
             f"{request.request_id}: {len(request.block_hashes)} hashes for {num_full_blocks} full "
-            f"blocks of {block_size} tokens")
+            f"blocks of {block_size} tokens"
+        )
         published, hashes = [], []
         for i in range(num_cached_blocks, num_full_blocks):
             blk, h = blocks[i], request.block_hashes[i]
@@ -269,7 +282,8 @@ class BlockPool:
         """
         if num_blocks > self.free_block_queue.num_free_blocks:
             raise NoFreeBlocksError(
-                f"cannot get {num_blocks} free blocks: only {self.free_block_queue.num_free_blocks} free")
+                f"cannot get {num_blocks} free blocks: only {self.free_block_queue.num_free_blocks} free"
+            )
         blocks = self.free_block_queue.popleft_n(num_blocks)
         evicted = []
         for block in blocks:
@@ -342,8 +356,15 @@ class BlockPool:
             "num_gpu_blocks": self.num_gpu_blocks,
             "num_free_blocks": self.get_num_free_blocks(),
             "free_queue": [b.block_id for b in self.free_block_queue.get_all_free_blocks()],
-            "blocks": [{"block_id": b.block_id, "ref_cnt": b.ref_cnt, "owners": [],
-                        "hashed": b.block_hash is not None, "free": b.ref_cnt == 0,
-                        "block_hash": b.block_hash.hex() if b.block_hash else None}
-                       for b in self.blocks],
+            "blocks": [
+                {
+                    "block_id": b.block_id,
+                    "ref_cnt": b.ref_cnt,
+                    "owners": [],
+                    "hashed": b.block_hash is not None,
+                    "free": b.ref_cnt == 0,
+                    "block_hash": b.block_hash.hex() if b.block_hash else None,
+                }
+                for b in self.blocks
+            ],
         }

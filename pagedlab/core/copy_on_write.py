@@ -7,6 +7,7 @@ independent requests that share only full blocks through prefix caching); the co
 because it is the clearest picture of reference counting. ``allocate_slots`` decides when a
 copy is needed; this file holds the fork, the copy itself, and the sharing measurements.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -33,7 +34,8 @@ class CopyOnWriteMixin:
     _pending_copies: list[tuple[int, int]]
 
     if TYPE_CHECKING:
-        def _radix_fork(self, parent_id: str, child_id: str) -> None: ...   # RadixPrefixMixin
+
+        def _radix_fork(self, parent_id: str, child_id: str) -> None: ...  # RadixPrefixMixin
 
     def fork(self, parent_request: Request, child_request: Request) -> None:
         """Share ``parent_request``'s blocks with ``child_request`` (vLLM v0 ``BlockSpaceManager.fork``).

@@ -15,6 +15,7 @@ Only full blocks are hashed. Three safety choices, each a fixed public bug:
   every later block) and ``("lora", name)`` on every block, so a salt can never collide with an
   adapter name of the same spelling (bug B2, docs/bugs.md#b2).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,9 +60,12 @@ def init_none_hash(seed: int | None = None) -> BlockHash:
     return NONE_HASH
 
 
-def hash_block_tokens(parent_block_hash: BlockHash | None, token_ids: Sequence[int],
-                      extra_keys: tuple[Any, ...] | None = None,
-                      none_hash: BlockHash | None = None) -> BlockHash:
+def hash_block_tokens(
+    parent_block_hash: BlockHash | None,
+    token_ids: Sequence[int],
+    extra_keys: tuple[Any, ...] | None = None,
+    none_hash: BlockHash | None = None,
+) -> BlockHash:
     """Hash of one block given its parent's hash (as vLLM v1 ``hash_block_tokens``).
 
     Args:
@@ -94,8 +98,9 @@ def generate_block_hash_extra_keys(request: Request, block_index: int) -> tuple[
     return tuple(keys) if keys else None
 
 
-def get_request_block_hasher(block_size: int,
-                             none_hash: BlockHash | None = None) -> Callable[[Request], list[BlockHash]]:
+def get_request_block_hasher(
+    block_size: int, none_hash: BlockHash | None = None
+) -> Callable[[Request], list[BlockHash]]:
     """Make the ``block_hasher`` callable a ``Request`` calls whenever tokens are appended.
 
     The callable returns the hashes of the request's full blocks that ``request.block_hashes``
@@ -113,8 +118,12 @@ def get_request_block_hasher(block_size: int,
         parent = request.block_hashes[-1] if start else None
         new: list[BlockHash] = []
         for i in range(start, len(tokens) // block_size):
-            parent = hash_block_tokens(parent, tokens[i * block_size:(i + 1) * block_size],
-                                       generate_block_hash_extra_keys(request, i), none_hash)
+            parent = hash_block_tokens(
+                parent,
+                tokens[i * block_size : (i + 1) * block_size],
+                generate_block_hash_extra_keys(request, i),
+                none_hash,
+            )
             new.append(parent)
         return new
 

@@ -13,6 +13,7 @@ either vLLM's hash chain (``prefix_cache="hash"``) or SGLang's radix tree (``"ra
 ``radix_prefix.py``); both keep the same ``get_computed_blocks``/``allocate_slots``/``free``
 contract.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -61,8 +62,12 @@ class PrefixCacheStats:
 PrefixLookup = Callable[[list[BlockHash], Callable[[BlockHash], KVCacheBlock | None], int, int], list[KVCacheBlock]]
 
 
-def find_longest_cache_hit(block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
-                           num_tokens: int, block_size: int) -> list[KVCacheBlock]:
+def find_longest_cache_hit(
+    block_hashes: list[BlockHash],
+    get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
+    num_tokens: int,
+    block_size: int,
+) -> list[KVCacheBlock]:
     """The longest block-aligned cached prefix (vLLM 0.11 ``FullAttentionManager.find_longest_cache_hit``).
 
     Walks the hash chain from the first block and stops at the first miss (a chained hash cannot
@@ -80,7 +85,7 @@ def find_longest_cache_hit(block_hashes: list[BlockHash], get_cached_block: Call
         The hit blocks, first block first (changes no state).
     """
     hits: list[KVCacheBlock] = []
-    for block_hash in block_hashes[:(num_tokens - 1) // block_size]:
+    for block_hash in block_hashes[: (num_tokens - 1) // block_size]:
         block = get_cached_block(block_hash)
         if block is None:
             break  # chain property: nothing after a miss can hit
@@ -116,11 +121,19 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         ConfigError: a size is not a positive int, or ``prefix_cache`` is unknown.
     """
 
-    def __init__(self, block_size: int, num_gpu_blocks: int, max_model_len: int,
-                 enable_caching: bool = False, prefix_cache: str = "hash", num_cpu_blocks: int = 0,
-                 hash_seed: int | None = None, tracer: Tracer | None = None,
-                 free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
-                 prefix_lookup: PrefixLookup | None = None) -> None:
+    def __init__(
+        self,
+        block_size: int,
+        num_gpu_blocks: int,
+        max_model_len: int,
+        enable_caching: bool = False,
+        prefix_cache: str = "hash",
+        num_cpu_blocks: int = 0,
+        hash_seed: int | None = None,
+        tracer: Tracer | None = None,
+        free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
+        prefix_lookup: PrefixLookup | None = None,
+    ) -> None:
         _check_int("block_size", block_size, 1)
         _check_int("num_gpu_blocks", num_gpu_blocks, 1)
         _check_int("max_model_len", max_model_len, 1)
@@ -140,8 +153,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         # The prefix-lookup slot (``pagedlab.engine.components``): hash-chain walk of the hash path.
         self.prefix_lookup: PrefixLookup = prefix_lookup or find_longest_cache_hit
         self.none_hash = hashing.make_none_hash(hash_seed) if hash_seed is not None else hashing.NONE_HASH
-        self.block_hasher = (hashing.get_request_block_hasher(block_size, self.none_hash)
-                             if self.use_hash else None)
+        self.block_hasher = hashing.get_request_block_hasher(block_size, self.none_hash) if self.use_hash else None
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # Blocks of each request already published to the hash map (vLLM ``num_cached_block``).
         self.num_cached_block: dict[str, int] = {}
@@ -167,8 +179,9 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             return [], 0
         if self.use_hash:
             self._ensure_hashes(request)
-            hits = self.prefix_lookup(list(request.block_hashes), self.block_pool.get_cached_block,
-                                      request.num_tokens, self.block_size)
+            hits = self.prefix_lookup(
+                list(request.block_hashes), self.block_pool.get_cached_block, request.num_tokens, self.block_size
+            )
         else:
             max_blocks = (request.num_tokens - 1) // self.block_size
             hits, _ = self._radix_match(request, max_blocks * self.block_size)
@@ -194,8 +207,13 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             st.queries += request.num_tokens
             st.hits += num_tokens
         if _active(self.tracer):
-            self.tracer.record("cache_hit", request_id=request.request_id, block_ids=[b.block_id for b in hit_blocks],
-                               num_tokens=num_tokens, preempted=preempted)
+            self.tracer.record(
+                "cache_hit",
+                request_id=request.request_id,
+                block_ids=[b.block_id for b in hit_blocks],
+                num_tokens=num_tokens,
+                preempted=preempted,
+            )
 
     def _ensure_hashes(self, request: Request) -> None:
         # A request built without ``block_hasher`` gets its hashes topped up here, so a
@@ -204,8 +222,13 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             request.block_hashes.extend(self.block_hasher(request))
 
     # --- allocation ---------------------------------------------------------------------
-    def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
-                       new_computed_blocks: list[KVCacheBlock] | None = None) -> list[KVCacheBlock] | None:
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: list[KVCacheBlock] | None = None,
+    ) -> list[KVCacheBlock] | None:
         """Make room for ``num_new_tokens`` tokens after the computed ones (as vLLM v1 ``allocate_slots``).
 
         Order (all-or-nothing): capacity check, counting hit blocks that sit in the free queue
@@ -268,8 +291,14 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             self._publish_full_blocks(request, req_blocks, len(hits), end)
         return new_blocks
 
-    def _check_allocation(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int,
-                          hits: list[KVCacheBlock], req_blocks: list[KVCacheBlock]) -> None:
+    def _check_allocation(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int,
+        hits: list[KVCacheBlock],
+        req_blocks: list[KVCacheBlock],
+    ) -> None:
         """The argument checks of ``allocate_slots`` (before anything changes).
 
         Raises:
@@ -283,16 +312,17 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         if rid in self.req_to_cpu_blocks:
             raise ValueError(f"request {rid} is swapped out; swap_in before allocating")
         if num_new_computed_tokens != len(hits) * self.block_size:
-            raise ValueError(f"num_new_computed_tokens={num_new_computed_tokens} does not match "
-                             f"{len(hits)} hit blocks of {self.block_size} tokens")
+            raise ValueError(
+                f"num_new_computed_tokens={num_new_computed_tokens} does not match "
+                f"{len(hits)} hit blocks of {self.block_size} tokens"
+            )
         if hits and req_blocks:
             raise ValueError(f"request {rid} already holds blocks; prefix hits apply only to a new request")
         end = request.num_computed_tokens + num_new_computed_tokens + num_new_tokens
         if end > self.max_model_len:
             raise ValueError(f"request {rid}: {end} tokens exceed max_model_len={self.max_model_len}")
 
-    def _publish_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_hits: int,
-                             end: int) -> None:
+    def _publish_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_hits: int, end: int) -> None:
         """Hash path: publish the request's full blocks up to token ``min(end, num_tokens)``; the
         first ``num_cached_block + num_hits`` are already published."""
         rid = request.request_id
@@ -373,4 +403,3 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             prefix_cache_stats=asdict(self.prefix_cache_stats),
         )
         return snap
-

@@ -32,6 +32,7 @@ Namespaces: an optional ``extra_key`` (e.g. ``(("lora", "X"), ("salt", "s"))``) 
 child key, so requests with different adapters or salts never share nodes (as SGLang 0.5's
 ``RadixKey.extra_key``; 0.4.6 had none).
 """
+
 from __future__ import annotations
 
 import heapq
@@ -57,12 +58,16 @@ class TreeNode:
         extra_key: namespace of the node (None for the default namespace).
     """
 
-    __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time",
-                 "extra_key")
+    __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time", "extra_key")
 
-    def __init__(self, parent: TreeNode | None = None, key: list[int] | None = None,
-                 value: list[int] | None = None, extra_key: Hashable | None = None,
-                 now: int = 0) -> None:
+    def __init__(
+        self,
+        parent: TreeNode | None = None,
+        key: list[int] | None = None,
+        value: list[int] | None = None,
+        extra_key: Hashable | None = None,
+        now: int = 0,
+    ) -> None:
         self.id = next(_node_ids)
         self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
@@ -121,7 +126,7 @@ class RadixCache:
         return self._clock
 
     def _child_key(self, key: Sequence[int], extra_key: Hashable | None) -> Hashable:
-        first = key[0] if self.page_size == 1 else tuple(key[:self.page_size])
+        first = key[0] if self.page_size == 1 else tuple(key[: self.page_size])
         return first if extra_key is None else (extra_key, first)
 
     def _key_match(self, node_key: Sequence[int], key: Sequence[int]) -> int:
@@ -133,12 +138,12 @@ class RadixCache:
             while i < n and node_key[i] == key[i]:
                 i += 1
             return i
-        while i + p <= n and node_key[i:i + p] == key[i:i + p]:
+        while i + p <= n and node_key[i : i + p] == key[i : i + p]:
             i += p
         return i
 
     def _page_align(self, key: Sequence[int]) -> list[int]:
-        return list(key[:len(key) // self.page_size * self.page_size])
+        return list(key[: len(key) // self.page_size * self.page_size])
 
     # --- match / insert -----------------------------------------------------------------
     def match_prefix(self, key: Sequence[int], extra_key: Hashable | None = None) -> tuple[list[int], TreeNode]:
@@ -179,8 +184,7 @@ class RadixCache:
             self._refresh_leaf(x)
         return value, node
 
-    def insert(self, key: Sequence[int], value: Sequence[int] | None = None,
-               extra_key: Hashable | None = None) -> int:
+    def insert(self, key: Sequence[int], value: Sequence[int] | None = None, extra_key: Hashable | None = None) -> int:
         """Insert ``key -> value``; return the number of leading tokens that were already present.
 
         As SGLang ``insert``: existing nodes keep their own values (the caller frees its duplicate
@@ -192,7 +196,7 @@ class RadixCache:
             extra_key: namespace.
         """
         key = self._page_align(key)
-        value = list(key) if value is None else list(value[:len(key)])
+        value = list(key) if value is None else list(value[: len(key)])
         assert len(value) == len(key), "insert needs one value per token"
         now = self._tick()
         node = self.root_node
@@ -225,8 +229,7 @@ class RadixCache:
         through the new parent, and the token counts stay in the same bucket (no accounting change).
         """
         parent = _parent(child)
-        new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key,
-                       child.last_access_time)
+        new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key, child.last_access_time)
         new.lock_ref = child.lock_ref
         child.key, child.value = child.key[split_len:], child.value[split_len:]
         child.parent = new
@@ -359,12 +362,23 @@ class RadixCache:
     def snapshot(self) -> dict[str, Any]:
         """Plain JSON-able tree: nested ``{"id", "key", "value", "lock_ref", "last_access_time",
         "children": [...]}`` under ``"root"``, plus the two size counters."""
+
         def dump(n: TreeNode) -> dict[str, Any]:
-            return {"id": n.id, "key": list(n.key), "value": list(n.value), "lock_ref": n.lock_ref,
-                    "last_access_time": n.last_access_time,
-                    "children": [dump(c) for c in sorted(n.children.values(), key=lambda c: c.id)]}
-        return {"page_size": self.page_size, "evictable_size": self.evictable_size_,
-                "protected_size": self.protected_size_, "root": dump(self.root_node)}
+            return {
+                "id": n.id,
+                "key": list(n.key),
+                "value": list(n.value),
+                "lock_ref": n.lock_ref,
+                "last_access_time": n.last_access_time,
+                "children": [dump(c) for c in sorted(n.children.values(), key=lambda c: c.id)],
+            }
+
+        return {
+            "page_size": self.page_size,
+            "evictable_size": self.evictable_size_,
+            "protected_size": self.protected_size_,
+            "root": dump(self.root_node),
+        }
 
     def pretty_print(self) -> str:
         """Indented text rendering of the tree (one line per node)."""
@@ -372,9 +386,11 @@ class RadixCache:
 
         def walk(n: TreeNode, depth: int) -> None:
             for c in sorted(n.children.values(), key=lambda c: c.id):
-                lines.append(f"{'  ' * depth}{c.key[:8]}{'...' if len(c.key) > 8 else ''} "
-                             f"len={len(c.key)} lock={c.lock_ref}")
+                lines.append(
+                    f"{'  ' * depth}{c.key[:8]}{'...' if len(c.key) > 8 else ''} len={len(c.key)} lock={c.lock_ref}"
+                )
                 walk(c, depth + 1)
+
         walk(self.root_node, 0)
         lines.append(f"evictable={self.evictable_size_} protected={self.protected_size_}")
         return "\n".join(lines)

@@ -15,6 +15,7 @@ How SGLang's ownership model maps onto a vLLM-style block pool (page size = ``bl
 * A block shared with a fork sibling is adopted only by the last holder (its ``ref_cnt`` is 1),
   which keeps "unlocked tree block => held by the tree alone" true.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,7 @@ class RadixPrefixMixin:
 
     def _radix_match(self, request: Request, num_tokens: int) -> tuple[list[KVCacheBlock], TreeNode]:
         bs = self.block_size
-        slots, node = self._tree().match_prefix(request.all_token_ids[:num_tokens],
-                                                    self._radix_extra_key(request))
+        slots, node = self._tree().match_prefix(request.all_token_ids[:num_tokens], self._radix_extra_key(request))
         return [self.block_pool.blocks[s // bs] for s in slots[::bs]], node
 
     def _radix_lock_hit(self, request: Request, hits: list[KVCacheBlock]) -> TreeNode | None:
@@ -90,7 +90,7 @@ class RadixPrefixMixin:
             self._tree().evict(short * self.block_size, self._radix_evict_callback)
 
     def _radix_evict_callback(self, slots: list[int]) -> None:
-        blocks = [self.block_pool.blocks[s // self.block_size] for s in slots[::self.block_size]]
+        blocks = [self.block_pool.blocks[s // self.block_size] for s in slots[:: self.block_size]]
         for b in blocks:
             self._tree_block_ids.discard(b.block_id)
         if _active(self.tracer):
@@ -115,8 +115,7 @@ class RadixPrefixMixin:
         present = 0
         if k:
             slots = [b.block_id * bs + j for b in table[:k] for j in range(bs)]
-            present = self._tree().insert(request.all_token_ids[:k * bs], slots,
-                                              self._radix_extra_key(request)) // bs
+            present = self._tree().insert(request.all_token_ids[: k * bs], slots, self._radix_extra_key(request)) // bs
         adopted = table[present:k]
         for b in adopted:
             self._tree_block_ids.add(b.block_id)

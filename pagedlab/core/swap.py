@@ -8,6 +8,7 @@ sibling left running, another request's prefix hit, the radix tree) is copied to
 group just drops its references on the GPU. Both directions return the block-id mapping; the
 engine moves the KV data.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -37,7 +38,8 @@ class SwapMixin:
     req_to_blocks: dict[str, list[KVCacheBlock]]
     num_cached_block: dict[str, int]
 
-    if TYPE_CHECKING:   # provided by KVCacheManager and RadixPrefixMixin
+    if TYPE_CHECKING:  # provided by KVCacheManager and RadixPrefixMixin
+
         @property
         def num_free_blocks(self) -> int: ...
         def _ensure_hashes(self, request: Request) -> None: ...
@@ -103,10 +105,15 @@ class SwapMixin:
             c.ref_cnt = len(owners[c.block_id])  # one reference per group member, as on the GPU
         mapping = [(g.block_id, to_cpu[g.block_id].block_id) for g in gpu_blocks]
         if _active(self.tracer):
-            self.tracer.record("swap_out", request_ids=[r.request_id for r in requests],
-                               mapping=[list(p) for p in mapping],
-                               cpu_blocks=[{"block_id": c.block_id, "ref_cnt": c.ref_cnt,
-                                            "owners": sorted(owners[c.block_id])} for c in cpu_blocks])
+            self.tracer.record(
+                "swap_out",
+                request_ids=[r.request_id for r in requests],
+                mapping=[list(p) for p in mapping],
+                cpu_blocks=[
+                    {"block_id": c.block_id, "ref_cnt": c.ref_cnt, "owners": sorted(owners[c.block_id])}
+                    for c in cpu_blocks
+                ],
+            )
         return mapping
 
     def can_swap_in(self, requests: Sequence[Request]) -> bool:
@@ -121,8 +128,10 @@ class SwapMixin:
         """
         tables = [self.req_to_cpu_blocks.get(r.request_id, []) for r in requests]
         distinct = len(_distinct_blocks(tables))
-        private = sum(max(len(t), -(-(r.num_computed_tokens + 1) // self.block_size))
-                      for r, t in zip(requests, tables, strict=True))
+        private = sum(
+            max(len(t), -(-(r.num_computed_tokens + 1) // self.block_size))
+            for r, t in zip(requests, tables, strict=True)
+        )
         return max(distinct, min(distinct + len(requests), private)) <= self.num_free_blocks
 
     def swap_in(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
@@ -163,8 +172,9 @@ class SwapMixin:
                 self.num_cached_block[rid] = num_full
         mapping = [(c.block_id, to_gpu[c.block_id].block_id) for c in cpu_blocks]
         if _active(self.tracer):
-            self.tracer.record("swap_in", request_ids=[r.request_id for r in requests],
-                               mapping=[list(p) for p in mapping])
+            self.tracer.record(
+                "swap_in", request_ids=[r.request_id for r in requests], mapping=[list(p) for p in mapping]
+            )
         return mapping
 
     def _free_cpu_blocks(self, request_id: str) -> None:
@@ -173,8 +183,9 @@ class SwapMixin:
             mine = _distinct_blocks([table])
             self._cpu_pool().free_blocks(reversed(mine))
             if _active(self.tracer):
-                self.tracer.record("free", block_ids=[], cpu_block_ids=[c.block_id for c in reversed(mine)],
-                                   owner=request_id)
+                self.tracer.record(
+                    "free", block_ids=[], cpu_block_ids=[c.block_id for c in reversed(mine)], owner=request_id
+                )
 
     def _cpu_snapshot(self) -> list[dict[str, Any]]:
         if self.cpu_block_pool is None:
@@ -183,5 +194,8 @@ class SwapMixin:
         for rid, table in self.req_to_cpu_blocks.items():
             for c in _distinct_blocks([table]):
                 owners.setdefault(c.block_id, []).append(rid)
-        return [{"block_id": c.block_id, "ref_cnt": c.ref_cnt, "owners": sorted(owners.get(c.block_id, []))}
-                for c in self._cpu_pool().blocks if c.ref_cnt > 0]
+        return [
+            {"block_id": c.block_id, "ref_cnt": c.ref_cnt, "owners": sorted(owners.get(c.block_id, []))}
+            for c in self._cpu_pool().blocks
+            if c.ref_cnt > 0
+        ]

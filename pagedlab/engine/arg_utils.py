@@ -21,6 +21,7 @@ Each argument is in one of four groups:
 
 Any other name raises ``TypeError`` as vLLM's ``EngineArgs`` does ("unexpected keyword argument").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,10 +41,26 @@ _BUNDLED_ALIASES = {BUNDLED_MODEL.lower(), "smollm2-135m-instruct"}
 MODEL_OVERRIDES: dict[str, str] = {}
 
 #: vLLM arguments that change nothing in one CPU process; any value is accepted.
-NO_EFFECT = ("tokenizer_mode", "trust_remote_code", "download_dir", "load_format", "revision", "code_revision",
-             "tokenizer_revision", "enforce_eager", "disable_custom_all_reduce", "served_model_name", "hf_token",
-             "compilation_config", "async_scheduling", "generation_config", "max_logprobs",
-             "distributed_executor_backend", "enable_sleep_mode", "disable_log_requests")
+NO_EFFECT = (
+    "tokenizer_mode",
+    "trust_remote_code",
+    "download_dir",
+    "load_format",
+    "revision",
+    "code_revision",
+    "tokenizer_revision",
+    "enforce_eager",
+    "disable_custom_all_reduce",
+    "served_model_name",
+    "hf_token",
+    "compilation_config",
+    "async_scheduling",
+    "generation_config",
+    "max_logprobs",
+    "distributed_executor_backend",
+    "enable_sleep_mode",
+    "disable_log_requests",
+)
 #: vLLM arguments accepted only at their vLLM default: name -> (default, why another value is refused).
 ONLY_DEFAULT: dict[str, tuple[Any, str]] = {
     "tensor_parallel_size": (1, "pagedlab runs the model in one process on one device"),
@@ -128,14 +145,16 @@ class EngineArgs:
     hash_seed: int | None = None
     trace: bool = False
     device: str | None = None
-    policy: str | None = None          # the kit's (and vLLM v0's) name for ``scheduling_policy``
-    eos_token_id: int | None = None    # with ``model`` given as a ``LlamaForCausalLM`` instance
-    components: Any = None          # the parts to assemble the engine from (pagedlab.engine.components)
+    policy: str | None = None  # the kit's (and vLLM v0's) name for ``scheduling_policy``
+    eos_token_id: int | None = None  # with ``model`` given as a ``LlamaForCausalLM`` instance
+    components: Any = None  # the parts to assemble the engine from (pagedlab.engine.components)
 
     def __post_init__(self) -> None:
         if MODEL_OVERRIDES:
-            self.model, self.tokenizer = (MODEL_OVERRIDES.get(name, MODEL_OVERRIDES.get("*", name))
-                                          if isinstance(name, str) else name for name in (self.model, self.tokenizer))
+            self.model, self.tokenizer = (
+                MODEL_OVERRIDES.get(name, MODEL_OVERRIDES.get("*", name)) if isinstance(name, str) else name
+                for name in (self.model, self.tokenizer)
+            )
 
     @classmethod
     def from_kwargs(cls, model: Any = BUNDLED_MODEL, **kwargs: Any) -> EngineArgs:
@@ -181,51 +200,72 @@ class EngineArgs:
         """
         for name, (default, why) in ONLY_DEFAULT.items():
             if getattr(self, name) != default:
-                raise ConfigError(f"{name}={getattr(self, name)!r} cannot be honoured: {why} "
-                                  f"(only {name}={default!r} is accepted)")
+                raise ConfigError(
+                    f"{name}={getattr(self, name)!r} cannot be honoured: {why} (only {name}={default!r} is accepted)"
+                )
         if self.dtype not in ("auto", "float32", "float"):
-            raise ConfigError(f"dtype={self.dtype!r} is not supported: pagedlab runs in float32 "
-                              "(use dtype='auto' or 'float32')")
+            raise ConfigError(
+                f"dtype={self.dtype!r} is not supported: pagedlab runs in float32 (use dtype='auto' or 'float32')"
+            )
         if self.policy is not None:
             if self.scheduling_policy not in ("fcfs", self.policy):
-                raise ConfigError(f"policy={self.policy!r} and scheduling_policy={self.scheduling_policy!r} disagree: "
-                                  "give one (scheduling_policy is vLLM's name)")
+                raise ConfigError(
+                    f"policy={self.policy!r} and scheduling_policy={self.scheduling_policy!r} disagree: "
+                    "give one (scheduling_policy is vLLM's name)"
+                )
             self.scheduling_policy = self.policy
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ConfigError(f"scheduling_policy must be 'fcfs' or 'priority', got {self.scheduling_policy!r}")
-        sizes = [n for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes",
-                             "gpu_memory_utilization") if getattr(self, n) is not None]
+        sizes = [
+            n
+            for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes", "gpu_memory_utilization")
+            if getattr(self, n) is not None
+        ]
         if len(sizes) > 1:
             raise ConfigError(f"give one KV pool size, not {' and '.join(sizes)}")
         check_model_name(self.model)
 
     def engine_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``LLMEngine(model, ...)`` for these args (after ``check()``)."""
-        model = (None if self.model is None or (isinstance(self.model, str) and self.model.lower() in _BUNDLED_ALIASES)
-                 else self.model)
+        model = (
+            None
+            if self.model is None or (isinstance(self.model, str) and self.model.lower() in _BUNDLED_ALIASES)
+            else self.model
+        )
+
         def default(value: Any, kit_default: Any) -> Any:
-            return kit_default if value is None else value      # 0 stays 0 and is refused downstream
+            return kit_default if value is None else value  # 0 stays 0 and is refused downstream
 
         kw: dict[str, Any] = dict(
-            block_size=default(self.block_size, 16), prefix_cache=self.prefix_cache, hash_seed=self.hash_seed,
+            block_size=default(self.block_size, 16),
+            prefix_cache=self.prefix_cache,
+            hash_seed=self.hash_seed,
             enable_prefix_caching=default(self.enable_prefix_caching, True),
             max_num_seqs=default(self.max_num_seqs, 32),
             max_num_batched_tokens=default(self.max_num_batched_tokens, 512),
-            max_model_len=self.max_model_len, long_prefill_token_threshold=self.long_prefill_token_threshold,
+            max_model_len=self.max_model_len,
+            long_prefill_token_threshold=self.long_prefill_token_threshold,
             enable_chunked_prefill=default(self.enable_chunked_prefill, True),
-            policy=self.scheduling_policy, preemption_mode=self.preemption_mode, scheduling=self.scheduling,
-            attention_backend=self.attention_backend, device=self.device, seed=default(self.seed, 0),
-            trace=self.trace, log_stats=not self.disable_log_stats, components=self.components,
-            model_name=self.served_model_name or (self.model if isinstance(self.model, str) else None) or BUNDLED_MODEL)
+            policy=self.scheduling_policy,
+            preemption_mode=self.preemption_mode,
+            scheduling=self.scheduling,
+            attention_backend=self.attention_backend,
+            device=self.device,
+            seed=default(self.seed, 0),
+            trace=self.trace,
+            log_stats=not self.disable_log_stats,
+            components=self.components,
+            model_name=self.served_model_name or (self.model if isinstance(self.model, str) else None) or BUNDLED_MODEL,
+        )
         kw["tokenizer"] = load_tokenizer_arg(self.tokenizer, self.model)
-        if not isinstance(model, (str, type(None))):          # a model instance: used as it is
+        if not isinstance(model, (str, type(None))):  # a model instance: used as it is
             net = model
             if self.eos_token_id is not None:
                 kw["eos_token_id"] = self.eos_token_id
         else:
             net = _load(model)
         block = kw["block_size"]
-        CacheConfig(block_size=block)               # a bad block_size is refused before sizing the pool
+        CacheConfig(block_size=block)  # a bad block_size is refused before sizing the pool
         kw["num_gpu_blocks"] = self._num_gpu_blocks(net, block)
         kw["num_cpu_blocks"] = self._num_cpu_blocks(net, block)
         return {"model": model, **kw}
@@ -250,7 +290,7 @@ class EngineArgs:
         if self.num_cpu_blocks is not None:
             return int(self.num_cpu_blocks)
         if self.preemption_mode != "swap":
-            return 0            # vLLM v1 allocates no swap space either
+            return 0  # vLLM v1 allocates no swap space either
         if self.swap_space < 0:
             raise ConfigError(f"swap_space must be >= 0 GiB, got {self.swap_space}")
         return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size)
@@ -263,14 +303,19 @@ def check_model_name(model: Any) -> None:
         ModelNotFoundError: ``model`` looks like ``org/name``, is not a local path and is not
             the bundled SmolLM2; the message names the model pagedlab serves.
     """
-    if (model is None or not isinstance(model, str) or model.lower() in _BUNDLED_ALIASES
-            or os.path.exists(os.path.expanduser(model))):
+    if (
+        model is None
+        or not isinstance(model, str)
+        or model.lower() in _BUNDLED_ALIASES
+        or os.path.exists(os.path.expanduser(model))
+    ):
         return
     if model.count("/") == 1 and not model.startswith((".", "/", "~")):
         raise ModelNotFoundError(
             f"pagedlab cannot serve {model!r}: it serves only {BUNDLED_MODEL} (its bundled GGUF) or a local "
             f"Llama GGUF file, and never downloads a model. Use model={BUNDLED_MODEL!r}, or run a vLLM script "
-            f"with `pagedlab run-vllm --model-override {model}={BUNDLED_MODEL} SCRIPT`")
+            f"with `pagedlab run-vllm --model-override {model}={BUNDLED_MODEL} SCRIPT`"
+        )
 
 
 def load_tokenizer_arg(tokenizer: Any, model: Any) -> Any:
@@ -280,16 +325,22 @@ def load_tokenizer_arg(tokenizer: Any, model: Any) -> Any:
         ConfigError: a tokenizer that is neither the model's, the bundled SmolLM2's, nor a local
             directory holding a Hugging Face tokenizer (nothing is downloaded).
     """
-    if tokenizer is None or tokenizer is model or (isinstance(tokenizer, str) and (
-            tokenizer == model or tokenizer.lower() in _BUNDLED_ALIASES)):
+    if (
+        tokenizer is None
+        or tokenizer is model
+        or (isinstance(tokenizer, str) and (tokenizer == model or tokenizer.lower() in _BUNDLED_ALIASES))
+    ):
         return None
     if not isinstance(tokenizer, str):
-        return tokenizer                     # a tokenizer object (pagedlab extension)
+        return tokenizer  # a tokenizer object (pagedlab extension)
     if os.path.isdir(os.path.expanduser(tokenizer)):
         from transformers import AutoTokenizer
+
         return AutoTokenizer.from_pretrained(os.path.expanduser(tokenizer), local_files_only=True)
-    raise ConfigError(f"tokenizer={tokenizer!r} is not available offline: pass None (the model's own), "
-                      f"{BUNDLED_MODEL!r}, or a local directory holding a Hugging Face tokenizer")
+    raise ConfigError(
+        f"tokenizer={tokenizer!r} is not available offline: pass None (the model's own), "
+        f"{BUNDLED_MODEL!r}, or a local directory holding a Hugging Face tokenizer"
+    )
 
 
 def kv_bytes_per_block(config: Any, block_size: int, dtype_bytes: int = 4) -> int:
@@ -305,14 +356,17 @@ def blocks_for_budget(budget_bytes: int, bytes_per_block: int) -> int:
     """
     n = budget_bytes // bytes_per_block if budget_bytes > 0 else 0
     if n < 1:
-        raise ConfigError(f"no memory for the KV cache: a budget of {budget_bytes} bytes holds no block of "
-                          f"{bytes_per_block} bytes; raise gpu_memory_utilization or kv_cache_memory_bytes")
+        raise ConfigError(
+            f"no memory for the KV cache: a budget of {budget_bytes} bytes holds no block of "
+            f"{bytes_per_block} bytes; raise gpu_memory_utilization or kv_cache_memory_bytes"
+        )
     return int(n)
 
 
 def total_device_memory(device: str | None) -> int:
     """Total memory of the device the KV pool lives on: the GPU's, or physical RAM on CPU (bytes)."""
     import torch
+
     if (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda"):
         return int(torch.cuda.get_device_properties(0).total_memory)
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -321,6 +375,7 @@ def total_device_memory(device: str | None) -> int:
 def _load(model: str | None) -> Any:
     """The loaded ``LlamaForCausalLM`` (shared with ``LLMEngine``'s cache, so it loads once)."""
     import importlib
+
     return importlib.import_module("pagedlab.engine.llm_engine").load_model_cached(model)[0]
 
 
@@ -330,7 +385,12 @@ class FlexibleArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         import sys
+
         argv = list(sys.argv[1:] if args is None else args)
-        fixed = [a.split("=", 1)[0].replace("_", "-") + ("=" + a.split("=", 1)[1] if "=" in a else "")
-                 if a.startswith("--") else a for a in argv]
+        fixed = [
+            a.split("=", 1)[0].replace("_", "-") + ("=" + a.split("=", 1)[1] if "=" in a else "")
+            if a.startswith("--")
+            else a
+            for a in argv
+        ]
         return super().parse_args(fixed, namespace)

@@ -11,6 +11,7 @@ vLLM v1 dropped this and runs beam search outside the engine on top of prefix ca
 Scores are cumulative log-probabilities; finished beams (EOS) are ranked by
 ``cum_logprob / len ** length_penalty`` as vLLM's ``get_beam_search_score``.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class BeamSearchSequence:
-    tokens: list[int]                 # generated tokens only
+    tokens: list[int]  # generated tokens only
     cum_logprob: float
     text: str = ""
     finished: bool = False
@@ -66,9 +67,15 @@ def _score(seq: BeamSearchSequence, prompt_len: int, length_penalty: float) -> f
     return float(seq.cum_logprob / max(1, len(seq.tokens) + prompt_len) ** length_penalty)
 
 
-def _best_pairs(sched: Scheduler, samplers: list[ScheduledRequest], logits: torch.Tensor, cum: dict[str, float],
-                params: BeamSearchParams, eos: int | None,
-                finished: list[BeamSearchSequence]) -> list[tuple[float, str, int]]:
+def _best_pairs(
+    sched: Scheduler,
+    samplers: list[ScheduledRequest],
+    logits: torch.Tensor,
+    cum: dict[str, float],
+    params: BeamSearchParams,
+    eos: int | None,
+    finished: list[BeamSearchSequence],
+) -> list[tuple[float, str, int]]:
     """Every live beam proposes its 2W best tokens; return the W best ``(score, beam id, token)``.
 
     ``logits`` has one row per sampler. Candidates ending in EOS (unless ``ignore_eos``) are
@@ -94,8 +101,9 @@ def _best_pairs(sched: Scheduler, samplers: list[ScheduledRequest], logits: torc
     return keep
 
 
-def _fork_chosen(engine: LLMEngine, keep: list[tuple[float, str, int]],
-                 ids: Iterator[int]) -> list[tuple[Request, float, int]]:
+def _fork_chosen(
+    engine: LLMEngine, keep: list[tuple[float, str, int]], ids: Iterator[int]
+) -> list[tuple[Request, float, int]]:
     """Give each kept pair a beam: the first choice of a beam continues it, each further choice
     forks it copy-on-write (new ids ``beam{next(ids)}``); beams chosen zero times are aborted
     after the forks, so their blocks are shared first. Returns ``(beam, score, token)``."""
@@ -131,8 +139,12 @@ def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSear
     engine.validate_request(list(prompt_token_ids), sp)
     sched, kv, runner = engine.scheduler, engine.kv_cache_manager, engine.model_runner
     eos = engine.eos_token_id
-    root = engine._make_request("beam0", list(prompt_token_ids), SamplingParams(temperature=0,
-                                max_tokens=params.max_tokens, ignore_eos=True), 0.0)
+    root = engine._make_request(
+        "beam0",
+        list(prompt_token_ids),
+        SamplingParams(temperature=0, max_tokens=params.max_tokens, ignore_eos=True),
+        0.0,
+    )
     sched.add_request(root)
     cum = {root.request_id: 0.0}
     finished: list[BeamSearchSequence] = []
@@ -141,8 +153,9 @@ def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSear
     for _ in range(params.max_tokens):
         so = sched.schedule()
         out.num_cow_copies += len(so.blocks_to_copy)
-        samplers, logits = runner.forward(so, {s.request.request_id: kv.get_block_ids(s.request.request_id)
-                                               for s in so.scheduled})
+        samplers, logits = runner.forward(
+            so, {s.request.request_id: kv.get_block_ids(s.request.request_id) for s in so.scheduled}
+        )
         if not samplers:
             continue
         keep = _best_pairs(sched, samplers, logits, cum, params, eos, finished)
@@ -157,9 +170,11 @@ def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSear
         if not live:
             break
         best_live = max(cum.values())
-        if len(finished) >= W and all(_score(f, len(prompt_token_ids), params.length_penalty) >=
-                                      best_live / (len(prompt_token_ids) + live[0].num_output_tokens)
-                                      ** params.length_penalty for f in finished[:W]):
+        if len(finished) >= W and all(
+            _score(f, len(prompt_token_ids), params.length_penalty)
+            >= best_live / (len(prompt_token_ids) + live[0].num_output_tokens) ** params.length_penalty
+            for f in finished[:W]
+        ):
             break
     for r in list(sched.running):
         finished.append(BeamSearchSequence(list(r.output_token_ids), cum.get(r.request_id, 0.0)))

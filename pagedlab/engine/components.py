@@ -32,6 +32,7 @@ changes state it does not own or breaks an invariant raises :class:`~pagedlab.er
 naming the slot, the engine step and the invariant. The engine then aborts the step's requests
 (as for any failed step) and switches that slot back to the kit's part, so it stays usable.
 """
+
 from __future__ import annotations
 
 import signal
@@ -49,9 +50,23 @@ from pagedlab.errors import ComponentError
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import ScheduledRequest, Scheduler, SchedulerOutput, pick_victim
 
-__all__ = ["SLOTS", "Slot", "Part", "Components", "FreeQueue", "SlotMappingFn", "ScheduleStepFn", "PickVictimFn",
-           "PrefixLookupFn", "KVTileLoadFn", "PreemptRetryFn", "kit_slot_mapping",
-           "load_kv_tile", "LearnerStepScheduler", "Guard"]
+__all__ = [
+    "SLOTS",
+    "Slot",
+    "Part",
+    "Components",
+    "FreeQueue",
+    "SlotMappingFn",
+    "ScheduleStepFn",
+    "PickVictimFn",
+    "PrefixLookupFn",
+    "KVTileLoadFn",
+    "PreemptRetryFn",
+    "kit_slot_mapping",
+    "load_kv_tile",
+    "LearnerStepScheduler",
+    "Guard",
+]
 
 
 # --- the interfaces -------------------------------------------------------------------------------
@@ -78,9 +93,15 @@ class ScheduleStepFn(Protocol):
     without preemption). Moves admitted requests from ``waiting`` (a deque) to ``running``, calls
     ``kv_cache_manager.allocate_slots`` for every scheduled request, returns ``{request_id: tokens}``."""
 
-    def __call__(self, running: list[Request], waiting: deque[Request], kv_cache_manager: KVCacheManager,
-                 max_num_seqs: int, max_num_batched_tokens: int,
-                 long_prefill_token_threshold: int) -> dict[str, int]: ...
+    def __call__(
+        self,
+        running: list[Request],
+        waiting: deque[Request],
+        kv_cache_manager: KVCacheManager,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        long_prefill_token_threshold: int,
+    ) -> dict[str, int]: ...
 
 
 class PickVictimFn(Protocol):
@@ -93,16 +114,22 @@ class PrefixLookupFn(Protocol):
     """Lab 07 (vLLM 0.11 ``find_longest_cache_hit``): the cached blocks of the longest block-aligned
     prefix, walking the hash chain, covering at most ``num_tokens - 1`` tokens."""
 
-    def __call__(self, block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
-                 num_tokens: int, block_size: int) -> list[KVCacheBlock]: ...
+    def __call__(
+        self,
+        block_hashes: list[BlockHash],
+        get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
+        num_tokens: int,
+        block_size: int,
+    ) -> list[KVCacheBlock]: ...
 
 
 class KVTileLoadFn(Protocol):
     """Lab 08: ``(cache, block_table, tile_start, tile_size, seq_len) -> (rows, mask)``; rows
     ``[tile_size, num_kv_heads, head_dim]`` (zeros where masked), mask ``[tile_size]`` bool."""
 
-    def __call__(self, cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
-                 seq_len: int) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def __call__(
+        self, cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class PreemptRetryFn(Protocol):
@@ -110,8 +137,13 @@ class PreemptRetryFn(Protocol):
     (``preempt(victim)``) until ``allocate()`` succeeds or ``request`` itself was preempted;
     returns whether ``request`` got its slots (``Scheduler._plugged_preempt_retry`` calls it)."""
 
-    def __call__(self, request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
-                 preempt: Callable[[Request], None]) -> bool: ...
+    def __call__(
+        self,
+        request: Request,
+        allocate: Callable[[], bool],
+        choose_victim: Callable[[], Request],
+        preempt: Callable[[Request], None],
+    ) -> bool: ...
 
 
 # --- the kit's implementations (the ones not already in core/sched) ------------------------------
@@ -120,8 +152,9 @@ def kit_slot_mapping(block_table: list[int], positions: list[int], block_size: i
     return [block_table[p // block_size] * block_size + p % block_size for p in positions]
 
 
-def load_kv_tile(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
-                 seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def load_kv_tile(
+    cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The decode kernel's tile load (as :class:`KVTileLoadFn`): masked lanes (``pos >= seq_len``)
     read zeros and never index ``block_table``."""
     block_size = cache.shape[1]
@@ -132,8 +165,12 @@ def load_kv_tile(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int
     return torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype)), mask
 
 
-def preempt_and_retry(request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
-                      preempt: Callable[[Request], None]) -> bool:
+def preempt_and_retry(
+    request: Request,
+    allocate: Callable[[], bool],
+    choose_victim: Callable[[], Request],
+    preempt: Callable[[Request], None],
+) -> bool:
     """The kit's preempt-and-retry loop (vLLM 0.11 ``Scheduler.schedule``, running requests): while the
     allocation fails, preempt the chosen victim; stop when it succeeds or ``request`` itself was the victim."""
     while not allocate():
@@ -154,19 +191,27 @@ class Slot:
     plugged: bool = True
 
 
-SLOTS: dict[str, Slot] = {s.name: s for s in (
-    Slot("free_queue", "free-block queue (LRU, O(1) remove)", ("02.free_queue",), FreeKVCacheBlockQueue),
-    Slot("slot_mapping", "token position -> KV slot", ("02.slot_mapping",), kit_slot_mapping),
-    Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), None, plugged=False),
-    Slot("schedule_step", "scheduling step (admission, budget, chunking)",
-         ("05.schedule_with_budget", "04.schedule_step"), Scheduler),
-    Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
-    Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), preempt_and_retry),
-    Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.prefix_lookup",), find_longest_cache_hit),
-    Slot("radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), None,
-         plugged=False),
-    Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile", "08.kv_tile_load"), load_kv_tile),
-)}
+SLOTS: dict[str, Slot] = {
+    s.name: s
+    for s in (
+        Slot("free_queue", "free-block queue (LRU, O(1) remove)", ("02.free_queue",), FreeKVCacheBlockQueue),
+        Slot("slot_mapping", "token position -> KV slot", ("02.slot_mapping",), kit_slot_mapping),
+        Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), None, plugged=False),
+        Slot(
+            "schedule_step",
+            "scheduling step (admission, budget, chunking)",
+            ("05.schedule_with_budget", "04.schedule_step"),
+            Scheduler,
+        ),
+        Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
+        Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), preempt_and_retry),
+        Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.prefix_lookup",), find_longest_cache_hit),
+        Slot(
+            "radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), None, plugged=False
+        ),
+        Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile", "08.kv_tile_load"), load_kv_tile),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -267,13 +312,18 @@ class Guard:
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` under the time limit; any exception becomes a ComponentError."""
-        use_alarm = (self.time_limit_s > 0 and hasattr(signal, "setitimer")
-                     and threading.current_thread() is threading.main_thread()
-                     and signal.getitimer(signal.ITIMER_REAL)[0] == 0)   # an outer part's limit runs on
+        use_alarm = (
+            self.time_limit_s > 0
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        )  # an outer part's limit runs on
         old: Any = None
         if use_alarm:
+
             def on_alarm(signum: int, frame: object) -> None:
                 raise _TimeUp()
+
             old = signal.signal(signal.SIGALRM, on_alarm)
             signal.setitimer(signal.ITIMER_REAL, self.time_limit_s)
         try:
@@ -325,8 +375,11 @@ class GuardedFreeQueue:
 
     def _check_count(self, before: int, delta: int, op: str, block: KVCacheBlock | None) -> None:
         if self.inner.num_free_blocks != before + delta:
-            raise self.guard.fail(f"num_free_blocks went from {before} to {self.inner.num_free_blocks} in {op}, "
-                                  f"expected {before + delta}", state=_queue_state(self.inner, block))
+            raise self.guard.fail(
+                f"num_free_blocks went from {before} to {self.inner.num_free_blocks} in {op}, "
+                f"expected {before + delta}",
+                state=_queue_state(self.inner, block),
+            )
 
     def popleft(self) -> KVCacheBlock:
         before = self.inner.num_free_blocks
@@ -335,11 +388,15 @@ class GuardedFreeQueue:
         if block.block_id < 0:
             raise self.guard.fail("popleft() handed out a sentinel block (id -1)", state=_queue_state(self.inner))
         if block.prev_free_block is not None or block.next_free_block is not None:
-            raise self.guard.fail(f"popleft() handed out block {block.block_id} with its free-queue links still set",
-                                  state=_queue_state(self.inner, block))
+            raise self.guard.fail(
+                f"popleft() handed out block {block.block_id} with its free-queue links still set",
+                state=_queue_state(self.inner, block),
+            )
         if block.ref_cnt != 0:
-            raise self.guard.fail(f"popleft() handed out block {block.block_id}, which is in use "
-                                  f"(ref_cnt {block.ref_cnt})", state=_queue_state(self.inner, block))
+            raise self.guard.fail(
+                f"popleft() handed out block {block.block_id}, which is in use (ref_cnt {block.ref_cnt})",
+                state=_queue_state(self.inner, block),
+            )
         self._check_count(before, -1, "popleft()", block)
         popped: KVCacheBlock = block
         return popped
@@ -349,8 +406,11 @@ class GuardedFreeQueue:
         for _ in range(n):
             block = self.popleft()
             if any(b is block for b in blocks):
-                raise self.guard.fail(f"popleft() handed out block {block.block_id} twice in a row of pops "
-                                      "(is it still linked from the queue?)", state=_queue_state(self.inner, block))
+                raise self.guard.fail(
+                    f"popleft() handed out block {block.block_id} twice in a row of pops "
+                    "(is it still linked from the queue?)",
+                    state=_queue_state(self.inner, block),
+                )
             blocks.append(block)
         return blocks
 
@@ -358,21 +418,32 @@ class GuardedFreeQueue:
         before, prev, nxt = self.inner.num_free_blocks, block.prev_free_block, block.next_free_block
         self.guard.call(self.inner.remove, block)
         if block.prev_free_block is not None or block.next_free_block is not None:
-            raise self.guard.fail(f"remove() left block {block.block_id}'s links set",
-                                  state=_queue_state(self.inner, block))
+            raise self.guard.fail(
+                f"remove() left block {block.block_id}'s links set", state=_queue_state(self.inner, block)
+            )
         if prev is None or nxt is None or prev.next_free_block is not nxt or nxt.prev_free_block is not prev:
-            raise self.guard.fail(f"remove(block {block.block_id}) did not link its neighbours to each other",
-                                  state=_queue_state(self.inner, block))
+            raise self.guard.fail(
+                f"remove(block {block.block_id}) did not link its neighbours to each other",
+                state=_queue_state(self.inner, block),
+            )
         self._check_count(before, -1, "remove()", block)
 
     def append(self, block: KVCacheBlock) -> None:
         before = self.inner.num_free_blocks
         self.guard.call(self.inner.append, block)
         prev, nxt = block.prev_free_block, block.next_free_block
-        if (prev is None or nxt is None or prev.next_free_block is not block or nxt.prev_free_block is not block
-                or nxt.block_id != -1 or nxt.next_free_block is not None):
-            raise self.guard.fail(f"append(block {block.block_id}) did not put it at the tail, linked both ways",
-                                  state=_queue_state(self.inner, block))
+        if (
+            prev is None
+            or nxt is None
+            or prev.next_free_block is not block
+            or nxt.prev_free_block is not block
+            or nxt.block_id != -1
+            or nxt.next_free_block is not None
+        ):
+            raise self.guard.fail(
+                f"append(block {block.block_id}) did not put it at the tail, linked both ways",
+                state=_queue_state(self.inner, block),
+            )
         self._check_count(before, +1, "append()", block)
 
     def append_n(self, blocks: list[KVCacheBlock]) -> None:
@@ -385,22 +456,27 @@ class GuardedFreeQueue:
         return list(blocks)
 
 
-def free_queue_factory(cls: Callable[[list[KVCacheBlock]], FreeQueue],
-                       guard: Guard) -> Callable[[list[KVCacheBlock]], Any]:
+def free_queue_factory(
+    cls: Callable[[list[KVCacheBlock]], FreeQueue], guard: Guard
+) -> Callable[[list[KVCacheBlock]], Any]:
     """``BlockPool``'s queue factory for a learner's queue class: build it, check it holds every block."""
+
     def build(blocks: list[KVCacheBlock]) -> GuardedFreeQueue:
         queue = guard.call(cls, blocks)
         if getattr(queue, "num_free_blocks", None) != len(blocks):
-            raise guard.fail(f"a new queue of {len(blocks)} blocks has num_free_blocks="
-                             f"{getattr(queue, 'num_free_blocks', None)!r}")
+            raise guard.fail(
+                f"a new queue of {len(blocks)} blocks has num_free_blocks={getattr(queue, 'num_free_blocks', None)!r}"
+            )
         if any(b.prev_free_block is None or b.next_free_block is None for b in blocks):
             raise guard.fail("a new queue left some blocks without free-queue links", state=_queue_state(queue))
         return GuardedFreeQueue(queue, guard)
+
     return build
 
 
 def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
     """``fn`` checked per request: one int per position, each inside the request's blocks, at its row."""
+
     def call(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
         table, pos = list(block_table), list(positions)
         out = guard.call(fn, table, pos, block_size)
@@ -414,18 +490,24 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
             guard.expect_type(slot, int, f"the slot of position {p}")
             state = {"block_table": list(block_table), "position": p, "slot": slot, "block_size": block_size}
             if slot // block_size not in held:
-                raise guard.fail(f"slot {slot} of position {p} is outside the request's blocks {list(block_table)}",
-                                 state=state)
+                raise guard.fail(
+                    f"slot {slot} of position {p} is outside the request's blocks {list(block_table)}", state=state
+                )
             want = kit_slot_mapping(list(block_table), [p], block_size)[0]
             if slot != want:
-                raise guard.fail(f"position {p} went to slot {slot}, inside the request's blocks but not its "
-                                 f"row (expected slot {want})", state=state)
+                raise guard.fail(
+                    f"position {p} went to slot {slot}, inside the request's blocks but not its "
+                    f"row (expected slot {want})",
+                    state=state,
+                )
         return list(out)
+
     return call
 
 
 def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Request], str], Request]:
     """``fn`` checked: returns one of the running requests and leaves the list as it was."""
+
     def call(running: list[Request], policy: str) -> Request:
         before = list(running)
         victim = guard.call(fn, running, policy)
@@ -436,14 +518,20 @@ def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Reques
             raise guard.fail(f"it returned {victim!r}, which is not one of the running requests")
         chosen: Request = victim
         return chosen
+
     return call
 
 
 def guarded_preempt_retry(fn: PreemptRetryFn, guard: Guard) -> PreemptRetryFn:
     """``fn`` checked: preempts only running requests, only after a failed allocation, never after the
     request itself went; returns True exactly when the request runs with its slots allocated."""
-    def call(request: Request, allocate: Callable[[], bool], choose_victim: Callable[[], Request],
-             preempt: Callable[[Request], None]) -> bool:
+
+    def call(
+        request: Request,
+        allocate: Callable[[], bool],
+        choose_victim: Callable[[], Request],
+        preempt: Callable[[Request], None],
+    ) -> bool:
         last: list[bool | None] = [None]
 
         def alloc() -> bool:
@@ -456,8 +544,9 @@ def guarded_preempt_retry(fn: PreemptRetryFn, guard: Guard) -> PreemptRetryFn:
             if not isinstance(victim, Request) or victim.status != RequestStatus.RUNNING:
                 raise guard.fail(f"it preempted {victim!r}, which is not a running request")
             if request.status != RequestStatus.RUNNING or last[0] is not False:
-                raise guard.fail("it preempted without a failed allocation just before (or after the request "
-                                 "itself was preempted)")
+                raise guard.fail(
+                    "it preempted without a failed allocation just before (or after the request itself was preempted)"
+                )
             preempt(victim)
             last[0] = None
 
@@ -465,25 +554,36 @@ def guarded_preempt_retry(fn: PreemptRetryFn, guard: Guard) -> PreemptRetryFn:
         guard.expect_type(ok, bool, "whether the request got its slots")
         running = request.status == RequestStatus.RUNNING
         if running and last[0] is not True:
-            raise guard.fail(f"it returned while {request.request_id} still runs without its slots "
-                             "(retry until allocate() succeeds or the request itself is preempted)")
+            raise guard.fail(
+                f"it returned while {request.request_id} still runs without its slots "
+                "(retry until allocate() succeeds or the request itself is preempted)"
+            )
         if ok != running:
-            raise guard.fail(f"it returned {ok}, but {request.request_id} is "
-                             f"{'running with its slots' if running else 'preempted'}")
+            raise guard.fail(
+                f"it returned {ok}, but {request.request_id} is {'running with its slots' if running else 'preempted'}"
+            )
         checked: bool = ok
         return checked
+
     return call
 
 
 def guarded_prefix_lookup(fn: PrefixLookupFn, guard: Guard) -> PrefixLookupFn:
     """``fn`` checked: a chain prefix of cached blocks, never covering the last token, the longest."""
-    def call(block_hashes: list[BlockHash], get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
-             num_tokens: int, block_size: int) -> list[KVCacheBlock]:
+
+    def call(
+        block_hashes: list[BlockHash],
+        get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
+        num_tokens: int,
+        block_size: int,
+    ) -> list[KVCacheBlock]:
         hits = guard.call(fn, list(block_hashes), get_cached_block, num_tokens, block_size)
         guard.expect_type(hits, list, "the hit blocks")
         if len(hits) * block_size > num_tokens - 1:
-            raise guard.fail(f"the hit covers {len(hits) * block_size} of {num_tokens} tokens: the last token "
-                             "must always be computed (its logits give the next token)")
+            raise guard.fail(
+                f"the hit covers {len(hits) * block_size} of {num_tokens} tokens: the last token "
+                "must always be computed (its logits give the next token)"
+            )
         for i, block in enumerate(hits):
             guard.expect_type(block, KVCacheBlock, f"hit {i}")
             if block.block_hash != block_hashes[i]:
@@ -493,6 +593,7 @@ def guarded_prefix_lookup(fn: PrefixLookupFn, guard: Guard) -> PrefixLookupFn:
             raise guard.fail(f"{len(hits)} blocks hit, but the longest cached prefix has {len(best)}")
         checked: list[KVCacheBlock] = hits
         return checked
+
     return call
 
 
@@ -506,8 +607,9 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
     seen: set[tuple[Any, ...]] = set()
     at_step = [-1]
 
-    def call(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
-             seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def call(
+        cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         got = guard.call(fn, cache, block_table, tile_start, tile_size, seq_len)
         if not (isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
             raise guard.fail(f"it returned {type(got).__name__}, expected a (rows, mask) pair of tensors")
@@ -523,8 +625,10 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
         seen.add(key)
         want_rows, want_mask = load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
         if rows.shape != want_rows.shape or mask.shape != want_mask.shape:
-            raise guard.fail(f"shapes {tuple(rows.shape)}, {tuple(mask.shape)}; expected "
-                             f"{tuple(want_rows.shape)}, {tuple(want_mask.shape)}")
+            raise guard.fail(
+                f"shapes {tuple(rows.shape)}, {tuple(mask.shape)}; expected "
+                f"{tuple(want_rows.shape)}, {tuple(want_mask.shape)}"
+            )
         if mask.dtype != torch.bool:
             raise guard.fail(f"the mask is {mask.dtype}, expected torch.bool (the kernel selects lanes with it)")
         if not torch.equal(mask, want_mask):
@@ -532,10 +636,14 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
         bad = (rows != want_rows).flatten(1).any(1).nonzero().flatten().tolist()
         if bad:
             lane = bad[0]
-            why = "a masked lane (past the sequence) is not zero: stale KV leaks" if not want_mask[lane] else \
-                "a lane read the wrong slot of the cache"
+            why = (
+                "a masked lane (past the sequence) is not zero: stale KV leaks"
+                if not want_mask[lane]
+                else "a lane read the wrong slot of the cache"
+            )
             raise guard.fail(f"{why} (lane {lane}, position {tile_start + lane}, seq_len {seq_len})")
         return rows, mask
+
     return call
 
 
@@ -565,8 +673,15 @@ class LearnerStepScheduler(Scheduler):
         cfg = self.config
         before, waiting = list(self.running), deque(self.waiting)
         computed = {id(r): r.num_computed_tokens for r in [*before, *waiting]}
-        result = self.guard.call(self.step_fn, self.running, waiting, self.kv_cache_manager, cfg.max_num_seqs,
-                                 cfg.max_num_batched_tokens, cfg.long_prefill_token_threshold)
+        result = self.guard.call(
+            self.step_fn,
+            self.running,
+            waiting,
+            self.kv_cache_manager,
+            cfg.max_num_seqs,
+            cfg.max_num_batched_tokens,
+            cfg.long_prefill_token_threshold,
+        )
         self.guard.expect_type(result, dict, "the scheduled tokens")
         self._admit(before)
         if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
@@ -574,8 +689,10 @@ class LearnerStepScheduler(Scheduler):
         scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
         budget = cfg.max_num_batched_tokens - sum(s.num_tokens for s in scheduled)
         if budget < 0:
-            raise self.guard.fail(f"token budget exceeded: {sum(s.num_tokens for s in scheduled)} tokens "
-                                  f"> max_num_batched_tokens={cfg.max_num_batched_tokens}")
+            raise self.guard.fail(
+                f"token budget exceeded: {sum(s.num_tokens for s in scheduled)} tokens "
+                f"> max_num_batched_tokens={cfg.max_num_batched_tokens}"
+            )
         if len(self.running) > cfg.max_num_seqs:
             raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
         return self._finish_schedule(out, scheduled, budget)
@@ -585,11 +702,13 @@ class LearnerStepScheduler(Scheduler):
         if len(self.running) < len(before) or any(a is not b for a, b in zip(self.running, before)):
             self.running[:] = before
             raise self.guard.fail("it removed or reordered running requests (only append admitted ones)")
-        for req in self.running[len(before):]:
+        for req in self.running[len(before) :]:
             if not len(self.waiting) or self.waiting.peek_request() is not req:
-                del self.running[len(before):]
-                raise self.guard.fail(f"{req.request_id} was admitted out of order or was not waiting "
-                                      "(admit the head of the waiting queue first)")
+                del self.running[len(before) :]
+                raise self.guard.fail(
+                    f"{req.request_id} was admitted out of order or was not waiting "
+                    "(admit the head of the waiting queue first)"
+                )
             self.waiting.pop_request()
             req.status = RequestStatus.RUNNING
             if req.num_cached_tokens < 0:
@@ -601,15 +720,23 @@ class LearnerStepScheduler(Scheduler):
         if req is None or not isinstance(rid, str) or req not in self.running:
             raise self.guard.fail(f"it scheduled {rid!r}, which is not a running request")
         if not isinstance(n, int) or not 1 <= n <= req.num_tokens - req.num_computed_tokens:
-            raise self.guard.fail(f"{rid}: {n!r} tokens scheduled, expected 1 .. "
-                                  f"{req.num_tokens - req.num_computed_tokens} (its missing tokens)")
+            raise self.guard.fail(
+                f"{rid}: {n!r} tokens scheduled, expected 1 .. "
+                f"{req.num_tokens - req.num_computed_tokens} (its missing tokens)"
+            )
         end, bs = req.num_computed_tokens + n, self.cache_config.block_size
         held = len(self.kv_cache_manager.get_block_ids(rid))
         if held * bs < end:
-            raise self.guard.fail(f"{rid}: tokens up to {end} are scheduled but its blocks hold only {held * bs} "
-                                  "(was allocate_slots called for it, and did it succeed?)",
-                                  state={"request": rid, "blocks": self.kv_cache_manager.get_block_ids(rid),
-                                         "tokens": end, "block_size": bs})
+            raise self.guard.fail(
+                f"{rid}: tokens up to {end} are scheduled but its blocks hold only {held * bs} "
+                "(was allocate_slots called for it, and did it succeed?)",
+                state={
+                    "request": rid,
+                    "blocks": self.kv_cache_manager.get_block_ids(rid),
+                    "tokens": end,
+                    "block_size": bs,
+                },
+            )
         return ScheduledRequest(req, req.num_computed_tokens, n)
 
 
@@ -630,6 +757,7 @@ class EngineParts:
 def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[Scheduler]) -> EngineParts:
     """The engine's hooks for ``comps``: a learner's part wrapped in its guard, a kit part as None /
     the default (so kit parts run exactly the code they run without components)."""
+
     def g(slot: str) -> Guard:
         return comps.guard(slot, step)
 
@@ -646,8 +774,12 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
         scheduler_cls = LearnerStepScheduler
         sched_kwargs = {"step_fn": mine("schedule_step"), "guard": g("schedule_step")}
     pv, sm, kt, pr = mine("pick_victim"), mine("slot_mapping"), mine("kv_tile_load"), mine("preempt_retry")
-    return EngineParts(kv_kwargs, scheduler_cls, sched_kwargs,
-                       guarded_pick_victim(pv, g("pick_victim")) if pv is not None else None,
-                       guarded_preempt_retry(pr, g("preempt_retry")) if pr is not None else None,
-                       guarded_slot_mapping(sm, g("slot_mapping")) if sm is not None else None,
-                       guarded_kv_tile_load(kt, g("kv_tile_load")) if kt is not None else None)
+    return EngineParts(
+        kv_kwargs,
+        scheduler_cls,
+        sched_kwargs,
+        guarded_pick_victim(pv, g("pick_victim")) if pv is not None else None,
+        guarded_preempt_retry(pr, g("preempt_retry")) if pr is not None else None,
+        guarded_slot_mapping(sm, g("slot_mapping")) if sm is not None else None,
+        guarded_kv_tile_load(kt, g("kv_tile_load")) if kt is not None else None,
+    )

@@ -3,6 +3,7 @@
 A script written against ``pagedlab.LLM`` runs unchanged on ``vllm.LLM`` as long as it uses
 the shared names (``generate``, ``chat``, ``SamplingParams``, ``RequestOutput.outputs[i].text``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -51,15 +52,17 @@ def _check_conversation(conv: object, where: str) -> Conversation:
         InvalidRequestError: anything else, naming ``where`` and the bad message.
     """
     if not isinstance(conv, list) or not conv:
-        raise InvalidRequestError(f'{where} must be a non-empty list of {{"role": ..., "content": ...}} dicts, '
-                                  f"got {type(conv).__name__}")
+        raise InvalidRequestError(
+            f'{where} must be a non-empty list of {{"role": ..., "content": ...}} dicts, got {type(conv).__name__}'
+        )
     for j, m in enumerate(conv):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
             raise InvalidRequestError(f'{where}, message {j}: must be a dict with "role" and "content", got {m!r}')
         for key in ("role", "content"):
             if not isinstance(m[key], str):
-                raise InvalidRequestError(f"{where}, message {j}: {key} must be a str, got "
-                                          f"{type(m[key]).__name__} {m[key]!r}")
+                raise InvalidRequestError(
+                    f"{where}, message {j}: {key} must be a str, got {type(m[key]).__name__} {m[key]!r}"
+                )
     return conv
 
 
@@ -104,9 +107,13 @@ class LLM:
         """Forget every cached prefix block; False (nothing changes) while requests hold blocks."""
         return self.llm_engine.reset_prefix_cache()
 
-    def generate(self, prompts: Prompt | Sequence[Prompt],
-                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
-                 use_tqdm: bool = False, priority: list[int] | None = None) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = False,
+        priority: list[int] | None = None,
+    ) -> list[RequestOutput]:
         """Run every prompt to completion.
 
         Args:
@@ -130,8 +137,9 @@ class LLM:
         elif isinstance(sampling_params, (list, tuple)) and all(isinstance(p, SamplingParams) for p in sampling_params):
             params = list(sampling_params)
         else:
-            raise InvalidRequestError("sampling_params must be a SamplingParams or a list of them, "
-                                      f"got {type(sampling_params).__name__}")
+            raise InvalidRequestError(
+                f"sampling_params must be a SamplingParams or a list of them, got {type(sampling_params).__name__}"
+            )
         if len(params) != len(batch):
             raise InvalidRequestError(f"{len(params)} sampling params for {len(batch)} prompts")
         priorities = self._priorities(priority, len(batch))
@@ -164,9 +172,13 @@ class LLM:
             check_priority(p)
         return list(priority)
 
-    def chat(self, messages: Conversation | list[Conversation],
-             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, use_tqdm: bool = False,
-             add_generation_prompt: bool = True) -> list[RequestOutput]:
+    def chat(
+        self,
+        messages: Conversation | list[Conversation],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
+        use_tqdm: bool = False,
+        add_generation_prompt: bool = True,
+    ) -> list[RequestOutput]:
         """Generate replies to conversations formatted with the model's chat template.
 
         Args:
@@ -179,8 +191,10 @@ class LLM:
         if isinstance(messages, list) and messages and isinstance(messages[0], dict):
             convs = [messages]
         if not isinstance(convs, list):
-            raise InvalidRequestError('chat() takes a conversation [{"role": ..., "content": ...}, ...] '
-                                      f"or a list of conversations, got {type(convs).__name__}")
+            raise InvalidRequestError(
+                'chat() takes a conversation [{"role": ..., "content": ...}, ...] '
+                f"or a list of conversations, got {type(convs).__name__}"
+            )
         checked = [_check_conversation(conv, f"conversation {i}") for i, conv in enumerate(convs)]
         if self.llm_engine.tokenizer is None:
             raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
@@ -191,8 +205,9 @@ class LLM:
 
     def apply_chat_template(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
         """Token ids of a conversation under the tokenizer's chat template."""
-        out = self.llm_engine.tokenizer.apply_chat_template(conversation, add_generation_prompt=add_generation_prompt,
-                                                            tokenize=True)
+        out = self.llm_engine.tokenizer.apply_chat_template(
+            conversation, add_generation_prompt=add_generation_prompt, tokenize=True
+        )
         return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
 
     def beam_search(self, prompts: Prompt | Sequence[Prompt], params: BeamSearchParams) -> list[BeamSearchOutput]:
@@ -205,11 +220,12 @@ class LLM:
             One ``BeamSearchOutput`` per prompt (``.sequences`` best first, with block accounting).
         """
         from pagedlab.engine.beam_search import beam_search
+
         if not isinstance(params, BeamSearchParams):
             raise InvalidRequestError(f"params must be BeamSearchParams, got {type(params).__name__}")
         batch = _prompt_list(prompts)
         engine = self.llm_engine
-        token_ids = [engine._tokenize(p)[1] for p in batch]     # all checked before any search runs
+        token_ids = [engine._tokenize(p)[1] for p in batch]  # all checked before any search runs
         check = SamplingParams(temperature=0, max_tokens=params.max_tokens, ignore_eos=True, n=params.beam_width)
         for ids in token_ids:
             engine.validate_request(ids, check)
@@ -218,7 +234,7 @@ class LLM:
             try:
                 results.append(beam_search(engine, ids, params))
             except BaseException:
-                engine._recover_from_failed_step()     # a Ctrl-C mid-search: free every beam's blocks
+                engine._recover_from_failed_step()  # a Ctrl-C mid-search: free every beam's blocks
                 raise
         return results
 
@@ -229,6 +245,7 @@ class LLM:
         bar = None
         if use_tqdm:
             from tqdm.auto import tqdm
+
             bar = tqdm(total=len(ids), desc="Processed prompts", unit="req")
         try:
             while engine.has_unfinished_requests() and len(done) < len(ids):

@@ -7,6 +7,7 @@ vLLM's classes, names, label keys (``model_name``, ``engine``) and bucket format
 counts keyed by the upper bound as a string, ``"+Inf"`` last). Under ``python -m
 pagedlab.vllm_compat`` this module is what ``vllm.v1.metrics.reader`` resolves to.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -53,12 +54,74 @@ class Histogram(Metric):
 
 
 # vLLM's bucket bounds (22 for TTFT, 19 per token, 21 for e2e) (``vllm/v1/metrics/loggers.py``), in seconds or tokens.
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-               40.0, 80.0)
-E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-               480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+E2E_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
@@ -122,19 +185,26 @@ class EngineStats:
 
     def snapshot(self, labels: dict[str, str], running: int, waiting: int, kv_usage: float) -> list[Metric]:
         """vLLM's metric objects for the current state (gauges) and everything counted so far."""
-        gauges: list[Metric] = [Gauge("vllm:num_requests_running", dict(labels), float(running)),
-                                Gauge("vllm:num_requests_waiting", dict(labels), float(waiting)),
-                                Gauge("vllm:kv_cache_usage_perc", dict(labels), float(kv_usage))]
+        gauges: list[Metric] = [
+            Gauge("vllm:num_requests_running", dict(labels), float(running)),
+            Gauge("vllm:num_requests_waiting", dict(labels), float(waiting)),
+            Gauge("vllm:kv_cache_usage_perc", dict(labels), float(kv_usage)),
+        ]
         counters: list[Metric] = [
             Counter("vllm:num_preemptions", dict(labels), self.num_preemptions),
             Counter("vllm:prompt_tokens", dict(labels), self.prompt_tokens),
             Counter("vllm:generation_tokens", dict(labels), self.generation_tokens),
             Counter("vllm:prefix_cache_queries", dict(labels), self.prefix_cache_queries),
-            Counter("vllm:prefix_cache_hits", dict(labels), self.prefix_cache_hits)]
-        counters += [Counter("vllm:request_success", {**labels, "finished_reason": reason}, n)
-                     for reason, n in sorted(self.request_success.items())]
-        hists: list[Metric] = [self.ttft.export("vllm:time_to_first_token_seconds", labels),
-                               self.itl.export("vllm:inter_token_latency_seconds", labels),
-                               self.e2e.export("vllm:e2e_request_latency_seconds", labels),
-                               self.iteration_tokens.export("vllm:iteration_tokens_total", labels)]
+            Counter("vllm:prefix_cache_hits", dict(labels), self.prefix_cache_hits),
+        ]
+        counters += [
+            Counter("vllm:request_success", {**labels, "finished_reason": reason}, n)
+            for reason, n in sorted(self.request_success.items())
+        ]
+        hists: list[Metric] = [
+            self.ttft.export("vllm:time_to_first_token_seconds", labels),
+            self.itl.export("vllm:inter_token_latency_seconds", labels),
+            self.e2e.export("vllm:e2e_request_latency_seconds", labels),
+            self.iteration_tokens.export("vllm:iteration_tokens_total", labels),
+        ]
         return gauges + counters + hists

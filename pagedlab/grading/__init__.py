@@ -19,29 +19,44 @@ running the tests), ``rpc`` (calls between the two, as plain data), ``grade`` / 
 files), ``gradescope`` (the autograder zip), ``references`` (``use_reference``, ``yours_or_reference``),
 ``kit`` (the learner-facing name of ``pagedlab.analysis.kit``). Failure pictures are drawn by ``pagedlab.viz``.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["check", "use_reference", "yours_or_reference", "components", "hidden_test", "CheckResult", "Fail",
-           "my_engine", "serve_with"]
+__all__ = [
+    "check",
+    "use_reference",
+    "yours_or_reference",
+    "components",
+    "hidden_test",
+    "CheckResult",
+    "Fail",
+    "my_engine",
+    "serve_with",
+]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: importing pagedlab.grading stays cheap (labs_build and the CLI import it).
     if name in ("check", "CheckResult"):
         from pagedlab.grading import checking as _check_mod
+
         return getattr(_check_mod, name)
     if name in ("use_reference", "yours_or_reference", "components"):
         from pagedlab.grading import references
+
         return getattr(references, name)
     if name in ("my_engine", "serve_with"):
         from pagedlab.grading import plug
+
         return getattr(plug, name)
     if name == "hidden_test":
         from pagedlab.grading.registry import hidden_test
+
         return hidden_test
     if name == "Fail":
         from pagedlab.grading.recorder import Fail
+
         return Fail
     raise AttributeError(f"module 'pagedlab.grading' has no attribute {name!r}")

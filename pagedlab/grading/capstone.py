@@ -17,6 +17,7 @@ HF parity: HF transformers' greedy tokens for the capstone prompts are recorded 
 ``AutoModelForCausalLM.generate`` on the bundled GGUF; loading transformers takes ~30 s, too slow
 for a notebook cell). ``tests/components/test_capstone.py`` checks the file against a live HF run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,10 @@ from pagedlab.grading.plug import BRIDGES, learner_components, render_component_
 __all__ = ["capstone", "CapstoneReport", "CAPSTONE_PROMPTS", "HF_FILE", "load_learner_parts", "record_hf_reference"]
 
 #: The first 8 user prompts of ``data/prompts.jsonl``.
-CAPSTONE_PROMPTS: list[str] = [json.loads(line)["messages"][-1]["content"]
-                               for line in data.path("prompts.jsonl").read_text(encoding="utf-8").splitlines()[:8]]
+CAPSTONE_PROMPTS: list[str] = [
+    json.loads(line)["messages"][-1]["content"]
+    for line in data.path("prompts.jsonl").read_text(encoding="utf-8").splitlines()[:8]
+]
 MAX_TOKENS = 6
 HF_FILE = "capstone_hf_greedy.json"
 _ENGINE = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0, "enable_prefix_caching": False}
@@ -46,14 +49,26 @@ INVARIANCE: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("block_size 1", {"block_size": 1, "num_gpu_blocks": 2048}, {}),
     ("block_size 16, caching off", {"block_size": 16}, {}),
     ("block_size 32", {"block_size": 32, "num_gpu_blocks": 64}, {}),
-    ("prefix caching hash", {"enable_prefix_caching": True, "prefix_cache": "hash"},
-     {"schedule_step": "your step does not look prefix hits up"}),
-    ("prefix caching radix", {"enable_prefix_caching": True, "prefix_cache": "radix"},
-     {"schedule_step": "your step does not look prefix hits up"}),
-    ("forced recompute preemption", {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "recompute"},
-     {"schedule_step": "your step does not preempt"}),
-    ("forced swap preemption", {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "swap",
-                                "num_cpu_blocks": 64}, {"schedule_step": "your step does not preempt"}),
+    (
+        "prefix caching hash",
+        {"enable_prefix_caching": True, "prefix_cache": "hash"},
+        {"schedule_step": "your step does not look prefix hits up"},
+    ),
+    (
+        "prefix caching radix",
+        {"enable_prefix_caching": True, "prefix_cache": "radix"},
+        {"schedule_step": "your step does not look prefix hits up"},
+    ),
+    (
+        "forced recompute preemption",
+        {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "recompute"},
+        {"schedule_step": "your step does not preempt"},
+    ),
+    (
+        "forced swap preemption",
+        {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "swap", "num_cpu_blocks": 64},
+        {"schedule_step": "your step does not preempt"},
+    ),
 ]
 
 
@@ -88,15 +103,22 @@ class CapstoneReport:
         return self.yours_seconds / self.kit_seconds if self.kit_seconds else float("nan")
 
     def text(self) -> str:
-        lines = ["Your engine:", self.components.table(), *("  note - " + n for n in self.notes), "",
-                 f"{'check':<28} {'= HF':<5} {'time':>6}  your parts in this run"]
+        lines = [
+            "Your engine:",
+            self.components.table(),
+            *("  note - " + n for n in self.notes),
+            "",
+            f"{'check':<28} {'= HF':<5} {'time':>6}  your parts in this run",
+        ]
         for r in self.rows:
             mark = "✅" if r.same_as_hf else "❌"
             extra = f"  ({r.note})" if r.note else ""
             pre = f" [{r.preempted} preemptions]" if r.preempted else ""
             lines.append(f"{r.check:<28} {mark:<5} {r.seconds:>5.1f}s  {', '.join(r.yours) or '-'}{pre}{extra}")
-        lines.append(f"\nSpeed: your engine {self.yours_seconds:.1f}s, the kit's {self.kit_seconds:.1f}s "
-                     f"(ratio {self.speed_ratio:.2f}) for {len(CAPSTONE_PROMPTS)} prompts x {MAX_TOKENS} tokens")
+        lines.append(
+            f"\nSpeed: your engine {self.yours_seconds:.1f}s, the kit's {self.kit_seconds:.1f}s "
+            f"(ratio {self.speed_ratio:.2f}) for {len(CAPSTONE_PROMPTS)} prompts x {MAX_TOKENS} tokens"
+        )
         return "\n".join(lines)
 
 
@@ -109,6 +131,7 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
     """
     from pagedlab.grading.checking import check
     from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
+
     known = {ex.id for ex in registry.all_exercises()}
     names = exercise_names([eid for eid in BRIDGES if eid in known])
     ns: dict[str, Any] = {}
@@ -130,17 +153,25 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
 
 def _tokens(llm: Any, prompts: list[list[int]]) -> tuple[list[list[int]], float]:
     from pagedlab import SamplingParams
+
     t0 = time.perf_counter()
     params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS)
     outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
     return [list(o.outputs[0].token_ids) for o in outs], time.perf_counter() - t0
 
 
-def _run(check_name: str, comps: Components, kw: dict[str, Any], kit_only: dict[str, str],
-         prompts: list[list[int]], hf: list[list[int]]) -> Row:
+def _run(
+    check_name: str,
+    comps: Components,
+    kw: dict[str, Any],
+    kit_only: dict[str, str],
+    prompts: list[list[int]],
+    hf: list[list[int]],
+) -> Row:
     """One invariance run: ``comps`` with the ``kit_only`` slots given back to the kit."""
     from pagedlab import LLM
     from pagedlab.errors import ComponentError
+
     notes = []
     for slot, why in kit_only.items():
         if comps.is_yours(slot):
@@ -169,8 +200,9 @@ def _time_both(report: CapstoneReport, kit: Any, yours: Any, prompts: list[list[
     """The faster of two interleaved timed runs of each engine, after a warm-up; a guard that trips
     leaves ``yours_seconds`` at 0 and a note."""
     from pagedlab.errors import ComponentError
+
     try:
-        _tokens(kit, prompts[:1]), _tokens(yours, prompts[:1])     # warm both up
+        _tokens(kit, prompts[:1]), _tokens(yours, prompts[:1])  # warm both up
         kit_s, yours_s = [], []
         for _ in range(2):
             kit_s.append(_tokens(kit, prompts)[1])
@@ -190,6 +222,7 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
         namespace: use these objects instead of loading notebooks (tests).
     """
     from pagedlab import LLM
+
     notes: list[str] = []
     if namespace is None:
         namespace, notes = load_learner_parts(Path(folder or ".").resolve())
@@ -216,6 +249,7 @@ def record_hf_reference(max_new_tokens: int = 24) -> Path:
 
     from pagedlab.model.fetch import ensure_model
     from pagedlab.model.loader import load_tokenizer
+
     gguf = Path(ensure_model())
     tok = load_tokenizer()
     with warnings.catch_warnings():
@@ -227,9 +261,15 @@ def record_hf_reference(max_new_tokens: int = 24) -> Path:
         # tokenize=True: token ids, wrapped in a BatchEncoding by some transformers versions
         ids = cast(list[int], list(enc["input_ids"] if isinstance(enc, Mapping) else enc))
         with torch.inference_mode():
-            out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                              do_sample=False, max_new_tokens=max_new_tokens, eos_token_id=2, pad_token_id=2)
-        rows.append({"prompt": p, "tokens": out[0, len(ids):].tolist()})
+            out = hf.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                do_sample=False,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=2,
+                pad_token_id=2,
+            )
+        rows.append({"prompt": p, "tokens": out[0, len(ids) :].tolist()})
     target = data.directory() / HF_FILE
     target.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return target

@@ -11,23 +11,38 @@ run diverged from the reference run (or the invariant that broke), what was expe
 happened, a hint, and - in a notebook - pictures of the learner's and the expected state at
 that step. Returns a :class:`CheckResult` (``.passed``) so tests and notebooks can assert on it.
 """
+
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from pagedlab.grading import registry
 from pagedlab.grading.judge import Outcome, judge
-from pagedlab.viz.pictures import side_by_side
 from pagedlab.grading.runner import reference_transcript, run_driver
+from pagedlab.viz.pictures import side_by_side
 
 __all__ = ["check", "CheckResult", "resolve_exercise", "skipped_after_timeout", "record_result", "passed_check"]
 
-MARK = {"passed": "✅", "failed": "❌", "not_implemented": "⬜", "error": "❌", "timeout": "⏱️", "internal": "⚠️",
-        "skipped": "⏭️"}
-WORD = {"passed": "passed", "failed": "failed", "not_implemented": "not implemented yet", "error": "raised an error",
-        "timeout": "ran out of time", "internal": "test broken (not your fault)", "skipped": "skipped"}
+MARK = {
+    "passed": "✅",
+    "failed": "❌",
+    "not_implemented": "⬜",
+    "error": "❌",
+    "timeout": "⏱️",
+    "internal": "⚠️",
+    "skipped": "⏭️",
+}
+WORD = {
+    "passed": "passed",
+    "failed": "failed",
+    "not_implemented": "not implemented yet",
+    "error": "raised an error",
+    "timeout": "ran out of time",
+    "internal": "test broken (not your fault)",
+    "skipped": "skipped",
+}
 
 
 @dataclass
@@ -44,7 +59,7 @@ class CheckResult:
     exercise: str
     name: str = ""
     summary: str = ""
-    outcomes: List[Outcome] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     error: str = ""
 
     @property
@@ -57,14 +72,14 @@ class CheckResult:
         return sum(o.passed for o in self.outcomes)
 
     @property
-    def first_failure(self) -> Optional[Outcome]:
+    def first_failure(self) -> Outcome | None:
         return next((o for o in self.outcomes if not o.passed), None)
 
     def _first_skipped(self) -> Outcome | None:
         return next((o for o in self.outcomes if o.status == "skipped"), None)
 
     @property
-    def details(self) -> List[Dict[str, Any]]:
+    def details(self) -> list[dict[str, Any]]:
         """Plain dicts of the outcomes (pictures included)."""
         return [o.to_dict() for o in self.outcomes]
 
@@ -92,7 +107,9 @@ class CheckResult:
                     lines.append(f"  {MARK['skipped']} {o.message}")
                 continue
             title = o.title + ("  [hidden test]" if o.hidden else "")
-            lines.append(f"  {MARK.get(o.status, '❌')} {title}" + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})"))
+            lines.append(
+                f"  {MARK.get(o.status, '❌')} {title}" + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})")
+            )
             if o is first and o.message and (show_hidden_details or not o.hidden):
                 for ln in o.message.splitlines():
                     lines.append("       " + ln)
@@ -102,8 +119,10 @@ class CheckResult:
         if self.passed:
             lines.append(f"All {n} tests passed. 🎉")
         else:
-            lines.append(f"{self.num_passed} of {n} tests passed."
-                         + (" Fix the first failure first: later ones often follow from it." if first else ""))
+            lines.append(
+                f"{self.num_passed} of {n} tests passed."
+                + (" Fix the first failure first: later ones often follow from it." if first else "")
+            )
         return "\n".join(lines)
 
     def html(self, show_hidden_details: bool = True) -> str:
@@ -111,9 +130,11 @@ class CheckResult:
         e = html.escape
         if self.error:
             return f'<div class="pl-check"><pre style="white-space:pre-wrap">❌ {e(self.error)}</pre></div>'
-        parts = [f'<div class="pl-check" data-exercise="{e(self.exercise)}" data-passed="{int(self.passed)}">',
-                 f"<div><b>Exercise {e(self.exercise)}</b>: <code>{e(self.name)}</code> - {e(self.summary)}</div>",
-                 '<ul style="list-style:none;padding-left:0.5em;margin:0.3em 0">']
+        parts = [
+            f'<div class="pl-check" data-exercise="{e(self.exercise)}" data-passed="{int(self.passed)}">',
+            f"<div><b>Exercise {e(self.exercise)}</b>: <code>{e(self.name)}</code> - {e(self.summary)}</div>",
+            '<ul style="list-style:none;padding-left:0.5em;margin:0.3em 0">',
+        ]
         first = self.first_failure
         for o in self.outcomes:
             if o.status == "skipped":
@@ -130,7 +151,9 @@ class CheckResult:
             parts.append("</li>")
         parts.append("</ul>")
         n = len(self.outcomes)
-        parts.append(f"<div>{'All %d tests passed. 🎉' % n if self.passed else '%d of %d tests passed.' % (self.num_passed, n)}</div>")
+        parts.append(
+            f"<div>{f'All {n} tests passed. 🎉' if self.passed else f'{self.num_passed} of {n} tests passed.'}</div>"
+        )
         parts.append("</div>")
         return "".join(parts)
 
@@ -149,7 +172,7 @@ def _in_notebook() -> bool:
     return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
 
 
-def resolve_exercise(obj: Any, exercise_id: Optional[str] = None) -> registry.Exercise:
+def resolve_exercise(obj: Any, exercise_id: str | None = None) -> registry.Exercise:
     """The exercise ``obj`` answers: ``exercise_id`` if given, else the one named ``obj.__name__``.
 
     Raises:
@@ -163,24 +186,34 @@ def resolve_exercise(obj: Any, exercise_id: Optional[str] = None) -> registry.Ex
         hits = registry.find_by_name(cls)
         if hits:
             raise registry.UnknownExerciseError(
-                f"check() needs the class itself, not an object of it: write check({cls}), not check({cls}(...))")
+                f"check() needs the class itself, not an object of it: write check({cls}), not check({cls}(...))"
+            )
         raise registry.UnknownExerciseError(
-            f"check() needs the function or class you wrote (got a {cls} object); e.g. check(slot_mapping)")
+            f"check() needs the function or class you wrote (got a {cls} object); e.g. check(slot_mapping)"
+        )
     hits = registry.find_by_name(name)
     if len(hits) == 1:
         return hits[0]
     if len(hits) > 1:
         ids = ", ".join(h.id for h in hits)
-        raise registry.UnknownExerciseError(f"several exercises are called {name}: pass the id, e.g. "
-                                            f"check({name}, {hits[0].id!r}) (one of {ids})")
+        raise registry.UnknownExerciseError(
+            f"several exercises are called {name}: pass the id, e.g. check({name}, {hits[0].id!r}) (one of {ids})"
+        )
     names = ", ".join(sorted({ex.name for ex in registry.all_exercises()}))
     raise registry.UnknownExerciseError(
         f"no exercise is called {name!r}. Did you rename it? Keep the name the lab gives, or pass the "
-        f"exercise id: check({name}, '02.free_queue'). Exercises: {names}")
+        f"exercise id: check({name}, '02.free_queue'). Exercises: {names}"
+    )
 
 
-def check(obj: Any, exercise_id: Optional[str] = None, *, hidden_tests: Optional[str] = None,
-          show: Any = "auto", pictures: bool = True) -> CheckResult:
+def check(
+    obj: Any,
+    exercise_id: str | None = None,
+    *,
+    hidden_tests: str | None = None,
+    show: Any = "auto",
+    pictures: bool = True,
+) -> CheckResult:
     """Run an exercise's tests on ``obj`` and report (see the module docstring).
 
     Args:
@@ -217,7 +250,7 @@ def check(obj: Any, exercise_id: Optional[str] = None, *, hidden_tests: Optional
 
 
 #: exercise id -> (the object last checked, whether it passed), for this kernel (``my_engine`` reads it).
-_RESULTS: Dict[str, tuple[Any, bool]] = {}
+_RESULTS: dict[str, tuple[Any, bool]] = {}
 
 
 def record_result(exercise_id: str, obj: Any, passed: bool) -> None:
@@ -254,9 +287,9 @@ def _show(res: CheckResult, show: Any) -> None:
     if mode == "html":
         try:
             from IPython.display import HTML, display
+
             display(HTML(res.html()))
             return
         except ImportError:  # pragma: no cover
             pass
     print(res.text())
-

@@ -26,9 +26,11 @@ It writes ``result.jsonl`` (one JSON object a line) in its own folder:
 If the learner's process dies or overruns a test's time limit, the test is recorded as such and
 a fresh learner process is started for the next one. All public tests run before any hidden one.
 """
+
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import signal
@@ -50,8 +52,25 @@ from pagedlab.grading.sandbox import limits_preexec
 __all__ = ["LearnerProcess", "main", "static_flags"]
 
 #: pagedlab.grading modules a learner's exercise cell has no business importing.
-GRADING_INTERNALS = frozenset({"registry", "runner", "recorder", "judge", "checking", "extract", "sandbox", "driver",
-                               "rpc", "grade", "report", "references", "exercises", "gradescope", "labs_build"})
+GRADING_INTERNALS = frozenset(
+    {
+        "registry",
+        "runner",
+        "recorder",
+        "judge",
+        "checking",
+        "extract",
+        "sandbox",
+        "driver",
+        "rpc",
+        "grade",
+        "report",
+        "references",
+        "exercises",
+        "gradescope",
+        "labs_build",
+    }
+)
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})
 #: Time limits here are this many times a test's own (check()'s): every call into the learner's
 #: code, and every attribute the driver reads from its objects, crosses processes (~0.1 ms each).
@@ -79,8 +98,11 @@ def _kit_aliases(sources: list[str]) -> set[str]:
             if isinstance(node, ast.Import):
                 out |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("pagedlab")}
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pagedlab"):
-                out |= {a.asname or a.name for a in node.names
-                        if node.module == "pagedlab" or _internal(f"{node.module}.{a.name}")}
+                out |= {
+                    a.asname or a.name
+                    for a in node.names
+                    if node.module == "pagedlab" or _internal(f"{node.module}.{a.name}")
+                }
     return out
 
 
@@ -120,8 +142,13 @@ def static_flags(source: str, ex_name: str, aliases: set[str]) -> list[str]:
                 flags += _import_flags(ast.Import(names=[ast.alias(name=str(node.args[0].value))]), ex_name)
             elif called in ("setattr", "delattr") and node.args and _root(node.args[0]) in aliases:
                 flags.append(f"{called} on the kit's objects ({ast.unparse(node.args[0])[:60]})")
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
         for t in targets:
             text = ast.unparse(t)
             if isinstance(t, (ast.Attribute, ast.Subscript)) and _root(t) in aliases:
@@ -165,8 +192,13 @@ def describe_exit(rc: int | None) -> str:
     if rc is None:
         return "the process running your code stopped answering"
     if rc < 0:
-        names: dict[int, str] = {signal.SIGKILL: "was killed (memory limit?)", signal.SIGSEGV: "crashed (segmentation fault)",
-                 signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time", signal.SIGBUS: "crashed (bus error)"}
+        names: dict[int, str] = {
+            signal.SIGKILL: "was killed (memory limit?)",
+            signal.SIGSEGV: "crashed (segmentation fault)",
+            signal.SIGABRT: "aborted",
+            signal.SIGXCPU: "ran out of CPU time",
+            signal.SIGBUS: "crashed (bus error)",
+        }
         return f"the process running your code {names.get(-rc, f'was killed by signal {-rc}')}"
     return f"the process running your code exited with status {rc} (did your code call os._exit or sys.exit?)"
 
@@ -189,13 +221,25 @@ class LearnerProcess:
         r1, w1 = os.pipe()
         r2, w2 = os.pipe()
         with open(os.path.join(self.workdir, "job.json"), "w", encoding="utf-8") as f:
-            json.dump({"names": self.names, "notebooks": self.job["notebooks"], "needs": self.job["needs"],
-                       "cell_timeout": self.job["test_timeout"]}, f)
+            json.dump(
+                {
+                    "names": self.names,
+                    "notebooks": self.job["notebooks"],
+                    "needs": self.job["needs"],
+                    "cell_timeout": self.job["test_timeout"],
+                },
+                f,
+            )
         env = dict(os.environ, HOME=self.workdir, TMPDIR=self.workdir, MPLCONFIGDIR=self.workdir)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", str(r1), str(w2), "job.json"],
-            cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, pass_fds=(r1, w2), close_fds=True,
-            preexec_fn=limits_preexec(self.job["memory_mb"], self.job["cpu_s"]))
+            cwd=self.workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            pass_fds=(r1, w2),
+            close_fds=True,
+            preexec_fn=limits_preexec(self.job["memory_mb"], self.job["cpu_s"]),
+        )
         os.close(r1)
         os.close(w2)
         self.chan = Channel(r2, w1, trusted=True)
@@ -205,9 +249,13 @@ class LearnerProcess:
             self._take_hello(hello)
         except (ChannelClosed, TimeLimitExceeded, ValueError, TypeError, KeyError) as e:
             self.stop()
-            return describe_exit(self.proc.returncode) if isinstance(e, ChannelClosed) else \
-                "the notebook's cells did not load in time" if isinstance(e, TimeLimitExceeded) else \
-                "the process running your code sent nonsense"
+            return (
+                describe_exit(self.proc.returncode)
+                if isinstance(e, ChannelClosed)
+                else "the notebook's cells did not load in time"
+                if isinstance(e, TimeLimitExceeded)
+                else "the process running your code sent nonsense"
+            )
         return ""
 
     def _take_hello(self, hello: Any) -> None:
@@ -236,10 +284,8 @@ class LearnerProcess:
             self.proc.wait()
         if self.chan is not None:
             for fd in (self.chan.rfd, self.chan.wfd):
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
             self.chan.closed = True
 
 
@@ -258,8 +304,15 @@ def _notebooks(job: dict[str, Any], names: dict[str, str], out: TextIO) -> dict[
         except NotebookError as e:
             _write(out, {"type": "notebook", "notebook": nb_name, "error": str(e)})
             continue
-        _write(out, {"type": "notebook", "notebook": nb_name, "notes": ext.notes,
-                     "found": {eid: c.index for eid, c in ext.cells.items()}})
+        _write(
+            out,
+            {
+                "type": "notebook",
+                "notebook": nb_name,
+                "notes": ext.notes,
+                "found": {eid: c.index for eid, c in ext.cells.items()},
+            },
+        )
         parsed[nb_name] = ext
     return parsed
 
@@ -267,8 +320,10 @@ def _notebooks(job: dict[str, Any], names: dict[str, str], out: TextIO) -> dict[
 def _exercises(lp: LearnerProcess, parsed: dict[str, Any], out: TextIO) -> list[str]:
     """Write one ``exercise`` line per exercise (the first notebook where it loads wins); return the loaded ids."""
     graded: dict[str, str] = {}
-    aliases = {nb: _kit_aliases([s for _i, s in ext.other_cells] + [c.source for c in ext.cells.values()])
-               for nb, ext in parsed.items()}
+    aliases = {
+        nb: _kit_aliases([s for _i, s in ext.other_cells] + [c.source for c in ext.cells.values()])
+        for nb, ext in parsed.items()
+    }
     for r in lp.records:
         eid, nb = str(r.get("exercise", "")), str(r.get("notebook", ""))
         if "error" in r and "exercise" not in r:
@@ -281,9 +336,18 @@ def _exercises(lp: LearnerProcess, parsed: dict[str, Any], out: TextIO) -> list[
             continue
         cell = parsed[nb].cells.get(eid)
         flags = static_flags(cell.source, lp.names[eid], aliases[nb]) if cell is not None else []
-        _write(out, {"type": "exercise", "exercise": eid, "notebook": nb, "ok": bool(r.get("ok")),
-                     "error": str(r.get("error", ""))[:2000], "flags": flags,
-                     "notes": [str(n)[:500] for n in r.get("notes", [])][:20] if isinstance(r.get("notes"), list) else []})
+        _write(
+            out,
+            {
+                "type": "exercise",
+                "exercise": eid,
+                "notebook": nb,
+                "ok": bool(r.get("ok")),
+                "error": str(r.get("error", ""))[:2000],
+                "flags": flags,
+                "notes": [str(n)[:500] for n in r.get("notes", [])][:20] if isinstance(r.get("notes"), list) else [],
+            },
+        )
         if r.get("ok"):
             graded[eid] = nb
     return list(graded)
@@ -294,8 +358,14 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
     if not lp.alive() or eid not in lp.objects:
         why = lp.start() if not lp.alive() else ""
         if why or eid not in lp.objects:
-            return [{"kind": "error", "type": "ProcessEnded", "where": "",
-                     "message": why or "your exercise cell did not load again in a fresh process"}]
+            return [
+                {
+                    "kind": "error",
+                    "type": "ProcessEnded",
+                    "where": "",
+                    "message": why or "your exercise cell did not load again in a fresh process",
+                }
+            ]
     limit = min(RPC_SLACK * test.timeout, timeout)
     if registry.get(eid).runs_in_learner_process:
         entries = _run_in_learner(lp, eid, test, limit)
@@ -304,8 +374,12 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
     if lp.chan is not None and lp.chan.closed:
         lp.stop()
         if entries and entries[-1].get("kind") == "error":
-            entries[-1] = {"kind": "error", "type": "ProcessEnded", "where": "",
-                           "message": describe_exit(lp.proc.returncode if lp.proc else None)}
+            entries[-1] = {
+                "kind": "error",
+                "type": "ProcessEnded",
+                "where": "",
+                "message": describe_exit(lp.proc.returncode if lp.proc else None),
+            }
     elif entries and entries[-1].get("where") == "<time limit>":
         lp.stop()  # it is still running the learner's loop
     return entries
@@ -344,20 +418,34 @@ def _run_in_learner(lp: LearnerProcess, eid: str, test: Any, limit: float) -> li
         with time_limit(limit + 5.0):  # the learner's process enforces ``limit`` itself; this is the backstop
             got = lp.local.run(eid, test.title, lp.objects[eid], limit)
     except TimeLimitExceeded:
-        return [{"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>",
-                 "limit": limit}]
+        return [
+            {"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>", "limit": limit}
+        ]
     except BaseException as e:  # noqa: BLE001 - ChannelClosed included: _run_one says why the process ended
-        return [{"kind": "error", "type": type(e).__name__, "where": "",
-                 "message": f"the kit's test could not run in the process running your code: {str(e)[:500]}"}]
+        return [
+            {
+                "kind": "error",
+                "type": type(e).__name__,
+                "where": "",
+                "message": f"the kit's test could not run in the process running your code: {str(e)[:500]}",
+            }
+        ]
     try:
         return _learner_transcript(got)
     except ValueError as e:
-        return [{"kind": "error", "type": "ProtocolError", "where": "",
-                 "message": f"the process running your code sent a malformed transcript ({e})"}]
+        return [
+            {
+                "kind": "error",
+                "type": "ProtocolError",
+                "where": "",
+                "message": f"the process running your code sent a malformed transcript ({e})",
+            }
+        ]
 
 
-def _run_tests(lp: LearnerProcess, loaded: list[str], hidden: bool, timeout: float, out: TextIO,
-               timed_out: set[str]) -> None:
+def _run_tests(
+    lp: LearnerProcess, loaded: list[str], hidden: bool, timeout: float, out: TextIO, timed_out: set[str]
+) -> None:
     for eid in loaded:
         for test in registry.get(eid).tests:
             if test.hidden != hidden:
@@ -368,8 +456,9 @@ def _run_tests(lp: LearnerProcess, loaded: list[str], hidden: bool, timeout: flo
                 entries = _run_one(lp, eid, test, timeout)
                 if entries and entries[-1].get("where") == "<time limit>":
                     timed_out.add(eid)
-            _write(out, {"type": "transcript", "exercise": eid, "test": test.title, "hidden": hidden,
-                         "entries": entries})
+            _write(
+                out, {"type": "transcript", "exercise": eid, "test": test.title, "hidden": hidden, "entries": entries}
+            )
 
 
 def _audit(lp: LearnerProcess, out: TextIO) -> None:
@@ -397,8 +486,16 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
     why = lp.start() if parsed else ""
     if why:
         for eid in names:
-            _write(out, {"type": "exercise", "exercise": eid, "notebook": "", "ok": False,
-                         "error": f"your notebook's cells could not be loaded: {why}"})
+            _write(
+                out,
+                {
+                    "type": "exercise",
+                    "exercise": eid,
+                    "notebook": "",
+                    "ok": False,
+                    "error": f"your notebook's cells could not be loaded: {why}",
+                },
+            )
     loaded = _exercises(lp, parsed, out)
     timed_out: set[str] = set()
     local = [eid for eid in loaded if registry.get(eid).runs_in_learner_process]

@@ -21,6 +21,7 @@ exercise only; the others still run. A notebook whose marker line was deleted is
 a top-level definition of each exercise's name. A cell marked for one exercise that does not define
 its name (a renamed function) is reported with the names it does define.
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,8 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NotebookError", "ExerciseCell", "Extraction", "LoadedExercise", "read_notebook", "find_exercises",
-           "load_exercises", "MARKER_RE", "MAX_NOTEBOOK_BYTES"]
+__all__ = [
+    "NotebookError",
+    "ExerciseCell",
+    "Extraction",
+    "LoadedExercise",
+    "read_notebook",
+    "find_exercises",
+    "load_exercises",
+    "MARKER_RE",
+    "MAX_NOTEBOOK_BYTES",
+]
 
 #: ``# EXERCISE 02.free_queue`` (case-insensitive; ``#EXERCISE:`` also accepted).
 MARKER_RE = re.compile(r"^\s*#\s*EXERCISE\b[:\s]*([0-9]{2}\.[A-Za-z0-9_]+)", re.IGNORECASE)
@@ -48,9 +58,9 @@ class NotebookError(ValueError):
 @dataclass
 class ExerciseCell:
     exercise: str
-    index: int            #: cell number in the notebook (0-based)
+    index: int  #: cell number in the notebook (0-based)
     source: str
-    found_by: str         #: "marker", "metadata" or "name"
+    found_by: str  #: "marker", "metadata" or "name"
 
 
 @dataclass
@@ -88,8 +98,10 @@ def read_notebook(path: Any) -> dict[str, Any]:
     except OSError as e:
         raise NotebookError(f"cannot read the file ({e.strerror or e})") from e
     if size > MAX_NOTEBOOK_BYTES:
-        raise NotebookError(f"the file is {size / 1e6:.0f} MB; notebooks over {MAX_NOTEBOOK_BYTES // 2**20} MB are "
-                            "refused (clear the outputs and save again)")
+        raise NotebookError(
+            f"the file is {size / 1e6:.0f} MB; notebooks over {MAX_NOTEBOOK_BYTES // 2**20} MB are "
+            "refused (clear the outputs and save again)"
+        )
     try:
         raw = p.read_bytes()
         text = raw.decode("utf-8-sig")
@@ -98,8 +110,10 @@ def read_notebook(path: Any) -> dict[str, Any]:
     try:
         nb = json.loads(text)
     except ValueError as e:
-        raise NotebookError(f"the file is not valid JSON, so it is not a notebook ({e}); was it saved from Jupyter, "
-                            "or renamed from another kind of file?") from e
+        raise NotebookError(
+            f"the file is not valid JSON, so it is not a notebook ({e}); was it saved from Jupyter, "
+            "or renamed from another kind of file?"
+        ) from e
     if not isinstance(nb, dict) or ("cells" not in nb and "worksheets" not in nb):
         raise NotebookError("the file is JSON but not a Jupyter notebook (it has no 'cells')")
     if "worksheets" in nb or int(nb.get("nbformat", 4) or 4) < 4:
@@ -167,8 +181,9 @@ def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
         eid, how = _marker(cell, src)
         if eid is not None:
             if eid in ext.cells:
-                ext.notes.append(f"exercise {eid} appears in cells {ext.cells[eid].index} and {i}; "
-                                 f"the last one (cell {i}) is graded")
+                ext.notes.append(
+                    f"exercise {eid} appears in cells {ext.cells[eid].index} and {i}; the last one (cell {i}) is graded"
+                )
             if eid not in names:
                 ext.notes.append(f"cell {i} is marked '# EXERCISE {eid}', which is not an exercise of this course")
             ext.cells[eid] = ExerciseCell(eid, i, src, how)
@@ -185,8 +200,10 @@ def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
         if eid not in ext.cells:
             ext.cells[eid] = ExerciseCell(eid, i, src, "name")
             ext.other_cells = [(j, s) for j, s in ext.other_cells if j != i]
-            ext.notes.append(f"found {names[eid]} in cell {i}, which has no '# EXERCISE {eid}' first line "
-                             "(graded anyway; keep the marker line to be safe)")
+            ext.notes.append(
+                f"found {names[eid]} in cell {i}, which has no '# EXERCISE {eid}' first line "
+                "(graded anyway; keep the marker line to be safe)"
+            )
     ext.cells = dict(sorted(ext.cells.items(), key=lambda kv: kv[1].index))
     return ext
 
@@ -267,8 +284,7 @@ def _register_source(filename: str, src: str) -> None:
 Runner = Callable[[Callable[[], None]], object]
 
 
-def _parse_exercises(ext: Extraction, label: str
-                     ) -> tuple[dict[str, LoadedExercise], dict[str, ast.Module], set[str]]:
+def _parse_exercises(ext: Extraction, label: str) -> tuple[dict[str, LoadedExercise], dict[str, ast.Module], set[str]]:
     """Parse every exercise cell: ``(results, trees, needed names)``.
 
     ``results`` has one entry per exercise (a syntax error is recorded in its ``error``); ``trees``
@@ -283,8 +299,9 @@ def _parse_exercises(ext: Extraction, label: str
         try:
             tree = ast.parse(strip_magics(cell.source), filename=f"<{label} cell {cell.index}>")
         except SyntaxError as e:
-            le.error = (f"the exercise cell (cell {cell.index}) has a syntax error at line {e.lineno}: {e.msg}; "
-                        "it cannot run")
+            le.error = (
+                f"the exercise cell (cell {cell.index}) has a syntax error at line {e.lineno}: {e.msg}; it cannot run"
+            )
             continue
         tree.body = [n for n in tree.body if not isinstance(n, (ast.Expr, ast.Assert))]
         trees[eid] = tree
@@ -309,8 +326,7 @@ def _run_setup(ext: Extraction, needed: set[str], ns: dict[str, Any], runner: Ru
     return setup_notes
 
 
-def _run_exercise_cell(cell: ExerciseCell, tree: ast.Module, ns: dict[str, Any], runner: Runner,
-                       label: str) -> str:
+def _run_exercise_cell(cell: ExerciseCell, tree: ast.Module, ns: dict[str, Any], runner: Runner, label: str) -> str:
     """Execute one parsed exercise cell in ``ns``; the error message, or "" when it ran."""
     filename = f"<{label} cell {cell.index}>"
     _register_source(filename, strip_magics(cell.source))
@@ -323,13 +339,19 @@ def _run_exercise_cell(cell: ExerciseCell, tree: ast.Module, ns: dict[str, Any],
         if isinstance(e, SystemExit):
             return f"the exercise cell (cell {cell.index}) called sys.exit(); remove that call"
         line = _line_of(e, filename)
-        return (f"the exercise cell (cell {cell.index}) raised {type(e).__name__}: {_short(e)}"
-                + (f" (line {line})" if line else ""))
+        return f"the exercise cell (cell {cell.index}) raised {type(e).__name__}: {_short(e)}" + (
+            f" (line {line})" if line else ""
+        )
     return ""
 
 
-def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, Any] | None = None,
-                   run: Runner | None = None, label: str = "notebook") -> dict[str, LoadedExercise]:
+def load_exercises(
+    ext: Extraction,
+    names: dict[str, str],
+    namespace: dict[str, Any] | None = None,
+    run: Runner | None = None,
+    label: str = "notebook",
+) -> dict[str, LoadedExercise]:
     """Execute the setup and the exercise cells of ``ext``; return each exercise's object or error.
 
     Args:
@@ -360,8 +382,9 @@ def load_exercises(ext: Extraction, names: dict[str, str], namespace: dict[str, 
         if obj is None:
             defined = [n for n in _defined_names(trees[eid]) if not n.startswith("_")]
             if not le.error:
-                le.error = (f"the cell marked '# EXERCISE {eid}' (cell {cell.index}) does not define {name}"
-                            + (f"; it defines {', '.join(defined)}. Keep the name the lab gives" if defined else ""))
+                le.error = f"the cell marked '# EXERCISE {eid}' (cell {cell.index}) does not define {name}" + (
+                    f"; it defines {', '.join(defined)}. Keep the name the lab gives" if defined else ""
+                )
             continue
         le.obj = obj
         if cell.found_by == "name":
@@ -394,5 +417,6 @@ def _line_of(e: BaseException, filename: str) -> int | None:
 def exercise_names(ids: Iterable[str] | None = None) -> dict[str, str]:
     """Exercise id -> learner-facing name, for all (or the given) registered exercises."""
     from pagedlab.grading import registry
+
     exs = registry.all_exercises() if ids is None else [registry.get(i) for i in ids]
     return {ex.id: ex.name for ex in exs}

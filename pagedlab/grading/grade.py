@@ -28,9 +28,11 @@ Writes to ``--out`` (default ``grading-output/``):
   learner -> results), plus ``gradescope/<learner>/results.json`` (exactly Gradescope's format);
 * ``logs/<learner>.txt`` - for the instructor: the learner process's output and exit status.
 """
+
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -87,7 +89,7 @@ class ExerciseResult:
 @dataclass
 class LearnerResult:
     learner: Learner
-    status: str = "ok"                      # ok | error | timeout | crashed | invalid
+    status: str = "ok"  # ok | error | timeout | crashed | invalid
     messages: list[str] = field(default_factory=list)
     exercises: dict[str, ExerciseResult] = field(default_factory=dict)
     log: str = ""
@@ -137,14 +139,18 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
         if p.suffix == ".ipynb":
             learners.append(Learner(_safe_name(p.stem, taken), str(p), [p]))
         else:
-            learners.append(Learner(_safe_name(p.name, taken), str(p),
-                                    problems=[f"{p.name}: not a notebook (.ipynb); nothing to grade"]))
+            learners.append(
+                Learner(
+                    _safe_name(p.name, taken), str(p), problems=[f"{p.name}: not a notebook (.ipynb); nothing to grade"]
+                )
+            )
 
     for raw in paths:
         p = Path(raw)
         if not p.exists():
-            learners.append(Learner(_safe_name(p.name or str(p), taken), str(p),
-                                    problems=[f"{p}: no such file or folder"]))
+            learners.append(
+                Learner(_safe_name(p.name or str(p), taken), str(p), problems=[f"{p}: no such file or folder"])
+            )
         elif p.is_file():
             add_file(p)
         elif p.is_dir():
@@ -152,8 +158,13 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
                 if entry.name.startswith(".") or entry.name in SKIP_DIRS:
                     continue
                 if entry.is_symlink():
-                    learners.append(Learner(_safe_name(entry.name, taken), str(entry),
-                                            problems=[f"{entry.name}: a symbolic link, skipped"]))
+                    learners.append(
+                        Learner(
+                            _safe_name(entry.name, taken),
+                            str(entry),
+                            problems=[f"{entry.name}: a symbolic link, skipped"],
+                        )
+                    )
                 elif entry.is_dir():
                     lr = Learner(_safe_name(entry.name, taken), str(entry))
                     lr.notebooks = _notebooks_under(entry, lr.problems)
@@ -167,9 +178,19 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
 
 # --- running one learner ----------------------------------------------------------------------------------
 def _scrubbed_env(workdir: str) -> dict[str, str]:
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8", "MPLCONFIGDIR": workdir, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "MPLCONFIGDIR": workdir,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "TRITON_INTERPRET": "1",
+        "PYTHONHASHSEED": "0",
+    }
     return env
 
 
@@ -177,10 +198,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
-        try:
+        with contextlib.suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
 
 
 def _exit_reason(rc: int | None, timed_out: bool, timeout: float, memory_mb: int) -> str:
@@ -190,9 +209,13 @@ def _exit_reason(rc: int | None, timed_out: bool, timeout: float, memory_mb: int
         return "the grading process ended before finishing (did your code call os._exit?)"
     if rc < 0:
         sig = -rc
-        name = {int(signal.SIGKILL): "killed", signal.SIGSEGV: "crashed (segmentation fault)",
-                signal.SIGABRT: "aborted", signal.SIGXCPU: "ran out of CPU time",
-                signal.SIGBUS: "crashed (bus error)"}.get(sig, f"killed by signal {sig}")
+        name = {
+            int(signal.SIGKILL): "killed",
+            signal.SIGSEGV: "crashed (segmentation fault)",
+            signal.SIGABRT: "aborted",
+            signal.SIGXCPU: "ran out of CPU time",
+            signal.SIGBUS: "crashed (bus error)",
+        }.get(sig, f"killed by signal {sig}")
         hint = f" (memory limit {memory_mb} MB?)" if sig in (signal.SIGKILL, signal.SIGABRT) else ""
         return f"the grading process {name}{hint}"
     return f"the grading process exited with status {rc} before finishing (did your code call os._exit?)"
@@ -254,8 +277,9 @@ def _copy_notebooks(learner: Learner, folder: str, run: _Run) -> list[str]:
     return names
 
 
-def start_learner(learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float,
-                  memory_mb: int) -> _Run:
+def start_learner(
+    learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float, memory_mb: int
+) -> _Run:
     """Start one learner's driver process (:mod:`pagedlab.grading.driver`) in a fresh folder.
 
     The folder holds the driver's job and results; its ``learner/`` sub-folder holds copies of the
@@ -268,23 +292,42 @@ def start_learner(learner: Learner, exercises: list[str] | None, hidden: Path | 
     run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
     learner_dir = os.path.join(run.workdir, "learner")
     os.mkdir(learner_dir, 0o700)
-    job = {"notebooks": _copy_notebooks(learner, learner_dir, run), "learner_dir": learner_dir,
-           "exercises": exercises, "hidden_dir": str(hidden) if hidden else None,
-           "test_timeout": min(30.0, max(1.0, timeout / 4)), "memory_mb": memory_mb, "cpu_s": int(timeout) + 2,
-           "result": "result.jsonl"}
+    job = {
+        "notebooks": _copy_notebooks(learner, learner_dir, run),
+        "learner_dir": learner_dir,
+        "exercises": exercises,
+        "hidden_dir": str(hidden) if hidden else None,
+        "test_timeout": min(30.0, max(1.0, timeout / 4)),
+        "memory_mb": memory_mb,
+        "cpu_s": int(timeout) + 2,
+        "result": "result.jsonl",
+    }
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
-    run.log = open(os.path.join(run.workdir, "output.txt"), "wb")
+    run.log = open(os.path.join(run.workdir, "output.txt"), "wb")  # noqa: SIM115 - lives as long as the run; closed when it ends
     run.start = time.monotonic()
     run.proc = subprocess.Popen(
-        [sys.executable, "-I", "-m", "pagedlab.grading.driver", "job.json"], cwd=run.workdir,
-        env=_scrubbed_env(run.workdir), stdin=subprocess.DEVNULL, stdout=run.log, stderr=subprocess.STDOUT,
-        start_new_session=True, close_fds=True, preexec_fn=limits_preexec(max(memory_mb, 2048), int(timeout) + 2))
+        [sys.executable, "-I", "-m", "pagedlab.grading.driver", "job.json"],
+        cwd=run.workdir,
+        env=_scrubbed_env(run.workdir),
+        stdin=subprocess.DEVNULL,
+        stdout=run.log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=limits_preexec(max(memory_mb, 2048), int(timeout) + 2),
+    )
     return run
 
 
-def run_learners(learners: Sequence[Learner], exercises: list[str] | None, hidden: Path | None,
-                 timeout: float, memory_mb: int, jobs: int) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+def run_learners(
+    learners: Sequence[Learner],
+    exercises: list[str] | None,
+    hidden: Path | None,
+    timeout: float,
+    memory_mb: int,
+    jobs: int,
+) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every learner (at most ``jobs`` processes at a time); results in the learners' order."""
     results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     pending = list(enumerate(learners))
@@ -300,8 +343,9 @@ def run_learners(learners: Sequence[Learner], exercises: list[str] | None, hidde
     return [results[i] for i in range(len(learners))]
 
 
-def run_learner(learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float,
-                memory_mb: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_learner(
+    learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float, memory_mb: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
     return run_learners([learner], exercises, hidden, timeout, memory_mb, 1)[0]
 
@@ -314,6 +358,7 @@ def _remove_tree(path: str) -> None:
             func(p)
         except OSError:
             pass
+
     shutil.rmtree(path, onerror=fix)
 
 
@@ -332,7 +377,7 @@ def _read_results(path: str) -> list[dict[str, Any]]:
     try:
         if os.path.islink(path) or os.path.getsize(path) > MAX_RESULT_BYTES:
             return out
-        with open(path, "r", encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     obj = json.loads(line)
@@ -353,8 +398,10 @@ def _notebook_messages(ln: dict[str, Any], learner: Learner) -> list[str]:
     if isinstance(ln.get("error"), str):
         out.append(f"{nb}: {ln['error']}")
     elif isinstance(ln.get("found"), dict) and not ln["found"]:
-        out.append(f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
-                   "definition of an exercise's name). Is it from this course?")
+        out.append(
+            f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
+            "definition of an exercise's name). Is it from this course?"
+        )
     notes = ln.get("notes")
     out += [f"{nb}: {note}" for note in (notes if isinstance(notes, list) else [])]
     return out
@@ -371,8 +418,9 @@ def _take_exercise(er: ExerciseResult, ln: dict[str, Any], learner: Learner) -> 
     er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
 
 
-def _read_lines(res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: list[str]
-                ) -> tuple[dict[tuple[str, str, bool], Any], list[str]]:
+def _read_lines(
+    res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: list[str]
+) -> tuple[dict[tuple[str, str, bool], Any], list[str]]:
     """Messages and exercises of ``res`` from the driver's lines; return (transcripts, audit flags)."""
     learner = res.learner
     transcripts: dict[tuple[str, str, bool], Any] = {}
@@ -384,16 +432,21 @@ def _read_lines(res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: l
         elif t == "exercise" and ln.get("exercise") in exercise_ids:
             _take_exercise(res.exercises.setdefault(ln["exercise"], ExerciseResult(ln["exercise"])), ln, learner)
         elif t == "transcript":
-            transcripts.setdefault((str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden"))),
-                                   ln.get("entries"))
+            transcripts.setdefault(
+                (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden"))), ln.get("entries")
+            )
         elif t == "audit" and isinstance(ln.get("changed"), list):
             local = [ex.id for ex in registry.all_exercises() if ex.runs_in_learner_process]
-            audit.append("replaced the kit's objects in its own process (" + ", ".join(map(str, ln["changed"][:3]))
-                         + "): it earns nothing, the tests run in another process"
-                         + (f" (except those of {', '.join(local)}: instructor guide, section 7)" if local else ""))
+            audit.append(
+                "replaced the kit's objects in its own process ("
+                + ", ".join(map(str, ln["changed"][:3]))
+                + "): it earns nothing, the tests run in another process"
+                + (f" (except those of {', '.join(local)}: instructor guide, section 7)" if local else "")
+            )
         elif t == "note" and isinstance(ln.get("message"), str):
-            res.messages.append(re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner),
-                                       ln["message"][:300]))
+            res.messages.append(
+                re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner), ln["message"][:300])
+            )
     return transcripts, audit
 
 
@@ -406,23 +459,33 @@ def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool],
         out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
         if got is None and not out.passed:
             out.status = "error"
-            out.message = ("this test did not run: the grading process stopped before it"
-                           if not done else "this test did not run (hidden tests skipped?)")
+            out.message = (
+                "this test did not run: the grading process stopped before it"
+                if not done
+                else "this test did not run (hidden tests skipped?)"
+            )
         er.outcomes.append(out)
         if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
             er.score += per_test
     er.score = round(er.score, 4)
 
 
-def judge_learner(learner: Learner, lines: list[dict[str, Any]], info: dict[str, Any],
-                  exercise_ids: list[str], memory_mb: int, timeout: float) -> LearnerResult:
+def judge_learner(
+    learner: Learner,
+    lines: list[dict[str, Any]],
+    info: dict[str, Any],
+    exercise_ids: list[str],
+    memory_mb: int,
+    timeout: float,
+) -> LearnerResult:
     """One learner's result from its driver's lines (untouched by learner code) and process info."""
     res = LearnerResult(learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0))
     if info.get("error"):
         res.messages.append(info["error"])
     done = any(ln.get("type") == "done" for ln in lines)
-    in_notebooks = {e for ln in lines if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict)
-                    for e in ln["found"]}
+    in_notebooks = {
+        e for ln in lines if ln.get("type") == "notebook" and isinstance(ln.get("found"), dict) for e in ln["found"]
+    }
     transcripts, audit = _read_lines(res, lines, exercise_ids)
     if not learner.notebooks:
         res.status = "invalid"
@@ -437,9 +500,11 @@ def judge_learner(learner: Learner, lines: list[dict[str, Any]], info: dict[str,
             er.flags += audit
             _score_exercise(er, transcripts, done)
         elif not er.error:
-            er.error = (f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
-                        if done or not learner.notebooks or eid not in in_notebooks
-                        else "not reached before the grading process stopped")
+            er.error = (
+                f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
+                if done or not learner.notebooks or eid not in in_notebooks
+                else "not reached before the grading process stopped"
+            )
     if res.status == "ok" and res.exercises and not any(e.found for e in res.exercises.values()):
         res.status = "error"
     return res
@@ -453,8 +518,9 @@ def _orig_name(copied: str, learner: Learner) -> str:
 
 
 # --- the run ----------------------------------------------------------------------------------------------
-def _check_options(timeout: float, memory_mb: int, jobs: int, hidden_tests: Any | None,
-                   exercises: Sequence[str] | None) -> Path | None:
+def _check_options(
+    timeout: float, memory_mb: int, jobs: int, hidden_tests: Any | None, exercises: Sequence[str] | None
+) -> Path | None:
     """Validate the options and load the hidden tests; return the hidden folder (resolved) or None.
 
     Raises:
@@ -486,9 +552,16 @@ def _exercises_found(runs: Sequence[tuple[Learner, list[dict[str, Any]], dict[st
     return sorted(e for e in found if e in known)
 
 
-def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hidden_tests: Any | None = None,
-                   timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1,
-                   exercises: Sequence[str] | None = None, quiet: bool = False) -> list[LearnerResult]:
+def grade_learners(
+    learners: Sequence[Learner],
+    out: Any = "grading-output",
+    hidden_tests: Any | None = None,
+    timeout: float = 120.0,
+    memory_mb: int = 2048,
+    jobs: int = 1,
+    exercises: Sequence[str] | None = None,
+    quiet: bool = False,
+) -> list[LearnerResult]:
     """Grade already discovered learners and write the reports (see :func:`grade` for the arguments).
 
     Raises:
@@ -496,6 +569,7 @@ def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hid
         registry.UnknownExerciseError: an unknown id in ``exercises``.
     """
     from pagedlab.grading import report
+
     def say(text: str) -> None:
         if not quiet:
             print(text, flush=True)
@@ -505,16 +579,27 @@ def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hid
         raise GradeError("no submissions to grade")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    say(f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
-        + (", with hidden tests" if hidden else ""))
+    say(
+        f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+        + (", with hidden tests" if hidden else "")
+    )
     wanted = list(exercises) if exercises else None
-    runs = [(lr, lines, info) for lr, (lines, info) in
-            zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))]
+    runs = [
+        (lr, lines, info)
+        for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))
+    ]
     ids = wanted if wanted is not None else _exercises_found(runs)
     results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
     report.write_all(out_dir, results, ids, runs)
-    broken = sorted({f"{o.exercise}: {'hidden test' if o.hidden else o.title}" for r in results
-                     for er in r.exercises.values() for o in er.outcomes if o.status == "internal"})
+    broken = sorted(
+        {
+            f"{o.exercise}: {'hidden test' if o.hidden else o.title}"
+            for r in results
+            for er in r.exercises.values()
+            for o in er.outcomes
+            if o.status == "internal"
+        }
+    )
     for b in broken:
         say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
     for r in results:
@@ -524,9 +609,16 @@ def grade_learners(learners: Sequence[Learner], out: Any = "grading-output", hid
     return results
 
 
-def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests: Any | None = None,
-          timeout: float = 120.0, memory_mb: int = 2048, jobs: int = 1, exercises: Sequence[str] | None = None,
-          quiet: bool = False) -> list[LearnerResult]:
+def grade(
+    submissions: Sequence[Any],
+    out: Any = "grading-output",
+    hidden_tests: Any | None = None,
+    timeout: float = 120.0,
+    memory_mb: int = 2048,
+    jobs: int = 1,
+    exercises: Sequence[str] | None = None,
+    quiet: bool = False,
+) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
     Args:
@@ -552,18 +644,38 @@ def grade(submissions: Sequence[Any], out: Any = "grading-output", hidden_tests:
 
 # --- CLI --------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("submissions", nargs="+", metavar="SUBMISSIONS",
-                        help="notebooks and/or folders (a folder holds one notebook or subfolder per learner)")
-    parser.add_argument("--hidden-tests", metavar="DIR", default=None,
-                        help="folder of instructor-only test files (never printed)")
+    parser.add_argument(
+        "submissions",
+        nargs="+",
+        metavar="SUBMISSIONS",
+        help="notebooks and/or folders (a folder holds one notebook or subfolder per learner)",
+    )
+    parser.add_argument(
+        "--hidden-tests", metavar="DIR", default=None, help="folder of instructor-only test files (never printed)"
+    )
     parser.add_argument("--out", metavar="DIR", default="grading-output", help="output folder (default: %(default)s)")
-    parser.add_argument("--timeout", metavar="S", type=float, default=120.0,
-                        help="wall-clock seconds per learner, all notebooks together (default: %(default)s)")
-    parser.add_argument("--memory", metavar="MB", type=int, default=2048,
-                        help="memory (address space) limit per learner process (default: %(default)s)")
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=float,
+        default=120.0,
+        help="wall-clock seconds per learner, all notebooks together (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--memory",
+        metavar="MB",
+        type=int,
+        default=2048,
+        help="memory (address space) limit per learner process (default: %(default)s)",
+    )
     parser.add_argument("--jobs", metavar="N", type=int, default=1, help="learners graded in parallel (default: 1)")
-    parser.add_argument("--exercises", metavar="ID", nargs="+", default=None,
-                        help="grade these exercise ids (default: every exercise found in any submission)")
+    parser.add_argument(
+        "--exercises",
+        metavar="ID",
+        nargs="+",
+        default=None,
+        help="grade these exercise ids (default: every exercise found in any submission)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ exercise found in two notebooks is graded from the first notebook (in path order
 runs, and the feedback says which. ``<root>/results/results.json`` is always written and always
 valid, whatever the submission holds (nothing, a PDF, a corrupt notebook, code that crashes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,6 +91,7 @@ def _kit_root() -> Path:
         BundleError: the kit was installed from a wheel, without its source tree.
     """
     import pagedlab
+
     root = Path(pagedlab.__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():
         raise BundleError(f"no pyproject.toml next to {root / 'pagedlab'}: build the bundle from a clone of the kit")
@@ -103,8 +105,9 @@ def _add_tree(zf: zipfile.ZipFile, src: Path, arc: str) -> None:
         return
     for p in sorted(src.rglob("*")):
         rel = p.relative_to(src)
-        if p.is_file() and not any(part.startswith(".") or part == "__pycache__" or part.endswith(".egg-info")
-                                   for part in rel.parts):
+        if p.is_file() and not any(
+            part.startswith(".") or part == "__pycache__" or part.endswith(".egg-info") for part in rel.parts
+        ):
             zf.write(p, f"{arc}/{rel.as_posix()}")
 
 
@@ -128,8 +131,13 @@ def _pinned(lock: Path) -> str:
     return "\n".join(reqs) + "\n"
 
 
-def build_bundle(out_zip: Any, hidden_tests: Any | None = None, exercises: list[str] | None = None,
-                 timeout: float = 300.0, memory_mb: int = 4096) -> Path:
+def build_bundle(
+    out_zip: Any,
+    hidden_tests: Any | None = None,
+    exercises: list[str] | None = None,
+    timeout: float = 300.0,
+    memory_mb: int = 4096,
+) -> Path:
     """Write the Gradescope autograder zip (see the module docstring); return its path.
 
     Args:
@@ -145,6 +153,7 @@ def build_bundle(out_zip: Any, hidden_tests: Any | None = None, exercises: list[
     """
     from pagedlab import __version__
     from pagedlab.grading import registry
+
     if timeout <= 0 or memory_mb < 128:
         raise BundleError("--timeout must be > 0 and --memory >= 128 (MB)")
     hidden = Path(hidden_tests) if hidden_tests else None
@@ -178,14 +187,23 @@ def _config(source: Path) -> dict[str, Any]:
 def _failure_results(message: str, exercises: list[str]) -> dict[str, Any]:
     """A valid results.json giving 0 for every exercise, with ``message`` for the learner."""
     from pagedlab.grading import registry
+
     tests = []
     for eid in exercises:
         try:
             points = registry.get(eid).points
         except registry.UnknownExerciseError:
             continue
-        tests.append({"name": eid, "score": 0.0, "max_score": points, "status": "failed", "output": message,
-                      "visibility": "visible"})
+        tests.append(
+            {
+                "name": eid,
+                "score": 0.0,
+                "max_score": points,
+                "status": "failed",
+                "output": message,
+                "visibility": "visible",
+            }
+        )
     return {"score": 0.0, "output": message, "stdout_visibility": "hidden", "tests": tests}
 
 
@@ -193,6 +211,7 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
     from pagedlab.grading.grade import Learner, _notebooks_under, grade_learners
+
     sub = root / "submission"
     learner = Learner("submission", str(sub))
     if sub.is_dir():
@@ -201,9 +220,15 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
         learner.problems.append("no notebook (.ipynb) in the submission: upload your lab notebook(s)")
     hidden = root / "source" / "hidden_tests"
     with tempfile.TemporaryDirectory(prefix="pagedlab-gradescope-") as tmp:
-        results = grade_learners([learner], tmp, hidden if hidden.is_dir() else None,
-                                 timeout=float(config.get("timeout", 300.0)),
-                                 memory_mb=int(config.get("memory_mb", 4096)), exercises=exercises, quiet=True)
+        results = grade_learners(
+            [learner],
+            tmp,
+            hidden if hidden.is_dir() else None,
+            timeout=float(config.get("timeout", 300.0)),
+            memory_mb=int(config.get("memory_mb", 4096)),
+            exercises=exercises,
+            quiet=True,
+        )
     return report.gradescope_dict(results[0])
 
 
@@ -214,14 +239,16 @@ def run(root: Any | None = None) -> Path:
     submission or a failure of the grader: the results then say what happened, with 0 points.
     """
     from pagedlab.grading import registry
+
     base = Path(root or os.environ.get(ROOT_ENV) or "/autograder")
     config = _config(base / "source")
     exercises = [str(e) for e in config.get("exercises") or [ex.id for ex in registry.all_exercises()]]
     try:
         data = _grade_submission(base, config, exercises)
     except Exception as e:  # noqa: BLE001 - Gradescope must get a results.json in every case
-        data = _failure_results(f"the autograder failed ({type(e).__name__}: {e}); please tell the instructor",
-                                exercises)
+        data = _failure_results(
+            f"the autograder failed ({type(e).__name__}: {e}); please tell the instructor", exercises
+        )
     out = base / "results" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -268,17 +295,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
-    parser.add_argument("--exercises", metavar="ID", nargs="+", default=None,
-                        help="exercise ids graded (default: every exercise of the course)")
-    parser.add_argument("--timeout", metavar="S", type=float, default=300.0,
-                        help="wall-clock seconds per submission (default: %(default)s)")
-    parser.add_argument("--memory", metavar="MB", type=int, default=4096,
-                        help="memory limit of the learner's process (default: %(default)s)")
+    parser.add_argument(
+        "--exercises",
+        metavar="ID",
+        nargs="+",
+        default=None,
+        help="exercise ids graded (default: every exercise of the course)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=float,
+        default=300.0,
+        help="wall-clock seconds per submission (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--memory",
+        metavar="MB",
+        type=int,
+        default=4096,
+        help="memory limit of the learner's process (default: %(default)s)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     """Build the zip; print where it is."""
     from pagedlab.grading import registry
+
     try:
         out = build_bundle(args.out, args.hidden_tests, args.exercises, args.timeout, args.memory)
     except registry.UnknownExerciseError as e:

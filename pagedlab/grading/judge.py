@@ -10,6 +10,7 @@ The verdict is an :class:`Outcome`: passed, or the first broken invariant / firs
 observation / first exception, with the step it happened at, a teaching message, and pictures
 of the learner's and the reference's state at that step.
 """
+
 from __future__ import annotations
 
 import math
@@ -143,9 +144,16 @@ def format_path(path: Path_) -> str:
 
 def _type_word(v: Any) -> str:
     k = _kind(v)
-    return {"None": "None", "bool": "a bool", "int": "an int", "float": "a float", "str": "a str",
-            "list": "a list", "dict": "a dict", "unplain": f"a {v.get('__unplain__') if isinstance(v, dict) else '?'} object"
-            }.get(k, k)
+    return {
+        "None": "None",
+        "bool": "a bool",
+        "int": "an int",
+        "float": "a float",
+        "str": "a str",
+        "list": "a list",
+        "dict": "a dict",
+        "unplain": f"a {v.get('__unplain__') if isinstance(v, dict) else '?'} object",
+    }.get(k, k)
 
 
 def explain_difference(what: str, expected: Any, got: Any, path: Path_) -> list[str]:
@@ -157,11 +165,14 @@ def explain_difference(what: str, expected: Any, got: Any, path: Path_) -> list[
     sub_g = _at(got, path)
     if last == "<type>":
         if where:
-            lines.append(f"{what}{where}: expected {_type_word(sub_e)} ({describe(sub_e)}), "
-                         f"got {_type_word(sub_g)} ({describe(sub_g)})")
+            lines.append(
+                f"{what}{where}: expected {_type_word(sub_e)} ({describe(sub_e)}), "
+                f"got {_type_word(sub_g)} ({describe(sub_g)})"
+            )
         else:
-            lines.append(f"{what}: expected {_type_word(sub_e)} ({describe(sub_e)}), "
-                         f"got {_type_word(sub_g)} ({describe(sub_g)})")
+            lines.append(
+                f"{what}: expected {_type_word(sub_e)} ({describe(sub_e)}), got {_type_word(sub_g)} ({describe(sub_g)})"
+            )
         if _kind(sub_g) == "unplain":
             lines.append("(return plain Python values - int, str, list, tuple, dict - not custom objects)")
         return lines
@@ -217,9 +228,11 @@ def _internal(out: Outcome, ref: Sequence[dict[str, Any]]) -> bool:
         return False
     bad = next((e for e in ref if e.get("kind") in ("error", "fail")), {})
     out.status = "internal"
-    out.message = ("this test failed on the reference implementation itself, so it says nothing about "
-                   f"your code; please tell the instructor ({bad.get('type', '')}: "
-                   f"{bad.get('message', 'no end')})")
+    out.message = (
+        "this test failed on the reference implementation itself, so it says nothing about "
+        f"your code; please tell the instructor ({bad.get('type', '')}: "
+        f"{bad.get('message', 'no end')})"
+    )
     return True
 
 
@@ -237,13 +250,18 @@ def _error(out: Outcome, g: dict[str, Any], test: Any) -> None:
     elif etype == "TimeoutError" and where == "<time limit>":
         out.status = "timeout"
         limit = g.get("limit") if type(g.get("limit")) in (int, float) else test.timeout
-        out.message = (f"step {step_no} (`{label}`) took longer than {limit:g} s: an infinite loop? "
-                       "(a loop whose condition never changes, or a linked list walked in a circle)")
+        out.message = (
+            f"step {step_no} (`{label}`) took longer than {limit:g} s: an infinite loop? "
+            "(a loop whose condition never changes, or a linked list walked in a circle)"
+        )
     else:
         out.status = "error"
         msg = str(g.get("message", ""))
-        out.message = (f"step {step_no} (`{label}`): your code raised {etype}" + (f": {msg}" if msg else "")
-                       + (f"\n  at {where}" if where else ""))
+        out.message = (
+            f"step {step_no} (`{label}`): your code raised {etype}"
+            + (f": {msg}" if msg else "")
+            + (f"\n  at {where}" if where else "")
+        )
 
 
 def _differs(out: Outcome, r: dict[str, Any], g: dict[str, Any]) -> bool:
@@ -257,9 +275,11 @@ def _differs(out: Outcome, r: dict[str, Any], g: dict[str, Any]) -> bool:
         return True
     if gk != rk or (rk == "step" and g.get("label") != r["label"]) or (rk == "obs" and g.get("what") != r["what"]):
         out.status = "failed"
-        out.message = (f"step {out.step} (`{out.step_label}`): your run took a different path from the reference's "
-                       f"here (expected {r.get('label') or r.get('what') or rk}, "
-                       f"got {g.get('label') or g.get('what') or gk})")
+        out.message = (
+            f"step {out.step} (`{out.step_label}`): your run took a different path from the reference's "
+            f"here (expected {r.get('label') or r.get('what') or rk}, "
+            f"got {g.get('label') or g.get('what') or gk})"
+        )
         return True
     return False
 
@@ -271,8 +291,11 @@ def _broken_invariant(out: Outcome, exercise: Any, g: dict[str, Any]) -> bool:
         return False
     name, msg = broken
     out.status, out.invariant = "failed", name
-    out.message = (f"after step {out.step} (`{out.step_label}`) an invariant is broken - {name}:\n  {msg}"
-                   if out.step else f"an invariant is broken - {name}:\n  {msg}")
+    out.message = (
+        f"after step {out.step} (`{out.step_label}`) an invariant is broken - {name}:\n  {msg}"
+        if out.step
+        else f"an invariant is broken - {name}:\n  {msg}"
+    )
     return True
 
 
@@ -286,8 +309,9 @@ def _wrong_value(out: Outcome, ref: Sequence[dict[str, Any]], i: int, g: dict[st
         if _kind(val) in ("int", "float") and val <= bound:
             return False
         out.status = "failed"
-        out.message = (f"{prefix} {r['what']}: expected at most {bound:g}, got {describe(val)}"
-                       + _hint_text(r, exp, val, ref_state))
+        out.message = f"{prefix} {r['what']}: expected at most {bound:g}, got {describe(val)}" + _hint_text(
+            r, exp, val, ref_state
+        )
         return True
     path = first_difference(exp, val, r.get("tol"))
     if path is None:
@@ -300,8 +324,7 @@ def _wrong_value(out: Outcome, ref: Sequence[dict[str, Any]], i: int, g: dict[st
     return True
 
 
-def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any]],
-             got: list[dict[str, Any]]) -> int:
+def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: list[dict[str, Any]]) -> int:
     """Walk both transcripts, filling ``out`` at the first difference; return the index where it stopped."""
     ref_state: Any = None
     for i, r in enumerate(ref):
@@ -310,9 +333,12 @@ def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any
             out.step, out.step_label = out.step + 1, r["label"]
         if g is None:
             out.status = "timeout" if out.step else "error"
-            out.message = (f"your code did not get through step {out.step} (`{out.step_label}`): it ran out of "
-                           "time or stopped the process" if out.step else
-                           "your code did not run (it stopped the process?)")
+            out.message = (
+                f"your code did not get through step {out.step} (`{out.step_label}`): it ran out of "
+                "time or stopped the process"
+                if out.step
+                else "your code did not run (it stopped the process?)"
+            )
             return i
         if g.get("kind") == "error":
             _error(out, g, test)
@@ -331,8 +357,7 @@ def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any
     return len(ref)
 
 
-def judge(exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: Any,
-          pictures: bool = True) -> Outcome:
+def judge(exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: Any, pictures: bool = True) -> Outcome:
     """Judge one test: compare the learner's transcript ``got`` with the reference's ``ref``.
 
     Args:

@@ -6,10 +6,19 @@ without importing the grader); this module is the name the notebooks and exercis
     from pagedlab.grading.kit import RefCountedPool, Seq            # lab 03
     from pagedlab.grading.kit import TreeNode, new_tree, split_node, lock, unlock   # lab 07
 """
+
 from __future__ import annotations
 
-from pagedlab.analysis.kit import (RefCountedPool, Seq, TreeNode, format_tree, lock, new_tree, split_node,
-                                   tree_size, unlock)
+from pagedlab.analysis.kit import (
+    RefCountedPool,
+    Seq,
+    TreeNode,
+    format_tree,
+    lock,
+    new_tree,
+    split_node,
+    tree_size,
+    unlock,
+)
 
-__all__ = ["RefCountedPool", "Seq", "TreeNode", "new_tree", "split_node", "lock", "unlock",
-           "tree_size", "format_tree"]
+__all__ = ["RefCountedPool", "Seq", "TreeNode", "new_tree", "split_node", "lock", "unlock", "tree_size", "format_tree"]

@@ -19,6 +19,7 @@ its slot call hands it just the hashes, the token count and the pool's ``get_cac
 other exercise matches its slot's interface as is. A new
 exercise plugs in by adding a line to ``BRIDGES`` (its slot's interface is in ``components``).
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,8 +33,15 @@ from pagedlab.engine.components import SLOTS, Components, PrefixLookupFn, Schedu
 from pagedlab.grading import registry
 from pagedlab.grading.checking import passed_check
 
-__all__ = ["my_engine", "serve_with", "learner_components", "BRIDGES", "LAB_PROMPTS", "compare_outputs",
-           "render_component_state"]
+__all__ = [
+    "my_engine",
+    "serve_with",
+    "learner_components",
+    "BRIDGES",
+    "LAB_PROMPTS",
+    "compare_outputs",
+    "render_component_state",
+]
 
 #: Short real prompts the labs serve (cheap: a few tokens each).
 LAB_PROMPTS = ["What is the capital of France?", "Name three primary colors.", "What is 2 + 2?"]
@@ -42,9 +50,17 @@ LAB_PROMPTS = ["What is the capital of France?", "Name three primary colors.", "
 def _schedule_step_bridge(fn: Callable[..., dict[str, int]]) -> ScheduleStepFn:
     """Lab 04's ``schedule_step(running, waiting, kv_cache_manager, max_num_seqs)`` as the slot's
     call: it has no token budget, so the budget arguments are dropped."""
-    def step(running: list[Any], waiting: deque[Any], kv_cache_manager: Any, max_num_seqs: int,
-             max_num_batched_tokens: int, long_prefill_token_threshold: int) -> dict[str, int]:
+
+    def step(
+        running: list[Any],
+        waiting: deque[Any],
+        kv_cache_manager: Any,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        long_prefill_token_threshold: int,
+    ) -> dict[str, int]:
         return fn(running, waiting, kv_cache_manager, max_num_seqs)
+
     step.__name__ = getattr(fn, "__name__", "schedule_step")
     return step
 
@@ -58,14 +74,19 @@ def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
     as the ``prefix_lookup`` slot's call: the request and the pool are reduced to what the exercise
     reads (``block_hashes``, ``num_tokens``; ``get_cached_block``). A token count that disagrees with
     the blocks returned raises, so the guard names the slot."""
-    def lookup(block_hashes: list[Any], get_cached_block: Callable[[Any], Any], num_tokens: int,
-               block_size: int) -> list[Any]:
+
+    def lookup(
+        block_hashes: list[Any], get_cached_block: Callable[[Any], Any], num_tokens: int, block_size: int
+    ) -> list[Any]:
         request = SimpleNamespace(block_hashes=list(block_hashes), num_tokens=num_tokens)
         blocks, num_computed_tokens = fn(request, SimpleNamespace(get_cached_block=get_cached_block), block_size)
         if num_computed_tokens != len(blocks) * block_size:
-            raise ValueError(f"get_computed_blocks returned {len(blocks)} blocks but num_computed_tokens="
-                             f"{num_computed_tokens} (expected {len(blocks) * block_size})")
+            raise ValueError(
+                f"get_computed_blocks returned {len(blocks)} blocks but num_computed_tokens="
+                f"{num_computed_tokens} (expected {len(blocks) * block_size})"
+            )
         return list(blocks)
+
     lookup.__name__ = getattr(fn, "__name__", "get_computed_blocks")
     return lookup
 
@@ -83,7 +104,7 @@ BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
 
 
 def _status(exercise_id: str, obj: Any) -> str:
-    """"passed", or why ``obj`` is not plugged in (a sentence for the learner)."""
+    """ "passed", or why ``obj`` is not plugged in (a sentence for the learner)."""
     ex = registry.get(exercise_id)
     if obj is None:
         return f"{ex.name} is not defined in this notebook (yet)"
@@ -124,6 +145,7 @@ def learner_components(namespace: dict[str, Any], only: str | None = None) -> tu
 def render_component_state(slot: str, state: dict[str, Any]) -> str:
     """An SVG of the state a guard reports (the free queue; "" for slots without a picture)."""
     from pagedlab.viz.pictures import render_queue_rows
+
     if slot == "free_queue" and "free_queue" in state:
         return render_queue_rows([("free queue", state["free_queue"], None)], title=f"free queue ({slot})")
     return ""
@@ -132,13 +154,16 @@ def render_component_state(slot: str, state: dict[str, Any]) -> str:
 _ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0}
 #: Engine settings ``serve_with`` uses so that the slot actually runs (a victim is only chosen when
 #: the pool is too small for every request: 3 prompts of ~40 tokens need 9 blocks of 16).
-SERVE_SETTINGS: dict[str, dict[str, Any]] = {"pick_victim": {"num_gpu_blocks": 6},
-                                             "preempt_retry": {"num_gpu_blocks": 6},
-                                             "prefix_lookup": {"enable_prefix_caching": True}}
+SERVE_SETTINGS: dict[str, dict[str, Any]] = {
+    "pick_victim": {"num_gpu_blocks": 6},
+    "preempt_retry": {"num_gpu_blocks": 6},
+    "prefix_lookup": {"enable_prefix_caching": True},
+}
 
 
-def my_engine(namespace: dict[str, Any] | None = None, *, show: bool = True, time_limit_s: float = 5.0,
-              **llm_kwargs: Any) -> Any:
+def my_engine(
+    namespace: dict[str, Any] | None = None, *, show: bool = True, time_limit_s: float = 5.0, **llm_kwargs: Any
+) -> Any:
     """An ``LLM`` whose parts are yours where your exercise passed ``check()``, the kit's elsewhere.
 
     Args:
@@ -151,6 +176,7 @@ def my_engine(namespace: dict[str, Any] | None = None, *, show: bool = True, tim
         A ``pagedlab.LLM``; ``llm.llm_engine.components`` says whose part is where.
     """
     from pagedlab.engine.llm import LLM
+
     ns = namespace if namespace is not None else sys._getframe(1).f_globals
     comps, notes = learner_components(ns)
     comps = replace(comps, time_limit_s=time_limit_s, render=render_component_state)
@@ -180,19 +206,22 @@ _KIT_OUTPUTS: dict[tuple[Any, ...], list[list[int]]] = {}
 
 def _generate(llm: Any, prompts: list[str], max_tokens: int) -> list[list[int]]:
     from pagedlab import SamplingParams
+
     chats = [{"prompt_token_ids": llm.apply_chat_template([{"role": "user", "content": p}])} for p in prompts]
     outs = llm.generate(chats, SamplingParams(temperature=0, max_tokens=max_tokens))
     return [list(o.outputs[0].token_ids) for o in outs]
 
 
-def compare_outputs(comps: Components, prompts: list[str] | None = None, max_tokens: int = 8,
-                    **llm_kwargs: Any) -> Comparison:
+def compare_outputs(
+    comps: Components, prompts: list[str] | None = None, max_tokens: int = 8, **llm_kwargs: Any
+) -> Comparison:
     """Serve ``prompts`` (greedy, chat user turns) on an engine built from ``comps`` and on the kit's; compare.
 
     A guard's ``ComponentError`` is caught and kept in ``Comparison.error``.
     """
     from pagedlab.engine.llm import LLM
     from pagedlab.errors import ComponentError
+
     prompts = list(prompts or LAB_PROMPTS)
     kw = {**_ENGINE_DEFAULTS, **llm_kwargs}
     key = (tuple(prompts), max_tokens, tuple(sorted(kw.items())))
@@ -205,12 +234,19 @@ def compare_outputs(comps: Components, prompts: list[str] | None = None, max_tok
     return Comparison(prompts, mine, _KIT_OUTPUTS[key])
 
 
-def serve_with(obj: Any, exercise_id: str | None = None, *, prompts: list[str] | None = None,
-               max_tokens: int = 8, **llm_kwargs: Any) -> Comparison | None:
+def serve_with(
+    obj: Any,
+    exercise_id: str | None = None,
+    *,
+    prompts: list[str] | None = None,
+    max_tokens: int = 8,
+    **llm_kwargs: Any,
+) -> Comparison | None:
     """Plug ``obj`` (one exercise, passed ``check()``) into the real engine, serve real prompts and
     print one line: are the outputs identical to the kit's engine's? Returns the comparison (None
     when ``obj`` is not plugged in: the line says why)."""
     from pagedlab.grading.checking import resolve_exercise
+
     ex = resolve_exercise(obj, exercise_id)
     if ex.id not in BRIDGES:
         print(f"{ex.name} is not a part of the engine (nothing to serve with it)")
@@ -226,12 +262,16 @@ def serve_with(obj: Any, exercise_id: str | None = None, *, prompts: list[str] |
     if res.error:
         print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")
     elif res.same:
-        print(f"✅ SmolLM2 served {n} prompts with your {ex.name} as the engine's {slot}: "
-              f"every token identical to the kit's engine.")
+        print(
+            f"✅ SmolLM2 served {n} prompts with your {ex.name} as the engine's {slot}: "
+            f"every token identical to the kit's engine."
+        )
     else:
         bad = next(i for i in range(n) if res.mine[i] != res.kit[i])
-        print(f"❌ SmolLM2 with your {ex.name} ({slot}) answered prompt {bad} differently from the kit's engine: "
-              f"{res.mine[bad]} vs {res.kit[bad]}")
+        print(
+            f"❌ SmolLM2 with your {ex.name} ({slot}) answered prompt {bad} differently from the kit's engine: "
+            f"{res.mine[bad]} vs {res.kit[bad]}"
+        )
     return res
 
 

@@ -20,6 +20,7 @@ True is recorded as ``{"__unplain__": "ClassName"}`` and can never match a refer
 Transcripts cross the process boundary in ``pagedlab grade`` as JSON: the learner's process
 produces its transcript, the grader's own process produces the reference transcript and judges.
 """
+
 from __future__ import annotations
 
 import sys
@@ -170,8 +171,9 @@ class Recorder:
         """Start a new step, described the way the learner would write the call."""
         self.entries.append({"kind": "step", "label": str(label)})
 
-    def observe(self, what: str, value: Any, *, hint: Any = None, tol: float | None = None,
-                at_most: float | None = None) -> None:
+    def observe(
+        self, what: str, value: Any, *, hint: Any = None, tol: float | None = None, at_most: float | None = None
+    ) -> None:
         """Record one observed value.
 
         Args:
@@ -182,8 +184,13 @@ class Recorder:
             tol: relative tolerance for numbers (then ints and floats compare by value).
             at_most: instead of comparing with the reference, require ``value <= at_most``.
         """
-        entry: dict[str, Any] = {"kind": "obs", "what": str(what), "value": to_plain(value), "tol": tol,
-                                 "at_most": at_most}
+        entry: dict[str, Any] = {
+            "kind": "obs",
+            "what": str(what),
+            "value": to_plain(value),
+            "tol": tol,
+            "at_most": at_most,
+        }
         if hint is not None:
             entry["hint"] = hint
         self.entries.append(entry)
@@ -196,8 +203,9 @@ class Recorder:
         """Stop the test with a failure the driver detected itself."""
         raise Fail(message, invariant)
 
-    def expect_raises(self, what: str, fn: Callable[[], Any], types: Sequence[type[BaseException]] = (ValueError,),
-                      hint: Any = None) -> None:
+    def expect_raises(
+        self, what: str, fn: Callable[[], Any], types: Sequence[type[BaseException]] = (ValueError,), hint: Any = None
+    ) -> None:
         """Call ``fn()`` and record whether it raised one of ``types`` (by category, not by class).
 
         The observation is ``"raises ValueError"`` when it raised an instance of ``types[0]``'s
@@ -220,8 +228,9 @@ class Recorder:
         if isinstance(exc, Fail):
             self.entries.append({"kind": "fail", "message": exc.message, "invariant": exc.invariant})
             return
-        self.entries.append({"kind": "error", "type": type(exc).__name__,
-                             "message": _safe_str(exc)[:2000], "where": _where(exc)})
+        self.entries.append(
+            {"kind": "error", "type": type(exc).__name__, "message": _safe_str(exc)[:2000], "where": _where(exc)}
+        )
 
     def finish(self) -> None:
         self.entries.append({"kind": "end"})
@@ -252,6 +261,7 @@ def _safe_str(exc: BaseException) -> str:
 
 def _is_library_file(filename: str) -> bool:
     import os
+
     if not filename or filename.startswith("<frozen"):
         return True
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -272,6 +282,7 @@ def learner_frame(exc: BaseException) -> str:
     ``<exercise ...>`` code objects.
     """
     import linecache
+
     where = ""
     try:
         for frame, lineno in traceback.walk_tb(exc.__traceback__):

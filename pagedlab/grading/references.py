@@ -32,19 +32,20 @@ name (``"FreeKVCacheBlockQueue"``), and these groups:
 
 A submission that hands in a reference object is flagged by ``pagedlab grade``.
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from pagedlab.grading import registry
 
 __all__ = ["use_reference", "components", "yours_or_reference"]
 
 
-def components() -> Dict[str, List[str]]:
+def components() -> dict[str, list[str]]:
     """Component name -> exercise ids it installs."""
-    out: Dict[str, List[str]] = {}
+    out: dict[str, list[str]] = {}
     for ex in registry.all_exercises():
         for key in (ex.id, ex.name, *ex.components):
             out.setdefault(key, [])
@@ -53,7 +54,7 @@ def components() -> Dict[str, List[str]]:
     return out
 
 
-def use_reference(component: str, namespace: Optional[Dict[str, Any]] = None, *, quiet: bool = False) -> Any:
+def use_reference(component: str, namespace: dict[str, Any] | None = None, *, quiet: bool = False) -> Any:
     """Install and return the reference implementation of ``component`` (see the module docstring).
 
     Args:
@@ -75,12 +76,14 @@ def use_reference(component: str, namespace: Optional[Dict[str, Any]] = None, *,
     ns = namespace if namespace is not None else sys._getframe(1).f_globals
     ns.update(objs)
     if not quiet:
-        print(f"Using the kit's reference {', '.join(objs)} ({component}). Your own version is no longer "
-              "the one these names refer to; re-run your exercise cell to switch back.")
+        print(
+            f"Using the kit's reference {', '.join(objs)} ({component}). Your own version is no longer "
+            "the one these names refer to; re-run your exercise cell to switch back."
+        )
     return next(iter(objs.values())) if len(objs) == 1 else objs
 
 
-def yours_or_reference(obj: Any, component: str, exercise_id: Optional[str] = None) -> Any:
+def yours_or_reference(obj: Any, component: str, exercise_id: str | None = None) -> Any:
     """``obj`` if it passes its exercise's checks, else the kit's reference implementation.
 
     A measurement cell calls this so that it runs - on the learner's code when that is
@@ -100,8 +103,10 @@ def yours_or_reference(obj: Any, component: str, exercise_id: Optional[str] = No
     if res.passed:
         print(f"(using your {name})")
         return obj
-    print(f"(your {name} does not pass its checks yet, so this cell uses the kit's reference; "
-          f"finish the exercise and re-run to use yours)")
+    print(
+        f"(your {name} does not pass its checks yet, so this cell uses the kit's reference; "
+        f"finish the exercise and re-run to use yours)"
+    )
     ref = use_reference(exercise_id or component, namespace={}, quiet=True)
     if isinstance(ref, dict):
         ref = ref.get(name, next(iter(ref.values())))

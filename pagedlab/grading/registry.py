@@ -18,6 +18,7 @@ Exercises live in ``pagedlab/grading/exercises/labNN.py``, one module per lab, a
 on first use. Instructor-only hidden tests are Python files in a folder given at grading time
 (:func:`load_hidden_tests`); they use :func:`hidden_test`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,13 +27,28 @@ import itertools
 import linecache
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
-__all__ = ["Exercise", "Test", "register", "get", "all_exercises", "find_by_name", "load_all",
-           "load_hidden_tests", "unload_hidden_tests", "hidden_test", "snippet_path", "snippet_source", "snippet_object",
-           "UnknownExerciseError", "SOLUTIONS_DIR"]
+__all__ = [
+    "Exercise",
+    "Test",
+    "register",
+    "get",
+    "all_exercises",
+    "find_by_name",
+    "load_all",
+    "load_hidden_tests",
+    "unload_hidden_tests",
+    "hidden_test",
+    "snippet_path",
+    "snippet_source",
+    "snippet_object",
+    "UnknownExerciseError",
+    "SOLUTIONS_DIR",
+]
 
 #: Folder holding each exercise's canonical solution cell (``<lab>_<slug>.py``).
 SOLUTIONS_DIR = Path(__file__).resolve().parent / "exercises" / "solutions"
@@ -42,7 +58,7 @@ class UnknownExerciseError(LookupError):
     """No exercise has that id, or an object's name matches none (or several)."""
 
 
-Invariant = Tuple[str, Callable[[Any], Optional[str]]]
+Invariant = tuple[str, Callable[[Any], str | None]]
 
 
 @dataclass
@@ -97,14 +113,14 @@ class Exercise:
     id: str
     name: str
     summary: str
-    reference: Optional[Callable[[], Any]] = None
-    render: Optional[Callable[..., str]] = None
-    invariants: List[Invariant] = field(default_factory=list)
+    reference: Callable[[], Any] | None = None
+    render: Callable[..., str] | None = None
+    invariants: list[Invariant] = field(default_factory=list)
     points: float = 1.0
     components: Sequence[str] = ()
     needs: Sequence[str] = ()
     runs_in_learner_process: bool = False
-    tests: List[Test] = field(default_factory=list)
+    tests: list[Test] = field(default_factory=list)
 
     @property
     def lab(self) -> str:
@@ -113,25 +129,29 @@ class Exercise:
     # --- authoring -----------------------------------------------------------------------------
     def test(self, title: str, *, hidden: bool = False, timeout: float = 10.0) -> Callable:
         """Decorator adding a test driver ``drive(obj, rec)`` (see the module docstring)."""
+
         def deco(fn: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
             if any(t.title == title and t.hidden == hidden for t in self.tests):
                 raise ValueError(f"exercise {self.id}: two tests titled {title!r}")
             src = getattr(getattr(fn, "__code__", None), "co_filename", "")
             self.tests.append(Test(title, fn, hidden=hidden, timeout=timeout, source=src))
             return fn
+
         return deco
 
     def invariant(self, name: str) -> Callable:
         """Decorator adding an invariant ``fn(state) -> message or None``."""
-        def deco(fn: Callable[[Any], Optional[str]]) -> Callable[[Any], Optional[str]]:
+
+        def deco(fn: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
             self.invariants.append((name, fn))
             return fn
+
         return deco
 
-    def public_tests(self) -> List[Test]:
+    def public_tests(self) -> list[Test]:
         return [t for t in self.tests if not t.hidden]
 
-    def hidden_tests(self) -> List[Test]:
+    def hidden_tests(self) -> list[Test]:
         return [t for t in self.tests if t.hidden]
 
     def get_reference(self) -> Any:
@@ -146,11 +166,11 @@ class Exercise:
         return snippet_path(self.id)
 
 
-_REGISTRY: Dict[str, Exercise] = {}
-_reference_cache: Dict[str, Any] = {}
+_REGISTRY: dict[str, Exercise] = {}
+_reference_cache: dict[str, Any] = {}
 _lock = threading.RLock()
 _loaded = False
-_hidden_loaded: Dict[str, List[Tuple[str, Test]]] = {}
+_hidden_loaded: dict[str, list[tuple[str, Test]]] = {}
 _hidden_counter = itertools.count()
 
 
@@ -171,12 +191,13 @@ def load_all() -> None:
         if _loaded:
             return
         from pagedlab.grading import exercises
+
         for mod in exercises.MODULES:
             importlib.import_module(f"pagedlab.grading.exercises.{mod}")
         _loaded = True
 
 
-def all_exercises() -> List[Exercise]:
+def all_exercises() -> list[Exercise]:
     """Every registered exercise, by id."""
     load_all()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
@@ -195,7 +216,7 @@ def get(exercise_id: str) -> Exercise:
     raise UnknownExerciseError(f"no exercise {exercise_id!r}; known exercises: {known}")
 
 
-def find_by_name(name: str) -> List[Exercise]:
+def find_by_name(name: str) -> list[Exercise]:
     """Exercises whose learner-facing name is ``name``."""
     load_all()
     return [ex for ex in all_exercises() if ex.name == name]
@@ -213,11 +234,11 @@ def snippet_source(exercise_id: str) -> str:
     return snippet_path(exercise_id).read_text(encoding="utf-8")
 
 
-def snippet_object(exercise_id: str, source: Optional[str] = None) -> Any:
+def snippet_object(exercise_id: str, source: str | None = None) -> Any:
     """Execute a solution (or stub) cell in a fresh namespace and return the exercise's object."""
     ex = _REGISTRY.get(exercise_id) or get(exercise_id)
     src = snippet_source(exercise_id) if source is None else source
-    ns: Dict[str, Any] = {"__name__": f"pagedlab_exercise_{ex.lab}"}
+    ns: dict[str, Any] = {"__name__": f"pagedlab_exercise_{ex.lab}"}
     # a cell other than the solution gets its own name: linecache must not show the solution's lines
     filename = f"<solution {exercise_id}>" if source is None else f"<cell {exercise_id} {abs(hash(src)):x}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
@@ -246,13 +267,15 @@ def hidden_test(exercise_id: str, title: str, *, timeout: float = 10.0) -> Calla
     """
     ex = get(exercise_id)
     if ex.runs_in_learner_process:
-        raise ValueError(f"hidden tests are not supported for {exercise_id}: its tests run in the learner's "
-                         "process under `pagedlab grade`, and hidden tests never enter it (instructor guide, "
-                         "section 6); make it a public test instead")
+        raise ValueError(
+            f"hidden tests are not supported for {exercise_id}: its tests run in the learner's "
+            "process under `pagedlab grade`, and hidden tests never enter it (instructor guide, "
+            "section 6); make it a public test instead"
+        )
     return ex.test(title, hidden=True, timeout=timeout)
 
 
-def load_hidden_tests(folder: os.PathLike | str) -> List[Tuple[str, str]]:
+def load_hidden_tests(folder: os.PathLike | str) -> list[tuple[str, str]]:
     """Execute every ``*.py`` file of ``folder`` (sorted, non-recursive) once, registering its tests.
 
     Returns:
@@ -269,7 +292,7 @@ def load_hidden_tests(folder: os.PathLike | str) -> List[Tuple[str, str]]:
     key = str(path)
     with _lock:
         if key not in _hidden_loaded:
-            added: List[Tuple[str, Test]] = []
+            added: list[tuple[str, Test]] = []
             for f in sorted(path.glob("*.py")):
                 before = {ex.id: len(ex.tests) for ex in _REGISTRY.values()}
                 spec = importlib.util.spec_from_file_location(f"pagedlab_hidden_{next(_hidden_counter)}_{f.stem}", f)
@@ -277,7 +300,7 @@ def load_hidden_tests(folder: os.PathLike | str) -> List[Tuple[str, str]]:
                 mod = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(mod)
                 for ex in _REGISTRY.values():
-                    for t in ex.tests[before.get(ex.id, 0):]:
+                    for t in ex.tests[before.get(ex.id, 0) :]:
                         added.append((ex.id, t))
             _hidden_loaded[key] = added
         return [(eid, t.title) for eid, t in _hidden_loaded[key]]
@@ -290,4 +313,5 @@ def unload_hidden_tests() -> None:
             ex.tests[:] = [t for t in ex.tests if not t.hidden]
         _hidden_loaded.clear()
     from pagedlab.grading import runner
+
     runner.forget_hidden_references()

@@ -4,6 +4,7 @@ Learner-facing files (feedback, gradescope/*/results.json) show hidden tests onl
 passed/failed" - never their title, message, picture or the learner's output while they ran.
 Everything that comes from a learner's process is escaped before it goes into HTML.
 """
+
 from __future__ import annotations
 
 import csv
@@ -64,15 +65,30 @@ def _test_output(o: Any) -> str:
 def _exercise_tests(eid: str, er: Any) -> list[dict[str, Any]]:
     """Gradescope ``tests`` entries of one exercise (max_scores sum to its points)."""
     if not er.outcomes:
-        return [{"name": f"{eid}", "score": 0.0, "max_score": er.max_score, "status": "failed",
-                 "output": er.error or "missing", "visibility": "visible"}]
+        return [
+            {
+                "name": f"{eid}",
+                "score": 0.0,
+                "max_score": er.max_score,
+                "status": "failed",
+                "output": er.error or "missing",
+                "visibility": "visible",
+            }
+        ]
     hidden_no = _hidden_numbers(er)
     tests = []
     for o, share in zip(er.outcomes, split_points(er.max_score, len(er.outcomes))):
         earned = o.passed or o.status == "internal"  # a test broken on the reference costs nobody
-        tests.append({"name": _test_name(eid, o, hidden_no), "score": share if earned else 0.0,
-                      "max_score": share, "status": "passed" if earned else "failed", "output": _test_output(o),
-                      "visibility": "after_published" if o.hidden else "visible"})
+        tests.append(
+            {
+                "name": _test_name(eid, o, hidden_no),
+                "score": share if earned else 0.0,
+                "max_score": share,
+                "status": "passed" if earned else "failed",
+                "output": _test_output(o),
+                "visibility": "after_published" if o.hidden else "visible",
+            }
+        )
     return tests
 
 
@@ -83,23 +99,30 @@ def gradescope_dict(res: Any) -> dict[str, Any]:
     the messages about the submission's files (never text from a hidden test).
     """
     tests = [t for eid, er in sorted(res.exercises.items()) for t in _exercise_tests(eid, er)]
-    return {"score": round(sum(t["score"] for t in tests), 4), "output": "; ".join(res.messages)[:5000],
-            "stdout_visibility": "hidden", "tests": tests,
-            "extra_data": {"learner": res.learner.name, "status": res.status}}
+    return {
+        "score": round(sum(t["score"] for t in tests), 4),
+        "output": "; ".join(res.messages)[:5000],
+        "stdout_visibility": "hidden",
+        "tests": tests,
+        "extra_data": {"learner": res.learner.name, "status": res.status},
+    }
 
 
 def feedback_html(res: Any) -> str:
     """A self-contained HTML page of one learner's results."""
     e = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>pagedlab feedback - {e(res.learner.name)}</title>",
-             "<style>body{font-family:system-ui,Arial,sans-serif;max-width:1000px;margin:2em auto;color:#1f2430}"
-             "pre{white-space:pre-wrap;background:#f6f7f9;padding:.6em;border-radius:6px}"
-             "li{margin:.2em 0}.ex{border-top:1px solid #ddd;margin-top:1.2em;padding-top:.6em}"
-             ".flag{color:#a15c00}</style></head><body>",
-             f"<h1>Feedback for {e(res.learner.name)}</h1>",
-             f"<p><b>Score: {res.score:g} / {res.max_score:g}</b>"
-             + (f" &nbsp; (status: {e(res.status)})" if res.status != "ok" else "") + "</p>"]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>pagedlab feedback - {e(res.learner.name)}</title>",
+        "<style>body{font-family:system-ui,Arial,sans-serif;max-width:1000px;margin:2em auto;color:#1f2430}"
+        "pre{white-space:pre-wrap;background:#f6f7f9;padding:.6em;border-radius:6px}"
+        "li{margin:.2em 0}.ex{border-top:1px solid #ddd;margin-top:1.2em;padding-top:.6em}"
+        ".flag{color:#a15c00}</style></head><body>",
+        f"<h1>Feedback for {e(res.learner.name)}</h1>",
+        f"<p><b>Score: {res.score:g} / {res.max_score:g}</b>"
+        + (f" &nbsp; (status: {e(res.status)})" if res.status != "ok" else "")
+        + "</p>",
+    ]
     if res.messages:
         parts.append("<ul>" + "".join(f"<li>{e(m)}</li>" for m in res.messages) + "</ul>")
     for eid, er in sorted(res.exercises.items()):
@@ -108,9 +131,10 @@ def feedback_html(res: Any) -> str:
             title = f"{eid}: <code>{e(ex.name)}</code> - {e(ex.summary)}"
         except registry.UnknownExerciseError:
             title = e(eid)
-        parts.append(f"<div class='ex' data-exercise='{e(eid)}'><h2>{title}</h2>"
-                     f"<p>{er.score:g} / {er.max_score:g}"
-                     + (f" &nbsp; from {e(er.notebook)}" if er.notebook else "") + "</p>")
+        parts.append(
+            f"<div class='ex' data-exercise='{e(eid)}'><h2>{title}</h2>"
+            f"<p>{er.score:g} / {er.max_score:g}" + (f" &nbsp; from {e(er.notebook)}" if er.notebook else "") + "</p>"
+        )
         for f in er.flags:
             parts.append(f"<p class='flag'>⚠ {e(f)}</p>")
         for note in er.notes:
@@ -132,8 +156,10 @@ def feedback_html(res: Any) -> str:
                 parts.append(side_by_side(o.picture, o.expected_picture))
             parts.append("</li>")
         parts.append("</ul></div>")
-    parts.append("<p style='color:#888'>Generated by <code>pagedlab grade</code>. Hidden tests show only whether "
-                 "they passed.</p></body></html>")
+    parts.append(
+        "<p style='color:#888'>Generated by <code>pagedlab grade</code>. Hidden tests show only whether "
+        "they passed.</p></body></html>"
+    )
     return "".join(parts)
 
 
@@ -149,11 +175,16 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
             pct = 100.0 * r.score / r.max_score if r.max_score else 0.0
             flags = sorted({fl for er in r.exercises.values() for fl in er.flags})
             msgs = list(r.messages) + [f"{eid}: {er.error}" for eid, er in sorted(r.exercises.items()) if er.error]
-            w.writerow([r.learner.name, f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
-                       + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
-                       + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]])
-    combined = {"generated_by": "pagedlab grade", "exercises": list(exercise_ids),
-                "learners": {r.learner.name: gradescope_dict(r) for r in results}}
+            w.writerow(
+                [r.learner.name, f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
+                + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
+                + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
+            )
+    combined = {
+        "generated_by": "pagedlab grade",
+        "exercises": list(exercise_ids),
+        "learners": {r.learner.name: gradescope_dict(r) for r in results},
+    }
     (out_dir / COMBINED_NAME).write_text(json.dumps(combined, indent=1, ensure_ascii=False), encoding="utf-8")
     for r in results:
         gs = out_dir / "gradescope" / r.learner.name
@@ -161,7 +192,9 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
         (gs / "results.json").write_text(json.dumps(gradescope_dict(r), indent=1, ensure_ascii=False), encoding="utf-8")
         (out_dir / "feedback" / f"{r.learner.name}.html").write_text(feedback_html(r), encoding="utf-8")
     for (lr, _lines, info), r in zip(runs, results):
-        text = (f"learner: {lr.name}\nsource: {lr.source}\nnotebooks: {[str(p) for p in lr.notebooks]}\n"
-                f"exit status: {info.get('rc')}  timed out: {info.get('timed_out')}  seconds: {info.get('seconds')}\n"
-                f"status: {r.status}\n--- output of the learner process ---\n{info.get('stdout', '')}\n")
+        text = (
+            f"learner: {lr.name}\nsource: {lr.source}\nnotebooks: {[str(p) for p in lr.notebooks]}\n"
+            f"exit status: {info.get('rc')}  timed out: {info.get('timed_out')}  seconds: {info.get('seconds')}\n"
+            f"status: {r.status}\n--- output of the learner process ---\n{info.get('stdout', '')}\n"
+        )
         (out_dir / "logs" / f"{lr.name}.txt").write_text(text, encoding="utf-8")

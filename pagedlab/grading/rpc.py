@@ -22,6 +22,7 @@ object. So the learner's code can change the test's data only the ways its own A
 can reach nothing of the grader: the drivers, tests, registry, comparison and results live in a
 process where no learner code runs.
 """
+
 from __future__ import annotations
 
 import base64
@@ -42,23 +43,65 @@ __all__ = ["MAX_MESSAGE_BYTES", "Channel", "ChannelClosed", "Proxy", "RemoteErro
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _MAX_ITEMS = 200_000
 _BY_VALUE_SEQ = (tuple, frozenset)
-_DENIED_MODULES = ("pagedlab.grading.registry", "pagedlab.grading.runner", "pagedlab.grading.recorder",
-                   "pagedlab.grading.judge", "pagedlab.grading.rpc", "pagedlab.grading.driver",
-                   "pagedlab.grading.grade", "pagedlab.grading.sandbox", "pagedlab.grading.checking",
-                   "pagedlab.grading.report", "pagedlab.grading.references", "pagedlab.grading.gradescope")
+_DENIED_MODULES = (
+    "pagedlab.grading.registry",
+    "pagedlab.grading.runner",
+    "pagedlab.grading.recorder",
+    "pagedlab.grading.judge",
+    "pagedlab.grading.rpc",
+    "pagedlab.grading.driver",
+    "pagedlab.grading.grade",
+    "pagedlab.grading.sandbox",
+    "pagedlab.grading.checking",
+    "pagedlab.grading.report",
+    "pagedlab.grading.references",
+    "pagedlab.grading.gradescope",
+)
 
 _OPS: dict[str, Callable[..., Any]] = {
-    "__len__": len, "__bool__": bool, "__hash__": hash, "__repr__": repr, "__str__": str,
-    "__getitem__": operator.getitem, "__setitem__": operator.setitem, "__delitem__": operator.delitem,
-    "__contains__": operator.contains, "__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt,
-    "__le__": operator.le, "__gt__": operator.gt, "__ge__": operator.ge, "__add__": operator.add,
-    "__sub__": operator.sub, "__mul__": operator.mul, "__floordiv__": operator.floordiv,
-    "__truediv__": operator.truediv, "__mod__": operator.mod, "__neg__": operator.neg,
-    "__radd__": lambda a, b: operator.add(b, a), "__rsub__": lambda a, b: operator.sub(b, a),
-    "__rmul__": lambda a, b: operator.mul(b, a), "__iadd__": operator.iadd, "__index__": operator.index,
-    "__int__": int, "__float__": float, "__next__": next, "__reversed__": lambda a: list(reversed(a)),
+    "__len__": len,
+    "__bool__": bool,
+    "__hash__": hash,
+    "__repr__": repr,
+    "__str__": str,
+    "__getitem__": operator.getitem,
+    "__setitem__": operator.setitem,
+    "__delitem__": operator.delitem,
+    "__contains__": operator.contains,
+    "__eq__": operator.eq,
+    "__ne__": operator.ne,
+    "__lt__": operator.lt,
+    "__le__": operator.le,
+    "__gt__": operator.gt,
+    "__ge__": operator.ge,
+    "__add__": operator.add,
+    "__sub__": operator.sub,
+    "__mul__": operator.mul,
+    "__floordiv__": operator.floordiv,
+    "__truediv__": operator.truediv,
+    "__mod__": operator.mod,
+    "__neg__": operator.neg,
+    "__radd__": lambda a, b: operator.add(b, a),
+    "__rsub__": lambda a, b: operator.sub(b, a),
+    "__rmul__": lambda a, b: operator.mul(b, a),
+    "__iadd__": operator.iadd,
+    "__index__": operator.index,
+    "__int__": int,
+    "__float__": float,
+    "__next__": next,
+    "__reversed__": lambda a: list(reversed(a)),
 }
-_SNAPSHOT_TYPES: tuple[type, ...] = (list, tuple, dict, set, frozenset, collections.deque, type({}.keys()), type({}.values()), type({}.items()))
+_SNAPSHOT_TYPES: tuple[type, ...] = (
+    list,
+    tuple,
+    dict,
+    set,
+    frozenset,
+    collections.deque,
+    type({}.keys()),
+    type({}.values()),
+    type({}.items()),
+)
 
 
 class ChannelClosed(BaseException):
@@ -138,6 +181,7 @@ def _remote_iter(it: Any) -> Iterator[Any]:
 def _make_op(name: str) -> Callable[..., Any]:
     def op(self: Proxy, *args: Any) -> Any:
         return self._pl_req("op", name=name, args=list(args))
+
     op.__name__ = name
     return op
 
@@ -152,6 +196,7 @@ Proxy.__next__ = _make_op("__next__")  # type: ignore[attr-defined]
 def _exc_class(name: str, module: str, bases: list[str]) -> type[BaseException]:
     """The local class for a remote exception: the same builtin or kit class, else a look-alike."""
     import builtins
+
     builtin = getattr(builtins, name, None) if module == "builtins" else None
     if isinstance(builtin, type) and issubclass(builtin, BaseException):
         return builtin
@@ -159,15 +204,22 @@ def _exc_class(name: str, module: str, bases: list[str]) -> type[BaseException]:
     cls = getattr(mod, name, None) if mod is not None else None
     if isinstance(cls, type) and issubclass(cls, Exception):
         return cls
-    base = next((getattr(builtins, b) for b in bases if isinstance(getattr(builtins, b, None), type)
-                 and issubclass(getattr(builtins, b), Exception)), Exception)
+    base = next(
+        (
+            getattr(builtins, b)
+            for b in bases
+            if isinstance(getattr(builtins, b, None), type) and issubclass(getattr(builtins, b), Exception)
+        ),
+        Exception,
+    )
     safe = name if name.isidentifier() else "RemoteException"
     return type(safe, (RemoteError, base), {"__module__": "pagedlab.remote"})
 
 
 def _exc_from(data: dict[str, Any]) -> BaseException:
-    cls = _exc_class(str(data.get("type", "Exception")), str(data.get("module", "")),
-                     [str(b) for b in data.get("bases", [])][:20])
+    cls = _exc_class(
+        str(data.get("type", "Exception")), str(data.get("module", "")), [str(b) for b in data.get("bases", [])][:20]
+    )
     msg = str(data.get("msg", ""))
     try:
         exc = cls(msg)
@@ -216,7 +268,7 @@ class Channel:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self.wfd, view):]
+                view = view[os.write(self.wfd, view) :]
         except OSError as e:
             self.closed = True
             raise ChannelClosed(f"the other process is gone ({e.strerror})") from None
@@ -308,7 +360,9 @@ class Channel:
             kwargs = {str(k): self.decode(v) for k, v in kw.items()} if isinstance(kw, dict) else {}
             return obj(*args, **kwargs)
         if op == "iter":
-            return _Snapshot(list(obj)) if type(obj) in _SNAPSHOT_TYPES or isinstance(obj, _SNAPSHOT_TYPES) else iter(obj)
+            return (
+                _Snapshot(list(obj)) if type(obj) in _SNAPSHOT_TYPES or isinstance(obj, _SNAPSHOT_TYPES) else iter(obj)
+            )
         if op == "plain" and not self.trusted:
             return obj
         if op == "op" and name in _OPS:
@@ -399,8 +453,10 @@ class Channel:
 
     def _encode_container(self, v: Any, budget: list[int]) -> dict[str, Any]:
         if type(v) is dict:
-            return {"t": "dict", "v": [[self.encode(k, True, budget), self.encode(x, True, budget)]
-                                       for k, x in dict.items(v)]}
+            return {
+                "t": "dict",
+                "v": [[self.encode(k, True, budget), self.encode(x, True, budget)] for k, x in dict.items(v)],
+            }
         return {"t": type(v).__name__, "v": [self.encode(x, True, budget) for x in v]}
 
     def decode(self, d: Any, _depth: int = 0) -> Any:
@@ -416,8 +472,10 @@ class Channel:
             seq = [self.decode(x, _depth + 1) for x in items]
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[t](seq)
         if t == "dict":
-            return {self.decode(k, _depth + 1): self.decode(x, _depth + 1)
-                    for k, x in (p for p in items if isinstance(p, list) and len(p) == 2)}
+            return {
+                self.decode(k, _depth + 1): self.decode(x, _depth + 1)
+                for k, x in (p for p in items if isinstance(p, list) and len(p) == 2)
+            }
         if t in ("slice", "range") and len(items) == 3:
             parts = [self.decode(x, _depth + 1) for x in items]
             if t == "range" and all(type(x) is int for x in parts):
@@ -483,10 +541,21 @@ def _array(v: Any) -> dict[str, Any] | None:
         if dtype not in _DTYPES:
             return None
         raw = t.view(sys.modules["torch"].uint8).numpy().tobytes() if t.numel() else b""
-        return {"t": "array", "lib": "torch", "dtype": dtype, "shape": list(t.shape), "b": base64.b64encode(raw).decode()}
+        return {
+            "t": "array",
+            "lib": "torch",
+            "dtype": dtype,
+            "shape": list(t.shape),
+            "b": base64.b64encode(raw).decode(),
+        }
     if mod == "numpy" and type(v).__name__ == "ndarray" and str(v.dtype) in _DTYPES:
-        return {"t": "array", "lib": "numpy", "dtype": str(v.dtype), "shape": list(v.shape),
-                "b": base64.b64encode(v.tobytes()).decode()}
+        return {
+            "t": "array",
+            "lib": "numpy",
+            "dtype": str(v.dtype),
+            "shape": list(v.shape),
+            "b": base64.b64encode(v.tobytes()).decode(),
+        }
     return None
 
 
@@ -497,8 +566,10 @@ def _array_from(d: dict[str, Any]) -> Any:
     raw = base64.b64decode(str(d.get("b", "")))
     if d.get("lib") == "torch":
         import torch
+
         dt = getattr(torch, dtype)
         flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
         return flat.view(dt).reshape(shape).clone() if raw else torch.empty(shape, dtype=dt)
     import numpy as np
+
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()

@@ -1,4 +1,5 @@
 """Run one test driver on one object, under a time limit, and return its transcript."""
+
 from __future__ import annotations
 
 import contextlib
@@ -42,8 +43,9 @@ def time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = False,
-               catch_all: bool = False) -> list[dict[str, Any]]:
+def run_driver(
+    test: Any, obj: Any, timeout: float | None = None, plain: bool = False, catch_all: bool = False
+) -> list[dict[str, Any]]:
     """Run ``test.drive(obj, rec)``; exceptions from the code under test end the transcript.
 
     Args:
@@ -71,8 +73,9 @@ def run_driver(test: Any, obj: Any, timeout: float | None = None, plain: bool = 
             else:
                 rec.finish()
     except TimeLimitExceeded:
-        rec.entries.append({"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>",
-                            "limit": limit})
+        rec.entries.append(
+            {"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>", "limit": limit}
+        )
     return rec.plain_entries() if plain else rec.entries
 
 

@@ -24,8 +24,10 @@ the learner's objects through the pipe. What this process answers is the learner
 implementation speaking (for a local exercise: its own observations); it can lie about nothing
 else.
 """
+
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -40,28 +42,67 @@ __all__ = ["GuardError", "install_guard", "limits_preexec", "main"]
 
 def limits_preexec(memory_mb: int, cpu_s: int, fsize_mb: int = 64) -> Callable[[], None]:
     """A ``preexec_fn`` setting the child's resource limits (Linux/macOS)."""
+
     def apply() -> None:
         mem = int(memory_mb) * 1024 * 1024
-        for lim, val in ((resource.RLIMIT_AS, (mem, mem)),
-                         (resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + 5)),
-                         (resource.RLIMIT_FSIZE, (fsize_mb * 1024 * 1024, fsize_mb * 1024 * 1024)),
-                         (resource.RLIMIT_CORE, (0, 0))):
+        for lim, val in (
+            (resource.RLIMIT_AS, (mem, mem)),
+            (resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + 5)),
+            (resource.RLIMIT_FSIZE, (fsize_mb * 1024 * 1024, fsize_mb * 1024 * 1024)),
+            (resource.RLIMIT_CORE, (0, 0)),
+        ):
             try:
                 resource.setrlimit(lim, val)
             except (ValueError, OSError):  # e.g. RLIMIT_AS unsupported on macOS: the timeout still holds
                 pass
+
     return apply
 
 
 # --- the guard --------------------------------------------------------------------------------------------
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_FS_EVENTS = {"os.remove", "os.rmdir", "os.rename", "os.replace", "shutil.rmtree", "os.truncate", "os.chmod",
-              "os.chown", "os.link", "os.symlink", "os.mkdir", "os.utime", "shutil.move", "shutil.copyfile",
-              "shutil.copytree", "os.chflags", "os.lchflags", "os.lchmod", "os.lchown"}
-_SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-                 "os.forkpty", "pty.spawn", "os.startfile", "_posixsubprocess.fork_exec"}
-_NET_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-               "socket.gethostbyname", "socket.__new__"}
+_FS_EVENTS = {
+    "os.remove",
+    "os.rmdir",
+    "os.rename",
+    "os.replace",
+    "shutil.rmtree",
+    "os.truncate",
+    "os.chmod",
+    "os.chown",
+    "os.link",
+    "os.symlink",
+    "os.mkdir",
+    "os.utime",
+    "shutil.move",
+    "shutil.copyfile",
+    "shutil.copytree",
+    "os.chflags",
+    "os.lchflags",
+    "os.lchmod",
+    "os.lchown",
+}
+_SPAWN_EVENTS = {
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "os.forkpty",
+    "pty.spawn",
+    "os.startfile",
+    "_posixsubprocess.fork_exec",
+}
+_NET_EVENTS = {
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+    "socket.__new__",
+}
 _GC_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
 
 
@@ -76,9 +117,22 @@ def _under(path: str, roots: Iterable[str]) -> bool:
 class _Guard:
     """The audit hook (see :func:`install_guard`); one method per family of events."""
 
-    SYSTEM_READ = ["/dev/null", "/dev/urandom", "/dev/random", "/dev/shm", "/proc/self", "/proc/thread-self",
-                   "/sys/devices/system/cpu", "/sys/fs/cgroup", "/etc/localtime", "/usr/share/zoneinfo",
-                   "/etc/ld.so.cache", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat"]
+    SYSTEM_READ = [
+        "/dev/null",
+        "/dev/urandom",
+        "/dev/random",
+        "/dev/shm",
+        "/proc/self",
+        "/proc/thread-self",
+        "/sys/devices/system/cpu",
+        "/sys/fs/cgroup",
+        "/etc/localtime",
+        "/usr/share/zoneinfo",
+        "/etc/ld.so.cache",
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+        "/proc/stat",
+    ]
 
     def __init__(self, workdir: str, read_roots: list[str]) -> None:
         self.work = os.path.realpath(workdir)
@@ -87,8 +141,10 @@ class _Guard:
         self.readable = self.roots + self.SYSTEM_READ + [f"/proc/{self.me}"]
 
     def deny(self, what: str) -> None:
-        raise GuardError(f"pagedlab grade: {what} is not allowed while grading (your code may only use files "
-                         "in its own working folder)")
+        raise GuardError(
+            f"pagedlab grade: {what} is not allowed while grading (your code may only use files "
+            "in its own working folder)"
+        )
 
     @staticmethod
     def real(p: Any) -> str:
@@ -103,8 +159,9 @@ class _Guard:
         if path is None or isinstance(path, int):
             return
         p = self.real(path)
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
-            bool(isinstance(flags, int) and flags & _WRITE_FLAGS)
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
+            isinstance(flags, int) and flags & _WRITE_FLAGS
+        )
         if _under(p, [self.work]) or p == "/dev/null" or (not writing and _under(p, self.readable)):
             return
         self.deny(f"{'writing' if writing else 'reading'} {os.fsdecode(path)}")
@@ -120,8 +177,9 @@ class _Guard:
         name = args[0] if args else None
         if name is None:
             return  # dlopen(None): the process itself
-        if not (isinstance(name, (str, bytes)) and os.path.isabs(os.fsdecode(name))
-                and _under(self.real(name), self.roots)):
+        if not (
+            isinstance(name, (str, bytes)) and os.path.isabs(os.fsdecode(name)) and _under(self.real(name), self.roots)
+        ):
             self.deny(f"loading the native library {name!r}")
 
     def __call__(self, event: str, args: Any) -> None:
@@ -163,15 +221,15 @@ def _read_roots() -> list[str]:
     import sysconfig
 
     import pagedlab
+
     roots: set[str] = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib", "include"):
-        try:
+        with contextlib.suppress(KeyError):
             roots.add(sysconfig.get_path(key))
-        except KeyError:
-            pass
     roots.add(os.path.dirname(os.path.abspath(pagedlab.__file__)))
     try:  # the kernels folder, found without importing it (that would import torch)
         import importlib.util
+
         spec = importlib.util.find_spec("pagedlab.kernels")
         for loc in (spec.submodule_search_locations or []) if spec else []:
             roots.add(os.path.abspath(loc))
@@ -186,8 +244,15 @@ def _read_roots() -> list[str]:
 
 
 #: Loaded before the learner's cells, so that the audit sees what they replace.
-_AUDITED = ("pagedlab.grading.registry", "pagedlab.grading.runner", "pagedlab.grading.recorder",
-            "pagedlab.grading.judge", "pagedlab.grading.extract", "pagedlab.grading.references", "pagedlab.grading.rpc")
+_AUDITED = (
+    "pagedlab.grading.registry",
+    "pagedlab.grading.runner",
+    "pagedlab.grading.recorder",
+    "pagedlab.grading.judge",
+    "pagedlab.grading.extract",
+    "pagedlab.grading.references",
+    "pagedlab.grading.rpc",
+)
 
 
 def _fingerprint() -> dict[str, int]:
@@ -221,9 +286,14 @@ class _Audit:
         after = _fingerprint()
         out = sorted(k for k, v in self.before.items() if after.get(k, v) != v)
         import pagedlab
+
         home = os.path.dirname(os.path.realpath(pagedlab.__file__))
         for mname, mod in list(sys.modules.items()):
-            if mname.startswith("pagedlab.") and mname != "pagedlab.kernels" and not mname.startswith("pagedlab.kernels."):
+            if (
+                mname.startswith("pagedlab.")
+                and mname != "pagedlab.kernels"
+                and not mname.startswith("pagedlab.kernels.")
+            ):
                 path = getattr(mod, "__file__", None)
                 if not isinstance(path, str) or not os.path.realpath(path).startswith(home + os.sep):
                     out.append(f"sys.modules[{mname!r}]")
@@ -245,10 +315,14 @@ class _LocalRunner:
     def __init__(self) -> None:
         from pagedlab.grading import registry
         from pagedlab.grading.runner import run_driver
+
         self._run_driver = run_driver
         self._tests: dict[tuple[str, str], Any] = {  # copies: patching the registry's tests changes nothing here
-            (ex.id, t.title): dataclasses.replace(t) for ex in registry.all_exercises() if ex.runs_in_learner_process
-            for t in ex.public_tests()}
+            (ex.id, t.title): dataclasses.replace(t)
+            for ex in registry.all_exercises()
+            if ex.runs_in_learner_process
+            for t in ex.public_tests()
+        }
 
     def run(self, exercise_id: str, title: str, obj: Any, timeout: float) -> list[dict[str, Any]]:
         """The plain transcript of test ``title`` of ``exercise_id`` on ``obj`` (``timeout`` in seconds).
@@ -265,6 +339,7 @@ class _LocalRunner:
 def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tuple[str, Any]]:
     """(notebook, extraction) of each notebook that parses (the driver reports the others)."""
     from pagedlab.grading.extract import NotebookError, find_exercises, read_notebook
+
     parsed = []
     for nb_name in notebooks:
         try:
@@ -274,8 +349,7 @@ def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tu
     return parsed
 
 
-def _load(parsed: list[tuple[str, Any]], names: dict[str, str], cell_timeout: float,
-          chan: Any) -> list[dict[str, Any]]:
+def _load(parsed: list[tuple[str, Any]], names: dict[str, str], cell_timeout: float, chan: Any) -> list[dict[str, Any]]:
     """Run the exercise cells of every notebook; one record per (notebook, exercise) found."""
     from pagedlab.grading.extract import load_exercises
     from pagedlab.grading.runner import time_limit
@@ -293,8 +367,16 @@ def _load(parsed: list[tuple[str, Any]], names: dict[str, str], cell_timeout: fl
             continue
         for eid, le in results.items():
             if eid in names:
-                records.append({"exercise": eid, "notebook": nb_name, "ok": le.ok, "error": le.error,
-                                "notes": le.notes, "h": chan.export(le.obj) if le.ok else None})
+                records.append(
+                    {
+                        "exercise": eid,
+                        "notebook": nb_name,
+                        "ok": le.ok,
+                        "error": le.error,
+                        "notes": le.notes,
+                        "h": chan.export(le.obj) if le.ok else None,
+                    }
+                )
     return records
 
 
@@ -302,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     """Load the submission, send the hello, answer the driver until it closes the pipe."""
     from pagedlab.grading.recorder import learner_frame
     from pagedlab.grading.rpc import Channel
+
     rfd, wfd, job_path = (list(sys.argv[1:] if argv is None else argv) + ["", "", ""])[:3]
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)

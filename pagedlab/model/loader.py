@@ -5,6 +5,7 @@ then keeps an fp32 safetensors copy, the config and the tokenizer in the cache d
 later loads (every notebook, every test) take a second or two instead of ~20 s. Nothing is
 fetched from a hub: the GGUF comes from ``pagedlab fetch-model``.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-_CONVERTED_FORMAT = 2   # bump when the converted layout changes
+_CONVERTED_FORMAT = 2  # bump when the converted layout changes
 # Hub names that mean the kit's own GGUF, so a script written for vLLM
 # (``LLM("HuggingFaceTB/SmolLM2-135M-Instruct")``) runs unchanged; nothing is downloaded.
 _ALIASES = {"huggingfacetb/smollm2-135m-instruct", "smollm2-135m-instruct"}
@@ -45,6 +46,7 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
     """
     if model is None or str(model).lower() in _ALIASES:
         from pagedlab.model.fetch import ensure_model
+
         return Path(ensure_model())
     path = Path(model).expanduser()
     if path.is_dir():
@@ -55,12 +57,14 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
     if not path.is_file():
         raise ModelNotFoundError(
             f"model file not found: {path}. Pass a .gguf path, or model=None for SmolLM2 "
-            f"(run `pagedlab fetch-model` first).")
+            f"(run `pagedlab fetch-model` first)."
+        )
     return path
 
 
 def _converted_dir(gguf: Path) -> Path:
     from pagedlab.model.fetch import default_cache_dir
+
     st = gguf.stat()
     return Path(default_cache_dir()) / "converted" / f"{gguf.stem}-{st.st_size}-{int(st.st_mtime)}-v{_CONVERTED_FORMAT}"
 
@@ -70,6 +74,7 @@ def _convert(gguf: Path, out: Path) -> None:
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
+
     # one-off conversion: no tqdm bars in notebook cells (the helper is unannotated in transformers)
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     try:
@@ -79,18 +84,25 @@ def _convert(gguf: Path, out: Path) -> None:
             hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except Exception as e:  # transformers raises many types for a damaged file
         raise ModelFileCorruptError(
-            f"could not read {gguf} as a GGUF model ({type(e).__name__}: {e}). "
-            f"Re-run `pagedlab fetch-model --force`.") from e
+            f"could not read {gguf} as a GGUF model ({type(e).__name__}: {e}). Re-run `pagedlab fetch-model --force`."
+        ) from e
     if hf.config.model_type != "llama":
         raise ModelFileCorruptError(f"{gguf} is a {hf.config.model_type!r} model; pagedlab runs Llama models")
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
-    sd = {k: v.contiguous() for k, v in hf.state_dict().items() if k != "lm_head.weight" or
-          not hf.config.tie_word_embeddings}
+    sd = {
+        k: v.contiguous()
+        for k, v in hf.state_dict().items()
+        if k != "lm_head.weight" or not hf.config.tie_word_embeddings
+    }
     save_file(sd, str(tmp / "model.safetensors"))
     cfg = LlamaConfig.from_hf(hf.config)
-    meta = {"llama": cfg.__dict__, "eos_token_id": hf.config.eos_token_id,
-            "bos_token_id": hf.config.bos_token_id, "source": str(gguf)}
+    meta = {
+        "llama": cfg.__dict__,
+        "eos_token_id": hf.config.eos_token_id,
+        "bos_token_id": hf.config.bos_token_id,
+        "source": str(gguf),
+    }
     (tmp / "pagedlab_config.json").write_text(json.dumps(meta, indent=1))
     tok.save_pretrained(tmp)
     # Also a plain HF config, so transformers can load this folder directly (benchmarks, tests).
@@ -100,7 +112,7 @@ def _convert(gguf: Path, out: Path) -> None:
     hf.config.save_pretrained(tmp)
     try:
         os.replace(tmp, out)
-    except OSError:          # another process converted it first: keep theirs
+    except OSError:  # another process converted it first: keep theirs
         shutil.rmtree(tmp, ignore_errors=True)
         if not (out / "model.safetensors").exists():
             raise
@@ -132,15 +144,19 @@ def _ensure_converted(gguf: Path) -> Path:
         return out
     except OSError as e:
         first = e
-    warnings.warn(f"cannot write the converted model under {out.parent} ({first}); using {fallback.parent} "
-                  f"instead. Set PAGEDLAB_CACHE_DIR to a writable directory to keep it", stacklevel=3)
+    warnings.warn(
+        f"cannot write the converted model under {out.parent} ({first}); using {fallback.parent} "
+        f"instead. Set PAGEDLAB_CACHE_DIR to a writable directory to keep it",
+        stacklevel=3,
+    )
     try:
         _convert(gguf, fallback)
     except OSError as e:
         raise CacheNotWritableError(
             f"cannot write the converted model copy: {out.parent} ({first}) and {fallback.parent} ({e}) are not "
             f"writable.\n  fix: set PAGEDLAB_CACHE_DIR to a writable directory (the verified GGUF may stay "
-            f"where it is: copy or link {gguf.name} there)") from e
+            f"where it is: copy or link {gguf.name} there)"
+        ) from e
     return fallback
 
 
@@ -149,8 +165,9 @@ def load_tokenizer(model: str | os.PathLike[str] | None = None) -> PreTrainedTok
     return load_model(model, tokenizer_only=True)[1]
 
 
-def load_model(model: str | os.PathLike[str] | None = None, tokenizer_only: bool = False
-               ) -> tuple[LlamaForCausalLM | None, PreTrainedTokenizerBase, dict[str, Any]]:
+def load_model(
+    model: str | os.PathLike[str] | None = None, tokenizer_only: bool = False
+) -> tuple[LlamaForCausalLM | None, PreTrainedTokenizerBase, dict[str, Any]]:
     """Load the model, its tokenizer and metadata.
 
     Returns:
@@ -163,6 +180,7 @@ def load_model(model: str | os.PathLike[str] | None = None, tokenizer_only: bool
     gguf = resolve_model_path(model)
     out = _ensure_converted(gguf)
     from transformers import AutoTokenizer
+
     meta = json.loads((out / "pagedlab_config.json").read_text())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -170,6 +188,7 @@ def load_model(model: str | os.PathLike[str] | None = None, tokenizer_only: bool
     if tokenizer_only:
         return None, tok, meta
     from safetensors.torch import load_file
+
     cfg = LlamaConfig(**meta["llama"])
     with torch.device("meta"):
         net = LlamaForCausalLM(cfg)

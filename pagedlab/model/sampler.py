@@ -6,6 +6,7 @@ penalties -> greedy argmax, or temperature -> ``min_p`` -> top-k / top-p -> a dr
 before any of these steps. A greedy row without penalties or ``min_tokens`` is a plain argmax of the
 model's logits, exactly as before these features existed.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ def apply_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float) -> torch.T
         sorted_logits, order = torch.sort(logits, descending=False)
         cum = sorted_logits.softmax(-1).cumsum(-1)
         remove = cum <= 1 - top_p
-        remove[-1] = False          # always keep the most likely token
+        remove[-1] = False  # always keep the most likely token
         logits = logits.masked_fill(remove.scatter(0, order, remove), float("-inf"))
     return logits
 
@@ -42,8 +43,9 @@ def apply_min_p(logits: torch.Tensor, min_p: float) -> torch.Tensor:
     return logits.masked_fill(probs < min_p * probs.max(), float("-inf"))
 
 
-def apply_penalties(logits: torch.Tensor, sp: SamplingParams, prompt_ids: Sequence[int],
-                    output_ids: Sequence[int]) -> torch.Tensor:
+def apply_penalties(
+    logits: torch.Tensor, sp: SamplingParams, prompt_ids: Sequence[int], output_ids: Sequence[int]
+) -> torch.Tensor:
     """vLLM's penalties on one row ``[V]`` (returns a new tensor).
 
     Repetition: tokens seen in the prompt or the output have positive logits divided by, negative
@@ -98,9 +100,12 @@ def top_logprobs(raw_logits: torch.Tensor, token: int, k: int) -> TokenLogprobs:
     return out
 
 
-def sample(logits: torch.Tensor, params: Sequence[SamplingParams],
-           generators: Sequence[torch.Generator | None],
-           requests: Sequence[Request | None] | None = None) -> list[int]:
+def sample(
+    logits: torch.Tensor,
+    params: Sequence[SamplingParams],
+    generators: Sequence[torch.Generator | None],
+    requests: Sequence[Request | None] | None = None,
+) -> list[int]:
     """Sample one token per row.
 
     Args:

@@ -1,4 +1,5 @@
 """Waiting queues: FCFS (a deque) and priority (a heap), as vLLM v1 ``request_queue.py``."""
+
 from __future__ import annotations
 
 import heapq
@@ -41,7 +42,7 @@ class PriorityRequestQueue:
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, float, int, Request]] = []
-        self._counter = 0   # tie-breaker so Requests are never compared
+        self._counter = 0  # tie-breaker so Requests are never compared
 
     def add_request(self, request: Request) -> None:
         heapq.heappush(self._heap, (request.priority, request.arrival_time, self._counter, request))

@@ -24,6 +24,7 @@ Prefill, chunked prefill, decode and resumption after preemption are the same ru
 scheduling, ``num_computed_tokens`` is advanced at once (as vLLM's ``_update_after_schedule``)
 so the next step can schedule the next chunk.
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,8 +69,9 @@ class ScheduledRequest:
         r = self.request
         end = self.start + self.num_tokens
         self.samples = end == r.num_tokens
-        self.is_prefill = not (self.num_tokens == 1 and r.num_output_tokens > 0 and self.samples
-                               and self.start >= r.num_prompt_tokens)
+        self.is_prefill = not (
+            self.num_tokens == 1 and r.num_output_tokens > 0 and self.samples and self.start >= r.num_prompt_tokens
+        )
 
 
 @dataclass
@@ -139,8 +141,13 @@ class Scheduler:
         tracer: optional ``pagedlab.trace.Tracer``; records schedule/preempt/swap/finish events.
     """
 
-    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
-                 kv_cache_manager: KVCacheManager, tracer: Tracer | None = None) -> None:
+    def __init__(
+        self,
+        scheduler_config: SchedulerConfig,
+        cache_config: CacheConfig,
+        kv_cache_manager: KVCacheManager,
+        tracer: Tracer | None = None,
+    ) -> None:
         self.config = scheduler_config
         self.cache_config = cache_config
         self.kv_cache_manager = kv_cache_manager
@@ -161,8 +168,9 @@ class Scheduler:
         self.pick_victim_fn: Callable[[list[Request], str], Request] | None = None
         # The preempt-and-retry slot: ``fn(request, allocate, choose_victim, preempt) -> bool``; None = the
         # kit's loop in ``schedule``.
-        self.preempt_retry_fn: Callable[[Request, Callable[[], bool], Callable[[], Request],
-                                         Callable[[Request], None]], bool] | None = None
+        self.preempt_retry_fn: (
+            Callable[[Request, Callable[[], bool], Callable[[], Request], Callable[[Request], None]], bool] | None
+        ) = None
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -224,7 +232,7 @@ class Scheduler:
     def finish_requests(self, request_ids: str | Iterable[str], status: RequestStatus) -> list[Request]:
         """End requests in any state (abort, stop string): free their blocks everywhere."""
         done = []
-        for rid in ([request_ids] if isinstance(request_ids, str) else request_ids):
+        for rid in [request_ids] if isinstance(request_ids, str) else request_ids:
             req = self.requests.get(rid)
             if req is None or req.is_finished():
                 continue
@@ -283,10 +291,10 @@ class Scheduler:
             self.running.remove(m)
             m.num_preemptions += 1
             out.preempted.append(m.request_id)
-            if m.request_id in scheduled:             # already scheduled this step: refund it
+            if m.request_id in scheduled:  # already scheduled this step: refund it
                 refund += scheduled.pop(m.request_id).num_tokens
         if swap:
-            out.add_moves("copy", kv.take_pending_copies())   # copies made before this swap-out
+            out.add_moves("copy", kv.take_pending_copies())  # copies made before this swap-out
             out.add_moves("swap_out", kv.swap_out(members))
             for m in members:
                 m.status = RequestStatus.SWAPPED
@@ -300,8 +308,9 @@ class Scheduler:
         self._record("preempt", req=victim.request_id, mode="recompute")
         return refund
 
-    def _plugged_preempt_retry(self, req: Request, n: int, out: SchedulerOutput,
-                               scheduled: dict[str, ScheduledRequest]) -> int:
+    def _plugged_preempt_retry(
+        self, req: Request, n: int, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]
+    ) -> int:
         """Run the plugged preempt-and-retry slot for ``req``; return the budget refunded by preemptions.
 
         The slot gets ``allocate()`` (``allocate_slots(req, n)`` succeeded), ``choose_victim()`` and
@@ -314,8 +323,9 @@ class Scheduler:
         def preempt(victim: Request) -> None:
             refund[0] += self._preempt(victim, out, scheduled)
 
-        self.preempt_retry_fn(req, lambda: self.kv_cache_manager.allocate_slots(req, n) is not None,
-                              self._pick_victim, preempt)
+        self.preempt_retry_fn(
+            req, lambda: self.kv_cache_manager.allocate_slots(req, n) is not None, self._pick_victim, preempt
+        )
         return refund[0]
 
     def _admits_waiting(self) -> bool:
@@ -348,11 +358,11 @@ class Scheduler:
                 while kv.allocate_slots(req, n) is None:
                     budget += self._preempt(self._pick_victim(), out, scheduled)
                     if req.status != RequestStatus.RUNNING:
-                        break                             # req itself (or its group) was preempted
+                        break  # req itself (or its group) was preempted
             else:
                 budget += self._plugged_preempt_retry(req, n, out, scheduled)
             if req.status != RequestStatus.RUNNING:
-                break                                     # it preempted itself: stop here
+                break  # it preempted itself: stop here
             scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
             budget -= n
             i = self.running.index(req) + 1
@@ -360,8 +370,9 @@ class Scheduler:
         # 2. Swapped fork groups come back whole (vLLM v0), only if nobody was preempted this step.
         while not out.preempted and self.swapped and budget > 0:
             group = [m for m in self.get_fork_group(self.swapped[0]) if m.status == RequestStatus.SWAPPED]
-            if (self._seats_taken(self.running) + self._seats_taken(group) > self.config.max_num_seqs
-                    or not kv.can_swap_in(group)):
+            if self._seats_taken(self.running) + self._seats_taken(
+                group
+            ) > self.config.max_num_seqs or not kv.can_swap_in(group):
                 break
             out.add_moves("copy", kv.take_pending_copies())
             out.add_moves("swap_in", kv.swap_in(group))
@@ -376,14 +387,20 @@ class Scheduler:
                     budget -= n
 
         # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
-        while (self._admits_waiting() and not out.preempted and not self.swapped and len(self.waiting)
-               and budget > 0 and self._has_seats_for(self.waiting.peek_request())):
+        while (
+            self._admits_waiting()
+            and not out.preempted
+            and not self.swapped
+            and len(self.waiting)
+            and budget > 0
+            and self._has_seats_for(self.waiting.peek_request())
+        ):
             head = self.waiting.peek_request()
             s = self._try_admit(head, budget)
             if s is None:
                 if head.is_finished():
-                    continue                              # rejected as unschedulable: next head
-                break                                     # strict head-of-line order
+                    continue  # rejected as unschedulable: next head
+                break  # strict head-of-line order
             scheduled[s.request.request_id] = s
             budget -= s.num_tokens
 
@@ -428,7 +445,7 @@ class Scheduler:
             n = min(n, budget)
         if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
             return None
-        if req.num_computed_tokens == 0:                  # it was looked up: count it, once
+        if req.num_computed_tokens == 0:  # it was looked up: count it, once
             kv.record_prefix_cache_stats(req, hit_blocks)
         self.waiting.pop_request()
         req.status = RequestStatus.RUNNING
@@ -452,11 +469,15 @@ class Scheduler:
         logger.warning(
             "request %s aborted: it must compute %d tokens (prompt + tokens generated before a preemption) in "
             "one step, more than max_num_batched_tokens=%d with enable_chunked_prefill=False. Enable chunked "
-            "prefill, raise max_num_batched_tokens or use preemption_mode='swap'", req.request_id, num_tokens,
-            self.config.max_num_batched_tokens)
+            "prefill, raise max_num_batched_tokens or use preemption_mode='swap'",
+            req.request_id,
+            num_tokens,
+            self.config.max_num_batched_tokens,
+        )
 
-    def _finish_schedule(self, out: SchedulerOutput, scheduled: list[ScheduledRequest],
-                         token_budget: int | None) -> SchedulerOutput:
+    def _finish_schedule(
+        self, out: SchedulerOutput, scheduled: list[ScheduledRequest], token_budget: int | None
+    ) -> SchedulerOutput:
         """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
 
         ``token_budget`` is what is left of ``max_num_batched_tokens`` (None: no budget, static
@@ -467,8 +488,9 @@ class Scheduler:
         out.add_moves("copy", self.kv_cache_manager.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
-            self._record("schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens,
-                         prefill=s.is_prefill)
+            self._record(
+                "schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens, prefill=s.is_prefill
+            )
         if self.check_postconditions:
             self._check_postconditions(out, token_budget)
         self.step_count += 1
@@ -503,13 +525,16 @@ class Scheduler:
             if id(r) not in running or r.status != RequestStatus.RUNNING:
                 fail(f"{r.request_id} is scheduled but not running")
             if s.num_tokens < 1 or end != r.num_computed_tokens or end > r.num_tokens:
-                fail(f"{r.request_id}: chunk [{s.start}, {end}) vs computed {r.num_computed_tokens}, "
-                     f"num_tokens {r.num_tokens}")
+                fail(
+                    f"{r.request_id}: chunk [{s.start}, {end}) vs computed {r.num_computed_tokens}, "
+                    f"num_tokens {r.num_tokens}"
+                )
             if len(kv.get_block_ids(r.request_id)) * self.cache_config.block_size < end:
                 fail(f"{r.request_id}: tokens up to {end} but only {len(kv.get_block_ids(r.request_id))} blocks")
 
-    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int],
-                           now: float | None = None) -> list[Request]:
+    def update_from_output(
+        self, out: SchedulerOutput, sampled: dict[str, int], now: float | None = None
+    ) -> list[Request]:
         """Append sampled tokens, check stop conditions, free finished requests.
 
         Args:

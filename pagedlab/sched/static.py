@@ -8,6 +8,7 @@ no token budget), then the batch decodes together. A member preempted for recomp
 the head of the queue and rejoins with the next batch; a swapped member is swapped back in
 while its batch still runs.
 """
+
 from __future__ import annotations
 
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
@@ -17,7 +18,7 @@ class StaticScheduler(Scheduler):
     """Same interface as ``Scheduler``; admits a new batch only when ``running`` is empty."""
 
     def _admits_waiting(self) -> bool:
-        return False                              # the running batch is closed to newcomers
+        return False  # the running batch is closed to newcomers
 
     def schedule(self) -> SchedulerOutput:
         if self.running or self.swapped:

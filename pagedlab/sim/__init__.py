@@ -11,26 +11,72 @@
 
 Nothing here imports torch; the engine is imported only by ``replay_on_engine``.
 """
+
 from pagedlab.sim.cost_model import CostModel, StepCost, num_gpu_blocks
 from pagedlab.sim.hardware import A100_80G, H100, H200, GPUSpec, get_gpu
 from pagedlab.sim.metrics import ReplayResult, RequestRecord, StepRecord, format_table, summarize
-from pagedlab.sim.models import (LLAMA_2_7B, LLAMA_2_70B, LLAMA_3_8B, LLAMA_3_70B, LLAMA_13B, SMOLLM2_135M,
-                                 ModelSpec, get_model)
+from pagedlab.sim.models import (
+    LLAMA_2_7B,
+    LLAMA_2_70B,
+    LLAMA_3_8B,
+    LLAMA_3_70B,
+    LLAMA_13B,
+    SMOLLM2_135M,
+    ModelSpec,
+    get_model,
+)
 from pagedlab.sim.simulator import compare, gpu_cache_config, simulate
-from pagedlab.sim.traces import (TraceRequest, duration, load_azure, load_mooncake, load_trace,
-                                 prefix_hit_ceiling, scale_for_cpu, synthesize_prompts)
+from pagedlab.sim.traces import (
+    TraceRequest,
+    duration,
+    load_azure,
+    load_mooncake,
+    load_trace,
+    prefix_hit_ceiling,
+    scale_for_cpu,
+    synthesize_prompts,
+)
 
 
 def replay_on_engine(*args, **kwargs):
     """See :func:`pagedlab.sim.replay.replay_on_engine`."""
     from pagedlab.sim.replay import replay_on_engine as _replay
+
     return _replay(*args, **kwargs)
 
 
 __all__ = [
-    "TraceRequest", "load_azure", "load_mooncake", "load_trace", "duration", "prefix_hit_ceiling",
-    "scale_for_cpu", "synthesize_prompts", "GPUSpec", "A100_80G", "H100", "H200", "get_gpu", "ModelSpec",
-    "LLAMA_2_7B", "LLAMA_13B", "LLAMA_2_70B", "LLAMA_3_70B", "LLAMA_3_8B", "SMOLLM2_135M", "get_model",
-    "CostModel", "StepCost", "num_gpu_blocks", "simulate", "gpu_cache_config", "compare", "ReplayResult",
-    "RequestRecord", "StepRecord", "format_table", "summarize", "replay_on_engine",
+    "TraceRequest",
+    "load_azure",
+    "load_mooncake",
+    "load_trace",
+    "duration",
+    "prefix_hit_ceiling",
+    "scale_for_cpu",
+    "synthesize_prompts",
+    "GPUSpec",
+    "A100_80G",
+    "H100",
+    "H200",
+    "get_gpu",
+    "ModelSpec",
+    "LLAMA_2_7B",
+    "LLAMA_13B",
+    "LLAMA_2_70B",
+    "LLAMA_3_70B",
+    "LLAMA_3_8B",
+    "SMOLLM2_135M",
+    "get_model",
+    "CostModel",
+    "StepCost",
+    "num_gpu_blocks",
+    "simulate",
+    "gpu_cache_config",
+    "compare",
+    "ReplayResult",
+    "RequestRecord",
+    "StepRecord",
+    "format_table",
+    "summarize",
+    "replay_on_engine",
 ]

@@ -34,10 +34,11 @@ its attention FLOPs grow with ``T^2`` and tilt long sequences towards swapping.
 The peaks come from ``hardware.py``; real kernels reach a fraction of them, which
 ``compute_efficiency`` / ``bandwidth_efficiency`` express (1.0 = the pure roofline, a lower bound).
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Tuple
 
 from pagedlab.sim.hardware import GPUSpec
 from pagedlab.sim.models import ModelSpec
@@ -106,7 +107,7 @@ class CostModel:
     def bytes_per_s(self) -> float:
         return self.gpu.hbm_bandwidth * self.bandwidth_efficiency
 
-    def step_cost(self, seqs: Iterable[Tuple[int, int]]) -> StepCost:
+    def step_cost(self, seqs: Iterable[tuple[int, int]]) -> StepCost:
         """Roofline of a step.
 
         Args:
@@ -127,14 +128,16 @@ class CostModel:
             num_seqs += 1
         if num_seqs == 0:
             return StepCost(0.0, 0.0, 0.0, 0.0, self.step_overhead_s)
-        flops = (2.0 * m.num_linear_params * new + 2.0 * m.lm_head_params * num_seqs
-                 + 4.0 * m.num_layers * m.num_heads * m.head_dim * pairs)
-        nbytes = ((m.num_linear_params + m.lm_head_params) * m.dtype_bytes
-                  + m.kv_bytes_per_token * (ctx_read + new))
+        flops = (
+            2.0 * m.num_linear_params * new
+            + 2.0 * m.lm_head_params * num_seqs
+            + 4.0 * m.num_layers * m.num_heads * m.head_dim * pairs
+        )
+        nbytes = (m.num_linear_params + m.lm_head_params) * m.dtype_bytes + m.kv_bytes_per_token * (ctx_read + new)
         ct, mt = flops / self.flops_per_s, nbytes / self.bytes_per_s
         return StepCost(flops, float(nbytes), ct, mt, max(ct, mt) + self.step_overhead_s)
 
-    def step_time(self, seqs: Iterable[Tuple[int, int]]) -> float:
+    def step_time(self, seqs: Iterable[tuple[int, int]]) -> float:
         """Seconds for a step; see :meth:`step_cost`."""
         return self.step_cost(seqs).time
 
@@ -147,13 +150,16 @@ class CostModel:
         return self.step_time([(0, num_tokens)])
 
     # --- linear layers alone (for calibration against Vidur's measured operators) ------------------
-    def linear_ops(self) -> Sequence[Tuple[str, int, int]]:
+    def linear_ops(self) -> Sequence[tuple[str, int, int]]:
         """The matrix multiplications of one layer as ``(vidur_op_name, in_features, out_features)``."""
         m = self.model
         q, kv = m.num_heads * m.head_dim, m.num_kv_heads * m.head_dim
-        return [("attn_pre_proj", m.hidden_size, q + 2 * kv), ("attn_post_proj", q, m.hidden_size),
-                ("mlp_up_proj", m.hidden_size, 2 * m.intermediate_size),
-                ("mlp_down_proj", m.intermediate_size, m.hidden_size)]
+        return [
+            ("attn_pre_proj", m.hidden_size, q + 2 * kv),
+            ("attn_post_proj", q, m.hidden_size),
+            ("mlp_up_proj", m.hidden_size, 2 * m.intermediate_size),
+            ("mlp_down_proj", m.intermediate_size, m.hidden_size),
+        ]
 
     def linear_op_time(self, in_features: int, out_features: int, num_tokens: int) -> float:
         """Roofline of ``[num_tokens, in] @ [in, out]``: max(2 T in out / FLOP/s, weight bytes / bandwidth)."""
@@ -187,8 +193,7 @@ class CostModel:
         return self.model.num_params * self.gpu.pcie_bandwidth / self.model.kv_bytes_per_token
 
 
-def num_gpu_blocks(model: ModelSpec, gpu: GPUSpec, block_size: int = 16,
-                   gpu_memory_utilization: float = 0.9) -> int:
+def num_gpu_blocks(model: ModelSpec, gpu: GPUSpec, block_size: int = 16, gpu_memory_utilization: float = 0.9) -> int:
     """KV blocks that fit next to the weights: ``(memory x utilization - weights) / (block_size x kv)``.
 
     As vLLM's profiling run, minus activation memory (ignored here).
@@ -201,7 +206,9 @@ def num_gpu_blocks(model: ModelSpec, gpu: GPUSpec, block_size: int = 16,
     free = gpu.memory_bytes * gpu_memory_utilization - model.weight_bytes
     blocks = int(free // (block_size * model.kv_bytes_per_token))
     if blocks < 1:
-        raise ValueError(f"{model.name} weights ({model.weight_bytes / 1e9:.1f} GB) leave no room for KV on "
-                         f"{gpu.name} at gpu_memory_utilization={gpu_memory_utilization}; use more GPUs "
-                         f"(e.g. get_gpu('2x{gpu.name}'))")
+        raise ValueError(
+            f"{model.name} weights ({model.weight_bytes / 1e9:.1f} GB) leave no room for KV on "
+            f"{gpu.name} at gpu_memory_utilization={gpu_memory_utilization}; use more GPUs "
+            f"(e.g. get_gpu('2x{gpu.name}'))"
+        )
     return blocks

@@ -16,10 +16,10 @@ Swaps move KV in one direction at a time, so the cost model uses the per-directi
 Peaks are upper bounds: Vidur's measured Llama-2-7B linear layers reach roughly 55-80% of them
 (``tests/sim/test_cost_model.py`` checks the factor).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict
 
 MiB = 1 << 20
 GB = 10**9
@@ -46,7 +46,7 @@ class GPUSpec:
     pcie_bandwidth: float
     num_gpus: int = 1
 
-    def times(self, n: int) -> "GPUSpec":
+    def times(self, n: int) -> GPUSpec:
         """``n`` such GPUs as one ideal tensor-parallel group: memory, bandwidths and FLOP/s add up.
 
         The all-reduce traffic of real tensor parallelism is ignored, so this is optimistic.
@@ -55,16 +55,22 @@ class GPUSpec:
             raise ValueError(f"need n >= 1 GPUs, got {n}")
         if n == 1:
             return self
-        return replace(self, name=f"{n}x{self.name}", memory_bytes=self.memory_bytes * n,
-                       hbm_bandwidth=self.hbm_bandwidth * n, peak_flops=self.peak_flops * n,
-                       pcie_bandwidth=self.pcie_bandwidth * n, num_gpus=self.num_gpus * n)
+        return replace(
+            self,
+            name=f"{n}x{self.name}",
+            memory_bytes=self.memory_bytes * n,
+            hbm_bandwidth=self.hbm_bandwidth * n,
+            peak_flops=self.peak_flops * n,
+            pcie_bandwidth=self.pcie_bandwidth * n,
+            num_gpus=self.num_gpus * n,
+        )
 
 
 A100_80G = GPUSpec("A100-80G", 81_920 * MiB, 2_039 * GB, 312 * TFLOPS, 32 * GB)
 H100 = GPUSpec("H100", 81_559 * MiB, 3_350 * GB, 989.5 * TFLOPS, 64 * GB)
 H200 = GPUSpec("H200", 143_771 * MiB, 4_800 * GB, 989.5 * TFLOPS, 64 * GB)
 
-GPUS: Dict[str, GPUSpec] = {"a100": A100_80G, "a100-80g": A100_80G, "h100": H100, "h200": H200}
+GPUS: dict[str, GPUSpec] = {"a100": A100_80G, "a100-80g": A100_80G, "h100": H100, "h200": H200}
 
 
 def get_gpu(name: str) -> GPUSpec:

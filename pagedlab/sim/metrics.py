@@ -4,11 +4,13 @@ The simulator (virtual clock, cost model) and the real-engine replay (wall clock
 same :class:`ReplayResult`, so the labs plot and compare them with the same code. All times
 are seconds from the start of the replay (the first request of the slice arrives at ~0).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 
 @dataclass
@@ -34,9 +36,9 @@ class RequestRecord:
     first_token_time: float
     finished_time: float
     ttft: float
-    tpot: Optional[float]
+    tpot: float | None
     e2e_latency: float
-    max_itl: Optional[float]
+    max_itl: float | None
     num_preemptions: int
     num_cached_tokens: int
 
@@ -85,20 +87,20 @@ class ReplayResult:
         config: free-form description (GPU, model, scheduling ...), JSON-able.
     """
 
-    requests: List[RequestRecord] = field(default_factory=list)
-    steps: List[StepRecord] = field(default_factory=list)
-    rejected: List[tuple] = field(default_factory=list)
+    requests: list[RequestRecord] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    rejected: list[tuple] = field(default_factory=list)
     num_gpu_blocks: int = 0
-    config: Dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
 
-    def summary(self) -> Dict[str, float]:
+    def summary(self) -> dict[str, float]:
         """Headline numbers; see :func:`summarize`."""
         return summarize(self)
 
-    def request_rows(self) -> List[Dict[str, Any]]:
+    def request_rows(self) -> list[dict[str, Any]]:
         return [asdict(r) for r in self.requests]
 
-    def step_rows(self) -> List[Dict[str, Any]]:
+    def step_rows(self) -> list[dict[str, Any]]:
         return [asdict(s) for s in self.steps]
 
 
@@ -113,7 +115,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def summarize(result: ReplayResult) -> Dict[str, float]:
+def summarize(result: ReplayResult) -> dict[str, float]:
     """Throughput and latency of a replay.
 
     Returns (seconds, tokens/s):
@@ -123,7 +125,7 @@ def summarize(result: ReplayResult) -> Dict[str, float]:
         prefix_hit_rate (cached prompt tokens / prompt tokens), kv_usage_mean/max (fraction of pool).
     """
     reqs, steps = result.requests, result.steps
-    s: Dict[str, float] = {"num_requests": len(reqs), "num_rejected": len(result.rejected)}
+    s: dict[str, float] = {"num_requests": len(reqs), "num_rejected": len(result.rejected)}
     if not reqs:
         return s
     makespan = max(r.finished_time for r in reqs) - min(r.arrival_time for r in reqs)
@@ -137,18 +139,29 @@ def summarize(result: ReplayResult) -> Dict[str, float]:
         output_throughput=out_toks / makespan if makespan > 0 else math.inf,
         total_throughput=(in_toks + out_toks) / makespan if makespan > 0 else math.inf,
         request_throughput=len(reqs) / makespan if makespan > 0 else math.inf,
-        ttft_mean=sum(ttft) / len(ttft), ttft_p50=percentile(ttft, 50), ttft_p99=percentile(ttft, 99),
-        tpot_p50=percentile(tpot, 50), tpot_p99=percentile(tpot, 99),
-        e2e_p50=percentile(e2e, 50), e2e_p99=percentile(e2e, 99),
+        ttft_mean=sum(ttft) / len(ttft),
+        ttft_p50=percentile(ttft, 50),
+        ttft_p99=percentile(ttft, 99),
+        tpot_p50=percentile(tpot, 50),
+        tpot_p99=percentile(tpot, 99),
+        e2e_p50=percentile(e2e, 50),
+        e2e_p99=percentile(e2e, 99),
         num_preemptions=sum(r.num_preemptions for r in reqs),
         prefix_hit_rate=sum(r.num_cached_tokens for r in reqs) / in_toks if in_toks else 0.0,
     )
     if steps:
-        used = [st.kv_blocks_used / (st.kv_blocks_used + st.kv_blocks_free) for st in steps
-                if st.kv_blocks_used + st.kv_blocks_free]
-        s.update(num_steps=len(steps), max_step_time=max(st.step_time for st in steps),
-                 mean_step_time=sum(st.step_time for st in steps) / len(steps),
-                 kv_usage_mean=sum(used) / len(used) if used else 0.0, kv_usage_max=max(used, default=0.0))
+        used = [
+            st.kv_blocks_used / (st.kv_blocks_used + st.kv_blocks_free)
+            for st in steps
+            if st.kv_blocks_used + st.kv_blocks_free
+        ]
+        s.update(
+            num_steps=len(steps),
+            max_step_time=max(st.step_time for st in steps),
+            mean_step_time=sum(st.step_time for st in steps) / len(steps),
+            kv_usage_mean=sum(used) / len(used) if used else 0.0,
+            kv_usage_max=max(used, default=0.0),
+        )
     return s
 
 
@@ -171,7 +184,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def format_table(rows: Sequence[Any], columns: Optional[Sequence[str]] = None) -> str:
+def format_table(rows: Sequence[Any], columns: Sequence[str] | None = None) -> str:
     """A plain-text table (no pandas): one row per dict or dataclass, a header, right-aligned numbers.
 
     Args:
@@ -184,8 +197,9 @@ def format_table(rows: Sequence[Any], columns: Optional[Sequence[str]] = None) -
         return ""
     dicts = [asdict(r) if hasattr(r, "__dataclass_fields__") else dict(r) for r in rows]
     if columns is None:
-        columns = list(dicts[0].keys()) if not hasattr(rows[0], "__dataclass_fields__") else \
-            [f.name for f in fields(rows[0])]
+        columns = (
+            list(dicts[0].keys()) if not hasattr(rows[0], "__dataclass_fields__") else [f.name for f in fields(rows[0])]
+        )
     cells = [[_fmt(d.get(c)) for c in columns] for d in dicts]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     numeric = [all(isinstance(d.get(c), (int, float)) or d.get(c) is None for d in dicts) for c in columns]

@@ -20,10 +20,10 @@ Architectures are the published Hugging Face ``config.json`` values:
 Parameter counts are computed from the shapes (gated MLP, RMSNorm weights, untied LM head
 unless ``tie_word_embeddings``), so they match the model cards to three digits.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,9 @@ LLAMA_3_70B = ModelSpec("llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256)
 LLAMA_3_8B = ModelSpec("llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256)
 SMOLLM2_135M = ModelSpec("smollm2-135m", 30, 576, 9, 3, 64, 1536, 49152, tie_word_embeddings=True, dtype_bytes=4)
 
-MODELS: Dict[str, ModelSpec] = {m.name: m for m in
-                                (LLAMA_2_7B, LLAMA_13B, LLAMA_2_70B, LLAMA_3_70B, LLAMA_3_8B, SMOLLM2_135M)}
+MODELS: dict[str, ModelSpec] = {
+    m.name: m for m in (LLAMA_2_7B, LLAMA_13B, LLAMA_2_70B, LLAMA_3_70B, LLAMA_3_8B, SMOLLM2_135M)
+}
 MODELS.update({"7b": LLAMA_2_7B, "13b": LLAMA_13B, "70b": LLAMA_2_70B, "llama-2-13b": LLAMA_13B})
 
 

@@ -4,16 +4,17 @@ Pure functions: ``results`` (a dict name -> ``ReplayResult``) in, a ``matplotlib
 out. They use ``Figure`` directly (no ``pyplot``), so they work headless, in notebooks and in
 the CLI without touching the global backend; ``save_figures`` writes PNGs.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List
 
 from pagedlab.sim.metrics import ReplayResult
 
 
 def _figure(title: str, xlabel: str, ylabel: str):
     from matplotlib.figure import Figure
+
     fig = Figure(figsize=(6, 4), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     ax.set_title(title)
@@ -23,10 +24,11 @@ def _figure(title: str, xlabel: str, ylabel: str):
     return fig, ax
 
 
-def cdf_figure(results: Dict[str, ReplayResult], metric: str = "ttft", log: bool = True):
+def cdf_figure(results: dict[str, ReplayResult], metric: str = "ttft", log: bool = True):
     """Empirical CDF of a per-request metric (``"ttft"``, ``"tpot"``, ``"e2e_latency"``, ``"max_itl"``), in seconds."""
-    fig, ax = _figure(f"{metric.upper() if metric in ('ttft', 'tpot') else metric} CDF",
-                      f"{metric} (s)", "fraction of requests")
+    fig, ax = _figure(
+        f"{metric.upper() if metric in ('ttft', 'tpot') else metric} CDF", f"{metric} (s)", "fraction of requests"
+    )
     for name, res in results.items():
         xs = sorted(v for v in (getattr(r, metric) for r in res.requests) if v is not None)
         if not xs:
@@ -41,7 +43,7 @@ def cdf_figure(results: Dict[str, ReplayResult], metric: str = "ttft", log: bool
     return fig
 
 
-def kv_usage_figure(results: Dict[str, ReplayResult]):
+def kv_usage_figure(results: dict[str, ReplayResult]):
     """KV blocks in use (fraction of the pool) after each step, against time."""
     fig, ax = _figure("KV-cache usage", "time (s)", "KV blocks used / pool")
     for name, res in results.items():
@@ -54,12 +56,15 @@ def kv_usage_figure(results: Dict[str, ReplayResult]):
     return fig
 
 
-def save_figures(results: Dict[str, ReplayResult], out_dir) -> List[Path]:
+def save_figures(results: dict[str, ReplayResult], out_dir) -> list[Path]:
     """Write ``ttft_cdf.png``, ``tpot_cdf.png`` and ``kv_usage.png`` into ``out_dir``; returns the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figs = {"ttft_cdf.png": cdf_figure(results, "ttft"), "tpot_cdf.png": cdf_figure(results, "tpot"),
-            "kv_usage.png": kv_usage_figure(results)}
+    figs = {
+        "ttft_cdf.png": cdf_figure(results, "ttft"),
+        "tpot_cdf.png": cdf_figure(results, "tpot"),
+        "kv_usage.png": kv_usage_figure(results),
+    }
     paths = []
     for name, fig in figs.items():
         fig.savefig(out / name)

@@ -13,6 +13,7 @@ Command line (registered in ``pagedlab/cli.py``)::
     pagedlab replay azure-conv --sim --gpu H100 --model llama-2-7b --limit 500 --scheduling both --plot
     pagedlab replay mooncake-conv --engine --limit 12 --max-prompt 256 --enable-prefix-caching
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,10 @@ import json
 import math
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any
 
 from pagedlab import data
 from pagedlab.errors import InvalidRequestError, TraceFormatError
@@ -53,14 +55,20 @@ def resolve_trace(name_or_path: str) -> Path:
     else:
         path = Path(name_or_path)
     if not path.is_file():
-        raise TraceFormatError(f"trace {name_or_path!r} not found ({path}); give a file or one of "
-                               f"{', '.join(TRACES)}")
+        raise TraceFormatError(f"trace {name_or_path!r} not found ({path}); give a file or one of {', '.join(TRACES)}")
     return path
 
 
-def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence[TraceRequest],
-                     prompts: Optional[Sequence[Sequence[int]]] = None, seed: int = 0, engine=None,
-                     progress: bool = False, max_steps: Optional[int] = None, warmup: bool = True) -> ReplayResult:
+def replay_on_engine(
+    engine_kwargs: dict[str, Any] | None,
+    requests: Sequence[TraceRequest],
+    prompts: Sequence[Sequence[int]] | None = None,
+    seed: int = 0,
+    engine=None,
+    progress: bool = False,
+    max_steps: int | None = None,
+    warmup: bool = True,
+) -> ReplayResult:
     """Replay a trace slice on the real engine with its arrival times.
 
     Args:
@@ -82,6 +90,7 @@ def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence
     """
     if engine is None:
         from pagedlab.engine.llm_engine import LLMEngine
+
         engine = LLMEngine(**(engine_kwargs or {}))
     if engine.has_unfinished_requests():
         raise ValueError("replay_on_engine needs an idle engine")
@@ -93,6 +102,7 @@ def replay_on_engine(engine_kwargs: Optional[Dict[str, Any]], requests: Sequence
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=len(requests), unit="req", desc="engine")
     while replay.pending or engine.has_unfinished_requests():
         if max_steps is not None and len(replay.result.steps) >= max_steps:
@@ -121,26 +131,36 @@ def _default_prompts(engine: Any, requests: Sequence[TraceRequest], seed: int) -
 
 def _warm_up(engine: Any) -> None:
     """The first forward passes pay one-off costs (allocator, kernels); keep them out of the timings."""
-    engine.add_request("__warmup__", {"prompt_token_ids": [0] * 8},
-                       SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True))
+    engine.add_request(
+        "__warmup__", {"prompt_token_ids": [0] * 8}, SamplingParams(temperature=0.0, max_tokens=2, ignore_eos=True)
+    )
     while engine.has_unfinished_requests():
         engine.step()
 
 
 def _empty_result(engine: Any) -> ReplayResult:
     cc, sc = engine.cache_config, engine.scheduler_config
-    return ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
-        mode="engine", model="smollm2-135m", scheduling=type(engine.scheduler).__name__,
-        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks,
-        enable_prefix_caching=cc.enable_prefix_caching, **asdict(sc)))
+    return ReplayResult(
+        num_gpu_blocks=cc.num_gpu_blocks,
+        config=dict(
+            mode="engine",
+            model="smollm2-135m",
+            scheduling=type(engine.scheduler).__name__,
+            block_size=cc.block_size,
+            num_gpu_blocks=cc.num_gpu_blocks,
+            enable_prefix_caching=cc.enable_prefix_caching,
+            **asdict(sc),
+        ),
+    )
 
 
 class _EngineReplay:
     """The clock of a replay on the real engine: requests arrive at their traced times, idle gaps
     are skipped (``skipped`` seconds are removed from the timeline), each step is recorded."""
 
-    def __init__(self, engine: Any, requests: Sequence[TraceRequest], prompts: Sequence[Sequence[int]],
-                 result: ReplayResult) -> None:
+    def __init__(
+        self, engine: Any, requests: Sequence[TraceRequest], prompts: Sequence[Sequence[int]], result: ReplayResult
+    ) -> None:
         self.engine, self.requests, self.prompts, self.result = engine, requests, prompts, result
         self.t_start = time.perf_counter()
         self.base = requests[0].arrival_time if requests else 0.0
@@ -158,9 +178,11 @@ class _EngineReplay:
             tr = self.requests[i]
             try:
                 self.engine.add_request(
-                    str(i), {"prompt_token_ids": list(self.prompts[i])},
+                    str(i),
+                    {"prompt_token_ids": list(self.prompts[i])},
                     SamplingParams(temperature=0.0, max_tokens=max(1, tr.output_len), ignore_eos=True),
-                    arrival_time=self.t_start - self.skipped + (tr.arrival_time - self.base))
+                    arrival_time=self.t_start - self.skipped + (tr.arrival_time - self.base),
+                )
             except InvalidRequestError as e:
                 self.result.rejected.append((i, str(e)))
 
@@ -174,13 +196,24 @@ class _EngineReplay:
         start = self.now()
         self.engine.step()
         st = self.engine.step_stats[-1]
-        self.result.steps.append(StepRecord(
-            step=st.step, start_time=start, step_time=st.step_time, num_seqs=len(st.scheduled),
-            num_scheduled_tokens=st.num_prefill_tokens + st.num_decode_tokens,
-            num_prefill_tokens=st.num_prefill_tokens, num_decode_tokens=st.num_decode_tokens,
-            num_preempted=len(st.preempted), kv_blocks_used=st.kv_blocks_used, kv_blocks_free=st.kv_blocks_free,
-            running=st.running, waiting=st.waiting, swapped=st.swapped))
-        new = self.engine.finished_requests[self.n_done:]
+        self.result.steps.append(
+            StepRecord(
+                step=st.step,
+                start_time=start,
+                step_time=st.step_time,
+                num_seqs=len(st.scheduled),
+                num_scheduled_tokens=st.num_prefill_tokens + st.num_decode_tokens,
+                num_prefill_tokens=st.num_prefill_tokens,
+                num_decode_tokens=st.num_decode_tokens,
+                num_preempted=len(st.preempted),
+                kv_blocks_used=st.kv_blocks_used,
+                kv_blocks_free=st.kv_blocks_free,
+                running=st.running,
+                waiting=st.waiting,
+                swapped=st.swapped,
+            )
+        )
+        new = self.engine.finished_requests[self.n_done :]
         self.n_done = len(self.engine.finished_requests)
         for req in new:
             if req.token_times:
@@ -198,6 +231,7 @@ def int_at_least(lo: int):
         if v < lo:
             raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v}")
         return v
+
     return parse
 
 
@@ -214,34 +248,56 @@ def _nonneg_float(text: str) -> float:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help=f"trace file (.csv Azure, .jsonl Mooncake) or one of: {', '.join(TRACES)}")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--sim", dest="mode", action="store_const", const="sim",
-                      help="cost-model simulator at GPU scale (default)")
-    mode.add_argument("--engine", dest="mode", action="store_const", const="engine",
-                      help="real engine: SmolLM2-135M on this CPU, trace scaled down")
+    mode.add_argument(
+        "--sim", dest="mode", action="store_const", const="sim", help="cost-model simulator at GPU scale (default)"
+    )
+    mode.add_argument(
+        "--engine",
+        dest="mode",
+        action="store_const",
+        const="engine",
+        help="real engine: SmolLM2-135M on this CPU, trace scaled down",
+    )
     p.set_defaults(mode="sim")
     p.add_argument("--gpu", default="H100", help="sim: A100-80G, H100, H200, or e.g. 2xH100 (default H100)")
-    p.add_argument("--model", default="llama-2-7b", help="sim: llama-2-7b, llama-13b, llama-2-70b, llama-3-70b, "
-                                                          "llama-3-8b (default llama-2-7b)")
-    p.add_argument("--limit", type=int_at_least(1), default=None, help="requests to replay (default 500 sim, 16 engine)")
+    p.add_argument(
+        "--model",
+        default="llama-2-7b",
+        help="sim: llama-2-7b, llama-13b, llama-2-70b, llama-3-70b, llama-3-8b (default llama-2-7b)",
+    )
+    p.add_argument(
+        "--limit", type=int_at_least(1), default=None, help="requests to replay (default 500 sim, 16 engine)"
+    )
     p.add_argument("--start", type=int_at_least(0), default=0, help="index of the first request of the slice")
     p.add_argument("--scheduling", choices=["continuous", "static", "both"], default="continuous")
     p.add_argument("--block-size", type=int_at_least(1), default=16)
-    p.add_argument("--num-gpu-blocks", type=int_at_least(1), default=None,
-                   help="KV pool size (default: sim from GPU memory; engine 512)")
+    p.add_argument(
+        "--num-gpu-blocks",
+        type=int_at_least(1),
+        default=None,
+        help="KV pool size (default: sim from GPU memory; engine 512)",
+    )
     p.add_argument("--gpu-memory-utilization", type=_nonneg_float, default=0.9, help="sim: fraction of GPU memory")
     p.add_argument("--max-num-seqs", type=int_at_least(1), default=None, help="default 256 sim, 32 engine")
     p.add_argument("--max-num-batched-tokens", type=int_at_least(1), default=None, help="default 8192 sim, 512 engine")
     p.add_argument("--long-prefill-token-threshold", type=int_at_least(0), default=0)
     p.add_argument("--enable-prefix-caching", action="store_true")
     p.add_argument("--preemption-mode", choices=["recompute", "swap"], default="recompute")
-    p.add_argument("--time-scale", type=_nonneg_float, default=1.0,
-                   help="multiply inter-arrival times (<1 = heavier load; 0 = all at once)")
+    p.add_argument(
+        "--time-scale",
+        type=_nonneg_float,
+        default=1.0,
+        help="multiply inter-arrival times (<1 = heavier load; 0 = all at once)",
+    )
     p.add_argument("--max-prompt", type=int_at_least(1), default=128, help="engine: longest scaled prompt (tokens)")
     p.add_argument("--max-output", type=int_at_least(1), default=16, help="engine: longest scaled output (tokens)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory for requests_*.csv, steps_*.csv, summary.json and plots")
-    p.add_argument("--plot", action="store_true",
-                   help="save TTFT/TPOT CDFs and KV usage as PNG in --out (default ./replay_results)")
+    p.add_argument(
+        "--plot",
+        action="store_true",
+        help="save TTFT/TPOT CDFs and KV usage as PNG in --out (default ./replay_results)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -255,7 +311,7 @@ def _write_csv(path: Path, rows) -> None:
         w.writerows(rows)
 
 
-def run(args: argparse.Namespace) -> Dict[str, ReplayResult]:
+def run(args: argparse.Namespace) -> dict[str, ReplayResult]:
     """Do what ``pagedlab replay`` does and return the results by scheduling name."""
     from pagedlab.config import SchedulerConfig
     from pagedlab.errors import ConfigError
@@ -269,7 +325,7 @@ def run(args: argparse.Namespace) -> Dict[str, ReplayResult]:
     if not requests:
         raise TraceFormatError(f"{path}: no requests in the slice start={args.start} limit={limit}")
     kinds = ["static", "continuous"] if args.scheduling == "both" else [args.scheduling]
-    results: Dict[str, ReplayResult] = {}
+    results: dict[str, ReplayResult] = {}
     if args.mode == "sim":
         try:
             model, gpu = get_model(args.model), get_gpu(args.gpu)
@@ -277,35 +333,49 @@ def run(args: argparse.Namespace) -> Dict[str, ReplayResult]:
             raise ConfigError(e.args[0]) from None
         requests = scale_for_cpu(requests, max_prompt=10**9, max_output=10**9, time_scale=args.time_scale)
         try:
-            cc = gpu_cache_config(model, gpu, args.block_size, args.gpu_memory_utilization,
-                                  enable_prefix_caching=args.enable_prefix_caching)
+            cc = gpu_cache_config(
+                model,
+                gpu,
+                args.block_size,
+                args.gpu_memory_utilization,
+                enable_prefix_caching=args.enable_prefix_caching,
+            )
         except ValueError as e:
             raise ConfigError(str(e)) from None
         if args.num_gpu_blocks is not None:
             cc = dataclasses.replace(cc, num_gpu_blocks=args.num_gpu_blocks)
         longest = max(r.prompt_len + r.output_len for r in requests)
-        sc = SchedulerConfig(max_num_seqs=args.max_num_seqs or 256,
-                             max_num_batched_tokens=args.max_num_batched_tokens or 8192,
-                             max_model_len=max(longest, 1),
-                             long_prefill_token_threshold=args.long_prefill_token_threshold,
-                             preemption_mode=args.preemption_mode)
+        sc = SchedulerConfig(
+            max_num_seqs=args.max_num_seqs or 256,
+            max_num_batched_tokens=args.max_num_batched_tokens or 8192,
+            max_model_len=max(longest, 1),
+            long_prefill_token_threshold=args.long_prefill_token_threshold,
+            preemption_mode=args.preemption_mode,
+        )
         for k in kinds:
-            results[k] = simulate(requests, sc, cc, model, gpu, scheduling=k, seed=args.seed,
-                                  progress=not args.no_progress)
+            results[k] = simulate(
+                requests, sc, cc, model, gpu, scheduling=k, seed=args.seed, progress=not args.no_progress
+            )
     else:
         from pagedlab.engine.llm_engine import LLMEngine
-        requests = scale_for_cpu(requests, max_prompt=args.max_prompt, max_output=args.max_output,
-                                 time_scale=args.time_scale)
-        kw = dict(block_size=args.block_size, num_gpu_blocks=args.num_gpu_blocks or 512,
-                  max_num_seqs=args.max_num_seqs or 32, max_num_batched_tokens=args.max_num_batched_tokens or 512,
-                  long_prefill_token_threshold=args.long_prefill_token_threshold,
-                  enable_prefix_caching=args.enable_prefix_caching, preemption_mode=args.preemption_mode,
-                  num_cpu_blocks=(args.num_gpu_blocks or 512) if args.preemption_mode == "swap" else 0,
-                  seed=args.seed)
+
+        requests = scale_for_cpu(
+            requests, max_prompt=args.max_prompt, max_output=args.max_output, time_scale=args.time_scale
+        )
+        kw = dict(
+            block_size=args.block_size,
+            num_gpu_blocks=args.num_gpu_blocks or 512,
+            max_num_seqs=args.max_num_seqs or 32,
+            max_num_batched_tokens=args.max_num_batched_tokens or 512,
+            long_prefill_token_threshold=args.long_prefill_token_threshold,
+            enable_prefix_caching=args.enable_prefix_caching,
+            preemption_mode=args.preemption_mode,
+            num_cpu_blocks=(args.num_gpu_blocks or 512) if args.preemption_mode == "swap" else 0,
+            seed=args.seed,
+        )
         for k in kinds:
             engine = LLMEngine(scheduling=k, **kw)
-            results[k] = replay_on_engine(None, requests, engine=engine, seed=args.seed,
-                                          progress=not args.no_progress)
+            results[k] = replay_on_engine(None, requests, engine=engine, seed=args.seed, progress=not args.no_progress)
     return results
 
 
@@ -314,12 +384,16 @@ def main(args: argparse.Namespace) -> int:
     results = run(args)
     first = next(iter(results.values()))
     cfg = first.config
-    where = (f"{cfg['model']} on {cfg['gpu']}" if cfg["mode"] == "sim" else "SmolLM2-135M on this CPU")
-    print(f"pagedlab replay {args.trace}: {len(first.requests)} requests, {where}, "
-          f"{cfg['num_gpu_blocks']:,} KV blocks of {cfg['block_size']} tokens")
+    where = f"{cfg['model']} on {cfg['gpu']}" if cfg["mode"] == "sim" else "SmolLM2-135M on this CPU"
+    print(
+        f"pagedlab replay {args.trace}: {len(first.requests)} requests, {where}, "
+        f"{cfg['num_gpu_blocks']:,} KV blocks of {cfg['block_size']} tokens"
+    )
     for name, res in results.items():
         if res.rejected:
-            print(f"  {name}: {len(res.rejected)} request(s) rejected, e.g. #{res.rejected[0][0]}: {res.rejected[0][1]}")
+            print(
+                f"  {name}: {len(res.rejected)} request(s) rejected, e.g. #{res.rejected[0][0]}: {res.rejected[0][1]}"
+            )
     print(compare(results))
     out_dir = args.out or ("replay_results" if args.plot else None)
     if out_dir:
@@ -328,11 +402,14 @@ def main(args: argparse.Namespace) -> int:
         for name, res in results.items():
             _write_csv(out / f"requests_{name}.csv", res.request_rows())
             _write_csv(out / f"steps_{name}.csv", res.step_rows())
-        summary = {name: {"config": res.config, "summary": res.summary(), "rejected": res.rejected}
-                   for name, res in results.items()}
+        summary = {
+            name: {"config": res.config, "summary": res.summary(), "rejected": res.rejected}
+            for name, res in results.items()
+        }
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         if args.plot:
             from pagedlab.sim.plots import save_figures
+
             for p in save_figures(results, out):
                 print(f"wrote {p}")
         print(f"wrote {out}/summary.json and per-request/per-step CSVs")

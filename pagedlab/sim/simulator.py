@@ -13,19 +13,20 @@ the HBM time of copy-on-write block copies. The pool size for a GPU follows vLLM
 ``(memory x gpu_memory_utilization - weights) / (block_size x kv_bytes_per_token)``
 (``cost_model.num_gpu_blocks``).
 """
+
 from __future__ import annotations
 
 import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, List, Literal, Optional, overload
+from typing import Any, Literal, overload
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.errors import ConfigError
-from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request
+from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 from pagedlab.sim.cost_model import CostModel, num_gpu_blocks
 from pagedlab.sim.hardware import H100, GPUSpec
@@ -39,17 +40,24 @@ __all__ = ["simulate", "gpu_cache_config", "format_table", "summarize", "make_re
 DEFAULT_SWAP_SPACE_BYTES = 4 << 30
 
 
-def gpu_cache_config(model: ModelSpec, hardware: GPUSpec, block_size: int = 16,
-                     gpu_memory_utilization: float = 0.9, enable_prefix_caching: bool = False,
-                     swap_space_bytes: int = DEFAULT_SWAP_SPACE_BYTES, **kw: Any) -> CacheConfig:
+def gpu_cache_config(
+    model: ModelSpec,
+    hardware: GPUSpec,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    enable_prefix_caching: bool = False,
+    swap_space_bytes: int = DEFAULT_SWAP_SPACE_BYTES,
+    **kw: Any,
+) -> CacheConfig:
     """A ``CacheConfig`` sized for ``model`` on ``hardware`` (blocks from memory, CPU blocks from swap space)."""
     gpu = num_gpu_blocks(model, hardware, block_size, gpu_memory_utilization)
     cpu = int(swap_space_bytes * hardware.num_gpus // (block_size * model.kv_bytes_per_token))
-    return CacheConfig(block_size=block_size, num_gpu_blocks=gpu, num_cpu_blocks=cpu,
-                       enable_prefix_caching=enable_prefix_caching, **kw)
+    return CacheConfig(
+        block_size=block_size, num_gpu_blocks=gpu, num_cpu_blocks=cpu, enable_prefix_caching=enable_prefix_caching, **kw
+    )
 
 
-def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> Optional[str]:
+def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> str | None:
     if r.prompt_len < 1 or r.output_len < 1:
         return f"empty prompt or output ({r.prompt_len} + {r.output_len} tokens)"
     total = r.prompt_len + r.output_len
@@ -70,11 +78,19 @@ def make_records(req: Request, t0: float = 0.0) -> RequestRecord:
     arrival = req.arrival_time - t0
     gaps = [b - a for a, b in zip(times, times[1:])]
     return RequestRecord(
-        request_id=req.request_id, arrival_time=arrival, prompt_len=req.num_prompt_tokens,
-        output_len=req.num_output_tokens, first_token_time=times[0], finished_time=times[-1],
-        ttft=times[0] - arrival, tpot=(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,
-        e2e_latency=times[-1] - arrival, max_itl=max(gaps) if gaps else None,
-        num_preemptions=req.num_preemptions, num_cached_tokens=max(req.num_cached_tokens, 0))
+        request_id=req.request_id,
+        arrival_time=arrival,
+        prompt_len=req.num_prompt_tokens,
+        output_len=req.num_output_tokens,
+        first_token_time=times[0],
+        finished_time=times[-1],
+        ttft=times[0] - arrival,
+        tpot=(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,
+        e2e_latency=times[-1] - arrival,
+        max_itl=max(gaps) if gaps else None,
+        num_preemptions=req.num_preemptions,
+        num_cached_tokens=max(req.num_cached_tokens, 0),
+    )
 
 
 @dataclass
@@ -103,8 +119,15 @@ class _Sim:
             i = self.pending.popleft()
             tr = self.requests[i]
             ids = list(self.prompts[i]) if self.prompts is not None else [0] * tr.prompt_len
-            self.sched.add_request(Request(str(i), ids, SamplingParams(max_tokens=tr.output_len, ignore_eos=True),
-                                           arrival_time=tr.arrival_time - self.t0, block_hasher=self.kv.block_hasher))
+            self.sched.add_request(
+                Request(
+                    str(i),
+                    ids,
+                    SamplingParams(max_tokens=tr.output_len, ignore_eos=True),
+                    arrival_time=tr.arrival_time - self.t0,
+                    block_hasher=self.kv.block_hasher,
+                )
+            )
 
     def step_time(self, out: SchedulerOutput) -> float:
         """Seconds of one step: the batch's roofline, plus swap traffic over PCIe and CoW copies in HBM."""
@@ -133,18 +156,30 @@ class _Sim:
                 if req.first_token_time is None:
                     req.first_token_time = self.clock
         finished = self.sched.update_from_output(out, sampled, now=self.clock)
-        self.result.rejected += [(int(r.request_id), "outgrew max_num_batched_tokens after preemption (no chunking)")
-                                 for r in out.rejected]
+        self.result.rejected += [
+            (int(r.request_id), "outgrew max_num_batched_tokens after preemption (no chunking)") for r in out.rejected
+        ]
         for req in finished:
             req.finished_time = self.clock
             self.result.requests.append(make_records(req))
         total, kv, sched = out.total_num_scheduled_tokens, self.kv, self.sched
-        self.result.steps.append(StepRecord(
-            step=out.step, start_time=start, step_time=dt, num_seqs=len(out.scheduled),
-            num_scheduled_tokens=total, num_prefill_tokens=num_prefill, num_decode_tokens=total - num_prefill,
-            num_preempted=len(out.preempted), kv_blocks_used=self.cc.num_gpu_blocks - kv.num_free_blocks,
-            kv_blocks_free=kv.num_free_blocks, running=len(sched.running), waiting=len(sched.waiting),
-            swapped=len(sched.swapped)))
+        self.result.steps.append(
+            StepRecord(
+                step=out.step,
+                start_time=start,
+                step_time=dt,
+                num_seqs=len(out.scheduled),
+                num_scheduled_tokens=total,
+                num_prefill_tokens=num_prefill,
+                num_decode_tokens=total - num_prefill,
+                num_preempted=len(out.preempted),
+                kv_blocks_used=self.cc.num_gpu_blocks - kv.num_free_blocks,
+                kv_blocks_free=kv.num_free_blocks,
+                running=len(sched.running),
+                waiting=len(sched.waiting),
+                swapped=len(sched.swapped),
+            )
+        )
         return finished
 
     def schedule(self) -> SchedulerOutput | None:
@@ -164,8 +199,10 @@ class _Sim:
         # A step may only preempt (the next one re-admits); a long run of such steps is a livelock.
         self.idle_steps = 0 if out.scheduled else self.idle_steps + 1
         if self.idle_steps > 1000 or not moved:
-            raise RuntimeError(f"scheduler stalled at step {out.step}: {self.sched.get_num_unfinished_requests()} "
-                               "requests unfinished, none scheduled")
+            raise RuntimeError(
+                f"scheduler stalled at step {out.step}: {self.sched.get_num_unfinished_requests()} "
+                "requests unfinished, none scheduled"
+            )
         return out
 
 
@@ -174,44 +211,73 @@ def _check_trace(requests: Sequence[TraceRequest], scheduling: str) -> None:
         raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
     for k in range(1, len(requests)):
         if requests[k].arrival_time < requests[k - 1].arrival_time:
-            raise ValueError(f"requests must be in arrival order: #{k} arrives at {requests[k].arrival_time} s, "
-                             f"before #{k - 1} at {requests[k - 1].arrival_time} s")
+            raise ValueError(
+                f"requests must be in arrival order: #{k} arrives at {requests[k].arrival_time} s, "
+                f"before #{k - 1} at {requests[k - 1].arrival_time} s"
+            )
 
 
-def _configs(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None,
-             cache_config: CacheConfig | None, model: ModelSpec, hardware: GPUSpec,
-             preemption_mode: str | None) -> tuple[SchedulerConfig, CacheConfig]:
+def _configs(
+    requests: Sequence[TraceRequest],
+    scheduler_config: SchedulerConfig | None,
+    cache_config: CacheConfig | None,
+    model: ModelSpec,
+    hardware: GPUSpec,
+    preemption_mode: str | None,
+) -> tuple[SchedulerConfig, CacheConfig]:
     """The scheduler and cache configs ``simulate`` runs with (its defaults filled in)."""
     if scheduler_config is None:
         longest = max((r.prompt_len + r.output_len for r in requests), default=1)
-        scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192,
-                                           max_model_len=max(1, longest))
+        scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=max(1, longest))
     if preemption_mode is not None:
         scheduler_config = dataclasses.replace(  # checked by SchedulerConfig.__post_init__
-            scheduler_config, preemption_mode=preemption_mode)  # type: ignore[arg-type]
+            scheduler_config, preemption_mode=preemption_mode
+        )  # type: ignore[arg-type]
     cc = cache_config or gpu_cache_config(model, hardware)
     if scheduler_config.preemption_mode == "swap" and cc.num_cpu_blocks == 0:
         raise ConfigError("preemption_mode='swap' needs cache_config.num_cpu_blocks > 0 (the swap space)")
     return scheduler_config, cc
 
 
-def _start(requests: Sequence[TraceRequest], sc: SchedulerConfig, cc: CacheConfig, cost: CostModel,
-           scheduling: str, prompts: Sequence[Sequence[int]] | None, seed: int) -> _Sim:
+def _start(
+    requests: Sequence[TraceRequest],
+    sc: SchedulerConfig,
+    cc: CacheConfig,
+    cost: CostModel,
+    scheduling: str,
+    prompts: Sequence[Sequence[int]] | None,
+    seed: int,
+) -> _Sim:
     """A fresh pool and scheduler, the result's config, and the requests split into pending / rejected."""
     from pagedlab.sched.static import StaticScheduler
 
-    kv = KVCacheManager(block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, max_model_len=sc.max_model_len,
-                        enable_caching=cc.enable_prefix_caching, prefix_cache=cc.prefix_cache,
-                        num_cpu_blocks=cc.num_cpu_blocks, hash_seed=cc.hash_seed if cc.hash_seed is not None else seed)
+    kv = KVCacheManager(
+        block_size=cc.block_size,
+        num_gpu_blocks=cc.num_gpu_blocks,
+        max_model_len=sc.max_model_len,
+        enable_caching=cc.enable_prefix_caching,
+        prefix_cache=cc.prefix_cache,
+        num_cpu_blocks=cc.num_cpu_blocks,
+        hash_seed=cc.hash_seed if cc.hash_seed is not None else seed,
+    )
     sched = (StaticScheduler if scheduling == "static" else Scheduler)(sc, cc, kv)
     if prompts is None and cc.enable_prefix_caching:
         prompts = synthesize_prompts(requests, cost.model.vocab_size, seed)
-    result = ReplayResult(num_gpu_blocks=cc.num_gpu_blocks, config=dict(
-        mode="sim", model=cost.model.name, gpu=cost.gpu.name, scheduling=scheduling,
-        block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, num_cpu_blocks=cc.num_cpu_blocks,
-        enable_prefix_caching=cc.enable_prefix_caching, **dataclasses.asdict(sc)))
-    sim = _Sim(requests, prompts, sched, kv, cc, cost, result,
-               t0=requests[0].arrival_time if len(requests) else 0.0)
+    result = ReplayResult(
+        num_gpu_blocks=cc.num_gpu_blocks,
+        config=dict(
+            mode="sim",
+            model=cost.model.name,
+            gpu=cost.gpu.name,
+            scheduling=scheduling,
+            block_size=cc.block_size,
+            num_gpu_blocks=cc.num_gpu_blocks,
+            num_cpu_blocks=cc.num_cpu_blocks,
+            enable_prefix_caching=cc.enable_prefix_caching,
+            **dataclasses.asdict(sc),
+        ),
+    )
+    sim = _Sim(requests, prompts, sched, kv, cc, cost, result, t0=requests[0].arrival_time if len(requests) else 0.0)
     for i, r in enumerate(requests):
         why = _rejection(r, sc, cc)
         if why is None:
@@ -222,23 +288,53 @@ def _start(requests: Sequence[TraceRequest], sc: SchedulerConfig, cc: CacheConfi
 
 
 @overload
-def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = ...,
-             cache_config: CacheConfig | None = ..., model: ModelSpec = ..., hardware: GPUSpec = ...,
-             scheduling: str = ..., preemption_mode: str | None = ..., cost_model: CostModel | None = ...,
-             prompts: Sequence[Sequence[int]] | None = ..., seed: int = ..., progress: bool = ...,
-             max_steps: int | None = ..., return_scheduler: Literal[False] = ...) -> ReplayResult: ...
+def simulate(
+    requests: Sequence[TraceRequest],
+    scheduler_config: SchedulerConfig | None = ...,
+    cache_config: CacheConfig | None = ...,
+    model: ModelSpec = ...,
+    hardware: GPUSpec = ...,
+    scheduling: str = ...,
+    preemption_mode: str | None = ...,
+    cost_model: CostModel | None = ...,
+    prompts: Sequence[Sequence[int]] | None = ...,
+    seed: int = ...,
+    progress: bool = ...,
+    max_steps: int | None = ...,
+    return_scheduler: Literal[False] = ...,
+) -> ReplayResult: ...
 @overload
-def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = ...,
-             cache_config: CacheConfig | None = ..., model: ModelSpec = ..., hardware: GPUSpec = ...,
-             scheduling: str = ..., preemption_mode: str | None = ..., cost_model: CostModel | None = ...,
-             prompts: Sequence[Sequence[int]] | None = ..., seed: int = ..., progress: bool = ...,
-             max_steps: int | None = ..., *, return_scheduler: Literal[True]) -> tuple[ReplayResult, Scheduler]: ...
-def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig | None = None,
-             cache_config: CacheConfig | None = None, model: ModelSpec = LLAMA_2_7B,
-             hardware: GPUSpec = H100, scheduling: str = "continuous", preemption_mode: str | None = None,
-             cost_model: CostModel | None = None, prompts: Sequence[Sequence[int]] | None = None,
-             seed: int = 0, progress: bool = False, max_steps: int | None = None,
-             return_scheduler: bool = False) -> ReplayResult | tuple[ReplayResult, Scheduler]:
+def simulate(
+    requests: Sequence[TraceRequest],
+    scheduler_config: SchedulerConfig | None = ...,
+    cache_config: CacheConfig | None = ...,
+    model: ModelSpec = ...,
+    hardware: GPUSpec = ...,
+    scheduling: str = ...,
+    preemption_mode: str | None = ...,
+    cost_model: CostModel | None = ...,
+    prompts: Sequence[Sequence[int]] | None = ...,
+    seed: int = ...,
+    progress: bool = ...,
+    max_steps: int | None = ...,
+    *,
+    return_scheduler: Literal[True],
+) -> tuple[ReplayResult, Scheduler]: ...
+def simulate(
+    requests: Sequence[TraceRequest],
+    scheduler_config: SchedulerConfig | None = None,
+    cache_config: CacheConfig | None = None,
+    model: ModelSpec = LLAMA_2_7B,
+    hardware: GPUSpec = H100,
+    scheduling: str = "continuous",
+    preemption_mode: str | None = None,
+    cost_model: CostModel | None = None,
+    prompts: Sequence[Sequence[int]] | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    max_steps: int | None = None,
+    return_scheduler: bool = False,
+) -> ReplayResult | tuple[ReplayResult, Scheduler]:
     """Replay a trace through the real scheduler with a cost-model clock.
 
     Args:
@@ -271,6 +367,7 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=len(sim.pending), unit="req", desc=f"sim {scheduling}")
     while sim.pending or sim.sched.has_unfinished_requests():
         if max_steps is not None and len(sim.result.steps) >= max_steps:
@@ -287,9 +384,19 @@ def simulate(requests: Sequence[TraceRequest], scheduler_config: SchedulerConfig
     return (sim.result, sim.sched) if return_scheduler else sim.result
 
 
-def compare(results: dict, columns: Optional[List[str]] = None) -> str:
+def compare(results: dict, columns: list[str] | None = None) -> str:
     """A table of ``summarize`` for several named results, e.g. ``{"static": r1, "continuous": r2}``."""
-    columns = columns or ["name", "num_requests", "makespan", "output_throughput", "ttft_p50", "ttft_p99",
-                          "tpot_p50", "tpot_p99", "max_step_time", "num_preemptions"]
+    columns = columns or [
+        "name",
+        "num_requests",
+        "makespan",
+        "output_throughput",
+        "ttft_p50",
+        "ttft_p99",
+        "tpot_p50",
+        "tpot_p99",
+        "max_step_time",
+        "num_preemptions",
+    ]
     rows = [{"name": name, **summarize(r)} for name, r in results.items()]
     return format_table(rows, columns)

@@ -16,16 +16,17 @@ Every malformed input raises :class:`pagedlab.errors.TraceFormatError` naming th
 line: a line that does not parse, a missing column or key, a negative length, or an arrival time
 earlier than the previous one.
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from pagedlab.errors import PagedLabError, TraceFormatError
 
@@ -35,7 +36,7 @@ MOONCAKE_BLOCK_TOKENS = 512
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
 
-PathLike = Union[str, Path]
+PathLike = str | Path
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class TraceRequest:
     arrival_time: float
     prompt_len: int
     output_len: int
-    hash_ids: Optional[Tuple[int, ...]] = None
+    hash_ids: tuple[int, ...] | None = None
     block_tokens: int = MOONCAKE_BLOCK_TOKENS
     line: int = 0
 
@@ -84,11 +85,12 @@ def read_text_file(path: PathLike, error: type[PagedLabError] = TraceFormatError
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise error(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); is it a binary or "
-                    "compressed file?") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise error(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); is it a binary or compressed file?"
+        ) from None
     if "\x00" in text:
-        line = text[:text.index("\x00")].count("\n") + 1
+        line = text[: text.index("\x00")].count("\n") + 1
         raise error(f"{path}:{line}: NUL byte: this is a binary file, not a text file")
     return text
 
@@ -107,10 +109,14 @@ def _length(path: PathLike, line: int, name: str, value) -> int:
     return n
 
 
-def _check_order(path: PathLike, line: int, t: float, prev: Optional[Tuple[float, int]]) -> None:
+def _check_order(path: PathLike, line: int, t: float, prev: tuple[float, int] | None) -> None:
     if prev is not None and t < prev[0]:
-        raise _err(path, line, f"arrival time {t:.6f} s is earlier than {prev[0]:.6f} s on line {prev[1]}; "
-                               "a trace must be sorted by arrival time")
+        raise _err(
+            path,
+            line,
+            f"arrival time {t:.6f} s is earlier than {prev[0]:.6f} s on line {prev[1]}; "
+            "a trace must be sorted by arrival time",
+        )
 
 
 def _parse_azure_time(path: PathLike, line: int, text: str) -> datetime:
@@ -123,7 +129,7 @@ def _parse_azure_time(path: PathLike, line: int, text: str) -> datetime:
         raise _err(path, line, f"TIMESTAMP {text!r} is not a date-time like 2023-11-16 18:15:46.6805900") from None
 
 
-def load_azure(path: PathLike, limit: Optional[int] = None, start: int = 0) -> List[TraceRequest]:
+def load_azure(path: PathLike, limit: int | None = None, start: int = 0) -> list[TraceRequest]:
     """Load an Azure LLM inference trace 2023 CSV (code or conv).
 
     Args:
@@ -139,7 +145,7 @@ def load_azure(path: PathLike, limit: Optional[int] = None, start: int = 0) -> L
     """
     if start < 0 or (limit is not None and limit < 0):
         raise ValueError(f"start and limit must be >= 0, got start={start}, limit={limit}")
-    out: List[TraceRequest] = []
+    out: list[TraceRequest] = []
     with io.StringIO(read_text_file(path), newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -150,8 +156,8 @@ def load_azure(path: PathLike, limit: Optional[int] = None, start: int = 0) -> L
         if missing:
             raise _err(path, 1, f"missing column(s) {', '.join(missing)}; header is {','.join(header)}")
         col = {c: header.index(c) for c in AZURE_COLUMNS}
-        t0: Optional[datetime] = None
-        prev: Optional[Tuple[float, int]] = None
+        t0: datetime | None = None
+        prev: tuple[float, int] | None = None
         for i, row in enumerate(reader):
             line = reader.line_num
             if limit is not None and len(out) >= limit:
@@ -172,7 +178,7 @@ def load_azure(path: PathLike, limit: Optional[int] = None, start: int = 0) -> L
     return out
 
 
-def load_mooncake(path: PathLike, limit: Optional[int] = None, start: int = 0) -> List[TraceRequest]:
+def load_mooncake(path: PathLike, limit: int | None = None, start: int = 0) -> list[TraceRequest]:
     """Load a Mooncake FAST'25 JSONL trace (conversation, synthetic, tool-agent).
 
     Args:
@@ -188,8 +194,8 @@ def load_mooncake(path: PathLike, limit: Optional[int] = None, start: int = 0) -
     """
     if start < 0 or (limit is not None and limit < 0):
         raise ValueError(f"start and limit must be >= 0, got start={start}, limit={limit}")
-    out: List[TraceRequest] = []
-    prev: Optional[Tuple[float, int]] = None
+    out: list[TraceRequest] = []
+    prev: tuple[float, int] | None = None
     index = 0
     with io.StringIO(read_text_file(path)) as f:
         for line, text in enumerate(f, start=1):
@@ -216,13 +222,18 @@ def load_mooncake(path: PathLike, limit: Optional[int] = None, start: int = 0) -
             output = _length(path, line, "output_length", rec["output_length"])
             hash_ids = rec.get("hash_ids")
             if hash_ids is not None:
-                if not isinstance(hash_ids, list) or any(isinstance(h, bool) or not isinstance(h, int)
-                                                         for h in hash_ids):
+                if not isinstance(hash_ids, list) or any(
+                    isinstance(h, bool) or not isinstance(h, int) for h in hash_ids
+                ):
                     raise _err(path, line, "hash_ids must be a list of integers")
                 want = -(-prompt // MOONCAKE_BLOCK_TOKENS)
                 if len(hash_ids) != want:
-                    raise _err(path, line, f"{len(hash_ids)} hash_ids for input_length {prompt}; expected "
-                                           f"ceil({prompt}/{MOONCAKE_BLOCK_TOKENS}) = {want}")
+                    raise _err(
+                        path,
+                        line,
+                        f"{len(hash_ids)} hash_ids for input_length {prompt}; expected "
+                        f"ceil({prompt}/{MOONCAKE_BLOCK_TOKENS}) = {want}",
+                    )
                 hash_ids = tuple(hash_ids)
             if index >= start:
                 out.append(TraceRequest(t, prompt, output, hash_ids, line=line))
@@ -230,7 +241,7 @@ def load_mooncake(path: PathLike, limit: Optional[int] = None, start: int = 0) -
     return out
 
 
-def load_trace(path: PathLike, limit: Optional[int] = None, start: int = 0) -> List[TraceRequest]:
+def load_trace(path: PathLike, limit: int | None = None, start: int = 0) -> list[TraceRequest]:
     """Load a trace, choosing the reader from the file type (``.csv`` Azure, ``.jsonl``/``.json`` Mooncake).
 
     Raises:
@@ -275,9 +286,14 @@ def prefix_hit_ceiling(requests: Sequence[TraceRequest]) -> float:
 
 
 # --- scaling and synthesis ------------------------------------------------------------------------
-def scale_for_cpu(requests: Sequence[TraceRequest], max_prompt: int = 256, max_output: int = 32,
-                  time_scale: float = 1.0, token_scale: Optional[float] = None,
-                  output_scale: Optional[float] = None) -> List[TraceRequest]:
+def scale_for_cpu(
+    requests: Sequence[TraceRequest],
+    max_prompt: int = 256,
+    max_output: int = 32,
+    time_scale: float = 1.0,
+    token_scale: float | None = None,
+    output_scale: float | None = None,
+) -> list[TraceRequest]:
     """Shrink a trace slice so SmolLM2-135M on a laptop CPU can replay it in seconds.
 
     The scaling is linear, so the *shape* of the workload survives (relative prompt lengths,
@@ -313,16 +329,25 @@ def scale_for_cpu(requests: Sequence[TraceRequest], max_prompt: int = 256, max_o
     t0 = requests[0].arrival_time
     out = []
     for r in requests:
-        out.append(replace(
-            r, arrival_time=(r.arrival_time - t0) * time_scale,
-            prompt_len=min(max_prompt, max(1, round(r.prompt_len * token_scale))),
-            output_len=min(max_output, max(1, round(r.output_len * output_scale))),
-            block_tokens=max(1, round(r.block_tokens * token_scale))))
+        out.append(
+            replace(
+                r,
+                arrival_time=(r.arrival_time - t0) * time_scale,
+                prompt_len=min(max_prompt, max(1, round(r.prompt_len * token_scale))),
+                output_len=min(max_output, max(1, round(r.output_len * output_scale))),
+                block_tokens=max(1, round(r.block_tokens * token_scale)),
+            )
+        )
     return out
 
 
-def synthesize_prompts(requests: Sequence[TraceRequest], vocab_size: int, seed: int = 0,
-                       block_tokens: Optional[int] = None, min_token_id: int = 0) -> List[List[int]]:
+def synthesize_prompts(
+    requests: Sequence[TraceRequest],
+    vocab_size: int,
+    seed: int = 0,
+    block_tokens: int | None = None,
+    min_token_id: int = 0,
+) -> list[list[int]]:
     """Token ids of the traced prompt lengths; equal Mooncake prefixes become equal tokens.
 
     A request with ``hash_ids`` gets, for each id, the same pseudo-random block of
@@ -344,9 +369,9 @@ def synthesize_prompts(requests: Sequence[TraceRequest], vocab_size: int, seed: 
 
     if not 0 <= min_token_id < vocab_size:
         raise ValueError(f"need 0 <= min_token_id < vocab_size, got {min_token_id}, {vocab_size}")
-    blocks: Dict[Tuple[int, int], List[int]] = {}
+    blocks: dict[tuple[int, int], list[int]] = {}
 
-    def block(hash_id: int, size: int) -> List[int]:
+    def block(hash_id: int, size: int) -> list[int]:
         key = (hash_id, size)
         if key not in blocks:
             rng = np.random.default_rng([seed, 1, hash_id])
@@ -355,7 +380,7 @@ def synthesize_prompts(requests: Sequence[TraceRequest], vocab_size: int, seed: 
 
     prompts = []
     for i, r in enumerate(requests):
-        ids: List[int] = []
+        ids: list[int] = []
         if r.hash_ids:
             size = block_tokens or r.block_tokens
             for h in r.hash_ids:
@@ -365,5 +390,5 @@ def synthesize_prompts(requests: Sequence[TraceRequest], vocab_size: int, seed: 
         if len(ids) < r.prompt_len:
             rng = np.random.default_rng([seed, 2, i])
             ids.extend(rng.integers(min_token_id, vocab_size, r.prompt_len - len(ids)).tolist())
-        prompts.append(ids[:r.prompt_len])
+        prompts.append(ids[: r.prompt_len])
     return prompts

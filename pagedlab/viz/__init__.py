@@ -23,9 +23,11 @@ straight from an engine run::
     kv_usage_player(llm.llm_engine.step_stats)
     pool_player(llm.llm_engine.tracer.events)
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pagedlab.viz._svg import PALETTE, owner_color
 from pagedlab.viz.gantt import batch_steps, render_batch_gantt
@@ -37,13 +39,31 @@ from pagedlab.viz.radix import as_tree_snapshot, radix_frames, render_radix_tree
 from pagedlab.viz.usage import render_kv_usage
 
 __all__ = [
-    "Player", "PALETTE", "owner_color",
-    "render_block_pool", "block_state", "render_block_table", "slot_of", "mapping_frames",
-    "render_batch_gantt", "batch_steps", "render_queues", "queue_history",
-    "render_radix_tree", "radix_frames", "as_tree_snapshot",
-    "render_kernel_walk", "kernel_walk_steps", "render_kv_usage",
-    "kv_usage_player", "pool_player", "gantt_player", "queues_player", "radix_player",
-    "kernel_player", "mapping_player",
+    "Player",
+    "PALETTE",
+    "owner_color",
+    "render_block_pool",
+    "block_state",
+    "render_block_table",
+    "slot_of",
+    "mapping_frames",
+    "render_batch_gantt",
+    "batch_steps",
+    "render_queues",
+    "queue_history",
+    "render_radix_tree",
+    "radix_frames",
+    "as_tree_snapshot",
+    "render_kernel_walk",
+    "kernel_walk_steps",
+    "render_kv_usage",
+    "kv_usage_player",
+    "pool_player",
+    "gantt_player",
+    "queues_player",
+    "radix_player",
+    "kernel_player",
+    "mapping_player",
 ]
 
 
@@ -51,18 +71,32 @@ def __getattr__(name: str) -> Any:
     # ipywidgets is imported only when a player is asked for, so renderers work without it.
     if name == "Player":
         from pagedlab.viz.player import Player
+
         return Player
     raise AttributeError(f"module 'pagedlab.viz' has no attribute {name!r}")
 
 
-def _player(frames: Sequence[Any], render: Callable[[Any], str], caption: Any, interval: int,
-            description: str = "step", start: Optional[int] = None):
+def _player(
+    frames: Sequence[Any],
+    render: Callable[[Any], str],
+    caption: Any,
+    interval: int,
+    description: str = "step",
+    start: int | None = None,
+):
     from pagedlab.viz.player import Player
-    return Player(frames, render=render, caption=caption, interval=interval, description=description,
-                  start=0 if start is None else start)
+
+    return Player(
+        frames,
+        render=render,
+        caption=caption,
+        interval=interval,
+        description=description,
+        start=0 if start is None else start,
+    )
 
 
-def kv_usage_player(step_stats: Sequence[Any], num_gpu_blocks: Optional[int] = None, interval: int = 250):
+def kv_usage_player(step_stats: Sequence[Any], num_gpu_blocks: int | None = None, interval: int = 250):
     """Live KV-block usage per engine step (lab 00): one frame per step.
 
     Args:
@@ -75,16 +109,25 @@ def kv_usage_player(step_stats: Sequence[Any], num_gpu_blocks: Optional[int] = N
 
     def caption(i: int, k: int) -> str:
         from pagedlab.viz._svg import as_dict
+
         s = as_dict(stats[i])
-        return (f"step {s['step']}: {s['kv_blocks_used']} blocks in use, "
-                f"{len(s['scheduled'])} requests scheduled, {s.get('step_time', 0) * 1000:.0f} ms")
+        return (
+            f"step {s['step']}: {s['kv_blocks_used']} blocks in use, "
+            f"{len(s['scheduled'])} requests scheduled, {s.get('step_time', 0) * 1000:.0f} ms"
+        )
 
-    return _player(range(len(stats)), lambda i: render_kv_usage(stats, i, num_gpu_blocks=num_gpu_blocks),
-                   caption, interval)
+    return _player(
+        range(len(stats)), lambda i: render_kv_usage(stats, i, num_gpu_blocks=num_gpu_blocks), caption, interval
+    )
 
 
-def pool_player(tracer_events: Sequence[Dict[str, Any]], num_blocks: Optional[int] = None, per: str = "step",
-                interval: int = 300, cols: Optional[int] = None):
+def pool_player(
+    tracer_events: Sequence[dict[str, Any]],
+    num_blocks: int | None = None,
+    per: str = "step",
+    interval: int = 300,
+    cols: int | None = None,
+):
     """Block-pool grid per step (or per event) rebuilt from a tracer's events.
 
     Args:
@@ -93,13 +136,14 @@ def pool_player(tracer_events: Sequence[Dict[str, Any]], num_blocks: Optional[in
         per: ``"step"`` (one frame per engine step) or ``"event"`` (one per event, finest).
     """
     from pagedlab.trace import rebuild_snapshots
+
     snaps = rebuild_snapshots(list(tracer_events), num_blocks, per=per)
     if not snaps:
         raise ValueError("the trace is empty: run with trace=True first")
 
-    def caption(s: Dict[str, Any], i: int) -> str:
+    def caption(s: dict[str, Any], i: int) -> str:
         evs = s.get("events") or ([s["event"]] if s.get("event") else [])
-        kinds: Dict[str, int] = {}
+        kinds: dict[str, int] = {}
         for e in evs:
             kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
         what = ", ".join(f"{v} {k}" for k, v in kinds.items()) or "no events"
@@ -108,16 +152,20 @@ def pool_player(tracer_events: Sequence[Dict[str, Any]], num_blocks: Optional[in
     return _player(snaps, lambda s: render_block_pool(s, cols=cols), caption, interval)
 
 
-def gantt_player(step_stats: Sequence[Any], max_num_batched_tokens: Optional[int] = None, interval: int = 250):
+def gantt_player(step_stats: Sequence[Any], max_num_batched_tokens: int | None = None, interval: int = 250):
     """Batch composition per step (Gantt), from ``step_stats`` or tracer events."""
     steps = batch_steps(list(step_stats))
     if not steps:
         raise ValueError("no steps to show")
-    return _player(range(len(steps)),
-                   lambda i: render_batch_gantt(steps, i, max_num_batched_tokens=max_num_batched_tokens),
-                   lambda i, k: f"step {steps[i]['step']}: " + ", ".join(
-                       f"{r} {'prefill ' + str(n) if p else 'decode'}" for r, n, p in steps[i]["scheduled"]),
-                   interval)
+    return _player(
+        range(len(steps)),
+        lambda i: render_batch_gantt(steps, i, max_num_batched_tokens=max_num_batched_tokens),
+        lambda i, k: (
+            f"step {steps[i]['step']}: "
+            + ", ".join(f"{r} {'prefill ' + str(n) if p else 'decode'}" for r, n, p in steps[i]["scheduled"])
+        ),
+        interval,
+    )
 
 
 def queues_player(history: Sequence[Any], interval: int = 250):
@@ -128,17 +176,22 @@ def queues_player(history: Sequence[Any], interval: int = 250):
     return _player(range(len(hist)), lambda i: render_queues(hist, i), None, interval)
 
 
-def radix_player(snapshots: Sequence[Any], token_text: Optional[Callable[[Sequence[int]], str]] = None,
-                 captions: Optional[Sequence[str]] = None, interval: int = 700):
+def radix_player(
+    snapshots: Sequence[Any],
+    token_text: Callable[[Sequence[int]], str] | None = None,
+    captions: Sequence[str] | None = None,
+    interval: int = 700,
+):
     """Radix tree over time from consecutive ``RadixCache.snapshot()`` dicts (evictions diffed)."""
     frames = radix_frames(list(snapshots))
     if not frames:
         raise ValueError("no snapshots to show")
-    return _player(frames, lambda f: render_radix_tree(token_text=token_text, **f), captions, interval,
-                   description="frame")
+    return _player(
+        frames, lambda f: render_radix_tree(token_text=token_text, **f), captions, interval, description="frame"
+    )
 
 
-def kernel_player(steps: Sequence[Dict[str, Any]], interval: int = 600):
+def kernel_player(steps: Sequence[dict[str, Any]], interval: int = 600):
     """A kernel program's walk, one frame per tile (see ``kernel_walk_steps``)."""
     steps = list(steps)
     if not steps:
@@ -146,8 +199,15 @@ def kernel_player(steps: Sequence[Dict[str, Any]], interval: int = 600):
     return _player(steps, render_kernel_walk, None, interval, description="tile")
 
 
-def mapping_player(block_table: Sequence[int], num_tokens: int, block_size: int, num_gpu_blocks: int,
-                   request_id: str = "0", tokens: Optional[Sequence[str]] = None, interval: int = 250):
+def mapping_player(
+    block_table: Sequence[int],
+    num_tokens: int,
+    block_size: int,
+    num_gpu_blocks: int,
+    request_id: str = "0",
+    tokens: Sequence[str] | None = None,
+    interval: int = 250,
+):
     """One request growing token by token: logical blocks -> block table -> physical pool."""
     frames = mapping_frames(block_table, num_tokens, block_size, num_gpu_blocks, request_id, tokens)
     return _player(frames, lambda kw: render_block_table(**kw), None, interval, description="tokens")

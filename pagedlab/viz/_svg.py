@@ -6,21 +6,33 @@ export and a unit test that parses it with ``xml.etree``. Readability in both th
 drawing each figure on its own light "card" (a rounded background rect) with dark text, instead
 of relying on the host page's colours.
 """
+
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, is_dataclass
 from html import escape
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any
 
 SVG_NS = "http://www.w3.org/2000/svg"
 
 #: Owner palette: Okabe-Ito / Tableau-like hues that stay distinct for colour-blind readers and
 #: keep dark text legible on top (all have luminance > ~0.25).
 PALETTE = [
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2",
-    "#edc948", "#ff9da7", "#9c755f", "#86bcb6", "#d4a6c8", "#a0cbe8",
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#e15759",
+    "#b07aa1",
+    "#76b7b2",
+    "#edc948",
+    "#ff9da7",
+    "#9c755f",
+    "#86bcb6",
+    "#d4a6c8",
+    "#a0cbe8",
 ]
 #: Fixed colours for states and special owners.
 COLORS = {
@@ -29,13 +41,13 @@ COLORS = {
     "text": "#1f2430",
     "muted": "#5c6370",
     "grid": "#e3e5eb",
-    "empty": "#eef0f4",          # free block, no cached content
+    "empty": "#eef0f4",  # free block, no cached content
     "empty_stroke": "#b8bcc8",
-    "cached": "#d9e7f5",         # free block whose hash is kept (evictable prefix-cache entry)
+    "cached": "#d9e7f5",  # free block whose hash is kept (evictable prefix-cache entry)
     "cached_stroke": "#4e79a7",
-    "radix": "#8d99ae",          # blocks owned by the radix tree
-    "shared": "#1f2430",         # outline of ref_cnt > 1 blocks
-    "cow": "#d62728",            # copy-on-write arrows and outlines
+    "radix": "#8d99ae",  # blocks owned by the radix tree
+    "shared": "#1f2430",  # outline of ref_cnt > 1 blocks
+    "cow": "#d62728",  # copy-on-write arrows and outlines
     "prefill": "#4e79a7",
     "decode": "#59a14f",
     "preempt": "#d62728",
@@ -53,7 +65,7 @@ def esc(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def owner_color(owner: Optional[str]) -> str:
+def owner_color(owner: str | None) -> str:
     """Stable colour of a request id.
 
     Ids ending in a number (``"0"``, ``"q07"``, ``"3#1"``: completion 1 of request 3) cycle through
@@ -78,7 +90,7 @@ def owner_color(owner: Optional[str]) -> str:
     return PALETTE[idx % len(PALETTE)]
 
 
-def as_dict(obj: Any) -> Dict[str, Any]:
+def as_dict(obj: Any) -> dict[str, Any]:
     """A dataclass (e.g. ``StepStats``) or mapping as a plain dict."""
     if is_dataclass(obj) and not isinstance(obj, type):
         return asdict(obj)
@@ -100,16 +112,34 @@ def attrs(**kw: Any) -> str:
     return " ".join(parts)
 
 
-def text(x: float, y: float, s: Any, size: int = 12, color: str = COLORS["text"], anchor: str = "start",
-         weight: str = "normal", cls: Optional[str] = None, **data: Any) -> str:
+def text(
+    x: float,
+    y: float,
+    s: Any,
+    size: int = 12,
+    color: str = COLORS["text"],
+    anchor: str = "start",
+    weight: str = "normal",
+    cls: str | None = None,
+    **data: Any,
+) -> str:
     """One ``<text>`` element (dominant-baseline central, so ``y`` is the visual middle)."""
     a = attrs(cls=cls, **data)
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{color}" text-anchor="{anchor}" '
-            f'dominant-baseline="central" font-weight="{weight}"{" " + a if a else ""}>{esc(s)}</text>')
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{color}" text-anchor="{anchor}" '
+        f'dominant-baseline="central" font-weight="{weight}"{" " + a if a else ""}>{esc(s)}</text>'
+    )
 
 
-def svg_doc(width: float, height: float, body: Iterable[str], cls: str, title: Optional[str] = None,
-            max_width: int = 900, **data: Any) -> str:
+def svg_doc(
+    width: float,
+    height: float,
+    body: Iterable[str],
+    cls: str,
+    title: str | None = None,
+    max_width: int = 900,
+    **data: Any,
+) -> str:
     """Wrap ``body`` in a self-contained ``<svg>`` on a light card.
 
     The ``viewBox`` keeps the drawing's own coordinates; the ``width`` attribute is capped at
@@ -118,20 +148,24 @@ def svg_doc(width: float, height: float, body: Iterable[str], cls: str, title: O
     w, h = float(width), float(height)
     shown_w = min(w, max_width)
     shown_h = h * shown_w / w
-    head = (f'<svg xmlns="{SVG_NS}" class="pl-viz {esc(cls)}" {attrs(**data)} '
-            f'width="{shown_w:.0f}" height="{shown_h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" '
-            f'style="{FONT};max-width:100%;height:auto" role="img">')
-    parts: List[str] = [head]
+    head = (
+        f'<svg xmlns="{SVG_NS}" class="pl-viz {esc(cls)}" {attrs(**data)} '
+        f'width="{shown_w:.0f}" height="{shown_h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" '
+        f'style="{FONT};max-width:100%;height:auto" role="img">'
+    )
+    parts: list[str] = [head]
     if title:
         parts.append(f"<title>{esc(title)}</title>")
-    parts.append(f'<rect class="pl-card" x="0.5" y="0.5" width="{w - 1:.0f}" height="{h - 1:.0f}" rx="8" '
-                 f'fill="{COLORS["card"]}" stroke="{COLORS["card_stroke"]}"/>')
+    parts.append(
+        f'<rect class="pl-card" x="0.5" y="0.5" width="{w - 1:.0f}" height="{h - 1:.0f}" rx="8" '
+        f'fill="{COLORS["card"]}" stroke="{COLORS["card_stroke"]}"/>'
+    )
     parts.extend(body)
     parts.append("</svg>")
     return "".join(parts)
 
 
-def legend(x: float, y: float, items: List[tuple], max_width: float, size: int = 11) -> tuple:
+def legend(x: float, y: float, items: list[tuple], max_width: float, size: int = 11) -> tuple:
     """Swatches with labels, wrapping to new rows; ``items`` are ``(label, fill, stroke, dash)``.
 
     Returns:
@@ -143,9 +177,12 @@ def legend(x: float, y: float, items: List[tuple], max_width: float, size: int =
         if cx + w > x + max_width and cx > x:
             cx, cy = x, cy + row_h
         d = f' stroke-dasharray="{dash}"' if dash else ""
-        parts.append(f'<g class="pl-legend-item" data-label="{esc(label)}">'
-                     f'<rect x="{cx:.1f}" y="{cy:.1f}" width="16" height="12" rx="2" fill="{fill}" '
-                     f'stroke="{stroke}" stroke-width="1.5"{d}/>'
-                     + text(cx + 22, cy + 6, label, size=size, color=COLORS["muted"]) + "</g>")
+        parts.append(
+            f'<g class="pl-legend-item" data-label="{esc(label)}">'
+            f'<rect x="{cx:.1f}" y="{cy:.1f}" width="16" height="12" rx="2" fill="{fill}" '
+            f'stroke="{stroke}" stroke-width="1.5"{d}/>'
+            + text(cx + 22, cy + 6, label, size=size, color=COLORS["muted"])
+            + "</g>"
+        )
         cx += w
     return parts, (cy - y) + row_h

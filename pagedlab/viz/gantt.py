@@ -9,6 +9,7 @@ frames shows iteration-level scheduling happen.
 Inputs are normalised by :func:`batch_steps` from either the engine's ``step_stats``
 (``StepStats`` dataclasses or dicts) or a tracer's events (``schedule``/``preempt``/``finish``).
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -46,10 +47,20 @@ def batch_steps(items: Sequence[Any]) -> list[dict[str, Any]]:
             kind = ev.get("kind")
             if kind not in ("schedule", "preempt", "finish"):
                 continue
-            st = steps.setdefault(int(ev["step"]), {"step": int(ev["step"]), "scheduled": [], "preempted": [],
-                                                    "finished": [], "running": None, "waiting": None,
-                                                    "swapped": None, "kv_blocks_used": None,
-                                                    "kv_blocks_free": None})
+            st = steps.setdefault(
+                int(ev["step"]),
+                {
+                    "step": int(ev["step"]),
+                    "scheduled": [],
+                    "preempted": [],
+                    "finished": [],
+                    "running": None,
+                    "waiting": None,
+                    "swapped": None,
+                    "kv_blocks_used": None,
+                    "kv_blocks_free": None,
+                },
+            )
             rid = str(ev.get("req", ev.get("request_id")))
             if kind == "schedule":
                 st["scheduled"].append((rid, int(ev["num_tokens"]), bool(ev.get("prefill"))))
@@ -61,11 +72,19 @@ def batch_steps(items: Sequence[Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for s in items:
         d = as_dict(s)
-        out.append({"step": int(d.get("step", len(out))),
-                    "scheduled": [(str(r), int(n), bool(p)) for r, n, p in d.get("scheduled", ())],
-                    "preempted": [str(r) for r in d.get("preempted", ())], "finished": list(d.get("finished", ())),
-                    "running": d.get("running"), "waiting": d.get("waiting"), "swapped": d.get("swapped"),
-                    "kv_blocks_used": d.get("kv_blocks_used"), "kv_blocks_free": d.get("kv_blocks_free")})
+        out.append(
+            {
+                "step": int(d.get("step", len(out))),
+                "scheduled": [(str(r), int(n), bool(p)) for r, n, p in d.get("scheduled", ())],
+                "preempted": [str(r) for r in d.get("preempted", ())],
+                "finished": list(d.get("finished", ())),
+                "running": d.get("running"),
+                "waiting": d.get("waiting"),
+                "swapped": d.get("swapped"),
+                "kv_blocks_used": d.get("kv_blocks_used"),
+                "kv_blocks_free": d.get("kv_blocks_free"),
+            }
+        )
     return out
 
 
@@ -108,12 +127,16 @@ def _gantt_rows(lay: _GanttLayout, row_of: dict[str, int]) -> list[str]:
     for r, i in row_of.items():
         y = lay.top + i * rh
         if i % 2 == 0:
-            body.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{n * cw:.1f}" height="{rh:.1f}" '
-                        f'fill="{COLORS["grid"]}" opacity="0.45"/>')
+            body.append(
+                f'<rect x="{x0:.1f}" y="{y:.1f}" width="{n * cw:.1f}" height="{rh:.1f}" '
+                f'fill="{COLORS["grid"]}" opacity="0.45"/>'
+            )
         if rh >= 9:
             body.append(text(x0 - 6, y + rh / 2, f"req {r}", size=min(11, int(rh * 0.75)), anchor="end"))
-        body.append(f'<rect x="{lay.pad:.1f}" y="{y + rh * 0.2:.1f}" width="5" height="{rh * 0.6:.1f}" '
-                    f'fill="{owner_color(r)}"/>')
+        body.append(
+            f'<rect x="{lay.pad:.1f}" y="{y + rh * 0.2:.1f}" width="5" height="{rh * 0.6:.1f}" '
+            f'fill="{owner_color(r)}"/>'
+        )
     return body
 
 
@@ -128,9 +151,11 @@ def _gantt_step(lay: _GanttLayout, k: int, s: dict[str, Any], row_of: dict[str, 
         fill = COLORS["prefill"] if is_pre else COLORS["decode"]
         inset = 0.5 if is_pre else rh * 0.22
         hooks = attrs(cls="pl-cell", data_step=s["step"], data_req=rid, data_kind=kind, data_tokens=nt)
-        body.append(f'<rect {hooks} x="{x + 0.5:.1f}" y="{y + inset:.1f}" width="{max(cw - 1, 1.5):.1f}" '
-                    f'height="{rh - 2 * inset:.1f}" rx="1.5" fill="{fill}"><title>step {s["step"]}: req {esc(rid)} '
-                    f'{kind} {nt} token(s)</title></rect>')
+        body.append(
+            f'<rect {hooks} x="{x + 0.5:.1f}" y="{y + inset:.1f}" width="{max(cw - 1, 1.5):.1f}" '
+            f'height="{rh - 2 * inset:.1f}" rx="1.5" fill="{fill}"><title>step {s["step"]}: req {esc(rid)} '
+            f"{kind} {nt} token(s)</title></rect>"
+        )
         if is_pre and cw >= 18 and rh >= 11:
             body.append(text(x + cw / 2, y + rh / 2, nt, size=8, color="#ffffff", anchor="middle"))
     for rid in s["preempted"]:
@@ -138,36 +163,59 @@ def _gantt_step(lay: _GanttLayout, k: int, s: dict[str, Any], row_of: dict[str, 
             y = lay.top + row_of[rid] * rh
             stroke = f'stroke="{COLORS["preempt"]}" stroke-width="2"'
             x1, x2, y1, y2 = f"{x + 1:.1f}", f"{x + cw - 1:.1f}", f"{y + 1:.1f}", f"{y + rh - 1:.1f}"
-            body.append(f'<g class="pl-preempt" data-req="{esc(rid)}" data-step="{s["step"]}">'
-                        f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" {stroke}/>'
-                        f'<line x1="{x2}" y1="{y1}" x2="{x1}" y2="{y2}" {stroke}/></g>')
+            body.append(
+                f'<g class="pl-preempt" data-req="{esc(rid)}" data-step="{s["step"]}">'
+                f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" {stroke}/>'
+                f'<line x1="{x2}" y1="{y1}" x2="{x1}" y2="{y2}" {stroke}/></g>'
+            )
     return body
 
 
-def _token_bars(lay: _GanttLayout, st: list[dict[str, Any]], tokens_per_step: list[tuple[int, int]], last: int,
-                max_num_batched_tokens: int | None) -> tuple[list[str], float]:
+def _token_bars(
+    lay: _GanttLayout,
+    st: list[dict[str, Any]],
+    tokens_per_step: list[tuple[int, int]],
+    last: int,
+    max_num_batched_tokens: int | None,
+) -> tuple[list[str], float]:
     """Tokens per step (prefill over decode) against the budget; returns the parts and the y below them."""
     x0, cw, n, bar_h = lay.x0, lay.cw, lay.n, lay.bar_h
     y_bar = lay.top + lay.chart_h + 14
     peak = max([a + b for a, b in tokens_per_step] + [max_num_batched_tokens or 0, 1])
-    body = [text(x0 - 6, y_bar + bar_h / 2, "tokens", size=10, anchor="end", color=COLORS["muted"]),
-            f'<line x1="{x0:.1f}" y1="{y_bar + bar_h:.1f}" x2="{x0 + n * cw:.1f}" y2="{y_bar + bar_h:.1f}" '
-            f'stroke="{COLORS["muted"]}" stroke-width="1"/>']
-    for k, (pre, dec) in enumerate(tokens_per_step[:last + 1]):
+    body = [
+        text(x0 - 6, y_bar + bar_h / 2, "tokens", size=10, anchor="end", color=COLORS["muted"]),
+        f'<line x1="{x0:.1f}" y1="{y_bar + bar_h:.1f}" x2="{x0 + n * cw:.1f}" y2="{y_bar + bar_h:.1f}" '
+        f'stroke="{COLORS["muted"]}" stroke-width="1"/>',
+    ]
+    for k, (pre, dec) in enumerate(tokens_per_step[: last + 1]):
         x = x0 + k * cw
         hp, hd = bar_h * pre / peak, bar_h * dec / peak
         hooks = attrs(cls="pl-tokens", data_step=st[k]["step"], data_prefill=pre, data_decode=dec)
-        body.append(f'<rect {hooks} x="{x + 0.5:.1f}" y="{y_bar + bar_h - hd:.1f}" width="{max(cw - 1, 1.5):.1f}" '
-                    f'height="{hd:.1f}" fill="{COLORS["decode"]}"/>')
+        body.append(
+            f'<rect {hooks} x="{x + 0.5:.1f}" y="{y_bar + bar_h - hd:.1f}" width="{max(cw - 1, 1.5):.1f}" '
+            f'height="{hd:.1f}" fill="{COLORS["decode"]}"/>'
+        )
         if hp:
-            body.append(f'<rect x="{x + 0.5:.1f}" y="{y_bar + bar_h - hd - hp:.1f}" width="{max(cw - 1, 1.5):.1f}" '
-                        f'height="{hp:.1f}" fill="{COLORS["prefill"]}"/>')
+            body.append(
+                f'<rect x="{x + 0.5:.1f}" y="{y_bar + bar_h - hd - hp:.1f}" width="{max(cw - 1, 1.5):.1f}" '
+                f'height="{hp:.1f}" fill="{COLORS["prefill"]}"/>'
+            )
     if max_num_batched_tokens:
         yb = y_bar + bar_h - bar_h * max_num_batched_tokens / peak
-        body.append(f'<line class="pl-budget" x1="{x0:.1f}" y1="{yb:.1f}" x2="{x0 + n * cw:.1f}" y2="{yb:.1f}" '
-                    f'stroke="{COLORS["preempt"]}" stroke-dasharray="5 3" stroke-width="1.2"/>')
-        body.append(text(x0 + n * cw - 2, yb - 7, f"budget {max_num_batched_tokens}", size=9, anchor="end",
-                         color=COLORS["preempt"]))
+        body.append(
+            f'<line class="pl-budget" x1="{x0:.1f}" y1="{yb:.1f}" x2="{x0 + n * cw:.1f}" y2="{yb:.1f}" '
+            f'stroke="{COLORS["preempt"]}" stroke-dasharray="5 3" stroke-width="1.2"/>'
+        )
+        body.append(
+            text(
+                x0 + n * cw - 2,
+                yb - 7,
+                f"budget {max_num_batched_tokens}",
+                size=9,
+                anchor="end",
+                color=COLORS["preempt"],
+            )
+        )
     return body, y_bar + bar_h + 8
 
 
@@ -175,12 +223,17 @@ def _step_ticks_and_legend(lay: _GanttLayout, st: list[dict[str, Any]], y: float
     """Step numbers under the bars, then the legend; returns the parts and the bottom y."""
     cw = lay.cw
     tick_every = max(1, int(40 // cw) if cw < 40 else 1)
-    body = [text(lay.x0 + k * cw + cw / 2, y + 5, st[k]["step"], size=9, anchor="middle", color=COLORS["muted"])
-            for k in range(0, lay.n, tick_every)]
+    body = [
+        text(lay.x0 + k * cw + cw / 2, y + 5, st[k]["step"], size=9, anchor="middle", color=COLORS["muted"])
+        for k in range(0, lay.n, tick_every)
+    ]
     y += 16
     items: list[tuple[str, str, str, str | None]] = [
-        ("prefill chunk", COLORS["prefill"], "#ffffff", None), ("decode", COLORS["decode"], "#ffffff", None),
-        ("preempted", "#ffffff", COLORS["preempt"], None), ("current step", "#ffffff", COLORS["highlight"], None)]
+        ("prefill chunk", COLORS["prefill"], "#ffffff", None),
+        ("decode", COLORS["decode"], "#ffffff", None),
+        ("preempted", "#ffffff", COLORS["preempt"], None),
+        ("current step", "#ffffff", COLORS["highlight"], None),
+    ]
     lg, h = legend(lay.pad, y, items, lay.width - 2 * lay.pad)
     return body + lg, y + h + 6
 
@@ -189,12 +242,18 @@ def _gantt_summary(cur: dict[str, Any] | None, tokens: tuple[int, int]) -> str:
     if cur is None:
         return "no step yet"
     pre, dec = tokens
-    return (f"step {cur['step']}: {len(cur['scheduled'])} requests, {pre} prefill + {dec} decode tokens"
-            + (f", preempted {', '.join(cur['preempted'])}" if cur["preempted"] else ""))
+    return f"step {cur['step']}: {len(cur['scheduled'])} requests, {pre} prefill + {dec} decode tokens" + (
+        f", preempted {', '.join(cur['preempted'])}" if cur["preempted"] else ""
+    )
 
 
-def render_batch_gantt(steps: Sequence[Any], upto: int | None = None, *,
-                       max_num_batched_tokens: int | None = None, title: str | None = None) -> str:
+def render_batch_gantt(
+    steps: Sequence[Any],
+    upto: int | None = None,
+    *,
+    max_num_batched_tokens: int | None = None,
+    title: str | None = None,
+) -> str:
     """Draw which requests ran in which step, and how (prefill chunk or decode).
 
     Args:
@@ -215,20 +274,38 @@ def render_batch_gantt(steps: Sequence[Any], upto: int | None = None, *,
     row_of = {r: i for i, r in enumerate(reqs)}
     lay = _GanttLayout(n, len(reqs))
     body = _gantt_rows(lay, row_of)
-    tokens_per_step = [(sum(nt for _, nt, p in s["scheduled"] if p), sum(nt for _, nt, p in s["scheduled"] if not p))
-                       for s in st]
-    for k, s in enumerate(st[:last + 1]):
+    tokens_per_step = [
+        (sum(nt for _, nt, p in s["scheduled"] if p), sum(nt for _, nt, p in s["scheduled"] if not p)) for s in st
+    ]
+    for k, s in enumerate(st[: last + 1]):
         body += _gantt_step(lay, k, s, row_of)
     if 0 <= last < n:  # cursor on the current step
-        body.append(f'<rect class="pl-cursor" x="{lay.x0 + last * lay.cw:.1f}" y="{lay.top - 3:.1f}" '
-                    f'width="{lay.cw:.1f}" height="{lay.chart_h + 6:.1f}" fill="none" stroke="{COLORS["highlight"]}" '
-                    f'stroke-width="2"/>')
+        body.append(
+            f'<rect class="pl-cursor" x="{lay.x0 + last * lay.cw:.1f}" y="{lay.top - 3:.1f}" '
+            f'width="{lay.cw:.1f}" height="{lay.chart_h + 6:.1f}" fill="none" stroke="{COLORS["highlight"]}" '
+            f'stroke-width="2"/>'
+        )
     bars, y = _token_bars(lay, st, tokens_per_step, last, max_num_batched_tokens)
     ticks, y = _step_ticks_and_legend(lay, st, y)
     cur = st[last] if 0 <= last < n else None
     heading = title or "Batch composition per step"
-    head = [text(lay.pad, 16, heading, size=14, weight="bold", cls="pl-title"),
-            text(lay.pad, 33, _gantt_summary(cur, tokens_per_step[last] if cur is not None else (0, 0)), size=11,
-                 color=COLORS["muted"], cls="pl-summary")]
-    return svg_doc(lay.width, y, head + body + bars + ticks, cls="pl-gantt", title=heading,
-                   data_step=cur["step"] if cur is not None else -1, data_num_requests=len(reqs))
+    head = [
+        text(lay.pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+        text(
+            lay.pad,
+            33,
+            _gantt_summary(cur, tokens_per_step[last] if cur is not None else (0, 0)),
+            size=11,
+            color=COLORS["muted"],
+            cls="pl-summary",
+        ),
+    ]
+    return svg_doc(
+        lay.width,
+        y,
+        head + body + bars + ticks,
+        cls="pl-gantt",
+        title=heading,
+        data_step=cur["step"] if cur is not None else -1,
+        data_num_requests=len(reqs),
+    )

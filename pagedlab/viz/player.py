@@ -9,13 +9,15 @@ failed in Colab) - plus Prev/Next buttons, which clamp at the ends.
 The HTML value wraps the SVG in ``<div class="pl-frame" data-frame=i data-frames=n>`` so a
 browser test can tell which frame is shown; the player itself has the CSS class ``pl-player``.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import ipywidgets as widgets
 
-Caption = Union[None, str, Sequence[str], Callable[[Any, int], str]]
+Caption = None | str | Sequence[str] | Callable[[Any, int], str]
 
 
 class Player(widgets.VBox):
@@ -38,30 +40,46 @@ class Player(widgets.VBox):
         Player(snaps, render=render_block_pool, caption=lambda s, i: f"step {s['step']}")
     """
 
-    def __init__(self, frames: Sequence[Any], render: Optional[Callable[[Any], str]] = None,
-                 caption: Caption = None, interval: int = 300, description: str = "frame",
-                 start: int = 0) -> None:
+    def __init__(
+        self,
+        frames: Sequence[Any],
+        render: Callable[[Any], str] | None = None,
+        caption: Caption = None,
+        interval: int = 300,
+        description: str = "frame",
+        start: int = 0,
+    ) -> None:
         frames = list(frames)
         if not frames:
             raise ValueError("Player needs at least one frame")
         self.frames = frames
         self.render = render
         self._caption = caption
-        self._cache: Dict[int, str] = {}
+        self._cache: dict[int, str] = {}
         last = len(frames) - 1
         start = max(0, min(int(start), last))
         self.html = widgets.HTML(layout=widgets.Layout(min_height="80px"))
         self.html.add_class("pl-frame-view")
-        self.play = widgets.Play(value=start, min=0, max=last, step=1, interval=int(interval),
-                                 description="Play", show_repeat=False)
-        self.slider = widgets.IntSlider(value=start, min=0, max=last, step=1, description=description,
-                                        continuous_update=True, layout=widgets.Layout(width="420px"))
+        self.play = widgets.Play(
+            value=start, min=0, max=last, step=1, interval=int(interval), description="Play", show_repeat=False
+        )
+        self.slider = widgets.IntSlider(
+            value=start,
+            min=0,
+            max=last,
+            step=1,
+            description=description,
+            continuous_update=True,
+            layout=widgets.Layout(width="420px"),
+        )
         # Kernel-side link (not jslink): see the module docstring.
         self._link = widgets.link((self.play, "value"), (self.slider, "value"))
-        self.prev_button = widgets.Button(description="◀ Prev", tooltip="previous frame",
-                                          layout=widgets.Layout(width="80px"))
-        self.next_button = widgets.Button(description="Next ▶", tooltip="next frame",
-                                          layout=widgets.Layout(width="80px"))
+        self.prev_button = widgets.Button(
+            description="◀ Prev", tooltip="previous frame", layout=widgets.Layout(width="80px")
+        )
+        self.next_button = widgets.Button(
+            description="Next ▶", tooltip="next frame", layout=widgets.Layout(width="80px")
+        )
         self.prev_button.add_class("pl-prev")
         self.next_button.add_class("pl-next")
         self.prev_button.on_click(lambda _: self.step(-1))
@@ -97,8 +115,7 @@ class Player(widgets.VBox):
 
     def frame_html(self, i: int) -> str:
         """The HTML widget's value for frame ``i``: the SVG in a ``pl-frame`` div."""
-        return (f'<div class="pl-frame" data-frame="{i}" data-frames="{self.num_frames}">'
-                f"{self.frame_svg(i)}</div>")
+        return f'<div class="pl-frame" data-frame="{i}" data-frames="{self.num_frames}">{self.frame_svg(i)}</div>'
 
     def caption_text(self, i: int) -> str:
         c = self._caption
@@ -115,13 +132,15 @@ class Player(widgets.VBox):
         self.value = self.value + delta
 
     # --- internals --------------------------------------------------------------------------
-    def _on_value(self, change: Dict[str, Any]) -> None:
+    def _on_value(self, change: dict[str, Any]) -> None:
         self._show(int(change["new"]))
 
     def _show(self, i: int) -> None:
         from html import escape
+
         self.html.value = self.frame_html(i)
-        self.caption.value = (f'<span class="pl-caption-text" style="font-size:13px">'
-                              f"{escape(self.caption_text(i))}</span>")
+        self.caption.value = (
+            f'<span class="pl-caption-text" style="font-size:13px">{escape(self.caption_text(i))}</span>'
+        )
         self.prev_button.disabled = i <= 0
         self.next_button.disabled = i >= self.num_frames - 1

@@ -14,6 +14,7 @@ Each block is a ``<rect class="pl-block">`` carrying the CSS hooks ``data-block-
 (``used`` | ``shared`` | ``cached`` | ``empty``) and ``data-cow`` (``src`` | ``dst``) for
 copy-on-write pairs, so tests and the browser check can read the picture precisely.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -95,8 +96,11 @@ def _all_blocks(snapshot: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     n = int(snapshot.get("num_gpu_blocks", len(blocks)))
     if len(blocks) < n:  # tolerate a sparse snapshot: missing blocks are empty
         have = {int(b["block_id"]) for b in blocks}
-        blocks += [{"block_id": i, "ref_cnt": 0, "owners": [], "hashed": False, "free": True}
-                   for i in range(n) if i not in have]
+        blocks += [
+            {"block_id": i, "ref_cnt": 0, "owners": [], "hashed": False, "free": True}
+            for i in range(n)
+            if i not in have
+        ]
     blocks.sort(key=lambda b: int(b["block_id"]))
     return blocks, n
 
@@ -123,29 +127,57 @@ def _block_svg(b: dict[str, Any], x0: float, y0: float, cell: float, cow: str | 
     st = block_state(b)
     fill, stroke, sw, dash = _block_style(st, owners, cow)
     font = 10 if cell >= 30 else 8
-    tip = f"block {bid}: ref_cnt={b.get('ref_cnt', 0)}" + (f", owners {', '.join(owners)}" if owners else "") \
-        + (", cached (hash kept)" if st == "cached" else "") + (f", CoW {cow}" if cow else "")
+    tip = (
+        f"block {bid}: ref_cnt={b.get('ref_cnt', 0)}"
+        + (f", owners {', '.join(owners)}" if owners else "")
+        + (", cached (hash kept)" if st == "cached" else "")
+        + (f", CoW {cow}" if cow else "")
+    )
     dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
-    hooks = attrs(cls="pl-block", data_block_id=bid, data_owner=" ".join(owners),
-                  data_ref_cnt=int(b.get("ref_cnt", 0)), data_state=st, data_hashed=bool(b.get("hashed")),
-                  data_cow=cow, data_changed=changed)
-    out = [f'<rect {hooks} x="{x0:.1f}" y="{y0:.1f}" width="{cell:.1f}" height="{cell:.1f}" rx="3" fill="{fill}" '
-           f'stroke="{stroke}" stroke-width="{sw}"{dash_attr}><title>{esc(tip)}</title></rect>']
+    hooks = attrs(
+        cls="pl-block",
+        data_block_id=bid,
+        data_owner=" ".join(owners),
+        data_ref_cnt=int(b.get("ref_cnt", 0)),
+        data_state=st,
+        data_hashed=bool(b.get("hashed")),
+        data_cow=cow,
+        data_changed=changed,
+    )
+    out = [
+        f'<rect {hooks} x="{x0:.1f}" y="{y0:.1f}" width="{cell:.1f}" height="{cell:.1f}" rx="3" fill="{fill}" '
+        f'stroke="{stroke}" stroke-width="{sw}"{dash_attr}><title>{esc(tip)}</title></rect>'
+    ]
     if st == "shared" and len(owners) > 1:  # one stripe per owner along the bottom edge
         sw_ = (cell - 4) / len(owners)
         for k, o in enumerate(owners):
-            out.append(f'<rect class="pl-owner-stripe" data-owner="{esc(o)}" x="{x0 + 2 + k * sw_:.1f}" '
-                       f'y="{y0 + cell - 7:.1f}" width="{sw_:.1f}" height="5" fill="{owner_color(o)}" '
-                       f'stroke="#ffffff" stroke-width="0.6"/>')
+            out.append(
+                f'<rect class="pl-owner-stripe" data-owner="{esc(o)}" x="{x0 + 2 + k * sw_:.1f}" '
+                f'y="{y0 + cell - 7:.1f}" width="{sw_:.1f}" height="5" fill="{owner_color(o)}" '
+                f'stroke="#ffffff" stroke-width="0.6"/>'
+            )
     if cell >= 22:
-        out.append(text(x0 + 3, y0 + 7, bid, size=font - 1,
-                        color=COLORS["muted"] if st in ("cached", "empty") else "#ffffff"))
+        out.append(
+            text(x0 + 3, y0 + 7, bid, size=font - 1, color=COLORS["muted"] if st in ("cached", "empty") else "#ffffff")
+        )
     if st in ("used", "shared") and cell >= 22:
-        out.append(text(x0 + cell / 2, y0 + cell / 2 + 3, f"{b.get('ref_cnt')}" if st == "shared" else "",
-                        size=font + 3, color="#ffffff", anchor="middle", weight="bold", cls="pl-ref"))
+        out.append(
+            text(
+                x0 + cell / 2,
+                y0 + cell / 2 + 3,
+                f"{b.get('ref_cnt')}" if st == "shared" else "",
+                size=font + 3,
+                color="#ffffff",
+                anchor="middle",
+                weight="bold",
+                cls="pl-ref",
+            )
+        )
     if changed:
-        out.append(f'<rect class="pl-changed" x="{x0:.1f}" y="{y0 + cell + 0.5:.1f}" width="{cell:.1f}" '
-                   f'height="2.5" fill="{COLORS["highlight"]}"/>')
+        out.append(
+            f'<rect class="pl-changed" x="{x0:.1f}" y="{y0 + cell + 0.5:.1f}" width="{cell:.1f}" '
+            f'height="2.5" fill="{COLORS["highlight"]}"/>'
+        )
     return out
 
 
@@ -155,60 +187,85 @@ def _cow_arrows(pairs: Sequence[tuple[int, int]], centers: dict[int, tuple[float
     for s, d in pairs:
         if s in centers and d in centers:
             (x1, y1), (x2, y2) = centers[s], centers[d]
-            out.append(f'<line class="pl-cow" data-src="{s}" data-dst="{d}" x1="{x1:.1f}" y1="{y1:.1f}" '
-                       f'x2="{x2:.1f}" y2="{y2:.1f}" stroke="{COLORS["cow"]}" stroke-width="2" '
-                       f'marker-end="url(#pl-arrow)" opacity="0.85"/>')
+            out.append(
+                f'<line class="pl-cow" data-src="{s}" data-dst="{d}" x1="{x1:.1f}" y1="{y1:.1f}" '
+                f'x2="{x2:.1f}" y2="{y2:.1f}" stroke="{COLORS["cow"]}" stroke-width="2" '
+                f'marker-end="url(#pl-arrow)" opacity="0.85"/>'
+            )
     return out
 
 
 def _cpu_blocks(cpu: list[dict[str, Any]], grid: _Grid, y: float) -> tuple[list[str], float]:
     """The swap space under the pool (``rect.pl-cpu-block``); returns the parts and the new ``y``."""
     y += 10
-    body = [text(grid.pad, y + 6, f"CPU swap space: {len(cpu)} blocks hold swapped-out KV", size=11,
-                 color=COLORS["muted"])]
+    body = [
+        text(grid.pad, y + 6, f"CPU swap space: {len(cpu)} blocks hold swapped-out KV", size=11, color=COLORS["muted"])
+    ]
     y += 16
     ccell = min(grid.cell, 28.0)
     for k, cb in enumerate(cpu):
         x0, y0 = grid.origin(k, y, ccell)
         owners = [str(o) for o in cb.get("owners", ())]
-        hooks = attrs(cls="pl-cpu-block", data_block_id=cb["block_id"], data_owner=" ".join(owners),
-                      data_ref_cnt=cb.get("ref_cnt", 0))
-        body.append(f'<rect {hooks} x="{x0:.1f}" y="{y0:.1f}" width="{ccell:.1f}" height="{ccell:.1f}" rx="3" '
-                    f'fill="{owner_color(owners[0]) if owners else COLORS["empty"]}" stroke="{COLORS["swapped"]}" '
-                    f'stroke-width="1.5" stroke-dasharray="4 2"/>')
+        hooks = attrs(
+            cls="pl-cpu-block",
+            data_block_id=cb["block_id"],
+            data_owner=" ".join(owners),
+            data_ref_cnt=cb.get("ref_cnt", 0),
+        )
+        body.append(
+            f'<rect {hooks} x="{x0:.1f}" y="{y0:.1f}" width="{ccell:.1f}" height="{ccell:.1f}" rx="3" '
+            f'fill="{owner_color(owners[0]) if owners else COLORS["empty"]}" stroke="{COLORS["swapped"]}" '
+            f'stroke-width="1.5" stroke-dasharray="4 2"/>'
+        )
     return body, y + -(-len(cpu) // grid.cols) * (ccell + grid.gap)
 
 
 def _pool_legend(owners_seen: list[str], with_cow: bool, x: float, y: float, width: float) -> tuple[list[str], float]:
     """Owner colours (first 12) and the block states; returns the parts and their height."""
     items: list[tuple[str, str, str, str | None]] = [
-        (f"req {o}" if o != "radix" else "radix tree", owner_color(o), "#ffffff", None) for o in owners_seen[:12]]
-    items += [("shared (ref>1)", "#ffffff", COLORS["shared"], None),
-              ("cached free", COLORS["cached"], COLORS["cached_stroke"], "3 2"),
-              ("empty", COLORS["empty"], COLORS["empty_stroke"], None)]
+        (f"req {o}" if o != "radix" else "radix tree", owner_color(o), "#ffffff", None) for o in owners_seen[:12]
+    ]
+    items += [
+        ("shared (ref>1)", "#ffffff", COLORS["shared"], None),
+        ("cached free", COLORS["cached"], COLORS["cached_stroke"], "3 2"),
+        ("empty", COLORS["empty"], COLORS["empty_stroke"], None),
+    ]
     if with_cow:
         items.append(("CoW copy", "#ffffff", COLORS["cow"], None))
     return legend(x, y, items, width)
 
 
-def _pool_heading(snapshot: dict[str, Any], title: str | None, states: dict[str, int], n: int,
-                  num_pairs: int, pad: float) -> tuple[str, list[str]]:
+def _pool_heading(
+    snapshot: dict[str, Any], title: str | None, states: dict[str, int], n: int, num_pairs: int, pad: float
+) -> tuple[str, list[str]]:
     used = states["used"] + states["shared"]
     heading = title or f"Block pool - step {snapshot.get('step', 0)}"
-    summary = (f"{used}/{n} blocks used  ·  {states['shared']} shared  ·  {states['cached']} cached-free  ·  "
-               f"{states['empty']} empty" + (f"  ·  {num_pairs} CoW copies" if num_pairs else ""))
-    return heading, [text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
-                     text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary")]
+    summary = (
+        f"{used}/{n} blocks used  ·  {states['shared']} shared  ·  {states['cached']} cached-free  ·  "
+        f"{states['empty']} empty" + (f"  ·  {num_pairs} CoW copies" if num_pairs else "")
+    )
+    return heading, [
+        text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+        text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary"),
+    ]
 
 
-_ARROW_DEFS = (f'<defs><marker id="pl-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
-               f'markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-               f'fill="{COLORS["cow"]}"/></marker></defs>')
+_ARROW_DEFS = (
+    f'<defs><marker id="pl-arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" '
+    f'markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+    f'fill="{COLORS["cow"]}"/></marker></defs>'
+)
 
 
-def render_block_pool(snapshot: dict[str, Any], *, cow_pairs: Sequence[tuple[int, int]] | None = None,
-                      highlight: Iterable[int] | None = None, cols: int | None = None,
-                      title: str | None = None, show_legend: bool = True) -> str:
+def render_block_pool(
+    snapshot: dict[str, Any],
+    *,
+    cow_pairs: Sequence[tuple[int, int]] | None = None,
+    highlight: Iterable[int] | None = None,
+    cols: int | None = None,
+    title: str | None = None,
+    show_legend: bool = True,
+) -> str:
     """Draw the physical block pool of one snapshot.
 
     Fill = the owning request's colour (a shared block shows a stripe per owner); a thick dark
@@ -259,6 +316,15 @@ def render_block_pool(snapshot: dict[str, Any], *, cow_pairs: Sequence[tuple[int
         lg, h = _pool_legend(owners_seen, bool(pairs), grid.pad, y + 8, width - 2 * grid.pad)
         body += lg
         y += 8 + h
-    return svg_doc(width, y + 10, [_ARROW_DEFS] + head + body, cls="pl-pool", title=heading,
-                   data_step=snapshot.get("step", 0), data_num_blocks=n, data_used=states["used"] + states["shared"],
-                   data_shared=states["shared"], data_cached=states["cached"])
+    return svg_doc(
+        width,
+        y + 10,
+        [_ARROW_DEFS] + head + body,
+        cls="pl-pool",
+        title=heading,
+        data_step=snapshot.get("step", 0),
+        data_num_blocks=n,
+        data_used=states["used"] + states["shared"],
+        data_shared=states["shared"],
+        data_cached=states["cached"],
+    )

@@ -16,6 +16,7 @@ widget whose value is ``<div class="pl-quiz-feedback" data-state=... data-correc
 widgets carry the CSS classes ``pl-predict``, ``pl-predict-lock``, ``pl-selfcheck``,
 ``pl-selfcheck-q`` and ``pl-selfcheck-score``: the stable hooks the browser test plays.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,7 @@ __all__ = [
 class Feedback:
     """The verdict on one answer: ``correct`` (None while nothing can be judged yet) and one line."""
 
-    state: str            # "waiting" (no answer yet), "locked" (answer kept, no result yet), "revealed"
+    state: str  # "waiting" (no answer yet), "locked" (answer kept, no result yet), "revealed"
     correct: bool | None
     text: str
 
@@ -65,8 +66,9 @@ class Question:
         if len(self.choices) < 2:
             raise ValueError(f"a question needs at least two choices, got {len(self.choices)}: {self.prompt!r}")
         if not 0 <= self.answer < len(self.choices):
-            raise ValueError(f"answer {self.answer} is not an index of the {len(self.choices)} choices "
-                             f"of {self.prompt!r}")
+            raise ValueError(
+                f"answer {self.answer} is not an index of the {len(self.choices)} choices of {self.prompt!r}"
+            )
 
 
 def grade_choice(choices: Sequence[str], picked: int | None, answer: int, explain: str) -> Feedback:
@@ -122,6 +124,7 @@ def closest_choice(value: float, options: Mapping[str, float], log: bool = True)
 
     def dist(v: float) -> float:
         return abs(math.log(value / v)) if log else abs(value - v)
+
     return min(options, key=lambda k: dist(options[k]))
 
 
@@ -130,8 +133,10 @@ def feedback_html(fb: Feedback) -> str:
     color = {True: "#1b7f3b", False: "#b3261e", None: "#5c6370"}[fb.correct]
     mark = {True: "✔ ", False: "✘ ", None: ""}[fb.correct]
     correct = "" if fb.correct is None else str(fb.correct).lower()
-    return (f'<div class="pl-quiz-feedback" data-state="{fb.state}" data-correct="{correct}" '
-            f'style="color:{color}">{mark}{escape(fb.text)}</div>')
+    return (
+        f'<div class="pl-quiz-feedback" data-state="{fb.state}" data-correct="{correct}" '
+        f'style="color:{color}">{mark}{escape(fb.text)}</div>'
+    )
 
 
 def _parse_number(text: str) -> float | None:
@@ -160,17 +165,21 @@ class Prediction(widgets.VBox):
         self.actual: int | float | None = None
         self.explain = self.measured = ""
         self.input: widgets.ToggleButtons | widgets.Text = (
-            _buttons(choices) if choices is not None
-            else widgets.Text(placeholder=f"a number{' in ' + unit if unit else ''}",
-                              layout=widgets.Layout(width="220px")))
+            _buttons(choices)
+            if choices is not None
+            else widgets.Text(
+                placeholder=f"a number{' in ' + unit if unit else ''}", layout=widgets.Layout(width="220px")
+            )
+        )
         self.input.add_class("pl-predict-input")
         self.lock_button = widgets.Button(description="Lock in my prediction", button_style="info")
         self.lock_button.add_class("pl-predict-lock")
         self.lock_button.on_click(lambda _: self.lock())
         self.feedback = widgets.HTML(feedback_html(Feedback("waiting", None, "Predict, lock it in, then run on.")))
-        self.result = widgets.HTML(self._result_text())    # shown again in the measurement cell
-        super().__init__([widgets.HTML(f"<b>Predict.</b> {escape(question)}"), self.input, self.lock_button,
-                          self.feedback])
+        self.result = widgets.HTML(self._result_text())  # shown again in the measurement cell
+        super().__init__(
+            [widgets.HTML(f"<b>Predict.</b> {escape(question)}"), self.input, self.lock_button, self.feedback]
+        )
         self.add_class("pl-predict")
 
     def lock(self) -> bool:
@@ -183,8 +192,9 @@ class Prediction(widgets.VBox):
         else:
             value = _parse_number(self.input.value)
         if value is None:
-            self.feedback.value = feedback_html(Feedback("waiting", None, "Enter a prediction first "
-                                                        "(a choice, or a number such as 12 or 1e4)."))
+            self.feedback.value = feedback_html(
+                Feedback("waiting", None, "Enter a prediction first (a choice, or a number such as 12 or 1e4).")
+            )
             return False
         self.prediction = value
         self.input.disabled = self.lock_button.disabled = True
@@ -215,8 +225,9 @@ class Prediction(widgets.VBox):
         if self.prediction is None:
             return Feedback("waiting", None, "Predict, lock it in, then run on.")
         if self.actual is None:
-            return Feedback("locked", None, f"Prediction recorded: {self._shown(self.prediction)}. Run the "
-                                            "measurement below.")
+            return Feedback(
+                "locked", None, f"Prediction recorded: {self._shown(self.prediction)}. Run the measurement below."
+            )
         if self.choices is not None:
             fb = grade_choice(self.choices, int(self.prediction), int(self.actual), self.explain)
         else:
@@ -229,8 +240,11 @@ class Prediction(widgets.VBox):
 
     def _result_text(self) -> str:
         if self.prediction is None:
-            return feedback_html(Feedback("waiting", None, "Make your prediction above (and lock it in) to "
-                                                           "compare it with this measurement."))
+            return feedback_html(
+                Feedback(
+                    "waiting", None, "Make your prediction above (and lock it in) to compare it with this measurement."
+                )
+            )
         return feedback_html(self.verdict())
 
     def _update(self) -> None:
@@ -238,8 +252,7 @@ class Prediction(widgets.VBox):
         self.result.value = self._result_text()
 
 
-def predict(question: str, choices: Sequence[str] | None = None, *, unit: str = "",
-            rel_tol: float = 0.5) -> Prediction:
+def predict(question: str, choices: Sequence[str] | None = None, *, unit: str = "", rel_tol: float = 0.5) -> Prediction:
     """Ask for a prediction before a measurement; call ``.reveal(...)`` on the result after it.
 
     Args:
@@ -268,8 +281,9 @@ class SelfCheck(widgets.VBox):
             raise ValueError("a self-check needs at least one question")
         self.questions = list(questions)
         self.inputs = [_buttons(q.choices) for q in self.questions]
-        self.feedbacks = [widgets.HTML(feedback_html(Feedback("waiting", None, "Pick an answer.")))
-                          for _ in self.questions]
+        self.feedbacks = [
+            widgets.HTML(feedback_html(Feedback("waiting", None, "Pick an answer."))) for _ in self.questions
+        ]
         self.score = widgets.HTML()
         self.score.add_class("pl-selfcheck-score")
         rows: list[widgets.Widget] = [widgets.HTML(f"<b>{escape(title)}</b>")]
@@ -299,8 +313,10 @@ class SelfCheck(widgets.VBox):
         res = self.results()
         right = sum(f.correct is True for f in res)
         answered = sum(f.correct is not None for f in res)
-        self.score.value = (f'<div class="pl-quiz-score" data-right="{right}" data-answered="{answered}" '
-                            f'data-total="{len(res)}">{right} of {len(res)} right ({answered} answered)</div>')
+        self.score.value = (
+            f'<div class="pl-quiz-score" data-right="{right}" data-answered="{answered}" '
+            f'data-total="{len(res)}">{right} of {len(res)} right ({answered} answered)</div>'
+        )
 
 
 def self_check(questions: Sequence[Question], title: str = "Self-check") -> SelfCheck:

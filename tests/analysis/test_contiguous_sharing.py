@@ -1,10 +1,19 @@
 """Contiguous baseline (lab 01) and CoW sharing measurements."""
+
 import os
 
 import pytest
 
-from pagedlab.analysis.contiguous import (CATEGORIES, FirstFitArena, contiguous_replay_steps, contiguous_snapshots,
-                                          prepare_trace, replay_contiguous, replay_paged, reservation_size)
+from pagedlab.analysis.contiguous import (
+    CATEGORIES,
+    FirstFitArena,
+    contiguous_replay_steps,
+    contiguous_snapshots,
+    prepare_trace,
+    replay_contiguous,
+    replay_paged,
+    reservation_size,
+)
 from pagedlab.analysis.sharing import beam_search_savings, parallel_sampling_savings
 from pagedlab.sim.traces import TraceRequest, load_azure
 
@@ -61,8 +70,13 @@ def test_paged_replay_preempts_under_pressure_and_still_finishes():
 
 
 def test_prepare_trace_rebases_sorts_drops_and_cuts():
-    reqs = [TraceRequest(7.5, 10, 100, line=3), TraceRequest(5.0, 64, 1), TraceRequest(6.0, 63, 5),
-            TraceRequest(5.5, 4, 0, hash_ids=(1,), block_tokens=4), TraceRequest(9.0, 0, 64)]
+    reqs = [
+        TraceRequest(7.5, 10, 100, line=3),
+        TraceRequest(5.0, 64, 1),
+        TraceRequest(6.0, 63, 5),
+        TraceRequest(5.5, 4, 0, hash_ids=(1,), block_tokens=4),
+        TraceRequest(9.0, 0, 64),
+    ]
     out = prepare_trace(reqs, 64)
     # sorted and rebased to the first arrival; the 64-token prompt cannot fit and is dropped
     assert [r.arrival_time for r in out] == [0.5, 1.0, 2.5, 4.0]  # 0 s: when the dropped one arrived
@@ -87,14 +101,21 @@ def test_replays_run_a_loaded_azure_trace_slice():
 
 
 def test_contiguous_steps_and_snapshots_follow_one_request():
-    steps = [(s.step, [(r.request_id, r.start, r.size, r.num_tokens) for r in s.running], s.next_request_size,
-              s.num_waiting) for s in contiguous_replay_steps([TraceRequest(0.0, 3, 2), TraceRequest(0.0, 4, 1)],
-                                                              8, 8, "oracle")]
+    steps = [
+        (s.step, [(r.request_id, r.start, r.size, r.num_tokens) for r in s.running], s.next_request_size, s.num_waiting)
+        for s in contiguous_replay_steps([TraceRequest(0.0, 3, 2), TraceRequest(0.0, 4, 1)], 8, 8, "oracle")
+    ]
     # r0 reserves 5 of 8 slots; r1 needs 5 and waits until r0 has sampled its 2 tokens (steps 0-1)
     assert steps == [(0, [("r0", 0, 5, 3)], 5, 1), (1, [("r0", 0, 5, 4)], 5, 1), (2, [("r1", 0, 5, 4)], 0, 0)]
     snaps = list(contiguous_snapshots([TraceRequest(0.0, 3, 2)], 8, 8, "max"))
-    assert snaps == [{"capacity": 8, "next_request_size": 0, "requests": [
-        {"id": "r0", "start": 0, "reserved": 8, "num_tokens": n, "final_len": 5}]} for n in (3, 4)]
+    assert snaps == [
+        {
+            "capacity": 8,
+            "next_request_size": 0,
+            "requests": [{"id": "r0", "start": 0, "reserved": 8, "num_tokens": n, "final_len": 5}],
+        }
+        for n in (3, 4)
+    ]
     with pytest.raises(ValueError, match="policy"):
         next(contiguous_replay_steps([], 8, 8, "buddy"))
 

@@ -1,4 +1,5 @@
 """analysis.lab02.time_free_queue: what it times and on which container."""
+
 from __future__ import annotations
 
 from collections import Counter, deque
@@ -11,7 +12,7 @@ from pagedlab.core.block_pool import KVCacheBlock
 class CountingQueue:
     """A deque with vLLM's free-queue interface that counts its calls."""
 
-    instances: list["CountingQueue"] = []
+    instances: list[CountingQueue] = []
 
     def __init__(self, blocks: list[KVCacheBlock]) -> None:
         self.q: deque[KVCacheBlock] = deque(blocks)
@@ -34,9 +35,14 @@ class CountingQueue:
 def test_time_free_queue_times_every_case_on_the_given_class() -> None:
     CountingQueue.instances.clear()
     out = time_free_queue(CountingQueue, pool_sizes=(10, 40), n_ops=7, n_ops_naive=3, repeats=2)
-    assert list(out) == ["linked list: popleft + append", "linked list: remove + append",
-                         "BlockPool: get_new_blocks(1) + free_blocks", "Python list: pop(0) + append",
-                         "Python list: remove + append", "deque: remove + append"]
+    assert list(out) == [
+        "linked list: popleft + append",
+        "linked list: remove + append",
+        "BlockPool: get_new_blocks(1) + free_blocks",
+        "Python list: pop(0) + append",
+        "Python list: remove + append",
+        "deque: remove + append",
+    ]
     assert all(set(v) == {10, 40} and all(t > 0 for t in v.values()) for v in out.values())
     assert len(CountingQueue.instances) == 2  # one queue per pool size
     for inst, n in zip(CountingQueue.instances, (10, 40)):

@@ -1,4 +1,5 @@
 """analysis.lab04.static_step: request-level batching, the lab 04 baseline (no grader involved)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -37,10 +38,17 @@ def test_static_step_stops_at_the_head_that_does_not_fit() -> None:
 
 
 def test_static_batches_finish_together_before_the_next_starts() -> None:
-    steps = toy_serve(lambda run, wait, kv: static_step(run, wait, kv, 2),
-                      [(0, "a", 3, 1), (0, "b", 3, 4), (0, "c", 3, 1)], num_gpu_blocks=16)
-    started = {rid: k for k, s in enumerate(steps) for rid, _, _ in s["scheduled"][:] if rid not in
-               {r for t in steps[:k] for r, _, _ in t["scheduled"]}}
+    steps = toy_serve(
+        lambda run, wait, kv: static_step(run, wait, kv, 2),
+        [(0, "a", 3, 1), (0, "b", 3, 4), (0, "c", 3, 1)],
+        num_gpu_blocks=16,
+    )
+    started = {
+        rid: k
+        for k, s in enumerate(steps)
+        for rid, _, _ in s["scheduled"][:]
+        if rid not in {r for t in steps[:k] for r, _, _ in t["scheduled"]}
+    }
     finished = {rid: k for k, s in enumerate(steps) for rid in s["finished"]}
     assert started["a"] == started["b"] == 0 and finished["a"] == 0 and finished["b"] == 3
     assert started["c"] == 4  # c waits for the whole first batch (b) although a left at step 0

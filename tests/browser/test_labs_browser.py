@@ -21,6 +21,7 @@ Environment knobs: ``PAGEDLAB_CHROMIUM`` (browser path), ``PAGEDLAB_BROWSER_NB_T
 to run one notebook, default 420), ``PAGEDLAB_BROWSER_PLAY_MAX_FRAMES`` (default 80),
 ``PAGEDLAB_BROWSER_NB_DIR`` (another folder of notebooks, e.g. ``labs`` or a negative check).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,11 +48,26 @@ NOTEBOOKS = sorted(p for p in NB_DIR.glob("*.ipynb") if not p.name.startswith(("
 TOKEN = "pagedlab-browser-test"
 NB_TIMEOUT = float(os.environ.get("PAGEDLAB_BROWSER_NB_TIMEOUT", "420"))
 PLAY_MAX_FRAMES = int(os.environ.get("PAGEDLAB_BROWSER_PLAY_MAX_FRAMES", "80"))
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
-FALLBACK_TEXTS = ["Loading widget", "HTML(value=", "VBox(children=", "Player(children=", "HBox(children=",
-                  "Error displaying widget", "Model not found"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+FALLBACK_TEXTS = [
+    "Loading widget",
+    "HTML(value=",
+    "VBox(children=",
+    "Player(children=",
+    "HBox(children=",
+    "Error displaying widget",
+    "Model not found",
+]
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.model]
 
@@ -108,8 +124,10 @@ def lab_server():
     if not NOTEBOOKS:
         pytest.skip("no notebooks in solutions/")
     if _chromium() is None:
-        pytest.skip(f"chromium not found at {os.environ.get('PAGEDLAB_CHROMIUM') or '/usr/bin/chromium'} (install: "
-                    "apt-get install -y --no-install-recommends chromium; or set PAGEDLAB_CHROMIUM)")
+        pytest.skip(
+            f"chromium not found at {os.environ.get('PAGEDLAB_CHROMIUM') or '/usr/bin/chromium'} (install: "
+            "apt-get install -y --no-install-recommends chromium; or set PAGEDLAB_CHROMIUM)"
+        )
     pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed")
     tmp = Path(tempfile.mkdtemp(prefix="pagedlab-browser-"))
@@ -119,8 +137,16 @@ def lab_server():
         shutil.copy2(nb, root / "solutions" / nb.name)
     (root / "data").symlink_to(REPO / "data")
     try:
-        with serve_jupyter("jupyterlab", root, tmp, ["--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
-                                                     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]) as base:
+        with serve_jupyter(
+            "jupyterlab",
+            root,
+            tmp,
+            [
+                "--LabApp.news_url=None",
+                "--LabApp.extension_manager=readonly",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ],
+        ) as base:
             yield base
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -134,17 +160,34 @@ def serve_jupyter(app: str, root: Path, tmp: Path, extra_args: list[str]) -> Ite
     env = dict(os.environ)
     env.pop("MPLBACKEND", None)  # the kernel must use the inline backend to show plots
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [*_widget_data_dirs(), env.get("JUPYTER_PATH")]))
-    env.update(JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), IPYTHONDIR=str(tmp / "ipython"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        JUPYTER_CONFIG_DIR=str(tmp / "config"),
+        JUPYTER_DATA_DIR=str(tmp / "data"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        IPYTHONDIR=str(tmp / "ipython"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
     port = _free_port()
     log_path = ARTIFACTS / f"browser_{app}.log"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = open(log_path, "w")
-    cmd = [sys.executable, "-m", app, "--no-browser", "--ip", "127.0.0.1", "--port", str(port),
-           f"--IdentityProvider.token={TOKEN}", "--allow-root", f"--ServerApp.root_dir={root}",
-           "--ServerApp.port_retries=0", *extra_args]
+    log = open(log_path, "w")  # noqa: SIM115 - the server writes to it until the fixture stops it
+    cmd = [
+        sys.executable,
+        "-m",
+        app,
+        "--no-browser",
+        "--ip",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        f"--IdentityProvider.token={TOKEN}",
+        "--allow-root",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.port_retries=0",
+        *extra_args,
+    ]
     proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -167,10 +210,8 @@ def serve_jupyter(app: str, root: Path, tmp: Path, extra_args: list[str]) -> Ite
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
             except (subprocess.TimeoutExpired, ProcessLookupError):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait(timeout=10)
         log.close()
 
@@ -178,6 +219,7 @@ def serve_jupyter(app: str, root: Path, tmp: Path, extra_args: list[str]) -> Ite
 @pytest.fixture(scope="module")
 def browser(lab_server):
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS, timeout=60_000)
         try:
@@ -250,10 +292,15 @@ def _open_and_run_all(page, lab_server: str, notebook: Path, t_start: float) -> 
     timings = {}
     page.goto(f"{lab_server}/lab/tree/solutions/{notebook.name}?token={TOKEN}&reset", timeout=90_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-KernelName')]"
-                           ".some(e => /Python/.test(e.textContent))", timeout=90_000)
-    page.wait_for_function("() => [...document.querySelectorAll('.jp-StatusBar-TextItem')]"
-                           ".some(e => /Idle/.test(e.textContent))", timeout=120_000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-KernelName')]"
+        ".some(e => /Python/.test(e.textContent))",
+        timeout=90_000,
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')].some(e => /Idle/.test(e.textContent))",
+        timeout=120_000,
+    )
     timings["open_s"] = round(time.monotonic() - t_start, 1)
 
     t_run = time.monotonic()
@@ -265,6 +312,7 @@ def _open_and_run_all(page, lab_server: str, notebook: Path, t_start: float) -> 
         if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0):
             return st
         return None
+
     state = _wait(finished, NB_TIMEOUT, f"all cells of {notebook.name} to run", interval=1.0)
     timings["run_all_s"] = round(time.monotonic() - t_run, 1)
     assert not state["errors"], f"{notebook.name}: error output:\n" + "\n---\n".join(state["errors"])
@@ -290,11 +338,16 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
         # let the widget views attach (a fraction of a second after the kernel finishes)
         page.wait_for_timeout(1500)
         players = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .pl-player")
-        _wait(lambda: players.count() > 0 and page.locator(".pl-player .pl-frame svg").count() >= players.count(),
-              30, "the kit's widgets (.pl-player with an SVG frame) to render")
+        _wait(
+            lambda: players.count() > 0 and page.locator(".pl-player .pl-frame svg").count() >= players.count(),
+            30,
+            "the kit's widgets (.pl-player with an SVG frame) to render",
+        )
         text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
         for bad in FALLBACK_TEXTS:
-            assert bad not in text, f"{notebook.name}: widget fallback {bad!r} shown - the widget front end is not working"
+            assert bad not in text, (
+                f"{notebook.name}: widget fallback {bad!r} shown - the widget front end is not working"
+            )
 
         n_players = players.count()
         widgets_report = []
@@ -316,8 +369,11 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
                     how = "slider-end"
                     player.locator(".noUi-handle").first.focus()
                     page.keyboard.press("End")
-                _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == last, 30 + first["frames"] * 1.5,
-                      f"widget {k} to reach frame {last}")
+                _wait(
+                    lambda: player.evaluate(JS_PLAYER)["frame"] == last,
+                    30 + first["frames"] * 1.5,
+                    f"widget {k} to reach frame {last}",
+                )
                 # Play pauses one tick *after* reaching max: wait until it really stopped
                 _wait(lambda: not player.evaluate(JS_PLAYER)["playing"], 20, f"widget {k}'s Play to stop")
                 end = player.evaluate(JS_PLAYER)
@@ -331,16 +387,27 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
                 end = first
             player.scroll_into_view_if_needed()
             player.screenshot(path=str(SHOTS / f"{stem}_widget{k}_end.png"))
-            widgets_report.append({"frames": first["frames"], "how": how, "first_step": first["step"],
-                                   "last_step": end["step"], "seconds": round(time.monotonic() - t_play, 1)})
+            widgets_report.append(
+                {
+                    "frames": first["frames"],
+                    "how": how,
+                    "first_step": first["step"],
+                    "last_step": end["step"],
+                    "seconds": round(time.monotonic() - t_play, 1),
+                }
+            )
         players.nth(0).scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"{stem}_end.png"))
         text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
         for bad in FALLBACK_TEXTS:
             assert bad not in text, f"{notebook.name}: {bad!r} appeared while playing"
         timings["total_s"] = round(time.monotonic() - t_start, 1)
-        report["notebooks"][notebook.name] = {"ok": True, **timings, "widgets": widgets_report,
-                                              "console_errors": console_errors[:20]}
+        report["notebooks"][notebook.name] = {
+            "ok": True,
+            **timings,
+            "widgets": widgets_report,
+            "console_errors": console_errors[:20],
+        }
     except BaseException:
         try:
             page.screenshot(path=str(SHOTS / f"{stem}_failure.png"))
@@ -392,8 +459,11 @@ def _play_self_check(page, panel) -> dict:
     assert 5 <= n <= 8, f"a self-check has 5 to 8 questions, found {n}"
     for k in range(n):
         questions.nth(k).locator(".pl-quiz-choices button").first.click()
-        _wait(lambda k=k: questions.nth(k).evaluate(JS_FEEDBACK)[0]["state"] == "revealed", 20,
-              f"instant feedback on question {k + 1}")
+        _wait(
+            lambda k=k: questions.nth(k).evaluate(JS_FEEDBACK)[0]["state"] == "revealed",
+            20,
+            f"instant feedback on question {k + 1}",
+        )
     _wait(lambda: (page.evaluate(JS_SCORE) or {}).get("answered") == n, 20, "the score to count every answer")
     first = questions.nth(0)
     buttons = first.locator(".pl-quiz-choices button")
@@ -401,8 +471,11 @@ def _play_self_check(page, panel) -> dict:
         if first.evaluate(JS_FEEDBACK)[0]["correct"] == "true":
             break
         buttons.nth(b).click()
-        _wait(lambda b=b: "mod-active" in (buttons.nth(b).get_attribute("class") or ""), 20,
-              "the clicked answer to be selected")
+        _wait(
+            lambda b=b: "mod-active" in (buttons.nth(b).get_attribute("class") or ""),
+            20,
+            "the clicked answer to be selected",
+        )
         page.wait_for_timeout(300)
     assert first.evaluate(JS_FEEDBACK)[0]["correct"] == "true", "no choice of question 1 was judged right"
     score = page.evaluate(JS_SCORE)
@@ -421,19 +494,24 @@ def test_prediction_and_self_check_play(report, lab_server, browser, notebook):
     try:
         timings = _open_and_run_all(page, lab_server, notebook, t_start)
         panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-        _wait(lambda: panel.locator(".pl-predict").count() >= 2 and panel.locator(".pl-selfcheck").count() == 1,
-              30, "the prediction and self-check widgets to render")
+        _wait(
+            lambda: panel.locator(".pl-predict").count() >= 2 and panel.locator(".pl-selfcheck").count() == 1,
+            30,
+            "the prediction and self-check widgets to render",
+        )
         verdict = _play_prediction(page, panel)
         score = _play_self_check(page, panel)
         SHOTS.mkdir(parents=True, exist_ok=True)
         panel.locator(".pl-selfcheck").first.screenshot(path=str(SHOTS / f"{notebook.stem}_selfcheck.png"))
-        report["notebooks"][f"{notebook.name} (quiz)"] = {"ok": True, **timings, "prediction": verdict["correct"],
-                                                           "self_check": score}
+        report["notebooks"][f"{notebook.name} (quiz)"] = {
+            "ok": True,
+            **timings,
+            "prediction": verdict["correct"],
+            "self_check": score,
+        }
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):
             page.screenshot(path=str(SHOTS / f"{notebook.stem}_quiz_failure.png"))
-        except Exception:
-            pass
         report["notebooks"][f"{notebook.name} (quiz)"] = {"ok": False}
         raise
     finally:

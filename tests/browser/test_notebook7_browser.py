@@ -5,6 +5,7 @@ settings as in test_labs_browser.py), opens it at ``/notebooks/...``, runs Run >
 error output, no widget fallback text, the kit's player shows an SVG frame, and Next moves it one frame (the
 kernel-side link works). The notebook is lab 01 (its "Run All" is the shortest of the labs with a widget).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -52,6 +53,7 @@ def notebook7() -> Iterator[str]:
 @pytest.mark.timeout(600)
 def test_lab_widget_renders_and_steps_in_notebook7(notebook7: str) -> None:
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS, timeout=60_000)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
@@ -60,22 +62,26 @@ def test_lab_widget_renders_and_steps_in_notebook7(notebook7: str) -> None:
             page.goto(f"{notebook7}/notebooks/{NOTEBOOK.name}?token={TOKEN}", timeout=90_000)
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             page.wait_for_function("() => /Python/.test(document.body.innerText)", timeout=90_000)
-            page.wait_for_timeout(3000)                       # kernel start-up
+            page.wait_for_timeout(3000)  # kernel start-up
             page.click(".lm-MenuBar-item:has-text('Run')")
             page.click(".lm-Menu-item[data-command='runmenu:run-all']")
 
             def finished() -> dict | None:
                 st = page.evaluate(JS_CELL_STATE)
                 return st if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0) else None
+
             state = _wait(finished, 420, "all cells to run", interval=1.0)
             assert not state["errors"], "\n---\n".join(state["errors"])
-            page.wait_for_timeout(1500)                       # widget views attach just after the kernel is done
+            page.wait_for_timeout(1500)  # widget views attach just after the kernel is done
             text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
             shown = [bad for bad in FALLBACK_TEXTS if bad in text]
             assert not shown, f"widget front end missing in Notebook 7 (the page shows {shown})"
             players = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .pl-player")
-            _wait(lambda: players.count() > 0 and page.locator(".pl-player .pl-frame svg").count() >= players.count(),
-                  30, "the kit's widget (.pl-player with an SVG frame) to render")
+            _wait(
+                lambda: players.count() > 0 and page.locator(".pl-player .pl-frame svg").count() >= players.count(),
+                30,
+                "the kit's widget (.pl-player with an SVG frame) to render",
+            )
             player = players.first
             player.scroll_into_view_if_needed()
             first = player.evaluate(JS_PLAYER)

@@ -1,4 +1,5 @@
 """``pagedlab run-vllm``: scripts written for vLLM run unchanged on the kit, in their own process only."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -35,11 +36,23 @@ def _assert_clean() -> None:
 
 
 def test_generate_script_matches_the_kit(capsys, small_llm):
-    rc, rows, _ = _run(capsys, "--model-override", HUB, str(SCRIPTS / "generate_cli.py"),
-                       "--max-tokens", "6", "--temperature", "0", "--num-gpu-blocks-override", "64",
-                       "--max_model_len", "256")
+    rc, rows, _ = _run(
+        capsys,
+        "--model-override",
+        HUB,
+        str(SCRIPTS / "generate_cli.py"),
+        "--max-tokens",
+        "6",
+        "--temperature",
+        "0",
+        "--num-gpu-blocks-override",
+        "64",
+        "--max_model_len",
+        "256",
+    )
     assert rc == 0
     from pagedlab import SamplingParams
+
     prompts = [r["prompt"] for r in rows]
     assert prompts == ["The capital of France is", "Water boils at", "My favourite colour is"]
     mine = small_llm.generate(prompts, SamplingParams(temperature=0, max_tokens=6))
@@ -50,12 +63,13 @@ def test_generate_script_matches_the_kit(capsys, small_llm):
 
 
 def test_chat_script_matches_the_kit(capsys, small_llm):
-    rc, rows, _ = _run(capsys, "--model-override", f"{HUB}=HuggingFaceTB/SmolLM2-135M-Instruct",
-                       str(SCRIPTS / "chat_batch.py"))
+    rc, rows, _ = _run(
+        capsys, "--model-override", f"{HUB}=HuggingFaceTB/SmolLM2-135M-Instruct", str(SCRIPTS / "chat_batch.py")
+    )
     assert rc == 0
     from pagedlab import SamplingParams
-    conv = [{"role": "system", "content": "You are a helpful assistant"},
-            {"role": "user", "content": "Name a planet."}]
+
+    conv = [{"role": "system", "content": "You are a helpful assistant"}, {"role": "user", "content": "Name a planet."}]
     want = small_llm.chat(conv, SamplingParams(temperature=0, max_tokens=12))[0].outputs[0].text
     assert want.strip()
     assert rows == [{"single": want}, {"batch": want, "finished": True}, {"batch": want, "finished": True}]
@@ -102,8 +116,13 @@ def test_missing_script_and_bad_override(capsys):
 
 def test_module_entry_point_exit_code_in_a_fresh_process():
     """``python -m pagedlab.vllm_compat`` returns the script's failure as its exit status."""
-    p = subprocess.run([sys.executable, "-m", "pagedlab.vllm_compat", str(SCRIPTS / "imports_unprovided.py")],
-                       capture_output=True, text=True, timeout=300, check=False)
+    p = subprocess.run(
+        [sys.executable, "-m", "pagedlab.vllm_compat", str(SCRIPTS / "imports_unprovided.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert p.returncode == 1
     assert "'vllm.lora'" in p.stderr
 
@@ -111,14 +130,18 @@ def test_module_entry_point_exit_code_in_a_fresh_process():
 def test_provided_modules_import_under_the_runner(tmp_path, capsys):
     script = tmp_path / "imports.py"
     lines = [f"import {m}" for m in provided_modules()]
-    lines += ["from vllm.sampling_params import BeamSearchParams, SamplingParams",
-              "from vllm.inputs import TokensPrompt, TextPrompt",
-              "from vllm.v1.metrics.reader import Counter, Gauge, Histogram, Vector",
-              "import pagedlab.sampling_params as kit",
-              "assert SamplingParams is kit.SamplingParams",
-              ("try:\n    from vllm import AsyncLLMEngine\nexcept ImportError as e:\n"
-               "    assert \"does not provide 'vllm.AsyncLLMEngine'\" in str(e), e\nelse:\n    raise SystemExit(3)"),
-              "print('{\"ok\": true}')"]
+    lines += [
+        "from vllm.sampling_params import BeamSearchParams, SamplingParams",
+        "from vllm.inputs import TokensPrompt, TextPrompt",
+        "from vllm.v1.metrics.reader import Counter, Gauge, Histogram, Vector",
+        "import pagedlab.sampling_params as kit",
+        "assert SamplingParams is kit.SamplingParams",
+        (
+            "try:\n    from vllm import AsyncLLMEngine\nexcept ImportError as e:\n"
+            "    assert \"does not provide 'vllm.AsyncLLMEngine'\" in str(e), e\nelse:\n    raise SystemExit(3)"
+        ),
+        "print('{\"ok\": true}')",
+    ]
     script.write_text("\n".join(lines) + "\n")
     rc, rows, err = _run(capsys, str(script))
     assert (rc, rows) == (0, [{"ok": True}]), err
@@ -161,14 +184,19 @@ def test_vllm_upstream_basic(capsys, recorded_calls):
     """basic.py samples (temperature 0.8): four prompts, four non-empty completions, printed as vLLM prints."""
     out = _run_upstream("basic/basic.py", capsys)
     [(method, _, _, outs, _)] = [c for c in recorded_calls if c[0] == "generate"]
-    assert [o.prompt for o in outs] == ["Hello, my name is", "The president of the United States is",
-                                        "The capital of France is", "The future of AI is"]
+    assert [o.prompt for o in outs] == [
+        "Hello, my name is",
+        "The president of the United States is",
+        "The capital of France is",
+        "The future of AI is",
+    ]
     assert all(o.outputs[0].token_ids for o in outs)
     assert out.count("Output:") == 4
 
 
 def test_vllm_upstream_generate_is_greedy_equal_to_the_kit(capsys, recorded_calls, small_llm):
     from pagedlab import SamplingParams
+
     out = _run_upstream("basic/generate.py", capsys, *GREEDY_ARGS)
     [(_, args, _, outs, _)] = [c for c in recorded_calls if c[0] == "generate"][:1]
     prompts = [o.prompt for o in outs]
@@ -179,13 +207,14 @@ def test_vllm_upstream_generate_is_greedy_equal_to_the_kit(capsys, recorded_call
 
 def test_vllm_upstream_chat_is_greedy_equal_to_the_kit(capsys, recorded_calls, small_llm):
     from pagedlab import SamplingParams
+
     out = _run_upstream("basic/chat.py", capsys, *GREEDY_ARGS)
     chats = [c for c in recorded_calls if c[0] == "chat"]
     assert [len(c[3]) for c in chats] == [1, 10]
     conversation = chats[0][1][0]
     mine = small_llm.chat(conversation, SamplingParams(temperature=0, max_tokens=8))[0]
     assert chats[0][3][0].outputs[0].token_ids == mine.outputs[0].token_ids
-    assert all(o.outputs[0].token_ids == mine.outputs[0].token_ids for o in chats[1][3])   # the batch: same answer
+    assert all(o.outputs[0].token_ids == mine.outputs[0].token_ids for o in chats[1][3])  # the batch: same answer
     assert out.count("Generated text:") == 11
 
 

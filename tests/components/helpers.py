@@ -1,4 +1,5 @@
 """Shared helpers of the component tests: the solutions' parts, wrong parts, a tiny engine run."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -10,13 +11,21 @@ from pagedlab.grading import registry
 from tests.robust.helpers import tiny_engine
 
 #: Prompts of the tiny model (vocabulary 97): long enough for several blocks of 4 and chunking.
-PROMPTS = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [5, 6, 7, 8, 20, 21], [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41],
-           [5, 6, 7, 8, 9, 10, 11, 12, 50]]
+PROMPTS = [
+    [5, 6, 7, 8, 9, 10, 11, 12, 13],
+    [5, 6, 7, 8, 20, 21],
+    [30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41],
+    [5, 6, 7, 8, 9, 10, 11, 12, 50],
+]
 
 #: exercise id -> slot, for the exercises whose solution plugs in as is.
-SOLUTION_SLOTS = {"02.free_queue": "free_queue", "02.slot_mapping": "slot_mapping",
-                  "05.schedule_with_budget": "schedule_step", "06.pick_victim": "pick_victim",
-                  "08.load_kv_tile": "kv_tile_load"}
+SOLUTION_SLOTS = {
+    "02.free_queue": "free_queue",
+    "02.slot_mapping": "slot_mapping",
+    "05.schedule_with_budget": "schedule_step",
+    "06.pick_victim": "pick_victim",
+    "08.load_kv_tile": "kv_tile_load",
+}
 
 
 def solution(exercise_id: str) -> Any:
@@ -37,8 +46,9 @@ def solution_components(**overrides: Any) -> Components:
 def run(engine: LLMEngine, prompts: list[list[int]] = PROMPTS, max_tokens: int = 6) -> list[list[int]]:
     """Greedy token ids of every prompt, submitted together, stepped to completion."""
     for i, p in enumerate(prompts):
-        engine.add_request(f"r{i}", {"prompt_token_ids": p},
-                           SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
+        engine.add_request(
+            f"r{i}", {"prompt_token_ids": p}, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
+        )
     done: dict[str, list[int]] = {}
     while engine.has_unfinished_requests():
         for o in engine.step():
@@ -52,9 +62,14 @@ def kit_tokens(**kw: Any) -> list[list[int]]:
 
 
 # --- wrong parts ---------------------------------------------------------------------------------
-def step_without_running_allocation(running: list[Any], waiting: deque[Any], kv_cache_manager: Any,
-                                    max_num_seqs: int, max_num_batched_tokens: int,
-                                    long_prefill_token_threshold: int) -> dict[str, int]:
+def step_without_running_allocation(
+    running: list[Any],
+    waiting: deque[Any],
+    kv_cache_manager: Any,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    long_prefill_token_threshold: int,
+) -> dict[str, int]:
     """Lab 05's step that forgets ``allocate_slots`` for running requests (issue 10's example)."""
     scheduled: dict[str, int] = {}
     budget = max_num_batched_tokens
@@ -84,6 +99,7 @@ def slot_mapping_past_last_block(block_table: list[int], positions: list[int], b
 def tile_load_unmasked(cache: Any, block_table: Any, tile_start: int, tile_size: int, seq_len: int) -> Any:
     """Masks lanes past the sequence but still returns their (stale) rows."""
     import torch
+
     block_size = cache.shape[1]
     pos = tile_start + torch.arange(tile_size)
     mask = pos < seq_len

@@ -1,5 +1,6 @@
 """Lab 09's capstone on the solutions' parts: every run equals HF transformers, the forced preemption
 runs really preempt, and a part that breaks the engine fails its rows with the component named."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,7 +35,8 @@ def test_a_part_that_breaks_the_engine_fails_the_capstone(monkeypatch):
     ns = _solutions_namespace()
     ns["slot_mapping"] = slot_mapping_past_last_block
     from pagedlab.grading import checking
-    checking.record_result("02.slot_mapping", slot_mapping_past_last_block, True)   # as if it had slipped past
+
+    checking.record_result("02.slot_mapping", slot_mapping_past_last_block, True)  # as if it had slipped past
     report = capstone(namespace=ns, show=False)
     assert not report.passed
     assert all(not r.same_as_hf and "your slot_mapping broke the engine" in r.note for r in report.rows)

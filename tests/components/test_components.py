@@ -1,5 +1,6 @@
 """Learner parts plugged into the real engine: same tokens as the kit, guards naming the component,
 the kit's part taking over after a guard trips, and no wrapping at all when only kit parts run."""
+
 from __future__ import annotations
 
 import time
@@ -57,6 +58,7 @@ def test_plugged_pick_victim_chooses_under_preemption():
 
 def test_plugged_prefix_lookup_keeps_hits():
     from pagedlab.core.kv_cache_manager import find_longest_cache_hit
+
     calls = []
 
     def lookup(hashes, get, num_tokens, block_size):
@@ -103,6 +105,7 @@ def test_slot_outside_the_requests_blocks_is_caught():
 def test_slot_in_the_wrong_row_is_caught():
     def swapped_rows(table, positions, bs):
         return [table[p // bs] * bs + (bs - 1 - p % bs) for p in positions]
+
     _, err = _trip(Components.kit().plug("slot_mapping", swapped_rows))
     assert "not its row" in err.invariant
 
@@ -135,6 +138,7 @@ def test_free_queue_links_are_guarded_with_a_picture():
     from dataclasses import replace
 
     from pagedlab.grading.plug import render_component_state
+
     comps = replace(Components.kit().plug("free_queue", PopleftKeepsLinks), render=render_component_state)
     eng, err = _trip(comps)
     assert err.component == "free_queue" and "links still set" in err.invariant
@@ -149,13 +153,16 @@ def test_free_queue_remove_is_guarded():
     _assert_recovered(eng, "free_queue")
 
 
-@pytest.mark.parametrize("slot,impl,words", [
-    ("slot_mapping", lambda t, p, bs: 1 // 0, "raised ZeroDivisionError"),
-    ("slot_mapping", lambda t, p, bs: {0: 1}, "returned dict"),
-    ("kv_tile_load", lambda c, t, s, n, L: c, "expected a (rows, mask) pair"),
-    ("pick_victim", lambda running, policy: running.pop(), "changed the running list"),
-    ("pick_victim", lambda running, policy: "r0", "not one of the running requests"),
-])
+@pytest.mark.parametrize(
+    "slot,impl,words",
+    [
+        ("slot_mapping", lambda t, p, bs: 1 // 0, "raised ZeroDivisionError"),
+        ("slot_mapping", lambda t, p, bs: {0: 1}, "returned dict"),
+        ("kv_tile_load", lambda c, t, s, n, L: c, "expected a (rows, mask) pair"),
+        ("pick_victim", lambda running, policy: running.pop(), "changed the running list"),
+        ("pick_victim", lambda running, policy: "r0", "not one of the running requests"),
+    ],
+)
 def test_bad_parts_are_named(slot, impl, words):
     kw = {"num_gpu_blocks": 10} if slot == "pick_victim" else {}
     eng, err = _trip(Components.kit().plug(slot, impl), **kw)
@@ -167,8 +174,10 @@ def test_a_hanging_part_is_stopped():
     def hang(table, positions, bs):
         while True:
             pass
+
     comps = Components.kit().plug("slot_mapping", hang)
     from dataclasses import replace
+
     t0 = time.perf_counter()
     eng, err = _trip(replace(comps, time_limit_s=0.3))
     assert "did not return within 0.3 s" in err.invariant and time.perf_counter() - t0 < 5
@@ -187,6 +196,7 @@ def test_plug_refuses_unknown_unplugged_and_missing_parts():
 
 def test_components_must_be_a_components_object():
     from pagedlab.errors import ConfigError
+
     with pytest.raises(ConfigError, match="components must be a pagedlab.engine.components.Components"):
         tiny_engine(components="mine")
 
@@ -194,6 +204,7 @@ def test_components_must_be_a_components_object():
 def test_plugged_preempt_retry_serves_the_kits_tokens_under_pressure():
     from pagedlab.engine.components import preempt_and_retry
     from pagedlab.request import RequestStatus
+
     calls = []
 
     def mine(request, allocate, choose_victim, preempt):
@@ -205,8 +216,9 @@ def test_plugged_preempt_retry_serves_the_kits_tokens_under_pressure():
         return True
 
     for mode, kw in (("recompute", {}), ("swap", {"num_cpu_blocks": 32})):
-        eng = tiny_engine(components=Components.kit().plug("preempt_retry", mine), num_gpu_blocks=10,
-                          preemption_mode=mode, **kw)
+        eng = tiny_engine(
+            components=Components.kit().plug("preempt_retry", mine), num_gpu_blocks=10, preemption_mode=mode, **kw
+        )
         assert run(eng) == kit_tokens(num_gpu_blocks=10, preemption_mode=mode, **kw)
         assert sum(len(s.preempted) for s in eng.step_stats) > 0, f"{mode}: no preemption"
         assert_idle(eng)
@@ -225,10 +237,13 @@ def _preempts_first(request, allocate, choose_victim, preempt):
     return allocate()
 
 
-@pytest.mark.parametrize("wrong,words", [
-    (_gives_up_after_one_preemption, "still runs without its slots"),
-    (_preempts_first, "without a failed allocation"),
-])
+@pytest.mark.parametrize(
+    "wrong,words",
+    [
+        (_gives_up_after_one_preemption, "still runs without its slots"),
+        (_preempts_first, "without a failed allocation"),
+    ],
+)
 def test_wrong_preempt_retry_is_caught(wrong, words):
     eng, err = _trip(Components.kit().plug("preempt_retry", wrong), num_gpu_blocks=10)
     assert err.component == "preempt_retry" and words in err.invariant, str(err)

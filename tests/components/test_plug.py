@@ -1,5 +1,6 @@
 """Plugging a notebook's parts in: only objects that passed check() in this process, with a note for
 every part that is not used, and the lab 04 signature bridged onto the scheduling slot."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -17,10 +18,10 @@ def test_check_records_the_object_that_passed():
     assert passed_check("02.slot_mapping", good) is None
     assert check(good, "02.slot_mapping", show=False).passed
     assert passed_check("02.slot_mapping", good) is True
-    assert passed_check("02.slot_mapping", other) is None          # a re-run cell: a new object
+    assert passed_check("02.slot_mapping", other) is None  # a re-run cell: a new object
     assert not check(slot_mapping_past_last_block, "02.slot_mapping", show=False).passed
     assert passed_check("02.slot_mapping", slot_mapping_past_last_block) is False
-    assert passed_check("02.slot_mapping", good) is None           # the last check was of another object
+    assert passed_check("02.slot_mapping", good) is None  # the last check was of another object
 
 
 def test_only_passing_parts_are_plugged_and_the_rest_is_explained():
@@ -29,19 +30,28 @@ def test_only_passing_parts_are_plugged_and_the_rest_is_explained():
 
     def wrong_victim(running, policy):
         return running[0]
+
     wrong_victim.__name__ = "pick_victim"
     assert not check(wrong_victim, "06.pick_victim", show=False).passed
     ref = registry.get("08.load_kv_tile").get_reference()
-    ns = {"slot_mapping": sm, "pick_victim": wrong_victim, "FreeKVCacheBlockQueue": fq, "load_kv_tile": ref,
-          "schedule_step": None}
+    ns = {
+        "slot_mapping": sm,
+        "pick_victim": wrong_victim,
+        "FreeKVCacheBlockQueue": fq,
+        "load_kv_tile": ref,
+        "schedule_step": None,
+    }
     comps, notes = learner_components(ns)
     assert comps.learner_slots == ["slot_mapping"] and comps.parts["slot_mapping"].impl is sm
-    assert sorted(notes) == sorted([
-        "free_queue: kit's part, because your FreeKVCacheBlockQueue has not passed check() in this kernel: "
-        "run check(FreeKVCacheBlockQueue) first",
-        "pick_victim: kit's part, because your pick_victim does not pass check(pick_victim) yet",
-        "schedule_step: kit's part, because schedule_step is not defined in this notebook (yet)",
-        "kv_tile_load: kit's part, because load_kv_tile is the kit's reference (use_reference), not yours"])
+    assert sorted(notes) == sorted(
+        [
+            "free_queue: kit's part, because your FreeKVCacheBlockQueue has not passed check() in this kernel: "
+            "run check(FreeKVCacheBlockQueue) first",
+            "pick_victim: kit's part, because your pick_victim does not pass check(pick_victim) yet",
+            "schedule_step: kit's part, because schedule_step is not defined in this notebook (yet)",
+            "kv_tile_load: kit's part, because load_kv_tile is the kit's reference (use_reference), not yours",
+        ]
+    )
     assert "slot_mapping    yours" in comps.table() and "free_queue      kit" in comps.table()
     del pv
 
@@ -52,6 +62,7 @@ def test_lab04_step_is_bridged_without_the_budget():
     def schedule_step(running, waiting, kv_cache_manager, max_num_seqs):
         calls.append((running, waiting, kv_cache_manager, max_num_seqs))
         return {}
+
     step = BRIDGES["04.schedule_step"][1](schedule_step)
     args = ([], deque(), object(), 3)
     assert step(*args, 512, 0) == {} and calls == [args]
@@ -72,6 +83,7 @@ def test_serve_with_prints_one_line(capsys):
 @pytest.mark.model
 def test_my_engine_builds_an_llm_from_the_namespace(capsys):
     from pagedlab.grading.plug import my_engine
+
     sm, pv = solution("02.slot_mapping"), solution("06.pick_victim")
     assert check(sm, show=False).passed
     llm = my_engine({"slot_mapping": sm, "pick_victim": pv}, num_gpu_blocks=64)
@@ -99,12 +111,13 @@ def test_lab07_get_computed_blocks_plugs_into_the_prefix_lookup_slot():
     for b, h in zip(blocks, hashes):
         b.block_hash = h
         pool.cached_block_hash_to_block[h] = {b.block_id: b}
-    for num_tokens in (5, 12, 13, 16, 17):          # block_size 4: the last token never hits
+    for num_tokens in (5, 12, 13, 16, 17):  # block_size 4: the last token never hits
         want = kit(hashes, pool.get_cached_block, num_tokens, 4)
         assert mine(hashes, pool.get_cached_block, num_tokens, 4) == want
 
     def off_by_a_block(request, block_pool, block_size):
         blocks, n = solution("07.get_computed_blocks")(request, block_pool, block_size)
         return blocks, n + block_size
+
     with pytest.raises(ValueError, match="num_computed_tokens"):
         bridge(off_by_a_block)(hashes, pool.get_cached_block, 16, 4)

@@ -1,6 +1,7 @@
 """Two-way: every wrong learner part is caught by its exercise's check() or, once plugged into the
 real engine, by the engine's guard naming the component. Some slip past check() (its toy inputs are
 small) and only the engine notices."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from pagedlab.grading.checking import check
 from tests.components.helpers import run, slot_mapping_past_last_block, step_without_running_allocation
 from tests.robust.helpers import tiny_engine
 
-LONG = [list(range(3, 3 + 80))]          # an 80-token prompt: one prefill chunk of 80 positions
+LONG = [list(range(3, 3 + 80))]  # an 80-token prompt: one prefill chunk of 80 positions
 
 
 def slot_mapping_64(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
@@ -23,11 +24,12 @@ def slot_mapping_64(block_table: list[int], positions: list[int], block_size: in
     out = [0] * 64
     for i, pos in enumerate(positions[:64]):
         out[i] = block_table[pos // block_size] * block_size + pos % block_size
-    return out[:len(positions)]
+    return out[: len(positions)]
 
 
-def tile_load_int_mask(cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int,
-                       seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def tile_load_int_mask(
+    cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns the mask as 0/1 integers."""
     block_size = cache.shape[1]
     pos = tile_start + torch.arange(tile_size)
@@ -49,8 +51,9 @@ CASES: list[tuple[str, str, Callable[..., Any], bool, str, list[list[int]] | Non
 ]
 
 
-@pytest.mark.parametrize("eid,slot,wrong,by_check,guard_says,prompts", CASES,
-                         ids=[f"{c[0]}-{c[2].__name__}" for c in CASES])
+@pytest.mark.parametrize(
+    "eid,slot,wrong,by_check,guard_says,prompts", CASES, ids=[f"{c[0]}-{c[2].__name__}" for c in CASES]
+)
 def test_wrong_part_is_caught(eid, slot, wrong, by_check, guard_says, prompts):
     assert check(wrong, eid, show=False).passed is not by_check
     eng = tiny_engine(components=Components.kit().plug(slot, wrong), max_num_batched_tokens=128)

@@ -1,14 +1,14 @@
 """Shared helpers for the core tests: request factories and the invariant checker."""
+
 from __future__ import annotations
 
 from collections import Counter
-from typing import List, Optional
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
 
 
-def make_request(manager: KVCacheManager, rid: str, tokens: List[int], **kw) -> Request:
+def make_request(manager: KVCacheManager, rid: str, tokens: list[int], **kw) -> Request:
     return Request(rid, list(tokens), block_hasher=manager.block_hasher, **kw)
 
 

@@ -1,4 +1,5 @@
 """Unit tests of KVCacheBlock, FreeKVCacheBlockQueue and BlockPool (vLLM v1 semantics)."""
+
 import json
 
 import pytest

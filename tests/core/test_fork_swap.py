@@ -1,4 +1,5 @@
 """Copy-on-write fork and swap (vLLM v0 semantics) on KVCacheManager."""
+
 import pytest
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -7,8 +8,11 @@ from pagedlab.request import RequestStatus
 
 from .helpers import check_manager, make_request, state_of
 
-MODES = [dict(enable_caching=False), dict(enable_caching=True, prefix_cache="hash"),
-         dict(enable_caching=True, prefix_cache="radix")]
+MODES = [
+    dict(enable_caching=False),
+    dict(enable_caching=True, prefix_cache="hash"),
+    dict(enable_caching=True, prefix_cache="radix"),
+]
 
 
 def mgr(blocks=16, cpu=0, **kw):

@@ -1,6 +1,4 @@
 """Hash chain: SHA-256, seeded root, kind-tagged extra keys."""
-import subprocess
-import sys
 
 from pagedlab.core import hashing
 from pagedlab.request import Request

@@ -1,4 +1,5 @@
 """KVCacheManager: vLLM v1 get_computed_blocks / allocate_slots / free contract, both prefix caches."""
+
 import json
 
 import pytest
@@ -157,7 +158,7 @@ def test_prefix_cache_stats_count_tokens(cache, caching):
     assert m.prefix_cache_stats == type(m.prefix_cache_stats)(), "a lookup alone counts nothing"
     m.record_prefix_cache_stats(a, [])
     m.record_prefix_cache_stats(b, hits)
-    b.num_preemptions = 1                      # a re-admission after preemption is counted apart
+    b.num_preemptions = 1  # a re-admission after preemption is counted apart
     m.record_prefix_cache_stats(b, hits)
     stats = m.make_prefix_cache_stats()
     assert (stats.requests, stats.queries, stats.hits) == (2, 18, 8)
@@ -174,8 +175,9 @@ def test_bad_block_size_is_a_config_error(bad):
         KVCacheManager(bad, 8, 64)
 
 
-@pytest.mark.parametrize("kw", [dict(num_gpu_blocks=0), dict(max_model_len=0), dict(num_cpu_blocks=-1),
-                                dict(prefix_cache="lru")])
+@pytest.mark.parametrize(
+    "kw", [dict(num_gpu_blocks=0), dict(max_model_len=0), dict(num_cpu_blocks=-1), dict(prefix_cache="lru")]
+)
 def test_bad_sizes_are_config_errors(kw):
     args = dict(block_size=4, num_gpu_blocks=8, max_model_len=64)
     args.update(kw)

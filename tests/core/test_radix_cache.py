@@ -1,4 +1,5 @@
 """RadixCache unit tests (SGLang 0.4.6 semantics)."""
+
 import pytest
 
 from pagedlab.core.radix_cache import RadixCache
@@ -50,9 +51,9 @@ def test_lock_moves_tokens_between_evictable_and_protected_and_survives_split():
 
 def test_evict_is_leaf_first_lru_and_pushes_parent_when_it_becomes_leaf():
     rc = RadixCache()
-    rc.insert([1, 2, 3])      # t1
-    rc.insert([1, 2, 4])      # t2: splits into [1,2] -> {3}, {4}
-    rc.insert([7, 8])         # t3
+    rc.insert([1, 2, 3])  # t1
+    rc.insert([1, 2, 4])  # t2: splits into [1,2] -> {3}, {4}
+    rc.insert([7, 8])  # t3
     rc.match_prefix([1, 2, 3])  # refresh branch 3 and the shared parent
     order = []
     rc.evict(1, lambda v: order.append(list(v)))
@@ -91,6 +92,7 @@ def test_bad_page_size(bad):
 
 def test_snapshot_and_pretty_print():
     import json
+
     rc = RadixCache()
     rc.insert([1, 2, 3])
     snap = json.loads(json.dumps(rc.snapshot()))
@@ -105,6 +107,7 @@ def brute_evictable_leaves(rc):
 
 def test_evictable_leaf_set_tracks_insert_match_lock_and_evict():
     import random
+
     rng = random.Random(0)
     rc = RadixCache()
     locked = []
@@ -135,6 +138,7 @@ def test_evicting_one_leaf_does_not_rebuild_a_heap_over_all_leaves(monkeypatch):
     import heapq
 
     import pagedlab.core.radix_cache as mod
+
     rc = RadixCache()
     for i in range(4096):
         rc.insert([i, i])

@@ -2,6 +2,7 @@
 
 Each asserts the *correct* behaviour; docs/bugs.md says what went wrong in the engine that had the bug.
 """
+
 import subprocess
 import sys
 
@@ -35,15 +36,22 @@ def slots(m, rid, start, end):
     return [table[p // bs] * bs + p % bs for p in range(start, end)]
 
 
-_FIRST_HASH = ("from pagedlab.core.kv_cache_manager import KVCacheManager\n"
-               "from pagedlab.request import Request\n"
-               "m = KVCacheManager(4, 4, 64, enable_caching=True{seed})\n"
-               "print(Request('p', [1, 2, 3, 4, 5], block_hasher=m.block_hasher).block_hashes[0].hex())\n")
+_FIRST_HASH = (
+    "from pagedlab.core.kv_cache_manager import KVCacheManager\n"
+    "from pagedlab.request import Request\n"
+    "m = KVCacheManager(4, 4, 64, enable_caching=True{seed})\n"
+    "print(Request('p', [1, 2, 3, 4, 5], block_hasher=m.block_hasher).block_hashes[0].hex())\n"
+)
 
 
 def _first_block_hash(seed_arg: str) -> str:
-    out = subprocess.run([sys.executable, "-c", _FIRST_HASH.format(seed=seed_arg)], capture_output=True,
-                         text=True, check=True, env={"PYTHONHASHSEED": "0"})
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST_HASH.format(seed=seed_arg)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "0"},
+    )
     return out.stdout.strip()
 
 
@@ -146,7 +154,7 @@ def test_B8_preempted_request_rehit_sizes_chunk_after_the_hit(cache):
 
 @pytest.mark.parametrize("cache", ["none"] + CACHES)
 def test_B10_fork_cow_free_returns_every_ref_to_zero_once(cache):
-    m = (KVCacheManager(4, 12, 1024) if cache == "none" else mgr(cache, blocks=12))
+    m = KVCacheManager(4, 12, 1024) if cache == "none" else mgr(cache, blocks=12)
     p = make_request(m, "p", range(10))
     schedule(m, p)
     kids = []

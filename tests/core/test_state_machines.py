@@ -6,12 +6,18 @@ holds ``(namespace, tokens[:pos+1])``. After every step each running request's c
 positions must still hold exactly its own prefix, so a wrong hit, a missed CoW, a swap that
 loses sharing or an overwrite of a shared block all fail here.
 """
+
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from pagedlab.core.block_pool import BlockPool
 from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -26,8 +32,14 @@ OPS = {"n": 0}
 
 
 def _settings(examples: int, steps: int) -> settings:
-    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck), derandomize=False)
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=False,
+    )
 
 
 # --- BlockPool ---------------------------------------------------------------------------
@@ -127,19 +139,20 @@ class ManagerMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.tracer = Tracer()
-        self.m = KVCacheManager(self.BS, self.NBLK, self.MAXLEN, num_cpu_blocks=self.NCPU, hash_seed=0,
-                                tracer=self.tracer, **self.kwargs)
+        self.m = KVCacheManager(
+            self.BS, self.NBLK, self.MAXLEN, num_cpu_blocks=self.NCPU, hash_seed=0, tracer=self.tracer, **self.kwargs
+        )
         self.replay = _PoolState(self.NBLK)
         self.seen = 0
-        self.reqs = {}      # live requests by id
+        self.reqs = {}  # live requests by id
         self.swapped = set()
-        self.gpu = {}       # slot -> content
+        self.gpu = {}  # slot -> content
         self.cpu = {}
         self.count = 0
 
     # helpers
     def _content(self, r, p):
-        return (r.lora_name, r.cache_salt, tuple(r.all_token_ids[:p + 1]))
+        return (r.lora_name, r.cache_salt, tuple(r.all_token_ids[: p + 1]))
 
     def _slot(self, table, p):
         return table[p // self.BS] * self.BS + p % self.BS
@@ -163,16 +176,23 @@ class ManagerMachine(RuleBasedStateMachine):
             self.gpu[self._slot([b.block_id for b in table], p)] = self._content(r, p)
 
     # rules
-    @rule(prefix=st.sampled_from(PREFIXES), suffix=st.lists(st.integers(0, 3), max_size=6),
-          tag=st.sampled_from([None, "salt", "lora"]))
+    @rule(
+        prefix=st.sampled_from(PREFIXES),
+        suffix=st.lists(st.integers(0, 3), max_size=6),
+        tag=st.sampled_from([None, "salt", "lora"]),
+    )
     def add_request(self, prefix, suffix, tag):
         OPS["n"] += 1
         tokens = (prefix + suffix) or [0]
         self.count += 1
         rid = f"r{self.count}"
-        self.reqs[rid] = Request(rid, tokens, block_hasher=self.m.block_hasher,
-                                 cache_salt="X" if tag == "salt" else None,
-                                 lora_name="X" if tag == "lora" else None)
+        self.reqs[rid] = Request(
+            rid,
+            tokens,
+            block_hasher=self.m.block_hasher,
+            cache_salt="X" if tag == "salt" else None,
+            lora_name="X" if tag == "lora" else None,
+        )
 
     @precondition(lambda self: self.reqs)
     @rule(data=st.data(), budget=st.integers(1, 7), token=st.integers(0, 3))
@@ -214,8 +234,13 @@ class ManagerMachine(RuleBasedStateMachine):
             return
         parent = self.reqs[data.draw(st.sampled_from(running))]
         self.count += 1
-        child = Request(f"r{self.count}", parent.all_token_ids, block_hasher=self.m.block_hasher,
-                        cache_salt=parent.cache_salt, lora_name=parent.lora_name)
+        child = Request(
+            f"r{self.count}",
+            parent.all_token_ids,
+            block_hasher=self.m.block_hasher,
+            cache_salt=parent.cache_salt,
+            lora_name=parent.lora_name,
+        )
         self.m.fork(parent, child)
         self.reqs[child.request_id] = child
 
@@ -239,8 +264,9 @@ class ManagerMachine(RuleBasedStateMachine):
         running = self._running()
         if not running:
             return
-        group = [self.reqs[x] for x in data.draw(st.lists(st.sampled_from(running), min_size=1, max_size=3,
-                                                          unique=True))]
+        group = [
+            self.reqs[x] for x in data.draw(st.lists(st.sampled_from(running), min_size=1, max_size=3, unique=True))
+        ]
         if not self.m.can_swap_out(group):
             before = state_of(self.m)
             try:
@@ -258,8 +284,10 @@ class ManagerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def swap_in(self, data):
         OPS["n"] += 1
-        group = [self.reqs[x] for x in data.draw(st.lists(st.sampled_from(sorted(self.swapped)), min_size=1,
-                                                          max_size=3, unique=True))]
+        group = [
+            self.reqs[x]
+            for x in data.draw(st.lists(st.sampled_from(sorted(self.swapped)), min_size=1, max_size=3, unique=True))
+        ]
         if not self.m.can_swap_in(group):
             before = state_of(self.m)
             try:
@@ -300,7 +328,7 @@ class ManagerMachine(RuleBasedStateMachine):
             for p in range(r.num_computed_tokens):
                 assert self.cpu.get(self._slot(ids, p)) == self._content(r, p)
         # The trace rebuilds exactly the live pool.
-        for ev in self.tracer.events[self.seen:]:
+        for ev in self.tracer.events[self.seen :]:
             self.replay.apply(ev)
         self.seen = len(self.tracer.events)
         live, rebuilt = self.m.snapshot(), self.replay.freeze(0)
@@ -327,7 +355,7 @@ class RadixMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.rc = RadixCache(self.page_size)
-        self.token_of = {}     # slot -> token
+        self.token_of = {}  # slot -> token
         self.next_slot = 0
         self.released = set()  # duplicates handed back + evicted
         self.locks = []
@@ -342,15 +370,15 @@ class RadixMachine(RuleBasedStateMachine):
         present = self.rc.insert(key, slots)
         aligned = len(key) // self.page_size * self.page_size
         assert present % self.page_size == 0 and present <= aligned
-        self.released.update(slots[:present])   # caller frees its duplicates (SGLang)
-        self.released.update(slots[aligned:])    # and the unaligned tail
+        self.released.update(slots[:present])  # caller frees its duplicates (SGLang)
+        self.released.update(slots[aligned:])  # and the unaligned tail
 
     @rule(key=st.lists(st.integers(0, 3), max_size=10), lock=st.booleans())
     def match(self, key, lock):
         OPS["n"] += 1
         value, node = self.rc.match_prefix(key)
         assert len(value) % self.page_size == 0
-        assert [self.token_of[s] for s in value] == key[:len(value)]
+        assert [self.token_of[s] for s in value] == key[: len(value)]
         cur, depth = node, 0
         while cur is not self.rc.root_node:
             depth += len(cur.key)

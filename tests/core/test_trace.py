@@ -1,4 +1,5 @@
 """Tracer and snapshot rebuilding."""
+
 import json
 
 import pytest
@@ -41,8 +42,19 @@ def test_every_kind_is_recorded_as_json_with_step():
     t = Tracer()
     _run(t)
     kinds = {e["kind"] for e in t.events}
-    assert {"init", "alloc", "free", "touch", "cache", "evict", "fork", "cow_copy", "swap_out", "swap_in",
-            "cache_hit"} <= kinds
+    assert {
+        "init",
+        "alloc",
+        "free",
+        "touch",
+        "cache",
+        "evict",
+        "fork",
+        "cow_copy",
+        "swap_out",
+        "swap_in",
+        "cache_hit",
+    } <= kinds
     assert json.loads(json.dumps(t.events)) == t.events
     assert [e["step"] for e in t.events] == sorted(e["step"] for e in t.events)
 

@@ -1,4 +1,5 @@
 """Fixtures for engine tests: real prompts, and HF transformers' greedy outputs as the oracle."""
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ def _prompt_rows():
 @pytest.fixture(scope="session")
 def tokenizer():
     from pagedlab.model.loader import load_tokenizer
+
     return load_tokenizer()
 
 
@@ -30,7 +32,7 @@ def real_prompts(tokenizer):
     """
     rows = _prompt_rows()
     convs = [r["messages"] for r in rows[:12]] + [rows[24]["messages"], rows[26]["messages"]]
-    convs += [convs[0], convs[12]]             # repeated prompts: exact prefix hits
+    convs += [convs[0], convs[12]]  # repeated prompts: exact prefix hits
     out = []
     for c in convs:
         ids = tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=True)
@@ -42,7 +44,9 @@ def real_prompts(tokenizer):
 def hf_greedy(real_prompts):
     """HF transformers' ``generate`` (greedy, batch 1) on the same GGUF: the parity oracle."""
     from transformers import AutoModelForCausalLM
+
     from pagedlab.model.fetch import ensure_model
+
     gguf = Path(ensure_model())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -53,7 +57,13 @@ def hf_greedy(real_prompts):
         if key in refs:
             continue
         with torch.inference_mode():
-            out = hf.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                              do_sample=False, max_new_tokens=MAX_NEW, eos_token_id=2, pad_token_id=2)
-        refs[key] = out[0, len(ids):].tolist()
+            out = hf.generate(
+                torch.tensor([ids]),
+                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                do_sample=False,
+                max_new_tokens=MAX_NEW,
+                eos_token_id=2,
+                pad_token_id=2,
+            )
+        refs[key] = out[0, len(ids) :].tolist()
     return [refs[tuple(ids)] for ids in real_prompts]

@@ -1,4 +1,5 @@
 """Shared helpers for engine tests (kept out of conftest so test modules can import them)."""
+
 from __future__ import annotations
 
 MAX_NEW = 24
@@ -10,10 +11,12 @@ def run_engine(prompts, max_tokens=MAX_NEW, n=1, **engine_kwargs):
     Returns ``(llm, outputs)``.
     """
     from pagedlab import LLM, SamplingParams
-    engine_kwargs.setdefault("enable_prefix_caching", False)     # LLM's default is True, as vLLM v1
+
+    engine_kwargs.setdefault("enable_prefix_caching", False)  # LLM's default is True, as vLLM v1
     llm = LLM(**engine_kwargs)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
-                        SamplingParams(temperature=0, max_tokens=max_tokens, n=n))
+    outs = llm.generate(
+        [{"prompt_token_ids": p} for p in prompts], SamplingParams(temperature=0, max_tokens=max_tokens, n=n)
+    )
     return llm, outs
 
 

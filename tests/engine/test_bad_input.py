@@ -1,4 +1,5 @@
 """Bad input is rejected at submission with a specific error, and the engine keeps serving."""
+
 import pytest
 
 pytestmark = pytest.mark.model
@@ -21,13 +22,16 @@ def _serve_one(engine, prompt=(1, 9690, 198, 2683)):
     assert engine.kv_cache_manager.num_free_blocks == 64
 
 
-@pytest.mark.parametrize("prompt, match", [
-    ("", "empty"),
-    ({"prompt_token_ids": []}, "empty"),
-    ({"prompt_token_ids": [5] * 512}, "max_model_len"),
-    ({"prompt_token_ids": [1, 99999]}, "vocabulary"),
-    (3.5, "prompt must be"),
-])
+@pytest.mark.parametrize(
+    "prompt, match",
+    [
+        ("", "empty"),
+        ({"prompt_token_ids": []}, "empty"),
+        ({"prompt_token_ids": [5] * 512}, "max_model_len"),
+        ({"prompt_token_ids": [1, 99999]}, "vocabulary"),
+        (3.5, "prompt must be"),
+    ],
+)
 def test_bad_prompts_rejected_and_engine_keeps_serving(engine, prompt, match):
     with pytest.raises(InvalidRequestError, match=match):
         engine.add_request(None, prompt, SamplingParams(max_tokens=4))
@@ -35,23 +39,26 @@ def test_bad_prompts_rejected_and_engine_keeps_serving(engine, prompt, match):
     _serve_one(engine)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"max_tokens": -3}, "max_tokens"),
-    ({"n": 0}, "n must be"),
-    ({"temperature": -1.0}, "temperature"),
-    ({"top_p": 0.0}, "top_p"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": -3}, "max_tokens"),
+        ({"n": 0}, "n must be"),
+        ({"temperature": -1.0}, "temperature"),
+        ({"top_p": 0.0}, "top_p"),
+    ],
+)
 def test_bad_sampling_params(kwargs, match):
     with pytest.raises(InvalidRequestError, match=match):
         SamplingParams(**kwargs)
 
 
 def test_request_larger_than_the_pool_is_rejected_not_spinning():
-    small = LLMEngine(num_gpu_blocks=8, max_model_len=512)     # 8 blocks x 16 = 128 tokens in all
+    small = LLMEngine(num_gpu_blocks=8, max_model_len=512)  # 8 blocks x 16 = 128 tokens in all
     with pytest.raises(InvalidRequestError, match="num_gpu_blocks"):
         small.add_request(None, {"prompt_token_ids": [5] * 100}, SamplingParams(max_tokens=100))
-    with pytest.raises(InvalidRequestError, match="num_gpu_blocks"):      # n=2 needs twice the blocks
+    with pytest.raises(InvalidRequestError, match="num_gpu_blocks"):  # n=2 needs twice the blocks
         small.add_request(None, {"prompt_token_ids": [5] * 60}, SamplingParams(max_tokens=20, n=2))
     assert not small.has_unfinished_requests()
     small.add_request(None, {"prompt_token_ids": [5] * 100}, SamplingParams(max_tokens=20, ignore_eos=True))
@@ -80,15 +87,18 @@ def test_generate_validates_all_prompts_before_queueing_any():
     assert len(llm.generate(["Hello"], SamplingParams(max_tokens=2))[0].outputs[0].token_ids) == 2
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"block_size": 0}, "block_size"),
-    ({"block_size": 2.5}, "block_size"),
-    ({"num_gpu_blocks": 0}, "num_gpu_blocks"),
-    ({"max_num_seqs": 0}, "max_num_seqs"),
-    ({"max_num_batched_tokens": -1}, "max_num_batched_tokens"),
-    ({"preemption_mode": "swap"}, "num_cpu_blocks"),
-    ({"policy": "lifo"}, "policy"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"block_size": 0}, "block_size"),
+        ({"block_size": 2.5}, "block_size"),
+        ({"num_gpu_blocks": 0}, "num_gpu_blocks"),
+        ({"max_num_seqs": 0}, "max_num_seqs"),
+        ({"max_num_batched_tokens": -1}, "max_num_batched_tokens"),
+        ({"preemption_mode": "swap"}, "num_cpu_blocks"),
+        ({"policy": "lifo"}, "policy"),
+    ],
+)
 def test_bad_engine_config(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         LLMEngine(**kwargs)
@@ -107,13 +117,16 @@ def test_corrupt_gguf(tmp_path, monkeypatch):
         LLMEngine(str(bad))
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda llm: llm.generate(5), "prompts must be"),
-    (lambda llm: llm.generate(["hi"], {"max_tokens": 2}), "sampling_params must be"),
-    (lambda llm: llm.generate(["a", "b"], SamplingParams(max_tokens=2), priority=[0]), "priorities"),
-    (lambda llm: llm.chat("hello"), "conversation"),
-    (lambda llm: llm.chat([{"role": "user"}]), "conversation"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda llm: llm.generate(5), "prompts must be"),
+        (lambda llm: llm.generate(["hi"], {"max_tokens": 2}), "sampling_params must be"),
+        (lambda llm: llm.generate(["a", "b"], SamplingParams(max_tokens=2), priority=[0]), "priorities"),
+        (lambda llm: llm.chat("hello"), "conversation"),
+        (lambda llm: llm.chat([{"role": "user"}]), "conversation"),
+    ],
+)
 def test_bad_generate_and_chat_arguments(call, match):
     llm = _small_llm()
     with pytest.raises(InvalidRequestError, match=match):
@@ -134,7 +147,7 @@ def test_engine_recovers_after_an_error_inside_a_step(monkeypatch):
     def flaky(*a, **k):
         calls["n"] += 1
         if calls["n"] == 2:
-            raise KeyboardInterrupt        # e.g. the learner pressed Ctrl-C mid-generate
+            raise KeyboardInterrupt  # e.g. the learner pressed Ctrl-C mid-generate
         return real(*a, **k)
 
     monkeypatch.setattr(runner, "execute", flaky)
@@ -150,8 +163,9 @@ def test_engine_recovers_after_an_error_inside_a_step(monkeypatch):
 def test_engine_constructor_checks_on_a_given_model():
     """The model-dependent checks of ``LLMEngine.__init__`` (tiny Llama: 256 positions)."""
     from tests.robust.helpers import tiny_engine
-    assert tiny_engine(max_model_len=None).scheduler_config.max_model_len == 256    # min(2048, positions)
-    assert tiny_engine(max_model_len=256).scheduler_config.max_model_len == 256    # boundary: allowed
+
+    assert tiny_engine(max_model_len=None).scheduler_config.max_model_len == 256  # min(2048, positions)
+    assert tiny_engine(max_model_len=256).scheduler_config.max_model_len == 256  # boundary: allowed
     with pytest.raises(ConfigError, match="max_model_len=257 exceeds the model's 256 positions"):
         tiny_engine(max_model_len=257)
     with pytest.raises(ConfigError, match="scheduling must be 'continuous' or 'static', got 'lifo'"):

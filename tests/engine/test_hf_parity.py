@@ -1,4 +1,5 @@
 """pagedlab's own forward pass + paged KV cache must reproduce HF transformers' greedy tokens."""
+
 from tests.engine.helpers import run_engine
 
 

@@ -4,6 +4,7 @@ Every configuration below must give HF transformers' greedy tokens for all 16 re
 prefix caching off / hash chain / radix tree, block sizes 1, 16 and 32, token budgets 16,
 64 and 512, static and continuous batching, forced recompute and forced swap preemption.
 """
+
 import pytest
 
 pytestmark = pytest.mark.model
@@ -14,13 +15,15 @@ from tests.engine.helpers import MAX_NEW, assert_same_tokens, run_engine
 @pytest.mark.parametrize("caching", ["off", "hash", "radix"])
 def test_prefix_caching_does_not_change_outputs(real_prompts, hf_greedy, caching):
     from pagedlab import SamplingParams
+
     kw = {} if caching == "off" else {"enable_prefix_caching": True, "prefix_cache": caching}
     llm, outs = run_engine(real_prompts, num_gpu_blocks=256, **kw)
     assert_same_tokens(outs, hf_greedy, f"prefix cache {caching}, first wave")
     # A second wave of the same prompts: everything but the last block of each prompt is cached
     # (hash chain: published while running; radix tree: inserted when the first wave finished).
-    again = llm.generate([{"prompt_token_ids": p} for p in real_prompts],
-                         SamplingParams(temperature=0, max_tokens=MAX_NEW))
+    again = llm.generate(
+        [{"prompt_token_ids": p} for p in real_prompts], SamplingParams(temperature=0, max_tokens=MAX_NEW)
+    )
     assert_same_tokens(again, hf_greedy, f"prefix cache {caching}, second wave")
     cached = sum(o.num_cached_tokens for o in again)
     if caching == "off":
@@ -67,8 +70,9 @@ def test_forced_recompute_preemption_gives_same_outputs(real_prompts, hf_greedy)
 
 
 def test_forced_swap_preemption_gives_same_outputs(real_prompts, hf_greedy):
-    llm, outs = run_engine(real_prompts, num_gpu_blocks=40, num_cpu_blocks=80, preemption_mode="swap",
-                           max_num_batched_tokens=128)
+    llm, outs = run_engine(
+        real_prompts, num_gpu_blocks=40, num_cpu_blocks=80, preemption_mode="swap", max_num_batched_tokens=128
+    )
     stats = llm.llm_engine.step_stats
     assert any(s.swapped for s in stats), "the pool was meant to force swapping"
     assert_same_tokens(outs, hf_greedy, "swap preemption")
@@ -84,8 +88,9 @@ def test_prefix_caching_with_preemption_gives_same_outputs(real_prompts, hf_gree
 
 def test_parallel_sampling_shares_prompt_blocks(real_prompts):
     from pagedlab import LLMEngine, SamplingParams
+
     engine = LLMEngine(num_gpu_blocks=64)
-    prompt = real_prompts[12]                       # a long prompt: several full blocks
+    prompt = real_prompts[12]  # a long prompt: several full blocks
     engine.add_request("p", {"prompt_token_ids": prompt}, SamplingParams(n=4, temperature=0, max_tokens=8))
     kv = engine.kv_cache_manager
     while len(engine._groups["p"].members) < 4:

@@ -1,4 +1,5 @@
 """A seeded request's generators keep one type over its life (engine._gens: always a list)."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,9 @@ def _run(llm: LLM, seed: int) -> tuple[list[dict[str, int]], list[list[int]]]:
         for o in engine.step():
             if o.request_id == "p":
                 outs = [list(c.token_ids) for c in o.outputs]
-        assert all(isinstance(g, list) and all(isinstance(x, torch.Generator) for x in g)
-                   for g in engine._gens.values()), engine._gens
+        assert all(
+            isinstance(g, list) and all(isinstance(x, torch.Generator) for x in g) for g in engine._gens.values()
+        ), engine._gens
         shapes.append({rid: len(g) for rid, g in engine._gens.items()})
     return shapes, outs
 

@@ -1,4 +1,5 @@
 """StepStats: per-step prefix-cache counts and queue ids, as the labs use them (issue 14)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ pytestmark = pytest.mark.model
 
 def test_step_stats_count_prefix_hits_once_and_list_queue_ids(real_prompts):
     from pagedlab import LLMEngine, SamplingParams
+
     eng = LLMEngine(num_gpu_blocks=64, max_num_seqs=2, enable_prefix_caching=True)
     sp = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
     prompts = [real_prompts[0], real_prompts[0], real_prompts[1]]
@@ -24,5 +26,10 @@ def test_step_stats_count_prefix_hits_once_and_list_queue_ids(real_prompts):
     assert stats[-1].running_ids == stats[-1].waiting_ids == stats[-1].swapped_ids == []
     for s in stats:
         assert (len(s.waiting_ids), len(s.running_ids), len(s.swapped_ids)) == (s.waiting, s.running, s.swapped)
-        assert s.queues() == {"step": s.step, "waiting": s.waiting_ids, "running": s.running_ids,
-                              "swapped": s.swapped_ids, "preempted": s.preempted}
+        assert s.queues() == {
+            "step": s.step,
+            "waiting": s.waiting_ids,
+            "running": s.running_ids,
+            "swapped": s.swapped_ids,
+            "preempted": s.preempted,
+        }

@@ -1,9 +1,10 @@
 """The exercises' references agree with the library they teach (so a learner who passes has
 written what pagedlab.core / sched / sim / kernels actually do)."""
+
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,8 @@ def ref(eid: str) -> Any:
 
 def test_kv_bytes_matches_the_model_specs():
     from pagedlab.model.llama import LlamaConfig
-    from pagedlab.sim.models import LLAMA_13B, LLAMA_3_70B, LLAMA_3_8B, SMOLLM2_135M
+    from pagedlab.sim.models import LLAMA_3_8B, LLAMA_3_70B, LLAMA_13B, SMOLLM2_135M
+
     fn = ref("01.kv_bytes_per_token")
     assert fn(lab01.CONFIGS["LLaMA-13B"]) == LLAMA_13B.kv_bytes_per_token == 819_200
     assert fn(lab01.CONFIGS["OPT-13B"]) == 819_200
@@ -31,6 +33,7 @@ def test_kv_bytes_matches_the_model_specs():
 @pytest.mark.parametrize("policy,seed", [("max", 1), ("pow2", 2), ("oracle", 3)])
 def test_waste_accounting_matches_replay_contiguous(policy, seed):
     from pagedlab.analysis.contiguous import CATEGORIES, contiguous_snapshots, replay_contiguous
+
     fn = ref("01.waste_accounting")
     trace = lab01.synthetic_trace(seed, 24)
     steps = replay_contiguous(trace, 256, 64, policy)["steps"]
@@ -45,6 +48,7 @@ def test_slot_mapping_matches_the_viz_formula_and_a_real_block_table():
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.request import Request
     from pagedlab.viz.mapping import slot_of
+
     fn = ref("02.slot_mapping")
     m = KVCacheManager(4, 16, 64)
     a, b = Request("a", list(range(9))), Request("b", list(range(6)))
@@ -56,9 +60,10 @@ def test_slot_mapping_matches_the_viz_formula_and_a_real_block_table():
         assert fn(table, positions, 4) == [slot_of(table, p, 4) for p in positions]
 
 
-def _manager_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks: int) -> List[Dict[str, Any]]:
+def _manager_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks: int) -> list[dict[str, Any]]:
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.request import Request
+
     m = KVCacheManager(bs, blocks, 1024)
     parent = Request("A", [1] * prompt)
     m.allocate_slots(parent, prompt)
@@ -75,12 +80,16 @@ def _manager_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks:
             m.allocate_slots(s, 1)
             s.num_computed_tokens += 1
             copies = m.take_pending_copies()
-            out.append({"tables": {x.request_id: m.get_block_ids(x.request_id) for x in seqs},
-                        "copy": list(copies[0]) if copies else None})
+            out.append(
+                {
+                    "tables": {x.request_id: m.get_block_ids(x.request_id) for x in seqs},
+                    "copy": list(copies[0]) if copies else None,
+                }
+            )
     return out
 
 
-def _kit_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks: int) -> List[Dict[str, Any]]:
+def _kit_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks: int) -> list[dict[str, Any]]:
     fork, append_token = ref("03.fork"), ref("03.append_token")
     pool = RefCountedPool(blocks, bs)
     parent = Seq("A", [pool.allocate() for _ in range(-(-prompt // bs))], prompt)
@@ -89,8 +98,7 @@ def _kit_parallel_sampling(n: int, prompt: int, steps: int, bs: int, blocks: int
     for _ in range(steps):
         for s in seqs:
             copy = append_token(pool, s)
-            out.append({"tables": {x.seq_id: list(x.block_table) for x in seqs},
-                        "copy": list(copy) if copy else None})
+            out.append({"tables": {x.seq_id: list(x.block_table) for x in seqs}, "copy": list(copy) if copy else None})
     return out
 
 
@@ -104,13 +112,16 @@ def test_pick_victim_matches_the_scheduler():
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.request import Request
     from pagedlab.sched.scheduler import Scheduler
+
     fn = ref("06.pick_victim")
     rng = random.Random(0)
     for policy in ("fcfs", "priority"):
         sched = Scheduler(SchedulerConfig(policy=policy), CacheConfig(), KVCacheManager(16, 8, 64))
         for _ in range(30):
-            reqs = [Request(f"r{i}", [1], arrival_time=rng.choice([0.0, 1.0, 2.0]), priority=rng.randint(0, 2))
-                    for i in range(rng.randint(1, 6))]
+            reqs = [
+                Request(f"r{i}", [1], arrival_time=rng.choice([0.0, 1.0, 2.0]), priority=rng.randint(0, 2))
+                for i in range(rng.randint(1, 6))
+            ]
             rng.shuffle(reqs)
             sched.running = list(reqs)
             assert fn(list(reqs), policy) is sched._pick_victim()
@@ -120,6 +131,7 @@ def test_crossover_matches_the_cost_model():
     from pagedlab.sim.cost_model import CostModel
     from pagedlab.sim.hardware import A100_80G, H100, H200
     from pagedlab.sim.models import MODELS
+
     fn = ref("06.crossover")
     for m in MODELS.values():
         for g in (A100_80G, H100, H200):
@@ -133,6 +145,7 @@ def test_crossover_matches_the_cost_model():
 
 def test_radix_functions_match_radix_cache():
     from pagedlab.core.radix_cache import RadixCache
+
     match, insert, evict = ref("07.match_prefix"), ref("07.insert"), ref("07.evict")
     rng = random.Random(5)
     for trial in range(4):
@@ -152,7 +165,7 @@ def test_radix_functions_match_radix_cache():
                     cache.inc_lock_ref(node2)
             else:
                 n = rng.randint(1, 6)
-                freed: List[int] = []
+                freed: list[int] = []
                 cache.evict(n, freed.extend)
                 assert evict(root, n) == freed
             assert sorted(v for n in _nodes(root) for v in n.value) == sorted(cache.all_values())
@@ -167,32 +180,42 @@ def _nodes(root):
     return out
 
 
-def _library_schedule(arrivals, m: int, b: int, t: int, blocks: int, bs: int) -> List[Dict[str, int]]:
+def _library_schedule(arrivals, m: int, b: int, t: int, blocks: int, bs: int) -> list[dict[str, int]]:
     from pagedlab.config import CacheConfig, SchedulerConfig
     from pagedlab.core.kv_cache_manager import KVCacheManager
-    from pagedlab.sampling_params import SamplingParams
     from pagedlab.request import Request
+    from pagedlab.sampling_params import SamplingParams
     from pagedlab.sched.scheduler import Scheduler
-    sched = Scheduler(SchedulerConfig(max_num_seqs=m, max_num_batched_tokens=b, max_model_len=4096,
-                                      long_prefill_token_threshold=t),
-                      CacheConfig(block_size=bs, num_gpu_blocks=blocks), KVCacheManager(bs, blocks, 4096))
+
+    sched = Scheduler(
+        SchedulerConfig(max_num_seqs=m, max_num_batched_tokens=b, max_model_len=4096, long_prefill_token_threshold=t),
+        CacheConfig(block_size=bs, num_gpu_blocks=blocks),
+        KVCacheManager(bs, blocks, 4096),
+    )
     pending = sorted(arrivals)
     out, step = [], 0
     while pending or sched.has_unfinished_requests():
         while pending and pending[0][0] <= step:
             _, rid, plen, mt = pending.pop(0)
-            sched.add_request(Request(rid, [(7 * i + len(rid)) % 97 for i in range(plen)],
-                                      SamplingParams(max_tokens=mt, ignore_eos=True), arrival_time=float(step)))
+            sched.add_request(
+                Request(
+                    rid,
+                    [(7 * i + len(rid)) % 97 for i in range(plen)],
+                    SamplingParams(max_tokens=mt, ignore_eos=True),
+                    arrival_time=float(step),
+                )
+            )
         so = sched.schedule()
         assert not so.preempted, "the workload must not need preemption"
         out.append(dict(so.num_scheduled_tokens))
-        sched.update_from_output(so, {s.request.request_id: 1 + s.request.num_output_tokens % 50
-                                      for s in so.scheduled if s.samples})
+        sched.update_from_output(
+            so, {s.request.request_id: 1 + s.request.num_output_tokens % 50 for s in so.scheduled if s.samples}
+        )
         step += 1
     return out
 
 
-def _exercise_schedule(call, arrivals, blocks: int, bs: int) -> List[Dict[str, int]]:
+def _exercise_schedule(call, arrivals, blocks: int, bs: int) -> list[dict[str, int]]:
     sim = lab04.Sim(arrivals, blocks, bs)
     out = []
     while not sim.done():
@@ -226,19 +249,28 @@ def test_schedule_step_head_of_line_workload_matches_the_scheduler():
     assert got[0] == {"r0": 8}  # r1 does not fit and r2 does not overtake it
 
 
-@pytest.mark.parametrize("arrivals,m,b,t", [(WORKLOADS[3], 4, 12, 5), ([(0, "r0", 20, 2)], 4, 8, 0),
-                                            ([(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)], 4, 32, 4),
-                                            ([(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)], 2, 10, 6)])
+@pytest.mark.parametrize(
+    "arrivals,m,b,t",
+    [
+        (WORKLOADS[3], 4, 12, 5),
+        ([(0, "r0", 20, 2)], 4, 8, 0),
+        ([(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)], 4, 32, 4),
+        ([(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)], 2, 10, 6),
+    ],
+)
 def test_schedule_with_budget_matches_the_scheduler(arrivals, m, b, t):
     fn = ref("05.schedule_with_budget")
     got = _exercise_schedule(lambda s: fn(s.running, s.waiting, s.kv, m, b, t), arrivals, 64, 4)
     assert got == _library_schedule(arrivals, m, b, t, 64, 4)
 
 
-@pytest.mark.parametrize("arrivals,b,blocks,step,alone", [
-    ([(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)], 16, 6, 1, {"r0": 1}),  # r1 does not fit, r2 waits
-    ([(0, "r0", 8, 2), (0, "r1", 3, 2)], 8, 64, 0, {"r0": 8}),                     # r0 spends the whole budget
-])
+@pytest.mark.parametrize(
+    "arrivals,b,blocks,step,alone",
+    [
+        ([(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)], 16, 6, 1, {"r0": 1}),  # r1 does not fit, r2 waits
+        ([(0, "r0", 8, 2), (0, "r1", 3, 2)], 8, 64, 0, {"r0": 8}),  # r0 spends the whole budget
+    ],
+)
 def test_schedule_with_budget_full_pool_and_spent_budget_match_the_scheduler(arrivals, b, blocks, step, alone):
     fn = ref("05.schedule_with_budget")
     got = _exercise_schedule(lambda s: fn(s.running, s.waiting, s.kv, 4, b, 0), arrivals, blocks, 4)
@@ -250,6 +282,7 @@ def test_load_kv_tile_matches_gather_kv():
     torch = pytest.importorskip("torch")
     from pagedlab.grading.exercises.lab08 import make_cache
     from pagedlab.kernels.reference import gather_kv
+
     fn = ref("08.load_kv_tile")
     rng = random.Random(1)
     for bs in (1, 4, 16):

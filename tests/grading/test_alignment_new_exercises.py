@@ -1,6 +1,7 @@
 """The references of exercises 06.schedule_with_preemption, 07.get_computed_blocks and
 08.triton_load_kv_tile agree with the library code they teach (Scheduler, KVCacheManager, the
 PyTorch reference attention)."""
+
 from __future__ import annotations
 
 import random
@@ -20,13 +21,15 @@ def test_get_computed_blocks_matches_the_kv_cache_manager(block_size: int, seed:
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.grading.exercises.lab07_lookup import tokens
     from pagedlab.request import Request
+
     fn = ref("07.get_computed_blocks")
     kv = KVCacheManager(block_size, 64, 4096, enable_caching=True, hash_seed=7)
     rng = random.Random(seed)
     hits = 0
     for i in range(30):
-        req = Request(f"r{i}", tokens(rng.randint(1, 3), rng.randint(1, 3 * block_size + 2)),
-                      block_hasher=kv.block_hasher)
+        req = Request(
+            f"r{i}", tokens(rng.randint(1, 3), rng.randint(1, 3 * block_size + 2)), block_hasher=kv.block_hasher
+        )
         before = kv.block_pool.snapshot()
         mine_blocks, mine_tokens = fn(req, kv.block_pool, block_size)
         assert kv.block_pool.snapshot() == before
@@ -41,35 +44,54 @@ def test_get_computed_blocks_matches_the_kv_cache_manager(block_size: int, seed:
     assert hits > 5, "the workload must produce prefix hits"
 
 
-def _library_preemption(arrivals, blocks: int, cpu: int, policy: str, mode: str,
-                        priorities: dict[str, int]) -> list[tuple[dict[str, int], list[str]]]:
+def _library_preemption(
+    arrivals, blocks: int, cpu: int, policy: str, mode: str, priorities: dict[str, int]
+) -> list[tuple[dict[str, int], list[str]]]:
     from pagedlab.config import CacheConfig, SchedulerConfig
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.request import Request
     from pagedlab.sampling_params import SamplingParams
     from pagedlab.sched.scheduler import Scheduler
-    sched = Scheduler(SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=10**6, max_model_len=4096,
-                                      long_prefill_token_threshold=0, policy=policy, preemption_mode=mode),
-                      CacheConfig(block_size=4, num_gpu_blocks=blocks, num_cpu_blocks=cpu),
-                      KVCacheManager(4, blocks, 4096, num_cpu_blocks=cpu))
+
+    sched = Scheduler(
+        SchedulerConfig(
+            max_num_seqs=8,
+            max_num_batched_tokens=10**6,
+            max_model_len=4096,
+            long_prefill_token_threshold=0,
+            policy=policy,
+            preemption_mode=mode,
+        ),
+        CacheConfig(block_size=4, num_gpu_blocks=blocks, num_cpu_blocks=cpu),
+        KVCacheManager(4, blocks, 4096, num_cpu_blocks=cpu),
+    )
     pending, out, step = sorted(arrivals), [], 0
     while pending or sched.has_unfinished_requests():
         while pending and pending[0][0] <= step:
             _, rid, plen, mt = pending.pop(0)
-            sched.add_request(Request(rid, [(7 * i + len(rid)) % 97 for i in range(plen)],
-                                      SamplingParams(max_tokens=mt, ignore_eos=True), arrival_time=float(step),
-                                      priority=priorities.get(rid, 0)))
+            sched.add_request(
+                Request(
+                    rid,
+                    [(7 * i + len(rid)) % 97 for i in range(plen)],
+                    SamplingParams(max_tokens=mt, ignore_eos=True),
+                    arrival_time=float(step),
+                    priority=priorities.get(rid, 0),
+                )
+            )
         so = sched.schedule()
         out.append((dict(so.num_scheduled_tokens), list(so.preempted)))
-        sched.update_from_output(so, {s.request.request_id: 1 + s.request.num_output_tokens % 50
-                                      for s in so.scheduled if s.samples})
+        sched.update_from_output(
+            so, {s.request.request_id: 1 + s.request.num_output_tokens % 50 for s in so.scheduled if s.samples}
+        )
         step += 1
     return out
 
 
-def _exercise_preemption(arrivals, blocks: int, cpu: int, policy: str, mode: str,
-                         priorities: dict[str, int]) -> list[tuple[dict[str, int], list[str]]]:
+def _exercise_preemption(
+    arrivals, blocks: int, cpu: int, policy: str, mode: str, priorities: dict[str, int]
+) -> list[tuple[dict[str, int], list[str]]]:
     from pagedlab.grading.exercises.lab06_preempt import PreemptSim
+
     fn = ref("06.schedule_with_preemption")
     sim = PreemptSim(arrivals, blocks, 4, cpu, priorities)
     out = []
@@ -83,6 +105,7 @@ def _exercise_preemption(arrivals, blocks: int, cpu: int, policy: str, mode: str
 
 def _preemption_cases() -> list[Any]:
     from pagedlab.grading.exercises.lab06_preempt import THREE, random_arrivals
+
     prio = {f"r{i}": (i * 5) % 3 for i in range(8)}
     return [
         pytest.param([(0, "r0", 4, 8), (0, "r1", 5, 8), (0, "r2", 6, 8)], 5, 0, "fcfs", "recompute", {}, id="fcfs"),
@@ -107,24 +130,24 @@ def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_len
     """Every lane of every tile equals gather_kv's row for that position (0.0 past seq_len), and the
     kit's decode kernel built on the tile load agrees with the library's Triton kernel."""
     torch = pytest.importorskip("torch")
+    from pagedlab.grading.exercises.lab08_triton import (
+        decode_with_tile_loader,
+        probe_tile,
+        stale_cache,
+    )
     from pagedlab.kernels.decode_attention import (
         paged_decode_attention as triton_decode,
     )
     from pagedlab.kernels.reference import gather_kv
     from pagedlab.kernels.runtime import kernels_can_run
 
-    from pagedlab.grading.exercises.lab08_triton import (
-        decode_with_tile_loader,
-        probe_tile,
-        stale_cache,
-    )
     if not kernels_can_run("cpu"):
         pytest.skip("needs TRITON_INTERPRET=1 set before triton is imported")
     fn = ref("08.triton_load_kv_tile")
     rng = random.Random(block_size)
     nblocks = [-(-n // block_size) for n in seq_lens]
     ids = rng.sample(range(1, 16), sum(nblocks))
-    tables = [ids[sum(nblocks[:i]):sum(nblocks[:i + 1])] for i in range(len(seq_lens))]
+    tables = [ids[sum(nblocks[:i]) : sum(nblocks[: i + 1])] for i in range(len(seq_lens))]
     k = stale_cache(16, block_size, tables, seq_lens)
     for table, n in zip(tables, seq_lens):
         whole = gather_kv(k, torch.tensor(table), n)
@@ -152,13 +175,17 @@ def test_triton_reference_runs_in_a_process_started_without_triton_interpret() -
     import os
     import subprocess
     import sys
+
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("with a GPU the helper is compiled, not interpreted")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    code = ("from pagedlab.grading import registry\nfrom pagedlab.grading.checking import check\n"
-            "ex = registry.get('08.triton_load_kv_tile')\nres = check(ex.get_reference(), ex.id, show=False)\n"
-            "assert res.passed, res.text()\nprint('ok')")
-    out = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,
-                         timeout=300)
+    code = (
+        "from pagedlab.grading import registry\nfrom pagedlab.grading.checking import check\n"
+        "ex = registry.get('08.triton_load_kv_tile')\nres = check(ex.get_reference(), ex.id, show=False)\n"
+        "assert res.passed, res.text()\nprint('ok')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stdout + out.stderr

@@ -1,4 +1,5 @@
 """check(): what the learner sees, and that it cannot be fooled."""
+
 from __future__ import annotations
 
 import textwrap
@@ -9,7 +10,6 @@ from pagedlab.grading import check, registry
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.recorder import to_plain
 from pagedlab.grading.runner import run_driver
-
 from tests.grading.helpers import variant
 
 
@@ -31,6 +31,7 @@ def test_exercise_found_by_name_and_by_id():
 
     def my_victim(running, policy):  # renamed: found only with the id
         return sol(running, policy)
+
     assert check(my_victim, "06.pick_victim", show=False).passed
     res = check(my_victim, show=False)
     assert not res.passed and "no exercise is called 'my_victim'" in res.error and "Did you rename it" in res.error
@@ -60,9 +61,16 @@ def test_failure_report_names_step_expected_got_hint_and_draws_the_pool(capsys):
 
 
 def test_trace_divergence_message_for_a_lifo_queue():
-    lifo = obj("02.free_queue", variant("02.free_queue", (
-        "block = self.fake_free_list_head.next_free_block\n        if block is self.fake_free_list_tail:",
-        "block = self.fake_free_list_tail.prev_free_block\n        if block is self.fake_free_list_head:")))
+    lifo = obj(
+        "02.free_queue",
+        variant(
+            "02.free_queue",
+            (
+                "block = self.fake_free_list_head.next_free_block\n        if block is self.fake_free_list_tail:",
+                "block = self.fake_free_list_tail.prev_free_block\n        if block is self.fake_free_list_head:",
+            ),
+        ),
+    )
     res = check(lifo, show=False)
     f = res.first_failure
     assert f.step_label == "q.popleft()" and "expected 0, got 4" in f.message and "LRU" in f.message
@@ -70,11 +78,18 @@ def test_trace_divergence_message_for_a_lifo_queue():
 
 
 def test_o1_check_counts_link_visits_not_time():
-    walk = obj("02.free_queue", variant("02.free_queue", (
-        "        block.prev_free_block.next_free_block = block.next_free_block\n",
-        "        node = self.fake_free_list_head\n        while node is not block:\n"
-        "            node = node.next_free_block\n"
-        "        block.prev_free_block.next_free_block = block.next_free_block\n")))
+    walk = obj(
+        "02.free_queue",
+        variant(
+            "02.free_queue",
+            (
+                "        block.prev_free_block.next_free_block = block.next_free_block\n",
+                "        node = self.fake_free_list_head\n        while node is not block:\n"
+                "            node = node.next_free_block\n"
+                "        block.prev_free_block.next_free_block = block.next_free_block\n",
+            ),
+        ),
+    )
     res = check(walk, show=False)
     bad = [o for o in res.outcomes if not o.passed]
     assert [o.title for o in bad] == ["every operation is O(1): it touches a constant number of blocks"]
@@ -89,6 +104,7 @@ def test_always_equal_objects_and_int_subclasses_cannot_pass():
     class Int(int):
         def __eq__(self, other):
             return True
+
         __hash__ = int.__hash__
 
     def slot_mapping(block_table, positions, block_size):
@@ -108,12 +124,14 @@ def test_always_equal_objects_and_int_subclasses_cannot_pass():
 
     def kv_bytes_per_token(config):
         return Anything()
+
     res = check(kv_bytes_per_token, show=False)
     assert not res.passed and "a Anything object" in res.first_failure.message
 
 
 def test_to_plain_and_strict_comparison():
     import numpy as np
+
     assert to_plain((1, [2.5, "x"], {"a": None, 3: True})) == [1, [2.5, "x"], {"a": None, "3": True}]
     assert to_plain(np.int64(7)) == 7 and type(to_plain(np.int64(7))) is int
     assert to_plain(np.arange(3)) == [0, 1, 2]
@@ -129,12 +147,14 @@ def test_to_plain_and_strict_comparison():
 def test_not_implemented_and_errors_are_reported_with_the_line(capsys):
     def slot_mapping(block_table, positions, block_size):
         raise NotImplementedError("exercise 02.slot_mapping: replace this line with your code")
+
     res = check(slot_mapping, show="text")
     assert all(o.status == "not_implemented" for o in res.outcomes)
     assert "not implemented yet" in capsys.readouterr().out
 
     def slot_mapping(block_table, positions, block_size):  # noqa: F811
         return [block_table[p] for p in positions]
+
     res = check(slot_mapping, show=False)
     assert res.first_failure.status == "error" and "IndexError" in res.first_failure.message
     assert "return [block_table[p] for p in positions]" in res.first_failure.message
@@ -152,6 +172,7 @@ def test_an_endless_loop_is_stopped_by_the_time_limit_and_later_tests_are_skippe
         while len(positions) > 4:
             pass
         return solution(block_table, positions, block_size)
+
     res = check(slot_mapping, show="text")
     out = capsys.readouterr().out
     assert [o.status for o in res.outcomes] == ["passed", "timeout", "skipped", "skipped"]
@@ -167,26 +188,31 @@ def test_an_endless_loop_is_stopped_by_the_time_limit_and_later_tests_are_skippe
 def test_sys_exit_in_learner_code_is_an_error_not_an_exit():
     def slot_mapping(block_table, positions, block_size):
         raise SystemExit(3)
+
     res = check(slot_mapping, show=False)
     assert res.first_failure.status == "error" and "SystemExit" in res.first_failure.message
 
 
 def test_hidden_tests_run_only_when_asked_and_are_marked(tmp_path, capsys):
-    (tmp_path / "h.py").write_text(textwrap.dedent('''
+    (tmp_path / "h.py").write_text(
+        textwrap.dedent("""
         from pagedlab.grading import hidden_test
 
         @hidden_test("02.slot_mapping", "SECRET block size 64")
         def _(fn, rec):
             rec.step("slot_mapping([1], [63], 64)")
             rec.observe("slots", fn([1], [63], 64))
-    '''))
+    """)
+    )
     sol = registry.snippet_object("02.slot_mapping")
     try:
         assert len(check(sol, show=False).outcomes) == 4
         res = check(sol, hidden_tests=str(tmp_path), show="text")
         assert len(res.outcomes) == 5 and res.passed and res.outcomes[-1].hidden
         assert "[hidden test]" in capsys.readouterr().out
-        wrong = obj("02.slot_mapping", variant("02.slot_mapping", ("* block_size + pos % block_size", "+ pos % block_size")))
+        wrong = obj(
+            "02.slot_mapping", variant("02.slot_mapping", ("* block_size + pos % block_size", "+ pos % block_size"))
+        )
         res = check(wrong, hidden_tests=str(tmp_path), show=False)
         assert not res.outcomes[-1].passed
         assert "SECRET" not in res.text(show_hidden_details=False).split("SECRET block size 64", 1)[-1]

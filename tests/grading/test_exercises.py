@@ -1,5 +1,6 @@
 """Two-way checks for every exercise: the solution cell passes and the generated stub fails (the wrong
 versions are in test_wrong_versions.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,6 @@ import pytest
 from pagedlab.grading import registry
 from pagedlab.grading.checking import check
 from pagedlab.grading.extract import MARKER_RE
-
 from tests.grading.helpers import stub_source
 
 EXERCISES = [ex.id for ex in registry.all_exercises()]
@@ -48,5 +48,6 @@ def test_generated_stub_fails_as_not_implemented(eid):
 
 def test_references_are_cached_and_library_backed():
     from pagedlab.core.block_pool import FreeKVCacheBlockQueue
+
     assert registry.get("02.free_queue").get_reference() is FreeKVCacheBlockQueue
     assert registry.get("07.insert").get_reference() is registry.get("07.insert").get_reference()

@@ -1,4 +1,5 @@
 """Getting a learner's exercises out of a notebook, robustly."""
+
 from __future__ import annotations
 
 import json
@@ -7,9 +8,7 @@ import pytest
 
 from pagedlab.grading import registry
 from pagedlab.grading.checking import check
-from pagedlab.grading.extract import (NotebookError, exercise_names, find_exercises, load_exercises,
-                                      read_notebook)
-
+from pagedlab.grading.extract import NotebookError, exercise_names, find_exercises, load_exercises, read_notebook
 from tests.grading.helpers import make_notebook, write_notebook
 
 NAMES = exercise_names()
@@ -22,15 +21,17 @@ def load(cells):
 
 
 def test_marker_cells_are_found_and_only_needed_setup_runs():
-    cells = [("md", "# Lab 02"),
-             "import math as m\nimport module_that_does_not_exist_xyz\nBS = 4\npool = make_a_pool()",
-             "%matplotlib inline\nfrom collections import deque",
-             "# EXERCISE 02.slot_mapping\n"
-             "def slot_mapping(block_table, positions, block_size=BS):\n"
-             "    assert m.floor(1.5) == 1\n"
-             "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n"
-             "print(slot_mapping([1], [0], 4))\ncheck(slot_mapping)\nassert False\n",
-             "check(slot_mapping)"]
+    cells = [
+        ("md", "# Lab 02"),
+        "import math as m\nimport module_that_does_not_exist_xyz\nBS = 4\npool = make_a_pool()",
+        "%matplotlib inline\nfrom collections import deque",
+        "# EXERCISE 02.slot_mapping\n"
+        "def slot_mapping(block_table, positions, block_size=BS):\n"
+        "    assert m.floor(1.5) == 1\n"
+        "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n"
+        "print(slot_mapping([1], [0], 4))\ncheck(slot_mapping)\nassert False\n",
+        "check(slot_mapping)",
+    ]
     ext, res = load(cells)
     assert list(ext.cells) == ["02.slot_mapping"] and ext.cells["02.slot_mapping"].found_by == "marker"
     le = res["02.slot_mapping"]
@@ -51,12 +52,14 @@ def test_metadata_marker_and_unmarked_cells():
 
 
 def test_renamed_function_syntax_error_and_sys_exit_are_per_exercise():
-    cells = ["# EXERCISE 02.slot_mapping\ndef slot_map(a, b, c):\n    return []\n",
-             "# EXERCISE 06.pick_victim\ndef pick_victim(running, policy)\n    return running[-1]\n",
-             "# EXERCISE 06.crossover\nimport sys\nif True:\n    sys.exit(0)\ndef crossover_flops_per_s(p, k, b):\n"
-             "    return 1.0\n",
-             "# EXERCISE 01.kv_bytes_per_token\nimport sys\nsys.exit(0)  # a bare call is a top-level expression: "
-             "not run\ndef kv_bytes_per_token(config):\n    return 0\n"]
+    cells = [
+        "# EXERCISE 02.slot_mapping\ndef slot_map(a, b, c):\n    return []\n",
+        "# EXERCISE 06.pick_victim\ndef pick_victim(running, policy)\n    return running[-1]\n",
+        "# EXERCISE 06.crossover\nimport sys\nif True:\n    sys.exit(0)\ndef crossover_flops_per_s(p, k, b):\n"
+        "    return 1.0\n",
+        "# EXERCISE 01.kv_bytes_per_token\nimport sys\nsys.exit(0)  # a bare call is a top-level expression: "
+        "not run\ndef kv_bytes_per_token(config):\n    return 0\n",
+    ]
     _, res = load(cells)
     assert "does not define slot_mapping; it defines slot_map" in res["02.slot_mapping"].error
     assert "syntax error at line 2" in res["06.pick_victim"].error
@@ -83,14 +86,17 @@ def test_another_course_notebook_has_no_exercises():
     assert not ext.cells and not res
 
 
-@pytest.mark.parametrize("content,message", [
-    ("{not json", "not valid JSON"),
-    ("", "not valid JSON"),
-    ('{"a": 1}', "not a Jupyter notebook"),
-    ('[1, 2]', "not a Jupyter notebook"),
-    ('{"nbformat": 3, "worksheets": []}', "nbformat 3"),
-    ('{"nbformat": 4, "cells": {}}', "'cells' is not a list"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "not valid JSON"),
+        ("", "not valid JSON"),
+        ('{"a": 1}', "not a Jupyter notebook"),
+        ("[1, 2]", "not a Jupyter notebook"),
+        ('{"nbformat": 3, "worksheets": []}', "nbformat 3"),
+        ('{"nbformat": 4, "cells": {}}', "'cells' is not a list"),
+    ],
+)
 def test_bad_files_give_clear_messages(tmp_path, content, message):
     p = tmp_path / "x.ipynb"
     p.write_text(content)
@@ -121,8 +127,14 @@ def test_an_endless_loop_at_top_level_is_cut_by_the_runner():
     def limited(fn):
         with time_limit(0.3):
             return fn()
-    nb = json.loads(json.dumps(make_notebook(["# EXERCISE 02.slot_mapping\nwhile True:\n    pass\n",
-                                              registry.snippet_source("06.pick_victim")])))
+
+    nb = json.loads(
+        json.dumps(
+            make_notebook(
+                ["# EXERCISE 02.slot_mapping\nwhile True:\n    pass\n", registry.snippet_source("06.pick_victim")]
+            )
+        )
+    )
     res = load_exercises(find_exercises(nb, NAMES), NAMES, run=limited)
     assert "did not finish in time" in res["02.slot_mapping"].error
     assert res["06.pick_victim"].ok

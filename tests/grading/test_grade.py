@@ -3,6 +3,7 @@
 One grading run (module fixture) covers a class of learners; each test checks one of them, and
 that the others were not influenced. The notebooks are generated with nbformat.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,10 +25,12 @@ SECRET = "ALICE-SECRET-7731"
 
 def slot_with_body(body: str) -> str:
     """An exercise cell for 02.slot_mapping whose function runs ``body`` first."""
-    return ("# EXERCISE 02.slot_mapping\nimport os, sys, shutil, signal\n"
-            "def slot_mapping(block_table, positions, block_size):\n"
-            + textwrap.indent(textwrap.dedent(body), "    ")
-            + "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n")
+    return (
+        "# EXERCISE 02.slot_mapping\nimport os, sys, shutil, signal\n"
+        "def slot_mapping(block_table, positions, block_size):\n"
+        + textwrap.indent(textwrap.dedent(body), "    ")
+        + "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +39,35 @@ def run(tmp_path_factory):
     subs = root / "submissions"
     hidden = root / "hidden"
     hidden.mkdir()
-    (hidden / "extra.py").write_text(textwrap.dedent('''
+    (hidden / "extra.py").write_text(
+        textwrap.dedent("""
         from pagedlab.grading import hidden_test
 
         @hidden_test("02.slot_mapping", "HIDDEN-TITLE-4242 huge block size")
         def _(fn, rec):
             rec.step("slot_mapping([3, 9], [70, 127], 64)  # HIDDEN-STEP-4242")
             rec.observe("slots HIDDEN-OBS-4242", fn([3, 9], [70, 127], 64))
-    '''))
-    alice = write_notebook(subs / "alice.ipynb", [SETUP, QUEUE, "check(FreeKVCacheBlockQueue)", SLOT,
-                                                  f"# {SECRET}"])
-    write_notebook(subs / "bob.ipynb", [variant("02.slot_mapping", (
-        "block_table[pos // block_size] * block_size + pos % block_size",
-        "block_table[pos % block_size] * block_size + pos // block_size"))])
+    """)
+    )
+    alice = write_notebook(subs / "alice.ipynb", [SETUP, QUEUE, "check(FreeKVCacheBlockQueue)", SLOT, f"# {SECRET}"])
+    write_notebook(
+        subs / "bob.ipynb",
+        [
+            variant(
+                "02.slot_mapping",
+                (
+                    "block_table[pos // block_size] * block_size + pos % block_size",
+                    "block_table[pos % block_size] * block_size + pos // block_size",
+                ),
+            )
+        ],
+    )
     write_notebook(subs / "carol_loop.ipynb", [QUEUE, slot_with_body("while True:\n    pass\n")])
     write_notebook(subs / "dan_exit.ipynb", [QUEUE, "# EXERCISE 02.slot_mapping\nimport sys\nraise SystemExit(1)\n"])
     write_notebook(subs / "erin_os_exit.ipynb", [slot_with_body("os._exit(0)\n")])
     write_notebook(subs / "frank_memory.ipynb", [QUEUE, slot_with_body("hog = bytearray(8 * 1024 ** 3)\n")])
     write_notebook(subs / "gina_crash.ipynb", [slot_with_body("os.kill(os.getpid(), signal.SIGSEGV)\n")])
-    attacks = f'''
+    attacks = f"""
         results = []
         for name, attack in [
             ("read-other", lambda: open({str(alice)!r}).read()),
@@ -64,7 +77,7 @@ def run(tmp_path_factory):
             ("delete-other", lambda: os.remove({str(alice)!r})),
             ("delete-hidden", lambda: shutil.rmtree({str(hidden)!r})),
             ("write-outside", lambda: open({str(root / "planted.txt")!r}, "w").write("x")),
-            ("spawn", lambda: os.system("touch {root / 'spawned.txt'}")),
+            ("spawn", lambda: os.system("touch {root / "spawned.txt"}")),
             ("kill-grader", lambda: os.kill(os.getppid(), signal.SIGTERM)),
         ]:
             try:
@@ -75,11 +88,13 @@ def run(tmp_path_factory):
             except Exception as e:
                 results.append(name + ": failed " + type(e).__name__)
         print("ATTACKS", results, flush=True)
-    '''
+    """
     write_notebook(subs / "hank_snoop.ipynb", [QUEUE, slot_with_body(attacks)])
     (subs / "ivy_not_json.ipynb").write_text("{this is not json")
-    write_notebook(subs / "jack_other_course.ipynb", [("md", "# Linear regression"), "import math\nx = 1",
-                                                      "def fit(x):\n    return x"])
+    write_notebook(
+        subs / "jack_other_course.ipynb",
+        [("md", "# Linear regression"), "import math\nx = 1", "def fit(x):\n    return x"],
+    )
     write_notebook(subs / "kim_missing.ipynb", [SETUP, QUEUE])
     write_notebook(subs / "leo_renamed.ipynb", [SLOT.replace("def slot_mapping(", "def slot_map("), QUEUE])
     mia = subs / "mia"
@@ -87,84 +102,113 @@ def run(tmp_path_factory):
     write_notebook(mia / "extra" / "queue.ipynb", [QUEUE])
     write_notebook(mia / ".ipynb_checkpoints" / "02-checkpoint.ipynb", ["raise SystemExit"])
     (mia / "notes.txt").write_text("my notes")
-    write_notebook(subs / "ned_eq.ipynb", ["# EXERCISE 02.slot_mapping\nclass Yes(list):\n    def __eq__(self, o):\n"
-                                           "        return True\n"
-                                           "def slot_mapping(block_table, positions, block_size):\n"
-                                           "    return Yes()\n"])
-    write_notebook(subs / "olga_ref.ipynb", ["# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\n"
-                                             "slot_mapping = use_reference('slot_mapping', quiet=True)\n"])
+    write_notebook(
+        subs / "ned_eq.ipynb",
+        [
+            "# EXERCISE 02.slot_mapping\nclass Yes(list):\n    def __eq__(self, o):\n"
+            "        return True\n"
+            "def slot_mapping(block_table, positions, block_size):\n"
+            "    return Yes()\n"
+        ],
+    )
+    write_notebook(
+        subs / "olga_ref.ipynb",
+        [
+            "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\n"
+            "slot_mapping = use_reference('slot_mapping', quiet=True)\n"
+        ],
+    )
     add_gaming_submissions(subs)
     (subs / "README.txt").write_text("submissions of the workshop")
     out = root / "out"
     results = grade([subs], out, hidden_tests=hidden, timeout=12, memory_mb=1024, jobs=2, quiet=True)
-    return {"root": root, "subs": subs, "hidden": hidden, "out": out, "alice": alice,
-            "res": {r.learner.name: r for r in results}}
+    return {
+        "root": root,
+        "subs": subs,
+        "hidden": hidden,
+        "out": out,
+        "alice": alice,
+        "res": {r.learner.name: r for r in results},
+    }
 
 
-WRONG = ("def slot_mapping(block_table, positions, block_size):\n"
-         "    return [0 for p in positions]\n")
+WRONG = "def slot_mapping(block_table, positions, block_size):\n    return [0 for p in positions]\n"
 
 #: Submissions that try to change how they are tested; each has a WRONG slot_mapping.
 GAMING = {
     # make every driver run on the kit's reference instead of the learner's function
-    "quinn_drivers": ("# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import registry\n"
-                      "_ex = registry.get('02.slot_mapping')\n"
-                      "for _t in _ex.tests:\n"
-                      "    _t.drive = (lambda d: (lambda obj, rec: d(_ex.get_reference(), rec)))(_t.drive)\n" + WRONG),
+    "quinn_drivers": (
+        "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import registry\n"
+        "_ex = registry.get('02.slot_mapping')\n"
+        "for _t in _ex.tests:\n"
+        "    _t.drive = (lambda d: (lambda obj, rec: d(_ex.get_reference(), rec)))(_t.drive)\n" + WRONG
+    ),
     # replace the runner, the judge and the recorder by assignment
-    "ruth_patch": ("# EXERCISE 02.slot_mapping\nimport pagedlab.grading.runner as R\n"
-                   "import pagedlab.grading.judge as J\nfrom pagedlab.grading.recorder import Recorder\n"
-                   "R.run_driver = lambda test, obj, **kw: R.reference_transcript(J, test)\n"
-                   "J.judge = lambda *a, **k: None\n"
-                   "Recorder.observe = lambda self, what, value, **kw: None\n" + WRONG),
+    "ruth_patch": (
+        "# EXERCISE 02.slot_mapping\nimport pagedlab.grading.runner as R\n"
+        "import pagedlab.grading.judge as J\nfrom pagedlab.grading.recorder import Recorder\n"
+        "R.run_driver = lambda test, obj, **kw: R.reference_transcript(J, test)\n"
+        "J.judge = lambda *a, **k: None\n"
+        "Recorder.observe = lambda self, what, value, **kw: None\n" + WRONG
+    ),
     # import-time trick: a fake module in sys.modules
-    "sam_modules": ("# EXERCISE 02.slot_mapping\nimport sys, types\n"
-                    "_fake = types.ModuleType('pagedlab.grading.judge')\n"
-                    "_fake.judge = lambda *a, **k: None\n"
-                    "sys.modules['pagedlab.grading.judge'] = _fake\n" + WRONG),
+    "sam_modules": (
+        "# EXERCISE 02.slot_mapping\nimport sys, types\n"
+        "_fake = types.ModuleType('pagedlab.grading.judge')\n"
+        "_fake.judge = lambda *a, **k: None\n"
+        "sys.modules['pagedlab.grading.judge'] = _fake\n" + WRONG
+    ),
     # the same through importlib and setattr
-    "xena_importlib": ("# EXERCISE 02.slot_mapping\nimport importlib\n"
-                       "_runner = importlib.import_module('pagedlab.grading.runner')\n"
-                       "_done = setattr(_runner, 'run_driver', lambda test, obj, **kw: [])\n" + WRONG),
+    "xena_importlib": (
+        "# EXERCISE 02.slot_mapping\nimport importlib\n"
+        "_runner = importlib.import_module('pagedlab.grading.runner')\n"
+        "_done = setattr(_runner, 'run_driver', lambda test, obj, **kw: [])\n" + WRONG
+    ),
     # forge transcripts of the reference into the results file (old and new places)
-    "tess_forge": ("# EXERCISE 02.slot_mapping\nimport json\nfrom pagedlab.grading import registry\n"
-                   "from pagedlab.grading.runner import run_driver\n"
-                   "_ex = registry.get('02.slot_mapping')\n"
-                   "_lines = [json.dumps({'type': 'transcript', 'exercise': _ex.id, 'test': t.title, 'hidden': False,\n"
-                   "          'entries': run_driver(t, _ex.get_reference(), plain=True)}) for t in _ex.tests]\n"
-                   "for _path in ('../result.jsonl', 'result.jsonl'):\n"
-                   "    try:\n"
-                   "        with open(_path, 'a') as _f:\n"
-                   "            _f.write('\\n'.join(_lines) + '\\n')\n"
-                   "        print('FORGE', _path, 'written', flush=True)\n"
-                   "    except PermissionError:\n"
-                   "        print('FORGE', _path, 'blocked', flush=True)\n" + WRONG),
+    "tess_forge": (
+        "# EXERCISE 02.slot_mapping\nimport json\nfrom pagedlab.grading import registry\n"
+        "from pagedlab.grading.runner import run_driver\n"
+        "_ex = registry.get('02.slot_mapping')\n"
+        "_lines = [json.dumps({'type': 'transcript', 'exercise': _ex.id, 'test': t.title, 'hidden': False,\n"
+        "          'entries': run_driver(t, _ex.get_reference(), plain=True)}) for t in _ex.tests]\n"
+        "for _path in ('../result.jsonl', 'result.jsonl'):\n"
+        "    try:\n"
+        "        with open(_path, 'a') as _f:\n"
+        "            _f.write('\\n'.join(_lines) + '\\n')\n"
+        "        print('FORGE', _path, 'written', flush=True)\n"
+        "    except PermissionError:\n"
+        "        print('FORGE', _path, 'blocked', flush=True)\n" + WRONG
+    ),
     # reach the grader's objects through the pipe: handles it never exported, dunder attributes
-    "uma_channel": ("# EXERCISE 02.slot_mapping\n"
-                    "def slot_mapping(block_table, positions, block_size):\n"
-                    "    chan = object.__getattribute__(block_table, '_pl_chan')\n"
-                    "    got = []\n"
-                    "    for h in range(1, 30):\n"
-                    "        for name in ('__globals__', '__class__', '__dict__', '__init__'):\n"
-                    "            try:\n"
-                    "                v = chan.request('getattr', h, name=name)\n"
-                    "                got.append(f'{h}.{name}: GOT {type(v).__name__}')\n"
-                    "            except Exception:\n"
-                    "                pass\n"
-                    "    for op in ('call', 'plain', 'iter'):\n"
-                    "        try:\n"
-                    "            chan.request(op, 10 ** 6)\n"
-                    "            got.append(op + ': GOT')\n"
-                    "        except Exception:\n"
-                    "            pass\n"
-                    "    print('CHANNEL', got, flush=True)\n"
-                    "    return [0 for p in positions]\n"),
+    "uma_channel": (
+        "# EXERCISE 02.slot_mapping\n"
+        "def slot_mapping(block_table, positions, block_size):\n"
+        "    chan = object.__getattribute__(block_table, '_pl_chan')\n"
+        "    got = []\n"
+        "    for h in range(1, 30):\n"
+        "        for name in ('__globals__', '__class__', '__dict__', '__init__'):\n"
+        "            try:\n"
+        "                v = chan.request('getattr', h, name=name)\n"
+        "                got.append(f'{h}.{name}: GOT {type(v).__name__}')\n"
+        "            except Exception:\n"
+        "                pass\n"
+        "    for op in ('call', 'plain', 'iter'):\n"
+        "        try:\n"
+        "            chan.request(op, 10 ** 6)\n"
+        "            got.append(op + ': GOT')\n"
+        "        except Exception:\n"
+        "            pass\n"
+        "    print('CHANNEL', got, flush=True)\n"
+        "    return [0 for p in positions]\n"
+    ),
     # look for the hidden tests in memory, remember every input, and show it all in an error message
-    "vic_leak": ("# EXERCISE 02.slot_mapping\nimport sys, linecache\n_seen = []\n"
-                 "def slot_mapping(block_table, positions, block_size):\n"
-                 "    _seen.append(repr((list(block_table), list(positions), block_size)))\n"
-                 "    found = [m for m in sys.modules if 'hidden' in m] + [str(k) for k in linecache.cache]\n"
-                 "    raise ValueError('LEAK ' + ' | '.join(found + _seen))\n"),
+    "vic_leak": (
+        "# EXERCISE 02.slot_mapping\nimport sys, linecache\n_seen = []\n"
+        "def slot_mapping(block_table, positions, block_size):\n"
+        "    _seen.append(repr((list(block_table), list(positions), block_size)))\n"
+        "    found = [m for m in sys.modules if 'hidden' in m] + [str(k) for k in linecache.cache]\n"
+        "    raise ValueError('LEAK ' + ' | '.join(found + _seen))\n"
+    ),
 }
 
 
@@ -188,7 +232,7 @@ def test_good_submission_gets_full_marks_despite_the_others(run):
 
 def test_outputs_are_written(run):
     out = run["out"]
-    rows = {row["learner"]: row for row in csv.DictReader(open(out / "grades.csv"))}
+    rows = {row["learner"]: row for row in csv.DictReader((out / "grades.csv").read_text().splitlines())}
     assert set(rows) == set(run["res"])
     assert rows["alice"]["score"] == "2" and rows["alice"]["02.slot_mapping"] == "1"
     combined = json.loads((out / "all_learners.json").read_text())
@@ -253,16 +297,26 @@ def test_memory_hog_gets_a_memory_error(run):
 
 def test_segfault_is_reported_as_a_crash(run):
     outcomes = ex(run, "gina_crash").outcomes
-    assert outcomes and all(o.status == "error" and "crashed (segmentation fault)" in o.message
-                            for o in outcomes if not o.hidden)
+    assert outcomes and all(
+        o.status == "error" and "crashed (segmentation fault)" in o.message for o in outcomes if not o.hidden
+    )
     assert run["res"]["gina_crash"].score == 0
 
 
 def test_snooping_deleting_spawning_and_killing_are_blocked(run):
     log = (run["out"] / "logs" / "hank_snoop.txt").read_text()
     line = next(ln for ln in log.splitlines() if ln.startswith("ATTACKS"))
-    for attack in ("read-other", "list-submissions", "read-hidden", "list-hidden", "delete-other", "delete-hidden",
-                   "write-outside", "spawn", "kill-grader"):
+    for attack in (
+        "read-other",
+        "list-submissions",
+        "read-hidden",
+        "list-hidden",
+        "delete-other",
+        "delete-hidden",
+        "write-outside",
+        "spawn",
+        "kill-grader",
+    ):
         assert f"{attack}: blocked" in line, line
     assert SECRET not in log
     assert not (run["root"] / "planted.txt").exists() and not (run["root"] / "spawned.txt").exists()
@@ -292,7 +346,7 @@ def test_always_equal_object_fails_and_reference_use_is_flagged(run):
     assert ex(run, "ned_eq").score == 0
     olga = ex(run, "olga_ref")
     assert olga.score == 1.0 and olga.flags and "reference implementation" in olga.flags[0]
-    rows = {row["learner"]: row for row in csv.DictReader(open(run["out"] / "grades.csv"))}
+    rows = {row["learner"]: row for row in csv.DictReader((run["out"] / "grades.csv").read_text().splitlines())}
     assert "reference implementation" in rows["olga_ref"]["flags"]
 
 
@@ -311,6 +365,7 @@ def test_discover_rules(tmp_path):
 
 def test_cli_entry_points(tmp_path, capsys, monkeypatch):
     from pagedlab import cli
+
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     nb = write_notebook(tmp_path / "zoe.ipynb", [registry.snippet_source("06.crossover")])
@@ -318,8 +373,12 @@ def test_cli_entry_points(tmp_path, capsys, monkeypatch):
     assert args.hidden_tests is None and args.jobs == 1 and callable(main)
     # the one-line registration the CLI needs
     if "grade" not in {c.name for c in cli.COMMANDS}:
-        monkeypatch.setattr(cli, "COMMANDS", cli.COMMANDS + [
-            cli.Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes")])
+        monkeypatch.setattr(
+            cli,
+            "COMMANDS",
+            cli.COMMANDS
+            + [cli.Command("grade", "pagedlab.grading.grade", "grade submitted notebooks in sandboxed processes")],
+        )
     assert cli.main(["grade", str(nb), "--out", str(tmp_path / "o"), "--timeout", "30", "--memory", "1024"]) == 0
     out = capsys.readouterr().out
     assert "zoe" in out and "1.00 / 1.00" in out
@@ -338,22 +397,25 @@ def test_changing_how_it_is_tested_earns_nothing(run, learner):
     assert ex(run, learner, "02.free_queue").score == 1.0  # the honest exercise of the same notebook still counts
 
 
-@pytest.mark.parametrize("learner, flag", [
-    ("quinn_drivers", "imports the grader's internals (pagedlab.grading.registry)"),
-    ("quinn_drivers", "assigns to the kit's objects (_t.drive = ...)"),
-    ("ruth_patch", "imports the grader's internals (pagedlab.grading.runner)"),
-    ("ruth_patch", "pagedlab.grading.judge.judge"),
-    ("ruth_patch", "pagedlab.grading.recorder.Recorder.observe"),
-    ("sam_modules", "replaces modules or builtins (sys.modules['pagedlab.grading.judge'] = ...)"),
-    ("sam_modules", "sys.modules['pagedlab.grading.judge']"),
-    ("tess_forge", "imports the grader's internals (pagedlab.grading.runner)"),
-    ("xena_importlib", "imports the grader's internals (pagedlab.grading.runner)"),
-    ("xena_importlib", "pagedlab.grading.runner.run_driver"),
-])
+@pytest.mark.parametrize(
+    "learner, flag",
+    [
+        ("quinn_drivers", "imports the grader's internals (pagedlab.grading.registry)"),
+        ("quinn_drivers", "assigns to the kit's objects (_t.drive = ...)"),
+        ("ruth_patch", "imports the grader's internals (pagedlab.grading.runner)"),
+        ("ruth_patch", "pagedlab.grading.judge.judge"),
+        ("ruth_patch", "pagedlab.grading.recorder.Recorder.observe"),
+        ("sam_modules", "replaces modules or builtins (sys.modules['pagedlab.grading.judge'] = ...)"),
+        ("sam_modules", "sys.modules['pagedlab.grading.judge']"),
+        ("tess_forge", "imports the grader's internals (pagedlab.grading.runner)"),
+        ("xena_importlib", "imports the grader's internals (pagedlab.grading.runner)"),
+        ("xena_importlib", "pagedlab.grading.runner.run_driver"),
+    ],
+)
 def test_gaming_is_flagged_for_the_instructor(run, learner, flag):
     flags = ex(run, learner).flags
     assert any(flag in f for f in flags), flags
-    rows = {row["learner"]: row for row in csv.DictReader(open(run["out"] / "grades.csv"))}
+    rows = {row["learner"]: row for row in csv.DictReader((run["out"] / "grades.csv").read_text().splitlines())}
     assert flag in rows[learner]["flags"]
 
 
@@ -381,16 +443,22 @@ def test_every_solution_passes_and_every_stub_fails_through_the_pipe(tmp_path):
     labs/ (the stubs) none - so the remote objects behave as local ones for every driver."""
     import shutil
     from pathlib import Path
+
     root = Path(__file__).resolve().parents[2]
     for name in ("solutions", "labs"):
         shutil.copytree(root / name, tmp_path / "subs" / name, ignore=shutil.ignore_patterns(".*"))
-    results = {r.learner.name: r for r in grade([tmp_path / "subs"], tmp_path / "out", timeout=300, jobs=2,
-                                                memory_mb=4096, quiet=True)}
+    results = {
+        r.learner.name: r
+        for r in grade([tmp_path / "subs"], tmp_path / "out", timeout=300, jobs=2, memory_mb=4096, quiet=True)
+    }
     every = {ex.id for ex in registry.all_exercises()}
     sol, lab = results["solutions"], results["labs"]
     assert set(sol.exercises) == every and set(lab.exercises) == every
-    failing = {eid: [o.message[:200] for o in er.outcomes if not o.passed] for eid, er in sol.exercises.items()
-               if er.score != er.max_score}
+    failing = {
+        eid: [o.message[:200] for o in er.outcomes if not o.passed]
+        for eid, er in sol.exercises.items()
+        if er.score != er.max_score
+    }
     assert not failing and sol.score == sol.max_score
     assert lab.score == 0 and all(o.status == "not_implemented" for er in lab.exercises.values() for o in er.outcomes)
 
@@ -405,13 +473,17 @@ def test_an_exercise_subset_does_not_call_the_others_strangers(tmp_path):
 
 def test_static_flags_leave_every_solution_alone_and_catch_the_tricks():
     from pagedlab.grading.driver import _kit_aliases, static_flags
+
     for ex in registry.all_exercises():
         src = registry.snippet_source(ex.id)
         assert static_flags(src, ex.name, _kit_aliases([src, SETUP])) == [], ex.id
     cell = GAMING["quinn_drivers"]
     assert static_flags(cell, "slot_mapping", _kit_aliases([cell])) == [
-        "imports the grader's internals (pagedlab.grading.registry)", "assigns to the kit's objects (_t.drive = ...)"]
+        "imports the grader's internals (pagedlab.grading.registry)",
+        "assigns to the kit's objects (_t.drive = ...)",
+    ]
     own = "# EXERCISE 02.free_queue\nfrom pagedlab.core.block_pool import FreeKVCacheBlockQueue\n"
     assert static_flags(own, "FreeKVCacheBlockQueue", set()) == [
-        "imports the kit's own FreeKVCacheBlockQueue from pagedlab.core.block_pool (the reference implementation)"]
+        "imports the kit's own FreeKVCacheBlockQueue from pagedlab.core.block_pool (the reference implementation)"
+    ]
     assert static_flags("def broken(:\n", "x", set()) == []

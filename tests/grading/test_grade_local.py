@@ -6,6 +6,7 @@ One grading run (module fixture) grades every stored wrong version of the helper
 submissions; the unit tests check what the driver accepts as a transcript and that hidden tests are
 refused for such an exercise.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -20,9 +21,11 @@ from tests.grading.helpers import stub_source, write_notebook, wrong_versions
 TILE = "08.triton_load_kv_tile"
 TILE_SOLUTION = registry.snippet_source(TILE)
 QUEUE = registry.snippet_source("02.free_queue")
-WRONG_SLOT = ("# EXERCISE 02.slot_mapping\n"
-              "def slot_mapping(block_table, positions, block_size):\n"
-              "    return [0 for p in positions]\n")
+WRONG_SLOT = (
+    "# EXERCISE 02.slot_mapping\n"
+    "def slot_mapping(block_table, positions, block_size):\n"
+    "    return [0 for p in positions]\n"
+)
 TILE_WRONG = [w for w in wrong_versions() if w.exercise == TILE]
 
 #: The stub of the Triton helper, plus code that makes every driver of BOTH exercises of the cell
@@ -61,8 +64,15 @@ def graded(tmp_path_factory):
     write_notebook(subs / "pat_patch_drivers.ipynb", [QUEUE, PATCH_LOCAL + "\n" + WRONG_SLOT])
     write_notebook(subs / "pia_patch_module.ipynb", [QUEUE, PATCH_MODULE])
     write_notebook(subs / "rex_forge_runner.ipynb", [QUEUE, FORGE_RUNNER])
-    results = grade([subs], subs.parent / "out", timeout=120, jobs=2, memory_mb=4096, quiet=True,
-                    exercises=[TILE, "02.free_queue", "02.slot_mapping"])
+    results = grade(
+        [subs],
+        subs.parent / "out",
+        timeout=120,
+        jobs=2,
+        memory_mb=4096,
+        quiet=True,
+        exercises=[TILE, "02.free_queue", "02.slot_mapping"],
+    )
     return {r.learner.name: r for r in results}
 
 
@@ -122,26 +132,38 @@ def test_a_transcript_that_is_not_plain_data_earns_nothing_and_harms_nothing(gra
 
 
 def test_the_driver_accepts_only_plain_transcript_entries():
-    good = [{"kind": "step", "label": "s"}, {"kind": "obs", "what": "w", "value": (1, [2.5, None], {"a": "b"}),
-                                             "tol": None}, {"kind": "end"}]
+    good = [
+        {"kind": "step", "label": "s"},
+        {"kind": "obs", "what": "w", "value": (1, [2.5, None], {"a": "b"}), "tol": None},
+        {"kind": "end"},
+    ]
     assert _learner_transcript(good) == [good[0], {**good[1], "value": [1, [2.5, None], {"a": "b"}]}, good[2]]
     assert _learner_transcript([]) == []
-    for bad in ([{"kind": "obs", "value": {1, 2}}], [{"kind": "obs", "value": {1: "x"}}],
-                [{"kind": "verdict", "passed": True}], [{"value": 1}], ({"kind": "end"},), "end",
-                [{"kind": "obs", "value": object()}], [{"kind": "obs", "value": b"x"}]):
+    for bad in (
+        [{"kind": "obs", "value": {1, 2}}],
+        [{"kind": "obs", "value": {1: "x"}}],
+        [{"kind": "verdict", "passed": True}],
+        [{"value": 1}],
+        ({"kind": "end"},),
+        "end",
+        [{"kind": "obs", "value": object()}],
+        [{"kind": "obs", "value": b"x"}],
+    ):
         with pytest.raises(ValueError):
             _learner_transcript(bad)
 
 
 def test_hidden_tests_are_refused_for_an_exercise_that_runs_in_the_learners_process(tmp_path):
     before = [t.title for t in registry.get(TILE).tests]
-    (tmp_path / "tile.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "tile.py").write_text(
+        textwrap.dedent(f"""
         from pagedlab.grading import hidden_test
 
         @hidden_test({TILE!r}, "a hidden tile")
         def _(fn, rec):
             rec.observe("x", 1)
-    """))
+    """)
+    )
     try:
         with pytest.raises(ValueError, match=f"hidden tests are not supported for {TILE}"):
             registry.load_hidden_tests(tmp_path)
@@ -154,12 +176,19 @@ def test_hidden_tests_are_refused_for_an_exercise_that_runs_in_the_learners_proc
 
 def test_static_flags_apply_to_the_local_exercise_as_to_the_others():
     from pagedlab.grading.driver import _kit_aliases, static_flags
+
     assert static_flags(TILE_SOLUTION, "triton_load_kv_tile", _kit_aliases([TILE_SOLUTION])) == []
-    ref = ("# EXERCISE 08.triton_load_kv_tile\nfrom pagedlab.grading import use_reference\n"
-           "triton_load_kv_tile = use_reference('triton_load_kv_tile', quiet=True)\n")
+    ref = (
+        "# EXERCISE 08.triton_load_kv_tile\nfrom pagedlab.grading import use_reference\n"
+        "triton_load_kv_tile = use_reference('triton_load_kv_tile', quiet=True)\n"
+    )
     assert static_flags(ref, "triton_load_kv_tile", set()) == [
-        "uses the kit's reference implementation (use_reference), not its own code"]
-    snippet = ("# EXERCISE 08.triton_load_kv_tile\nfrom pagedlab.grading.registry import snippet_object\n"
-               "triton_load_kv_tile = snippet_object('08.triton_load_kv_tile')\n")
+        "uses the kit's reference implementation (use_reference), not its own code"
+    ]
+    snippet = (
+        "# EXERCISE 08.triton_load_kv_tile\nfrom pagedlab.grading.registry import snippet_object\n"
+        "triton_load_kv_tile = snippet_object('08.triton_load_kv_tile')\n"
+    )
     assert static_flags(snippet, "triton_load_kv_tile", set()) == [
-        "imports the grader's internals (pagedlab.grading.registry)"]
+        "imports the grader's internals (pagedlab.grading.registry)"
+    ]

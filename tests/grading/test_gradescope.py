@@ -5,6 +5,7 @@ puts a submission in ``<tmp>/autograder/submission`` and runs ``run_autograder``
 and the interpreter overridden (the kit is already installed here, so setup.sh's install is not
 run: it is checked for valid bash and pinned versions instead).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,13 @@ from tests.grading.helpers import variant, write_notebook
 EXERCISES = ["02.free_queue", "02.slot_mapping"]
 SLOT = registry.snippet_source("02.slot_mapping")
 QUEUE = registry.snippet_source("02.free_queue")
-WRONG_SLOT = variant("02.slot_mapping", ("block_table[pos // block_size] * block_size + pos % block_size",
-                                         "block_table[pos % block_size] * block_size + pos // block_size"))
+WRONG_SLOT = variant(
+    "02.slot_mapping",
+    (
+        "block_table[pos // block_size] * block_size + pos % block_size",
+        "block_table[pos % block_size] * block_size + pos // block_size",
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +41,16 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bundle")
     hidden = root / "hidden"
     hidden.mkdir()
-    (hidden / "extra.py").write_text(textwrap.dedent('''
+    (hidden / "extra.py").write_text(
+        textwrap.dedent("""
         from pagedlab.grading import hidden_test
 
         @hidden_test("02.slot_mapping", "HIDDEN-TITLE-5151 huge block size")
         def _(fn, rec):
             rec.step("slot_mapping([3, 9], [70, 127], 64)  # HIDDEN-STEP-5151")
             rec.observe("slots HIDDEN-OBS-5151", fn([3, 9], [70, 127], 64))
-    '''))
+    """)
+    )
     (hidden / "sizes.json").write_text("[64]")  # a data file the tests could read
     (hidden / "__pycache__").mkdir()
     (hidden / "__pycache__" / "extra.cpython-311.pyc").write_bytes(b"junk")
@@ -63,8 +71,14 @@ def autograde(bundle: Path, tmp: Path, files: dict[str, Any]) -> dict[str, Any]:
         else:
             write_notebook(sub / name, content)
     env = dict(os.environ, PAGEDLAB_AUTOGRADER_ROOT=str(root), PAGEDLAB_AUTOGRADER_PYTHON=sys.executable)
-    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, check=False,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")],
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((root / "results" / "results.json").read_text())
     assert validate_results(data) == [], data
@@ -83,8 +97,16 @@ def test_zip_layout_and_setup_script(bundle: Path, tmp_path: Path) -> None:
         names = set(zf.namelist())
         zf.extractall(tmp_path)
         mode = zf.getinfo("run_autograder").external_attr >> 16
-    assert {"setup.sh", "run_autograder", "constraints.txt", "pagedlab_autograder.json",
-            "hidden_tests/extra.py", "hidden_tests/sizes.json", "kit/pyproject.toml", "kit/pagedlab/grading/grade.py"} <= names
+    assert {
+        "setup.sh",
+        "run_autograder",
+        "constraints.txt",
+        "pagedlab_autograder.json",
+        "hidden_tests/extra.py",
+        "hidden_tests/sizes.json",
+        "kit/pyproject.toml",
+        "kit/pagedlab/grading/grade.py",
+    } <= names
     assert mode & 0o111, "run_autograder must be executable"
     assert not any("__pycache__" in n for n in names)
     for script in ("setup.sh", "run_autograder"):
@@ -138,7 +160,10 @@ def test_split_points_sums_exactly() -> None:
 
 
 def test_validator_rejects_what_gradescope_rejects() -> None:
-    good = {"score": 1.0, "tests": [{"name": "a", "score": 1.0, "max_score": 1.0, "output": "", "visibility": "visible"}]}
+    good = {
+        "score": 1.0,
+        "tests": [{"name": "a", "score": 1.0, "max_score": 1.0, "output": "", "visibility": "visible"}],
+    }
     assert validate_results(good) == []
     assert validate_results([]) == ["results.json is not a JSON object"]
     bad_vis = json.loads(json.dumps(good))
@@ -164,6 +189,7 @@ def test_bad_bundle_options(tmp_path: Path) -> None:
 
 def test_a_failing_autograder_still_writes_valid_results(tmp_path: Path) -> None:
     from pagedlab.grading.gradescope import CONFIG_NAME, run
+
     root = tmp_path / "autograder"
     (root / "source").mkdir(parents=True)
     (root / "submission").mkdir()

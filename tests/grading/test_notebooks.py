@@ -1,6 +1,7 @@
 """The two-way check on the real notebooks: every exercise cell of solutions/ passes its tests, and
 the same exercise in labs/ (the generated stub) fails. Runs only the exercise cells and the imports
 they need, so it stays fast; notebooks without exercise cells contribute nothing."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,11 @@ def _load(nb_path: Path):
     return load_exercises(ext, NAMES, label=nb_path.name)
 
 
-@pytest.mark.parametrize("nb_path,eid", SOLUTION_CELLS or [pytest.param(None, None, marks=pytest.mark.skip(
-    reason="no exercise cells in solutions/ yet"))], ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    "nb_path,eid",
+    SOLUTION_CELLS or [pytest.param(None, None, marks=pytest.mark.skip(reason="no exercise cells in solutions/ yet"))],
+    ids=lambda v: getattr(v, "name", v),
+)
 def test_solution_notebook_exercise_passes(nb_path, eid):
     assert eid in NAMES, f"{nb_path.name}: '# EXERCISE {eid}' is not a registered exercise"
     le = _load(nb_path)[eid]
@@ -41,8 +45,11 @@ def test_solution_notebook_exercise_passes(nb_path, eid):
     assert res.passed, res.text()
 
 
-@pytest.mark.parametrize("nb_path,eid", LAB_CELLS or [pytest.param(None, None, marks=pytest.mark.skip(
-    reason="no exercise cells in labs/ yet"))], ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    "nb_path,eid",
+    LAB_CELLS or [pytest.param(None, None, marks=pytest.mark.skip(reason="no exercise cells in labs/ yet"))],
+    ids=lambda v: getattr(v, "name", v),
+)
 def test_lab_notebook_exercise_is_a_failing_stub(nb_path, eid):
     le = _load(nb_path)[eid]
     assert le.ok, f"{nb_path.name}: {le.error}"

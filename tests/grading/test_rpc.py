@@ -4,6 +4,7 @@ A thread plays the learner's process: it holds the learner's objects and serves 
 requests; the learner's code is run by calling through the driver's proxies, so it sees the
 driver's objects only as proxies.
 """
+
 from __future__ import annotations
 
 import os
@@ -73,8 +74,19 @@ def pair() -> Iterator[tuple[Channel, Any]]:
 
 def test_values_cross_with_their_exact_types(pair: tuple[Channel, Any]) -> None:
     _driver, tricks = pair
-    for v in (None, True, 3, -2.5, "s", b"\x00\xff", (1, (2, "x")), frozenset({1, 2}), range(1, 9, 2),
-              slice(1, None, 2), float("inf")):
+    for v in (
+        None,
+        True,
+        3,
+        -2.5,
+        "s",
+        b"\x00\xff",
+        (1, (2, "x")),
+        frozenset({1, 2}),
+        range(1, 9, 2),
+        slice(1, None, 2),
+        float("inf"),
+    ):
         got = tricks.echo(v)
         assert got == v and type(got) is type(v)
     assert tricks.echo(float("nan")) != tricks.echo(float("nan"))
@@ -125,7 +137,8 @@ def test_methods_of_the_driver_s_objects_cannot_be_replaced(pair: tuple[Channel,
 def test_kit_classes_are_recognised_across_the_pipe(pair: tuple[Channel, Any]) -> None:
     driver, _tricks = pair
     from pagedlab.grading.kit import Seq  # re-exported: the class lives in pagedlab.analysis.kit
-    seq = driver.decode({"t": "ref", "h": 10 ** 6, "cls": f"{Seq.__module__}.{Seq.__qualname__}"})
+
+    seq = driver.decode({"t": "ref", "h": 10**6, "cls": f"{Seq.__module__}.{Seq.__qualname__}"})
     assert is_a(seq, Seq) and not is_a(seq, KVCacheBlock) and type_name(seq) == "Seq"
 
 

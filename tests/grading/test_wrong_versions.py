@@ -1,6 +1,7 @@
 """The wrong versions of every exercise (tests/grading/wrong_versions/) fail check() at the test their
 file names, with a teaching message (the hints it names, none it excludes, no solution code), and
 docs/wrong_versions.md lists them all."""
+
 from __future__ import annotations
 
 import os
@@ -70,7 +71,8 @@ def test_a_hint_is_never_shown_for_another_mistake(eid: str) -> None:
         for other in mine:
             for text in other.hints:
                 assert text in v.hints or text not in message, (
-                    f"{eid}: the hint {text!r} (for {other.name}) is shown for {v.name}:\n{message}")
+                    f"{eid}: the hint {text!r} (for {other.name}) is shown for {v.name}:\n{message}"
+                )
 
 
 @pytest.mark.parametrize("eid", [ex.id for ex in registry.all_exercises() if ex.render is not None])
@@ -84,4 +86,5 @@ def test_docs_table_is_current() -> None:
     if os.environ.get("PAGEDLAB_REGEN_DOCS"):
         DOC.write_text(table, encoding="utf-8")
     assert DOC.exists() and DOC.read_text(encoding="utf-8") == table, (
-        "docs/wrong_versions.md is stale: run PAGEDLAB_REGEN_DOCS=1 pytest tests/grading/test_wrong_versions.py")
+        "docs/wrong_versions.md is stale: run PAGEDLAB_REGEN_DOCS=1 pytest tests/grading/test_wrong_versions.py"
+    )

@@ -9,6 +9,7 @@ that happened, the kernel tests fail with an explanation instead of a cryptic in
 
 On a machine with CUDA (and the variable unset) the same tests run natively on the GPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,11 @@ DEVICE = default_device()
 def _kernels_runnable(request):
     """Fail loudly (not a cryptic InterpreterError) if triton was imported before the interpreter was on."""
     if DEVICE == "cpu" and not interpreter_ready() and "no_interpreter_needed" not in request.keywords:
-        pytest.fail("triton was imported before TRITON_INTERPRET=1 was set, so the kernels cannot run on CPU in "
-                    "this process; run the tests as `TRITON_INTERPRET=1 pytest ...`", pytrace=False)
+        pytest.fail(
+            "triton was imported before TRITON_INTERPRET=1 was set, so the kernels cannot run on CPU in "
+            "this process; run the tests as `TRITON_INTERPRET=1 pytest ...`",
+            pytrace=False,
+        )
 
 
 def pytest_configure(config):

@@ -1,4 +1,5 @@
 """The GPU benchmark script runs its correctness and measurement paths on CPU (``--dry-run``)."""
+
 from __future__ import annotations
 
 import importlib.util

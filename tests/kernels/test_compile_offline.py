@@ -6,6 +6,7 @@ the device limit. It runs in one subprocess without ``TRITON_INTERPRET``, becaus
 library is decorated as interpreted or compiled when triton is first imported
 (see ``pagedlab.kernels.aot``). About 15-30 s on 2 busy cores with a cold Triton cache.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -24,8 +25,12 @@ def compiled():
 @pytest.mark.no_interpreter_needed
 def test_every_kernel_is_covered_on_both_archs():
     kernels = {name.split("[")[0] for name, _ in CASES}
-    assert kernels == {"_paged_decode_kernel", "_merge_splits_kernel", "_paged_prefill_kernel",
-                       "_reshape_and_cache_kernel"}
+    assert kernels == {
+        "_paged_decode_kernel",
+        "_merge_splits_kernel",
+        "_paged_prefill_kernel",
+        "_reshape_and_cache_kernel",
+    }
     for kernel in kernels:
         assert {arch for name, arch in CASES if name.startswith(kernel + "[")} == {"sm_80", "sm_90"}
 

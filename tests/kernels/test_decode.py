@@ -4,6 +4,7 @@ A covering set rather than the full product: every (Hq, Hkv), head size, block s
 issue appears at least once, each seq-len list holds {1, bs-1, bs, bs+1, 2bs-1, longer} where the
 case is cheap enough, and every cache slot no sequence owns is NaN (a missing load mask shows up).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,12 +24,16 @@ def _lens(bs: int, longer: int) -> list:
 
 def _run(case: PagedCase, num_q_heads: int, dtype, seed=1, **kw):
     head_dim = case.key_cache.shape[3]
-    q = torch.randn(len(case.seq_lens_list), num_q_heads, head_dim,
-                    generator=torch.Generator().manual_seed(seed)).to(dtype).to(DEVICE)
-    scale = head_dim ** -0.5
+    q = (
+        torch.randn(len(case.seq_lens_list), num_q_heads, head_dim, generator=torch.Generator().manual_seed(seed))
+        .to(dtype)
+        .to(DEVICE)
+    )
+    scale = head_dim**-0.5
     out = paged_decode_attention(q, case.key_cache, case.value_cache, case.block_tables, case.seq_lens, scale, **kw)
-    ref = reference.paged_decode_attention(q, case.clean_key_cache, case.clean_value_cache, case.block_tables,
-                                           case.seq_lens, scale)
+    ref = reference.paged_decode_attention(
+        q, case.clean_key_cache, case.clean_value_cache, case.block_tables, case.seq_lens, scale
+    )
     assert out.shape == q.shape and out.dtype == dtype
     return out, ref
 
@@ -92,8 +97,9 @@ def test_block_size_invariance():
     base = PagedCase([1, 15, 33, 70], 3, 64, 16, F16, seed=7)
     outs = []
     for block_size in (1, 16, 32):
-        case = PagedCase(base.seq_lens_list, 3, 64, block_size, F16, k_seqs=base.k_seqs, v_seqs=base.v_seqs,
-                         seed=block_size)
+        case = PagedCase(
+            base.seq_lens_list, 3, 64, block_size, F16, k_seqs=base.k_seqs, v_seqs=base.v_seqs, seed=block_size
+        )
         out, ref = _run(case, 9, F16)
         assert_close(out, ref, F16)
         outs.append(out)
@@ -111,7 +117,7 @@ def test_hnd_layout_through_strides():
 def test_non_contiguous_query_and_int64_metadata():
     case = PagedCase([9, 30], 2, 64, 16, F32)
     q_big = torch.randn(2, 8, 128, generator=torch.Generator().manual_seed(3)).to(DEVICE)
-    q = q_big[:, ::2, :64]                       # strided heads, half of each row
+    q = q_big[:, ::2, :64]  # strided heads, half of each row
     tables, lens = case.block_tables.long(), case.seq_lens.long()
     out = paged_decode_attention(q, case.key_cache, case.value_cache, tables, lens, 0.125)
     ref = reference.paged_decode_attention(q, case.clean_key_cache, case.clean_value_cache, tables, lens, 0.125)

@@ -4,6 +4,7 @@ Each case mixes query lengths 0, 1 and many with context offsets (``seq_len - q_
 already cached: an earlier chunk or a prefix-cache hit), over shuffled block tables whose unowned
 slots are NaN.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -23,11 +24,13 @@ def _run(case: PagedCase, q_lens, num_q_heads: int, dtype, seed=1, **kw):
     cu = PagedCase.cu_seqlens(q_lens)
     q = torch.randn(int(cu[-1]), num_q_heads, head_dim, generator=torch.Generator().manual_seed(seed)).to(dtype)
     q = q.to(DEVICE)
-    scale = head_dim ** -0.5
-    out = paged_prefill_attention(q, case.key_cache, case.value_cache, case.block_tables, cu, case.seq_lens,
-                                  scale, **kw)
-    ref = reference.paged_prefill_attention(q, case.clean_key_cache, case.clean_value_cache, case.block_tables,
-                                            cu, case.seq_lens, scale)
+    scale = head_dim**-0.5
+    out = paged_prefill_attention(
+        q, case.key_cache, case.value_cache, case.block_tables, cu, case.seq_lens, scale, **kw
+    )
+    ref = reference.paged_prefill_attention(
+        q, case.clean_key_cache, case.clean_value_cache, case.block_tables, cu, case.seq_lens, scale
+    )
     assert out.shape == q.shape and out.dtype == dtype
     return q, out, ref
 
@@ -69,15 +72,15 @@ def test_chunked_prefill_equals_one_shot():
     done = 0
     for chunk in (13, 20, 12):
         lens = torch.tensor([done + chunk], dtype=torch.int32, device=DEVICE)
-        part = paged_prefill_attention(q[done:done + chunk], *args, PagedCase.cu_seqlens([chunk]), lens, 0.125)
-        torch.testing.assert_close(part, full[done:done + chunk], atol=1e-6, rtol=1e-6)
+        part = paged_prefill_attention(q[done : done + chunk], *args, PagedCase.cu_seqlens([chunk]), lens, 0.125)
+        torch.testing.assert_close(part, full[done : done + chunk], atol=1e-6, rtol=1e-6)
         done += chunk
 
 
 def test_prefill_with_q_len_one_equals_decode():
     case = PagedCase([1, 17, 40], 3, 80, 16, F16, seed=6)
     q, out, _ = _run(case, [1, 1, 1], 9, F16)
-    dec = paged_decode_attention(q, case.key_cache, case.value_cache, case.block_tables, case.seq_lens, 80 ** -0.5)
+    dec = paged_decode_attention(q, case.key_cache, case.value_cache, case.block_tables, case.seq_lens, 80**-0.5)
     assert_close(out, dec.float(), F16)
 
 
@@ -95,6 +98,7 @@ def test_block_size_invariance_prefill():
 def test_all_query_lengths_zero():
     case = PagedCase([4, 9], 1, 64, 16, F32)
     q = torch.empty(0, 2, 64, device=DEVICE)
-    out = paged_prefill_attention(q, case.key_cache, case.value_cache, case.block_tables,
-                                  PagedCase.cu_seqlens([0, 0]), case.seq_lens, 0.125)
+    out = paged_prefill_attention(
+        q, case.key_cache, case.value_cache, case.block_tables, PagedCase.cu_seqlens([0, 0]), case.seq_lens, 0.125
+    )
     assert out.shape == (0, 2, 64)

@@ -6,6 +6,7 @@ The same schedule runs through both backends: full prefills, a chunked prefill w
 reads the first through the block table, a mixed decode + prefill step, then decodes (the Triton
 path alternates single-pass and split-KV decode). Greedy tokens must be identical.
 """
+
 from __future__ import annotations
 
 import torch
@@ -31,9 +32,18 @@ class TinyLlama:
             return (torch.randn(*shape, generator=g) * std).to(DEVICE)
 
         self.embed = w(VOCAB, HIDDEN, std=1.0)
-        self.layers = [dict(wq=w(HIDDEN, HQ * HEAD_DIM), wk=w(HIDDEN, HKV * HEAD_DIM), wv=w(HIDDEN, HKV * HEAD_DIM),
-                            wo=w(HQ * HEAD_DIM, HIDDEN), w_gate=w(HIDDEN, FFN), w_up=w(HIDDEN, FFN),
-                            w_down=w(FFN, HIDDEN)) for _ in range(LAYERS)]
+        self.layers = [
+            dict(
+                wq=w(HIDDEN, HQ * HEAD_DIM),
+                wk=w(HIDDEN, HKV * HEAD_DIM),
+                wv=w(HIDDEN, HKV * HEAD_DIM),
+                wo=w(HQ * HEAD_DIM, HIDDEN),
+                w_gate=w(HIDDEN, FFN),
+                w_up=w(HIDDEN, FFN),
+                w_down=w(FFN, HIDDEN),
+            )
+            for _ in range(LAYERS)
+        ]
         self.lm_head = w(HIDDEN, VOCAB, std=0.5)
         inv_freq = 1.0 / (10000 ** (torch.arange(0, HEAD_DIM, 2, dtype=torch.float32) / HEAD_DIM))
         self.inv_freq = inv_freq.to(DEVICE)
@@ -43,9 +53,9 @@ class TinyLlama:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
     def _rope(self, x, positions):
-        freqs = positions.float()[:, None] * self.inv_freq[None, :]            # [T, D/2]
+        freqs = positions.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
         cos, sin = torch.cat([freqs.cos()] * 2, -1)[:, None], torch.cat([freqs.sin()] * 2, -1)[:, None]
-        x1, x2 = x[..., :HEAD_DIM // 2], x[..., HEAD_DIM // 2:]
+        x1, x2 = x[..., : HEAD_DIM // 2], x[..., HEAD_DIM // 2 :]
         return x * cos + torch.cat([-x2, x1], -1) * sin
 
     def forward(self, tokens, positions, meta, caches, ops, split_decode=1):
@@ -59,9 +69,9 @@ class TinyLlama:
             q = self._rope((h @ layer["wq"]).view(-1, HQ, HEAD_DIM), positions)
             k = self._rope((h @ layer["wk"]).view(-1, HKV, HEAD_DIM), positions)
             v = (h @ layer["wv"]).view(-1, HKV, HEAD_DIM)
-            store(k, v, kc, vc, meta["slot_mapping"])                           # write before read
+            store(k, v, kc, vc, meta["slot_mapping"])  # write before read
             out = torch.empty_like(q)
-            scale = HEAD_DIM ** -0.5
+            scale = HEAD_DIM**-0.5
             if nd:
                 kw = {"num_splits": split_decode} if decode is paged_decode_attention else {}
                 out[:nd] = decode(q[:nd], kc, vc, meta["block_tables"][:nd], meta["seq_lens"][:nd], scale, **kw)
@@ -77,12 +87,17 @@ class TinyLlama:
 
 def _serve(model, prompts, ops, triton_decode_splits=(1,)):
     """Run a fixed schedule; returns the greedy tokens of each sequence and the final logits."""
-    caches = [(torch.zeros(NUM_BLOCKS, BLOCK_SIZE, HKV, HEAD_DIM, device=DEVICE),
-               torch.zeros(NUM_BLOCKS, BLOCK_SIZE, HKV, HEAD_DIM, device=DEVICE)) for _ in range(LAYERS)]
-    free = torch.randperm(NUM_BLOCKS, generator=torch.Generator().manual_seed(1)).tolist()   # shuffled pool
+    caches = [
+        (
+            torch.zeros(NUM_BLOCKS, BLOCK_SIZE, HKV, HEAD_DIM, device=DEVICE),
+            torch.zeros(NUM_BLOCKS, BLOCK_SIZE, HKV, HEAD_DIM, device=DEVICE),
+        )
+        for _ in range(LAYERS)
+    ]
+    free = torch.randperm(NUM_BLOCKS, generator=torch.Generator().manual_seed(1)).tolist()  # shuffled pool
     blocks = {s: [] for s in range(len(prompts))}
-    tokens = {s: list(p) for s, p in enumerate(prompts)}       # prompt + generated
-    computed = {s: 0 for s in range(len(prompts))}              # tokens whose K/V are in the cache
+    tokens = {s: list(p) for s, p in enumerate(prompts)}  # prompt + generated
+    computed = {s: 0 for s in range(len(prompts))}  # tokens whose K/V are in the cache
     generated = {s: [] for s in range(len(prompts))}
     # Each step: (seq, number of tokens to compute). Decodes first. seq 2's prompt (12) is chunked 5 + 7.
     schedule = [[(0, 7), (1, 3), (2, 5)], [(0, 1), (1, 1), (2, 7)]] + [[(0, 1), (1, 1), (2, 1)]] * 2
@@ -101,18 +116,20 @@ def _serve(model, prompts, ops, triton_decode_splits=(1,)):
             q_lens.append(n)
         width = max(len(blocks[s]) for s, _ in plan)
         table = [[*blocks[s], *[0] * (width - len(blocks[s]))] for s, _ in plan]
-        meta = dict(slot_mapping=torch.tensor(slots, device=DEVICE),
-                    block_tables=torch.tensor(table, dtype=torch.int32, device=DEVICE),
-                    seq_lens=torch.tensor(lens, dtype=torch.int32, device=DEVICE),
-                    cu_seqlens_q=torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32,
-                                              device=DEVICE),
-                    num_decodes=sum(1 for s, n in plan if n == 1 and computed[s] > 0))
+        meta = dict(
+            slot_mapping=torch.tensor(slots, device=DEVICE),
+            block_tables=torch.tensor(table, dtype=torch.int32, device=DEVICE),
+            seq_lens=torch.tensor(lens, dtype=torch.int32, device=DEVICE),
+            cu_seqlens_q=torch.tensor([0, *torch.tensor(q_lens).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE),
+            num_decodes=sum(1 for s, n in plan if n == 1 and computed[s] > 0),
+        )
         split = triton_decode_splits[step % len(triton_decode_splits)]
-        logits = model.forward(torch.tensor(ids, device=DEVICE), torch.tensor(pos, device=DEVICE), meta, caches,
-                               ops, split_decode=split)
+        logits = model.forward(
+            torch.tensor(ids, device=DEVICE), torch.tensor(pos, device=DEVICE), meta, caches, ops, split_decode=split
+        )
         for row, (s, n) in enumerate(plan):
             computed[s] += n
-            if computed[s] == len(tokens[s]):                   # prompt finished (or decode): sample
+            if computed[s] == len(tokens[s]):  # prompt finished (or decode): sample
                 nxt = int(logits[row].argmax())
                 tokens[s].append(nxt)
                 generated[s].append(nxt)
@@ -130,5 +147,5 @@ def test_tiny_llama_greedy_tokens_match():
     assert got == want
     # One token when a prompt completes, one per decode step: seq 2's prompt completes a step later.
     assert [len(got[s]) for s in range(3)] == [4, 4, 3]
-    assert len({t for toks in got.values() for t in toks}) > 3       # not a degenerate constant output
+    assert len({t for toks in got.values() for t in toks}) > 3  # not a degenerate constant output
     torch.testing.assert_close(got_logits, want_logits, atol=1e-4, rtol=1e-4)

@@ -1,4 +1,5 @@
 """Shared helpers for the robustness tests: a tiny random-weight engine and the engine invariant check."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,7 @@ from pagedlab.request import RequestStatus
 from tests.core.helpers import check_manager
 from tests.kernels.test_engine_triton import tiny_llama
 
-VOCAB = 97          # tiny_llama's vocabulary
+VOCAB = 97  # tiny_llama's vocabulary
 
 _TINY = tiny_llama()
 
@@ -18,8 +19,13 @@ __all__ = ["VOCAB", "assert_idle", "check_engine", "greedy", "run_to_completion"
 
 def tiny_engine(**kw: Any) -> LLMEngine:
     """An ``LLMEngine`` over the shared tiny Llama (2 layers, vocab 97, 256 positions), torch backend."""
-    args: dict[str, Any] = {"block_size": 4, "num_gpu_blocks": 32, "max_model_len": 128, "attention_backend": "torch",
-                                "device": "cpu"}
+    args: dict[str, Any] = {
+        "block_size": 4,
+        "num_gpu_blocks": 32,
+        "max_model_len": 128,
+        "attention_backend": "torch",
+        "device": "cpu",
+    }
     args.update(kw)
     return LLMEngine(_TINY, **args)
 
@@ -40,8 +46,12 @@ def check_engine(engine: LLMEngine) -> None:
     queued = running + swapped + waiting
     assert len(queued) == len(set(queued)), f"a request is queued twice: {queued}"
     assert set(queued) == set(sched.requests), f"queues {sorted(queued)} != requests {sorted(sched.requests)}"
-    where = {RequestStatus.RUNNING: running, RequestStatus.SWAPPED: swapped,
-             RequestStatus.WAITING: waiting, RequestStatus.PREEMPTED: waiting}
+    where = {
+        RequestStatus.RUNNING: running,
+        RequestStatus.SWAPPED: swapped,
+        RequestStatus.WAITING: waiting,
+        RequestStatus.PREEMPTED: waiting,
+    }
     for rid, req in sched.requests.items():
         assert rid in where[req.status], f"{rid} is {req.status.name} but not in that queue"
     assert set(kv.req_to_blocks) == set(running), f"GPU holders {sorted(kv.req_to_blocks)} != running {running}"

@@ -1,5 +1,6 @@
 """``abort_request`` in every state a request can be in: its blocks (device and swap) all come back,
 the engine's invariants hold, the other requests finish with the tokens they would have had."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,24 +38,30 @@ def _step_until(engine: LLMEngine, rid: str, status: RequestStatus, limit: int =
 
 def _held(engine: LLMEngine, rid: str) -> int:
     kv = engine.kv_cache_manager
-    return sum(len(kv.req_to_blocks.get(r, [])) + len(kv.req_to_cpu_blocks.get(r, []))
-               for r in (rid, f"{rid}#1"))
+    return sum(len(kv.req_to_blocks.get(r, [])) + len(kv.req_to_cpu_blocks.get(r, [])) for r in (rid, f"{rid}#1"))
 
 
-@pytest.mark.parametrize("state, kw, n", [
-    ("waiting", {}, 1),
-    ("running mid-prefill", {"max_num_batched_tokens": 4}, 1),
-    ("preempted (recompute)", {"num_gpu_blocks": 5}, 1),
-    ("swapped", {"num_gpu_blocks": 5, "preemption_mode": "swap", "num_cpu_blocks": 8}, 1),
-    ("forked (n=2)", {}, 2),
-])
+@pytest.mark.parametrize(
+    "state, kw, n",
+    [
+        ("waiting", {}, 1),
+        ("running mid-prefill", {"max_num_batched_tokens": 4}, 1),
+        ("preempted (recompute)", {"num_gpu_blocks": 5}, 1),
+        ("swapped", {"num_gpu_blocks": 5, "preemption_mode": "swap", "num_cpu_blocks": 8}, 1),
+        ("forked (n=2)", {}, 2),
+    ],
+)
 def test_abort_in_every_state(state: str, kw: dict[str, Any], n: int) -> None:
     engine = tiny_engine(**kw)
     engine.add_request("other", {"prompt_token_ids": OTHER}, greedy(6))
     engine.add_request("victim", {"prompt_token_ids": [1, 2, 3, 4, 5, 6, 7]}, greedy(10, n=n))
-    target = {"waiting": RequestStatus.WAITING, "running mid-prefill": RequestStatus.RUNNING,
-              "preempted (recompute)": RequestStatus.PREEMPTED, "swapped": RequestStatus.SWAPPED,
-              "forked (n=2)": RequestStatus.RUNNING}[state]
+    target = {
+        "waiting": RequestStatus.WAITING,
+        "running mid-prefill": RequestStatus.RUNNING,
+        "preempted (recompute)": RequestStatus.PREEMPTED,
+        "swapped": RequestStatus.SWAPPED,
+        "forked (n=2)": RequestStatus.RUNNING,
+    }[state]
     if state != "waiting":
         _step_until(engine, "victim", target)
     victim = engine.scheduler.requests["victim"]
@@ -70,8 +77,8 @@ def test_abort_in_every_state(state: str, kw: dict[str, Any], n: int) -> None:
     assert _held(engine, "victim") == 0
     assert victim.status == RequestStatus.FINISHED_ABORTED
     assert "victim" not in engine.scheduler.requests and "victim#1" not in engine.scheduler.requests
-    engine.abort_request("victim")                       # twice: a no-op
-    engine.abort_request("no-such-request")              # unknown: a no-op
+    engine.abort_request("victim")  # twice: a no-op
+    engine.abort_request("no-such-request")  # unknown: a no-op
     outs = run_to_completion(engine, 60)
     assert set(outs) == {"other"} and outs["other"].outputs[0].token_ids == _reference()
     assert_idle(engine)

@@ -10,6 +10,7 @@ finished-request bookkeeping. Each time: the very exception object propagates, t
 idle with every block returned and its invariants intact, and serving the same prompts again
 gives exactly the tokens of an undisturbed run.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,10 +34,14 @@ PROMPTS = [[5, 17, 3, 88, 41], [9, 9, 12, 60], [70, 2, 33]]
 N = [2, 1, 1]
 MAX_TOKENS = 6
 SETTINGS = {
-    "recompute": {"block_size": 2, "num_gpu_blocks": 12, "max_num_batched_tokens": 16,
-                  "enable_prefix_caching": True},
-    "swap": {"block_size": 2, "num_gpu_blocks": 12, "max_num_batched_tokens": 16, "preemption_mode": "swap",
-             "num_cpu_blocks": 24},
+    "recompute": {"block_size": 2, "num_gpu_blocks": 12, "max_num_batched_tokens": 16, "enable_prefix_caching": True},
+    "swap": {
+        "block_size": 2,
+        "num_gpu_blocks": 12,
+        "max_num_batched_tokens": 16,
+        "preemption_mode": "swap",
+        "num_cpu_blocks": 24,
+    },
 }
 
 
@@ -81,8 +86,13 @@ class Injector:
 POINTS: list[tuple[str, str, Callable[[LLMEngine], Any], str, str]] = [
     ("schedule", "recompute", lambda e: e.scheduler, "schedule", "before"),
     ("admission after allocation", "recompute", lambda e: e.kv_cache_manager, "allocate_slots", "after"),
-    ("preempt: victim out of running, not re-queued", "recompute", lambda e: e.scheduler.waiting,
-     "prepend_request", "before"),
+    (
+        "preempt: victim out of running, not re-queued",
+        "recompute",
+        lambda e: e.scheduler.waiting,
+        "prepend_request",
+        "before",
+    ),
     ("preempt: victim's blocks freed", "recompute", lambda e: e.scheduler, "_preempt", "after"),
     ("swap out: blocks on the CPU, not in swapped", "swap", lambda e: e.kv_cache_manager, "swap_out", "after"),
     ("swap in: blocks on the GPU, not running", "swap", lambda e: e.kv_cache_manager, "swap_in", "after"),
@@ -101,9 +111,16 @@ POINTS: list[tuple[str, str, Callable[[LLMEngine], Any], str, str]] = [
 
 @pytest.mark.parametrize("exc_type", [KeyboardInterrupt, RuntimeError])
 @pytest.mark.parametrize("label, mode, target, name, when", POINTS, ids=[p[0] for p in POINTS])
-def test_fault_in_step_leaves_engine_consistent(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-                                                exc_type: type[BaseException], label: str, mode: str, target: Callable[[LLMEngine], Any],
-                                                name: str, when: str) -> None:
+def test_fault_in_step_leaves_engine_consistent(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    exc_type: type[BaseException],
+    label: str,
+    mode: str,
+    target: Callable[[LLMEngine], Any],
+    name: str,
+    when: str,
+) -> None:
     ref = _reference(mode)
     engine = tiny_engine(**SETTINGS[mode])
     _submit(engine)
@@ -121,11 +138,18 @@ def test_fault_in_step_leaves_engine_consistent(monkeypatch: pytest.MonkeyPatch,
     assert_idle(engine)
 
 
-@pytest.mark.parametrize("label, mode, target, name, when",
-                         [p for p in POINTS if p[0] in ("preempt: victim out of running, not re-queued",
-                                                        "swap in: blocks on the GPU, not running", "forward")])
-def test_ctrl_c_in_generate_then_generate_again(monkeypatch: pytest.MonkeyPatch, label: str, mode: str,
-                                                target: Callable[[LLMEngine], Any], name: str, when: str) -> None:
+@pytest.mark.parametrize(
+    "label, mode, target, name, when",
+    [
+        p
+        for p in POINTS
+        if p[0]
+        in ("preempt: victim out of running, not re-queued", "swap in: blocks on the GPU, not running", "forward")
+    ],
+)
+def test_ctrl_c_in_generate_then_generate_again(
+    monkeypatch: pytest.MonkeyPatch, label: str, mode: str, target: Callable[[LLMEngine], Any], name: str, when: str
+) -> None:
     llm = LLM(tiny_llama(), attention_backend="torch", device="cpu", max_model_len=128, **SETTINGS[mode])
     prompts = [{"prompt_token_ids": p} for p in PROMPTS]
     params = [greedy(MAX_TOKENS, n) for n in N]
@@ -142,8 +166,9 @@ def test_ctrl_c_in_generate_then_generate_again(monkeypatch: pytest.MonkeyPatch,
     check_engine(llm.llm_engine)
 
 
-def test_interrupt_inside_a_block_pool_primitive_rebuilds_the_pools(monkeypatch: pytest.MonkeyPatch,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_interrupt_inside_a_block_pool_primitive_rebuilds_the_pools(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """Ctrl-C between popping blocks off the free queue and recording them anywhere: no holder can
     return them, so the recovery rebuilds the (then idle) pools rather than leak them."""
     ref = _reference("recompute")
@@ -153,7 +178,7 @@ def test_interrupt_inside_a_block_pool_primitive_rebuilds_the_pools(monkeypatch:
     real = queue.popleft_n
 
     def pop_then_interrupt(n: int) -> Any:
-        real(n)                              # the blocks leave the queue and are lost
+        real(n)  # the blocks leave the queue and are lost
         raise KeyboardInterrupt
 
     monkeypatch.setattr(queue, "popleft_n", pop_then_interrupt)
@@ -167,8 +192,16 @@ def test_interrupt_inside_a_block_pool_primitive_rebuilds_the_pools(monkeypatch:
 
 def test_ctrl_c_in_beam_search_frees_every_beam(monkeypatch: pytest.MonkeyPatch) -> None:
     from pagedlab.engine.beam_search import BeamSearchParams
-    llm = LLM(tiny_llama(), attention_backend="torch", device="cpu", max_model_len=128, block_size=2,
-              num_gpu_blocks=24, enable_prefix_caching=True)
+
+    llm = LLM(
+        tiny_llama(),
+        attention_backend="torch",
+        device="cpu",
+        max_model_len=128,
+        block_size=2,
+        num_gpu_blocks=24,
+        enable_prefix_caching=True,
+    )
     llm.llm_engine.tokenizer = _Decoder()
     params = BeamSearchParams(beam_width=3, max_tokens=5, ignore_eos=True)
     ref = [s.tokens for s in llm.beam_search([PROMPTS[0]], params)[0].sequences]
@@ -178,7 +211,7 @@ def test_ctrl_c_in_beam_search_frees_every_beam(monkeypatch: pytest.MonkeyPatch)
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        if len(calls) == 3:                  # after two forks, mid-search
+        if len(calls) == 3:  # after two forks, mid-search
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 

@@ -1,5 +1,6 @@
 """Issue 16 cases 5 and 6: read-only places, bad files and the CLI end in a clear error, exit non-zero,
 and never load the model for an input that is already wrong; a closed output pipe is quiet."""
+
 from __future__ import annotations
 
 import errno
@@ -19,7 +20,7 @@ from pagedlab.sim.traces import load_trace
 from tests._fakewheel import fake_payload, fake_spec, make_fake_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
-BINARY = bytes(range(128, 256)) * 4 + bytes(range(128))     # first bad byte on line 1
+BINARY = bytes(range(128, 256)) * 4 + bytes(range(128))  # first bad byte on line 1
 
 
 def _read_only(*args: Any, **kwargs: Any) -> Any:
@@ -43,21 +44,27 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 
 
 # --- 6. prompts files: validated before the model loads, file:line in every message ---------------
-@pytest.mark.parametrize("content, match", [
-    (b'{"prompt": "hi"}\n{"prompt": "caf\xe9"}\n', r"p\.jsonl:2: not UTF-8 text \(byte 0xe9\)"),
-    (BINARY, r"p\.jsonl:1: not UTF-8 text"),
-    (b'{"prompt": "hi"}\n\n{"prompt": "a\x00b"}\n', r"p\.jsonl:3: NUL byte"),
-    (b'{"prompt": "hi"}\n{"messages": [{"role": "user", "content": null}]}\n',
-     r"p\.jsonl:2: 'messages', message 0: content must be a str, got NoneType"),
-    (b'{"messages": []}\n', r"p\.jsonl:1: 'messages' must be a non-empty list"),
-    (b'{"prompt": 42}\n', r"p\.jsonl:1: 'prompt' must be a non-empty string"),
-    (b'{"prompt": "x", "max_tokens": "64"}\n', r"p\.jsonl:1: 'max_tokens' must be an int >= 1, got '64'"),
-    (b'{"prompt": "x", "max_tokens": 0}\n', r"p\.jsonl:1: 'max_tokens' must be an int >= 1, got 0"),
-    (b'{"prompt": "x"}\n{"prompt": \n', r"p\.jsonl:2: not valid JSON"),
-    (b"\n\n", r"p\.jsonl: no prompts"),
-])
-def test_generate_rejects_bad_prompts_file_before_loading(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                          no_model: None, content: bytes, match: str) -> None:
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b'{"prompt": "hi"}\n{"prompt": "caf\xe9"}\n', r"p\.jsonl:2: not UTF-8 text \(byte 0xe9\)"),
+        (BINARY, r"p\.jsonl:1: not UTF-8 text"),
+        (b'{"prompt": "hi"}\n\n{"prompt": "a\x00b"}\n', r"p\.jsonl:3: NUL byte"),
+        (
+            b'{"prompt": "hi"}\n{"messages": [{"role": "user", "content": null}]}\n',
+            r"p\.jsonl:2: 'messages', message 0: content must be a str, got NoneType",
+        ),
+        (b'{"messages": []}\n', r"p\.jsonl:1: 'messages' must be a non-empty list"),
+        (b'{"prompt": 42}\n', r"p\.jsonl:1: 'prompt' must be a non-empty string"),
+        (b'{"prompt": "x", "max_tokens": "64"}\n', r"p\.jsonl:1: 'max_tokens' must be an int >= 1, got '64'"),
+        (b'{"prompt": "x", "max_tokens": 0}\n', r"p\.jsonl:1: 'max_tokens' must be an int >= 1, got 0"),
+        (b'{"prompt": "x"}\n{"prompt": \n', r"p\.jsonl:2: not valid JSON"),
+        (b"\n\n", r"p\.jsonl: no prompts"),
+    ],
+)
+def test_generate_rejects_bad_prompts_file_before_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None, content: bytes, match: str
+) -> None:
     """Was: a decoder or chat-template traceback after the model loaded; value errors without a line."""
     path = tmp_path / "p.jsonl"
     path.write_bytes(content)
@@ -67,8 +74,9 @@ def test_generate_rejects_bad_prompts_file_before_loading(tmp_path: Path, capsys
     assert "Traceback" not in err
 
 
-def test_generate_bad_setting_names_the_line_before_loading(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                            no_model: None) -> None:
+def test_generate_bad_setting_names_the_line_before_loading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text('{"prompt": "a"}\n\n{"prompt": "b"}\n')
     rc, err = _cli(["generate", str(path), "--temperature", "nan"], capsys)
@@ -76,8 +84,9 @@ def test_generate_bad_setting_names_the_line_before_loading(tmp_path: Path, caps
 
 
 @pytest.mark.parametrize("flag", ["--block-size", "--num-gpu-blocks", "--max-num-seqs", "--max-num-batched-tokens"])
-def test_generate_engine_sizes_checked_by_the_parser(flag: str, capsys: pytest.CaptureFixture[str],
-                                                     no_model: None) -> None:
+def test_generate_engine_sizes_checked_by_the_parser(
+    flag: str, capsys: pytest.CaptureFixture[str], no_model: None
+) -> None:
     with pytest.raises(SystemExit) as ex:
         cli.main(["generate", flag, "0"])
     assert ex.value.code == 2 and flag in capsys.readouterr().err
@@ -90,10 +99,10 @@ def test_missing_prompts_file(capsys: pytest.CaptureFixture[str], no_model: None
 
 # --- 6. traces -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
-@pytest.mark.parametrize("content, match", [(BINARY, ":1: not UTF-8 text"),
-                                            (b"timestamp\n\x00\x01", ":2: NUL byte")])
-def test_replay_binary_trace_is_a_trace_format_error(tmp_path: Path, suffix: str, content: bytes, match: str,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("content, match", [(BINARY, ":1: not UTF-8 text"), (b"timestamp\n\x00\x01", ":2: NUL byte")])
+def test_replay_binary_trace_is_a_trace_format_error(
+    tmp_path: Path, suffix: str, content: bytes, match: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Was: UnicodeDecodeError (and csv's NUL error) instead of the trace-format error."""
     path = tmp_path / f"t{suffix}"
     path.write_bytes(content)
@@ -114,28 +123,36 @@ def test_utf8_bom_trace_still_loads(tmp_path: Path) -> None:
     src = (ROOT / "data" / "azure2023_AzureLLMInferenceTrace_code.csv").read_bytes()
     path = tmp_path / "bom.csv"
     path.write_bytes(b"\xef\xbb\xbf" + src)
-    assert load_trace(path, limit=5) == load_trace(ROOT / "data" / "azure2023_AzureLLMInferenceTrace_code.csv",
-                                                   limit=5)
+    assert load_trace(path, limit=5) == load_trace(ROOT / "data" / "azure2023_AzureLLMInferenceTrace_code.csv", limit=5)
 
 
 # --- 6. closed pipe, grade ----------------------------------------------------------------------------
-@pytest.mark.parametrize("argv", [["doctor"], ["labs", "check"], ["replay", "azure-code", "--limit", "5",
-                                                                   "--no-progress"]])
+@pytest.mark.parametrize(
+    "argv", [["doctor"], ["labs", "check"], ["replay", "azure-code", "--limit", "5", "--no-progress"]]
+)
 def test_closed_pipe_is_quiet(argv: list[str]) -> None:
     """Was: a BrokenPipeError traceback (``pagedlab doctor | head -0``)."""
     r, w = os.pipe()
     os.close(r)
     try:
-        p = subprocess.run([sys.executable, "-m", "pagedlab.cli", *argv], stdout=w, stderr=subprocess.PIPE, check=False,
-                           text=True, cwd=ROOT, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-m", "pagedlab.cli", *argv],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            check=False,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
     finally:
         os.close(w)
     assert p.returncode == cli.EXIT_BROKEN_PIPE
     assert p.stderr == ""
 
 
-def test_grade_missing_folder_exits_nonzero_and_writes_nothing(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_grade_missing_folder_exits_nonzero_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Was: exit 0 and an empty report."""
     out = tmp_path / "out"
     rc, err = _cli(["grade", str(tmp_path / "submisions"), "--out", str(out)], capsys)
@@ -152,12 +169,15 @@ def test_labs_build_onto_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert target.read_text() == "keep me"
 
 
-def test_labs_build_into_read_only_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_labs_build_into_read_only_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Was: a raw PermissionError/OSError traceback (simulated: the tests may run as root)."""
     monkeypatch.setattr(Path, "write_text", _read_only)
-    rc, err = _cli(["labs", "build", "--solutions", str(ROOT / "solutions"), "--labs", str(tmp_path / "labs"),
-                    "00_welcome"], capsys)
+    rc, err = _cli(
+        ["labs", "build", "--solutions", str(ROOT / "solutions"), "--labs", str(tmp_path / "labs"), "00_welcome"],
+        capsys,
+    )
     assert rc == 1 and "cannot write" in err and "Read-only file system" in err and "--labs" in err
 
 
@@ -193,7 +213,7 @@ def test_model_in_read_only_cache_falls_back_to_temp(tmp_path: Path, monkeypatch
     monkeypatch.setattr(loader.tempfile, "gettempdir", lambda: str(tmp))
     calls: list[Path] = []
 
-    def convert(src: Path, out: Path) -> None:       # the real one would take ~20 s: link the made copy
+    def convert(src: Path, out: Path) -> None:  # the real one would take ~20 s: link the made copy
         calls.append(out)
         if ro_cache in out.parents:
             raise PermissionError(errno.EROFS, "Read-only file system", str(out))
@@ -206,7 +226,7 @@ def test_model_in_read_only_cache_falls_back_to_temp(tmp_path: Path, monkeypatch
         net, tok, meta = loader.load_model(gguf)
     assert net is not None and meta["eos_token_id"] == 2 and tok("hi")["input_ids"]
     assert len(calls) == 2 and tmp in calls[1].parents
-    loader.load_model(gguf, tokenizer_only=True)           # the fallback copy is reused, no new conversion
+    loader.load_model(gguf, tokenizer_only=True)  # the fallback copy is reused, no new conversion
     assert len(calls) == 2
 
 

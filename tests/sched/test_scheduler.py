@@ -2,27 +2,36 @@
 
 A fake "model" samples token 7 for every request that reaches the end of its sequence.
 """
+
 import pytest
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.sampling_params import SamplingParams
+from pagedlab.errors import InvalidRequestError
 from pagedlab.request import Request, RequestStatus
+from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler
 from pagedlab.sched.static import StaticScheduler
-from pagedlab.errors import InvalidRequestError
 
 
 def make(num_blocks=64, bs=4, cpu=0, cls=Scheduler, **sched):
     kv = KVCacheManager(block_size=bs, num_gpu_blocks=num_blocks, max_model_len=512, num_cpu_blocks=cpu)
-    s = cls(SchedulerConfig(max_model_len=512, **sched), CacheConfig(block_size=bs, num_gpu_blocks=num_blocks,
-                                                                     num_cpu_blocks=cpu), kv)
+    s = cls(
+        SchedulerConfig(max_model_len=512, **sched),
+        CacheConfig(block_size=bs, num_gpu_blocks=num_blocks, num_cpu_blocks=cpu),
+        kv,
+    )
     return s, kv
 
 
 def req(rid, n_prompt, max_tokens=4, arrival=0.0, priority=0):
-    return Request(rid, list(range(1, n_prompt + 1)), SamplingParams(max_tokens=max_tokens, ignore_eos=True),
-                   arrival_time=arrival, priority=priority)
+    return Request(
+        rid,
+        list(range(1, n_prompt + 1)),
+        SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+        arrival_time=arrival,
+        priority=priority,
+    )
 
 
 def step(s):
@@ -47,7 +56,7 @@ def test_running_first_then_waiting_and_budget_respected():
     s.add_request(req("b", 8))
     out = step(s)
     assert [(x.request.request_id, x.num_tokens) for x in out.scheduled] == [("a", 8), ("b", 2)]
-    out2 = step(s)          # a decodes first (running), then b continues its prefill
+    out2 = step(s)  # a decodes first (running), then b continues its prefill
     assert [(x.request.request_id, x.num_tokens) for x in out2.scheduled] == [("a", 1), ("b", 6)]
 
 
@@ -118,7 +127,7 @@ def test_abort_frees_everything(where):
     s.add_request(req("b", 4, max_tokens=6, arrival=1))
     step(s)
     if where == "swapped":
-        step(s)                                    # b gets swapped out
+        step(s)  # b gets swapped out
         assert s.requests["b"].status == RequestStatus.SWAPPED
     elif where == "waiting":
         s.add_request(req("c", 4, arrival=2))
@@ -212,7 +221,7 @@ def _fork_group_under_swap_pressure():
     s, kv = make(num_blocks=6, bs=4, cpu=16, preemption_mode="swap", max_num_batched_tokens=64)
     s.add_request(req("x", 4, max_tokens=20, arrival=0))
     s.add_request(req("p", 10, max_tokens=4, arrival=1))
-    step(s)                                           # x and p prefilled, each sampled one token
+    step(s)  # x and p prefilled, each sampled one token
     p = s.requests["p"]
     c = Request("c", list(p.prompt_token_ids), p.sampling_params, arrival_time=0)
     c.append_output_token_ids(list(p.output_token_ids))
@@ -224,15 +233,15 @@ def test_swap_preemption_moves_the_whole_fork_group_and_keeps_sharing():
     s, kv, p, c = _fork_group_under_swap_pressure()
     assert s.get_fork_group(c) == [p, c] and s.get_fork_group(p) == [p, c]
     shared = kv.get_block_ids("p")
-    assert kv.get_block_ids("c") == shared and kv.num_held_blocks() == 4   # 3 shared + x's
-    step(s)                                           # p and c decode (CoW of the last block), x too
+    assert kv.get_block_ids("c") == shared and kv.num_held_blocks() == 4  # 3 shared + x's
+    step(s)  # p and c decode (CoW of the last block), x too
     assert out_of_pool(kv) == 0
     tables_before = {r: kv.get_block_ids(r) for r in ("p", "c")}
     held_before = len(set(tables_before["p"]) | set(tables_before["c"]))
     assert held_before == 4
     assert tables_before["p"][:2] == tables_before["c"][:2], "the two full blocks are shared"
     out = None
-    for _ in range(20):                               # the group grows until the pool forces a preemption
+    for _ in range(20):  # the group grows until the pool forces a preemption
         out = step(s)
         if out.preempted:
             break
@@ -243,7 +252,7 @@ def test_swap_preemption_moves_the_whole_fork_group_and_keeps_sharing():
     cpu = kv.req_to_cpu_blocks
     assert [b.block_id for b in cpu["p"][:2]] == [b.block_id for b in cpu["c"][:2]]
     assert all(b.ref_cnt == 2 for b in cpu["p"][:2])
-    while True:                                       # x finishes, then the group comes back whole
+    while True:  # x finishes, then the group comes back whole
         out = s.schedule()
         if out.blocks_to_swap_in:
             break
@@ -281,14 +290,22 @@ def test_any_string_is_a_request_id_and_fork_groups_are_not_parsed_from_ids():
 
 def test_prefix_cache_hit_is_counted_once_per_admission_not_per_lookup():
     from pagedlab.trace import Tracer
+
     t = Tracer()
-    kv = KVCacheManager(block_size=4, num_gpu_blocks=5, max_model_len=512, enable_caching=True, hash_seed=0,
-                        tracer=t)
-    s = Scheduler(SchedulerConfig(max_model_len=512, max_num_batched_tokens=64),
-                  CacheConfig(block_size=4, num_gpu_blocks=5), kv, tracer=t)
-    mk = lambda rid, toks, mt: Request(rid, toks, SamplingParams(max_tokens=mt, ignore_eos=True),  # noqa: E731
-                                       block_hasher=kv.block_hasher)
-    s.add_request(mk("a", list(range(1, 13)), 8))    # 3 blocks now, grows to 5
+    kv = KVCacheManager(block_size=4, num_gpu_blocks=5, max_model_len=512, enable_caching=True, hash_seed=0, tracer=t)
+    s = Scheduler(
+        SchedulerConfig(max_model_len=512, max_num_batched_tokens=64),
+        CacheConfig(block_size=4, num_gpu_blocks=5),
+        kv,
+        tracer=t,
+    )
+    mk = lambda rid, toks, mt: Request(
+        rid,
+        toks,
+        SamplingParams(max_tokens=mt, ignore_eos=True),  # noqa: E731
+        block_hasher=kv.block_hasher,
+    )
+    s.add_request(mk("a", list(range(1, 13)), 8))  # 3 blocks now, grows to 5
     step(s)
     s.add_request(mk("b", list(range(1, 9)) + [99] * 8, 1))  # hits a's 2 first blocks, needs 2 more
     lookups = 0
@@ -310,19 +327,21 @@ def test_prefix_cache_hit_is_counted_once_per_admission_not_per_lookup():
 
 
 def test_postconditions_are_checked_every_step_in_tests():
-    from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
     import os
+
+    from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
+
     assert os.environ.get(CHECK_INVARIANTS_ENV) == "1"
     s, kv = make(max_num_batched_tokens=16)
     assert s.check_postconditions
     s.add_request(req("a", 6))
-    kv.allocate_slots = lambda r, n, *a: []          # "allocates" without giving the tokens a slot
+    kv.allocate_slots = lambda r, n, *a: []  # "allocates" without giving the tokens a slot
     with pytest.raises(AssertionError, match="step 0: a: tokens up to 6 but only 0 blocks"):
         s.schedule()
     s2, _ = make(max_num_batched_tokens=16, max_num_seqs=1)
     s2.add_request(req("b", 6))
     out = s2.schedule()
-    s2._check_postconditions(out, 10)                # what the step left: fine
+    s2._check_postconditions(out, 10)  # what the step left: fine
     with pytest.raises(AssertionError, match="token budget left -1"):
         s2._check_postconditions(out, -1)
     s2.running.append(req("c", 2))
@@ -332,6 +351,7 @@ def test_postconditions_are_checked_every_step_in_tests():
 
 def test_postcondition_checks_are_off_without_the_environment_variable(monkeypatch):
     from pagedlab.sched.scheduler import CHECK_INVARIANTS_ENV
+
     monkeypatch.setenv(CHECK_INVARIANTS_ENV, "0")
     s, kv = make()
     assert not s.check_postconditions
@@ -354,7 +374,7 @@ def test_a_running_request_that_has_not_forked_yet_keeps_its_n_seats():
     wide = Request("w", [1, 2, 3], SamplingParams(max_tokens=2, n=3, ignore_eos=True))
     s.add_request(wide)
     s.add_request(req("a", 1))
-    out = step(s)                                     # w's first chunk: 2 of 3 prompt tokens, no fork yet
+    out = step(s)  # w's first chunk: 2 of 3 prompt tokens, no fork yet
     assert out.num_scheduled_tokens == {"w": 2} and wide.num_output_tokens == 0
     assert s.running == [wide] and [r.request_id for r in s.waiting] == ["a"], "w holds 3 of 3 seats"
     out = step(s)
@@ -378,7 +398,7 @@ def test_drop_all_requests_forgets_queues_and_fork_groups_without_freeing():
     assert not s.has_unfinished_requests() and kv.num_free_blocks == held, "blocks are the caller's to free"
     for r in (p, q, c):
         kv.free(r)
-    p2 = req("p", 6, max_tokens=3)                    # an id reused after recovery joins no stale group
+    p2 = req("p", 6, max_tokens=3)  # an id reused after recovery joins no stale group
     s.add_request(p2)
     step(s)
     c2 = Request("c", list(p2.prompt_token_ids), p2.sampling_params)

@@ -1,4 +1,5 @@
 """Roofline cost model: regimes, swap vs recompute, pool sizing, and Vidur's GPU measurements."""
+
 from __future__ import annotations
 
 import csv
@@ -8,8 +9,7 @@ import pytest
 
 from pagedlab.sim.cost_model import CostModel, num_gpu_blocks
 from pagedlab.sim.hardware import A100_80G, H100, H200, get_gpu
-from pagedlab.sim.models import (LLAMA_2_7B, LLAMA_2_70B, LLAMA_3_8B, LLAMA_3_70B, LLAMA_13B, SMOLLM2_135M,
-                                 get_model)
+from pagedlab.sim.models import LLAMA_2_7B, LLAMA_2_70B, LLAMA_3_8B, LLAMA_3_70B, LLAMA_13B, SMOLLM2_135M, get_model
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -96,12 +96,13 @@ def test_num_gpu_blocks_follows_vllm_formula():
 
 
 def _vidur(path):
-    rows = [r for r in csv.DictReader(open(path)) if r["num_tensor_parallel_workers"] == "1"]
+    rows = [r for r in csv.DictReader(Path(path).read_text().splitlines()) if r["num_tensor_parallel_workers"] == "1"]
     return {int(r["num_tokens"]): r for r in rows}
 
 
-@pytest.mark.parametrize("gpu,fname", [(A100_80G, "vidur_a100_Llama-2-7b-hf_mlp.csv"),
-                                       (H100, "vidur_h100_Llama-2-7b-hf_mlp.csv")])
+@pytest.mark.parametrize(
+    "gpu,fname", [(A100_80G, "vidur_a100_Llama-2-7b-hf_mlp.csv"), (H100, "vidur_h100_Llama-2-7b-hf_mlp.csv")]
+)
 def test_linear_layers_within_factor_of_vidur_measurements(gpu, fname):
     rows = _vidur(DATA / fname)
     cm = CostModel(LLAMA_2_7B, gpu)

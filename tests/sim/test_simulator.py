@@ -1,4 +1,5 @@
 """The GPU-scale simulator: real Scheduler + KVCacheManager on a cost-model clock."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,14 +38,14 @@ def _assert_idle_and_clean(result, sched, n_expected):
 
 
 def _assert_step_limits(result, sc, cc, scheduling="continuous"):
-    for st in result.steps:
+    for step in result.steps:
         # Static batching admits a whole batch's prompts in one step, outside the token budget.
-        if scheduling == "continuous" or st.num_decode_tokens:
-            assert st.num_scheduled_tokens <= sc.max_num_batched_tokens
-        assert st.num_seqs <= sc.max_num_seqs
-        assert st.kv_blocks_used + st.kv_blocks_free == cc.num_gpu_blocks
-        assert st.step_time >= 0
-    starts = [st.start_time for st in result.steps]
+        if scheduling == "continuous" or step.num_decode_tokens:
+            assert step.num_scheduled_tokens <= sc.max_num_batched_tokens
+        assert step.num_seqs <= sc.max_num_seqs
+        assert step.kv_blocks_used + step.kv_blocks_free == cc.num_gpu_blocks
+        assert step.step_time >= 0
+    starts = [s.start_time for s in result.steps]
     assert starts == sorted(starts)
 
 
@@ -90,16 +91,17 @@ def test_no_blocks_leaked_at_idle(conv, scheduling):
     res, sched = simulate(reqs, sc, cc, scheduling=scheduling, return_scheduler=True)
     _assert_idle_and_clean(res, sched, 200)
     _assert_step_limits(res, sc, cc, scheduling)
-    assert res.summary()["num_preemptions"] > 0          # the pool was under pressure
+    assert res.summary()["num_preemptions"] > 0  # the pool was under pressure
     assert sorted(r.output_len for r in res.requests) == sorted(r.output_len for r in reqs)
 
 
 @pytest.mark.parametrize("mode,caching", [("recompute", False), ("swap", False), ("recompute", True)])
 def test_soak_1000_requests_tiny_pool(conv, mode, caching):
-    reqs = scale_for_cpu(conv, max_prompt=64, max_output=16, time_scale=0)   # all at once
+    reqs = scale_for_cpu(conv, max_prompt=64, max_output=16, time_scale=0)  # all at once
     sc = SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=128, max_model_len=96, preemption_mode=mode)
-    cc = CacheConfig(block_size=4, num_gpu_blocks=40, num_cpu_blocks=48 if mode == "swap" else 0,
-                     enable_prefix_caching=caching)
+    cc = CacheConfig(
+        block_size=4, num_gpu_blocks=40, num_cpu_blocks=48 if mode == "swap" else 0, enable_prefix_caching=caching
+    )
     res, sched = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G, return_scheduler=True)
     _assert_idle_and_clean(res, sched, 1000)
     _assert_step_limits(res, sc, cc)
@@ -114,7 +116,7 @@ def test_prefix_caching_reaches_the_trace_ceiling():
     ceiling = prefix_hit_ceiling(mc)
     reqs = scale_for_cpu(mc, max_prompt=10**9, max_output=10**9, token_scale=1 / 16, output_scale=1 / 8)
     assert reqs[0].block_tokens == 32
-    cc = CacheConfig(block_size=16, num_gpu_blocks=60_000, enable_prefix_caching=True)   # effectively unbounded
+    cc = CacheConfig(block_size=16, num_gpu_blocks=60_000, enable_prefix_caching=True)  # effectively unbounded
     on = simulate(reqs, None, cc).summary()
     off = simulate(reqs, None, CacheConfig(block_size=16, num_gpu_blocks=60_000)).summary()
     assert off["prefix_hit_rate"] == 0
@@ -165,7 +167,7 @@ def test_format_table_and_percentile():
     lines = table.splitlines()
     assert lines[0].split() == ["request_id", "prompt_len", "ttft", "tpot"]
     assert set(lines[1]) <= {"-", " "} and len(lines) == 4
-    assert "-" in lines[2].split() or "-" in lines[3].split()     # tpot is None for one output token
+    assert "-" in lines[2].split() or "-" in lines[3].split()  # tpot is None for one output token
     assert format_table([]) == ""
     assert format_table([{"a": 1234567, "b": "x"}]).splitlines()[2].startswith("1,234,567")
     assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([5], 99) == 5
@@ -185,30 +187,54 @@ def test_static_batch_swaps_its_members_back_in():
     # Two requests fill the pool; a decode needs a block, so one member is swapped out and must come back.
     sc = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=2, max_model_len=72, preemption_mode="swap")
     cc = CacheConfig(block_size=2, num_gpu_blocks=4, num_cpu_blocks=4)
-    res, sched = simulate([TraceRequest(0.0, 3, 3), TraceRequest(0.0, 3, 3)], sc, cc, SMOLLM2_135M, A100_80G,
-                          scheduling="static", return_scheduler=True)
+    res, sched = simulate(
+        [TraceRequest(0.0, 3, 3), TraceRequest(0.0, 3, 3)],
+        sc,
+        cc,
+        SMOLLM2_135M,
+        A100_80G,
+        scheduling="static",
+        return_scheduler=True,
+    )
     assert res.summary()["num_preemptions"] >= 1
     _assert_idle_and_clean(res, sched, 2)
 
 
 # --- property: any small trace, any small config, every request finishes and nothing leaks -----------------
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(lens=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12), st.floats(0, 0.01)), min_size=1, max_size=25),
-       block_size=st.sampled_from([1, 2, 4, 16]), blocks=st.integers(4, 40), budget=st.integers(1, 64),
-       seqs=st.integers(1, 8), threshold=st.integers(0, 16), mode=st.sampled_from(["recompute", "swap"]),
-       caching=st.booleans(), scheduling=st.sampled_from(["continuous", "static"]))
+@given(
+    lens=st.lists(st.tuples(st.integers(1, 60), st.integers(1, 12), st.floats(0, 0.01)), min_size=1, max_size=25),
+    block_size=st.sampled_from([1, 2, 4, 16]),
+    blocks=st.integers(4, 40),
+    budget=st.integers(1, 64),
+    seqs=st.integers(1, 8),
+    threshold=st.integers(0, 16),
+    mode=st.sampled_from(["recompute", "swap"]),
+    caching=st.booleans(),
+    scheduling=st.sampled_from(["continuous", "static"]),
+)
 def test_property_all_finish_no_leak(lens, block_size, blocks, budget, seqs, threshold, mode, caching, scheduling):
     t, reqs = 0.0, []
     for p, o, gap in lens:
         t += gap
         reqs.append(TraceRequest(t, p, o, hash_ids=(1, 2) if p > 30 and caching else None, block_tokens=16))
-    sc = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=budget, max_model_len=72,
-                         long_prefill_token_threshold=threshold, preemption_mode=mode)
-    cc = CacheConfig(block_size=block_size, num_gpu_blocks=blocks, num_cpu_blocks=blocks if mode == "swap" else 0,
-                     enable_prefix_caching=caching)
+    sc = SchedulerConfig(
+        max_num_seqs=seqs,
+        max_num_batched_tokens=budget,
+        max_model_len=72,
+        long_prefill_token_threshold=threshold,
+        preemption_mode=mode,
+    )
+    cc = CacheConfig(
+        block_size=block_size,
+        num_gpu_blocks=blocks,
+        num_cpu_blocks=blocks if mode == "swap" else 0,
+        enable_prefix_caching=caching,
+    )
     res, sched = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G, scheduling=scheduling, return_scheduler=True)
     assert len(res.requests) + len(res.rejected) == len(reqs)
     _assert_idle_and_clean(res, sched, len(reqs) - len(res.rejected))

@@ -1,4 +1,5 @@
 """Trace loaders on the shipped files, bad input, scaling and prompt synthesis."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,8 +7,16 @@ from pathlib import Path
 import pytest
 
 from pagedlab.errors import TraceFormatError
-from pagedlab.sim.traces import (TraceRequest, duration, load_azure, load_mooncake, load_trace,
-                                 prefix_hit_ceiling, scale_for_cpu, synthesize_prompts)
+from pagedlab.sim.traces import (
+    TraceRequest,
+    duration,
+    load_azure,
+    load_mooncake,
+    load_trace,
+    prefix_hit_ceiling,
+    scale_for_cpu,
+    synthesize_prompts,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 AZURE_CODE = DATA / "azure2023_AzureLLMInferenceTrace_code.csv"
@@ -22,12 +31,15 @@ def full():
 
 
 # --- the real files: counts, durations and means as in data/SOURCES.md -----------------------------
-@pytest.mark.parametrize("path,count,dur,in_mean,out_mean", [
-    (AZURE_CODE, 8819, 3436, 2048, 27.9),
-    (AZURE_CONV, 19366, 3502, 1155, 211),
-    (MC_CONV, 12031, 3537, 12035, 343),
-    (MC_SYN, 3993, 1022, 15326, 149),
-])
+@pytest.mark.parametrize(
+    "path,count,dur,in_mean,out_mean",
+    [
+        (AZURE_CODE, 8819, 3436, 2048, 27.9),
+        (AZURE_CONV, 19366, 3502, 1155, 211),
+        (MC_CONV, 12031, 3537, 12035, 343),
+        (MC_SYN, 3993, 1022, 15326, 149),
+    ],
+)
 def test_real_files_match_sources(full, path, count, dur, in_mean, out_mean):
     reqs = full[path.name]
     assert len(reqs) == count
@@ -45,7 +57,7 @@ def test_azure_fields_and_slicing():
     assert first[0].hash_ids is None and first[1].line == 3
     sl = load_azure(AZURE_CONV, start=100, limit=5)
     assert len(sl) == 5 and sl[0].line == 102
-    assert sl[0].arrival_time > 0          # offsets stay relative to the file's first row
+    assert sl[0].arrival_time > 0  # offsets stay relative to the file's first row
 
 
 def test_mooncake_fields_and_ceilings(full):
@@ -75,13 +87,16 @@ def _write(tmp_path, name, text):
 AZ_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 
-@pytest.mark.parametrize("body,line,words", [
-    ("2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.99,abc,109\n", 3, "ContextTokens"),
-    ("2023-11-16 18:15:46.6805900,374,44\nnot-a-date,1,1\n", 3, "TIMESTAMP"),
-    ("2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396\n", 3, "expected 3 fields"),
-    ("2023-11-16 18:15:46.6805900,374,-4\n", 2, ">= 0"),
-    ("2023-11-16 18:15:50.0,374,4\n2023-11-16 18:15:49.0,1,1\n", 3, "earlier"),
-])
+@pytest.mark.parametrize(
+    "body,line,words",
+    [
+        ("2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.99,abc,109\n", 3, "ContextTokens"),
+        ("2023-11-16 18:15:46.6805900,374,44\nnot-a-date,1,1\n", 3, "TIMESTAMP"),
+        ("2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396\n", 3, "expected 3 fields"),
+        ("2023-11-16 18:15:46.6805900,374,-4\n", 2, ">= 0"),
+        ("2023-11-16 18:15:50.0,374,4\n2023-11-16 18:15:49.0,1,1\n", 3, "earlier"),
+    ],
+)
 def test_azure_bad_rows_name_the_line(tmp_path, body, line, words):
     p = _write(tmp_path, "t.csv", AZ_HEAD + body)
     with pytest.raises(TraceFormatError) as e:
@@ -97,19 +112,36 @@ def test_azure_missing_column_and_empty(tmp_path):
         load_azure(_write(tmp_path, "e.csv", ""))
 
 
-@pytest.mark.parametrize("lines,line,words", [
-    (['{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [0]}', '{"timestamp": 5, '], 2,
-     "not valid JSON"),
-    (['{"timestamp": 0, "input_length": 10, "output_length": 2}', '[1, 2]'], 2, "JSON object"),
-    (['{"timestamp": 0, "input_length": 10}'], 1, "missing key(s) output_length"),
-    (['{"timestamp": 0, "input_length": -1, "output_length": 2}'], 1, "input_length must be >= 0"),
-    (['{"timestamp": 0, "input_length": 10, "output_length": 2.5}'], 1, "output_length must be an integer"),
-    (['{"timestamp": 9, "input_length": 10, "output_length": 2}', '',
-      '{"timestamp": 3, "input_length": 10, "output_length": 2}'], 3, "earlier than 0.009000 s on line 1"),
-    (['{"timestamp": 0, "input_length": 600, "output_length": 2, "hash_ids": [1]}'], 1, "expected ceil(600/512) = 2"),
-    (['{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": ["a"]}'], 1, "list of integers"),
-    (['{"timestamp": "x", "input_length": 10, "output_length": 2}'], 1, "timestamp must be a number"),
-])
+@pytest.mark.parametrize(
+    "lines,line,words",
+    [
+        (
+            ['{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [0]}', '{"timestamp": 5, '],
+            2,
+            "not valid JSON",
+        ),
+        (['{"timestamp": 0, "input_length": 10, "output_length": 2}', "[1, 2]"], 2, "JSON object"),
+        (['{"timestamp": 0, "input_length": 10}'], 1, "missing key(s) output_length"),
+        (['{"timestamp": 0, "input_length": -1, "output_length": 2}'], 1, "input_length must be >= 0"),
+        (['{"timestamp": 0, "input_length": 10, "output_length": 2.5}'], 1, "output_length must be an integer"),
+        (
+            [
+                '{"timestamp": 9, "input_length": 10, "output_length": 2}',
+                "",
+                '{"timestamp": 3, "input_length": 10, "output_length": 2}',
+            ],
+            3,
+            "earlier than 0.009000 s on line 1",
+        ),
+        (
+            ['{"timestamp": 0, "input_length": 600, "output_length": 2, "hash_ids": [1]}'],
+            1,
+            "expected ceil(600/512) = 2",
+        ),
+        (['{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": ["a"]}'], 1, "list of integers"),
+        (['{"timestamp": "x", "input_length": 10, "output_length": 2}'], 1, "timestamp must be a number"),
+    ],
+)
 def test_mooncake_bad_lines_name_the_line(tmp_path, lines, line, words):
     p = _write(tmp_path, "t.jsonl", "\n".join(lines) + "\n")
     with pytest.raises(TraceFormatError) as e:
@@ -133,7 +165,7 @@ def test_scale_for_cpu_is_linear_and_clipped():
     assert small[0].block_tokens == max(1, round(512 * s))
     assert small[5].arrival_time == pytest.approx(10 * (reqs[5].arrival_time - reqs[0].arrival_time))
     # Relative prompt lengths survive.
-    a, b = max(reqs, key=lambda r: r.prompt_len), min(reqs, key=lambda r: r.prompt_len)
+    _a, b = max(reqs, key=lambda r: r.prompt_len), min(reqs, key=lambda r: r.prompt_len)
     assert abs(small[reqs.index(b)].prompt_len - round(b.prompt_len * s)) <= 1
     assert reqs[0].prompt_len == load_mooncake(MC_CONV, start=50, limit=1)[0].prompt_len  # input unchanged
     assert scale_for_cpu([]) == []
@@ -142,12 +174,16 @@ def test_scale_for_cpu_is_linear_and_clipped():
 
 
 def test_synthesize_prompts_shares_exactly_the_traced_prefixes():
-    reqs = [TraceRequest(0, 20, 1, (7, 8, 9), block_tokens=8), TraceRequest(1, 13, 1, (7, 8), block_tokens=8),
-            TraceRequest(2, 10, 1, (5, 8), block_tokens=8), TraceRequest(3, 12, 1)]
+    reqs = [
+        TraceRequest(0, 20, 1, (7, 8, 9), block_tokens=8),
+        TraceRequest(1, 13, 1, (7, 8), block_tokens=8),
+        TraceRequest(2, 10, 1, (5, 8), block_tokens=8),
+        TraceRequest(3, 12, 1),
+    ]
     p = synthesize_prompts(reqs, vocab_size=1000, seed=3, min_token_id=10)
     assert [len(x) for x in p] == [20, 13, 10, 12]
-    assert p[0][:13] == p[1]                       # leading ids 7, 8 agree
-    assert p[2][:8] != p[0][:8]                    # id 5 differs from 7
+    assert p[0][:13] == p[1]  # leading ids 7, 8 agree
+    assert p[2][:8] != p[0][:8]  # id 5 differs from 7
     assert all(10 <= t < 1000 for x in p for t in x)
     assert p == synthesize_prompts(reqs, vocab_size=1000, seed=3, min_token_id=10)
     assert p != synthesize_prompts(reqs, vocab_size=1000, seed=4, min_token_id=10)

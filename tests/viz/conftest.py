@@ -1,4 +1,5 @@
 """Helpers for the renderer tests: parse an SVG string and select elements by class."""
+
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -47,4 +48,5 @@ def parse_svg():
         assert 600 <= svg.width <= 900, svg.width
         assert svg.root.get("viewBox")
         return svg
+
     return parse

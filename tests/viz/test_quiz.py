@@ -1,4 +1,5 @@
 """Predict-then-run and self-check widgets (pagedlab.viz.quiz), headless: pure grading and kernel-side clicks."""
+
 from __future__ import annotations
 
 import re
@@ -33,14 +34,17 @@ def test_grade_choice_right_wrong_and_unanswered() -> None:
         grade_choice(choices, 0, -1, "")
 
 
-@pytest.mark.parametrize("guess, actual, ok, how", [
-    (10.0, 10.0, True, "close enough"),
-    (15.0, 10.0, True, "close enough"),       # boundary: |15 - 10| == 0.5 * 10
-    (15.01, 10.0, False, "1.5x too high"),
-    (2.5, 10.0, False, "4.0x too low"),
-    (0.0, 10.0, False, "too low"),
-    (-1.0, 2.0, False, "too low"),
-])
+@pytest.mark.parametrize(
+    "guess, actual, ok, how",
+    [
+        (10.0, 10.0, True, "close enough"),
+        (15.0, 10.0, True, "close enough"),  # boundary: |15 - 10| == 0.5 * 10
+        (15.01, 10.0, False, "1.5x too high"),
+        (2.5, 10.0, False, "4.0x too low"),
+        (0.0, 10.0, False, "too low"),
+        (-1.0, 2.0, False, "too low"),
+    ],
+)
 def test_grade_number_tolerance_and_factor(guess: float, actual: float, ok: bool, how: str) -> None:
     fb = grade_number(guess, actual, rel_tol=0.5, unit="µs")
     assert fb.correct is ok and fb.state == "revealed"
@@ -72,15 +76,15 @@ def test_choice_prediction_revealed_only_after_lock_in() -> None:
     assert "pl-predict" in p._dom_classes
     result = p.reveal("10x", explain="it searches.", measured="measured 9.8x")  # Run All: before any click
     assert p.actual == 1 and _hooks(result.value)["state"] == "waiting"
-    assert "10x" not in result.value                                            # nothing given away
-    assert p.lock() is False and p.prediction is None                           # nothing picked yet
+    assert "10x" not in result.value  # nothing given away
+    assert p.lock() is False and p.prediction is None  # nothing picked yet
     p.input.index = 2
     p.lock_button.click()
     assert p.prediction == 2 and p.input.disabled and p.lock_button.disabled
     for html in (p.feedback.value, p.result.value):
         assert _hooks(html) == {"state": "revealed", "correct": "false"}
         assert "it is 10x" in html and "it searches." in html and "measured 9.8x" in html
-    p.input.index = 1                    # the front end is disabled; a forced change does not re-grade
+    p.input.index = 1  # the front end is disabled; a forced change does not re-grade
     p.lock()
     assert p.prediction == 2
 
@@ -113,14 +117,14 @@ def test_self_check_gives_instant_feedback_and_keeps_score() -> None:
     sc = quiz.self_check(qs)
     assert "pl-selfcheck" in sc._dom_classes
     assert (_hooks(sc.score.value)["right"], _hooks(sc.score.value)["answered"]) == ("0", "0")
-    sc.inputs[1].index = 2                               # what a click does
+    sc.inputs[1].index = 2  # what a click does
     assert _hooks(sc.feedbacks[1].value)["correct"] == "false" and "e2" in sc.feedbacks[1].value
     assert _hooks(sc.feedbacks[0].value)["state"] == "waiting"
     assert sc.answer(0, 1).correct is True
     assert _hooks(sc.feedbacks[0].value)["correct"] == "true"
     hooks = _hooks(sc.score.value)
     assert (hooks["right"], hooks["answered"], hooks["total"]) == ("1", "2", "2")
-    sc.answer(1, 0)                                      # a second click re-grades
+    sc.answer(1, 0)  # a second click re-grades
     assert _hooks(sc.score.value)["right"] == "2"
     with pytest.raises(ValueError, match="at least one"):
         quiz.self_check([])
@@ -138,7 +142,7 @@ def test_every_lab_has_five_to_eight_questions(lab: str) -> None:
     qs = SELF_CHECKS[lab]
     assert 5 <= len(qs) <= 8
     assert len({q.prompt for q in qs}) == len(qs)
-    assert len({q.answer for q in qs}) >= 2                  # the right answer is not always the same button
+    assert len({q.answer for q in qs}) >= 2  # the right answer is not always the same button
     assert lab_self_check(lab).results()[0].state == "waiting"
     with pytest.raises(KeyError, match="no self-check"):
         lab_self_check("99")
@@ -147,9 +151,9 @@ def test_every_lab_has_five_to_eight_questions(lab: str) -> None:
 def test_closest_choice_by_ratio_and_by_difference() -> None:
     scaling = {"flat": 1.0, "linear": 10.0, "quadratic": 100.0}
     assert quiz.closest_choice(1.04, scaling) == "flat"
-    assert quiz.closest_choice(22.4, scaling) == "linear"      # log distance: 22.4/10 < 100/22.4
+    assert quiz.closest_choice(22.4, scaling) == "linear"  # log distance: 22.4/10 < 100/22.4
     assert quiz.closest_choice(3.0, scaling) == "flat" and quiz.closest_choice(3.2, scaling) == "linear"
-    assert quiz.closest_choice(40.0, scaling, log=False) == "linear"   # |40-10| < |40-100|
+    assert quiz.closest_choice(40.0, scaling, log=False) == "linear"  # |40-10| < |40-100|
     with pytest.raises(ValueError, match="at least one"):
         quiz.closest_choice(1.0, {})
     with pytest.raises(ValueError, match="positive"):

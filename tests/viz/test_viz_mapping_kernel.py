@@ -1,4 +1,5 @@
 """render_block_table (logical -> physical) and render_kernel_walk (tiles, masked lanes)."""
+
 import pytest
 
 from pagedlab.viz import kernel_walk_steps, mapping_frames, render_block_table, render_kernel_walk, slot_of
@@ -29,8 +30,13 @@ def test_mapping_slots_table_and_lines(parse_svg):
 
 
 def test_mapping_shows_other_owners_from_pool(parse_svg):
-    pool = {"num_gpu_blocks": 6, "blocks": [{"block_id": i, "ref_cnt": 1, "owners": ["5"] if i == 4 else [],
-                                              "hashed": False, "free": False} for i in range(6)]}
+    pool = {
+        "num_gpu_blocks": 6,
+        "blocks": [
+            {"block_id": i, "ref_cnt": 1, "owners": ["5"] if i == 4 else [], "hashed": False, "free": False}
+            for i in range(6)
+        ],
+    }
     svg = parse_svg(render_block_table([0, 1], 20, 16, pool=pool, request_id="0"))
     phys = {p.get("data-block-id"): p for p in svg.all("rect", "pl-phys")}
     assert len(phys) == 6 and phys["4"].get("data-owner") == "5" and phys["0"].get("data-mine") == "1"

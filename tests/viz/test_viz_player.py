@@ -1,11 +1,12 @@
 """Player: frame stepping in the kernel (slider -> HTML), Prev/Next clamping, Play link, helpers."""
+
 import re
 
 import ipywidgets as widgets
 import pytest
 
-from pagedlab.engine.llm_engine import StepStats
 from pagedlab import viz
+from pagedlab.engine.llm_engine import StepStats
 from pagedlab.viz import Player
 
 
@@ -71,6 +72,7 @@ def test_frames_render_lazily_once():
     def render(item):
         calls.append(item["step"])
         return _render(item)
+
     p = Player(_frames(5), render=render)
     assert calls == [0]
     p.value = 3
@@ -92,8 +94,20 @@ def test_empty_frames_rejected():
 
 
 def _stats():
-    return [StepStats(i, [("0", 20 if i == 0 else 1, i == 0)], 20 if i == 0 else 0, 0 if i == 0 else 1, [],
-                      2 + i // 2, 14 - i // 2, 0.01, running=1) for i in range(6)]
+    return [
+        StepStats(
+            i,
+            [("0", 20 if i == 0 else 1, i == 0)],
+            20 if i == 0 else 0,
+            0 if i == 0 else 1,
+            [],
+            2 + i // 2,
+            14 - i // 2,
+            0.01,
+            running=1,
+        )
+        for i in range(6)
+    ]
 
 
 def test_kv_usage_player_frames_differ():
@@ -106,10 +120,12 @@ def test_kv_usage_player_frames_differ():
 
 
 def test_pool_player_from_events():
-    events = [{"step": 0, "kind": "init", "num_gpu_blocks": 4},
-              {"step": 0, "kind": "alloc", "block_ids": [0, 1], "owner": "0"},
-              {"step": 1, "kind": "alloc", "block_ids": [2], "owner": "1"},
-              {"step": 2, "kind": "free", "block_ids": [1, 0], "owner": "0"}]
+    events = [
+        {"step": 0, "kind": "init", "num_gpu_blocks": 4},
+        {"step": 0, "kind": "alloc", "block_ids": [0, 1], "owner": "0"},
+        {"step": 1, "kind": "alloc", "block_ids": [2], "owner": "1"},
+        {"step": 2, "kind": "free", "block_ids": [1, 0], "owner": "0"},
+    ]
     p = viz.pool_player(events)
     assert p.num_frames == 3
     assert p.html.value.count('class="pl-block"') == 4
@@ -124,6 +140,7 @@ def test_other_players_build():
     assert viz.kernel_player(viz.kernel_walk_steps([3, 1], 20, 16)).num_frames == 2
     assert viz.mapping_player([3, 1], 20, 16, 4).num_frames == 20
     from pagedlab.core.radix_cache import RadixCache
+
     rc = RadixCache()
     snaps = [rc.snapshot()]
     rc.insert([1, 2, 3])

@@ -1,4 +1,5 @@
 """render_block_pool: one rect per block, owners, ref counts, shared, CoW pairs, cached vs empty."""
+
 import pytest
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -17,10 +18,18 @@ def _snap():
         {"block_id": 4, "ref_cnt": 1, "owners": ["0#1"], "hashed": False, "free": False},
         {"block_id": 5, "ref_cnt": 1, "owners": ["7"], "hashed": False, "free": False},
     ] + [{"block_id": i, "ref_cnt": 0, "owners": [], "hashed": False, "free": True} for i in range(6, 10)]
-    return {"step": 4, "num_gpu_blocks": 10, "num_free_blocks": 5, "free_queue": [3, 2, 6, 7, 8, 9],
-            "blocks": blocks, "cpu_blocks": [],
-            "events": [{"step": 4, "kind": "cow_copy", "request_id": "0#1", "src": 1, "dst": 4},
-                       {"step": 4, "kind": "alloc", "block_ids": [5], "owner": "7"}]}
+    return {
+        "step": 4,
+        "num_gpu_blocks": 10,
+        "num_free_blocks": 5,
+        "free_queue": [3, 2, 6, 7, 8, 9],
+        "blocks": blocks,
+        "cpu_blocks": [],
+        "events": [
+            {"step": 4, "kind": "cow_copy", "request_id": "0#1", "src": 1, "dst": 4},
+            {"step": 4, "kind": "alloc", "block_ids": [5], "owner": "7"},
+        ],
+    }
 
 
 def _by_id(svg):
@@ -80,9 +89,20 @@ def test_block_state_helper():
 
 @pytest.mark.parametrize("n", [1, 16, 64, 300, 1024])
 def test_pool_sizes_stay_within_width(parse_svg, n):
-    snap = {"step": 0, "num_gpu_blocks": n,
-            "blocks": [{"block_id": i, "ref_cnt": i % 2, "owners": [str(i % 5)] if i % 2 else [],
-                        "hashed": False, "free": i % 2 == 0} for i in range(n)]}
+    snap = {
+        "step": 0,
+        "num_gpu_blocks": n,
+        "blocks": [
+            {
+                "block_id": i,
+                "ref_cnt": i % 2,
+                "owners": [str(i % 5)] if i % 2 else [],
+                "hashed": False,
+                "free": i % 2 == 0,
+            }
+            for i in range(n)
+        ],
+    }
     svg = parse_svg(render_block_pool(snap))
     assert len(svg.all("rect", "pl-block")) == n
 
@@ -122,7 +142,10 @@ def test_real_fork_and_copy_on_write_trace(parse_svg):
 
 def test_swapped_out_blocks_are_drawn_in_cpu_row(parse_svg):
     snap = _snap()
-    snap["cpu_blocks"] = [{"block_id": 0, "ref_cnt": 1, "owners": ["3"]}, {"block_id": 1, "ref_cnt": 2, "owners": ["3", "3#1"]}]
+    snap["cpu_blocks"] = [
+        {"block_id": 0, "ref_cnt": 1, "owners": ["3"]},
+        {"block_id": 1, "ref_cnt": 2, "owners": ["3", "3#1"]},
+    ]
     svg = parse_svg(render_block_pool(snap))
     cpu = svg.all("rect", "pl-cpu-block")
     assert [c.get("data-owner") for c in cpu] == ["3", "3 3#1"]
@@ -130,7 +153,10 @@ def test_swapped_out_blocks_are_drawn_in_cpu_row(parse_svg):
 
 
 def test_output_escapes_owner_names(parse_svg):
-    snap = {"step": 0, "num_gpu_blocks": 1,
-            "blocks": [{"block_id": 0, "ref_cnt": 1, "owners": ['<evil & "x">'], "hashed": False, "free": False}]}
+    snap = {
+        "step": 0,
+        "num_gpu_blocks": 1,
+        "blocks": [{"block_id": 0, "ref_cnt": 1, "owners": ['<evil & "x">'], "hashed": False, "free": False}],
+    }
     svg = parse_svg(render_block_pool(snap))
     assert svg.one("rect", "pl-block").get("data-owner") == '<evil & "x">'

@@ -1,4 +1,5 @@
 """render_radix_tree over real RadixCache snapshots: spans, locks, splits, evictions."""
+
 from pagedlab.core.radix_cache import RadixCache
 from pagedlab.viz import radix_frames, render_radix_tree
 
@@ -10,7 +11,7 @@ def _nodes(svg):
 def test_tree_nodes_locks_and_sizes(parse_svg):
     rc = RadixCache()
     rc.insert([1, 2, 3, 4, 5, 6])
-    rc.insert([1, 2, 3, 9, 9])          # splits [1..6] at 3
+    rc.insert([1, 2, 3, 9, 9])  # splits [1..6] at 3
     rc.insert([7, 8])
     _, node = rc.match_prefix([1, 2, 3, 4])
     rc.inc_lock_ref(node)
@@ -34,9 +35,9 @@ def test_frames_mark_evicted_and_new_nodes(parse_svg):
     s0 = rc.snapshot()
     rc.insert([1, 2, 3, 4])
     s1 = rc.snapshot()
-    rc.insert([1, 2, 9])                # split: a new parent [1,2] and a new leaf [9]
+    rc.insert([1, 2, 9])  # split: a new parent [1,2] and a new leaf [9]
     s2 = rc.snapshot()
-    rc.evict(1, lambda v: None)         # LRU leaf first
+    rc.evict(1, lambda v: None)  # LRU leaf first
     s3 = rc.snapshot()
     frames = radix_frames([s0, s1, s2, s3])
     assert len(frames) == 4

@@ -1,4 +1,5 @@
 """Gantt (batch composition), queues and KV-usage renderers over per-step data."""
+
 from pagedlab.engine.llm_engine import StepStats
 from pagedlab.viz import batch_steps, render_batch_gantt, render_kv_usage, render_queues
 from pagedlab.viz._svg import COLORS
@@ -14,8 +15,10 @@ def _stats():
 
 
 def _cells(svg):
-    return [(c.get("data-step"), c.get("data-req"), c.get("data-kind"), c.get("data-tokens"))
-            for c in svg.all("rect", "pl-cell")]
+    return [
+        (c.get("data-step"), c.get("data-req"), c.get("data-kind"), c.get("data-tokens"))
+        for c in svg.all("rect", "pl-cell")
+    ]
 
 
 def test_gantt_cells_match_the_schedule(parse_svg):
@@ -72,11 +75,15 @@ def test_queues_from_step_stats_counts(parse_svg):
 
 
 def test_queues_with_request_lists(parse_svg):
-    hist = [{"step": 0, "waiting": ["2", "3"], "running": ["0", "1"], "swapped": []},
-            {"step": 1, "waiting": ["3"], "running": ["0", "2"], "swapped": ["1"]}]
+    hist = [
+        {"step": 0, "waiting": ["2", "3"], "running": ["0", "1"], "swapped": []},
+        {"step": 1, "waiting": ["3"], "running": ["0", "2"], "swapped": ["1"]},
+    ]
     svg = parse_svg(render_queues(hist, 1))
-    chips = {g.get("data-queue"): [c.get("data-req") for c in g.iter() if c.get("class") == "pl-chip"]
-             for g in svg.all("g", "pl-queue")}
+    chips = {
+        g.get("data-queue"): [c.get("data-req") for c in g.iter() if c.get("class") == "pl-chip"]
+        for g in svg.all("g", "pl-queue")
+    }
     assert chips == {"waiting": ["3"], "running": ["0", "2"], "swapped": ["1"]}
     assert parse_svg(render_queues(hist, 0)).text != svg.text
 

@@ -34,5 +34,16 @@ How to add an exercise (the whole recipe; see ``docs/instructor_guide.md`` for t
 """
 
 #: Exercise modules, imported by :func:`pagedlab.grading.registry.load_all`.
-MODULES = ["lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08",
-           "lab06_preempt", "lab07_lookup", "lab08_triton"]
+MODULES = [
+    "lab01",
+    "lab02",
+    "lab03",
+    "lab04",
+    "lab05",
+    "lab06",
+    "lab07",
+    "lab08",
+    "lab06_preempt",
+    "lab07_lookup",
+    "lab08_triton",
+]

@@ -5,43 +5,81 @@
   external / free slots of a contiguous (max-length reservation) arena, exactly as
   ``pagedlab.analysis.contiguous.replay_contiguous`` accounts them.
 """
+
 from __future__ import annotations
 
 import copy
 import random
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pagedlab.analysis.contiguous import CATEGORIES, contiguous_snapshots
-from pagedlab.viz.pictures import render_arena
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.sim.traces import TraceRequest
+from pagedlab.viz.pictures import render_arena
 
 # --- 01.kv_bytes_per_token ---------------------------------------------------------------------------
 #: Published config.json values (the fields that matter), with the dtype the lab uses.
-CONFIGS: Dict[str, Dict[str, Any]] = {
+CONFIGS: dict[str, dict[str, Any]] = {
     # facebook/opt-13b: no num_key_value_heads (MHA), no head_dim; the vLLM paper's 800 KB/token.
-    "OPT-13B": {"model_type": "opt", "num_hidden_layers": 40, "hidden_size": 5120, "num_attention_heads": 40,
-                "torch_dtype": "float16"},
+    "OPT-13B": {
+        "model_type": "opt",
+        "num_hidden_layers": 40,
+        "hidden_size": 5120,
+        "num_attention_heads": 40,
+        "torch_dtype": "float16",
+    },
     # huggyllama/llama-13b
-    "LLaMA-13B": {"model_type": "llama", "num_hidden_layers": 40, "hidden_size": 5120, "num_attention_heads": 40,
-                  "num_key_value_heads": 40, "torch_dtype": "float16"},
+    "LLaMA-13B": {
+        "model_type": "llama",
+        "num_hidden_layers": 40,
+        "hidden_size": 5120,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 40,
+        "torch_dtype": "float16",
+    },
     # meta-llama/Meta-Llama-3-8B (GQA: 8 KV heads for 32 query heads)
-    "LLaMA-3-8B": {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-                   "num_key_value_heads": 8, "torch_dtype": "bfloat16"},
+    "LLaMA-3-8B": {
+        "model_type": "llama",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "torch_dtype": "bfloat16",
+    },
     # meta-llama/Meta-Llama-3-70B
-    "LLaMA-3-70B": {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192, "num_attention_heads": 64,
-                    "num_key_value_heads": 8, "torch_dtype": "bfloat16"},
+    "LLaMA-3-70B": {
+        "model_type": "llama",
+        "num_hidden_layers": 80,
+        "hidden_size": 8192,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "torch_dtype": "bfloat16",
+    },
     # HuggingFaceTB/SmolLM2-135M-Instruct, served in fp32 by pagedlab on CPU
-    "SmolLM2-135M (fp32)": {"model_type": "llama", "num_hidden_layers": 30, "hidden_size": 576,
-                            "num_attention_heads": 9, "num_key_value_heads": 3, "torch_dtype": "float32"},
+    "SmolLM2-135M (fp32)": {
+        "model_type": "llama",
+        "num_hidden_layers": 30,
+        "hidden_size": 576,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "torch_dtype": "float32",
+    },
     # google/gemma-2-2b: head_dim (256) is NOT hidden_size / num_attention_heads (288)
-    "Gemma-2-2B": {"model_type": "gemma2", "num_hidden_layers": 26, "hidden_size": 2304, "num_attention_heads": 8,
-                   "num_key_value_heads": 4, "head_dim": 256, "torch_dtype": "bfloat16"},
+    "Gemma-2-2B": {
+        "model_type": "gemma2",
+        "num_hidden_layers": 26,
+        "hidden_size": 2304,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "torch_dtype": "bfloat16",
+    },
 }
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
-def _kv_hint(expected: Any, got: Any, cfg: Any) -> Optional[str]:
+def _kv_hint(expected: Any, got: Any, cfg: Any) -> str | None:
     if isinstance(got, float) and expected == got:
         return "return an int: use // (integer division) or int(...), not /"
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not got or not isinstance(cfg, dict):
@@ -52,16 +90,22 @@ def _kv_hint(expected: Any, got: Any, cfg: Any) -> Optional[str]:
     hd_default = cfg["hidden_size"] // heads
     b = _BYTES[cfg["torch_dtype"]]
     if abs(r - 0.5) < 1e-9 and b == 4:
-        return (f"exactly half: torch_dtype {cfg['torch_dtype']!r} is 4 bytes per element (look it up in "
-                "DTYPE_BYTES) - or did you forget that each token stores a key AND a value vector (the factor 2)?")
+        return (
+            f"exactly half: torch_dtype {cfg['torch_dtype']!r} is 4 bytes per element (look it up in "
+            "DTYPE_BYTES) - or did you forget that each token stores a key AND a value vector (the factor 2)?"
+        )
     if abs(r - 0.5) < 1e-9:
         return "exactly half: each token stores a key AND a value vector (the factor 2)"
     if kv != heads and abs(r - heads / kv) < 1e-9:
-        return (f"you counted {heads} heads; with grouped-query attention only the {kv} KV heads "
-                "(num_key_value_heads) store keys and values")
+        return (
+            f"you counted {heads} heads; with grouped-query attention only the {kv} KV heads "
+            "(num_key_value_heads) store keys and values"
+        )
     if "head_dim" in cfg and abs(r - hd_default / cfg["head_dim"]) < 1e-9:
-        return (f"this config gives head_dim={cfg['head_dim']} explicitly; hidden_size // num_attention_heads "
-                f"= {hd_default} is only the default when head_dim is missing")
+        return (
+            f"this config gives head_dim={cfg['head_dim']} explicitly; hidden_size // num_attention_heads "
+            f"= {hd_default} is only the default when head_dim is missing"
+        )
     if abs(r - 2 / b) < 1e-9 or abs(r - 1 / b) < 1e-9 or abs(r - 4 / b) < 1e-9:
         return f"torch_dtype {cfg['torch_dtype']!r} is {b} bytes per element"
     if "num_key_value_heads" not in cfg:
@@ -69,7 +113,7 @@ def _kv_hint(expected: Any, got: Any, cfg: Any) -> Optional[str]:
     return "2 (K and V) x layers x KV heads x head_dim x bytes per element"
 
 
-def _kv_test(title: str, names: List[str]) -> None:
+def _kv_test(title: str, names: list[str]) -> None:
     @KV.test(title)
     def _(fn: Any, rec: Any) -> None:
         for name in names:
@@ -79,10 +123,14 @@ def _kv_test(title: str, names: List[str]) -> None:
             rec.observe(f"bytes per token of {name}", fn(copy.deepcopy(cfg)), hint=_kv_hint)
 
 
-KV = register(Exercise(
-    "01.kv_bytes_per_token", "kv_bytes_per_token",
-    "KV-cache bytes per token from a model config (K and V x layers x KV heads x head_dim x bytes)",
-    components=("kv_bytes",)))
+KV = register(
+    Exercise(
+        "01.kv_bytes_per_token",
+        "kv_bytes_per_token",
+        "KV-cache bytes per token from a model config (K and V x layers x KV heads x head_dim x bytes)",
+        components=("kv_bytes",),
+    )
+)
 _kv_test("OPT-13B and LLaMA-13B in fp16: the vLLM paper's 800 KB per token", ["OPT-13B", "LLaMA-13B"])
 _kv_test("grouped-query attention: LLaMA-3-8B and LLaMA-3-70B", ["LLaMA-3-8B", "LLaMA-3-70B"])
 _kv_test("SmolLM2-135M as pagedlab serves it (fp32)", ["SmolLM2-135M (fp32)"])
@@ -90,7 +138,7 @@ _kv_test("an explicit head_dim wins over hidden_size / heads (Gemma-2-2B)", ["Ge
 
 
 # --- 01.waste_accounting -----------------------------------------------------------------------------
-def synthetic_trace(seed: int, n: int, max_prompt: int = 40, max_output: int = 30) -> List[TraceRequest]:
+def synthetic_trace(seed: int, n: int, max_prompt: int = 40, max_output: int = 30) -> list[TraceRequest]:
     """``n`` requests with random prompt/output lengths and arrival gaps of 0-0.2 s (seeded)."""
     rng = random.Random(seed)
     t = 0.0
@@ -101,8 +149,7 @@ def synthetic_trace(seed: int, n: int, max_prompt: int = 40, max_output: int = 3
     return out
 
 
-
-def _waste_hint(expected: Any, got: Any, snap: Any) -> Optional[str]:
+def _waste_hint(expected: Any, got: Any, snap: Any) -> str | None:
     if not isinstance(got, dict) or set(got) != set(CATEGORIES):
         return "return a dict with exactly the keys 'used', 'reservation', 'internal', 'external', 'free'"
     if not all(type(v) is int for v in got.values()):
@@ -110,26 +157,39 @@ def _waste_hint(expected: Any, got: Any, snap: Any) -> Optional[str]:
     cap = snap.get("capacity") if isinstance(snap, dict) else None
     total = sum(got.values())
     if cap is not None and total != cap:
-        return (f"your five numbers add up to {total}, not to the capacity {cap}: every slot is in exactly one "
-                "category (did you skip a hole - before the first reservation or after the last one?)")
+        return (
+            f"your five numbers add up to {total}, not to the capacity {cap}: every slot is in exactly one "
+            "category (did you skip a hole - before the first reservation or after the last one?)"
+        )
     d_int = got["internal"] - expected["internal"]
     if d_int and d_int == expected["reservation"] - got["reservation"]:
-        return ("slots reserved for tokens the request will still generate (up to final_len) are 'reservation'; "
-                "only what lies beyond final_len is 'internal' waste")
-    if got["external"] != expected["external"] and got["external"] + got["free"] == expected["external"] + expected["free"]:
-        return (f"a hole is external fragmentation only if it is too small for the next request "
-                f"(smaller than next_request_size = {snap.get('next_request_size')}); bigger holes are free")
+        return (
+            "slots reserved for tokens the request will still generate (up to final_len) are 'reservation'; "
+            "only what lies beyond final_len is 'internal' waste"
+        )
+    if (
+        got["external"] != expected["external"]
+        and got["external"] + got["free"] == expected["external"] + expected["free"]
+    ):
+        return (
+            f"a hole is external fragmentation only if it is too small for the next request "
+            f"(smaller than next_request_size = {snap.get('next_request_size')}); bigger holes are free"
+        )
     return None
 
 
-WASTE = register(Exercise(
-    "01.waste_accounting", "waste_accounting",
-    "classify a contiguous arena's slots: used, reservation, internal, external, free",
-    render=lambda state, expected, path: render_arena(state, accounting=state.get("accounting")),
-    components=("waste",)))
+WASTE = register(
+    Exercise(
+        "01.waste_accounting",
+        "waste_accounting",
+        "classify a contiguous arena's slots: used, reservation, internal, external, free",
+        render=lambda state, expected, path: render_arena(state, accounting=state.get("accounting")),
+        components=("waste",),
+    )
+)
 
 
-def _observe_snapshot(fn: Any, rec: Any, snap: Dict[str, Any], label: str) -> None:
+def _observe_snapshot(fn: Any, rec: Any, snap: dict[str, Any], label: str) -> None:
     rec.step(label)
     rec.state(snap)
     result = fn(copy.deepcopy(snap))
@@ -139,21 +199,28 @@ def _observe_snapshot(fn: Any, rec: Any, snap: Dict[str, Any], label: str) -> No
 
 @WASTE.test("one request: used, reserved for later, and internal waste")
 def _(fn: Any, rec: Any) -> None:
-    snap = {"capacity": 32, "next_request_size": 0,
-            "requests": [{"id": "r0", "start": 0, "reserved": 32, "num_tokens": 7, "final_len": 20}]}
+    snap = {
+        "capacity": 32,
+        "next_request_size": 0,
+        "requests": [{"id": "r0", "start": 0, "reserved": 32, "num_tokens": 7, "final_len": 20}],
+    }
     _observe_snapshot(fn, rec, snap, "waste_accounting(one request reserving all 32 slots)")
 
 
 def _holes_test(title: str, needs: Sequence[int]) -> None:
     """One arena with holes of 4, 10 and 14 slots, classified for each ``next_request_size`` in ``needs``."""
+
     @WASTE.test(title)
     def _(fn: Any, rec: Any) -> None:
-        base = [{"id": "r0", "start": 4, "reserved": 16, "num_tokens": 10, "final_len": 12},
-                {"id": "r1", "start": 30, "reserved": 20, "num_tokens": 5, "final_len": 20}]
+        base = [
+            {"id": "r0", "start": 4, "reserved": 16, "num_tokens": 10, "final_len": 12},
+            {"id": "r1", "start": 30, "reserved": 20, "num_tokens": 5, "final_len": 20},
+        ]
         for need in needs:
             snap = {"capacity": 64, "next_request_size": need, "requests": copy.deepcopy(base)}
-            _observe_snapshot(fn, rec, snap,
-                              f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})")
+            _observe_snapshot(
+                fn, rec, snap, f"waste_accounting(holes of 4, 10 and 14 slots; next request needs {need})"
+            )
 
 
 _holes_test("holes: external only when too small for the next request", (0, 8, 12, 40))
@@ -162,10 +229,15 @@ _holes_test("a hole exactly the size of the next request is free, one slot small
 
 @WASTE.test("requests listed out of address order")
 def _(fn: Any, rec: Any) -> None:
-    snap = {"capacity": 48, "next_request_size": 6,
-            "requests": [{"id": "r2", "start": 30, "reserved": 10, "num_tokens": 3, "final_len": 9},
-                         {"id": "r0", "start": 0, "reserved": 12, "num_tokens": 12, "final_len": 12},
-                         {"id": "r1", "start": 15, "reserved": 10, "num_tokens": 1, "final_len": 4}]}
+    snap = {
+        "capacity": 48,
+        "next_request_size": 6,
+        "requests": [
+            {"id": "r2", "start": 30, "reserved": 10, "num_tokens": 3, "final_len": 9},
+            {"id": "r0", "start": 0, "reserved": 12, "num_tokens": 12, "final_len": 12},
+            {"id": "r1", "start": 15, "reserved": 10, "num_tokens": 1, "final_len": 4},
+        ],
+    }
     _observe_snapshot(fn, rec, snap, "waste_accounting(3 requests, listed r2, r0, r1)")
 
 

@@ -6,6 +6,7 @@
   wall-clock timing): a queue of 1024 blocks must cost as few as one of 16.
 * ``02.slot_mapping`` - ``slot_mapping(block_table, positions, block_size)``.
 """
+
 from __future__ import annotations
 
 import random
@@ -104,17 +105,30 @@ class Pool:
     def state(self, q: Any) -> dict[str, Any]:
         order = self.walk()
         linked = sorted(b.block_id for b in self.blocks if _raw_prev(b) is not None or _raw_next(b) is not None)
-        fronts = sorted(b.block_id for b in self.blocks
-                        if (_raw_prev(b) is not None or _raw_next(b) is not None) and not self._is_ours(_raw_prev(b)))
-        back_broken = [order[i + 1] for i in range(len(order) - 1)
-                       if _raw_prev(self.blocks[order[i + 1]]) is not self.blocks[order[i]]]
+        fronts = sorted(
+            b.block_id
+            for b in self.blocks
+            if (_raw_prev(b) is not None or _raw_next(b) is not None) and not self._is_ours(_raw_prev(b))
+        )
+        back_broken = [
+            order[i + 1]
+            for i in range(len(order) - 1)
+            if _raw_prev(self.blocks[order[i + 1]]) is not self.blocks[order[i]]
+        ]
         ends_none = [i for i in order if _raw_prev(self.blocks[i]) is None or _raw_next(self.blocks[i]) is None]
         try:
-            nfree = getattr(q, "num_free_blocks")
+            nfree = q.num_free_blocks
         except Exception as e:  # noqa: BLE001
             nfree = f"<error reading num_free_blocks: {type(e).__name__}>"
-        return {"num_blocks": len(self.blocks), "queue": order, "linked": linked, "fronts": fronts,
-                "back_broken": back_broken, "ends_none": ends_none, "num_free_blocks": nfree}
+        return {
+            "num_blocks": len(self.blocks),
+            "queue": order,
+            "linked": linked,
+            "fronts": fronts,
+            "back_broken": back_broken,
+            "ends_none": ends_none,
+            "num_free_blocks": nfree,
+        }
 
 
 def _queue_render(state: dict[str, Any], expected: dict[str, Any] | None, path: Any) -> str:
@@ -132,22 +146,31 @@ def _queue_render(state: dict[str, Any], expected: dict[str, Any] | None, path: 
     return render_queue_rows(rows, title=title)
 
 
-FQ = register(Exercise(
-    "02.free_queue", "FreeKVCacheBlockQueue",
-    "the LRU free list of KV blocks: doubly linked, O(1) popleft / append / remove",
-    reference=lambda: FreeKVCacheBlockQueue, render=_queue_render,
-    components=("free_queue", "allocator", "block_pool")))
+FQ = register(
+    Exercise(
+        "02.free_queue",
+        "FreeKVCacheBlockQueue",
+        "the LRU free list of KV blocks: doubly linked, O(1) popleft / append / remove",
+        reference=lambda: FreeKVCacheBlockQueue,
+        render=_queue_render,
+        components=("free_queue", "allocator", "block_pool"),
+    )
+)
 
 
 @FQ.invariant("a block leaving the queue has both links cleared")
 def _(s: dict[str, Any]) -> str | None:
     stale = [i for i in s["linked"] if i not in s["queue"]]
     if len(s["fronts"]) > 1:
-        return (f"blocks {s['fronts']} each look like the front of the queue (their prev_free_block is not a queued "
-                "block): a block taken out still has links, or the links are broken")
+        return (
+            f"blocks {s['fronts']} each look like the front of the queue (their prev_free_block is not a queued "
+            "block): a block taken out still has links, or the links are broken"
+        )
     if stale:
-        return (f"block {stale[0]} is not in the queue, but its prev_free_block/next_free_block are still set; "
-                "set both to None when a block leaves the queue")
+        return (
+            f"block {stale[0]} is not in the queue, but its prev_free_block/next_free_block are still set; "
+            "set both to None when a block leaves the queue"
+        )
     return None
 
 
@@ -157,8 +180,10 @@ def _(s: dict[str, Any]) -> str | None:
         b = s["back_broken"][0]
         return f"block {b}'s prev_free_block does not point back to the block before it in the queue"
     if s["ends_none"]:
-        return (f"block {s['ends_none'][0]} is queued but one of its links is None; put sentinel blocks "
-                "(KVCacheBlock(-1)) at both ends so every queued block has a prev and a next")
+        return (
+            f"block {s['ends_none'][0]} is queued but one of its links is None; put sentinel blocks "
+            "(KVCacheBlock(-1)) at both ends so every queued block has a prev and a next"
+        )
     return None
 
 
@@ -168,15 +193,19 @@ def _(s: dict[str, Any]) -> str | None:
     if type(n) is not int or n != len(s["queue"]):
         msg = f"the queue holds {len(s['queue'])} blocks but num_free_blocks is {n!r}"
         if not s["linked"] and type(n) is int and n > 0:
-            msg += (" - the check reads the queue through the blocks' own prev_free_block / next_free_block "
-                    "links, and no block has them set: keep the queue as a doubly linked list through the blocks "
-                    "(a Python list or deque makes remove O(n) and leaves the links empty)")
+            msg += (
+                " - the check reads the queue through the blocks' own prev_free_block / next_free_block "
+                "links, and no block has them set: keep the queue as a doubly linked list through the blocks "
+                "(a Python list or deque makes remove O(n) and leaves the links empty)"
+            )
         return msg
     return None
 
 
-_LIFO_HINT = ("popleft() must return the FRONT block: the one freed longest ago (LRU). "
-              "append() adds at the back, so the queue is first-in first-out")
+_LIFO_HINT = (
+    "popleft() must return the FRONT block: the one freed longest ago (LRU). "
+    "append() adds at the back, so the queue is first-in first-out"
+)
 
 
 def _op(q: Any, pool: Pool, rec: Any, op: str, arg: int | None = None, hint: Any = None) -> None:
@@ -193,8 +222,11 @@ def _op(q: Any, pool: Pool, rec: Any, op: str, arg: int | None = None, hint: Any
         q.remove(pool.blocks[arg])
     st = pool.state(q)
     rec.state(st)
-    rec.observe("free queue, front first", st["queue"],
-                hint="the queue order must be the order blocks were freed in: oldest at the front")
+    rec.observe(
+        "free queue, front first",
+        st["queue"],
+        hint="the queue order must be the order blocks were freed in: oldest at the front",
+    )
 
 
 def _new(Queue: Any, pool: Pool, rec: Any, ids: Sequence[int]) -> Any:
@@ -218,8 +250,18 @@ def _(Queue: Any, rec: Any) -> None:
 def _(Queue: Any, rec: Any) -> None:
     pool = Pool(5)
     q = _new(Queue, pool, rec, range(5))
-    for op, arg in [("popleft", None), ("popleft", None), ("append", 0), ("popleft", None), ("popleft", None),
-                    ("append", 3), ("append", 1), ("popleft", None), ("popleft", None), ("popleft", None)]:
+    for op, arg in [
+        ("popleft", None),
+        ("popleft", None),
+        ("append", 0),
+        ("popleft", None),
+        ("popleft", None),
+        ("append", 3),
+        ("append", 1),
+        ("popleft", None),
+        ("popleft", None),
+        ("popleft", None),
+    ]:
         _op(q, pool, rec, op, arg)
 
 
@@ -227,8 +269,18 @@ def _(Queue: Any, rec: Any) -> None:
 def _(Queue: Any, rec: Any) -> None:
     pool = Pool(6)
     q = _new(Queue, pool, rec, range(6))
-    for op, arg in [("remove", 3), ("remove", 0), ("remove", 5), ("append", 3), ("remove", 1), ("popleft", None),
-                    ("remove", 3), ("append", 0), ("remove", 4), ("remove", 0)]:
+    for op, arg in [
+        ("remove", 3),
+        ("remove", 0),
+        ("remove", 5),
+        ("append", 3),
+        ("remove", 1),
+        ("popleft", None),
+        ("remove", 3),
+        ("append", 0),
+        ("remove", 4),
+        ("remove", 0),
+    ]:
         _op(q, pool, rec, op, arg)
 
 
@@ -239,8 +291,12 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "popleft")
     _op(q, pool, rec, "popleft")
     rec.step("q.popleft() on an empty queue")
-    rec.expect_raises("what popleft() does", q.popleft, (ValueError,),
-                      hint="raise ValueError (or a subclass) when there is no free block; never return None")
+    rec.expect_raises(
+        "what popleft() does",
+        q.popleft,
+        (ValueError,),
+        hint="raise ValueError (or a subclass) when there is no free block; never return None",
+    )
     rec.state(pool.state(q))
     _op(q, pool, rec, "append", 1)
     _op(q, pool, rec, "popleft")
@@ -251,8 +307,12 @@ def _(Queue: Any, rec: Any) -> None:
     pool = Pool(3)
     q = _new(Queue, pool, rec, [])
     rec.step("q.popleft() on a queue created empty")
-    rec.expect_raises("what popleft() does", q.popleft, (ValueError,),
-                      hint="a queue created from no blocks is empty: popleft raises ValueError")
+    rec.expect_raises(
+        "what popleft() does",
+        q.popleft,
+        (ValueError,),
+        hint="a queue created from no blocks is empty: popleft raises ValueError",
+    )
     rec.state(pool.state(q))
     for op, arg in [("append", 2), ("append", 0), ("popleft", None), ("remove", 0), ("append", 1)]:
         _op(q, pool, rec, op, arg)
@@ -268,8 +328,11 @@ def _(Queue: Any, rec: Any) -> None:
     rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
     st = pool.state(q)
     rec.state(st)
-    rec.observe("free queue after listing it", st["queue"],
-                hint="get_all_free_blocks only reads: walk the links from the head, do not pop the blocks")
+    rec.observe(
+        "free queue after listing it",
+        st["queue"],
+        hint="get_all_free_blocks only reads: walk the links from the head, do not pop the blocks",
+    )
 
 
 @FQ.test("300 random operations, step by step against vLLM's queue")
@@ -301,17 +364,23 @@ def _(Queue: Any, rec: Any) -> None:
     for n in (16, 1024):
         pool = Pool(n, counting=True)
         q = Queue(list(pool.blocks))
-        for label, fn in [("q.popleft()", lambda: q.popleft()),
-                          (f"q.remove(block {n // 2})", lambda: q.remove(pool.blocks[n // 2])),
-                          ("q.append(block 0)", lambda: q.append(pool.blocks[0])),
-                          (f"q.remove(block {n - 1})", lambda: q.remove(pool.blocks[n - 1])),
-                          ("q.popleft()", lambda: q.popleft())]:
+        for label, fn in [
+            ("q.popleft()", lambda: q.popleft()),
+            (f"q.remove(block {n // 2})", lambda: q.remove(pool.blocks[n // 2])),
+            ("q.append(block 0)", lambda: q.append(pool.blocks[0])),
+            (f"q.remove(block {n - 1})", lambda: q.remove(pool.blocks[n - 1])),
+            ("q.popleft()", lambda: q.popleft()),
+        ]:
             rec.step(f"{label} on a queue of {n} blocks")
             _Counter.n = 0
             fn()
-            rec.observe("link reads/writes and == comparisons", _Counter.n, at_most=16,
-                        hint="walking the list (or list.remove / `in` on a Python list) costs O(n); "
-                             "use the block's own prev/next links to unlink it")
+            rec.observe(
+                "link reads/writes and == comparisons",
+                _Counter.n,
+                at_most=16,
+                hint="walking the list (or list.remove / `in` on a Python list) costs O(n); "
+                "use the block's own prev/next links to unlink it",
+            )
 
 
 # --- 02.slot_mapping ---------------------------------------------------------------------------------
@@ -324,10 +393,12 @@ def _slot_hint(expected: Any, got: Any, state: Any) -> str | None:
             continue
         pos = positions[i]
         cand = {
-            "you swapped // and %: the block index is pos // block_size, the offset pos % block_size":
-                (bt[pos % bs] * bs + pos // bs) if pos % bs < len(bt) else None,
-            "multiply the block id by block_size: block b starts at slot b * block_size":
-                bt[pos // bs] + pos % bs,
+            "you swapped // and %: the block index is pos // block_size, the offset pos % block_size": (
+                bt[pos % bs] * bs + pos // bs
+            )
+            if pos % bs < len(bt)
+            else None,
+            "multiply the block id by block_size: block b starts at slot b * block_size": bt[pos // bs] + pos % bs,
             "that is the logical position; look the physical block up in block_table": pos,
             "add the offset inside the block (pos % block_size)": bt[pos // bs] * bs,
         }
@@ -340,24 +411,42 @@ def _slot_hint(expected: Any, got: Any, state: Any) -> str | None:
 
 def _slot_render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_block_table
+
     positions = state["positions"]
     hi = positions[path[0]] if path and isinstance(path[0], int) and path[0] < len(positions) else None
-    return render_block_table(state["block_table"], max(positions) + 1, state["block_size"],
-                              num_gpu_blocks=state.get("num_gpu_blocks"), highlight_pos=hi)
+    return render_block_table(
+        state["block_table"],
+        max(positions) + 1,
+        state["block_size"],
+        num_gpu_blocks=state.get("num_gpu_blocks"),
+        highlight_pos=hi,
+    )
 
 
-SLOT = register(Exercise(
-    "02.slot_mapping", "slot_mapping",
-    "token position -> physical KV slot through the block table",
-    render=_slot_render, components=("slot_mapping", "allocator")))
+SLOT = register(
+    Exercise(
+        "02.slot_mapping",
+        "slot_mapping",
+        "token position -> physical KV slot through the block table",
+        render=_slot_render,
+        components=("slot_mapping", "allocator"),
+    )
+)
 
 
-def _slot_case(fn: Any, rec: Any, block_table: list[int], positions: list[int], block_size: int,
-               num_gpu_blocks: int) -> None:
-    rec.step(f"slot_mapping({block_table}, {positions if len(positions) <= 8 else '[...%d positions]' % len(positions)}, "
-             f"block_size={block_size})")
-    st = {"block_table": list(block_table), "positions": list(positions), "block_size": block_size,
-          "num_gpu_blocks": num_gpu_blocks}
+def _slot_case(
+    fn: Any, rec: Any, block_table: list[int], positions: list[int], block_size: int, num_gpu_blocks: int
+) -> None:
+    rec.step(
+        f"slot_mapping({block_table}, {positions if len(positions) <= 8 else f'[...{len(positions)} positions]'}, "
+        f"block_size={block_size})"
+    )
+    st = {
+        "block_table": list(block_table),
+        "positions": list(positions),
+        "block_size": block_size,
+        "num_gpu_blocks": num_gpu_blocks,
+    }
     rec.state(st)
     rec.observe("slots", fn(list(block_table), list(positions), block_size), hint=_slot_hint)
 

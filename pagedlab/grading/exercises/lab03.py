@@ -11,14 +11,15 @@ Invariants checked after every step: each block's ``ref_cnt`` equals the number 
 holding it; a sequence only writes into a block it holds alone; a table has
 ``ceil(num_tokens / block_size)`` blocks.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from pagedlab.grading.kit import RefCountedPool, Seq
-from pagedlab.viz.pictures import pool_snapshot
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.grading.rpc import is_a, type_name
+from pagedlab.viz.pictures import pool_snapshot
 
 
 class World:
@@ -26,9 +27,9 @@ class World:
 
     def __init__(self, num_blocks: int = 16, block_size: int = 4) -> None:
         self.pool = RefCountedPool(num_blocks, block_size)
-        self.seqs: Dict[str, Seq] = {}
-        self.copies: List[List[int]] = []
-        self.wrote: Optional[List[Any]] = None
+        self.seqs: dict[str, Seq] = {}
+        self.copies: list[list[int]] = []
+        self.wrote: list[Any] | None = None
 
     def prefill(self, seq_id: str, num_tokens: int) -> Seq:
         bs = self.pool.block_size
@@ -44,24 +45,30 @@ class World:
         self.seqs[child_id] = child
         return child
 
-    def state(self) -> Dict[str, Any]:
-        return {"block_size": self.pool.block_size, "ref_cnts": self.pool.ref_cnts(),
-                "free_queue": self.pool.free_queue(),
-                "tables": {sid: list(s.block_table) for sid, s in self.seqs.items()},
-                "num_tokens": {sid: s.num_tokens for sid, s in self.seqs.items()},
-                "copies": [list(c) for c in self.copies], "wrote": self.wrote,
-                "calls": list(self.pool.calls)}
+    def state(self) -> dict[str, Any]:
+        return {
+            "block_size": self.pool.block_size,
+            "ref_cnts": self.pool.ref_cnts(),
+            "free_queue": self.pool.free_queue(),
+            "tables": {sid: list(s.block_table) for sid, s in self.seqs.items()},
+            "num_tokens": {sid: s.num_tokens for sid, s in self.seqs.items()},
+            "copies": [list(c) for c in self.copies],
+            "wrote": self.wrote,
+            "calls": list(self.pool.calls),
+        }
 
 
-def _render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_block_pool
-    snap = pool_snapshot(state["ref_cnts"], state["tables"], state.get("free_queue", ()),
-                         cow_pairs=state.get("copies", [])[-1:])
+
+    snap = pool_snapshot(
+        state["ref_cnts"], state["tables"], state.get("free_queue", ()), cow_pairs=state.get("copies", [])[-1:]
+    )
     title = "block pool: " + ", ".join(f"{sid} -> {t}" for sid, t in sorted(state["tables"].items()))
     return render_block_pool(snap, title=title[:110])
 
 
-def _ref_invariant(s: Dict[str, Any]) -> Optional[str]:
+def _ref_invariant(s: dict[str, Any]) -> str | None:
     held = [0] * len(s["ref_cnts"])
     for table in s["tables"].values():
         for b in set(table):
@@ -70,25 +77,29 @@ def _ref_invariant(s: Dict[str, Any]) -> Optional[str]:
     for b, (r, h) in enumerate(zip(s["ref_cnts"], held)):
         if r != h:
             owners = sorted(sid for sid, t in s["tables"].items() if b in t)
-            return (f"block {b} has ref_cnt {r} but {h} sequence(s) hold it ({', '.join(owners) or 'none'}): "
-                    + ("a reference was never given back (pool.free) - the block leaks"
-                       if r > h else "a holder never took its reference (pool.incref / allocate)"))
+            return f"block {b} has ref_cnt {r} but {h} sequence(s) hold it ({', '.join(owners) or 'none'}): " + (
+                "a reference was never given back (pool.free) - the block leaks"
+                if r > h
+                else "a holder never took its reference (pool.incref / allocate)"
+            )
     return None
 
 
-def _write_invariant(s: Dict[str, Any]) -> Optional[str]:
+def _write_invariant(s: dict[str, Any]) -> str | None:
     w = s.get("wrote")
     if not w:
         return None
     seq_id, pos, block, ref = w
     if ref != 1:
-        return (f"{seq_id} wrote its token {pos} into block {block}, which {ref} sequences share: the others "
-                "would see a token that is not theirs. Copy the block first (allocate, free the shared one, swap it "
-                "into the table).")
+        return (
+            f"{seq_id} wrote its token {pos} into block {block}, which {ref} sequences share: the others "
+            "would see a token that is not theirs. Copy the block first (allocate, free the shared one, swap it "
+            "into the table)."
+        )
     return None
 
 
-def _length_invariant(s: Dict[str, Any]) -> Optional[str]:
+def _length_invariant(s: dict[str, Any]) -> str | None:
     bs = s["block_size"]
     for sid, table in s["tables"].items():
         n = s["num_tokens"].get(sid, 0)
@@ -106,8 +117,11 @@ def _exercise(eid: str, name: str, summary: str) -> Exercise:
 
 
 FORK = _exercise("03.fork", "fork", "fork a sequence: share every block (ref_cnt + 1), allocate nothing")
-APPEND = _exercise("03.append_token", "append_token",
-                   "append a token with copy-on-write: copy a shared last block before writing into it")
+APPEND = _exercise(
+    "03.append_token",
+    "append_token",
+    "append a token with copy-on-write: copy a shared last block before writing into it",
+)
 
 
 # --- fork tests --------------------------------------------------------------------------------------
@@ -121,16 +135,25 @@ def _fork_step(fork: Any, w: World, parent: Seq, child_id: str, rec: Any) -> Seq
     w.seqs[child_id] = child
     rec.state(w.state())
     rec.observe("child's seq_id", child.seq_id)
-    rec.observe("child's block table", list(child.block_table),
-                hint="the child uses the very same physical blocks as the parent: nothing is allocated or copied")
+    rec.observe(
+        "child's block table",
+        list(child.block_table),
+        hint="the child uses the very same physical blocks as the parent: nothing is allocated or copied",
+    )
     rec.observe("child's num_tokens", child.num_tokens)
     rec.observe("parent's block table after the fork", list(parent.block_table))
-    rec.observe("ref_cnt of every block", w.pool.ref_cnts(),
-                hint="every block of the parent gains exactly one owner (pool.incref)")
+    rec.observe(
+        "ref_cnt of every block",
+        w.pool.ref_cnts(),
+        hint="every block of the parent gains exactly one owner (pool.incref)",
+    )
     rec.observe("free blocks", w.pool.num_free_blocks, hint="fork allocates nothing")
-    rec.observe("the child's block table is its own list", child.block_table is not parent.block_table,
-                hint="copy the list (list(parent.block_table)): with one shared list object, a block the child "
-                     "appends would also appear in the parent's table")
+    rec.observe(
+        "the child's block table is its own list",
+        child.block_table is not parent.block_table,
+        hint="copy the list (list(parent.block_table)): with one shared list object, a block the child "
+        "appends would also appear in the parent's table",
+    )
     return child
 
 
@@ -196,15 +219,18 @@ def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
     rec.observe("free blocks", w.pool.num_free_blocks)
 
 
-def _copy_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _copy_hint(expected: Any, got: Any, state: Any) -> str | None:
     if expected is None and got is not None:
         if isinstance(state, dict) and state.get("num_tokens"):
-            return ("no copy is needed here: the token starts a new block, or the last block is no longer shared "
-                    "(ref_cnt == 1) - the last owner writes in place")
+            return (
+                "no copy is needed here: the token starts a new block, or the last block is no longer shared "
+                "(ref_cnt == 1) - the last owner writes in place"
+            )
         return "return None when nothing was copied"
     if expected is not None and got is None:
-        return ("the token goes into a block shared with other sequences (ref_cnt > 1): copy it first and "
-                "return (src, dst)")
+        return (
+            "the token goes into a block shared with other sequences (ref_cnt > 1): copy it first and return (src, dst)"
+        )
     return "return the copy as (src_block_id, dst_block_id)"
 
 

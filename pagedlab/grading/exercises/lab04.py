@@ -6,6 +6,7 @@ request whose chunk reached its end, and frees finished requests - as
 ``pagedlab.sched.scheduler.Scheduler.update_from_output`` does. The reference agrees with the
 library's ``Scheduler`` on these workloads (checked in ``tests/grading``). Lab 05 reuses the harness.
 """
+
 from __future__ import annotations
 
 import random
@@ -37,8 +38,12 @@ class Sim:
     def arrive(self) -> None:
         while self.pending and self.pending[0][0] <= self.step_no:
             _, rid, plen, max_tokens = self.pending.pop(0)
-            req = Request(rid, [(7 * i + len(rid)) % 97 for i in range(plen)],
-                          SamplingParams(max_tokens=max_tokens, ignore_eos=True), arrival_time=float(self.step_no))
+            req = Request(
+                rid,
+                [(7 * i + len(rid)) % 97 for i in range(plen)],
+                SamplingParams(max_tokens=max_tokens, ignore_eos=True),
+                arrival_time=float(self.step_no),
+            )
             self.requests[rid] = req
             self.waiting.append(req)
 
@@ -65,23 +70,51 @@ class Sim:
                     if req.num_output_tokens >= req.max_tokens:
                         self.kv.free(req)
                         self.running = [r for r in self.running if r is not req]
-        self.history.append({"step": self.step_no, "scheduled": [list(e) for e in entries], "preempted": [],
-                             "finished": []})
+        self.history.append(
+            {"step": self.step_no, "scheduled": [list(e) for e in entries], "preempted": [], "finished": []}
+        )
         self.step_no += 1
 
     def state(self) -> dict[str, Any]:
-        return {"history": self.history[-40:], "running": self.ids(self.running), "waiting": self.ids(self.waiting),
-                "free_blocks": self.kv.num_free_blocks}
+        return {
+            "history": self.history[-40:],
+            "running": self.ids(self.running),
+            "waiting": self.ids(self.waiting),
+            "free_blocks": self.kv.num_free_blocks,
+        }
 
 
 def render_history(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_batch_gantt
-    steps = [{"step": h["step"], "scheduled": [tuple(e) for e in h["scheduled"]], "preempted": [], "finished": [],
-              "running": None, "waiting": None, "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}
-             for h in state["history"]]
+
+    steps = [
+        {
+            "step": h["step"],
+            "scheduled": [tuple(e) for e in h["scheduled"]],
+            "preempted": [],
+            "finished": [],
+            "running": None,
+            "waiting": None,
+            "swapped": None,
+            "kv_blocks_used": None,
+            "kv_blocks_free": None,
+        }
+        for h in state["history"]
+    ]
     if not steps:
-        steps = [{"step": 0, "scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
-                  "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}]
+        steps = [
+            {
+                "step": 0,
+                "scheduled": [],
+                "preempted": [],
+                "finished": [],
+                "running": None,
+                "waiting": None,
+                "swapped": None,
+                "kv_blocks_used": None,
+                "kv_blocks_free": None,
+            }
+        ]
     return render_batch_gantt(steps, title="batch per step (your run)" if expected is not None else "batch per step")
 
 
@@ -92,17 +125,27 @@ def _blocks_hint(expected: Any, got: Any, state: Any) -> str | None:
     for rid in sorted(set(expected) | set(got)):
         e, g = expected.get(rid, 0), got.get(rid, 0)
         if type(g) is int and g < e:
-            return (f"{rid} holds {g} KV block(s) but its tokens need {e}: call "
-                    "kv_cache_manager.allocate_slots(request, n) for every request you schedule, running ones "
-                    "included, before the engine computes them")
+            return (
+                f"{rid} holds {g} KV block(s) but its tokens need {e}: call "
+                "kv_cache_manager.allocate_slots(request, n) for every request you schedule, running ones "
+                "included, before the engine computes them"
+            )
         if type(g) is int and g > e:
-            return (f"{rid} holds {g} KV block(s), {e} expected: call allocate_slots once per scheduled request, "
-                    "and only for a request you actually schedule (a request left waiting must hold no blocks)")
+            return (
+                f"{rid} holds {g} KV block(s), {e} expected: call allocate_slots once per scheduled request, "
+                "and only for a request you actually schedule (a request left waiting must hold no blocks)"
+            )
     return None
 
 
-def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Callable[[Sim], str],
-                 hint: Callable[[Any, Any, list[str]], str | None], max_steps: int = 80) -> None:
+def run_workload(
+    call: Callable[[Sim], Any],
+    rec: Any,
+    sim: Sim,
+    describe: Callable[[Sim], str],
+    hint: Callable[[Any, Any, list[str]], str | None],
+    max_steps: int = 80,
+) -> None:
     """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step.
 
     Each step records the returned dict, the KV blocks every request holds right after the call, the
@@ -117,25 +160,37 @@ def run_workload(call: Callable[[Sim], Any], rec: Any, sim: Sim, describe: Calla
         rec.step(f"step {sim.step_no}: {describe(sim)}")
         before = sim.ids(sim.running)
         scheduled = call(sim)
-        rec.observe("scheduled {request_id: tokens}", scheduled,
-                    hint=lambda e, g, s, before=before: hint(e, g, before))
-        rec.observe("KV blocks held per request after the call",
-                    {rid: n for rid in sim.requests if (n := len(sim.kv.get_block_ids(rid)))}, hint=_blocks_hint)
-        rec.observe("free KV blocks after the call", sim.kv.num_free_blocks,
-                    hint="allocate_slots once for each request you schedule, for exactly its tokens")
-        rec.observe("num_computed_tokens after the call", {rid: r.num_computed_tokens for rid, r in sim.requests.items()},
-                    hint="leave num_computed_tokens alone: the engine advances it after the step, once the tokens "
-                         "were computed")
+        rec.observe("scheduled {request_id: tokens}", scheduled, hint=lambda e, g, s, before=before: hint(e, g, before))
+        rec.observe(
+            "KV blocks held per request after the call",
+            {rid: n for rid in sim.requests if (n := len(sim.kv.get_block_ids(rid)))},
+            hint=_blocks_hint,
+        )
+        rec.observe(
+            "free KV blocks after the call",
+            sim.kv.num_free_blocks,
+            hint="allocate_slots once for each request you schedule, for exactly its tokens",
+        )
+        rec.observe(
+            "num_computed_tokens after the call",
+            {rid: r.num_computed_tokens for rid, r in sim.requests.items()},
+            hint="leave num_computed_tokens alone: the engine advances it after the step, once the tokens "
+            "were computed",
+        )
         sim.apply(scheduled)
         rec.state(sim.state())
-        rec.observe("running after the step", sim.ids(sim.running),
-                    hint="an admitted request moves from the front of `waiting` to the end of `running`")
+        rec.observe(
+            "running after the step",
+            sim.ids(sim.running),
+            hint="an admitted request moves from the front of `waiting` to the end of `running`",
+        )
         rec.observe("waiting after the step", sim.ids(sim.waiting))
 
 
 def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
-    return lambda s: (f"schedule_step(running={s.ids(s.running)}, waiting={s.ids(s.waiting)}, kv, "
-                      f"max_num_seqs={max_num_seqs})")
+    return lambda s: (
+        f"schedule_step(running={s.ids(s.running)}, waiting={s.ids(s.waiting)}, kv, max_num_seqs={max_num_seqs})"
+    )
 
 
 def _hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
@@ -143,24 +198,34 @@ def _hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
         return "return a dict {request_id: number of tokens}"
     if set(got) < set(expected):
         missing = sorted(set(expected) - set(got))
-        return (f"{', '.join(missing)} should also run in this step. Continuous batching admits a waiting request as "
-                "soon as there is room (fewer than max_num_seqs running, allocate_slots succeeds) - it does not "
-                "wait for the whole batch to finish - and every running request gets its missing tokens")
+        return (
+            f"{', '.join(missing)} should also run in this step. Continuous batching admits a waiting request as "
+            "soon as there is room (fewer than max_num_seqs running, allocate_slots succeeds) - it does not "
+            "wait for the whole batch to finish - and every running request gets its missing tokens"
+        )
     if set(got) > set(expected):
         extra = sorted(set(got) - set(expected))
-        return (f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
-                "allocate_slots returns None for the head of the queue, nobody behind it may join")
+        return (
+            f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
+            "allocate_slots returns None for the head of the queue, nobody behind it may join"
+        )
     return "a running request gets num_tokens - num_computed_tokens tokens (its prompt first, then 1 per step)"
 
 
-STEP = register(Exercise(
-    "04.schedule_step", "schedule_step",
-    "one step of continuous batching: running requests first, then waiting ones join while there is room",
-    render=render_history, components=("scheduler", "schedule_step")))
+STEP = register(
+    Exercise(
+        "04.schedule_step",
+        "schedule_step",
+        "one step of continuous batching: running requests first, then waiting ones join while there is room",
+        render=render_history,
+        components=("scheduler", "schedule_step"),
+    )
+)
 
 
-def _workload_test(title: str, arrivals: Sequence[Arrival], max_num_seqs: int, num_gpu_blocks: int = 64,
-                   block_size: int = 4) -> None:
+def _workload_test(
+    title: str, arrivals: Sequence[Arrival], max_num_seqs: int, num_gpu_blocks: int = 64, block_size: int = 4
+) -> None:
     @STEP.test(title)
     def _(fn: Any, rec: Any) -> None:
         sim = Sim(arrivals, num_gpu_blocks, block_size)
@@ -172,14 +237,32 @@ def random_arrivals(seed: int, n: int, max_prompt: int = 12, max_out: int = 6, s
     return [(rng.randrange(spread), f"r{i}", rng.randint(1, max_prompt), rng.randint(1, max_out)) for i in range(n)]
 
 
-_workload_test("three requests arriving together: prefill, then decode one token per step",
-               [(0, "r0", 5, 3), (0, "r1", 3, 4), (0, "r2", 7, 2)], max_num_seqs=8)
-_workload_test("a request arriving mid-run joins at once (no waiting for the batch to finish)",
-               [(0, "r0", 4, 6), (0, "r1", 4, 2), (2, "r2", 6, 3), (3, "r3", 2, 2)], max_num_seqs=8)
-_workload_test("max_num_seqs caps the batch; a finished request's place is refilled",
-               [(0, "r0", 3, 2), (0, "r1", 3, 5), (0, "r2", 4, 2), (0, "r3", 2, 3), (1, "r4", 2, 1)], max_num_seqs=2)
-_workload_test("a request that does not fit waits at the head of the queue; nobody overtakes it",
-               [(0, "r0", 8, 4), (0, "r1", 33, 3), (0, "r2", 2, 2), (1, "r3", 2, 2)], max_num_seqs=8,
-               num_gpu_blocks=10, block_size=4)
-_workload_test("a random workload of 12 requests, step by step",
-               random_arrivals(4, 12), max_num_seqs=4, num_gpu_blocks=64, block_size=4)
+_workload_test(
+    "three requests arriving together: prefill, then decode one token per step",
+    [(0, "r0", 5, 3), (0, "r1", 3, 4), (0, "r2", 7, 2)],
+    max_num_seqs=8,
+)
+_workload_test(
+    "a request arriving mid-run joins at once (no waiting for the batch to finish)",
+    [(0, "r0", 4, 6), (0, "r1", 4, 2), (2, "r2", 6, 3), (3, "r3", 2, 2)],
+    max_num_seqs=8,
+)
+_workload_test(
+    "max_num_seqs caps the batch; a finished request's place is refilled",
+    [(0, "r0", 3, 2), (0, "r1", 3, 5), (0, "r2", 4, 2), (0, "r3", 2, 3), (1, "r4", 2, 1)],
+    max_num_seqs=2,
+)
+_workload_test(
+    "a request that does not fit waits at the head of the queue; nobody overtakes it",
+    [(0, "r0", 8, 4), (0, "r1", 33, 3), (0, "r2", 2, 2), (1, "r3", 2, 2)],
+    max_num_seqs=8,
+    num_gpu_blocks=10,
+    block_size=4,
+)
+_workload_test(
+    "a random workload of 12 requests, step by step",
+    random_arrivals(4, 12),
+    max_num_seqs=4,
+    num_gpu_blocks=64,
+    block_size=4,
+)

@@ -3,22 +3,31 @@
 long_prefill_token_threshold)``, on the harness of lab 04. The reference agrees with the library's
 ``Scheduler`` (``_clip``: ``min(gap, long_prefill_token_threshold, budget)``).
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pagedlab.grading.exercises.lab04 import Arrival, Sim, random_arrivals, render_history, run_workload
 from pagedlab.grading.registry import Exercise, register
 
-BUDGET = register(Exercise(
-    "05.schedule_with_budget", "schedule_with_budget",
-    "chunked prefill: each request gets min(missing, long_prefill_token_threshold, budget left) tokens",
-    render=render_history, components=("chunked_prefill", "budget", "scheduler")))
+BUDGET = register(
+    Exercise(
+        "05.schedule_with_budget",
+        "schedule_with_budget",
+        "chunked prefill: each request gets min(missing, long_prefill_token_threshold, budget left) tokens",
+        render=render_history,
+        components=("chunked_prefill", "budget", "scheduler"),
+    )
+)
 
 
 def _describe(m: int, b: int, t: int) -> Callable[[Sim], str]:
-    return lambda s: (f"schedule_with_budget(running={s.ids(s.running)}, waiting={s.ids(s.waiting)}, kv, "
-                      f"max_num_seqs={m}, max_num_batched_tokens={b}, long_prefill_token_threshold={t})")
+    return lambda s: (
+        f"schedule_with_budget(running={s.ids(s.running)}, waiting={s.ids(s.waiting)}, kv, "
+        f"max_num_seqs={m}, max_num_batched_tokens={b}, long_prefill_token_threshold={t})"
+    )
 
 
 def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], str | None]:
@@ -32,19 +41,28 @@ def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], st
             return f"a chunk may not exceed long_prefill_token_threshold={threshold} tokens"
         starved = [rid for rid in running_before if rid in expected and rid not in got]
         if starved:
-            return (f"{', '.join(starved)} {'was' if len(starved) == 1 else 'were'} already running and got nothing: "
-                    "schedule the running requests (their decodes) first, then let waiting prefills use what is "
-                    "left of the budget - prefills first would starve the decodes")
+            return (
+                f"{', '.join(starved)} {'was' if len(starved) == 1 else 'were'} already running and got nothing: "
+                "schedule the running requests (their decodes) first, then let waiting prefills use what is "
+                "left of the budget - prefills first would starve the decodes"
+            )
         extra = sorted(set(got) - set(expected))
         if extra:
-            return (f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
-                    "allocate_slots returns None for the head of the queue the pool is full - stop, nobody behind "
-                    "it may join")
+            return (
+                f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
+                "allocate_slots returns None for the head of the queue the pool is full - stop, nobody behind "
+                "it may join"
+            )
         if set(got) < set(expected):
-            return ("there was budget left: a waiting request joins even if only part of its prompt fits "
-                    "(chunked prefill); the rest comes in the next steps")
-        return ("running requests first, in order, then waiting ones; each gets min(missing, threshold if > 0, "
-                "budget left) and the budget shrinks by that much")
+            return (
+                "there was budget left: a waiting request joins even if only part of its prompt fits "
+                "(chunked prefill); the rest comes in the next steps"
+            )
+        return (
+            "running requests first, in order, then waiting ones; each gets min(missing, threshold if > 0, "
+            "budget left) and the budget shrinks by that much"
+        )
+
     return hint
 
 
@@ -55,17 +73,36 @@ def _test(title: str, arrivals: Sequence[Arrival], m: int, b: int, t: int, block
         run_workload(lambda s: fn(s.running, s.waiting, s.kv, m, b, t), rec, sim, _describe(m, b, t), _hint_for(b, t))
 
 
-_test("a long prompt is split into chunks by the token budget",
-      [(0, "r0", 20, 2)], m=4, b=8, t=0)
-_test("a budget used up exactly: nobody else joins in that step",
-      [(0, "r0", 8, 2), (0, "r1", 3, 2)], m=4, b=8, t=0)
-_test("decodes first, then prefill chunks with what is left of the budget",
-      [(0, "r0", 3, 6), (0, "r1", 2, 6), (2, "r2", 17, 2)], m=4, b=6, t=0)
-_test("long_prefill_token_threshold caps a chunk even when budget remains",
-      [(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)], m=4, b=32, t=4)
-_test("threshold and budget together, with max_num_seqs",
-      [(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)], m=2, b=10, t=6)
-_test("a full pool stops admission: the head of the queue waits and nobody overtakes it",
-      [(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)], m=4, b=16, t=0, blocks=6, bs=4)
-_test("a random workload, step by step",
-      random_arrivals(5, 12, max_prompt=24), m=4, b=12, t=5)
+_test("a long prompt is split into chunks by the token budget", [(0, "r0", 20, 2)], m=4, b=8, t=0)
+_test("a budget used up exactly: nobody else joins in that step", [(0, "r0", 8, 2), (0, "r1", 3, 2)], m=4, b=8, t=0)
+_test(
+    "decodes first, then prefill chunks with what is left of the budget",
+    [(0, "r0", 3, 6), (0, "r1", 2, 6), (2, "r2", 17, 2)],
+    m=4,
+    b=6,
+    t=0,
+)
+_test(
+    "long_prefill_token_threshold caps a chunk even when budget remains",
+    [(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)],
+    m=4,
+    b=32,
+    t=4,
+)
+_test(
+    "threshold and budget together, with max_num_seqs",
+    [(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)],
+    m=2,
+    b=10,
+    t=6,
+)
+_test(
+    "a full pool stops admission: the head of the queue waits and nobody overtakes it",
+    [(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)],
+    m=4,
+    b=16,
+    t=0,
+    blocks=6,
+    bs=4,
+)
+_test("a random workload, step by step", random_arrivals(5, 12, max_prompt=24), m=4, b=12, t=5)

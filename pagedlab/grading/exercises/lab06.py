@@ -7,37 +7,45 @@
   effective FLOP/s where recompute and swap cost the same; aligned with
   ``pagedlab.sim.cost_model.CostModel.crossover_flops_per_s``.
 """
+
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
-from pagedlab.viz.pictures import render_requests
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.request import Request
+from pagedlab.viz.pictures import render_requests
 
 
 # --- 06.pick_victim ----------------------------------------------------------------------------------
-def _requests(spec: Sequence[Tuple[str, float, int]]) -> List[Request]:
+def _requests(spec: Sequence[tuple[str, float, int]]) -> list[Request]:
     return [Request(rid, [1, 2, 3], arrival_time=arrival, priority=prio) for rid, arrival, prio in spec]
 
 
-def _victim_render(state: Dict[str, Any], expected: Optional[Dict[str, Any]], path: Any) -> str:
+def _victim_render(state: dict[str, Any], expected: dict[str, Any] | None, path: Any) -> str:
     marks = {}
     chosen = state.get("chosen")
     if isinstance(chosen, str):
         marks[chosen] = ("chosen victim", "#d62728")
-    return render_requests(state["requests"], marks,
-                           title=f"running requests, running order (policy={state.get('policy')!r})")
+    return render_requests(
+        state["requests"], marks, title=f"running requests, running order (policy={state.get('policy')!r})"
+    )
 
 
-VICTIM = register(Exercise(
-    "06.pick_victim", "pick_victim",
-    "choose the request to preempt: fcfs = end of the running list, priority = largest (priority, arrival)",
-    render=_victim_render, components=("pick_victim", "victim", "scheduler")))
+VICTIM = register(
+    Exercise(
+        "06.pick_victim",
+        "pick_victim",
+        "choose the request to preempt: fcfs = end of the running list, priority = largest (priority, arrival)",
+        render=_victim_render,
+        components=("pick_victim", "victim", "scheduler"),
+    )
+)
 
 
 def _hint(policy: str) -> Any:
-    def hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+    def hint(expected: Any, got: Any, state: Any) -> str | None:
         if isinstance(got, str) and got.startswith("<"):
             return "return one of the Request objects of `running` itself"
         reqs = {r["request_id"]: r for r in state["requests"]} if isinstance(state, dict) else {}
@@ -47,33 +55,47 @@ def _hint(policy: str) -> Any:
             if got == first:
                 return "fcfs preempts the request admitted LAST (the end of the running list), not the first"
             if got == latest:
-                return ("fcfs preempts the end of the running list (vLLM: self.running.pop()); a request that was "
-                        "preempted and re-admitted sits there even though it arrived early")
+                return (
+                    "fcfs preempts the end of the running list (vLLM: self.running.pop()); a request that was "
+                    "preempted and re-admitted sits there even though it arrived early"
+                )
             return "fcfs: the last request of the running list"
         if got in reqs and expected in reqs:
             g, e = reqs[got], reqs[expected]
             if g["priority"] < e["priority"]:
-                return ("a LARGER priority value means LESS important (vLLM); preempt the largest "
-                        "(priority, arrival_time)")
+                return (
+                    "a LARGER priority value means LESS important (vLLM); preempt the largest (priority, arrival_time)"
+                )
             if g["priority"] == e["priority"]:
                 return "among equal priorities, preempt the one that arrived later (compare (priority, arrival_time))"
         return "priority: max over running of (priority, arrival_time)"
+
     return hint
 
 
-def _victim_case(pick_victim: Any, rec: Any, policy: str, spec: Sequence[Tuple[str, float, int]]) -> None:
+def _victim_case(pick_victim: Any, rec: Any, policy: str, spec: Sequence[tuple[str, float, int]]) -> None:
     running = _requests(spec)
     ids = [r.request_id for r in running]
     rec.step(f"pick_victim(running={ids}, policy={policy!r})")
     got = pick_victim(running, policy)
     match = next((r for r in running if r is got), None)
     chosen = match.request_id if match is not None else f"<not one of the running requests: {type(got).__name__}>"
-    rec.state({"policy": policy, "chosen": chosen,
-               "requests": [{"request_id": r.request_id, "priority": r.priority, "arrival_time": r.arrival_time}
-                            for r in _requests(spec)]})
+    rec.state(
+        {
+            "policy": policy,
+            "chosen": chosen,
+            "requests": [
+                {"request_id": r.request_id, "priority": r.priority, "arrival_time": r.arrival_time}
+                for r in _requests(spec)
+            ],
+        }
+    )
     rec.observe("victim", chosen, hint=_hint(policy))
-    rec.observe("running list after the call", [r.request_id for r in running],
-                hint="pick_victim only chooses; the scheduler removes the victim itself")
+    rec.observe(
+        "running list after the call",
+        [r.request_id for r in running],
+        hint="pick_victim only chooses; the scheduler removes the victim itself",
+    )
 
 
 @VICTIM.test("fcfs: the request admitted last")
@@ -105,40 +127,54 @@ def _(fn: Any, rec: Any) -> None:
 
 
 # --- 06.crossover --------------------------------------------------------------------------------------
-CROSS = register(Exercise(
-    "06.crossover", "crossover_flops_per_s",
-    "the FLOP/s where recomputing a preempted request costs as much as swapping its KV over PCIe",
-    components=("crossover",)))
+CROSS = register(
+    Exercise(
+        "06.crossover",
+        "crossover_flops_per_s",
+        "the FLOP/s where recomputing a preempted request costs as much as swapping its KV over PCIe",
+        components=("crossover",),
+    )
+)
 
 
-def _cross_hint(expected: Any, got: Any, state: Any) -> Optional[str]:
+def _cross_hint(expected: Any, got: Any, state: Any) -> str | None:
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not got:
         return "return a number of FLOP/s"
     r = got / expected
     if abs(r - 2) < 1e-6:
         return "twice too high: recompute costs 2 FLOPs per parameter per token, and the swap moves the KV out AND back"
     if abs(r - 0.5) < 1e-6:
-        return "half: a swap crosses PCIe twice (out, then back in), and recompute costs 2 FLOPs per parameter per token"
+        return (
+            "half: a swap crosses PCIe twice (out, then back in), and recompute costs 2 FLOPs per parameter per token"
+        )
     if abs(r - 8) < 1e-6 or abs(r - 0.125) < 1e-6:
         return "off by a factor of 8: pcie_bandwidth and kv_bytes_per_token are both in bytes - no bits involved"
     if abs(got * expected - 1) < 1e-3:
         return "upside down? Set swap time = recompute time and solve for the FLOP/s"
     if abs(r - 1) < 1e-3:
-        return (f"close, but off by a relative {abs(r - 1):.1e} (the check allows 1e-9): a rounded constant, or "
-                "float32 arithmetic (numpy/torch)? Compute with Python's int/float")
-    return ("write both costs for T tokens (swap = 2*T*kv/pcie, recompute = 2*params*T/F), set them equal and "
-            "solve for F; T cancels")
+        return (
+            f"close, but off by a relative {abs(r - 1):.1e} (the check allows 1e-9): a rounded constant, or "
+            "float32 arithmetic (numpy/torch)? Compute with Python's int/float"
+        )
+    return (
+        "write both costs for T tokens (swap = 2*T*kv/pcie, recompute = 2*params*T/F), set them equal and "
+        "solve for F; T cancels"
+    )
 
 
 def _cross_case(fn: Any, rec: Any, model_name: str, gpu_name: str) -> None:
     from pagedlab.sim.hardware import get_gpu
     from pagedlab.sim.models import get_model
+
     m, g = get_model(model_name), get_gpu(gpu_name)
-    rec.step(f"crossover_flops_per_s({m.num_params:,} params, {m.kv_bytes_per_token:,} B/token, "
-             f"{g.pcie_bandwidth / 1e9:g} GB/s)  # {m.name} on {g.name}")
+    rec.step(
+        f"crossover_flops_per_s({m.num_params:,} params, {m.kv_bytes_per_token:,} B/token, "
+        f"{g.pcie_bandwidth / 1e9:g} GB/s)  # {m.name} on {g.name}"
+    )
     rec.state({"model": m.name, "gpu": g.name})
-    rec.observe("FLOP/s at the crossover", fn(m.num_params, m.kv_bytes_per_token, g.pcie_bandwidth),
-                tol=1e-9, hint=_cross_hint)
+    rec.observe(
+        "FLOP/s at the crossover", fn(m.num_params, m.kv_bytes_per_token, g.pcie_bandwidth), tol=1e-9, hint=_cross_hint
+    )
 
 
 @CROSS.test("LLaMA-13B on an A100 (the vLLM paper's setting)")

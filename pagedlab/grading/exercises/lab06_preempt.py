@@ -14,6 +14,7 @@ One simplification: ``waiting`` is a deque under both policies, where the librar
 ordered by ``(priority, arrival_time)`` under ``"priority"``; on this module's priority workloads both give
 the same schedule at every step (the alignment test checks it).
 """
+
 from __future__ import annotations
 
 import random
@@ -37,8 +38,14 @@ class PreemptSim(Sim):
         priorities: request id -> priority (default 0).
     """
 
-    def __init__(self, arrivals: Sequence[Arrival], num_gpu_blocks: int, block_size: int = 4,
-                 num_cpu_blocks: int = 0, priorities: dict[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        arrivals: Sequence[Arrival],
+        num_gpu_blocks: int,
+        block_size: int = 4,
+        num_cpu_blocks: int = 0,
+        priorities: dict[str, int] | None = None,
+    ) -> None:
         super().__init__(arrivals, num_gpu_blocks, block_size)
         self.kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096, num_cpu_blocks=num_cpu_blocks)
         self.swapped: deque[Request] = deque()
@@ -60,19 +67,46 @@ class PreemptSim(Sim):
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_batch_gantt
-    steps = [{"step": h["step"], "scheduled": [tuple(e) for e in h["scheduled"]], "preempted": list(h["preempted"]),
-              "finished": [], "running": None, "waiting": None, "swapped": None, "kv_blocks_used": None,
-              "kv_blocks_free": None} for h in state["history"]] or [
-        {"step": 0, "scheduled": [], "preempted": [], "finished": [], "running": None, "waiting": None,
-         "swapped": None, "kv_blocks_used": None, "kv_blocks_free": None}]
+
+    steps = [
+        {
+            "step": h["step"],
+            "scheduled": [tuple(e) for e in h["scheduled"]],
+            "preempted": list(h["preempted"]),
+            "finished": [],
+            "running": None,
+            "waiting": None,
+            "swapped": None,
+            "kv_blocks_used": None,
+            "kv_blocks_free": None,
+        }
+        for h in state["history"]
+    ] or [
+        {
+            "step": 0,
+            "scheduled": [],
+            "preempted": [],
+            "finished": [],
+            "running": None,
+            "waiting": None,
+            "swapped": None,
+            "kv_blocks_used": None,
+            "kv_blocks_free": None,
+        }
+    ]
     title = f"then: running {state['running']}, waiting {state['waiting']}, swapped {state['swapped']}"
     return render_batch_gantt(steps, title=title)
 
 
-PREEMPT = register(Exercise(
-    "06.schedule_with_preemption", "schedule_with_preemption",
-    "preempt and retry when the KV cache is full; a step that preempted admits nobody new",
-    render=_render, components=("preemption", "schedule_with_preemption", "scheduler")))
+PREEMPT = register(
+    Exercise(
+        "06.schedule_with_preemption",
+        "schedule_with_preemption",
+        "preempt and retry when the KV cache is full; a step that preempted admits nobody new",
+        render=_render,
+        components=("preemption", "schedule_with_preemption", "scheduler"),
+    )
+)
 
 
 def _scheduled_hint(expected: Any, got: Any, before: list[str]) -> str | None:
@@ -81,19 +115,27 @@ def _scheduled_hint(expected: Any, got: Any, before: list[str]) -> str | None:
     extra = sorted(set(got) - set(expected))
     missing = sorted(set(expected) - set(got))
     if extra and any(r not in before for r in extra):
-        return (f"{', '.join(r for r in extra if r not in before)} joined in a step that preempted (or while a "
-                "request is swapped out): a step that preempted admits nobody new - the freed blocks go to the "
-                "running requests first")
+        return (
+            f"{', '.join(r for r in extra if r not in before)} joined in a step that preempted (or while a "
+            "request is swapped out): a step that preempted admits nobody new - the freed blocks go to the "
+            "running requests first"
+        )
     later = [r for r in extra if any(before.index(x) > before.index(r) for x in expected if x in before)]
     if later:
-        return (f"{', '.join(later)} was scheduled earlier in this step, then preempted: it must not be scheduled - "
-                "drop it from the step's schedule when you preempt it")
+        return (
+            f"{', '.join(later)} was scheduled earlier in this step, then preempted: it must not be scheduled - "
+            "drop it from the step's schedule when you preempt it"
+        )
     if extra:
-        return (f"{', '.join(extra)} was preempted in this step: when the victim is the request you are allocating "
-                "for, stop - schedule neither it nor any running request after it in this step")
+        return (
+            f"{', '.join(extra)} was preempted in this step: when the victim is the request you are allocating "
+            "for, stop - schedule neither it nor any running request after it in this step"
+        )
     if missing:
-        return (f"{', '.join(missing)} should run in this step: retry allocate_slots after each preemption until it "
-                "succeeds, then go on with the next running request")
+        return (
+            f"{', '.join(missing)} should run in this step: retry allocate_slots after each preemption until it "
+            "succeeds, then go on with the next running request"
+        )
     return "a scheduled request gets num_tokens - num_computed_tokens tokens"
 
 
@@ -101,72 +143,115 @@ def _preempted_hint(policy: str) -> Any:
     def hint(expected: Any, got: Any, state: Any) -> str:
         if not isinstance(got, list):
             return "return the ids preempted in this step as a list, in the order you preempted them"
-        if isinstance(expected, list) and len(got) > len(expected) and got[:len(expected)] == expected:
-            return ("you preempted more requests than needed: a request preempted in this step left `running` and "
-                    "must not be visited again - walk the live `running` list (an index), not a copy of it")
+        if isinstance(expected, list) and len(got) > len(expected) and got[: len(expected)] == expected:
+            return (
+                "you preempted more requests than needed: a request preempted in this step left `running` and "
+                "must not be visited again - walk the live `running` list (an index), not a copy of it"
+            )
         if policy == "priority":
-            return ("priority: preempt the running request with the largest (priority, arrival_time) - a larger "
-                    "value is less important - even one already scheduled in this step")
-        return ("fcfs: preempt the END of the running list (the request admitted last), one at a time, and retry "
-                "allocate_slots after each")
+            return (
+                "priority: preempt the running request with the largest (priority, arrival_time) - a larger "
+                "value is less important - even one already scheduled in this step"
+            )
+        return (
+            "fcfs: preempt the END of the running list (the request admitted last), one at a time, and retry "
+            "allocate_slots after each"
+        )
+
     return hint
 
 
 def _computed_hint(expected: Any, got: Any, state: Any) -> str:
-    return ("a request preempted for recompute loses its KV: set its num_computed_tokens to 0 (its generated "
-            "tokens stay; they are recomputed as part of its prompt); a swapped-out request keeps its count, and "
-            "the engine advances the scheduled ones after the step")
+    return (
+        "a request preempted for recompute loses its KV: set its num_computed_tokens to 0 (its generated "
+        "tokens stay; they are recomputed as part of its prompt); a swapped-out request keeps its count, and "
+        "the engine advances the scheduled ones after the step"
+    )
 
 
 def _waiting_hint(expected: Any, got: Any, state: Any) -> str:
-    return ("a request preempted for recompute goes back to the FRONT of waiting (waiting.appendleft), so it is the "
-            "first to be admitted again")
+    return (
+        "a request preempted for recompute goes back to the FRONT of waiting (waiting.appendleft), so it is the "
+        "first to be admitted again"
+    )
 
 
 def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mode: str) -> None:
     """One recorded step: the call, everything it changed, then the engine's update."""
-    rec.step(f"step {sim.step_no}: running={sim.ids(sim.running)}, waiting={sim.ids(sim.waiting)}, "
-             f"swapped={sim.ids(sim.swapped)}, {sim.kv.num_free_blocks} free blocks  (policy={policy!r}, "
-             f"preemption_mode={mode!r}, max_num_seqs={max_num_seqs})")
+    rec.step(
+        f"step {sim.step_no}: running={sim.ids(sim.running)}, waiting={sim.ids(sim.waiting)}, "
+        f"swapped={sim.ids(sim.swapped)}, {sim.kv.num_free_blocks} free blocks  (policy={policy!r}, "
+        f"preemption_mode={mode!r}, max_num_seqs={max_num_seqs})"
+    )
     before = sim.ids(sim.running)
     out = fn(sim.running, sim.waiting, sim.swapped, sim.kv, max_num_seqs, policy, mode)
     try:
         scheduled, preempted = out
     except (TypeError, ValueError):
-        rec.fail(f"schedule_with_preemption must return a pair (scheduled, preempted); it returned "
-                 f"{type(out).__name__}")
+        rec.fail(
+            f"schedule_with_preemption must return a pair (scheduled, preempted); it returned {type(out).__name__}"
+        )
     rec.observe("preempted in this step", preempted, hint=_preempted_hint(policy))
-    rec.observe("scheduled {request_id: tokens}", scheduled,
-                hint=lambda e, g, s, before=before: _scheduled_hint(e, g, before))
-    rec.observe("num_computed_tokens after the call",
-                {rid: r.num_computed_tokens for rid, r in sim.requests.items()}, hint=_computed_hint)
+    rec.observe(
+        "scheduled {request_id: tokens}", scheduled, hint=lambda e, g, s, before=before: _scheduled_hint(e, g, before)
+    )
+    rec.observe(
+        "num_computed_tokens after the call",
+        {rid: r.num_computed_tokens for rid, r in sim.requests.items()},
+        hint=_computed_hint,
+    )
     rec.observe("waiting after the call", sim.ids(sim.waiting), hint=_waiting_hint)
-    rec.observe("running, swapped after the call", [sim.ids(sim.running), sim.ids(sim.swapped)],
-                hint="the victim leaves running; swapped (swap mode, the CPU pool has room) or waiting (recompute)")
-    rec.observe("GPU blocks, CPU blocks held per request after the call",
-                [{rid: len(t) for rid, t in sim.kv.req_to_blocks.items() if t},
-                 {rid: len(t) for rid, t in sim.kv.req_to_cpu_blocks.items() if t}],
-                hint="recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
-                     "allocate_slots only for requests you schedule")
+    rec.observe(
+        "running, swapped after the call",
+        [sim.ids(sim.running), sim.ids(sim.swapped)],
+        hint="the victim leaves running; swapped (swap mode, the CPU pool has room) or waiting (recompute)",
+    )
+    rec.observe(
+        "GPU blocks, CPU blocks held per request after the call",
+        [
+            {rid: len(t) for rid, t in sim.kv.req_to_blocks.items() if t},
+            {rid: len(t) for rid, t in sim.kv.req_to_cpu_blocks.items() if t},
+        ],
+        hint="recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
+        "allocate_slots only for requests you schedule",
+    )
     sim.apply(scheduled if isinstance(scheduled, dict) else {})
     applied = {e[0] for e in sim.history[-1]["scheduled"]}
-    sim.history[-1]["scheduled"] += [[rid, n, False] for rid, n in (scheduled.items() if isinstance(scheduled, dict)
-                                                                     else ()) if rid not in applied and type(n) is int]
+    sim.history[-1]["scheduled"] += [
+        [rid, n, False]
+        for rid, n in (scheduled.items() if isinstance(scheduled, dict) else ())
+        if rid not in applied and type(n) is int
+    ]
     sim.history[-1]["preempted"] = [p for p in preempted if isinstance(p, str)] if isinstance(preempted, list) else []
     rec.state(sim.state())
 
 
-def run(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int = 8, policy: str = "fcfs",
-        mode: str = "recompute", max_steps: int = 80) -> None:
+def run(
+    fn: Any,
+    rec: Any,
+    sim: PreemptSim,
+    max_num_seqs: int = 8,
+    policy: str = "fcfs",
+    mode: str = "recompute",
+    max_steps: int = 80,
+) -> None:
     """Step ``sim`` until every request finished (at most ``max_steps`` steps)."""
     while not sim.done() and sim.step_no < max_steps:
         sim.arrive()
         _step(fn, rec, sim, max_num_seqs, policy, mode)
 
 
-def _test(title: str, arrivals: Sequence[Arrival], num_gpu_blocks: int, *, max_num_seqs: int = 8,
-          policy: str = "fcfs", mode: str = "recompute", num_cpu_blocks: int = 0,
-          priorities: dict[str, int] | None = None) -> None:
+def _test(
+    title: str,
+    arrivals: Sequence[Arrival],
+    num_gpu_blocks: int,
+    *,
+    max_num_seqs: int = 8,
+    policy: str = "fcfs",
+    mode: str = "recompute",
+    num_cpu_blocks: int = 0,
+    priorities: dict[str, int] | None = None,
+) -> None:
     @PREEMPT.test(title)
     def _(fn: Any, rec: Any) -> None:
         sim = PreemptSim(arrivals, num_gpu_blocks, 4, num_cpu_blocks, priorities)
@@ -182,17 +267,43 @@ def random_arrivals(seed: int, n: int) -> list[Arrival]:
 # Workloads: block_size 4; three requests of 6 prompt + 8 output tokens need 4 blocks each at the end.
 THREE = [(0, "r0", 6, 8), (0, "r1", 6, 8), (0, "r2", 6, 8)]
 
-_test("fcfs, recompute: the newest running request is preempted, re-queued at the front and starts over",
-      [(0, "r0", 4, 8), (0, "r1", 5, 8), (0, "r2", 6, 8)], 5)
-_test("a preempted request waits at the head of the queue: a newer request does not overtake it",
-      THREE + [(3, "r3", 1, 2)], 8)
-_test("a request that cannot grow may be the victim itself: it stops the running pass",
-      [(0, "r0", 7, 6), (0, "r1", 7, 6)], 4)
-_test("priority: the least important request goes first, even one scheduled earlier in the step",
-      THREE, 8, policy="priority", priorities={"r0": 2, "r1": 0, "r2": 1})
-_test("swap: the victim moves to the CPU pool and comes back before any waiting request",
-      THREE + [(2, "r3", 2, 3), (4, "r4", 2, 3)], 8, mode="swap", num_cpu_blocks=16)
+_test(
+    "fcfs, recompute: the newest running request is preempted, re-queued at the front and starts over",
+    [(0, "r0", 4, 8), (0, "r1", 5, 8), (0, "r2", 6, 8)],
+    5,
+)
+_test(
+    "a preempted request waits at the head of the queue: a newer request does not overtake it",
+    THREE + [(3, "r3", 1, 2)],
+    8,
+)
+_test(
+    "a request that cannot grow may be the victim itself: it stops the running pass",
+    [(0, "r0", 7, 6), (0, "r1", 7, 6)],
+    4,
+)
+_test(
+    "priority: the least important request goes first, even one scheduled earlier in the step",
+    THREE,
+    8,
+    policy="priority",
+    priorities={"r0": 2, "r1": 0, "r2": 1},
+)
+_test(
+    "swap: the victim moves to the CPU pool and comes back before any waiting request",
+    THREE + [(2, "r3", 2, 3), (4, "r4", 2, 3)],
+    8,
+    mode="swap",
+    num_cpu_blocks=16,
+)
 _test("swap with a full CPU pool falls back to recompute", THREE, 8, mode="swap", num_cpu_blocks=1)
 _test("a random workload of 8 requests, fcfs", random_arrivals(3, 8), 9)
-_test("random workload, priority and swap", random_arrivals(5, 8), 9, policy="priority", mode="swap",
-      num_cpu_blocks=6, priorities={f"r{i}": (i * 5) % 3 for i in range(8)})
+_test(
+    "random workload, priority and swap",
+    random_arrivals(5, 8),
+    9,
+    policy="priority",
+    mode="swap",
+    num_cpu_blocks=6,
+    priorities={f"r{i}": (i * 5) % 3 for i in range(8)},
+)

@@ -11,10 +11,12 @@ Each test builds its trees with the *reference* of the other two functions, so a
 never hides behind another. The references agree with ``pagedlab.core.radix_cache.RadixCache``
 (checked in ``tests/grading``).
 """
+
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
@@ -22,18 +24,24 @@ from pagedlab.grading.registry import Exercise, get, register
 from pagedlab.grading.rpc import is_a
 
 
-def tree_state(root: TreeNode) -> Dict[str, Any]:
+def tree_state(root: TreeNode) -> dict[str, Any]:
     """Plain nested snapshot (children sorted by first token; ids in depth-first order)."""
     counter = [0]
 
-    def dump(node: Any, child_key: Any, parent: Any) -> Dict[str, Any]:
+    def dump(node: Any, child_key: Any, parent: Any) -> dict[str, Any]:
         kids = []
         children = getattr(node, "children", {})
-        items = sorted(children.items(), key=lambda kv: (str(type(kv[0])), repr(kv[0]))) \
-            if is_a(children, dict) else []  # children may live in the learner's process (pagedlab grade)
-        d = {"key": list(getattr(node, "key", [])), "value": list(getattr(node, "value", [])),
-             "lock_ref": getattr(node, "lock_ref", None), "last_access_time": getattr(node, "last_access_time", None),
-             "child_key": child_key, "parent_ok": getattr(node, "parent", None) is parent}
+        items = (
+            sorted(children.items(), key=lambda kv: (str(type(kv[0])), repr(kv[0]))) if is_a(children, dict) else []
+        )  # children may live in the learner's process (pagedlab grade)
+        d = {
+            "key": list(getattr(node, "key", [])),
+            "value": list(getattr(node, "value", [])),
+            "lock_ref": getattr(node, "lock_ref", None),
+            "last_access_time": getattr(node, "last_access_time", None),
+            "child_key": child_key,
+            "parent_ok": getattr(node, "parent", None) is parent,
+        }
         d["id"] = counter[0]
         counter[0] += 1
         for k, c in items:
@@ -42,10 +50,11 @@ def tree_state(root: TreeNode) -> Dict[str, Any]:
             kids.append(dump(c, k, node))
         d["children"] = kids
         return d
+
     return dump(root, None, None)
 
 
-def _walk(tree: Dict[str, Any]):
+def _walk(tree: dict[str, Any]):
     stack = [tree]
     while stack:
         n = stack.pop()
@@ -57,7 +66,7 @@ def _path_tokens(node: Any, root: TreeNode) -> Any:
     """Tokens from the root down to ``node`` (follows parent pointers)."""
     if node is None:
         return "<None>"
-    out: List[int] = []
+    out: list[int] = []
     seen = 0
     while node is not None and node is not root and seen < 10_000:
         out = list(getattr(node, "key", [])) + out
@@ -66,8 +75,9 @@ def _path_tokens(node: Any, root: TreeNode) -> Any:
     return out if node is root else "<not a node of this tree>"
 
 
-def _render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_radix_tree
+
     return render_radix_tree({"root": state["tree"]}, title=state.get("title", "radix tree"))
 
 
@@ -75,22 +85,25 @@ def _exercise(eid: str, name: str, summary: str) -> Exercise:
     ex = register(Exercise(eid, name, summary, render=_render, components=("radix",)))
 
     @ex.invariant("children are keyed by the first token of their key")
-    def _(s: Dict[str, Any]) -> Optional[str]:
+    def _(s: dict[str, Any]) -> str | None:
         for n in _walk(s["tree"]):
             for c in n["children"]:
                 if not c["key"] or c["child_key"] != c["key"][0]:
-                    return (f"the node with key {c['key'][:8]} is stored under children[{c['child_key']!r}]; "
-                            "store each child under its first token")
+                    return (
+                        f"the node with key {c['key'][:8]} is stored under children[{c['child_key']!r}]; "
+                        "store each child under its first token"
+                    )
         return None
 
     @ex.invariant("every node has one slot per token, and a parent pointer to its parent")
-    def _(s: Dict[str, Any]) -> Optional[str]:
+    def _(s: dict[str, Any]) -> str | None:
         for n in _walk(s["tree"]):
             if len(n["key"]) != len(n["value"]):
                 return f"the node with key {n['key'][:8]} has {len(n['key'])} tokens but {len(n['value'])} slots"
             if n["child_key"] is not None and not n["parent_ok"]:
                 return f"the node with key {n['key'][:8]} has a .parent that is not the node it hangs under"
         return None
+
     return ex
 
 
@@ -124,17 +137,21 @@ def _tree_hint(expected: Any, got: Any, state: Any) -> str | None:
     path = first_difference(expected, got)
     field = next((p for p in reversed(path or ()) if isinstance(p, str) and not p.startswith("<")), None)
     if field == "last_access_time":
-        return "stamp last_access_time = now on every node you walk through, the root included (and on a leaf you create)"
+        return (
+            "stamp last_access_time = now on every node you walk through, the root included (and on a leaf you create)"
+        )
     if field == "value":
-        return ("tokens already in the tree keep the slots they have; only the new leaf gets slots from `value` "
-                "(the part for its own tokens)")
+        return (
+            "tokens already in the tree keep the slots they have; only the new leaf gets slots from `value` "
+            "(the part for its own tokens)"
+        )
     if field in ("key", "children", "child_key"):
         return "the tree's shape differs: split a node where the key leaves it (split_node), one new leaf for the rest"
     return None
 
 
 # --- match_prefix --------------------------------------------------------------------------------------
-def _match(fn: Any, rec: Any, root: TreeNode, key: List[int], now: int) -> None:
+def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     rec.step(f"match_prefix(root, {key}, now={now})")
     out = fn(root, list(key), now)
     try:
@@ -142,8 +159,11 @@ def _match(fn: Any, rec: Any, root: TreeNode, key: List[int], now: int) -> None:
     except (TypeError, ValueError):
         rec.fail(f"match_prefix must return a pair (value, last_node); it returned {type(out).__name__}")
     rec.observe("matched slots", value, hint="the slots of every matched token, in order, across the nodes walked")
-    rec.observe("tokens from the root to last_node", _path_tokens(node, root),
-                hint="last_node must cover exactly the matched tokens: split the node the match ends in (split_node)")
+    rec.observe(
+        "tokens from the root to last_node",
+        _path_tokens(node, root),
+        hint="last_node must cover exactly the matched tokens: split the node the match ends in (split_node)",
+    )
     _record_tree(rec, root, f"after match_prefix({key[:8]}, now={now})")
 
 
@@ -190,12 +210,15 @@ def _(fn: Any, rec: Any) -> None:
 
 
 # --- insert --------------------------------------------------------------------------------------------
-def _insert(fn: Any, rec: Any, root: TreeNode, key: List[int], now: int, slot0: int) -> None:
+def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: int) -> None:
     value = list(range(slot0, slot0 + len(key)))
     rec.step(f"insert(root, {key}, slots {value[0] if value else ''}..., now={now})")
     got = fn(root, list(key), list(value), now)
-    rec.observe("returned (tokens already cached)", got,
-                hint="count the leading tokens of the key that were already in the tree")
+    rec.observe(
+        "returned (tokens already cached)",
+        got,
+        hint="count the leading tokens of the key that were already in the tree",
+    )
     _record_tree(rec, root, f"after insert({key[:8]}, now={now})")
 
 
@@ -241,7 +264,7 @@ def _find(root: TreeNode, tokens: Sequence[int]) -> TreeNode:
     node, rest = root, list(tokens)
     while rest:
         node = node.children[rest[0]]
-        rest = rest[len(node.key):]
+        rest = rest[len(node.key) :]
     return node
 
 
@@ -252,31 +275,40 @@ def _evict(fn: Any, rec: Any, root: TreeNode, n: int, locked: Sequence[TreeNode]
     alive = {id(x) for x in _nodes(root)}
     for node in locked:
         if id(node) not in alive:
-            rec.fail(f"the node with key {node.key[:8]} was evicted although it is locked (lock_ref "
-                     f"{node.lock_ref}): a running request still reads it", invariant="a locked node is never evicted")
-    rec.observe("slots freed, in eviction order", got,
-                hint=lambda e, g, s, inner=inner: _evict_hint(e, g, inner))
-    _record_tree(rec, root, f"after evict({n})",
-                 hint="an evicted node leaves the tree: delete it from its parent's children")
+            rec.fail(
+                f"the node with key {node.key[:8]} was evicted although it is locked (lock_ref "
+                f"{node.lock_ref}): a running request still reads it",
+                invariant="a locked node is never evicted",
+            )
+    rec.observe("slots freed, in eviction order", got, hint=lambda e, g, s, inner=inner: _evict_hint(e, g, inner))
+    _record_tree(
+        rec, root, f"after evict({n})", hint="an evicted node leaves the tree: delete it from its parent's children"
+    )
 
 
 def _evict_hint(expected: Any, got: Any, inner: set[int]) -> str:
     """Explains a wrong list of freed slots; ``inner`` holds the slots of nodes that had children before the call."""
     if not isinstance(got, list) or not isinstance(expected, list):
         return "return the list of slots freed (each evicted node's value, in eviction order)"
-    if got[:len(expected)] == expected:
-        return (f"the first {len(expected)} slots are right, then you evicted more: stop as soon as the tokens freed "
-                "(count tokens - len(node.key) - not nodes) reach num_tokens")
-    if expected[:len(got)] == got:
+    if got[: len(expected)] == expected:
+        return (
+            f"the first {len(expected)} slots are right, then you evicted more: stop as soon as the tokens freed "
+            "(count tokens - len(node.key) - not nodes) reach num_tokens"
+        )
+    if expected[: len(got)] == got:
         return "you stopped too early: keep evicting while fewer than num_tokens tokens are freed"
     if any(s in inner for s in expected) and not any(s in inner for s in got):
-        return ("a parent left without children (unlocked, not the root) is a leaf too: put it among the "
-                "candidates as soon as its last child goes")
-    return ("evict in LRU order: always the leaf with the smallest (last_access_time, id) first (a heap of "
-            "the candidate leaves)")
+        return (
+            "a parent left without children (unlocked, not the root) is a leaf too: put it among the "
+            "candidates as soon as its last child goes"
+        )
+    return (
+        "evict in LRU order: always the leaf with the smallest (last_access_time, id) first (a heap of "
+        "the candidate leaves)"
+    )
 
 
-def _nodes(root: TreeNode) -> List[TreeNode]:
+def _nodes(root: TreeNode) -> list[TreeNode]:
     out, stack = [], [root]
     while stack:
         n = stack.pop()
@@ -288,7 +320,7 @@ def _nodes(root: TreeNode) -> List[TreeNode]:
 @EVICT.test("the least recently used leaf goes first")
 def _(fn: Any, rec: Any) -> None:
     root = _build([[1, 2], [3, 4], [5, 6]])
-    _ref("07.match_prefix")(root, [1, 2], 10)        # [1, 2] is now the most recently used
+    _ref("07.match_prefix")(root, [1, 2], 10)  # [1, 2] is now the most recently used
     rec.step("the test matches [1, 2] at now=10")
     _record_tree(rec, root, "before eviction")
     _evict(fn, rec, root, 2)
@@ -344,7 +376,7 @@ def _(fn: Any, rec: Any) -> None:
     rng = random.Random(13)
     insert = _ref("07.insert")
     root = new_tree()
-    locked: List[TreeNode] = []
+    locked: list[TreeNode] = []
     for t in range(1, 41):
         key = [rng.randint(1, 3) for _ in range(rng.randint(1, 6))]
         insert(root, key, [1000 + 10 * t + i for i in range(len(key))], t)
@@ -361,7 +393,7 @@ def _find_prefix(root: TreeNode, key: Sequence[int]) -> TreeNode:
     node, rest = root, list(key)
     while rest and rest[0] in node.children:
         child = node.children[rest[0]]
-        if rest[:len(child.key)] != child.key:
+        if rest[: len(child.key)] != child.key:
             break
-        node, rest = child, rest[len(child.key):]
+        node, rest = child, rest[len(child.key) :]
     return node

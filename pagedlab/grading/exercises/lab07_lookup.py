@@ -11,6 +11,7 @@ The tests run on a real :class:`pagedlab.core.block_pool.BlockPool` filled throu
 calls (``get_new_blocks``, ``cache_full_blocks``, ``free_blocks``). The reference agrees with
 ``pagedlab.core.kv_cache_manager.KVCacheManager.get_computed_blocks`` (checked in ``tests/grading``).
 """
+
 from __future__ import annotations
 
 import random
@@ -28,6 +29,7 @@ NONE_HASH = hashing.make_none_hash(7)
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_block_pool
+
     chain = state.get("chain", [])
     got = state.get("hit_blocks")
     hits: list[Any] = got if isinstance(got, list) else []
@@ -36,10 +38,15 @@ def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     return render_block_pool(state["pool"], highlight=[b for b in hits if isinstance(b, int)], title=title)
 
 
-LOOKUP = register(Exercise(
-    "07.get_computed_blocks", "get_computed_blocks",
-    "vLLM's prefix lookup: walk the hash chain, stop at the first miss, never hit the last token",
-    render=_render, components=("prefix_lookup", "get_computed_blocks")))
+LOOKUP = register(
+    Exercise(
+        "07.get_computed_blocks",
+        "get_computed_blocks",
+        "vLLM's prefix lookup: walk the hash chain, stop at the first miss, never hit the last token",
+        render=_render,
+        components=("prefix_lookup", "get_computed_blocks"),
+    )
+)
 
 
 def make_request(rid: str, tokens: Sequence[int], block_size: int) -> Request:
@@ -47,8 +54,9 @@ def make_request(rid: str, tokens: Sequence[int], block_size: int) -> Request:
     return Request(rid, list(tokens), block_hasher=hashing.get_request_block_hasher(block_size, NONE_HASH))
 
 
-def cache_prompt(pool: BlockPool, rid: str, tokens: Sequence[int], block_size: int, *, free: bool = True,
-                 skip_first: int = 0) -> list[int]:
+def cache_prompt(
+    pool: BlockPool, rid: str, tokens: Sequence[int], block_size: int, *, free: bool = True, skip_first: int = 0
+) -> list[int]:
     """Run ``tokens`` as a request: pop its blocks, publish its full blocks (all but the first
     ``skip_first``, as if those had been evicted), then free them tail first when ``free``.
 
@@ -65,9 +73,11 @@ def cache_prompt(pool: BlockPool, rid: str, tokens: Sequence[int], block_size: i
 
 def pool_state(pool: BlockPool) -> dict[str, Any]:
     """Reference counts, free-queue order and the cached-block map (block id -> hash, shortened)."""
-    return {"ref_cnt": [b.ref_cnt for b in pool.blocks],
-            "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
-            "cached": {bid: h.hex()[:8] for h, m in pool.cached_block_hash_to_block.items() for bid in m}}
+    return {
+        "ref_cnt": [b.ref_cnt for b in pool.blocks],
+        "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
+        "cached": {bid: h.hex()[:8] for h, m in pool.cached_block_hash_to_block.items() for bid in m},
+    }
 
 
 def _blocks_hint(num_tokens: int, block_size: int, chain: list[int | None]) -> Any:
@@ -76,23 +86,32 @@ def _blocks_hint(num_tokens: int, block_size: int, chain: list[int | None]) -> A
             return "return a pair (list of the hit KVCacheBlock objects, number of tokens they hold)"
         limit = (num_tokens - 1) // block_size
         if len(got) > len(expected) and len(got) > limit:
-            return (f"never hit the last token: with {num_tokens} tokens at most (num_tokens - 1) // block_size = "
-                    f"{limit} block(s) may hit, so at least one token is left to compute the next token's logits")
+            return (
+                f"never hit the last token: with {num_tokens} tokens at most (num_tokens - 1) // block_size = "
+                f"{limit} block(s) may hit, so at least one token is left to compute the next token's logits"
+            )
         if len(got) > len(expected):
-            return ("stop at the first miss: a block after a missing one cannot be reused, even if its hash is "
-                    "cached (its KV was computed after tokens this request does not have in cache)")
+            return (
+                "stop at the first miss: a block after a missing one cannot be reused, even if its hash is "
+                "cached (its KV was computed after tokens this request does not have in cache)"
+            )
         if len(got) < len(expected):
-            return (f"every block up to the first miss hits, as long as the hit leaves a token to compute "
-                    f"(here up to {limit} block(s)): get_cached_block(request.block_hashes[i]) for i = 0, 1, ...")
+            return (
+                f"every block up to the first miss hits, as long as the hit leaves a token to compute "
+                f"(here up to {limit} block(s)): get_cached_block(request.block_hashes[i]) for i = 0, 1, ..."
+            )
         return "block i of the hit is whatever block_pool.get_cached_block(request.block_hashes[i]) returns"
+
     return hint
 
 
 def _blocks_of(pool: BlockPool, got: Any) -> Any:
     if not isinstance(got, (list, tuple)):
         return f"<{type(got).__name__}>"
-    return [b.block_id if any(b is x for x in pool.blocks) else f"<not a block of the pool: {type(b).__name__}>"
-            for b in got]
+    return [
+        b.block_id if any(b is x for x in pool.blocks) else f"<not a block of the pool: {type(b).__name__}>"
+        for b in got
+    ]
 
 
 def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size: int) -> None:
@@ -105,23 +124,39 @@ def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size
     try:
         got, num = out
     except (TypeError, ValueError):
-        rec.fail(f"get_computed_blocks must return a pair (blocks, num_computed_tokens); it returned "
-                 f"{type(out).__name__}")
+        rec.fail(
+            f"get_computed_blocks must return a pair (blocks, num_computed_tokens); it returned {type(out).__name__}"
+        )
     hit = _blocks_of(pool, got)
-    rec.state({"pool": pool.snapshot(), "chain": chain, "hit_blocks": hit, "num_tokens": len(tokens),
-               "block_size": block_size})
+    rec.state(
+        {
+            "pool": pool.snapshot(),
+            "chain": chain,
+            "hit_blocks": hit,
+            "num_tokens": len(tokens),
+            "block_size": block_size,
+        }
+    )
     rec.observe("hit blocks (pool block ids, in order)", hit, hint=_blocks_hint(len(tokens), block_size, chain))
-    rec.observe("num_computed_tokens", num,
-                hint="num_computed_tokens counts tokens: len(blocks) * block_size (a hit is block-aligned)")
+    rec.observe(
+        "num_computed_tokens",
+        num,
+        hint="num_computed_tokens counts tokens: len(blocks) * block_size (a hit is block-aligned)",
+    )
     after = pool_state(pool)
-    rec.observe("block pool after the lookup (ref counts, free queue, cached map)", after,
-                hint=lambda e, g, s: _pool_hint(before, g))
+    rec.observe(
+        "block pool after the lookup (ref counts, free queue, cached map)",
+        after,
+        hint=lambda e, g, s: _pool_hint(before, g),
+    )
 
 
 def _pool_hint(before: dict[str, Any], got: Any) -> str:
     if isinstance(got, dict) and got.get("ref_cnt") != before["ref_cnt"]:
-        return ("lookup only: do not touch the hits or change a ref_cnt - the scheduler may still decide not to "
-                "admit the request; allocate_slots claims the blocks when it does")
+        return (
+            "lookup only: do not touch the hits or change a ref_cnt - the scheduler may still decide not to "
+            "admit the request; allocate_slots claims the blocks when it does"
+        )
     return "lookup only: leave the free queue and the cached-block map as they are"
 
 
@@ -155,9 +190,9 @@ def _(fn: Any, rec: Any) -> None:
 @LOOKUP.test("the walk stops at the first miss, even when a later block is cached")
 def _(fn: Any, rec: Any) -> None:
     pool = BlockPool(12, enable_caching=True)
-    cache_prompt(pool, "a", tokens(3, 16), 4, skip_first=1)     # block 0 evicted, blocks 1-3 still cached
+    cache_prompt(pool, "a", tokens(3, 16), 4, skip_first=1)  # block 0 evicted, blocks 1-3 still cached
     lookup(fn, rec, pool, tokens(3, 17), 4)
-    cache_prompt(pool, "b", tokens(3, 5), 4)                   # block 0 back: the chain is whole again
+    cache_prompt(pool, "b", tokens(3, 5), 4)  # block 0 back: the chain is whole again
     lookup(fn, rec, pool, tokens(3, 17), 4)
 
 
@@ -173,8 +208,8 @@ def _(fn: Any, rec: Any) -> None:
 @LOOKUP.test("held and free cached blocks: the lookup changes no ref count and no queue")
 def _(fn: Any, rec: Any) -> None:
     pool = BlockPool(10, enable_caching=True)
-    cache_prompt(pool, "a", tokens(5, 8), 2, free=False)        # a still runs: its blocks have ref_cnt 1
-    cache_prompt(pool, "b", tokens(6, 6), 2)                    # b finished: its blocks are cached and free
+    cache_prompt(pool, "a", tokens(5, 8), 2, free=False)  # a still runs: its blocks have ref_cnt 1
+    cache_prompt(pool, "b", tokens(6, 6), 2)  # b finished: its blocks are cached and free
     lookup(fn, rec, pool, tokens(5, 9), 2)
     lookup(fn, rec, pool, tokens(6, 7), 2)
 

@@ -4,33 +4,44 @@
 The reference agrees with ``pagedlab.kernels.reference.gather_kv`` (checked in ``tests/grading``);
 failure pictures come from ``pagedlab.viz.render_kernel_walk``. Needs torch (imported lazily).
 """
+
 from __future__ import annotations
 
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from pagedlab.grading.registry import Exercise, register
 
 
-def _render(state: Dict[str, Any], expected: Any, path: Any) -> str:
+def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import kernel_walk_steps, render_kernel_walk
+
     bt, seq_len, bs = state["block_table"], state["seq_len"], state["block_size"]
     size = state["tile_size"]
     steps = kernel_walk_steps(bt, min(seq_len, len(bt) * bs), bs, tile_size=size, num_blocks=state["num_blocks"])
     tile = min(state["tile_start"] // size, len(steps) - 1)
-    return render_kernel_walk(steps[tile], title=f"tile at positions {state['tile_start']}..{state['tile_start'] + size - 1}"
-                                                 f" (seq_len {seq_len})")
+    return render_kernel_walk(
+        steps[tile],
+        title=f"tile at positions {state['tile_start']}..{state['tile_start'] + size - 1} (seq_len {seq_len})",
+    )
 
 
-TILE = register(Exercise(
-    "08.load_kv_tile", "load_kv_tile",
-    "read one tile of a sequence's KV through its block table, masking positions past seq_len",
-    render=_render, components=("kernel", "load_kv_tile"), needs=("torch",)))
+TILE = register(
+    Exercise(
+        "08.load_kv_tile",
+        "load_kv_tile",
+        "read one tile of a sequence's KV through its block table, masking positions past seq_len",
+        render=_render,
+        components=("kernel", "load_kv_tile"),
+        needs=("torch",),
+    )
+)
 
 
 def make_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2, head_dim: int = 3):
     """A cache whose every element names its place: block*1000 + row*10 + head + dim/10."""
     import torch
+
     b = torch.arange(num_blocks, dtype=torch.float32).view(-1, 1, 1, 1) * 1000
     r = torch.arange(block_size, dtype=torch.float32).view(1, -1, 1, 1) * 10
     h = torch.arange(num_kv_heads, dtype=torch.float32).view(1, 1, -1, 1)
@@ -38,19 +49,33 @@ def make_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2, head_dim
     return b + r + h + d
 
 
-def _hint(expected: Any, got: Any, state: Any) -> Optional[str]:
-    return ("lane i reads position pos = tile_start + i: block block_table[pos // block_size], row pos % block_size; "
-            "masked lanes (pos >= seq_len) are all zeros")
+def _hint(expected: Any, got: Any, state: Any) -> str | None:
+    return (
+        "lane i reads position pos = tile_start + i: block block_table[pos // block_size], row pos % block_size; "
+        "masked lanes (pos >= seq_len) are all zeros"
+    )
 
 
-def _case(fn: Any, rec: Any, num_blocks: int, block_size: int, table: List[int], seq_len: int, tile_start: int,
-          tile_size: int) -> None:
+def _case(
+    fn: Any, rec: Any, num_blocks: int, block_size: int, table: list[int], seq_len: int, tile_start: int, tile_size: int
+) -> None:
     import torch
+
     cache = make_cache(num_blocks, block_size)
-    rec.step(f"load_kv_tile(cache, block_table={table}, tile_start={tile_start}, tile_size={tile_size}, "
-             f"seq_len={seq_len})  # block_size {block_size}")
-    rec.state({"block_table": list(table), "seq_len": seq_len, "block_size": block_size, "tile_start": tile_start,
-               "tile_size": tile_size, "num_blocks": num_blocks})
+    rec.step(
+        f"load_kv_tile(cache, block_table={table}, tile_start={tile_start}, tile_size={tile_size}, "
+        f"seq_len={seq_len})  # block_size {block_size}"
+    )
+    rec.state(
+        {
+            "block_table": list(table),
+            "seq_len": seq_len,
+            "block_size": block_size,
+            "tile_start": tile_start,
+            "tile_size": tile_size,
+            "num_blocks": num_blocks,
+        }
+    )
     given_cache, given_table = cache.clone(), torch.tensor(table, dtype=torch.int64)
     out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
     try:
@@ -59,11 +84,16 @@ def _case(fn: Any, rec: Any, num_blocks: int, block_size: int, table: List[int],
         rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
     rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
     rec.observe("rows", rows, hint=_hint)
-    rec.observe("rows dtype", str(getattr(rows, "dtype", type(rows).__name__)),
-                hint="the tile keeps the cache's dtype (cache.dtype): make any zeros you mix in of that dtype")
-    rec.observe("cache and block_table after the call (unchanged)",
-                bool(torch.equal(given_cache, cache) and given_table.tolist() == list(table)),
-                hint="loading a tile only reads: do not write zeros (or anything) into the cache or the block table")
+    rec.observe(
+        "rows dtype",
+        str(getattr(rows, "dtype", type(rows).__name__)),
+        hint="the tile keeps the cache's dtype (cache.dtype): make any zeros you mix in of that dtype",
+    )
+    rec.observe(
+        "cache and block_table after the call (unchanged)",
+        bool(torch.equal(given_cache, cache) and given_table.tolist() == list(table)),
+        hint="loading a tile only reads: do not write zeros (or anything) into the cache or the block table",
+    )
 
 
 @TILE.test("a tile inside one block")

@@ -12,6 +12,7 @@ hold NaN. On CPU everything runs in Triton's interpreter, which reads ``TRITON_I
 triton is first imported (the Makefile, the test runs and the lab's first cell set it); shapes are
 tiny so a check takes a few seconds. Failure pictures: ``pagedlab.viz.render_kernel_walk``.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,20 +31,29 @@ def _reference() -> Any:
     compiled for a GPU cannot run there, and every test would fail on the reference itself."""
     import os
     import sys
+
     if "triton" not in sys.modules:
         import torch
+
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")
     from pagedlab.grading.registry import snippet_object
+
     return snippet_object("08.triton_load_kv_tile")
 
 
-TILE = register(Exercise(
-    "08.triton_load_kv_tile", "triton_load_kv_tile",
-    "in Triton: load a K/V tile through the block table, masked lanes load 0.0 (stale slots may hold NaN)",
-    reference=_reference, render=render_tile, components=("triton_load_kv_tile", "kernel_triton"),
-    needs=("torch", "triton"),
-    runs_in_learner_process=True))  # a JIT function cannot cross the grader's pipe (instructor guide, section 7)
+TILE = register(
+    Exercise(
+        "08.triton_load_kv_tile",
+        "triton_load_kv_tile",
+        "in Triton: load a K/V tile through the block table, masked lanes load 0.0 (stale slots may hold NaN)",
+        reference=_reference,
+        render=render_tile,
+        components=("triton_load_kv_tile", "kernel_triton"),
+        needs=("torch", "triton"),
+        runs_in_learner_process=True,
+    )
+)  # a JIT function cannot cross the grader's pipe (instructor guide, section 7)
 
 HEAD_DIM = 4
 
@@ -64,40 +74,106 @@ def _define_kernels() -> tuple[Any, Any]:
     import triton.language as tl
 
     @triton.jit
-    def probe_kernel(tile_ptr, mask_ptr, cache_ptr, table_ptr, tile_start, seq_len, kv_head,
-                     stride_block, stride_slot, stride_head, LOAD_TILE: tl.constexpr,
-                     BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
-        tile, mask = LOAD_TILE(cache_ptr, table_ptr, tile_start, seq_len, kv_head, stride_block, stride_slot,
-                               stride_head, BLOCK_SIZE, BLOCK_N, HEAD_DIM)
+    def probe_kernel(
+        tile_ptr,
+        mask_ptr,
+        cache_ptr,
+        table_ptr,
+        tile_start,
+        seq_len,
+        kv_head,
+        stride_block,
+        stride_slot,
+        stride_head,
+        LOAD_TILE: tl.constexpr,
+        BLOCK_SIZE: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        HEAD_DIM: tl.constexpr,
+    ):
+        tile, mask = LOAD_TILE(
+            cache_ptr,
+            table_ptr,
+            tile_start,
+            seq_len,
+            kv_head,
+            stride_block,
+            stride_slot,
+            stride_head,
+            BLOCK_SIZE,
+            BLOCK_N,
+            HEAD_DIM,
+        )
         offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
         tl.store(tile_ptr + offs_n[:, None] * HEAD_DIM + offs_d[None, :], tile)
         tl.store(mask_ptr + offs_n, mask.to(tl.int8))
 
     @triton.jit
-    def decode_kernel(out_ptr, q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, seq_lens_ptr, scale,
-                      stride_q_seq, stride_q_head, stride_block, stride_slot, stride_head, stride_bt_seq,
-                      LOAD_TILE: tl.constexpr, GROUP: tl.constexpr, BLOCK_H: tl.constexpr,
-                      BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    def decode_kernel(
+        out_ptr,
+        q_ptr,
+        k_cache_ptr,
+        v_cache_ptr,
+        block_tables_ptr,
+        seq_lens_ptr,
+        scale,
+        stride_q_seq,
+        stride_q_head,
+        stride_block,
+        stride_slot,
+        stride_head,
+        stride_bt_seq,
+        LOAD_TILE: tl.constexpr,
+        GROUP: tl.constexpr,
+        BLOCK_H: tl.constexpr,
+        BLOCK_SIZE: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        HEAD_DIM: tl.constexpr,
+    ):
         seq = tl.program_id(0)
         kv_head = tl.program_id(1)
         offs_h = tl.arange(0, BLOCK_H)
         offs_d = tl.arange(0, HEAD_DIM)
         heads = kv_head * GROUP + offs_h
         head_mask = offs_h < GROUP
-        q = tl.load(q_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :],
-                    mask=head_mask[:, None], other=0.0)
+        q = tl.load(
+            q_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :],
+            mask=head_mask[:, None],
+            other=0.0,
+        )
         seq_len = tl.load(seq_lens_ptr + seq)
         table = block_tables_ptr + seq * stride_bt_seq
         m_i = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
         acc = tl.zeros([BLOCK_H, HEAD_DIM], dtype=tl.float32)
         for start in range(0, seq_len, BLOCK_N):
-            k, mask = LOAD_TILE(k_cache_ptr, table, start, seq_len, kv_head, stride_block, stride_slot,
-                                stride_head, BLOCK_SIZE, BLOCK_N, HEAD_DIM)
-            v, _ = LOAD_TILE(v_cache_ptr, table, start, seq_len, kv_head, stride_block, stride_slot,
-                             stride_head, BLOCK_SIZE, BLOCK_N, HEAD_DIM)
-            s = tl.sum(q[:, None, :] * k[None, :, :], 2) * scale          # [BLOCK_H, BLOCK_N]
+            k, mask = LOAD_TILE(
+                k_cache_ptr,
+                table,
+                start,
+                seq_len,
+                kv_head,
+                stride_block,
+                stride_slot,
+                stride_head,
+                BLOCK_SIZE,
+                BLOCK_N,
+                HEAD_DIM,
+            )
+            v, _ = LOAD_TILE(
+                v_cache_ptr,
+                table,
+                start,
+                seq_len,
+                kv_head,
+                stride_block,
+                stride_slot,
+                stride_head,
+                BLOCK_SIZE,
+                BLOCK_N,
+                HEAD_DIM,
+            )
+            s = tl.sum(q[:, None, :] * k[None, :, :], 2) * scale  # [BLOCK_H, BLOCK_N]
             s = tl.where(mask[None, :], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             alpha = tl.exp(m_i - m_new)
@@ -106,8 +182,11 @@ def _define_kernels() -> tuple[Any, Any]:
             acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], 1)
             m_i = m_new
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-        tl.store(out_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :], out,
-                 mask=head_mask[:, None])
+        tl.store(
+            out_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :],
+            out,
+            mask=head_mask[:, None],
+        )
 
     return probe_kernel, decode_kernel
 
@@ -115,9 +194,10 @@ def _define_kernels() -> tuple[Any, Any]:
 def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
     """Launch, unwrapping the interpreter's ``InterpreterError`` so the learner sees their own exception."""
     import warnings
+
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)     # numpy's NaN warnings inside the interpreter
+            warnings.simplefilter("ignore", RuntimeWarning)  # numpy's NaN warnings inside the interpreter
             kernel[grid](*args, **meta)
     except Exception as exc:  # noqa: BLE001 - re-raised, unwrapped
         inner: BaseException = exc
@@ -135,35 +215,61 @@ def _device(load_tile: Any) -> str:
     import torch
 
     from pagedlab.kernels.runtime import interpreter_ready, is_interpreted
+
     if not is_interpreted(load_tile) and torch.cuda.is_available():
         return "cuda"
     if not (is_interpreted(load_tile) and interpreter_ready()):
         raise AssertionError(
             "triton_load_kv_tile is not running under Triton's interpreter: set os.environ['TRITON_INTERPRET'] = '1' "
             "before anything imports triton (the lab's first code cell does), restart the kernel, and run the cells "
-            "again")
+            "again"
+        )
     return "cpu"
 
 
-def probe_tile(load_tile: Any, cache: Any, table: Sequence[int], tile_start: int, seq_len: int, kv_head: int,
-               block_n: int) -> tuple[Any, Any]:
+def probe_tile(
+    load_tile: Any, cache: Any, table: Sequence[int], tile_start: int, seq_len: int, kv_head: int, block_n: int
+) -> tuple[Any, Any]:
     """Run ``load_tile`` once in a one-program kernel; returns ``(tile [block_n, HEAD_DIM], mask [block_n])``."""
     import torch
+
     dev = _device(load_tile)
     probe, _ = _kernels()
     tile = torch.full((block_n, cache.shape[-1]), -1.0, dtype=cache.dtype, device=dev)
     mask = torch.full((block_n,), -1, dtype=torch.int8, device=dev)
     bt = torch.tensor(list(table), dtype=torch.int32, device=dev)
     on_dev = cache.to(dev)
-    _launch(probe, (1,), tile, mask, on_dev, bt, tile_start, seq_len, kv_head, *cache.stride()[:3],
-            LOAD_TILE=load_tile, BLOCK_SIZE=cache.shape[1], BLOCK_N=block_n, HEAD_DIM=cache.shape[-1])
+    _launch(
+        probe,
+        (1,),
+        tile,
+        mask,
+        on_dev,
+        bt,
+        tile_start,
+        seq_len,
+        kv_head,
+        *cache.stride()[:3],
+        LOAD_TILE=load_tile,
+        BLOCK_SIZE=cache.shape[1],
+        BLOCK_N=block_n,
+        HEAD_DIM=cache.shape[-1],
+    )
     if on_dev is not cache:
-        cache.copy_(on_dev.cpu())                   # a write into the cache shows in the caller's copy
+        cache.copy_(on_dev.cpu())  # a write into the cache shows in the caller's copy
     return tile.cpu(), mask.cpu()
 
 
-def decode_with_tile_loader(load_tile: Any, query: Any, key_cache: Any, value_cache: Any, block_tables: Any,
-                            seq_lens: Any, scale: float, block_n: int = 4) -> Any:
+def decode_with_tile_loader(
+    load_tile: Any,
+    query: Any,
+    key_cache: Any,
+    value_cache: Any,
+    block_tables: Any,
+    seq_lens: Any,
+    scale: float,
+    block_n: int = 4,
+) -> Any:
     """Paged decode attention whose K/V tiles come from ``load_tile`` (one program per sequence and KV head).
 
     Runs on the GPU when ``load_tile`` is compiled and one is visible, else in the interpreter on CPU
@@ -178,6 +284,7 @@ def decode_with_tile_loader(load_tile: Any, query: Any, key_cache: Any, value_ca
         ``[num_seqs, num_q_heads, head_dim]`` fp32.
     """
     import torch
+
     dev = _device(load_tile)
     _, decode = _kernels()
     num_seqs, num_q_heads, head_dim = query.shape
@@ -186,10 +293,27 @@ def decode_with_tile_loader(load_tile: Any, query: Any, key_cache: Any, value_ca
     query, key_cache, value_cache = query.to(dev), key_cache.to(dev), value_cache.to(dev)
     out = torch.zeros_like(query)
     bt = block_tables.to(device=dev, dtype=torch.int32).contiguous()
-    _launch(decode, (num_seqs, num_kv_heads), out, query, key_cache, value_cache, bt,
-            seq_lens.to(device=dev, dtype=torch.int32), float(scale), query.stride(0), query.stride(1), *key_cache.stride()[:3],
-            bt.stride(0), LOAD_TILE=load_tile, GROUP=group, BLOCK_H=max(2, 1 << (group - 1).bit_length()),
-            BLOCK_SIZE=key_cache.shape[1], BLOCK_N=block_n, HEAD_DIM=head_dim)
+    _launch(
+        decode,
+        (num_seqs, num_kv_heads),
+        out,
+        query,
+        key_cache,
+        value_cache,
+        bt,
+        seq_lens.to(device=dev, dtype=torch.int32),
+        float(scale),
+        query.stride(0),
+        query.stride(1),
+        *key_cache.stride()[:3],
+        bt.stride(0),
+        LOAD_TILE=load_tile,
+        GROUP=group,
+        BLOCK_H=max(2, 1 << (group - 1).bit_length()),
+        BLOCK_SIZE=key_cache.shape[1],
+        BLOCK_N=block_n,
+        HEAD_DIM=head_dim,
+    )
     return out.cpu()
 
 
@@ -198,10 +322,12 @@ def tile_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2) -> Any:
     return make_cache(num_blocks, block_size, num_kv_heads, HEAD_DIM) + 0.1
 
 
-def stale_cache(num_blocks: int, block_size: int, tables: Sequence[Sequence[int]], seq_lens: Sequence[int],
-                num_kv_heads: int = 2) -> Any:
+def stale_cache(
+    num_blocks: int, block_size: int, tables: Sequence[Sequence[int]], seq_lens: Sequence[int], num_kv_heads: int = 2
+) -> Any:
     """:func:`tile_cache` values in the slots the sequences use, NaN in every other slot."""
     import torch
+
     cache = tile_cache(num_blocks, block_size, num_kv_heads)
     live = torch.zeros(num_blocks, block_size, dtype=torch.bool)
     for table, n in zip(tables, seq_lens):
@@ -228,8 +354,10 @@ def _lane_hint(table: Sequence[int], tile_start: int, seq_len: int, kv_head: int
         pos, v = tile_start + i, got[i][0] if isinstance(got[i], list) and got[i] else float("nan")
         head = f"lane {i} (position {pos}) loaded {_where(v)}"
         if pos >= seq_len:
-            return (f"{head}, but position {pos} >= seq_len {seq_len}: masked lanes must load 0.0 - pass the mask and "
-                    "other=0.0 to the tl.load of the cache (a stale slot may hold NaN, and 0 * NaN is NaN)")
+            return (
+                f"{head}, but position {pos} >= seq_len {seq_len}: masked lanes must load 0.0 - pass the mask and "
+                "other=0.0 to the tl.load of the cache (a stale slot may hold NaN, and 0 * NaN is NaN)"
+            )
         want_b, want_r = table[pos // bs], pos % bs
         head += f"; it should read block {want_b} (block_table[{pos} // {bs}]) slot {want_r} head {kv_head}"
         if math.isnan(v) or v == 0.0:
@@ -244,30 +372,51 @@ def _lane_hint(table: Sequence[int], tile_start: int, seq_len: int, kv_head: int
         if b * bs + r == want_b * bs + pos:
             return head + ": the slot inside the block is pos % BLOCK_SIZE (times stride_slot)"
         return head
+
     return hint
 
 
-def _probe_case(fn: Any, rec: Any, cache: Any, table: list[int], seq_len: int, tile_start: int, block_n: int,
-                kv_head: int = 0) -> None:
+def _probe_case(
+    fn: Any, rec: Any, cache: Any, table: list[int], seq_len: int, tile_start: int, block_n: int, kv_head: int = 0
+) -> None:
     bs = cache.shape[1]
-    rec.step(f"triton_load_kv_tile(block_table={table}, tile_start={tile_start}, seq_len={seq_len}, "
-             f"kv_head={kv_head}, BLOCK_SIZE={bs}, BLOCK_N={block_n})")
-    rec.state({"block_table": list(table), "seq_len": seq_len, "block_size": bs, "tile_start": tile_start,
-               "tile_size": block_n, "num_blocks": cache.shape[0]})
+    rec.step(
+        f"triton_load_kv_tile(block_table={table}, tile_start={tile_start}, seq_len={seq_len}, "
+        f"kv_head={kv_head}, BLOCK_SIZE={bs}, BLOCK_N={block_n})"
+    )
+    rec.state(
+        {
+            "block_table": list(table),
+            "seq_len": seq_len,
+            "block_size": bs,
+            "tile_start": tile_start,
+            "tile_size": block_n,
+            "num_blocks": cache.shape[0],
+        }
+    )
     given = cache.clone()
     tile, mask = probe_tile(fn, given, table, tile_start, seq_len, kv_head, block_n)
-    rec.observe("mask per lane", [bool(m) for m in mask.tolist()],
-                hint=f"mask[i] is True exactly when tile_start + i < seq_len (here {tile_start} + i < {seq_len})")
-    rec.observe("tile [BLOCK_N, HEAD_DIM] (value = block*1000 + slot*10 + head + (dim+1)/10)",
-                [[round(x, 4) for x in row] for row in tile.tolist()],
-                hint=_lane_hint(table, tile_start, seq_len, kv_head, bs))
-    rec.observe("cache after the call (unchanged)", bool(torch_equal_nan(given, cache)),
-                hint="loading a tile only reads: never tl.store into the cache")
+    rec.observe(
+        "mask per lane",
+        [bool(m) for m in mask.tolist()],
+        hint=f"mask[i] is True exactly when tile_start + i < seq_len (here {tile_start} + i < {seq_len})",
+    )
+    rec.observe(
+        "tile [BLOCK_N, HEAD_DIM] (value = block*1000 + slot*10 + head + (dim+1)/10)",
+        [[round(x, 4) for x in row] for row in tile.tolist()],
+        hint=_lane_hint(table, tile_start, seq_len, kv_head, bs),
+    )
+    rec.observe(
+        "cache after the call (unchanged)",
+        bool(torch_equal_nan(given, cache)),
+        hint="loading a tile only reads: never tl.store into the cache",
+    )
 
 
 def torch_equal_nan(a: Any, b: Any) -> bool:
     """``a == b`` elementwise with NaN equal to NaN."""
     import torch
+
     return bool(torch.equal(torch.nan_to_num(a, nan=-7.0), torch.nan_to_num(b, nan=-7.0)))
 
 
@@ -289,7 +438,7 @@ def _(fn: Any, rec: Any) -> None:
 def _(fn: Any, rec: Any) -> None:
     cache = stale_cache(8, 4, [[6, 2]], [5])
     _probe_case(fn, rec, cache, [6, 2], 5, 4, 4)
-    _probe_case(fn, rec, cache, [6, 2, 3], 5, 0, 8)     # a stale table entry (3) past the sequence
+    _probe_case(fn, rec, cache, [6, 2, 3], 5, 0, 8)  # a stale table entry (3) past the sequence
 
 
 @TILE.test("each KV head reads its own rows")
@@ -302,12 +451,13 @@ def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> 
     import torch
 
     from pagedlab.kernels.reference import paged_decode_attention
+
     rng = random.Random(seed)
     nblocks = [-(-n // bs) for n in seq_lens]
     ids = rng.sample(range(1, 16), sum(nblocks))
-    tables = [ids[sum(nblocks[:i]):sum(nblocks[:i + 1])] for i in range(len(seq_lens))]
+    tables = [ids[sum(nblocks[:i]) : sum(nblocks[: i + 1])] for i in range(len(seq_lens))]
     width = max(nblocks)
-    padded = [t + [rng.randrange(16)] * (width - len(t)) for t in tables]      # stale entries past each sequence
+    padded = [t + [rng.randrange(16)] * (width - len(t)) for t in tables]  # stale entries past each sequence
     gen = torch.Generator().manual_seed(seed)
     k = stale_cache(16, bs, tables, seq_lens)
     v = stale_cache(16, bs, tables, seq_lens)
@@ -316,17 +466,33 @@ def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> 
     v[live] = torch.randn(int(live.sum()), generator=gen)
     q = torch.randn(len(seq_lens), 4, HEAD_DIM, generator=gen)
     bt, lens = torch.tensor(padded), torch.tensor(seq_lens)
-    rec.step(f"decode attention through your tile load: seq_lens={seq_lens}, block_size={bs}, BLOCK_N=4, "
-             f"block tables {padded} (unused slots and stale table entries hold NaN)")
-    rec.state({"block_table": list(padded[0]), "seq_len": seq_lens[0], "block_size": bs, "tile_start": 0,
-               "tile_size": 4, "num_blocks": 16})
-    out = decode_with_tile_loader(fn, q, k, v, bt, lens, HEAD_DIM ** -0.5)
-    want = paged_decode_attention(q, torch.nan_to_num(k), torch.nan_to_num(v), bt, lens, HEAD_DIM ** -0.5)
-    rec.observe("NaN in the output", int(torch.isnan(out).sum()),
-                hint="a NaN from a stale slot leaked: load 0.0 on masked lanes (mask= and other=0.0 on the K/V load)")
+    rec.step(
+        f"decode attention through your tile load: seq_lens={seq_lens}, block_size={bs}, BLOCK_N=4, "
+        f"block tables {padded} (unused slots and stale table entries hold NaN)"
+    )
+    rec.state(
+        {
+            "block_table": list(padded[0]),
+            "seq_len": seq_lens[0],
+            "block_size": bs,
+            "tile_start": 0,
+            "tile_size": 4,
+            "num_blocks": 16,
+        }
+    )
+    out = decode_with_tile_loader(fn, q, k, v, bt, lens, HEAD_DIM**-0.5)
+    want = paged_decode_attention(q, torch.nan_to_num(k), torch.nan_to_num(v), bt, lens, HEAD_DIM**-0.5)
+    rec.observe(
+        "NaN in the output",
+        int(torch.isnan(out).sum()),
+        hint="a NaN from a stale slot leaked: load 0.0 on masked lanes (mask= and other=0.0 on the K/V load)",
+    )
     err = float((out - want).abs().max())
-    rec.observe("output equals the PyTorch reference (max abs error <= 1e-5)", err <= 1e-5,
-                hint=f"max abs error {err:.3g}: compare the tile of the failing sequence with the picture")
+    rec.observe(
+        "output equals the PyTorch reference (max abs error <= 1e-5)",
+        err <= 1e-5,
+        hint=f"max abs error {err:.3g}: compare the tile of the failing sequence with the picture",
+    )
 
 
 @TILE.test("the decode kernel with your tile load equals the PyTorch reference (NaN in unused slots)")

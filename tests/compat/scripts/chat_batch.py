@@ -1,5 +1,6 @@
 """A vLLM-style chat script (written for pagedlab's tests, in the shape of vLLM's
 examples/offline_inference/basic/chat.py): one conversation, then a batch of them."""
+
 import json
 
 from vllm import LLM, SamplingParams

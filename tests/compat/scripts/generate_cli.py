@@ -1,6 +1,7 @@
 """A vLLM-style offline script (written for pagedlab's tests, in the shape of vLLM's
 examples/offline_inference/basic/generate.py): engine arguments from the command line, the
 model's default sampling parameters, one batch of prompts. Prints one JSON line per prompt."""
+
 import json
 
 from vllm import LLM, EngineArgs
@@ -18,8 +19,9 @@ def main(args: dict) -> None:
     if temperature is not None:
         params.temperature = temperature
     for out in llm.generate(PROMPTS, params):
-        print(json.dumps({"prompt": out.prompt, "text": out.outputs[0].text,
-                          "token_ids": list(out.outputs[0].token_ids)}))
+        print(
+            json.dumps({"prompt": out.prompt, "text": out.outputs[0].text, "token_ids": list(out.outputs[0].token_ids)})
+        )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,7 @@ def main():
     get_generation_time(
         llm,
         sampling_params,
-        LONG_PROMPT
-        + "Question: what is the age of John Doe? Your answer: The age of John Doe is ",
+        LONG_PROMPT + "Question: what is the age of John Doe? Your answer: The age of John Doe is ",
     )
 
     # Querying the age of Zack Blue
@@ -93,8 +92,7 @@ def main():
     get_generation_time(
         llm,
         sampling_params,
-        LONG_PROMPT
-        + "Question: what is the age of Zack Blue? Your answer: The age of Zack Blue is ",
+        LONG_PROMPT + "Question: what is the age of Zack Blue? Your answer: The age of Zack Blue is ",
     )
 
 
