@@ -2,7 +2,7 @@
 #
 #   make lab     set up (venv + pinned packages + model), then start JupyterLab on labs/
 #   make demo    set up, then serve data/prompts.jsonl through the engine, headless
-#   make test    set up, then run the whole test suite (pytest tests/ + nbval on solutions/)
+#   make test    set up, then lint (ruff, mypy) and run the whole test suite (pytest tests/ + nbval on solutions/)
 #   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml)
 #
 # Every target is idempotent: once set up, the set-up steps take well under a second
@@ -104,7 +104,8 @@ lab: setup
 demo: setup
 	"$(PAGEDLAB)" generate $(PROMPTS)
 
-test: setup
+# The lint step (ruff + mypy, seconds) runs first: a lint error fails `make test` as a test would.
+test: lint
 	@mkdir -p $(ARTIFACTS)
 	TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
 	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)

@@ -230,9 +230,8 @@ def _configs(
         longest = max((r.prompt_len + r.output_len for r in requests), default=1)
         scheduler_config = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=max(1, longest))
     if preemption_mode is not None:
-        scheduler_config = dataclasses.replace(  # checked by SchedulerConfig.__post_init__
-            scheduler_config, preemption_mode=preemption_mode
-        )  # type: ignore[arg-type]
+        # A str from the caller: SchedulerConfig.__post_init__ checks it is "recompute" or "swap".
+        scheduler_config = dataclasses.replace(scheduler_config, preemption_mode=preemption_mode)  # type: ignore[arg-type]
     cc = cache_config or gpu_cache_config(model, hardware)
     if scheduler_config.preemption_mode == "swap" and cc.num_cpu_blocks == 0:
         raise ConfigError("preemption_mode='swap' needs cache_config.num_cpu_blocks > 0 (the swap space)")
