@@ -35,6 +35,18 @@ ROOT = Path(__file__).resolve().parents[1]
 MODES = ["hf_sequential", "hf_static", "hf_continuous", "pagedlab"]
 
 
+def machine_facts() -> dict:
+    """Cores, torch threads, OMP wait policy, load average, CPU model and torch version of this run."""
+    import platform
+
+    import torch
+    model = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                  if l.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return {"cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(unset)"), "loadavg_1m": os.getloadavg()[0],
+            "cpu_model": model, "torch": torch.__version__, "python": platform.python_version()}
+
+
 def workload():
     from pagedlab.model.loader import load_tokenizer
     tok = load_tokenizer()

@@ -11,7 +11,9 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from pagedlab.model import cpu_linear
 from pagedlab.model.attention import AttentionMetadata
+from pagedlab.model.llama import LlamaForCausalLM
 from pagedlab.model.sampler import sample
 from pagedlab.sched.scheduler import ScheduledRequest, SchedulerOutput
 
@@ -24,12 +26,22 @@ class ModelRunner:
         block_size, num_gpu_blocks, num_cpu_blocks: cache geometry.
         attention_backend: ``"torch"`` or ``"triton"``.
         device: torch device of the model and the "GPU" pool.
+        pack_linears: repack the model's linear weights for oneDNN (``pagedlab.model.cpu_linear``, as
+            vLLM's CPU backend does after loading); default: on a CPU where oneDNN is available. The
+            model is changed in place (engines built on one model share its weights); on another
+            device packed weights are unpacked first.
     """
 
-    def __init__(self, model, block_size: int, num_gpu_blocks: int, num_cpu_blocks: int = 0,
-                 attention_backend: str = "torch", device: str = "cpu", dtype=torch.float32) -> None:
+    def __init__(self, model: LlamaForCausalLM, block_size: int, num_gpu_blocks: int, num_cpu_blocks: int = 0,
+                 attention_backend: str = "torch", device: str = "cpu", dtype: torch.dtype = torch.float32,
+                 pack_linears: bool | None = None) -> None:
         cfg = model.config
         self.model = model
+        if torch.device(device).type == "cpu" and pack_linears is not False:
+            cpu_linear.pack_linears(model)
+        else:
+            cpu_linear.unpack_linears(model)
+            model.to(device)
         self.block_size = block_size
         self.backend = attention_backend
         self.device = torch.device(device)

@@ -146,16 +146,30 @@ class LlamaForCausalLM(nn.Module):
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head_weight: Optional[torch.Tensor] = None   # None = tied to embed_tokens
+        # The LM head packed for oneDNN (pagedlab.model.cpu_linear.pack_linears), or None: plain matmul.
+        self.packed_lm_head: Optional[nn.Module] = None
+        self._rope_table: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+
+    def rope_table(self, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin ``[max_position_embeddings, head_dim]``, computed once (the rows equal ``rope_cos_sin``'s)."""
+        if self._rope_table is None or self._rope_table[0].device != device:
+            c = self.config
+            self._rope_table = rope_cos_sin(torch.arange(c.max_position_embeddings, device=device), c.head_dim,
+                                            c.rope_theta)
+        return self._rope_table
 
     @torch.inference_mode()
     def forward(self, input_ids, positions, kv_caches: List[Tuple[torch.Tensor, torch.Tensor]],
                 meta: AttentionMetadata) -> torch.Tensor:
-        cos, sin = rope_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
+        cos_table, sin_table = self.rope_table(positions.device)
+        cos, sin = cos_table[positions], sin_table[positions]
         x = self.embed_tokens(input_ids)
         for layer, kv in zip(self.layers, kv_caches):
             x = layer(x, cos, sin, kv, meta)
         # Only rows that will be sampled need the (vocab x hidden) LM head.
         x = self.norm(x.index_select(0, meta.logits_indices))
+        if self.packed_lm_head is not None:
+            return self.packed_lm_head(x).float()
         w = self.embed_tokens.weight if self.lm_head_weight is None else self.lm_head_weight
         return (x @ w.t()).float()
 
