@@ -13,15 +13,21 @@ The results equal ``F.linear`` up to fp32 rounding (oneDNN sums in another order
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from pagedlab.model.llama import LlamaForCausalLM
 
 __all__ = ["PackedLinear", "onednn_available", "pack_linears", "unpack_linears"]
 
 
 def onednn_available() -> bool:
     """Whether this torch build can run oneDNN's packed fp32 linear (x86 builds with MKL-DNN)."""
-    return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    has_op = hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    return has_op and bool(torch.backends.mkldnn.is_available())  # type: ignore[no-untyped-call]
 
 
 class PackedLinear(nn.Module):
@@ -45,7 +51,8 @@ class PackedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` fp32 -> ``[..., out_features]``."""
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+        return out
 
     def to_linear(self) -> nn.Linear:
         """A plain ``nn.Linear`` with the same weight (exact: the reorder only permutes)."""
@@ -61,7 +68,7 @@ class PackedLinear(nn.Module):
 _PROJECTIONS = (("self_attn", "qkv_proj"), ("self_attn", "o_proj"), ("mlp", "gate_up_proj"), ("mlp", "down_proj"))
 
 
-def pack_linears(model: nn.Module) -> bool:
+def pack_linears(model: LlamaForCausalLM) -> bool:
     """Pack every projection of a ``LlamaForCausalLM`` and its LM head for oneDNN, in place.
 
     Layer by layer, so the plain and packed copies of only one weight coexist. The LM head gets a
@@ -84,7 +91,7 @@ def pack_linears(model: nn.Module) -> bool:
     return True
 
 
-def unpack_linears(model: nn.Module) -> None:
+def unpack_linears(model: LlamaForCausalLM) -> None:
     """Undo :func:`pack_linears`: plain ``nn.Linear`` projections, no packed LM head. Idempotent."""
     for layer in model.layers:
         for part, name in _PROJECTIONS:
