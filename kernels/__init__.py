@@ -7,7 +7,8 @@ Modules:
     decode_attention   Triton paged decode attention (GQA, split-KV + merge)
     prefill_attention  Triton paged prefill/extend attention (varlen, causal with context offset)
     cache_write        Triton ``reshape_and_cache`` through the slot mapping
-    backends           the one backend dispatch: ``get_backend("torch"|"triton")``, ``default_backend``
+    backends           the one backend dispatch: ``get_backend("torch"|"triton"|"cpu")``, ``default_backend``
+    cpu                the engine's CPU attention (reference results, less memory traffic). No Triton.
     ops                the Triton ops under the reference's names
     aot                offline compile check for sm_80 / sm_90 without a GPU
     testing            random paged caches with shuffled tables and NaN-poisoned free slots (tests, labs)

@@ -17,6 +17,7 @@ import torch
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.errors import ConfigError, InvalidRequestError
+from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
@@ -76,7 +77,8 @@ class LLMEngine:
         max_num_seqs, max_num_batched_tokens, max_model_len, long_prefill_token_threshold,
         enable_chunked_prefill, policy, preemption_mode: see ``SchedulerConfig``.
         scheduling: ``"continuous"`` (iteration-level) or ``"static"`` (baseline).
-        attention_backend: ``"torch"`` or ``"triton"``; default triton on CUDA, torch on CPU.
+        attention_backend: ``"torch"`` (reference), ``"triton"`` or ``"cpu"``; default
+            ``pagedlab.kernels.backends.default_backend(device)``: triton on CUDA, cpu on a CPU.
         seed: seed of the engine's sampling RNG (requests without their own seed).
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
         tokenizer, eos_token_id: only with ``model`` given as a ``LlamaForCausalLM`` instance.
@@ -117,9 +119,10 @@ class LLMEngine:
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if attention_backend is None:
-            attention_backend = "triton" if device.startswith("cuda") else "torch"
-        if attention_backend not in ("torch", "triton"):
-            raise ConfigError(f"attention_backend must be 'torch' or 'triton', got {attention_backend!r}")
+            attention_backend = default_backend(device)
+        if attention_backend not in BACKENDS:
+            raise ConfigError(f"attention_backend must be one of {', '.join(map(repr, BACKENDS))}, "
+                              f"got {attention_backend!r}")
         self.eos_token_id = meta["eos_token_id"]
 
         from pagedlab.core.kv_cache_manager import KVCacheManager

@@ -7,8 +7,6 @@ the first dimension directly.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 import torch
 
 from pagedlab.model import cpu_linear
@@ -46,11 +44,11 @@ class ModelRunner:
         self.backend = attention_backend
         self.device = torch.device(device)
         shape = (num_gpu_blocks, block_size, cfg.num_key_value_heads, cfg.head_dim)
-        self.kv_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
+        self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] = [
             (torch.zeros(shape, dtype=dtype, device=self.device), torch.zeros(shape, dtype=dtype, device=self.device))
             for _ in range(cfg.num_hidden_layers)]
         cpu_shape = (num_cpu_blocks,) + shape[1:]
-        self.cpu_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
+        self.cpu_caches: list[tuple[torch.Tensor, torch.Tensor]] = [
             (torch.zeros(cpu_shape, dtype=dtype), torch.zeros(cpu_shape, dtype=dtype))
             for _ in range(cfg.num_hidden_layers)] if num_cpu_blocks else []
 
@@ -78,7 +76,7 @@ class ModelRunner:
             run.append((src, dst))
 
     # --- the forward step ----------------------------------------------------------------------
-    def forward(self, out: SchedulerOutput, block_ids: Dict[str, List[int]]):
+    def forward(self, out: SchedulerOutput, block_ids: dict[str, list[int]]):
         """Apply the step's block moves and run the model on the scheduled tokens.
 
         Returns:
@@ -89,7 +87,7 @@ class ModelRunner:
         if not out.scheduled:
             return [], None
         # Decodes (one token) first, so attention can batch them in one call.
-        order: List[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
+        order: list[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
         num_decodes = sum(1 for s in order if s.num_tokens == 1)
         bs = self.block_size
         input_ids, positions, cu, seq_lens, logits_rows, tables = [], [], [0], [], [], []
@@ -121,9 +119,9 @@ class ModelRunner:
         samplers = [s for s in order if s.samples]
         return samplers, (logits.cpu() if samplers else None)
 
-    def execute(self, out: SchedulerOutput, block_ids: Dict[str, List[int]],
-                extra_samples: Optional[Dict[str, int]] = None,
-                generators: Optional[Dict[str, Optional[torch.Generator]]] = None) -> Dict[str, List[int]]:
+    def execute(self, out: SchedulerOutput, block_ids: dict[str, list[int]],
+                extra_samples: dict[str, int] | None = None,
+                generators: dict[str, torch.Generator | None] | None = None) -> dict[str, list[int]]:
         """Run the step and sample.
 
         Args:
@@ -150,7 +148,7 @@ class ModelRunner:
                 gens.append(g[j] if isinstance(g, list) else g)
                 owners.append(rid)
         tokens = sample(logits[torch.tensor(rows)], params, gens)
-        result: Dict[str, List[int]] = {}
+        result: dict[str, list[int]] = {}
         for rid, t in zip(owners, tokens):
             result.setdefault(rid, []).append(t)
         return result

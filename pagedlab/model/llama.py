@@ -12,9 +12,9 @@ to the token embedding.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from pagedlab.model.attention import AttentionMetadata, paged_attention
@@ -37,7 +37,7 @@ class LlamaConfig:
     tie_word_embeddings: bool = True
 
     @classmethod
-    def from_hf(cls, hf) -> "LlamaConfig":
+    def from_hf(cls, hf) -> LlamaConfig:
         rope = getattr(hf, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
         return cls(
@@ -61,12 +61,19 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Same arithmetic as HF's LlamaRMSNorm (fp32 variance), so greedy tokens match exactly.
+        """``weight * x / sqrt(mean(x^2) + eps)`` over the last dim, with HF's LlamaRMSNorm arithmetic.
+
+        HF computes ``var = x.float().pow(2).mean(-1, keepdim=True)`` and
+        ``weight * (x.float() * torch.rsqrt(var + eps)).to(x.dtype)``; for fp32 ``F.rms_norm`` gives the
+        same bits in one pass (tests/engine/test_cpu_linear.py), so greedy tokens match exactly.
+        """
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         var = x.float().pow(2).mean(-1, keepdim=True)
         return self.weight * (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype)
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> Tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables ``[T, head_dim]`` for the given absolute positions (HF "default" RoPE)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
     freqs = positions.float()[:, None] * inv_freq[None, :]
@@ -93,7 +100,7 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
         self.scale = self.head_dim ** -0.5
 
-    def forward(self, x, cos, sin, kv_cache: Tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata):
+    def forward(self, x, cos, sin, kv_cache: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata):
         T = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = apply_rope(q.view(T, self.num_heads, self.head_dim), cos, sin)
@@ -145,12 +152,12 @@ class LlamaForCausalLM(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head_weight: Optional[torch.Tensor] = None   # None = tied to embed_tokens
+        self.lm_head_weight: torch.Tensor | None = None   # None = tied to embed_tokens
         # The LM head packed for oneDNN (pagedlab.model.cpu_linear.pack_linears), or None: plain matmul.
-        self.packed_lm_head: Optional[nn.Module] = None
-        self._rope_table: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+        self.packed_lm_head: nn.Module | None = None
+        self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def rope_table(self, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    def rope_table(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """cos/sin ``[max_position_embeddings, head_dim]``, computed once (the rows equal ``rope_cos_sin``'s)."""
         if self._rope_table is None or self._rope_table[0].device != device:
             c = self.config
@@ -159,7 +166,7 @@ class LlamaForCausalLM(nn.Module):
         return self._rope_table
 
     @torch.inference_mode()
-    def forward(self, input_ids, positions, kv_caches: List[Tuple[torch.Tensor, torch.Tensor]],
+    def forward(self, input_ids, positions, kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
                 meta: AttentionMetadata) -> torch.Tensor:
         cos_table, sin_table = self.rope_table(positions.device)
         cos, sin = cos_table[positions], sin_table[positions]

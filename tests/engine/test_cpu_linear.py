@@ -103,3 +103,17 @@ def test_the_rope_table_rows_equal_rope_cos_sin_at_those_positions() -> None:
     cos, sin = rope_cos_sin(pos, 16, net.config.rope_theta)
     assert torch.equal(cos_t[pos], cos) and torch.equal(sin_t[pos], sin)
     assert net.rope_table(torch.device("cpu"))[0] is cos_t                     # computed once
+
+
+def test_rmsnorm_gives_hf_llama_rmsnorm_bits() -> None:
+    from pagedlab.model.llama import RMSNorm
+    torch.manual_seed(2)
+    norm = RMSNorm(576, 1e-5)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(33, 576) * 3
+    var = x.pow(2).mean(-1, keepdim=True)                        # transformers' LlamaRMSNorm, fp32
+    assert torch.equal(norm(x), norm.weight * (x * torch.rsqrt(var + 1e-5)))
+    xb = x.to(torch.bfloat16)
+    hf_b = norm.weight * (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + 1e-5)).to(xb.dtype)
+    assert torch.equal(norm(xb), hf_b)

@@ -177,6 +177,6 @@ def test_backend_dispatch():
     from pagedlab.kernels import ops, reference, triton_paged_decode_attention
     assert ops.get_backend("torch").paged_decode_attention is reference.paged_decode_attention
     assert ops.get_backend("triton").paged_decode_attention is triton_paged_decode_attention
-    assert ops.default_backend("cpu") == "torch"
+    assert ops.default_backend("cpu") == "cpu"
     with pytest.raises(ValueError, match="unknown attention backend"):
         ops.get_backend("flash")
