@@ -54,7 +54,9 @@ class ModelRunner:
 
     # --- moving blocks -------------------------------------------------------------------------
     @staticmethod
-    def _move(pairs, srcs, dsts) -> None:
+    def _move(pairs: list[tuple[int, int]], srcs: list[tuple[torch.Tensor, torch.Tensor]],
+              dsts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Copy blocks ``src -> dst`` for each ``(src, dst)`` pair, in every layer's K and V pools."""
         if not pairs:
             return
         src = torch.tensor([p[0] for p in pairs])
@@ -67,7 +69,8 @@ class ModelRunner:
         """Copy-on-write copies and swaps, in the order the scheduler made them, before the forward."""
         pools = {"copy": (self.kv_caches, self.kv_caches), "swap_out": (self.kv_caches, self.cpu_caches),
                  "swap_in": (self.cpu_caches, self.kv_caches)}
-        run, kind = [], None
+        run: list[tuple[int, int]] = []
+        kind = ""
         for k, src, dst in out.block_moves + [("end", 0, 0)]:
             if k != kind and run:                  # flush a run of same-kind moves in one copy
                 self._move(run, *pools[kind])
@@ -76,7 +79,8 @@ class ModelRunner:
             run.append((src, dst))
 
     # --- the forward step ----------------------------------------------------------------------
-    def forward(self, out: SchedulerOutput, block_ids: dict[str, list[int]]):
+    def forward(self, out: SchedulerOutput, block_ids: dict[str, list[int]]
+                ) -> tuple[list[ScheduledRequest], torch.Tensor | None]:
         """Apply the step's block moves and run the model on the scheduled tokens.
 
         Returns:
@@ -90,7 +94,10 @@ class ModelRunner:
         order: list[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
         num_decodes = sum(1 for s in order if s.num_tokens == 1)
         bs = self.block_size
-        input_ids, positions, cu, seq_lens, logits_rows, tables = [], [], [0], [], [], []
+        input_ids: list[int] = []
+        positions: list[int] = []
+        cu, seq_lens, logits_rows = [0], [], []
+        tables: list[list[int]] = []
         for s in order:
             toks = s.request.all_token_ids[s.start:s.start + s.num_tokens]
             input_ids.extend(toks)
@@ -134,7 +141,7 @@ class ModelRunner:
             request id -> sampled token ids, for requests whose chunk reached the end.
         """
         samplers, logits = self.forward(out, block_ids)
-        if not samplers:
+        if not samplers or logits is None:
             return {}
         # One row per sampling request; an n>1 parent's row is repeated once per completion.
         rows, params, gens, owners = [], [], [], []

@@ -11,7 +11,9 @@ to the token embedding.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +39,8 @@ class LlamaConfig:
     tie_word_embeddings: bool = True
 
     @classmethod
-    def from_hf(cls, hf) -> LlamaConfig:
+    def from_hf(cls, hf: Any) -> LlamaConfig:
+        """The fields of an HF ``LlamaConfig`` (``rope_parameters`` or the older ``rope_theta``)."""
         rope = getattr(hf, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
         return cls(
@@ -100,14 +103,17 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
         self.scale = self.head_dim ** -0.5
 
-    def forward(self, x, cos, sin, kv_cache: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv_cache: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
         T = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = apply_rope(q.view(T, self.num_heads, self.head_dim), cos, sin)
         k = apply_rope(k.view(T, self.num_kv_heads, self.head_dim), cos, sin)
         v = v.view(T, self.num_kv_heads, self.head_dim)
         out = paged_attention(q, k, v, kv_cache[0], kv_cache[1], meta, self.scale)
-        return self.o_proj(out.reshape(T, self.q_size))
+        result: torch.Tensor = self.o_proj(out.reshape(T, self.q_size))
+        return result
 
 
 class LlamaMLP(nn.Module):
@@ -117,9 +123,11 @@ class LlamaMLP(nn.Module):
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """SwiGLU: ``down(silu(gate(x)) * up(x))``, ``[T, hidden]`` -> ``[T, hidden]``."""
         gate, up = self.gate_up_proj(x).split(self.inter, dim=-1)
-        return self.down_proj(nn.functional.silu(gate) * up)
+        result: torch.Tensor = self.down_proj(F.silu(gate) * up)
+        return result
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -130,9 +138,12 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(self, x, cos, sin, kv_cache, meta):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv_cache: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata) -> torch.Tensor:
+        """Pre-norm attention and MLP, each with a residual: ``[T, hidden]`` -> ``[T, hidden]``."""
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
+        return out
 
 
 class LlamaForCausalLM(nn.Module):
@@ -166,8 +177,8 @@ class LlamaForCausalLM(nn.Module):
         return self._rope_table
 
     @torch.inference_mode()
-    def forward(self, input_ids, positions, kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
-                meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata) -> torch.Tensor:
         cos_table, sin_table = self.rope_table(positions.device)
         cos, sin = cos_table[positions], sin_table[positions]
         x = self.embed_tokens(input_ids)
@@ -176,17 +187,29 @@ class LlamaForCausalLM(nn.Module):
         # Only rows that will be sampled need the (vocab x hidden) LM head.
         x = self.norm(x.index_select(0, meta.logits_indices))
         if self.packed_lm_head is not None:
-            return self.packed_lm_head(x).float()
+            logits: torch.Tensor = self.packed_lm_head(x)
+            return logits.float()
         w = self.embed_tokens.weight if self.lm_head_weight is None else self.lm_head_weight
-        return (x @ w.t()).float()
+        plain: torch.Tensor = x @ w.t()
+        return plain.float()
 
-    def load_hf_state_dict(self, sd: dict) -> None:
-        """Load weights named as HF's ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight`` ...)."""
-        g = lambda name: sd[name]
+    def load_hf_state_dict(self, sd: Mapping[str, torch.Tensor]) -> None:
+        """Load weights named as HF's ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight`` ...).
+
+        A model packed for oneDNN (``pagedlab.model.cpu_linear``) is unpacked first.
+
+        Raises:
+            KeyError: a weight is missing from ``sd``.
+        """
+        from pagedlab.model.cpu_linear import unpack_linears
+        unpack_linears(self)
+
+        def g(name: str) -> torch.Tensor:
+            return sd[name]
         with torch.no_grad():
             self.embed_tokens.weight.copy_(g("model.embed_tokens.weight"))
             self.norm.weight.copy_(g("model.norm.weight"))
-            for i, layer in enumerate(self.layers):
+            for i, layer in enumerate(cast(list[LlamaDecoderLayer], list(self.layers))):
                 p = f"model.layers.{i}."
                 layer.input_layernorm.weight.copy_(g(p + "input_layernorm.weight"))
                 layer.post_attention_layernorm.weight.copy_(g(p + "post_attention_layernorm.weight"))
