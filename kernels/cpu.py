@@ -60,7 +60,9 @@ def paged_decode_attention(query: torch.Tensor, key_cache: torch.Tensor, value_c
     out = torch.empty_like(query)
     for g in groups:
         idx = torch.tensor(g, device=query.device)
-        out[idx] = reference_decode(query[idx], key_cache, value_cache, block_tables[idx], seq_lens[idx], scale)
+        part = reference_decode(query.index_select(0, idx), key_cache, value_cache, block_tables.index_select(0, idx),
+                                seq_lens.index_select(0, idx), scale)
+        out.index_copy_(0, idx, part)
     return out
 
 
