@@ -8,20 +8,10 @@ from torch import nn
 from pagedlab.engine.model_runner import ModelRunner
 from pagedlab.model.attention import AttentionMetadata
 from pagedlab.model.cpu_linear import PackedLinear, onednn_available, pack_linears, unpack_linears
-from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
+from pagedlab.model.llama import LlamaForCausalLM
+from tests.kernels.test_engine_triton import tiny_llama
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN")
-
-
-def tiny_llama(seed: int = 0) -> LlamaForCausalLM:
-    cfg = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                      num_attention_heads=6, num_key_value_heads=2, head_dim=16, max_position_embeddings=64)
-    torch.manual_seed(seed)
-    net = LlamaForCausalLM(cfg)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.normal_(0, 0.5)
-    return net.eval()
 
 
 @pytest.mark.parametrize("shape", [(0, 64), (1, 64), (7, 64), (3, 5, 64)])
@@ -98,8 +88,8 @@ def test_the_rope_table_rows_equal_rope_cos_sin_at_those_positions() -> None:
     from pagedlab.model.llama import rope_cos_sin
     net = tiny_llama()
     cos_t, sin_t = net.rope_table(torch.device("cpu"))
-    assert cos_t.shape == sin_t.shape == (64, 16)
-    pos = torch.tensor([0, 1, 17, 17, 63, 5])
+    assert cos_t.shape == sin_t.shape == (256, 16)
+    pos = torch.tensor([0, 1, 17, 17, 255, 5])
     cos, sin = rope_cos_sin(pos, 16, net.config.rope_theta)
     assert torch.equal(cos_t[pos], cos) and torch.equal(sin_t[pos], sin)
     assert net.rope_table(torch.device("cpu"))[0] is cos_t                     # computed once
