@@ -321,6 +321,8 @@ def _timed(fn: Callable[[], Any]) -> float:
 def roofline_share(steps: Steps, roofs: dict[str, Any], min_batch: int = 16) -> dict[str, Any] | None:
     """Roofline time over measured time for the decode steps at batch >= ``min_batch``.
 
+    ``roofs`` is :func:`measure_roofs`'s result (after JSON: batch sizes as strings).
+
     Returns None without such steps; else the step count, median batch, summed measured and roofline
     seconds, their ratio (``share``), and the median per-step share.
     """
@@ -331,9 +333,12 @@ def roofline_share(steps: Steps, roofs: dict[str, Any], min_batch: int = 16) -> 
     if not chosen:
         return None
     bw = roofs["copy_bandwidth_Bps"]
+    # Matmul FLOP/s grows with the batch (more rows per weight read): a batch is credited with the best
+    # rate measured at it or any smaller batch, so a measurement disturbed by noise cannot lower the roof.
+    rates = sorted((int(b), rec["flops_per_s"]) for b, rec in roofs["matmul"].items())
     roof = []
     for _, ctx in chosen:
-        rate = roofs["matmul"][str(len(ctx))]["flops_per_s"]
+        rate = max(r for b, r in rates if b <= len(ctx))
         cpu = GPUSpec("this CPU", memory_bytes=0, hbm_bandwidth=bw, peak_flops=rate, pcie_bandwidth=1.0)
         roof.append(CostModel(SMOLLM2_135M, cpu).decode_step_time(ctx))
     measured = [t for t, _ in chosen]

@@ -67,3 +67,6 @@ def test_roofline_share_uses_the_measured_rate_of_each_batch(bench: ModuleType) 
     assert sh["median_step_share"] == pytest.approx(0.75)
     assert sh["median_step_ms"] == pytest.approx(1000 * (2 * want16 + want20) / 2)
     assert bench.roofline_share(steps[2:], roofs) is None
+    roofs["matmul"]["24"] = {"flops_per_s": 5e10}                      # a noisy, slower larger batch
+    noisy = bench.roofline_share([(want20, [50] * 24)], roofs)
+    assert noisy["roofline_s"] == pytest.approx(flops(24, 50) / 2e11)  # credited with batch 20's rate
