@@ -66,8 +66,9 @@ def test_engine_tokens_equal_with_the_cpu_and_torch_backends() -> None:
     for backend in ("torch", "cpu"):
         eng = LLMEngine(tiny_llama(), attention_backend=backend, block_size=4, num_gpu_blocks=64,
                         max_model_len=128, max_num_batched_tokens=16)
+        params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
         for i, p in enumerate(prompts):
-            eng.add_request(str(i), {"prompt_token_ids": p}, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True))
+            eng.add_request(str(i), {"prompt_token_ids": p}, params)
         outs = []
         while eng.has_unfinished_requests():
             outs += eng.step()
