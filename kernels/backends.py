@@ -6,10 +6,13 @@ semantics in both (see ``pagedlab.kernels.reference``):
 * ``"torch"``  - the PyTorch references (ground truth; the CPU default). Never imports Triton.
 * ``"triton"`` - the Triton kernels (CUDA, or CPU under ``TRITON_INTERPRET=1``). Triton is imported
   on the first ``get_backend("triton")``, not before: it decides at import whether it interprets.
+* ``"cpu"``    - the engine's CPU path (``pagedlab.kernels.cpu``): the references' results with less
+  memory traffic (decodes grouped by length, causal prefill without a mask). Never imports Triton.
 
 (vLLM >= 0.6 selects its backend with ``get_attn_backend`` in ``vllm/attention/selector.py``; this is
 the same idea with two backends.)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,8 +24,8 @@ from pagedlab.kernels import reference
 
 __all__ = ["BACKENDS", "AttentionBackend", "get_backend", "default_backend"]
 
-#: The backend names, in the order ``default_backend`` prefers them last to first.
-BACKENDS = ("torch", "triton")
+#: The backend names.
+BACKENDS = ("torch", "triton", "cpu")
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,11 @@ def get_backend(name: str) -> AttentionBackend:
     """
     if name == "torch":
         mod = reference
+    elif name == "cpu":
+        from pagedlab.kernels import cpu as mod
     elif name == "triton":
         from pagedlab.kernels import ops  # lazily: imports Triton (set TRITON_INTERPRET=1 first on CPU)
+
         mod = ops
     else:
         raise ValueError(f"unknown attention backend {name!r}; use one of {', '.join(map(repr, BACKENDS))}")
@@ -54,12 +60,12 @@ def get_backend(name: str) -> AttentionBackend:
 
 
 def default_backend(device: torch.device | str) -> str:
-    """``"triton"`` on CUDA when Triton is usable, else ``"torch"`` (the engine's default on CPU).
+    """``"triton"`` on CUDA when Triton is usable (else ``"torch"``); ``"cpu"`` on any other device.
 
     Does not import Triton for a non-CUDA device.
     """
     if torch.device(device).type != "cuda":
-        return "torch"
+        return "cpu"
     from pagedlab.kernels.runtime import kernels_can_run
 
     return "triton" if kernels_can_run(device) else "torch"

@@ -156,7 +156,7 @@ def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSear
         samplers, logits = runner.forward(
             so, {s.request.request_id: kv.get_block_ids(s.request.request_id) for s in so.scheduled}
         )
-        if not samplers:
+        if not samplers or logits is None:
             continue
         keep = _best_pairs(sched, samplers, logits, cum, params, eos, finished)
         assignments = _fork_chosen(engine, keep, ids)

@@ -4,6 +4,7 @@ One ``step()`` = the scheduler picks requests and token counts (allocating KV bl
 model runner computes them in one flat batch and samples, and the scheduler appends the
 tokens and frees finished requests. ``LLM`` (``pagedlab.engine.llm``) drives this loop.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,23 +14,28 @@ import logging
 import operator
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 
-from pagedlab.config import (CacheConfig, PreemptionMode, PrefixCacheKind, SchedulerConfig, SchedulingPolicy,
-                             check_kv_cache_fits)
+from pagedlab.config import (
+    CacheConfig,
+    PreemptionMode,
+    PrefixCacheKind,
+    SchedulerConfig,
+    SchedulingPolicy,
+    check_kv_cache_fits,
+)
 from pagedlab.engine.arg_utils import EngineArgs
-from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.engine.components import Components, build_parts
+from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
-from pagedlab.sampling_params import SamplingParams
 from pagedlab.request import Request, RequestStatus
+from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 if TYPE_CHECKING:
@@ -44,17 +50,20 @@ logger = logging.getLogger("pagedlab")
 @functools.lru_cache(maxsize=4)
 def _load_cached(path: str) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
     from pagedlab.model.loader import load_model
+
     net, tok, meta = load_model(path)
     assert net is not None  # load_model returns None only with tokenizer_only=True
     return net, tok, meta
 
 
-def load_model_cached(model: str | os.PathLike[str] | None = None
-                      ) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
+def load_model_cached(
+    model: str | os.PathLike[str] | None = None,
+) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
     """``load_model`` memoised per resolved path, so many engines share one set of weights.
 
     Raises: as ``pagedlab.model.loader.load_model``."""
     from pagedlab.model.loader import resolve_model_path
+
     return _load_cached(str(resolve_model_path(model)))
 
 
@@ -88,11 +97,12 @@ def _device_and_backend(device: str | None, attention_backend: str | None) -> tu
         ConfigError: ``attention_backend`` is not one of ``pagedlab.kernels.backends.BACKENDS``.
     """
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if attention_backend is None:  # triton on CUDA when the kernels can run there, else torch
+    if attention_backend is None:  # triton on CUDA when the kernels can run there, cpu on a CPU
         attention_backend = default_backend(device)
     if attention_backend not in BACKENDS:
-        raise ConfigError(f"attention_backend must be {' or '.join(map(repr, BACKENDS))}, "
-                          f"got {attention_backend!r}")
+        raise ConfigError(
+            f"attention_backend must be one of {', '.join(map(repr, BACKENDS))}, got {attention_backend!r}"
+        )
     return device, attention_backend
 
 
@@ -107,8 +117,9 @@ def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
     try:
         return [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
     except (RuntimeError, OverflowError, ValueError) as e:
-        raise InvalidRequestError(f"seed={params.seed} (n={params.n}) is outside the range torch's random "
-                                  f"generator accepts: {e}") from None
+        raise InvalidRequestError(
+            f"seed={params.seed} (n={params.n}) is outside the range torch's random generator accepts: {e}"
+        ) from None
 
 
 _StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
@@ -146,28 +157,33 @@ class StepStats:
     """
 
     step: int
-    scheduled: List[tuple[str, int, bool]]   # (request_id, num_tokens, is_prefill)
+    scheduled: list[tuple[str, int, bool]]  # (request_id, num_tokens, is_prefill)
     num_prefill_tokens: int
     num_decode_tokens: int
-    preempted: List[str]
+    preempted: list[str]
     kv_blocks_used: int
     kv_blocks_free: int
-    step_time: float                  # seconds, whole step
-    sched_time: float = 0.0           # seconds in scheduler + KV-cache manager (schedule + update)
+    step_time: float  # seconds, whole step
+    sched_time: float = 0.0  # seconds in scheduler + KV-cache manager (schedule + update)
     running: int = 0
     waiting: int = 0
     swapped: int = 0
-    waiting_ids: List[str] = field(default_factory=list)   # queue order (head first)
-    running_ids: List[str] = field(default_factory=list)
-    swapped_ids: List[str] = field(default_factory=list)
-    prefix_cache_hits: int = 0        # tokens
-    prefix_cache_queries: int = 0     # tokens
+    waiting_ids: list[str] = field(default_factory=list)  # queue order (head first)
+    running_ids: list[str] = field(default_factory=list)
+    swapped_ids: list[str] = field(default_factory=list)
+    prefix_cache_hits: int = 0  # tokens
+    prefix_cache_queries: int = 0  # tokens
 
-    def queues(self) -> Dict[str, object]:
+    def queues(self) -> dict[str, object]:
         """``{"step", "waiting", "running", "swapped", "preempted"}`` with request-id lists, the
         per-step history ``pagedlab.viz.render_queues`` draws as request chips."""
-        return {"step": self.step, "waiting": list(self.waiting_ids), "running": list(self.running_ids),
-                "swapped": list(self.swapped_ids), "preempted": list(self.preempted)}
+        return {
+            "step": self.step,
+            "waiting": list(self.waiting_ids),
+            "running": list(self.running_ids),
+            "swapped": list(self.swapped_ids),
+            "preempted": list(self.preempted),
+        }
 
 
 @dataclass
@@ -175,12 +191,12 @@ class _Group:
     """The ``n`` completions of one prompt (vLLM v0's SequenceGroup)."""
 
     request_id: str
-    prompt: Optional[str]
-    prompt_token_ids: List[int]
+    prompt: str | None
+    prompt_token_ids: list[int]
     n: int
     arrival_time: float
-    members: List[Request] = field(default_factory=list)
-    finished_members: Dict[int, Request] = field(default_factory=dict)
+    members: list[Request] = field(default_factory=list)
+    finished_members: dict[int, Request] = field(default_factory=dict)
 
 
 class LLMEngine:
@@ -193,8 +209,8 @@ class LLMEngine:
         max_num_seqs, max_num_batched_tokens, max_model_len, long_prefill_token_threshold,
         enable_chunked_prefill, policy, preemption_mode: see ``SchedulerConfig``.
         scheduling: ``"continuous"`` (iteration-level) or ``"static"`` (baseline).
-        attention_backend: ``"torch"`` or ``"triton"``; default ``kernels.backends.default_backend(device)``
-            (triton on CUDA when the kernels can run there, else torch).
+        attention_backend: ``"torch"`` (reference), ``"triton"`` or ``"cpu"``; default
+            ``pagedlab.kernels.backends.default_backend(device)``: triton on CUDA, cpu on a CPU.
         seed: seed of the engine's sampling RNG (requests without their own seed).
         trace: record memory/scheduler events (``engine.tracer``) for widgets.
         tokenizer, eos_token_id: with ``model`` given as a ``LlamaForCausalLM`` instance; a
@@ -212,26 +228,53 @@ class LLMEngine:
         ModelNotFoundError / ModelFileCorruptError.
     """
 
-    def __init__(self, model: LlamaForCausalLM | str | os.PathLike[str] | None = None, *, block_size: int = 16,
-                 num_gpu_blocks: int = 512, num_cpu_blocks: int = 0, enable_prefix_caching: bool = False,
-                 prefix_cache: PrefixCacheKind = "hash", hash_seed: int | None = None, max_num_seqs: int = 32,
-                 max_num_batched_tokens: int = 512, max_model_len: int | None = None,
-                 long_prefill_token_threshold: int = 0, enable_chunked_prefill: bool = True,
-                 policy: SchedulingPolicy = "fcfs", preemption_mode: PreemptionMode = "recompute",
-                 scheduling: str = "continuous", attention_backend: str | None = None,
-                 device: str | None = None, seed: int = 0, trace: bool = False,
-                 tokenizer: Any = None, eos_token_id: int | None = None,
-                 log_stats: bool = False, model_name: str | None = None,
-                 components: Components | None = None) -> None:
-        self.cache_config = CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks,
-                                        num_cpu_blocks=num_cpu_blocks, enable_prefix_caching=enable_prefix_caching,
-                                        prefix_cache=prefix_cache, hash_seed=hash_seed)
+    def __init__(
+        self,
+        model: LlamaForCausalLM | str | os.PathLike[str] | None = None,
+        *,
+        block_size: int = 16,
+        num_gpu_blocks: int = 512,
+        num_cpu_blocks: int = 0,
+        enable_prefix_caching: bool = False,
+        prefix_cache: PrefixCacheKind = "hash",
+        hash_seed: int | None = None,
+        max_num_seqs: int = 32,
+        max_num_batched_tokens: int = 512,
+        max_model_len: int | None = None,
+        long_prefill_token_threshold: int = 0,
+        enable_chunked_prefill: bool = True,
+        policy: SchedulingPolicy = "fcfs",
+        preemption_mode: PreemptionMode = "recompute",
+        scheduling: str = "continuous",
+        attention_backend: str | None = None,
+        device: str | None = None,
+        seed: int = 0,
+        trace: bool = False,
+        tokenizer: Any = None,
+        eos_token_id: int | None = None,
+        log_stats: bool = False,
+        model_name: str | None = None,
+        components: Components | None = None,
+    ) -> None:
+        self.cache_config = CacheConfig(
+            block_size=block_size,
+            num_gpu_blocks=num_gpu_blocks,
+            num_cpu_blocks=num_cpu_blocks,
+            enable_prefix_caching=enable_prefix_caching,
+            prefix_cache=prefix_cache,
+            hash_seed=hash_seed,
+        )
         net, meta = self._load(model, tokenizer, eos_token_id)
         self.model_config: LlamaConfig = net.config
         self.scheduler_config = SchedulerConfig(
-            max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-            max_model_len=self._max_model_len(max_model_len), long_prefill_token_threshold=long_prefill_token_threshold,
-            enable_chunked_prefill=enable_chunked_prefill, policy=policy, preemption_mode=preemption_mode)
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            max_model_len=self._max_model_len(max_model_len),
+            long_prefill_token_threshold=long_prefill_token_threshold,
+            enable_chunked_prefill=enable_chunked_prefill,
+            policy=policy,
+            preemption_mode=preemption_mode,
+        )
         if preemption_mode == "swap" and num_cpu_blocks == 0:
             raise ConfigError("preemption_mode='swap' needs num_cpu_blocks > 0 (the swap space)")
         if scheduling not in ("continuous", "static"):
@@ -242,23 +285,34 @@ class LLMEngine:
         self.scheduling = scheduling
 
         from pagedlab.engine.model_runner import ModelRunner
+
         self.tracer = None
         if trace:
             from pagedlab.trace import Tracer
+
             self.tracer = Tracer()
-        self.model_runner = ModelRunner(net.to(device), block_size, num_gpu_blocks, num_cpu_blocks,
-                                        attention_backend=attention_backend, device=device)
+        self.model_runner = ModelRunner(
+            net.to(device),
+            block_size,
+            num_gpu_blocks,
+            num_cpu_blocks,
+            attention_backend=attention_backend,
+            device=device,
+        )
         if components is not None and not isinstance(components, Components):
-            raise ConfigError(f"components must be a pagedlab.engine.components.Components, got {components!r} "
-                              "(in a notebook: pagedlab.grading.my_engine())")
+            raise ConfigError(
+                f"components must be a pagedlab.engine.components.Components, got {components!r} "
+                "(in a notebook: pagedlab.grading.my_engine())"
+            )
         self.components = components if components is not None else Components.kit()
-        self.current_step = 0                  # the step being run, for the guards' messages
+        self.current_step = 0  # the step being run, for the guards' messages
         self._install_components()
         self._init_request_state(seed, log_stats)
         self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
 
-    def _load(self, model: LlamaForCausalLM | str | os.PathLike[str] | None, tokenizer: Any,
-              eos_token_id: int | None) -> tuple[LlamaForCausalLM, dict[str, Any]]:
+    def _load(
+        self, model: LlamaForCausalLM | str | os.PathLike[str] | None, tokenizer: Any, eos_token_id: int | None
+    ) -> tuple[LlamaForCausalLM, dict[str, Any]]:
         """The model and its metadata (``eos_token_id``), loaded unless given; sets ``self.tokenizer``
         (an HF tokenizer, used duck-typed: ``__call__``, ``decode``, ``apply_chat_template``; or None)."""
         self.tokenizer: Any
@@ -285,35 +339,45 @@ class LLMEngine:
         self.generator = torch.Generator().manual_seed(seed)
         # Output groups by the caller's request id, and by the id of each member Request (fork
         # children included): groups are tracked structurally, request ids are never parsed.
-        self._groups: Dict[str, _Group] = {}
+        self._groups: dict[str, _Group] = {}
         # Seeded requests only: the generators of the request's next sample, always a list - the
         # prompt's n generators until an n > 1 prompt forks, then one per completion.
-        self._gens: Dict[str, List[torch.Generator]] = {}
+        self._gens: dict[str, list[torch.Generator]] = {}
         # Output group of every member Request (fork children included), by the member's id.
-        self._member_group: Dict[str, _Group] = {}
+        self._member_group: dict[str, _Group] = {}
         self._ids = itertools.count()
-        self.step_stats: List[StepStats] = []
-        self.finished_requests: List[Request] = []
+        self.step_stats: list[StepStats] = []
+        self.finished_requests: list[Request] = []
         self.log_stats = log_stats
         self.stats = EngineStats()
-        self._logprobs: Dict[str, List[TokenLogprobs]] = {}
+        self._logprobs: dict[str, list[TokenLogprobs]] = {}
 
     def _install_components(self) -> None:
         """(Re)build the KV-cache manager and the scheduler, and set the model runner's hooks, from
         ``self.components`` (``pagedlab.engine.components``): a learner's part runs behind its guard.
         Called at construction and when a guard switches a slot back to the kit's part (idle engine)."""
         from pagedlab.core.kv_cache_manager import KVCacheManager
+
         cc, sc = self.cache_config, self.scheduler_config
         from pagedlab.sched.static import StaticScheduler
+
         scheduler_cls: type[Scheduler] = StaticScheduler if self.scheduling == "static" else Scheduler
         parts = build_parts(self.components, lambda: self.current_step, scheduler_cls)
         self.kv_cache_manager = KVCacheManager(
-            block_size=cc.block_size, num_gpu_blocks=cc.num_gpu_blocks, max_model_len=sc.max_model_len,
-            enable_caching=cc.enable_prefix_caching, prefix_cache=cc.prefix_cache, num_cpu_blocks=cc.num_cpu_blocks,
-            hash_seed=cc.hash_seed, tracer=self.tracer, **parts.kv_kwargs)
+            block_size=cc.block_size,
+            num_gpu_blocks=cc.num_gpu_blocks,
+            max_model_len=sc.max_model_len,
+            enable_caching=cc.enable_prefix_caching,
+            prefix_cache=cc.prefix_cache,
+            num_cpu_blocks=cc.num_cpu_blocks,
+            hash_seed=cc.hash_seed,
+            tracer=self.tracer,
+            **parts.kv_kwargs,
+        )
         step_count = self.scheduler.step_count if hasattr(self, "scheduler") else 0
-        self.scheduler: Scheduler = parts.scheduler_cls(sc, cc, self.kv_cache_manager, tracer=self.tracer,
-                                             **parts.scheduler_kwargs)
+        self.scheduler: Scheduler = parts.scheduler_cls(
+            sc, cc, self.kv_cache_manager, tracer=self.tracer, **parts.scheduler_kwargs
+        )
         self.scheduler.step_count = step_count
         self.scheduler.pick_victim_fn = parts.pick_victim_fn
         self.scheduler.preempt_retry_fn = parts.preempt_retry_fn
@@ -328,7 +392,7 @@ class LLMEngine:
             logger.warning("%s: this engine now uses the kit's %s", err, err.component)
 
     @classmethod
-    def from_engine_args(cls, engine_args: "EngineArgs") -> "LLMEngine":
+    def from_engine_args(cls, engine_args: EngineArgs) -> LLMEngine:
         """Build an engine from vLLM's ``EngineArgs`` (as ``vllm.LLMEngine.from_engine_args``).
 
         Raises:
@@ -353,12 +417,15 @@ class LLMEngine:
             if "prompt_token_ids" in prompt:
                 text = prompt.get("prompt")
                 if text is not None and not isinstance(text, str):
-                    raise InvalidRequestError(f'a dict prompt\'s "prompt" must be a str or None, got '
-                                              f"{type(text).__name__}")
+                    raise InvalidRequestError(
+                        f'a dict prompt\'s "prompt" must be a str or None, got {type(text).__name__}'
+                    )
                 return text, _token_id_list(prompt["prompt_token_ids"], 'the dict prompt\'s "prompt_token_ids"')
             if not isinstance(prompt.get("prompt"), str):
-                raise InvalidRequestError('a dict prompt needs "prompt_token_ids" (a list of ints) or "prompt" '
-                                          f"(a str); got keys {sorted(map(str, prompt))}")
+                raise InvalidRequestError(
+                    'a dict prompt needs "prompt_token_ids" (a list of ints) or "prompt" '
+                    f"(a str); got keys {sorted(map(str, prompt))}"
+                )
             prompt = prompt["prompt"]
         if isinstance(prompt, str):
             if self.tokenizer is None:
@@ -368,7 +435,7 @@ class LLMEngine:
             return None, _token_id_list(prompt, "a token-id prompt")
         raise InvalidRequestError(f"a prompt must be a str, a list of token ids or a dict, got {type(prompt).__name__}")
 
-    def validate_request(self, prompt_token_ids: List[int], params: SamplingParams) -> None:
+    def validate_request(self, prompt_token_ids: list[int], params: SamplingParams) -> None:
         """Check a request before it touches any engine state.
 
         Together with the scheduler's abort of a request that outgrows the budget after
@@ -392,20 +459,27 @@ class LLMEngine:
         # first (vLLM 0.11 applies the threshold before the "does it fit the budget" check).
         t = sc.long_prefill_token_threshold
         first_chunk = min(n_prompt, t) if t > 0 else n_prompt
-        if self.scheduling == "continuous" and not sc.enable_chunked_prefill and first_chunk > sc.max_num_batched_tokens:
+        if (
+            self.scheduling == "continuous"
+            and not sc.enable_chunked_prefill
+            and first_chunk > sc.max_num_batched_tokens
+        ):
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens but enable_chunked_prefill=False schedules a prompt whole and "
                 f"one step holds max_num_batched_tokens={sc.max_num_batched_tokens}; it could never run. "
-                "Raise max_num_batched_tokens or enable chunked prefill")
+                "Raise max_num_batched_tokens or enable chunked prefill"
+            )
         max_len = sc.max_model_len
         if n_prompt >= max_len:
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
-                f"max_model_len={max_len}; shorten the prompt or raise max_model_len")
+                f"max_model_len={max_len}; shorten the prompt or raise max_model_len"
+            )
         if params.n > self.scheduler_config.max_num_seqs:
             raise InvalidRequestError(
                 f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
-                f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs")
+                f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs"
+            )
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
         max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
         need = -(-min(n_prompt + max_tokens, max_len) // bs) * params.n
@@ -413,10 +487,18 @@ class LLMEngine:
             raise InvalidRequestError(
                 f"this request needs up to {need} KV blocks ({n_prompt} prompt + {max_tokens} output tokens, "
                 f"n={params.n}, block_size={bs}) but the whole pool has num_gpu_blocks={pool}; it could never "
-                f"run. Lower max_tokens or raise num_gpu_blocks")
+                f"run. Lower max_tokens or raise num_gpu_blocks"
+            )
 
-    def add_request(self, request_id: Optional[str], prompt: object, params: Optional[SamplingParams] = None,
-                    arrival_time: Optional[float] = None, priority: int = 0, cache_salt: Optional[str] = None) -> str:
+    def add_request(
+        self,
+        request_id: str | None,
+        prompt: object,
+        params: SamplingParams | None = None,
+        arrival_time: float | None = None,
+        priority: int = 0,
+        cache_salt: str | None = None,
+    ) -> str:
         """Validate and queue a request; returns its id.
 
         Args:
@@ -451,7 +533,7 @@ class LLMEngine:
         self.scheduler.add_request(req)
         return request_id
 
-    def resolve_max_tokens(self, prompt_token_ids: List[int], params: SamplingParams) -> SamplingParams:
+    def resolve_max_tokens(self, prompt_token_ids: list[int], params: SamplingParams) -> SamplingParams:
         """``max_tokens=None`` means "up to ``max_model_len``" (as vLLM): a copy with it filled in."""
         if params.max_tokens is not None:
             return params
@@ -466,20 +548,35 @@ class LLMEngine:
             rid = f"{wanted}#{k}"
         return rid
 
-    def _make_request(self, rid: str, ids: list[int], params: SamplingParams, arrival: float, priority: int = 0,
-                      cache_salt: str | None = None) -> Request:
+    def _make_request(
+        self,
+        rid: str,
+        ids: list[int],
+        params: SamplingParams,
+        arrival: float,
+        priority: int = 0,
+        cache_salt: str | None = None,
+    ) -> Request:
         """A new ``Request`` with this engine's EOS id and the KV-cache manager's block hasher."""
-        return Request(rid, ids, params, arrival_time=arrival, priority=priority, eos_token_id=self.eos_token_id,
-                       block_hasher=self.kv_cache_manager.block_hasher, cache_salt=cache_salt)
+        return Request(
+            rid,
+            ids,
+            params,
+            arrival_time=arrival,
+            priority=priority,
+            eos_token_id=self.eos_token_id,
+            block_hasher=self.kv_cache_manager.block_hasher,
+            cache_salt=cache_salt,
+        )
 
-    def abort_request(self, request_id: Union[str, Sequence[str]]) -> None:
+    def abort_request(self, request_id: str | Sequence[str]) -> None:
         """Abort waiting, running or swapped requests (and all their completions); frees their blocks.
 
         Args:
             request_id: one id or a list of ids (vLLM v1 takes a list). Unknown or already
                 finished ids are skipped, as in vLLM.
         """
-        for rid in ([request_id] if isinstance(request_id, str) else list(request_id)):
+        for rid in [request_id] if isinstance(request_id, str) else list(request_id):
             group = self._groups.get(rid)
             if group is None:
                 continue
@@ -492,7 +589,7 @@ class LLMEngine:
 
     # --- the step --------------------------------------------------------------------------------
     @_all_or_nothing
-    def step(self) -> List[RequestOutput]:
+    def step(self) -> list[RequestOutput]:
         """Schedule, execute and sample one iteration.
 
         All or nothing: if anything raises inside the step (including ``KeyboardInterrupt``),
@@ -509,8 +606,9 @@ class LLMEngine:
         self.current_step = self.scheduler.step_count
         out = self.scheduler.schedule()
         t_sched = time.perf_counter() - t0
-        block_ids = {s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id)
-                     for s in out.scheduled}
+        block_ids = {
+            s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id) for s in out.scheduled
+        }
         # An n>1 prompt samples all its first tokens from the prompt's last row, then forks.
         extra: dict[str, int] = {}
         gens: dict[str, torch.Generator | list[torch.Generator]] = {}
@@ -561,25 +659,38 @@ class LLMEngine:
             scheduled=[(s.request.request_id, s.num_tokens, s.is_prefill) for s in out.scheduled],
             num_prefill_tokens=sum(s.num_tokens for s in out.scheduled if s.is_prefill),
             num_decode_tokens=sum(s.num_tokens for s in out.scheduled if not s.is_prefill),
-            preempted=list(out.preempted), kv_blocks_used=self.cache_config.num_gpu_blocks - kv.num_free_blocks,
-            kv_blocks_free=kv.num_free_blocks, step_time=time.perf_counter() - t0, sched_time=t_sched,
-            running=len(sched.running), waiting=len(sched.waiting), swapped=len(sched.swapped),
-            waiting_ids=[r.request_id for r in sched.waiting], running_ids=[r.request_id for r in sched.running],
+            preempted=list(out.preempted),
+            kv_blocks_used=self.cache_config.num_gpu_blocks - kv.num_free_blocks,
+            kv_blocks_free=kv.num_free_blocks,
+            step_time=time.perf_counter() - t0,
+            sched_time=t_sched,
+            running=len(sched.running),
+            waiting=len(sched.waiting),
+            swapped=len(sched.swapped),
+            waiting_ids=[r.request_id for r in sched.waiting],
+            running_ids=[r.request_id for r in sched.running],
             swapped_ids=[r.request_id for r in sched.swapped],
-            prefix_cache_hits=cache.hits, prefix_cache_queries=cache.queries)
+            prefix_cache_hits=cache.hits,
+            prefix_cache_queries=cache.queries,
+        )
 
-    def _fork(self, parent_id: str, toks: List[int], sampled: Dict[str, List[int]]) -> None:
+    def _fork(self, parent_id: str, toks: list[int], sampled: dict[str, list[int]]) -> None:
         """Create completions 1..n-1 sharing the parent's blocks copy-on-write (vLLM v0 fork)."""
         parent = self.scheduler.requests[parent_id]
         group = self._member_group[parent_id]
         gens = self._gens.get(parent_id)
         for i, tok in enumerate(toks[1:], start=1):
-            child = self._make_request(self._fresh_request_id(f"{group.request_id}#{i}"), parent.prompt_token_ids,
-                                       parent.sampling_params, parent.arrival_time, parent.priority,
-                                       parent.cache_salt)
+            child = self._make_request(
+                self._fresh_request_id(f"{group.request_id}#{i}"),
+                parent.prompt_token_ids,
+                parent.sampling_params,
+                parent.arrival_time,
+                parent.priority,
+                parent.cache_salt,
+            )
             child.num_cached_tokens = parent.num_cached_tokens
             child.first_scheduled_time = parent.first_scheduled_time
-            group.members.append(child)       # first, so a failed step's recovery finds its blocks
+            group.members.append(child)  # first, so a failed step's recovery finds its blocks
             self._member_group[child.request_id] = group
             self.scheduler.fork_request(parent, child)
             if gens:
@@ -621,19 +732,29 @@ class LLMEngine:
             # Only an interrupt inside a block-pool primitive gets here: start from fresh pools.
             logger.warning("rebuilding the KV block pools after a step failed mid-allocation")
             cc = self.cache_config
-            type(kv).__init__(kv, cc.block_size, cc.num_gpu_blocks, kv.max_model_len, cc.enable_prefix_caching,
-                              cc.prefix_cache, cc.num_cpu_blocks, cc.hash_seed, self.tracer)
+            type(kv).__init__(
+                kv,
+                cc.block_size,
+                cc.num_gpu_blocks,
+                kv.max_model_len,
+                cc.enable_prefix_caching,
+                cc.prefix_cache,
+                cc.num_cpu_blocks,
+                cc.hash_seed,
+                self.tracer,
+            )
 
-    def _check_stop_strings(self, sampled: Dict[str, int]) -> List[Request]:
+    def _check_stop_strings(self, sampled: dict[str, int]) -> list[Request]:
         done = []
         for rid in sampled:
             req = self.scheduler.requests.get(rid)
             if req is None or not req.sampling_params.stop or req.is_finished():
                 continue
             if req.num_output_tokens < req.sampling_params.min_tokens:
-                continue            # vLLM checks stop strings only from min_tokens on
-            text = self.tokenizer.decode(req.output_token_ids,
-                                         skip_special_tokens=req.sampling_params.skip_special_tokens)
+                continue  # vLLM checks stop strings only from min_tokens on
+            text = self.tokenizer.decode(
+                req.output_token_ids, skip_special_tokens=req.sampling_params.skip_special_tokens
+            )
             for s in req.sampling_params.stop:
                 if s in text:
                     req.stop_reason = s
@@ -651,16 +772,21 @@ class LLMEngine:
             text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=sp.skip_special_tokens)
         if isinstance(req.stop_reason, str) and req.stop_reason in text:
             end = text.index(req.stop_reason)
-            text = text[:end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
+            text = text[: end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
         lps = self._logprobs.get(req.request_id) if sp.logprobs is not None else None
-        cumulative = (sum(e[t].logprob for e, t in zip(lps, req.output_token_ids)) if lps is not None
-                      else None)
-        return CompletionOutput(index=index, text=text, token_ids=list(req.output_token_ids),
-                                cumulative_logprob=cumulative, logprobs=None if lps is None else list(lps),
-                                finish_reason=req.get_finished_reason(), stop_reason=req.stop_reason)
+        cumulative = sum(e[t].logprob for e, t in zip(lps, req.output_token_ids)) if lps is not None else None
+        return CompletionOutput(
+            index=index,
+            text=text,
+            token_ids=list(req.output_token_ids),
+            cumulative_logprob=cumulative,
+            logprobs=None if lps is None else list(lps),
+            finish_reason=req.get_finished_reason(),
+            stop_reason=req.stop_reason,
+        )
 
     # --- vLLM v1 extras: logprobs, partial outputs, metrics ---------------------------------------
-    def _record_logprobs(self, sampled: Dict[str, List[int]]) -> None:
+    def _record_logprobs(self, sampled: dict[str, list[int]]) -> None:
         """Append this step's top log-probabilities to each sampling request's list. An ``n > 1``
         parent sampled its completions' first tokens from one row: entry i goes to completion i."""
         for rid, entries in self.model_runner.last_logprobs.items():
@@ -668,7 +794,7 @@ class LLMEngine:
                 target = rid if i == 0 else self._member_group[rid].members[i].request_id
                 self._logprobs.setdefault(target, []).append(entry)
 
-    def _observe_step(self, out: SchedulerOutput, flat: Dict[str, int], now: float) -> None:
+    def _observe_step(self, out: SchedulerOutput, flat: dict[str, int], now: float) -> None:
         """Feed ``self.stats`` (``get_metrics()``) from one step, before its tokens are appended."""
         self.stats.on_step(sum(s.num_tokens for s in out.scheduled), len(out.preempted))
         for s in out.scheduled:
@@ -696,26 +822,36 @@ class LLMEngine:
         group = self._member_group.get(member_id)
         return group is not None and group.members[0].request_id == member_id
 
-    def _partial_outputs(self, flat: Dict[str, int], done: set[str]) -> List[RequestOutput]:
+    def _partial_outputs(self, flat: dict[str, int], done: set[str]) -> list[RequestOutput]:
         """Cumulative outputs (``finished=False``) of the requests that got a token this step."""
         gids = dict.fromkeys(self._member_group[rid].request_id for rid in flat if rid in self._member_group)
-        return [self._request_output(self._groups[g], finished=False)
-                for g in gids if g in self._groups and g not in done]
+        return [
+            self._request_output(self._groups[g], finished=False) for g in gids if g in self._groups and g not in done
+        ]
 
-    def _request_output(self, group: _Group, finished: bool, now: Optional[float] = None) -> RequestOutput:
+    def _request_output(self, group: _Group, finished: bool, now: float | None = None) -> RequestOutput:
         first = group.members[0]
-        metrics = RequestMetrics(arrival_time=group.arrival_time, first_scheduled_time=first.first_scheduled_time,
-                                 first_token_time=first.first_token_time,
-                                 last_token_time=first.token_times[-1] if first.token_times else None,
-                                 finished_time=now, num_preemptions=sum(m.num_preemptions for m in group.members),
-                                 token_times=list(first.token_times))
-        return RequestOutput(request_id=group.request_id, prompt=group.prompt, prompt_token_ids=group.prompt_token_ids,
-                             prompt_logprobs=None,
-                             outputs=[self._completion(i, m) for i, m in enumerate(group.members)],
-                             finished=finished, num_cached_tokens=max(first.num_cached_tokens, 0),
-                             pagedlab_metrics=metrics)
+        metrics = RequestMetrics(
+            arrival_time=group.arrival_time,
+            first_scheduled_time=first.first_scheduled_time,
+            first_token_time=first.first_token_time,
+            last_token_time=first.token_times[-1] if first.token_times else None,
+            finished_time=now,
+            num_preemptions=sum(m.num_preemptions for m in group.members),
+            token_times=list(first.token_times),
+        )
+        return RequestOutput(
+            request_id=group.request_id,
+            prompt=group.prompt,
+            prompt_token_ids=group.prompt_token_ids,
+            prompt_logprobs=None,
+            outputs=[self._completion(i, m) for i, m in enumerate(group.members)],
+            finished=finished,
+            num_cached_tokens=max(first.num_cached_tokens, 0),
+            pagedlab_metrics=metrics,
+        )
 
-    def get_metrics(self) -> List[Metric]:
+    def get_metrics(self) -> list[Metric]:
         """vLLM's metric objects (``Counter`` / ``Gauge`` / ``Histogram``) for this engine, as
         ``vllm.LLM.get_metrics()`` (vLLM main, 2026-12-01) returns them.
 
@@ -724,19 +860,23 @@ class LLMEngine:
                 the default of ``LLM``; vLLM asserts there).
         """
         if not self.log_stats:
-            raise ConfigError("get_metrics() needs stat logging: create the LLM with disable_log_stats=False "
-                              "(as in vLLM, whose LLM disables it by default)")
-        return self.stats.snapshot({"model_name": self.model_name, "engine": "0"},
-                                   running=len(self.scheduler.running),
-                                   waiting=len(self.scheduler.waiting) + len(self.scheduler.swapped),
-                                   kv_usage=self.kv_cache_manager.usage)
+            raise ConfigError(
+                "get_metrics() needs stat logging: create the LLM with disable_log_stats=False "
+                "(as in vLLM, whose LLM disables it by default)"
+            )
+        return self.stats.snapshot(
+            {"model_name": self.model_name, "engine": "0"},
+            running=len(self.scheduler.running),
+            waiting=len(self.scheduler.waiting) + len(self.scheduler.swapped),
+            kv_usage=self.kv_cache_manager.usage,
+        )
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached prefix block (as vLLM). Returns False and changes nothing while any
         request holds blocks."""
         return self.kv_cache_manager.reset_prefix_cache()
 
-    def _on_finished(self, req: Request, now: float) -> Optional[RequestOutput]:
+    def _on_finished(self, req: Request, now: float) -> RequestOutput | None:
         req.finished_time = now
         self.finished_requests.append(req)
         group = self._group_of(req)

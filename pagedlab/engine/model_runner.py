@@ -5,14 +5,18 @@ The runner owns the KV tensors: for each layer a ``(key_cache, value_cache)`` pa
 the swap space with ``num_cpu_blocks`` (vLLM v0). Block ids from the KV-cache manager index
 the first dimension directly.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
 
 import torch
 
+from pagedlab.model import cpu_linear
 from pagedlab.model.attention import AttentionMetadata, KVTileLoad
-from pagedlab.model.sampler import TokenLogprobs, sample, top_logprobs
+from pagedlab.model.llama import LlamaForCausalLM
+from pagedlab.model.sampler import sample, top_logprobs
+from pagedlab.outputs import TokenLogprobs
 from pagedlab.sched.scheduler import ScheduledRequest, SchedulerOutput
 
 
@@ -24,31 +28,60 @@ class ModelRunner:
         block_size, num_gpu_blocks, num_cpu_blocks: cache geometry.
         attention_backend: ``"torch"`` or ``"triton"``.
         device: torch device of the model and the "GPU" pool.
+        pack_linears: repack the model's linear weights for oneDNN (``pagedlab.model.cpu_linear``, as
+            vLLM's CPU backend does after loading); default: on a CPU where oneDNN is available. The
+            model is changed in place (engines built on one model share its weights); on another
+            device packed weights are unpacked first.
     """
 
-    def __init__(self, model, block_size: int, num_gpu_blocks: int, num_cpu_blocks: int = 0,
-                 attention_backend: str = "torch", device: str = "cpu", dtype=torch.float32) -> None:
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        block_size: int,
+        num_gpu_blocks: int,
+        num_cpu_blocks: int = 0,
+        attention_backend: str = "torch",
+        device: str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        pack_linears: bool | None = None,
+    ) -> None:
         cfg = model.config
         self.model = model
+        if torch.device(device).type == "cpu" and pack_linears is not False:
+            cpu_linear.pack_linears(model)
+        else:
+            cpu_linear.unpack_linears(model)
+            model.to(device)
         self.block_size = block_size
         self.backend = attention_backend
         self.device = torch.device(device)
         shape = (num_gpu_blocks, block_size, cfg.num_key_value_heads, cfg.head_dim)
-        self.kv_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
+        self.kv_caches: list[tuple[torch.Tensor, torch.Tensor]] = [
             (torch.zeros(shape, dtype=dtype, device=self.device), torch.zeros(shape, dtype=dtype, device=self.device))
-            for _ in range(cfg.num_hidden_layers)]
+            for _ in range(cfg.num_hidden_layers)
+        ]
         cpu_shape = (num_cpu_blocks,) + shape[1:]
-        self.cpu_caches: List[Tuple[torch.Tensor, torch.Tensor]] = [
-            (torch.zeros(cpu_shape, dtype=dtype), torch.zeros(cpu_shape, dtype=dtype))
-            for _ in range(cfg.num_hidden_layers)] if num_cpu_blocks else []
-        self.last_logprobs: Dict[str, List[TokenLogprobs]] = {}
+        self.cpu_caches: list[tuple[torch.Tensor, torch.Tensor]] = (
+            [
+                (torch.zeros(cpu_shape, dtype=dtype), torch.zeros(cpu_shape, dtype=dtype))
+                for _ in range(cfg.num_hidden_layers)
+            ]
+            if num_cpu_blocks
+            else []
+        )
+        self.last_logprobs: dict[str, list[TokenLogprobs]] = {}
         # Component slots (``pagedlab.engine.components``); None = the kit's vectorised code.
-        self.slot_mapping_fn: Optional[Callable[[List[int], List[int], int], List[int]]] = None
-        self.kv_tile_load: Optional[KVTileLoad] = None
+        self.slot_mapping_fn: Callable[[list[int], list[int], int], list[int]] | None = None
+        self.kv_tile_load: KVTileLoad | None = None
 
     # --- moving blocks -------------------------------------------------------------------------
     @staticmethod
-    def _move(pairs, srcs, dsts) -> None:
+    def _move(
+        pairs: list[tuple[int, int]],
+        srcs: list[tuple[torch.Tensor, torch.Tensor]],
+        dsts: list[tuple[torch.Tensor, torch.Tensor]],
+    ) -> None:
+        """Copy blocks ``src -> dst`` for each ``(src, dst)`` pair, in every layer's K and V pools."""
         if not pairs:
             return
         src = torch.tensor([p[0] for p in pairs])
@@ -59,18 +92,24 @@ class ModelRunner:
 
     def apply_block_moves(self, out: SchedulerOutput) -> None:
         """Copy-on-write copies and swaps, in the order the scheduler made them, before the forward."""
-        pools = {"copy": (self.kv_caches, self.kv_caches), "swap_out": (self.kv_caches, self.cpu_caches),
-                 "swap_in": (self.cpu_caches, self.kv_caches)}
-        run, kind = [], None
+        pools = {
+            "copy": (self.kv_caches, self.kv_caches),
+            "swap_out": (self.kv_caches, self.cpu_caches),
+            "swap_in": (self.cpu_caches, self.kv_caches),
+        }
+        run: list[tuple[int, int]] = []
+        kind = ""
         for k, src, dst in out.block_moves + [("end", 0, 0)]:
-            if k != kind and run:                  # flush a run of same-kind moves in one copy
+            if k != kind and run:  # flush a run of same-kind moves in one copy
                 self._move(run, *pools[kind])
                 run = []
             kind = k
             run.append((src, dst))
 
     # --- the forward step ----------------------------------------------------------------------
-    def forward(self, out: SchedulerOutput, block_ids: Dict[str, List[int]]):
+    def forward(
+        self, out: SchedulerOutput, block_ids: dict[str, list[int]]
+    ) -> tuple[list[ScheduledRequest], torch.Tensor | None]:
         """Apply the step's block moves and run the model on the scheduled tokens.
 
         Returns:
@@ -81,12 +120,15 @@ class ModelRunner:
         if not out.scheduled:
             return [], None
         # Decodes (one token) first, so attention can batch them in one call.
-        order: List[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
+        order: list[ScheduledRequest] = sorted(out.scheduled, key=lambda s: s.num_tokens != 1)
         num_decodes = sum(1 for s in order if s.num_tokens == 1)
         bs = self.block_size
-        input_ids, positions, cu, seq_lens, logits_rows, tables = [], [], [0], [], [], []
+        input_ids: list[int] = []
+        positions: list[int] = []
+        cu, seq_lens, logits_rows = [0], [], []
+        tables: list[list[int]] = []
         for s in order:
-            toks = s.request.all_token_ids[s.start:s.start + s.num_tokens]
+            toks = s.request.all_token_ids[s.start : s.start + s.num_tokens]
             input_ids.extend(toks)
             positions.extend(range(s.start, s.start + s.num_tokens))
             cu.append(cu[-1] + s.num_tokens)
@@ -97,32 +139,44 @@ class ModelRunner:
         max_blocks = max(len(t) for t in tables)
         block_tables = torch.zeros(len(tables), max_blocks, dtype=torch.int32)
         for i, t in enumerate(tables):
-            block_tables[i, :len(t)] = torch.tensor(t, dtype=torch.int32)
+            block_tables[i, : len(t)] = torch.tensor(t, dtype=torch.int32)
         pos = torch.tensor(positions, dtype=torch.int64)
-        seq_idx = torch.repeat_interleave(torch.arange(len(order)),
-                                          torch.tensor([s.num_tokens for s in order]))
+        seq_idx = torch.repeat_interleave(torch.arange(len(order)), torch.tensor([s.num_tokens for s in order]))
         if self.slot_mapping_fn is None:
             # slot = block_table[pos // block_size] * block_size + pos % block_size
             slot_mapping = block_tables[seq_idx, pos // bs].long() * bs + pos % bs
         else:
             fn = self.slot_mapping_fn
-            slot_mapping = torch.tensor([slot for s, t in zip(order, tables)
-                                         for slot in fn(t, list(range(s.start, s.start + s.num_tokens)), bs)],
-                                        dtype=torch.int64)
+            slot_mapping = torch.tensor(
+                [
+                    slot
+                    for s, t in zip(order, tables)
+                    for slot in fn(t, list(range(s.start, s.start + s.num_tokens)), bs)
+                ],
+                dtype=torch.int64,
+            )
         dev = self.device
         meta = AttentionMetadata(
-            slot_mapping=slot_mapping.to(dev), block_tables=block_tables.to(dev),
+            slot_mapping=slot_mapping.to(dev),
+            block_tables=block_tables.to(dev),
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=dev),
-            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev), num_decodes=num_decodes,
-            logits_indices=torch.tensor(logits_rows or [0], dtype=torch.int64, device=dev), backend=self.backend,
-            kv_tile_load=self.kv_tile_load)
+            cu_seqlens_q=torch.tensor(cu, dtype=torch.int32, device=dev),
+            num_decodes=num_decodes,
+            logits_indices=torch.tensor(logits_rows or [0], dtype=torch.int64, device=dev),
+            backend=self.backend,
+            kv_tile_load=self.kv_tile_load,
+        )
         logits = self.model(torch.tensor(input_ids, device=dev), pos.to(dev), self.kv_caches, meta)
         samplers = [s for s in order if s.samples]
         return samplers, (logits.cpu() if samplers else None)
 
-    def execute(self, out: SchedulerOutput, block_ids: Dict[str, List[int]],
-                extra_samples: Optional[Dict[str, int]] = None,
-                generators: Optional[Dict[str, Optional[torch.Generator]]] = None) -> Dict[str, List[int]]:
+    def execute(
+        self,
+        out: SchedulerOutput,
+        block_ids: dict[str, list[int]],
+        extra_samples: dict[str, int] | None = None,
+        generators: dict[str, torch.Generator | list[torch.Generator] | None] | None = None,
+    ) -> dict[str, list[int]]:
         """Run the step and sample.
 
         Args:
@@ -138,7 +192,7 @@ class ModelRunner:
         """
         self.last_logprobs = {}
         samplers, logits = self.forward(out, block_ids)
-        if not samplers:
+        if not samplers or logits is None:
             return {}
         # One row per sampling request; an n>1 parent's row is repeated once per completion.
         rows, params, gens, owners, reqs = [], [], [], [], []
@@ -154,9 +208,10 @@ class ModelRunner:
                 reqs.append(s.request)
         row_logits = logits[torch.tensor(rows)]
         tokens = sample(row_logits, params, gens, reqs)
-        result: Dict[str, List[int]] = {}
+        result: dict[str, list[int]] = {}
         for i, (rid, t) in enumerate(zip(owners, tokens)):
             result.setdefault(rid, []).append(t)
-            if params[i].logprobs is not None:
-                self.last_logprobs.setdefault(rid, []).append(top_logprobs(row_logits[i], t, params[i].logprobs))
+            num_logprobs = params[i].logprobs
+            if num_logprobs is not None:
+                self.last_logprobs.setdefault(rid, []).append(top_logprobs(row_logits[i], t, num_logprobs))
         return result

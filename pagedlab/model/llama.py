@@ -9,12 +9,15 @@ Architecture (``LlamaForCausalLM`` in HF transformers): RMSNorm -> GQA attention
 residual -> RMSNorm -> SwiGLU MLP -> residual, 30 times; final RMSNorm; the LM head is tied
 to the token embedding.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Any, cast
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from pagedlab.model.attention import AttentionMetadata, paged_attention
@@ -37,17 +40,23 @@ class LlamaConfig:
     tie_word_embeddings: bool = True
 
     @classmethod
-    def from_hf(cls, hf) -> "LlamaConfig":
+    def from_hf(cls, hf: Any) -> LlamaConfig:
+        """The fields of an HF ``LlamaConfig`` (``rope_parameters`` or the older ``rope_theta``)."""
         rope = getattr(hf, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
         return cls(
-            vocab_size=hf.vocab_size, hidden_size=hf.hidden_size,
-            intermediate_size=hf.intermediate_size, num_hidden_layers=hf.num_hidden_layers,
-            num_attention_heads=hf.num_attention_heads, num_key_value_heads=hf.num_key_value_heads,
+            vocab_size=hf.vocab_size,
+            hidden_size=hf.hidden_size,
+            intermediate_size=hf.intermediate_size,
+            num_hidden_layers=hf.num_hidden_layers,
+            num_attention_heads=hf.num_attention_heads,
+            num_key_value_heads=hf.num_key_value_heads,
             head_dim=getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
-            rms_norm_eps=hf.rms_norm_eps, rope_theta=float(theta),
+            rms_norm_eps=hf.rms_norm_eps,
+            rope_theta=float(theta),
             max_position_embeddings=hf.max_position_embeddings,
-            tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", True)))
+            tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", True)),
+        )
 
     def kv_bytes_per_token(self, dtype_bytes: int = 4) -> int:
         """2 (K and V) x layers x kv_heads x head_dim x bytes: 46,080 B for SmolLM2 in fp32."""
@@ -61,12 +70,19 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Same arithmetic as HF's LlamaRMSNorm (fp32 variance), so greedy tokens match exactly.
+        """``weight * x / sqrt(mean(x^2) + eps)`` over the last dim, with HF's LlamaRMSNorm arithmetic.
+
+        HF computes ``var = x.float().pow(2).mean(-1, keepdim=True)`` and
+        ``weight * (x.float() * torch.rsqrt(var + eps)).to(x.dtype)``; for fp32 ``F.rms_norm`` gives the
+        same bits in one pass (tests/engine/test_cpu_linear.py), so greedy tokens match exactly.
+        """
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         var = x.float().pow(2).mean(-1, keepdim=True)
         return self.weight * (x.float() * torch.rsqrt(var + self.eps)).to(x.dtype)
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> Tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables ``[T, head_dim]`` for the given absolute positions (HF "default" RoPE)."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
     freqs = positions.float()[:, None] * inv_freq[None, :]
@@ -85,22 +101,34 @@ class LlamaAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = (
-            cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim)
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+        )
         self.q_size = self.num_heads * self.head_dim
         self.kv_size = self.num_kv_heads * self.head_dim
         # Q, K and V projections fused into one matmul (as vLLM's QKVParallelLinear).
         self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=False)
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
-        self.scale = self.head_dim ** -0.5
+        self.scale = self.head_dim**-0.5
 
-    def forward(self, x, cos, sin, kv_cache: Tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata):
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
         T = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = apply_rope(q.view(T, self.num_heads, self.head_dim), cos, sin)
         k = apply_rope(k.view(T, self.num_kv_heads, self.head_dim), cos, sin)
         v = v.view(T, self.num_kv_heads, self.head_dim)
         out = paged_attention(q, k, v, kv_cache[0], kv_cache[1], meta, self.scale)
-        return self.o_proj(out.reshape(T, self.q_size))
+        result: torch.Tensor = self.o_proj(out.reshape(T, self.q_size))
+        return result
 
 
 class LlamaMLP(nn.Module):
@@ -110,9 +138,11 @@ class LlamaMLP(nn.Module):
         self.gate_up_proj = nn.Linear(cfg.hidden_size, 2 * cfg.intermediate_size, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """SwiGLU: ``down(silu(gate(x)) * up(x))``, ``[T, hidden]`` -> ``[T, hidden]``."""
         gate, up = self.gate_up_proj(x).split(self.inter, dim=-1)
-        return self.down_proj(nn.functional.silu(gate) * up)
+        result: torch.Tensor = self.down_proj(F.silu(gate) * up)
+        return result
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -123,9 +153,18 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(self, x, cos, sin, kv_cache, meta):
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """Pre-norm attention and MLP, each with a residual: ``[T, hidden]`` -> ``[T, hidden]``."""
         x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
+        return out
 
 
 class LlamaForCausalLM(nn.Module):
@@ -145,35 +184,71 @@ class LlamaForCausalLM(nn.Module):
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head_weight: Optional[torch.Tensor] = None   # None = tied to embed_tokens
+        self.lm_head_weight: torch.Tensor | None = None  # None = tied to embed_tokens
+        # The LM head packed for oneDNN (pagedlab.model.cpu_linear.pack_linears), or None: plain matmul.
+        self.packed_lm_head: nn.Module | None = None
+        self._rope_table: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def rope_table(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos/sin ``[max_position_embeddings, head_dim]``, computed once (the rows equal ``rope_cos_sin``'s)."""
+        if self._rope_table is None or self._rope_table[0].device != device:
+            c = self.config
+            self._rope_table = rope_cos_sin(
+                torch.arange(c.max_position_embeddings, device=device), c.head_dim, c.rope_theta
+            )
+        return self._rope_table
 
     @torch.inference_mode()
-    def forward(self, input_ids, positions, kv_caches: List[Tuple[torch.Tensor, torch.Tensor]],
-                meta: AttentionMetadata) -> torch.Tensor:
-        cos, sin = rope_cos_sin(positions, self.config.head_dim, self.config.rope_theta)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        cos_table, sin_table = self.rope_table(positions.device)
+        cos, sin = cos_table[positions], sin_table[positions]
         x = self.embed_tokens(input_ids)
         for layer, kv in zip(self.layers, kv_caches):
             x = layer(x, cos, sin, kv, meta)
         # Only rows that will be sampled need the (vocab x hidden) LM head.
         x = self.norm(x.index_select(0, meta.logits_indices))
+        if self.packed_lm_head is not None:
+            logits: torch.Tensor = self.packed_lm_head(x)
+            return logits.float()
         w = self.embed_tokens.weight if self.lm_head_weight is None else self.lm_head_weight
-        return (x @ w.t()).float()
+        plain: torch.Tensor = x @ w.t()
+        return plain.float()
 
-    def load_hf_state_dict(self, sd: dict) -> None:
-        """Load weights named as HF's ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight`` ...)."""
-        g = lambda name: sd[name]
+    def load_hf_state_dict(self, sd: Mapping[str, torch.Tensor]) -> None:
+        """Load weights named as HF's ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight`` ...).
+
+        A model packed for oneDNN (``pagedlab.model.cpu_linear``) is unpacked first.
+
+        Raises:
+            KeyError: a weight is missing from ``sd``.
+        """
+        from pagedlab.model.cpu_linear import unpack_linears
+
+        unpack_linears(self)
+
+        def g(name: str) -> torch.Tensor:
+            return sd[name]
+
         with torch.no_grad():
             self.embed_tokens.weight.copy_(g("model.embed_tokens.weight"))
             self.norm.weight.copy_(g("model.norm.weight"))
-            for i, layer in enumerate(self.layers):
+            for i, layer in enumerate(cast(list[LlamaDecoderLayer], list(self.layers))):
                 p = f"model.layers.{i}."
                 layer.input_layernorm.weight.copy_(g(p + "input_layernorm.weight"))
                 layer.post_attention_layernorm.weight.copy_(g(p + "post_attention_layernorm.weight"))
-                layer.self_attn.qkv_proj.weight.copy_(torch.cat(
-                    [g(p + f"self_attn.{n}_proj.weight") for n in "qkv"], dim=0))
+                layer.self_attn.qkv_proj.weight.copy_(
+                    torch.cat([g(p + f"self_attn.{n}_proj.weight") for n in "qkv"], dim=0)
+                )
                 layer.self_attn.o_proj.weight.copy_(g(p + "self_attn.o_proj.weight"))
-                layer.mlp.gate_up_proj.weight.copy_(torch.cat(
-                    [g(p + "mlp.gate_proj.weight"), g(p + "mlp.up_proj.weight")], dim=0))
+                layer.mlp.gate_up_proj.weight.copy_(
+                    torch.cat([g(p + "mlp.gate_proj.weight"), g(p + "mlp.up_proj.weight")], dim=0)
+                )
                 layer.mlp.down_proj.weight.copy_(g(p + "mlp.down_proj.weight"))
             if not self.config.tie_word_embeddings and "lm_head.weight" in sd:
                 self.lm_head_weight = g("lm_head.weight").clone()

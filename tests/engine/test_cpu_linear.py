@@ -1,0 +1,116 @@
+"""oneDNN-packed linear layers (pagedlab.model.cpu_linear): same function as nn.Linear, reversible, wired in."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from pagedlab.engine.model_runner import ModelRunner
+from pagedlab.model.attention import AttentionMetadata
+from pagedlab.model.cpu_linear import PackedLinear, onednn_available, pack_linears, unpack_linears
+from pagedlab.model.llama import LlamaForCausalLM
+from tests.kernels.test_engine_triton import tiny_llama
+
+pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN")
+
+
+@pytest.mark.parametrize("shape", [(0, 64), (1, 64), (7, 64), (3, 5, 64)])
+def test_packed_linear_computes_x_times_weight_transposed(shape: tuple[int, ...]) -> None:
+    torch.manual_seed(0)
+    w, x = torch.randn(40, 64), torch.randn(*shape)
+    lin = PackedLinear(w)
+    y = lin(x)
+    assert y.shape == (*shape[:-1], 40) and y.dtype == torch.float32
+    torch.testing.assert_close(y, x.double().matmul(w.double().t()).float(), rtol=1e-5, atol=1e-5)
+    back = lin.to_linear()
+    assert isinstance(back, nn.Linear) and back.bias is None and torch.equal(back.weight, w)
+
+
+def test_packed_linear_rejects_what_it_cannot_pack() -> None:
+    with pytest.raises(RuntimeError, match=r"2-D fp32 CPU weight, got \(4, 4\) torch.float64"):
+        PackedLinear(torch.randn(4, 4, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=r"got \(4,\) torch.float32"):
+        PackedLinear(torch.randn(4))
+
+
+def _prefill_logits(net: LlamaForCausalLM, ids: list[int]) -> torch.Tensor:
+    """Logits of every position of one sequence run as a single prefill (block size 4)."""
+    n, bs = len(ids), 4
+    nb = (n + bs - 1) // bs
+    cfg = net.config
+    shape = (nb, bs, cfg.num_key_value_heads, cfg.head_dim)
+    caches = [(torch.zeros(shape), torch.zeros(shape)) for _ in range(cfg.num_hidden_layers)]
+    meta = AttentionMetadata(
+        slot_mapping=torch.arange(n),
+        block_tables=torch.arange(nb, dtype=torch.int32)[None],
+        seq_lens=torch.tensor([n], dtype=torch.int32),
+        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
+        num_decodes=0,
+        logits_indices=torch.arange(n),
+    )
+    return net(torch.tensor(ids), torch.arange(n), caches, meta)
+
+
+def test_pack_and_unpack_a_model_in_place() -> None:
+    net = tiny_llama()
+    plain = {k: v.clone() for k, v in net.state_dict().items()}
+    ids = [5, 17, 3, 90, 41, 8, 8, 60, 2]
+    want = _prefill_logits(net, ids)
+    assert pack_linears(net) is True
+    layer = net.layers[1]
+    packed = [layer.self_attn.qkv_proj, layer.self_attn.o_proj, layer.mlp.gate_up_proj, layer.mlp.down_proj]
+    assert all(isinstance(m, PackedLinear) for m in packed) and isinstance(net.packed_lm_head, PackedLinear)
+    assert [(m.in_features, m.out_features) for m in packed] == [(64, 160), (96, 64), (64, 192), (96, 64)]
+    assert torch.equal(net.embed_tokens.weight, plain["embed_tokens.weight"])  # lookups stay plain
+    got = _prefill_logits(net, ids)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+    head = net.packed_lm_head
+    assert pack_linears(net) is True and net.packed_lm_head is head  # idempotent
+    unpack_linears(net)
+    assert net.packed_lm_head is None and isinstance(net.layers[0].mlp.down_proj, nn.Linear)
+    after = net.state_dict()
+    assert after.keys() == plain.keys() and all(torch.equal(after[k], plain[k]) for k in plain)
+    assert torch.equal(_prefill_logits(net, ids), want)  # bit-exact round trip
+
+
+def test_pack_linears_leaves_a_float64_model_alone() -> None:
+    net = tiny_llama().double()
+    assert pack_linears(net) is False
+    assert isinstance(net.layers[0].self_attn.qkv_proj, nn.Linear) and net.packed_lm_head is None
+
+
+def test_model_runner_packs_on_cpu_unless_told_not_to() -> None:
+    net = tiny_llama()
+    ModelRunner(net, block_size=4, num_gpu_blocks=8)
+    assert isinstance(net.layers[0].self_attn.o_proj, PackedLinear) and net.packed_lm_head is not None
+    ModelRunner(net, block_size=4, num_gpu_blocks=8, pack_linears=False)
+    assert isinstance(net.layers[0].self_attn.o_proj, nn.Linear) and net.packed_lm_head is None
+
+
+def test_the_rope_table_rows_equal_rope_cos_sin_at_those_positions() -> None:
+    from pagedlab.model.llama import rope_cos_sin
+
+    net = tiny_llama()
+    cos_t, sin_t = net.rope_table(torch.device("cpu"))
+    assert cos_t.shape == sin_t.shape == (256, 16)
+    pos = torch.tensor([0, 1, 17, 17, 255, 5])
+    cos, sin = rope_cos_sin(pos, 16, net.config.rope_theta)
+    assert torch.equal(cos_t[pos], cos) and torch.equal(sin_t[pos], sin)
+    assert net.rope_table(torch.device("cpu"))[0] is cos_t  # computed once
+
+
+def test_rmsnorm_gives_hf_llama_rmsnorm_bits() -> None:
+    from pagedlab.model.llama import RMSNorm
+
+    torch.manual_seed(2)
+    norm = RMSNorm(576, 1e-5)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(33, 576) * 3
+    var = x.pow(2).mean(-1, keepdim=True)  # transformers' LlamaRMSNorm, fp32
+    assert torch.equal(norm(x), norm.weight * (x * torch.rsqrt(var + 1e-5)))
+    xb = x.to(torch.bfloat16)
+    hf_b = norm.weight * (xb.float() * torch.rsqrt(xb.float().pow(2).mean(-1, keepdim=True) + 1e-5)).to(xb.dtype)
+    assert torch.equal(norm(xb), hf_b)

@@ -1,0 +1,91 @@
+"""The "cpu" attention backend (pagedlab.kernels.cpu) computes what the torch reference computes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pagedlab.kernels import cpu, reference
+from pagedlab.kernels.backends import get_backend
+from pagedlab.kernels.testing import PagedCase
+
+pytestmark = pytest.mark.no_interpreter_needed
+F32 = torch.float32
+
+
+def test_length_groups_split_where_padding_would_waste_more_than_a_quarter() -> None:
+    # block counts (bs 16): 32, 3, 30, 3, 0, 13
+    lens = [500, 40, 480, 45, 0, 200]
+    assert cpu.length_groups(lens, 16) == [[0, 2], [5], [1, 3], [4]]
+    assert cpu.length_groups(lens, 16, max_groups=2) == [[0, 2], [1, 3, 4, 5]]
+    assert cpu.length_groups([7, 7, 7], 16) == [[0, 1, 2]]
+    assert cpu.length_groups([], 16) == []
+
+
+@pytest.mark.parametrize("block_size,heads", [(16, (9, 3)), (4, (4, 4)), (1, (6, 2))])
+def test_decode_equals_the_reference(block_size: int, heads: tuple[int, int]) -> None:
+    hq, hkv = heads
+    lens = [1, 530, block_size, block_size + 1, 40, 0, 2 * block_size - 1, 300, 45, 17]
+    case = PagedCase(lens, hkv, 64, block_size, F32, device="cpu")
+    q = torch.randn(len(lens), hq, 64, generator=torch.Generator().manual_seed(3))
+    args = (case.clean_key_cache, case.clean_value_cache, case.block_tables, case.seq_lens, 0.125)
+    assert len(cpu.length_groups(lens, block_size)) > 1  # the grouped path runs
+    out = cpu.paged_decode_attention(q, *args)
+    torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
+    assert torch.equal(out[5], torch.zeros(hq, 64))  # seq_len 0 -> a zero row
+
+
+@pytest.mark.parametrize(
+    "seq_lens,q_lens",
+    [
+        ([40, 300, 17], [40, 300, 17]),  # fresh prompts: causal without a mask
+        ([100, 64, 9, 33], [36, 1, 9, 0]),  # chunks after cached context, a decode-like row, an idle row
+    ],
+)
+def test_prefill_equals_the_reference(seq_lens: list[int], q_lens: list[int]) -> None:
+    case = PagedCase(seq_lens, 3, 64, 16, F32, device="cpu")
+    q = torch.randn(sum(q_lens), 9, 64, generator=torch.Generator().manual_seed(4))
+    cu = PagedCase.cu_seqlens(q_lens, device="cpu")
+    out = cpu.paged_prefill_attention(q, case.key_cache, case.value_cache, case.block_tables, cu, case.seq_lens, 0.125)
+    ref = reference.paged_prefill_attention(
+        q, case.clean_key_cache, case.clean_value_cache, case.block_tables, cu, case.seq_lens, 0.125
+    )
+    assert not torch.isnan(out).any()  # reads only owned rows of the NaN-poisoned cache
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_the_dispatch_serves_cpu_with_the_reference_cache_write() -> None:
+    ops = get_backend("cpu")
+    assert ops.reshape_and_cache is reference.reshape_and_cache
+    assert (ops.paged_decode_attention, ops.paged_prefill_attention) == (
+        cpu.paged_decode_attention,
+        cpu.paged_prefill_attention,
+    )
+
+
+def test_engine_tokens_equal_with_the_cpu_and_torch_backends() -> None:
+    from pagedlab import LLMEngine, SamplingParams
+    from tests.kernels.test_engine_triton import tiny_llama
+
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 97, (n,), generator=g).tolist() for n in (1, 3, 4, 5, 9, 23, 40)]
+    got = {}
+    for backend in ("torch", "cpu"):
+        eng = LLMEngine(
+            tiny_llama(),
+            attention_backend=backend,
+            block_size=4,
+            num_gpu_blocks=64,
+            max_model_len=128,
+            max_num_batched_tokens=16,
+        )
+        params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+        for i, p in enumerate(prompts):
+            eng.add_request(str(i), {"prompt_token_ids": p}, params)
+        outs = []
+        while eng.has_unfinished_requests():
+            outs += eng.step()
+        assert eng.model_runner.backend == backend
+        got[backend] = {o.request_id: o.outputs[0].token_ids for o in outs}
+    assert got["cpu"] == got["torch"] and len(got["cpu"]) == len(prompts)
+    assert all(len(t) == 6 for t in got["cpu"].values())
