@@ -268,23 +268,13 @@ def side_by_side(
         max_num_batched_tokens: draw a token budget line: one number for every chart, or one per run
             (``None`` entries draw none).
     """
-    from pagedlab.viz import Player, batch_steps, render_batch_gantt
+    from pagedlab.viz import Player, batch_steps, empty_step, render_batch_gantt
 
     lists = [batch_steps(list(r.step_stats if isinstance(r, Run) else r)) for r in runs]
     n = max(len(s) for s in lists)
     lengths = [len(s) for s in lists]
     # Pad the shorter runs with empty steps, so every chart has the same columns and the race is visible.
-    empty: dict[str, Any] = {
-        "scheduled": [],
-        "preempted": [],
-        "finished": [],
-        "running": None,
-        "waiting": None,
-        "swapped": None,
-        "kv_blocks_used": None,
-        "kv_blocks_free": None,
-    }
-    padded = [s + [dict(empty, step=(s[-1]["step"] if s else -1) + 1 + k) for k in range(n - len(s))] for s in lists]
+    padded = [s + [empty_step((s[-1]["step"] if s else -1) + 1 + k) for k in range(n - len(s))] for s in lists]
     budgets = (
         list(max_num_batched_tokens)
         if isinstance(max_num_batched_tokens, (list, tuple))

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedlab.viz._svg import PALETTE, owner_color
-from pagedlab.viz.gantt import batch_steps, render_batch_gantt
+from pagedlab.viz.gantt import batch_steps, empty_step, render_batch_gantt
 from pagedlab.viz.kernel import kernel_walk_steps, render_kernel_walk
 from pagedlab.viz.mapping import mapping_frames, render_block_table, slot_of
 from pagedlab.viz.pool import block_state, render_block_pool
@@ -49,6 +49,7 @@ __all__ = [
     "mapping_frames",
     "render_batch_gantt",
     "batch_steps",
+    "empty_step",
     "render_queues",
     "queue_history",
     "render_radix_tree",

@@ -31,6 +31,30 @@ def _req_key(rid: str) -> tuple[int, int, int, str]:
     return (0, int(base), int(sub) if sub.isdigit() else 0, "") if base.isdigit() else (1, 0, 0, str(rid))
 
 
+def empty_step(step: int) -> dict[str, Any]:
+    """One step of :func:`batch_steps` output with nothing in it.
+
+    Args:
+        step: the step number.
+
+    Returns:
+        ``{"step": step, "scheduled": [], "preempted": [], "finished": []}`` with the counts
+        (``running``, ``waiting``, ``swapped``, ``kv_blocks_used``, ``kv_blocks_free``) ``None``;
+        a fresh dict (fresh lists) on every call, so callers may fill it in.
+    """
+    return {
+        "step": step,
+        "scheduled": [],
+        "preempted": [],
+        "finished": [],
+        "running": None,
+        "waiting": None,
+        "swapped": None,
+        "kv_blocks_used": None,
+        "kv_blocks_free": None,
+    }
+
+
 def batch_steps(items: Sequence[Any]) -> list[dict[str, Any]]:
     """Normalise ``step_stats`` or tracer events to a list of per-step dicts.
 
@@ -47,20 +71,7 @@ def batch_steps(items: Sequence[Any]) -> list[dict[str, Any]]:
             kind = ev.get("kind")
             if kind not in ("schedule", "preempt", "finish"):
                 continue
-            st = steps.setdefault(
-                int(ev["step"]),
-                {
-                    "step": int(ev["step"]),
-                    "scheduled": [],
-                    "preempted": [],
-                    "finished": [],
-                    "running": None,
-                    "waiting": None,
-                    "swapped": None,
-                    "kv_blocks_used": None,
-                    "kv_blocks_free": None,
-                },
-            )
+            st = steps.setdefault(int(ev["step"]), empty_step(int(ev["step"])))
             rid = str(ev.get("req", ev.get("request_id")))
             if kind == "schedule":
                 st["scheduled"].append((rid, int(ev["num_tokens"]), bool(ev.get("prefill"))))

@@ -84,37 +84,31 @@ class Sim:
         }
 
 
+def history_steps(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The exercise simulator's ``history`` as :func:`pagedlab.viz.batch_steps` rows.
+
+    Args:
+        history: ``[{"step", "scheduled": [(req_id, num_tokens, is_prefill)], "preempted"?: [req_id]}]``.
+
+    Returns:
+        one row per entry (``preempted`` empty where an entry has none); one empty step 0 when
+        ``history`` is empty, so the chart still draws.
+    """
+    from pagedlab.viz import empty_step
+
+    rows = []
+    for h in history:
+        row = empty_step(h["step"])
+        row["scheduled"] = [tuple(e) for e in h["scheduled"]]
+        row["preempted"] = list(h.get("preempted", ()))
+        rows.append(row)
+    return rows or [empty_step(0)]
+
+
 def render_history(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_batch_gantt
 
-    steps = [
-        {
-            "step": h["step"],
-            "scheduled": [tuple(e) for e in h["scheduled"]],
-            "preempted": [],
-            "finished": [],
-            "running": None,
-            "waiting": None,
-            "swapped": None,
-            "kv_blocks_used": None,
-            "kv_blocks_free": None,
-        }
-        for h in state["history"]
-    ]
-    if not steps:
-        steps = [
-            {
-                "step": 0,
-                "scheduled": [],
-                "preempted": [],
-                "finished": [],
-                "running": None,
-                "waiting": None,
-                "swapped": None,
-                "kv_blocks_used": None,
-                "kv_blocks_free": None,
-            }
-        ]
+    steps = history_steps(state["history"])
     return render_batch_gantt(steps, title="batch per step (your run)" if expected is not None else "batch per step")
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.grading.exercises.lab04 import Arrival, Sim
+from pagedlab.grading.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.request import Request
 
@@ -68,34 +68,8 @@ class PreemptSim(Sim):
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
     from pagedlab.viz import render_batch_gantt
 
-    steps = [
-        {
-            "step": h["step"],
-            "scheduled": [tuple(e) for e in h["scheduled"]],
-            "preempted": list(h["preempted"]),
-            "finished": [],
-            "running": None,
-            "waiting": None,
-            "swapped": None,
-            "kv_blocks_used": None,
-            "kv_blocks_free": None,
-        }
-        for h in state["history"]
-    ] or [
-        {
-            "step": 0,
-            "scheduled": [],
-            "preempted": [],
-            "finished": [],
-            "running": None,
-            "waiting": None,
-            "swapped": None,
-            "kv_blocks_used": None,
-            "kv_blocks_free": None,
-        }
-    ]
     title = f"then: running {state['running']}, waiting {state['waiting']}, swapped {state['swapped']}"
-    return render_batch_gantt(steps, title=title)
+    return render_batch_gantt(history_steps(state["history"]), title=title)
 
 
 PREEMPT = register(
