@@ -167,12 +167,10 @@ class RadixCache:
         value: list[int] = []
         stamped: list[TreeNode] = []
         while key:
-            child = node.children.get(self._child_key(key, extra_key))
-            if child is None:
+            hit = self._step_down(node, key, extra_key, now, stamped)
+            if hit is None:
                 break
-            child.last_access_time = now
-            stamped.append(child)
-            n = self._key_match(child.key, key)
+            child, n = hit
             if n < len(child.key):
                 node = self._split_node(child, n)
                 value.extend(node.value)
@@ -204,12 +202,10 @@ class RadixCache:
         total = 0
         stamped: list[TreeNode] = []
         while key:
-            child = node.children.get(self._child_key(key, extra_key))
-            if child is None:
+            hit = self._step_down(node, key, extra_key, now, stamped)
+            if hit is None:
                 break
-            child.last_access_time = now
-            stamped.append(child)
-            n = self._key_match(child.key, key)
+            child, n = hit
             total += n
             key, value = key[n:], value[n:]
             node = self._split_node(child, n) if n < len(child.key) else child
@@ -221,6 +217,23 @@ class RadixCache:
         for x in stamped:  # the new leaf joins the set; its parent, if it was a leaf, leaves it
             self._refresh_leaf(x)
         return total
+
+    def _step_down(
+        self, node: TreeNode, key: Sequence[int], extra_key: Hashable | None, now: int, stamped: list[TreeNode]
+    ) -> tuple[TreeNode, int] | None:
+        """One step of the walk shared by ``match_prefix`` and ``insert``.
+
+        Returns:
+            ``(child, n)``: the child of ``node`` that ``key`` continues into (its access time set to
+            ``now`` and appended to ``stamped``) and how many leading tokens of ``key`` it matches;
+            ``None`` when no child starts with ``key``'s first page.
+        """
+        child = node.children.get(self._child_key(key, extra_key))
+        if child is None:
+            return None
+        child.last_access_time = now
+        stamped.append(child)
+        return child, self._key_match(child.key, key)
 
     def _split_node(self, child: TreeNode, split_len: int) -> TreeNode:
         """Cut ``child`` at ``split_len``; return the new parent holding the first part.
