@@ -161,11 +161,8 @@ class RadixCache:
             node of the match (the root if nothing matched).
         """
         key = self._page_align(key)
-        now = self._tick()
-        node = self.root_node
-        node.last_access_time = now
+        now, node, stamped = self._begin_walk()
         value: list[int] = []
-        stamped: list[TreeNode] = []
         while key:
             hit = self._step_down(node, key, extra_key, now, stamped)
             if hit is None:
@@ -196,11 +193,8 @@ class RadixCache:
         key = self._page_align(key)
         value = list(key) if value is None else list(value[: len(key)])
         assert len(value) == len(key), "insert needs one value per token"
-        now = self._tick()
-        node = self.root_node
-        node.last_access_time = now
+        now, node, stamped = self._begin_walk()
         total = 0
-        stamped: list[TreeNode] = []
         while key:
             hit = self._step_down(node, key, extra_key, now, stamped)
             if hit is None:
@@ -217,6 +211,12 @@ class RadixCache:
         for x in stamped:  # the new leaf joins the set; its parent, if it was a leaf, leaves it
             self._refresh_leaf(x)
         return total
+
+    def _begin_walk(self) -> tuple[int, TreeNode, list[TreeNode]]:
+        """Start a walk from the root: ``(now, root, stamped)``, the root's access time set to ``now``."""
+        now = self._tick()
+        self.root_node.last_access_time = now
+        return now, self.root_node, []
 
     def _step_down(
         self, node: TreeNode, key: Sequence[int], extra_key: Hashable | None, now: int, stamped: list[TreeNode]
