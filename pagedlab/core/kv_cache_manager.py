@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from pagedlab.core.block_pool import distinct_blocks as _distinct
@@ -162,7 +163,43 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self._init_radix()
         self._init_swap(num_cpu_blocks)
 
+    @classmethod
+    def from_config(
+        cls,
+        cache_config: CacheConfig,
+        scheduler_config: SchedulerConfig,
+        default_hash_seed: int | None = None,
+        tracer: Tracer | None = None,
+        free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
+        prefix_lookup: PrefixLookup | None = None,
+    ) -> KVCacheManager:
+        """The manager an engine (or the simulator) builds from its configs (shared by both).
+
+        Args:
+            cache_config: block size, pool sizes, prefix caching and its hash seed.
+            scheduler_config: gives ``max_model_len``.
+            default_hash_seed: the hash seed when ``cache_config.hash_seed`` is None.
+            tracer, free_queue_factory, prefix_lookup: as the constructor's.
+
+        Raises:
+            ConfigError: as the constructor.
+        """
+        cc = cache_config
+        return cls(
+            block_size=cc.block_size,
+            num_gpu_blocks=cc.num_gpu_blocks,
+            max_model_len=scheduler_config.max_model_len,
+            enable_caching=cc.enable_prefix_caching,
+            prefix_cache=cc.prefix_cache,
+            num_cpu_blocks=cc.num_cpu_blocks,
+            hash_seed=cc.hash_seed if cc.hash_seed is not None else default_hash_seed,
+            tracer=tracer,
+            free_queue_factory=free_queue_factory,
+            prefix_lookup=prefix_lookup,
+        )
+
     # --- lookup -------------------------------------------------------------------------
+
     def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
         """Longest cached prefix of ``request`` (as vLLM v1 ``get_computed_blocks``).
 

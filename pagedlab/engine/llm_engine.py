@@ -363,17 +363,7 @@ class LLMEngine:
 
         scheduler_cls: type[Scheduler] = StaticScheduler if self.scheduling == "static" else Scheduler
         parts = build_parts(self.components, lambda: self.current_step, scheduler_cls)
-        self.kv_cache_manager = KVCacheManager(
-            block_size=cc.block_size,
-            num_gpu_blocks=cc.num_gpu_blocks,
-            max_model_len=sc.max_model_len,
-            enable_caching=cc.enable_prefix_caching,
-            prefix_cache=cc.prefix_cache,
-            num_cpu_blocks=cc.num_cpu_blocks,
-            hash_seed=cc.hash_seed,
-            tracer=self.tracer,
-            **parts.kv_kwargs,
-        )
+        self.kv_cache_manager = KVCacheManager.from_config(cc, sc, tracer=self.tracer, **parts.kv_kwargs)
         step_count = self.scheduler.step_count if hasattr(self, "scheduler") else 0
         self.scheduler: Scheduler = parts.scheduler_cls(
             sc, cc, self.kv_cache_manager, tracer=self.tracer, **parts.scheduler_kwargs

@@ -250,15 +250,7 @@ def _start(
     """A fresh pool and scheduler, the result's config, and the requests split into pending / rejected."""
     from pagedlab.sched.static import StaticScheduler
 
-    kv = KVCacheManager(
-        block_size=cc.block_size,
-        num_gpu_blocks=cc.num_gpu_blocks,
-        max_model_len=sc.max_model_len,
-        enable_caching=cc.enable_prefix_caching,
-        prefix_cache=cc.prefix_cache,
-        num_cpu_blocks=cc.num_cpu_blocks,
-        hash_seed=cc.hash_seed if cc.hash_seed is not None else seed,
-    )
+    kv = KVCacheManager.from_config(cc, sc, default_hash_seed=seed)
     sched = (StaticScheduler if scheduling == "static" else Scheduler)(sc, cc, kv)
     if prompts is None and cc.enable_prefix_caching:
         prompts = synthesize_prompts(requests, cost.model.vocab_size, seed)

@@ -208,3 +208,22 @@ def test_snapshot_is_json_and_names_owners(cache, caching):
     assert snap["blocks"][0]["owners"] == ["a"] and snap["blocks"][1]["owners"] == ["a"]
     assert snap["blocks"][2]["free"] is True
     assert m.usage == pytest.approx(2 / 16)
+
+
+def test_from_config_copies_every_field_and_prefers_the_configs_hash_seed() -> None:
+    """The engine and the simulator build their manager this way: every config field must arrive."""
+    from pagedlab.config import CacheConfig, SchedulerConfig
+    from pagedlab.core import hashing
+
+    cc = CacheConfig(
+        block_size=4, num_gpu_blocks=7, num_cpu_blocks=3, enable_prefix_caching=True, prefix_cache="radix", hash_seed=5
+    )
+    sc = SchedulerConfig(max_model_len=64)
+    m = KVCacheManager.from_config(cc, sc, default_hash_seed=9)
+    got = (m.block_size, m.num_gpu_blocks, m.max_model_len, m.enable_caching, m.prefix_cache, m.num_cpu_blocks)
+    assert got == (4, 7, 64, True, "radix", 3)
+    assert (m.use_hash, m.use_radix, m.tracer) == (False, True, None)
+    assert m.none_hash == hashing.make_none_hash(5)  # the config's seed wins over the default
+    unseeded = CacheConfig(block_size=4, num_gpu_blocks=7)
+    assert KVCacheManager.from_config(unseeded, sc, default_hash_seed=9).none_hash == hashing.make_none_hash(9)
+    assert KVCacheManager.from_config(unseeded, sc).none_hash == hashing.NONE_HASH
