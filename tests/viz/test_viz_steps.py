@@ -110,3 +110,42 @@ def test_kv_usage_accepts_dicts(parse_svg):
 def test_empty_histories_render(parse_svg):
     assert parse_svg(render_queues([])).root.get("data-step") == "0"
     assert parse_svg(render_kv_usage([], num_gpu_blocks=8)).all("rect", "pl-bar") == []
+
+
+def test_empty_step_is_a_fresh_full_row_and_batch_steps_uses_it() -> None:
+    from pagedlab.viz import empty_step
+
+    a, b = empty_step(3), empty_step(3)
+    assert a == {
+        "step": 3,
+        "scheduled": [],
+        "preempted": [],
+        "finished": [],
+        "running": None,
+        "waiting": None,
+        "swapped": None,
+        "kv_blocks_used": None,
+        "kv_blocks_free": None,
+    }
+    a["scheduled"].append(("r", 1, True))
+    assert b["scheduled"] == [] and empty_step(3)["scheduled"] == []  # no list shared between calls
+    # An event stream's steps carry the same keys, with None counts.
+    rows = batch_steps([{"kind": "preempt", "step": 2, "req": "x"}, {"kind": "finish", "step": 2, "req": "y"}])
+    assert rows == [dict(empty_step(2), preempted=["x"], finished=["y"])]
+
+
+def test_exercise_history_steps_keeps_preemptions_and_draws_an_empty_run() -> None:
+    from pagedlab.grading.exercises.lab04 import history_steps
+    from pagedlab.viz import empty_step
+
+    history = [
+        {"step": 0, "scheduled": [["a", 4, True]], "preempted": [], "finished": []},
+        {"step": 1, "scheduled": [["b", 1, False]], "preempted": ["a"]},
+        {"step": 2, "scheduled": []},
+    ]
+    assert history_steps(history) == [
+        dict(empty_step(0), scheduled=[("a", 4, True)]),
+        dict(empty_step(1), scheduled=[("b", 1, False)], preempted=["a"]),
+        empty_step(2),
+    ]
+    assert history_steps([]) == [empty_step(0)]
