@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -312,13 +313,19 @@ class Guard:
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` under the time limit; any exception becomes a ComponentError."""
+        # An outer timer (an enclosing part's limit, pytest-timeout's signal method) keeps running: ours
+        # is armed only when it would fire first, and the outer one is re-armed with what it had left.
+        outer_left, outer_interval = (0.0, 0.0)
+        if hasattr(signal, "getitimer"):
+            outer_left, outer_interval = signal.getitimer(signal.ITIMER_REAL)
         use_alarm = (
             self.time_limit_s > 0
             and hasattr(signal, "setitimer")
             and threading.current_thread() is threading.main_thread()
-            and signal.getitimer(signal.ITIMER_REAL)[0] == 0
-        )  # an outer part's limit runs on
+            and (outer_left == 0 or outer_left > self.time_limit_s)
+        )
         old: Any = None
+        started = time.monotonic()
         if use_alarm:
 
             def on_alarm(signum: int, frame: object) -> None:
@@ -338,6 +345,9 @@ class Guard:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, old)
+                if outer_left > 0:
+                    left = max(outer_left - (time.monotonic() - started), 1e-3)
+                    signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
     def expect_type(self, value: Any, types: type | tuple[type, ...], what: str) -> None:
         if not isinstance(value, types):

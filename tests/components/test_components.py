@@ -248,3 +248,21 @@ def test_wrong_preempt_retry_is_caught(wrong, words):
     eng, err = _trip(Components.kit().plug("preempt_retry", wrong), num_gpu_blocks=10)
     assert err.component == "preempt_retry" and words in err.invariant, str(err)
     _assert_recovered(eng, "preempt_retry", num_gpu_blocks=10)
+
+
+def test_a_hanging_part_is_stopped_under_an_outer_timer():
+    """An outer ITIMER_REAL (pytest-timeout's signal method, an enclosing part's limit) keeps running:
+    the guard's shorter limit still stops the part, and the outer timer is re-armed with what it had left."""
+    import signal
+
+    fired: list[int] = []
+    old = signal.signal(signal.SIGALRM, lambda *args: fired.append(1))
+    signal.setitimer(signal.ITIMER_REAL, 60.0)
+    try:
+        test_a_hanging_part_is_stopped()
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 50.0 < left < 60.0, left
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert not fired
