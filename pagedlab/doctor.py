@@ -115,6 +115,10 @@ def _major(v: str | None) -> int | None:
 
 def check_python() -> Check:
     v = platform.python_version()
+    if sys.version_info < (3, 11):
+        return Check(
+            "python", FAIL, f"{v} ({sys.executable})", "use Python 3.11 or newer (`make setup PYTHON=python3.11`)", True
+        )
     return Check("python", OK, f"{v} ({sys.executable})")
 
 

@@ -91,10 +91,10 @@ def test_the_engine_validates_and_defaults_through_the_same_backends(monkeypatch
             )
         )
 
-    with pytest.raises(ConfigError, match="attention_backend must be 'torch' or 'triton', got 'flash'"):
+    with pytest.raises(ConfigError, match="attention_backend must be one of 'torch', 'triton', 'cpu', got 'flash'"):
         LLMEngine(tiny(), num_gpu_blocks=8, block_size=4, device="cpu", attention_backend="flash", eos_token_id=1)
     engine = LLMEngine(tiny(), num_gpu_blocks=8, block_size=4, device="cpu", eos_token_id=1)
-    assert engine.model_runner.backend == backends.default_backend("cpu") == "torch"
+    assert engine.model_runner.backend == backends.default_backend("cpu") == "cpu"
     asked: list[str] = []
     monkeypatch.setattr("pagedlab.engine.llm_engine.default_backend", lambda d: asked.append(d) or "triton")
     engine = LLMEngine(tiny(), num_gpu_blocks=8, block_size=4, device="cpu", eos_token_id=1)
