@@ -86,6 +86,23 @@ def test_wheel_config_ships_data_and_labs():
     assert shipped <= globs, f"data/ has {shipped - globs} files the wheel would leave out"
 
 
+def test_wheel_config_ships_every_file_the_package_reads():
+    # A non-Python file inside pagedlab/ (py.typed, analysis/self_checks.toml) is left out of the wheel
+    # unless package-data names it for its package.
+    import tomllib
+    from fnmatch import fnmatch
+
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for path in (ROOT / "pagedlab").rglob("*"):
+        if not path.is_file() or path.suffix in {".py", ".pyc"} or "__pycache__" in path.parts:
+            continue
+        package = ".".join(path.relative_to(ROOT).parent.parts)
+        globs = package_data.get(package, [])
+        assert any(fnmatch(path.name, g) for g in globs), (
+            f"{path.relative_to(ROOT)} is not in package-data[{package!r}]"
+        )
+
+
 def test_lock_has_no_local_versions_or_the_kit_itself():
     versions = lock().values()
     assert not [v for v in versions if "+" in v]

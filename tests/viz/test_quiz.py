@@ -158,3 +158,36 @@ def test_closest_choice_by_ratio_and_by_difference() -> None:
         quiz.closest_choice(1.0, {})
     with pytest.raises(ValueError, match="positive"):
         quiz.closest_choice(0.0, scaling)
+
+
+_TOML = '[["01"]]\nprompt = "p"\nchoices = ["a", "b"]\nanswer = 1\nexplain = "e"\n'
+
+
+def test_self_checks_load_from_toml() -> None:
+    from pagedlab.analysis.self_checks import load_written
+
+    assert load_written(_TOML) == {"01": [Question("p", ("a", "b"), 1, "e")]}
+    assert load_written(_TOML + _TOML.replace('"p"', '"q"')) == {
+        "01": [Question("p", ("a", "b"), 1, "e"), Question("q", ("a", "b"), 1, "e")]
+    }
+
+
+@pytest.mark.parametrize(
+    "src,message",
+    [
+        ('[["01"]\nprompt = "p"', "self_checks.toml"),  # malformed TOML
+        (_TOML.replace('explain = "e"\n', ""), "wants exactly the keys"),
+        (_TOML + "hint = 'h'\n", "wants exactly the keys"),
+        (_TOML.replace('["a", "b"]', "[1, 2]"), "list of strings"),
+        (_TOML.replace("answer = 1", "answer = true"), "answer an int"),
+        (_TOML.replace("answer = 1", "answer = 2"), r"lab 01, question 0: answer 2"),
+        (_TOML.replace('["a", "b"]', '["a"]').replace("answer = 1", "answer = 0"), "two choices"),
+        ('["01"]\nprompt = "p"\n', "array of tables"),
+    ],
+    ids=["toml", "missing-key", "extra-key", "choices-type", "answer-bool", "answer-range", "one-choice", "table"],
+)
+def test_self_checks_reject_a_malformed_question(src: str, message: str) -> None:
+    from pagedlab.analysis.self_checks import load_written
+
+    with pytest.raises(ValueError, match=message):
+        load_written(src)
