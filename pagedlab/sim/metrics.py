@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pagedlab.sched.scheduler import Scheduler
 
 
 @dataclass
@@ -85,6 +88,8 @@ class ReplayResult:
             ``max_model_len`` or for the whole pool, or an empty prompt/output).
         num_gpu_blocks: size of the KV pool.
         config: free-form description (GPU, model, scheduling ...), JSON-able.
+        scheduler: the scheduler that ran a simulated replay (``pagedlab.sim.simulate``), to inspect
+            its pool afterwards; None for a real-engine replay. Left out of ``==`` and ``repr``.
     """
 
     requests: list[RequestRecord] = field(default_factory=list)
@@ -92,6 +97,7 @@ class ReplayResult:
     rejected: list[tuple] = field(default_factory=list)
     num_gpu_blocks: int = 0
     config: dict[str, Any] = field(default_factory=dict)
+    scheduler: Scheduler | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, float]:
         """Headline numbers; see :func:`summarize`."""

@@ -20,7 +20,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -255,6 +255,7 @@ def _start(
     if prompts is None and cc.enable_prefix_caching:
         prompts = synthesize_prompts(requests, cost.model.vocab_size, seed)
     result = ReplayResult(
+        scheduler=sched,
         num_gpu_blocks=cc.num_gpu_blocks,
         config=dict(
             mode="sim",
@@ -278,39 +279,6 @@ def _start(
     return sim
 
 
-@overload
-def simulate(
-    requests: Sequence[TraceRequest],
-    scheduler_config: SchedulerConfig | None = ...,
-    cache_config: CacheConfig | None = ...,
-    model: ModelSpec = ...,
-    hardware: GPUSpec = ...,
-    scheduling: str = ...,
-    preemption_mode: str | None = ...,
-    cost_model: CostModel | None = ...,
-    prompts: Sequence[Sequence[int]] | None = ...,
-    seed: int = ...,
-    progress: bool = ...,
-    max_steps: int | None = ...,
-    return_scheduler: Literal[False] = ...,
-) -> ReplayResult: ...
-@overload
-def simulate(
-    requests: Sequence[TraceRequest],
-    scheduler_config: SchedulerConfig | None = ...,
-    cache_config: CacheConfig | None = ...,
-    model: ModelSpec = ...,
-    hardware: GPUSpec = ...,
-    scheduling: str = ...,
-    preemption_mode: str | None = ...,
-    cost_model: CostModel | None = ...,
-    prompts: Sequence[Sequence[int]] | None = ...,
-    seed: int = ...,
-    progress: bool = ...,
-    max_steps: int | None = ...,
-    *,
-    return_scheduler: Literal[True],
-) -> tuple[ReplayResult, Scheduler]: ...
 def simulate(
     requests: Sequence[TraceRequest],
     scheduler_config: SchedulerConfig | None = None,
@@ -324,8 +292,7 @@ def simulate(
     seed: int = 0,
     progress: bool = False,
     max_steps: int | None = None,
-    return_scheduler: bool = False,
-) -> ReplayResult | tuple[ReplayResult, Scheduler]:
+) -> ReplayResult:
     """Replay a trace through the real scheduler with a cost-model clock.
 
     Args:
@@ -342,9 +309,9 @@ def simulate(
         seed: seed of the synthesised prompts.
         progress: show a tqdm bar over finished requests.
         max_steps: stop after this many steps (a guard for experiments); None = run to the end.
-        return_scheduler: also return the scheduler (to inspect the pool afterwards).
     Returns:
-        A ``ReplayResult`` (and the scheduler if ``return_scheduler``). Requests that can never
+        A ``ReplayResult`` whose ``scheduler`` is the scheduler that ran it (to inspect the pool
+        afterwards). Requests that can never
         run (longer than ``max_model_len`` or than the whole pool, empty) are listed in
         ``rejected`` and not submitted.
     Raises:
@@ -372,7 +339,7 @@ def simulate(
             bar.update(len(finished))
     if bar is not None:
         bar.close()
-    return (sim.result, sim.sched) if return_scheduler else sim.result
+    return sim.result
 
 
 def compare(results: dict, columns: list[str] | None = None) -> str:

@@ -28,7 +28,8 @@ def code():
     return load_azure(DATA / "azure2023_AzureLLMInferenceTrace_code.csv", limit=300)
 
 
-def _assert_idle_and_clean(result, sched, n_expected):
+def _assert_idle_and_clean(result, n_expected):
+    sched = result.scheduler  # the one that ran the replay
     kv = sched.kv_cache_manager
     assert len(result.requests) == n_expected
     assert not sched.has_unfinished_requests()
@@ -88,8 +89,8 @@ def test_no_blocks_leaked_at_idle(conv, scheduling):
     reqs = scale_for_cpu(conv[:200], max_prompt=2048, max_output=256, time_scale=0.05)
     sc = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=2048, max_model_len=2304)
     cc = CacheConfig(block_size=16, num_gpu_blocks=400)
-    res, sched = simulate(reqs, sc, cc, scheduling=scheduling, return_scheduler=True)
-    _assert_idle_and_clean(res, sched, 200)
+    res = simulate(reqs, sc, cc, scheduling=scheduling)
+    _assert_idle_and_clean(res, 200)
     _assert_step_limits(res, sc, cc, scheduling)
     assert res.summary()["num_preemptions"] > 0  # the pool was under pressure
     assert sorted(r.output_len for r in res.requests) == sorted(r.output_len for r in reqs)
@@ -102,13 +103,13 @@ def test_soak_1000_requests_tiny_pool(conv, mode, caching):
     cc = CacheConfig(
         block_size=4, num_gpu_blocks=40, num_cpu_blocks=48 if mode == "swap" else 0, enable_prefix_caching=caching
     )
-    res, sched = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G, return_scheduler=True)
-    _assert_idle_and_clean(res, sched, 1000)
+    res = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G)
+    _assert_idle_and_clean(res, 1000)
     _assert_step_limits(res, sc, cc)
     assert res.summary()["num_preemptions"] > 0
     if mode == "swap":
         assert any(st.swapped for st in res.steps)
-        assert not sched.kv_cache_manager.req_to_cpu_blocks
+        assert not res.scheduler.kv_cache_manager.req_to_cpu_blocks
 
 
 def test_prefix_caching_reaches_the_trace_ceiling():
@@ -187,17 +188,16 @@ def test_static_batch_swaps_its_members_back_in():
     # Two requests fill the pool; a decode needs a block, so one member is swapped out and must come back.
     sc = SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=2, max_model_len=72, preemption_mode="swap")
     cc = CacheConfig(block_size=2, num_gpu_blocks=4, num_cpu_blocks=4)
-    res, sched = simulate(
+    res = simulate(
         [TraceRequest(0.0, 3, 3), TraceRequest(0.0, 3, 3)],
         sc,
         cc,
         SMOLLM2_135M,
         A100_80G,
         scheduling="static",
-        return_scheduler=True,
     )
     assert res.summary()["num_preemptions"] >= 1
-    _assert_idle_and_clean(res, sched, 2)
+    _assert_idle_and_clean(res, 2)
 
 
 # --- property: any small trace, any small config, every request finishes and nothing leaks -----------------
@@ -235,9 +235,9 @@ def test_property_all_finish_no_leak(lens, block_size, blocks, budget, seqs, thr
         num_cpu_blocks=blocks if mode == "swap" else 0,
         enable_prefix_caching=caching,
     )
-    res, sched = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G, scheduling=scheduling, return_scheduler=True)
+    res = simulate(reqs, sc, cc, SMOLLM2_135M, A100_80G, scheduling=scheduling)
     assert len(res.requests) + len(res.rejected) == len(reqs)
-    _assert_idle_and_clean(res, sched, len(reqs) - len(res.rejected))
+    _assert_idle_and_clean(res, len(reqs) - len(res.rejected))
     _assert_step_limits(res, sc, cc, scheduling)
     for r in res.requests:
         assert r.output_len == reqs[int(r.request_id)].output_len
