@@ -157,29 +157,55 @@ def _fork_step(fork: Any, w: World, parent: Seq, child_id: str, rec: Any) -> Seq
     return child
 
 
-@FORK.test("fork shares every block and allocates nothing")
-def _(fork: Any, rec: Any) -> None:
-    w = World(8, 4)
-    a = w.prefill("A", 10)
-    _fork_step(fork, w, a, "B", rec)
+def _play(script: str, w: World, rec: Any, fork: Any = None, append_token: Any = None) -> None:
+    """Play a test script on ``w``, one space-separated move at a time.
+
+    ``A=10`` prefills a new sequence A with 10 tokens; ``A>B`` forks A into B - with the learner's
+    ``fork`` when given (that call is checked), else with the test's own (:meth:`World.share`);
+    ``A+`` appends one token to A with the learner's ``append_token`` (checked).
+
+    Raises:
+        ValueError: a move that is none of these (a bug in the test table).
+    """
+    for move in script.split():
+        if "=" in move:
+            sid, n = move.split("=")
+            w.prefill(sid, int(n))
+        elif ">" in move:
+            parent_id, child = move.split(">")
+            src = w.seqs[parent_id]
+            if fork is not None:
+                _fork_step(fork, w, src, child, rec)
+            else:
+                rec.step(f"the test forks {src.seq_id} into {child} (both hold blocks {list(src.block_table)})")
+                w.share(src, child)
+                rec.state(w.state())
+        elif move.endswith("+") and append_token is not None:
+            _append_step(append_token, w, w.seqs[move[:-1]], rec)
+        else:
+            raise ValueError(f"unknown move {move!r} in test script {script!r}")
 
 
-@FORK.test("forking a fork: three samples share the prompt")
-def _(fork: Any, rec: Any) -> None:
-    w = World(8, 4)
-    a = w.prefill("A", 7)
-    b = _fork_step(fork, w, a, "B", rec)
-    _fork_step(fork, w, b, "C", rec)
-    _fork_step(fork, w, a, "D", rec)
+def _script_test(ex: Exercise, title: str, num_blocks: int, block_size: int, script: str) -> None:
+    """Register test ``title`` of ``ex``: ``script`` (see :func:`_play`) on a fresh pool."""
+
+    @ex.test(title)
+    def _(fn: Any, rec: Any) -> None:
+        w = World(num_blocks, block_size)
+        if ex is FORK:
+            _play(script, w, rec, fork=fn)
+        else:
+            _play(script, w, rec, append_token=fn)
 
 
-@FORK.test("fork at a block boundary, and fork of a one-token sequence")
-def _(fork: Any, rec: Any) -> None:
-    w = World(8, 4)
-    a = w.prefill("A", 8)
-    _fork_step(fork, w, a, "B", rec)
-    x = w.prefill("X", 1)
-    _fork_step(fork, w, x, "Y", rec)
+# fork tests as (title, pool blocks, block size, script), scripts as :func:`_play` reads them.
+_FORK_TESTS: list[tuple[str, int, int, str]] = [
+    ("fork shares every block and allocates nothing", 8, 4, "A=10 A>B"),
+    ("forking a fork: three samples share the prompt", 8, 4, "A=7 A>B B>C A>D"),
+    ("fork at a block boundary, and fork of a one-token sequence", 8, 4, "A=8 A>B X=1 X>Y"),
+]
+for _args in _FORK_TESTS:
+    _script_test(FORK, *_args)
 
 
 @FORK.test("the child's table is its own list: appending to it leaves the parent alone")
@@ -234,73 +260,29 @@ def _copy_hint(expected: Any, got: Any, state: Any) -> str | None:
     return "return the copy as (src_block_id, dst_block_id)"
 
 
-@APPEND.test("a private, partly filled block: write in place")
-def _(append_token: Any, rec: Any) -> None:
-    w = World(8, 4)
-    a = w.prefill("A", 10)
-    _append_step(append_token, w, a, rec)
-    _append_step(append_token, w, a, rec)
-
-
-@APPEND.test("a token that starts a new block allocates one")
-def _(append_token: Any, rec: Any) -> None:
-    w = World(8, 4)
-    a = w.prefill("A", 8)
-    _append_step(append_token, w, a, rec)
-    b = w.prefill("B", 3)
-    _append_step(append_token, w, b, rec)
-    _append_step(append_token, w, b, rec)
-
-
-@APPEND.test("a shared last block is copied before the write; its last owner then writes in place")
-def _(append_token: Any, rec: Any) -> None:
-    w = World(8, 4)
-    a = w.prefill("A", 10)
-    rec.step("the test forks A into B (both hold blocks " + str(a.block_table) + ")")
-    b = w.share(a, "B")
-    rec.state(w.state())
-    _append_step(append_token, w, a, rec)
-    _append_step(append_token, w, b, rec)
-    _append_step(append_token, w, a, rec)
-
-
-@APPEND.test("full shared blocks stay shared: a new block, no copy")
-def _(append_token: Any, rec: Any) -> None:
-    w = World(12, 4)
-    a = w.prefill("A", 8)
-    rec.step("the test forks A into B and C")
-    b, c = w.share(a, "B"), w.share(a, "C")
-    rec.state(w.state())
-    for s in (a, b, c, a):
-        _append_step(append_token, w, s, rec)
-
-
-@APPEND.test("parallel sampling: 4 samples of a 10-token prompt decode 9 tokens each")
-def _(append_token: Any, rec: Any) -> None:
-    w = World(24, 4)
-    a = w.prefill("A", 10)
-    rec.step("the test forks A into B, C and D")
-    seqs = [a] + [w.share(a, sid) for sid in "BCD"]
-    rec.state(w.state())
-    for _ in range(9):
-        for s in seqs:
-            _append_step(append_token, w, s, rec)
-
-
-@APPEND.test("beam search: beams forked in the middle of decoding")
-def _(append_token: Any, rec: Any) -> None:
-    w = World(24, 3)
-    a = w.prefill("A", 5)
-    for _ in range(2):
-        _append_step(append_token, w, a, rec)
-    rec.step("the test forks A into B")
-    b = w.share(a, "B")
-    rec.state(w.state())
-    for _ in range(3):
-        _append_step(append_token, w, b, rec)
-        _append_step(append_token, w, a, rec)
-    rec.step("the test forks B into C")
-    c = w.share(b, "C")
-    rec.state(w.state())
-    for s in (c, b, c, a, c):
-        _append_step(append_token, w, s, rec)
+# append_token tests as (title, pool blocks, block size, script), scripts as :func:`_play` reads them.
+_APPEND_TESTS: list[tuple[str, int, int, str]] = [
+    ("a private, partly filled block: write in place", 8, 4, "A=10 A+ A+"),
+    ("a token that starts a new block allocates one", 8, 4, "A=8 A+ B=3 B+ B+"),
+    (
+        "a shared last block is copied before the write; its last owner then writes in place",
+        8,
+        4,
+        "A=10 A>B A+ B+ A+",
+    ),
+    ("full shared blocks stay shared: a new block, no copy", 12, 4, "A=8 A>B A>C A+ B+ C+ A+"),
+    (
+        "parallel sampling: 4 samples of a 10-token prompt decode 9 tokens each",
+        24,
+        4,
+        "A=10 A>B A>C A>D" + " A+ B+ C+ D+" * 9,
+    ),
+    (
+        "beam search: beams forked in the middle of decoding",
+        24,
+        3,
+        "A=5 A+ A+ A>B" + " B+ A+" * 3 + " B>C C+ B+ C+ A+ C+",
+    ),
+]
+for _args in _APPEND_TESTS:
+    _script_test(APPEND, *_args)
