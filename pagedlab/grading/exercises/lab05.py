@@ -73,36 +73,24 @@ def _test(title: str, arrivals: Sequence[Arrival], m: int, b: int, t: int, block
         run_workload(lambda s: fn(s.running, s.waiting, s.kv, m, b, t), rec, sim, _describe(m, b, t), _hint_for(b, t))
 
 
-_test("a long prompt is split into chunks by the token budget", [(0, "r0", 20, 2)], m=4, b=8, t=0)
-_test("a budget used up exactly: nobody else joins in that step", [(0, "r0", 8, 2), (0, "r1", 3, 2)], m=4, b=8, t=0)
-_test(
-    "decodes first, then prefill chunks with what is left of the budget",
-    [(0, "r0", 3, 6), (0, "r1", 2, 6), (2, "r2", 17, 2)],
-    m=4,
-    b=6,
-    t=0,
-)
-_test(
-    "long_prefill_token_threshold caps a chunk even when budget remains",
-    [(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)],
-    m=4,
-    b=32,
-    t=4,
-)
-_test(
-    "threshold and budget together, with max_num_seqs",
-    [(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)],
-    m=2,
-    b=10,
-    t=6,
-)
-_test(
-    "a full pool stops admission: the head of the queue waits and nobody overtakes it",
-    [(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)],
-    m=4,
-    b=16,
-    t=0,
-    blocks=6,
-    bs=4,
-)
-_test("a random workload, step by step", random_arrivals(5, 12, max_prompt=24), m=4, b=12, t=5)
+# (title, arrivals, max_num_seqs, token budget, long_prefill_token_threshold[, num_gpu_blocks=64, block_size=4])
+# fmt: off
+_BUDGET_TESTS: list[tuple[Any, ...]] = [
+    ("a long prompt is split into chunks by the token budget",
+     [(0, "r0", 20, 2)], 4, 8, 0),
+    ("a budget used up exactly: nobody else joins in that step",
+     [(0, "r0", 8, 2), (0, "r1", 3, 2)], 4, 8, 0),
+    ("decodes first, then prefill chunks with what is left of the budget",
+     [(0, "r0", 3, 6), (0, "r1", 2, 6), (2, "r2", 17, 2)], 4, 6, 0),
+    ("long_prefill_token_threshold caps a chunk even when budget remains",
+     [(0, "r0", 15, 2), (0, "r1", 9, 3), (1, "r2", 2, 3)], 4, 32, 4),
+    ("threshold and budget together, with max_num_seqs",
+     [(0, "r0", 11, 3), (0, "r1", 7, 2), (0, "r2", 5, 2), (1, "r3", 13, 2)], 2, 10, 6),
+    ("a full pool stops admission: the head of the queue waits and nobody overtakes it",
+     [(0, "r0", 16, 3), (1, "r1", 12, 2), (1, "r2", 2, 2)], 4, 16, 0, 6, 4),
+    ("a random workload, step by step",
+     random_arrivals(5, 12, max_prompt=24), 4, 12, 5),
+]
+# fmt: on
+for _args in _BUDGET_TESTS:
+    _test(*_args)
