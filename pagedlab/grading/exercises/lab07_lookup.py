@@ -165,26 +165,36 @@ def tokens(seed: int, n: int) -> list[int]:
     return [(seed * 31 + 7 * i) % 101 for i in range(n)]
 
 
-@LOOKUP.test("an empty cache hits nothing")
-def _(fn: Any, rec: Any) -> None:
-    lookup(fn, rec, BlockPool(8, enable_caching=True), tokens(1, 9), 4)
+def _cache_then_lookup(
+    title: str, num_blocks: int, block_size: int, cached: list[tuple[str, int, int, bool]], asked: list[tuple[int, int]]
+) -> None:
+    """Register test ``title``: cache each ``(request id, token seed, length, finished)`` prompt of
+    ``cached`` (a finished one's blocks are freed, cached and free; a running one's stay held), then
+    record one lookup per ``(token seed, length)`` of ``asked``."""
+
+    @LOOKUP.test(title)
+    def _(fn: Any, rec: Any) -> None:
+        pool = BlockPool(num_blocks, enable_caching=True)
+        for rid, seed, n, finished in cached:
+            cache_prompt(pool, rid, tokens(seed, n), block_size, free=finished)
+        for seed, n in asked:
+            lookup(fn, rec, pool, tokens(seed, n), block_size)
 
 
-@LOOKUP.test("a cached prefix hits whole blocks; the request's partial last block is computed")
-def _(fn: Any, rec: Any) -> None:
-    pool = BlockPool(12, enable_caching=True)
-    cache_prompt(pool, "a", tokens(1, 12), 4)
-    lookup(fn, rec, pool, tokens(1, 10), 4)
-    lookup(fn, rec, pool, tokens(1, 14), 4)
-
-
-@LOOKUP.test("never hit the last token: k cached full blocks hit k - 1")
-def _(fn: Any, rec: Any) -> None:
-    pool = BlockPool(12, enable_caching=True)
-    cache_prompt(pool, "a", tokens(2, 12), 4)
-    lookup(fn, rec, pool, tokens(2, 12), 4)
-    lookup(fn, rec, pool, tokens(2, 8), 4)
-    lookup(fn, rec, pool, tokens(2, 4), 4)
+# fmt: off
+_LOOKUP_TESTS: list[tuple[str, int, int, list[tuple[str, int, int, bool]], list[tuple[int, int]]]] = [
+    ("an empty cache hits nothing",
+     8, 4, [], [(1, 9)]),
+    ("a cached prefix hits whole blocks; the request's partial last block is computed",
+     12, 4, [("a", 1, 12, True)], [(1, 10), (1, 14)]),
+    ("never hit the last token: k cached full blocks hit k - 1",
+     12, 4, [("a", 2, 12, True)], [(2, 12), (2, 8), (2, 4)]),
+    ("held and free cached blocks: the lookup changes no ref count and no queue",
+     10, 2, [("a", 5, 8, False), ("b", 6, 6, True)], [(5, 9), (6, 7)]),
+]
+# fmt: on
+for _args in _LOOKUP_TESTS:
+    _cache_then_lookup(*_args)
 
 
 @LOOKUP.test("the walk stops at the first miss, even when a later block is cached")
@@ -203,15 +213,6 @@ def _(fn: Any, rec: Any) -> None:
     other = tokens(4, 16)
     other[5] = 100
     lookup(fn, rec, pool, other, 4)
-
-
-@LOOKUP.test("held and free cached blocks: the lookup changes no ref count and no queue")
-def _(fn: Any, rec: Any) -> None:
-    pool = BlockPool(10, enable_caching=True)
-    cache_prompt(pool, "a", tokens(5, 8), 2, free=False)  # a still runs: its blocks have ref_cnt 1
-    cache_prompt(pool, "b", tokens(6, 6), 2)  # b finished: its blocks are cached and free
-    lookup(fn, rec, pool, tokens(5, 9), 2)
-    lookup(fn, rec, pool, tokens(6, 7), 2)
 
 
 @LOOKUP.test("random prompts and block sizes against the reference")
