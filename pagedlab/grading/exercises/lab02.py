@@ -29,30 +29,27 @@ class _Counter:
     n = 0
 
 
+def _counted(slot: MemberDescriptorType) -> Any:
+    """A property over the real slot ``slot`` that counts every read and write in ``_Counter.n``."""
+
+    def get(block: KVCacheBlock) -> KVCacheBlock | None:
+        _Counter.n += 1
+        return slot.__get__(block)
+
+    def set_(block: KVCacheBlock, value: KVCacheBlock | None) -> None:
+        _Counter.n += 1
+        slot.__set__(block, value)
+
+    return property(get, set_)
+
+
 class CountingBlock(KVCacheBlock):
     """A ``KVCacheBlock`` that counts every read/write of its links and every ``==`` on it."""
 
     __slots__ = ()
 
-    @property
-    def prev_free_block(self) -> KVCacheBlock | None:
-        _Counter.n += 1
-        return _PREV.__get__(self)
-
-    @prev_free_block.setter
-    def prev_free_block(self, value: KVCacheBlock | None) -> None:
-        _Counter.n += 1
-        _PREV.__set__(self, value)
-
-    @property
-    def next_free_block(self) -> KVCacheBlock | None:
-        _Counter.n += 1
-        return _NEXT.__get__(self)
-
-    @next_free_block.setter
-    def next_free_block(self, value: KVCacheBlock | None) -> None:
-        _Counter.n += 1
-        _NEXT.__set__(self, value)
+    prev_free_block = _counted(_PREV)
+    next_free_block = _counted(_NEXT)
 
     def __eq__(self, other: object) -> bool:
         _Counter.n += 1
