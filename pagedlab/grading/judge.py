@@ -65,18 +65,12 @@ class Outcome:
 
 # --- comparing plain values -------------------------------------------------------------------------
 def _kind(v: Any) -> str:
+    """The plain-value kind of ``v`` the comparison dispatches on: a type name, ``"None"`` or ``"unplain"``."""
     if v is None:
         return "None"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "str"
-    if isinstance(v, list):
-        return "list"
+    for plain in (bool, int, float, str, list):  # bool first: a bool is an int
+        if isinstance(v, plain):
+            return plain.__name__
     if isinstance(v, dict):
         return "unplain" if set(v) == {"__unplain__"} else "dict"
     return type(v).__name__
