@@ -15,6 +15,7 @@ that step. Returns a :class:`CheckResult` (``.passed``) so tests and notebooks c
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,33 +96,47 @@ class CheckResult:
         return f"CheckResult({self.exercise!r}, passed={self.passed}, {self.num_passed}/{len(self.outcomes)} tests)"
 
     # --- rendering ------------------------------------------------------------------------------
+    def _rows(self, show_hidden_details: bool) -> Iterator[tuple[Outcome, tuple[str, str] | None]]:
+        """The outcomes a report lists, each with the ``(message, broken invariant or "")`` shown under it.
+
+        Only the first skipped outcome is listed (its message says why the rest did not run). Only the
+        first failure has details (None for the others), and a hidden one only with ``show_hidden_details``.
+        """
+        first, first_skipped = self.first_failure, self._first_skipped()
+        for o in self.outcomes:
+            if o.status == "skipped":
+                if o is first_skipped:
+                    yield o, None
+            elif o is first and o.message and (show_hidden_details or not o.hidden):
+                yield o, (o.message, o.invariant if o.invariant and o.invariant not in o.message else "")
+            else:
+                yield o, None
+
     def text(self, show_hidden_details: bool = True) -> str:
         """The report as plain text (what ``check()`` prints outside a notebook)."""
         if self.error:
             return f"❌ {self.error}"
         lines = [f"Exercise {self.exercise}: {self.name} - {self.summary}"]
-        first = self.first_failure
-        for o in self.outcomes:
+        for o, detail in self._rows(show_hidden_details):
             if o.status == "skipped":
-                if o is self._first_skipped():
-                    lines.append(f"  {MARK['skipped']} {o.message}")
+                lines.append(f"  {MARK['skipped']} {o.message}")
                 continue
             title = o.title + ("  [hidden test]" if o.hidden else "")
             lines.append(
                 f"  {MARK.get(o.status, '❌')} {title}" + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})")
             )
-            if o is first and o.message and (show_hidden_details or not o.hidden):
-                for ln in o.message.splitlines():
-                    lines.append("       " + ln)
-                if o.invariant and o.invariant not in o.message:
-                    lines.append(f"       broken invariant: {o.invariant}")
+            if detail:
+                message, invariant = detail
+                lines.extend("       " + ln for ln in message.splitlines())
+                if invariant:
+                    lines.append(f"       broken invariant: {invariant}")
         n = len(self.outcomes)
         if self.passed:
             lines.append(f"All {n} tests passed. 🎉")
         else:
             lines.append(
                 f"{self.num_passed} of {n} tests passed."
-                + (" Fix the first failure first: later ones often follow from it." if first else "")
+                + (" Fix the first failure first: later ones often follow from it." if self.first_failure else "")
             )
         return "\n".join(lines)
 
@@ -135,18 +150,17 @@ class CheckResult:
             f"<div><b>Exercise {e(self.exercise)}</b>: <code>{e(self.name)}</code> - {e(self.summary)}</div>",
             '<ul style="list-style:none;padding-left:0.5em;margin:0.3em 0">',
         ]
-        first = self.first_failure
-        for o in self.outcomes:
+        for o, detail in self._rows(show_hidden_details):
             if o.status == "skipped":
-                if o is self._first_skipped():
-                    parts.append(f'<li data-status="skipped">{MARK["skipped"]} {e(o.message)}</li>')
+                parts.append(f'<li data-status="skipped">{MARK["skipped"]} {e(o.message)}</li>')
                 continue
             title = e(o.title) + (" <i>[hidden test]</i>" if o.hidden else "")
             status = "" if o.passed else f" <span style='color:#888'>({e(WORD.get(o.status, o.status))})</span>"
             parts.append(f'<li data-status="{e(o.status)}">{MARK.get(o.status, "❌")} {title}{status}')
-            if o is first and o.message and (show_hidden_details or not o.hidden):
-                inv = f"\nbroken invariant: {o.invariant}" if o.invariant and o.invariant not in o.message else ""
-                parts.append(f'<pre style="white-space:pre-wrap;margin:0.3em 0 0.3em 1.5em">{e(o.message + inv)}</pre>')
+            if detail:
+                message, invariant = detail
+                text = message + (f"\nbroken invariant: {invariant}" if invariant else "")
+                parts.append(f'<pre style="white-space:pre-wrap;margin:0.3em 0 0.3em 1.5em">{e(text)}</pre>')
                 parts.append(side_by_side(o.picture, o.expected_picture))
             parts.append("</li>")
         parts.append("</ul>")
