@@ -44,8 +44,10 @@ __all__ = [
     "reservation_size",
     "contiguous_replay_steps",
     "contiguous_snapshot",
+    "contiguous_accounting",
     "replay_contiguous",
     "paged_replay_steps",
+    "paged_accounting",
     "replay_paged",
 ]
 
@@ -241,20 +243,9 @@ def contiguous_snapshot(st: ContiguousStep) -> dict[str, Any]:
     }
 
 
-def contiguous_snapshots(
-    requests: Sequence[TraceRequest],
-    capacity: int,
-    max_model_len: int,
-    policy: str = "max",
-    step_time: float = 0.05,
-    max_steps: int = 10_000,
-) -> Iterator[dict[str, Any]]:
-    """:func:`contiguous_snapshot` of every step of the contiguous replay."""
-    for st in contiguous_replay_steps(requests, capacity, max_model_len, policy, step_time, max_steps):
-        yield contiguous_snapshot(st)
-
-
-def _contiguous_accounting(st: ContiguousStep) -> dict[str, int]:
+def contiguous_accounting(st: ContiguousStep) -> dict[str, int]:
+    """One step of the contiguous replay, accounted: token slots per category of :data:`CATEGORIES`,
+    plus ``step``, ``num_running`` and ``num_waiting`` (a row of ``replay_contiguous``'s ``steps``)."""
     acc = dict.fromkeys(CATEGORIES, 0)
     for r in st.running:
         acc["used"] += r.num_tokens
@@ -313,7 +304,7 @@ def replay_contiguous(
     steps: list[dict[str, int]] = []
     last: ContiguousStep | None = None
     for last in contiguous_replay_steps(requests, capacity_tokens, max_model_len, policy, step_time, max_steps):
-        steps.append(_contiguous_accounting(last))
+        steps.append(contiguous_accounting(last))
     finished = last.finished if last else 0  # updated in place until the loop ended
     total = last.num_requests if last else len(prepare_trace(requests, max_model_len))
     return {"steps": steps, "summary": _summary(steps, capacity_tokens, finished, total)}
@@ -392,6 +383,19 @@ def paged_replay_steps(
         step += 1
 
 
+def paged_accounting(state: dict[str, Any]) -> dict[str, int]:
+    """One step of the paged replay (a state :func:`paged_replay_steps` yields), accounted as
+    :func:`contiguous_accounting` does; ``reservation`` and ``external`` are always 0."""
+    m, running = state["manager"], state["running"]
+    acc = dict.fromkeys(CATEGORIES, 0)
+    for _, req in running:
+        acc["used"] += req.num_computed_tokens
+        acc["internal"] += len(m.get_block_ids(req.request_id)) * m.block_size - req.num_computed_tokens
+    acc["free"] = m.num_free_blocks * m.block_size
+    acc.update(step=state["step"], num_running=len(running), num_waiting=state["num_waiting"])
+    return acc
+
+
 def replay_paged(
     requests: Sequence[TraceRequest],
     num_gpu_blocks: int,
@@ -418,14 +422,7 @@ def replay_paged(
         "num_requests": len(prepare_trace(requests, max_model_len)),
     }
     for state in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps):
-        m, running = state["manager"], state["running"]
-        acc = dict.fromkeys(CATEGORIES, 0)
-        for _, req in running:
-            acc["used"] += req.num_computed_tokens
-            acc["internal"] += len(m.get_block_ids(req.request_id)) * block_size - req.num_computed_tokens
-        acc["free"] = m.num_free_blocks * block_size
-        acc.update(step=state["step"], num_running=len(running), num_waiting=state["num_waiting"])
-        steps.append(acc)
+        steps.append(paged_accounting(state))
     summary = _summary(steps, capacity, state["finished"], state["num_requests"])
     summary["preemptions"] = state["preemptions"]
     return {"steps": steps, "summary": summary}

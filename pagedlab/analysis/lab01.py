@@ -3,10 +3,12 @@
 ``memory_map_frames`` replays the same traced requests twice, step by step:
 
 * with one contiguous reservation per request, placed first fit (the pre-PagedAttention
-  allocator; snapshots from ``pagedlab.analysis.contiguous.contiguous_snapshots``, the
-  accounting from ``replay_contiguous`` - both run ``contiguous_replay_steps``, the same loop);
+  allocator: ``pagedlab.analysis.contiguous.contiguous_replay_steps``, the loop
+  ``replay_contiguous`` runs; each step read by ``contiguous_snapshot`` and accounted by
+  ``contiguous_accounting``);
 * with blocks from the real ``KVCacheManager`` (``pagedlab.analysis.contiguous.paged_replay_steps``,
-  the same loop ``replay_paged`` runs, read here for who holds which block).
+  the loop ``replay_paged`` runs; each step read by :func:`paged_snapshot` for who holds which
+  block, and accounted by ``paged_accounting``).
 
 ``render_memory_map`` draws one frame as two bars of the same capacity, token slot for token
 slot: what holds KV, what is reserved for later, what is wasted inside reservations or blocks,
@@ -19,22 +21,23 @@ Hooks: ``svg.pl-memory-map`` (``data-step``), ``rect.pl-mm-seg`` (``data-side``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedlab.analysis.contiguous import (
     CATEGORIES,
-    contiguous_snapshots,
+    contiguous_accounting,
+    contiguous_replay_steps,
+    contiguous_snapshot,
+    paged_accounting,
     paged_replay_steps,
     prepare_trace,
-    replay_contiguous,
-    replay_paged,
 )
 from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
 
 __all__ = [
-    "paged_snapshots",
+    "paged_snapshot",
     "memory_map_frames",
     "render_memory_map",
     "KIND_COLORS",
@@ -64,38 +67,22 @@ POLICY_NAMES = {
 }
 
 
-def paged_snapshots(
-    requests: Sequence[TraceRequest],
-    num_gpu_blocks: int,
-    block_size: int,
-    max_model_len: int,
-    step_time: float = 0.05,
-    max_steps: int = 100_000,
-) -> Iterator[dict[str, Any]]:
-    """Per step of ``replay_paged``'s loop: which blocks each running request holds.
+def paged_snapshot(state: dict[str, Any]) -> dict[str, Any]:
+    """One step of the paged replay (a state ``paged_replay_steps`` yields): which blocks each running request holds.
 
-    Yields:
-        ``{"step", "num_gpu_blocks", "block_size", "requests": [{"id", "block_ids", "num_tokens"}]}``;
-        request ids are ``r<i>``, ``i`` the request's index in arrival order (as the contiguous
-        snapshots name them).
+    Returns:
+        ``{"step", "num_gpu_blocks", "block_size", "requests": [{"id", "block_ids", "num_tokens"}]}``.
     """
-    for st in paged_replay_steps(
-        requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps, id_prefix="r"
-    ):
-        m = st["manager"]
-        yield {
-            "step": st["step"],
-            "num_gpu_blocks": num_gpu_blocks,
-            "block_size": block_size,
-            "requests": [
-                {
-                    "id": req.request_id,
-                    "block_ids": m.get_block_ids(req.request_id),
-                    "num_tokens": req.num_computed_tokens,
-                }
-                for _, req in st["running"]
-            ],
-        }
+    m = state["manager"]
+    return {
+        "step": state["step"],
+        "num_gpu_blocks": m.num_gpu_blocks,
+        "block_size": m.block_size,
+        "requests": [
+            {"id": req.request_id, "block_ids": m.get_block_ids(req.request_id), "num_tokens": req.num_computed_tokens}
+            for _, req in state["running"]
+        ],
+    }
 
 
 def memory_map_frames(
@@ -121,11 +108,17 @@ def memory_map_frames(
     """
     reqs = prepare_trace(requests, max_model_len)
     num_blocks = capacity_tokens // block_size
-    c_snaps = list(contiguous_snapshots(reqs, capacity_tokens, max_model_len, policy, step_time))
-    c_acc = replay_contiguous(reqs, capacity_tokens, max_model_len, policy, step_time)["steps"]
-    p_snaps = list(paged_snapshots(reqs, num_blocks, block_size, max_model_len, step_time))
-    p_acc = replay_paged(reqs, num_blocks, block_size, max_model_len, step_time)["steps"]
-    assert len(c_snaps) == len(c_acc) and len(p_snaps) == len(p_acc), "replays disagree on the number of steps"
+    c_snaps: list[dict[str, Any]] = []
+    p_snaps: list[dict[str, Any]] = []
+    c_acc: list[dict[str, int]] = []
+    p_acc: list[dict[str, int]] = []
+    for st in contiguous_replay_steps(reqs, capacity_tokens, max_model_len, policy, step_time):
+        c_snaps.append(contiguous_snapshot(st))
+        c_acc.append(contiguous_accounting(st))
+    # ids r<i> on both sides: request i is drawn in the same colour in both memories
+    for state in paged_replay_steps(reqs, num_blocks, block_size, max_model_len, step_time, id_prefix="r"):
+        p_snaps.append(paged_snapshot(state))
+        p_acc.append(paged_accounting(state))
     horizon = max(len(c_acc), len(p_acc))
     every = max(every, -(-horizon // max_frames))
     steps = list(range(0, horizon, every))

@@ -8,7 +8,7 @@ from pagedlab.analysis.contiguous import (
     CATEGORIES,
     FirstFitArena,
     contiguous_replay_steps,
-    contiguous_snapshots,
+    contiguous_snapshot,
     prepare_trace,
     replay_contiguous,
     replay_paged,
@@ -107,7 +107,7 @@ def test_contiguous_steps_and_snapshots_follow_one_request():
     ]
     # r0 reserves 5 of 8 slots; r1 needs 5 and waits until r0 has sampled its 2 tokens (steps 0-1)
     assert steps == [(0, [("r0", 0, 5, 3)], 5, 1), (1, [("r0", 0, 5, 4)], 5, 1), (2, [("r1", 0, 5, 4)], 0, 0)]
-    snaps = list(contiguous_snapshots([TraceRequest(0.0, 3, 2)], 8, 8, "max"))
+    snaps = [contiguous_snapshot(st) for st in contiguous_replay_steps([TraceRequest(0.0, 3, 2)], 8, 8, "max")]
     assert snaps == [
         {
             "capacity": 8,
@@ -147,3 +147,41 @@ def test_beam_search_saves_more_than_parallel_sampling():
         beam = beam_search_savings(w, 40, 60, 16, seed=1)
         par = parallel_sampling_savings(w, 40, 60, 16)
         assert 0 < par["saving"] < beam["saving"] < 1
+
+
+def test_paged_snapshot_and_accounting_follow_one_request():
+    from pagedlab.analysis.contiguous import paged_accounting, paged_replay_steps
+    from pagedlab.analysis.lab01 import paged_snapshot
+
+    got = [
+        (paged_snapshot(s), paged_accounting(s))
+        for s in paged_replay_steps([TraceRequest(0.0, 3, 3)], 4, 2, 16, id_prefix="r")
+    ]
+    # 3 prompt tokens in 2 blocks of 2; token 4 fills block 1, token 5 takes block 2; 3 outputs -> 3 steps
+    tokens, blocks = (3, 4, 5), ([0, 1], [0, 1], [0, 1, 2])
+    assert [snap for snap, _ in got] == [
+        {"step": k, "num_gpu_blocks": 4, "block_size": 2, "requests": [{"id": "r0", "block_ids": b, "num_tokens": n}]}
+        for k, (n, b) in enumerate(zip(tokens, blocks))
+    ]
+    assert [acc for _, acc in got] == [
+        {"used": n, "reservation": 0, "internal": 2 * len(b) - n, "external": 0, "free": 2 * (4 - len(b))}
+        | {"step": k, "num_running": 1, "num_waiting": 0}
+        for k, (n, b) in enumerate(zip(tokens, blocks))
+    ]
+
+
+def test_memory_map_frames_account_both_memories_step_by_step():
+    from pagedlab.analysis.lab01 import memory_map_frames
+
+    reqs = [TraceRequest(0.0, 3, 3), TraceRequest(0.1, 5, 2)]
+    frames = memory_map_frames(reqs, 32, 16, 4, policy="max", every=2)
+    assert [f["step"] for f in frames] == [0, 2, 3]  # every 2nd step, and the last one (4 steps in all)
+    for f in frames:
+        for side in ("contiguous", "paged"):
+            acc = f[f"{side}_acc"]
+            assert sum(acc[c] for c in CATEGORIES) == 32 and acc["step"] == f["step"]
+            assert f[f"{side}_done_at"] == 4
+        assert {r["id"] for r in f["contiguous"]["requests"]} == {r["id"] for r in f["paged"]["requests"]}
+        assert f["contiguous_acc"]["used"] == f["paged_acc"]["used"]  # the same tokens, held two ways
+    assert [r["id"] for r in frames[1]["paged"]["requests"]] == ["r0", "r1"]
+    assert frames[1]["contiguous_acc"]["reservation"] == 3 and frames[1]["paged_acc"]["reservation"] == 0

@@ -32,12 +32,12 @@ def test_kv_bytes_matches_the_model_specs():
 
 @pytest.mark.parametrize("policy,seed", [("max", 1), ("pow2", 2), ("oracle", 3)])
 def test_waste_accounting_matches_replay_contiguous(policy, seed):
-    from pagedlab.analysis.contiguous import CATEGORIES, contiguous_snapshots, replay_contiguous
+    from pagedlab.analysis.contiguous import CATEGORIES, contiguous_replay_steps, contiguous_snapshot, replay_contiguous
 
     fn = ref("01.waste_accounting")
     trace = lab01.synthetic_trace(seed, 24)
     steps = replay_contiguous(trace, 256, 64, policy)["steps"]
-    snaps = list(contiguous_snapshots(trace, 256, 64, policy))
+    snaps = [contiguous_snapshot(st) for st in contiguous_replay_steps(trace, 256, 64, policy)]
     assert len(snaps) == len(steps)
     for snap, step in zip(snaps, steps):
         acc = fn(snap)

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from pagedlab.analysis.contiguous import CATEGORIES, contiguous_snapshots
+from pagedlab.analysis.contiguous import CATEGORIES, contiguous_replay_steps, contiguous_snapshot
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz.pictures import render_arena
@@ -244,9 +244,8 @@ def _(fn: Any, rec: Any) -> None:
 def _replay_test(title: str, seed: int, policy: str, steps: int) -> None:
     @WASTE.test(title)
     def _(fn: Any, rec: Any) -> None:
-        for k, snap in enumerate(contiguous_snapshots(synthetic_trace(seed, 24), 256, 64, policy)):
-            if k >= steps:
-                break
+        for st in contiguous_replay_steps(synthetic_trace(seed, 24), 256, 64, policy, max_steps=steps):
+            k, snap = st.step, contiguous_snapshot(st)
             _observe_snapshot(fn, rec, snap, f"waste_accounting(snapshot of step {k}, policy={policy!r})")
 
 
