@@ -200,15 +200,16 @@ def kernel_player(steps: Sequence[dict[str, Any]], interval: int = 600):
     return _player(steps, render_kernel_walk, None, interval, description="tile")
 
 
-def mapping_player(
-    block_table: Sequence[int],
-    num_tokens: int,
-    block_size: int,
-    num_gpu_blocks: int,
-    request_id: str = "0",
-    tokens: Sequence[str] | None = None,
-    interval: int = 250,
-):
-    """One request growing token by token: logical blocks -> block table -> physical pool."""
-    frames = mapping_frames(block_table, num_tokens, block_size, num_gpu_blocks, request_id, tokens)
+def mapping_player(frames: Sequence[dict[str, Any]], interval: int = 250):
+    """One request growing token by token: logical blocks -> block table -> physical pool.
+
+    Args:
+        frames: :func:`mapping_frames` of the request (one per token).
+
+    Raises:
+        ValueError: no frames.
+    """
+    frames = list(frames)
+    if not frames:
+        raise ValueError("no mapping frames to show")
     return _player(frames, lambda kw: render_block_table(**kw), None, interval, description="tokens")

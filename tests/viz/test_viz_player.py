@@ -138,7 +138,9 @@ def test_other_players_build():
     assert viz.gantt_player(_stats()).num_frames == 6
     assert viz.queues_player(_stats()).num_frames == 6
     assert viz.kernel_player(viz.kernel_walk_steps([3, 1], 20, 16)).num_frames == 2
-    assert viz.mapping_player([3, 1], 20, 16, 4).num_frames == 20
+    assert viz.mapping_player(viz.mapping_frames([3, 1], 20, 16, 4)).num_frames == 20
+    with pytest.raises(ValueError, match="no mapping frames"):
+        viz.mapping_player([])
     from pagedlab.core.radix_cache import RadixCache
 
     rc = RadixCache()
