@@ -199,10 +199,25 @@ def _(s: dict[str, Any]) -> str | None:
     return None
 
 
+_ORDER_HINT = "the queue order must be the order blocks were freed in: oldest at the front"
 _LIFO_HINT = (
     "popleft() must return the FRONT block: the one freed longest ago (LRU). "
     "append() adds at the back, so the queue is first-in first-out"
 )
+
+
+def _show_queue(q: Any, pool: Pool, rec: Any, what: str, hint: str) -> None:
+    """Record the pool's state and observe the queue's order, front first, as ``what``."""
+    st = pool.state(q)
+    rec.state(st)
+    rec.observe(what, st["queue"], hint=hint)
+
+
+def _popleft_raises(q: Any, pool: Pool, rec: Any, step: str, hint: str) -> None:
+    """Record ``q.popleft()`` on an empty queue, which must raise ``ValueError``."""
+    rec.step(step)
+    rec.expect_raises("what popleft() does", q.popleft, (ValueError,), hint=hint)
+    rec.state(pool.state(q))
 
 
 def _op(q: Any, pool: Pool, rec: Any, op: str, arg: int | None = None, hint: Any = None) -> None:
@@ -217,21 +232,13 @@ def _op(q: Any, pool: Pool, rec: Any, op: str, arg: int | None = None, hint: Any
     else:
         rec.step(f"q.remove(block {arg})")
         q.remove(pool.blocks[arg])
-    st = pool.state(q)
-    rec.state(st)
-    rec.observe(
-        "free queue, front first",
-        st["queue"],
-        hint="the queue order must be the order blocks were freed in: oldest at the front",
-    )
+    _show_queue(q, pool, rec, "free queue, front first", _ORDER_HINT)
 
 
 def _new(Queue: Any, pool: Pool, rec: Any, ids: Sequence[int]) -> Any:
     rec.step(f"q = FreeKVCacheBlockQueue(blocks {list(ids)})")
     q = Queue([pool.blocks[i] for i in ids])
-    st = pool.state(q)
-    rec.state(st)
-    rec.observe("free queue, front first", st["queue"], hint="the blocks given, in the order given")
+    _show_queue(q, pool, rec, "free queue, front first", "the blocks given, in the order given")
     return q
 
 
@@ -287,14 +294,8 @@ def _(Queue: Any, rec: Any) -> None:
     q = _new(Queue, pool, rec, range(2))
     _op(q, pool, rec, "popleft")
     _op(q, pool, rec, "popleft")
-    rec.step("q.popleft() on an empty queue")
-    rec.expect_raises(
-        "what popleft() does",
-        q.popleft,
-        (ValueError,),
-        hint="raise ValueError (or a subclass) when there is no free block; never return None",
-    )
-    rec.state(pool.state(q))
+    hint = "raise ValueError (or a subclass) when there is no free block; never return None"
+    _popleft_raises(q, pool, rec, "q.popleft() on an empty queue", hint)
     _op(q, pool, rec, "append", 1)
     _op(q, pool, rec, "popleft")
 
@@ -303,14 +304,8 @@ def _(Queue: Any, rec: Any) -> None:
 def _(Queue: Any, rec: Any) -> None:
     pool = Pool(3)
     q = _new(Queue, pool, rec, [])
-    rec.step("q.popleft() on a queue created empty")
-    rec.expect_raises(
-        "what popleft() does",
-        q.popleft,
-        (ValueError,),
-        hint="a queue created from no blocks is empty: popleft raises ValueError",
-    )
-    rec.state(pool.state(q))
+    hint = "a queue created from no blocks is empty: popleft raises ValueError"
+    _popleft_raises(q, pool, rec, "q.popleft() on a queue created empty", hint)
     for op, arg in [("append", 2), ("append", 0), ("popleft", None), ("remove", 0), ("append", 1)]:
         _op(q, pool, rec, op, arg)
 
@@ -323,13 +318,8 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "append", 2)
     rec.step("q.get_all_free_blocks()")
     rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
-    st = pool.state(q)
-    rec.state(st)
-    rec.observe(
-        "free queue after listing it",
-        st["queue"],
-        hint="get_all_free_blocks only reads: walk the links from the head, do not pop the blocks",
-    )
+    hint = "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"
+    _show_queue(q, pool, rec, "free queue after listing it", hint)
 
 
 @FQ.test("300 random operations, step by step against vLLM's queue")
