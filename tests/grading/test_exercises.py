@@ -51,3 +51,15 @@ def test_references_are_cached_and_library_backed():
 
     assert registry.get("02.free_queue").get_reference() is FreeKVCacheBlockQueue
     assert registry.get("07.insert").get_reference() is registry.get("07.insert").get_reference()
+
+
+def test_lab03_test_scripts_reject_an_unknown_move():
+    from pagedlab.grading.exercises.lab03 import World, _play
+
+    w = World(4, 4)
+    _play("A=5", w, rec=None)  # a prefill records nothing
+    assert list(w.seqs) == ["A"] and w.seqs["A"].block_table == [0, 1] and w.seqs["A"].num_tokens == 5
+    with pytest.raises(ValueError, match=r"unknown move 'A\?'"):
+        _play("A?", w, rec=None)
+    with pytest.raises(ValueError, match="unknown move 'A\\+'"):  # an append without append_token under test
+        _play("A+", w, rec=None)

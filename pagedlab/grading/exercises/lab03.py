@@ -261,28 +261,21 @@ def _copy_hint(expected: Any, got: Any, state: Any) -> str | None:
 
 
 # append_token tests as (title, pool blocks, block size, script), scripts as :func:`_play` reads them.
+# fmt: off
 _APPEND_TESTS: list[tuple[str, int, int, str]] = [
-    ("a private, partly filled block: write in place", 8, 4, "A=10 A+ A+"),
-    ("a token that starts a new block allocates one", 8, 4, "A=8 A+ B=3 B+ B+"),
-    (
-        "a shared last block is copied before the write; its last owner then writes in place",
-        8,
-        4,
-        "A=10 A>B A+ B+ A+",
-    ),
-    ("full shared blocks stay shared: a new block, no copy", 12, 4, "A=8 A>B A>C A+ B+ C+ A+"),
-    (
-        "parallel sampling: 4 samples of a 10-token prompt decode 9 tokens each",
-        24,
-        4,
-        "A=10 A>B A>C A>D" + " A+ B+ C+ D+" * 9,
-    ),
-    (
-        "beam search: beams forked in the middle of decoding",
-        24,
-        3,
-        "A=5 A+ A+ A>B" + " B+ A+" * 3 + " B>C C+ B+ C+ A+ C+",
-    ),
+    ("a private, partly filled block: write in place",
+     8, 4, "A=10 A+ A+"),
+    ("a token that starts a new block allocates one",
+     8, 4, "A=8 A+ B=3 B+ B+"),
+    ("a shared last block is copied before the write; its last owner then writes in place",
+     8, 4, "A=10 A>B A+ B+ A+"),
+    ("full shared blocks stay shared: a new block, no copy",
+     12, 4, "A=8 A>B A>C A+ B+ C+ A+"),
+    ("parallel sampling: 4 samples of a 10-token prompt decode 9 tokens each",
+     24, 4, "A=10 A>B A>C A>D" + " A+ B+ C+ D+" * 9),
+    ("beam search: beams forked in the middle of decoding",
+     24, 3, "A=5 A+ A+ A>B" + " B+ A+" * 3 + " B>C C+ B+ C+ A+ C+"),
 ]
+# fmt: on
 for _args in _APPEND_TESTS:
     _script_test(APPEND, *_args)
