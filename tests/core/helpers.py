@@ -42,7 +42,7 @@ def check_manager(m: KVCacheManager) -> None:
     for blocks in m.req_to_blocks.values():
         for bid in {b.block_id for b in blocks}:
             expect[bid] += 1
-    for bid in m._tree_block_ids:
+    for bid in m.prefix.owned_block_ids():
         expect[bid] += 1
     for b in m.block_pool.blocks:
         assert b.ref_cnt == expect[b.block_id], f"block {b.block_id}: ref {b.ref_cnt} != owners {expect[b.block_id]}"
@@ -60,7 +60,7 @@ def check_manager(m: KVCacheManager) -> None:
         assert rc.evictable_size() >= 0 and rc.protected_size() >= 0
         bs = m.block_size
         tree_ids = [s // bs for s in rc.all_values()[::bs]]
-        assert sorted(tree_ids) == sorted(m._tree_block_ids), "tree values != tree-owned blocks"
+        assert sorted(tree_ids) == sorted(m.prefix.owned_block_ids()), "tree values != tree-owned blocks"
         assert len(tree_ids) == len(set(tree_ids)), "a block is in the tree twice"
         locked_ids = set()
         for node in rc.nodes():
@@ -71,7 +71,7 @@ def check_manager(m: KVCacheManager) -> None:
                     assert m.block_pool.blocks[bid].ref_cnt == 1, f"unlocked tree block {bid} shared"
             else:
                 locked_ids.update(ids)
-        for bid in m._tree_block_ids:
+        for bid in m.prefix.owned_block_ids():
             assert m.block_pool.blocks[bid].ref_cnt >= 1
         leaves = sorted(n for n in rc.nodes() if not n.children and n.lock_ref == 0)
         assert rc.evictable_leaves() == leaves, "evictable-leaf set out of date"
