@@ -43,6 +43,13 @@ class RefCountedPool:
         self._pool = BlockPool(num_blocks, enable_caching=False)
         self.calls: list[str] = []
 
+    @classmethod
+    def over(cls, block_pool: BlockPool, block_size: int) -> RefCountedPool:
+        """A view with the same methods over an existing pool (the engine's, for its ``fork_cow`` slot)."""
+        view = cls.__new__(cls)
+        view.block_size, view.num_blocks, view._pool, view.calls = block_size, block_pool.num_gpu_blocks, block_pool, []
+        return view
+
     def _block(self, block_id: int):
         if isinstance(block_id, bool) or not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
             raise ValueError(f"no block {block_id!r} in a pool of {self.num_blocks} blocks")

@@ -121,3 +121,28 @@ def test_lab07_get_computed_blocks_plugs_into_the_prefix_lookup_slot():
 
     with pytest.raises(ValueError, match="num_computed_tokens"):
         bridge(off_by_a_block)(hashes, pool.get_cached_block, 16, 4)
+
+
+def test_lab07_and_lab03_functions_fill_their_slots_together_the_references_the_rest():
+    """Several exercises fill one slot: each passing function replaces its reference in RadixOps /
+    ForkCowFns; a failing one leaves the reference and is explained."""
+    from tests.components import wrong_parts_07_03 as wrong
+
+    match, insert, append = solution("07.match_prefix"), solution("07.insert"), solution("03.append_token")
+    for fn in (match, insert, append):
+        assert check(fn, show=False).passed
+    assert not check(wrong.evict_ignoring_locks, "07.evict", show=False).passed
+    ns = {"match_prefix": match, "insert": insert, "evict": wrong.evict_ignoring_locks, "append_token": append}
+    comps, notes = learner_components(ns)
+    assert comps.learner_slots == ["fork_cow", "radix"]
+    radix, cow = comps.parts["radix"], comps.parts["fork_cow"]
+    assert (
+        radix.impl.match_prefix is match
+        and radix.impl.insert is insert
+        and radix.impl.yours == {"match_prefix", "insert"}
+    )
+    assert radix.impl.evict is registry.get("07.evict").get_reference()
+    assert radix.note == "your match_prefix, insert; reference evict"
+    assert cow.impl.append_token is append and cow.impl.fork is registry.get("03.fork").get_reference()
+    assert cow.note == "your append_token; reference fork"
+    assert notes == ["radix: the reference evict, because your evict does not pass check(evict) yet"]

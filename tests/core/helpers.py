@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.core.radix_cache import RadixCache
 from pagedlab.request import Request
 
 
@@ -54,7 +55,9 @@ def check_manager(m: KVCacheManager) -> None:
                 cexp[bid] += 1
         for c in m.cpu_block_pool.blocks:
             assert c.ref_cnt == cexp[c.block_id]
-    if m.use_radix:
+    if m.use_radix and not isinstance(m.radix_cache, RadixCache):
+        check_learner_tree(m)
+    elif m.use_radix:
         rc = m.radix_cache
         assert rc.evictable_size() + rc.protected_size() == rc.total_size()
         assert rc.evictable_size() >= 0 and rc.protected_size() >= 0
@@ -83,3 +86,16 @@ def state_of(m: KVCacheManager):
     snap.pop("prefix_cache_stats")
     snap.pop("step")
     return snap
+
+
+def check_learner_tree(m: KVCacheManager) -> None:
+    """The radix slot's tree (lab 07's TreeNodes, one block id per element): its values are exactly the
+    tree-owned blocks, each once, and an unlocked node's blocks are held by the tree alone."""
+    stack, ids = [m.radix_cache.root], []
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if node is not m.radix_cache.root:
+            ids += node.value
+            assert node.lock_ref > 0 or all(m.block_pool.blocks[b].ref_cnt == 1 for b in node.value)
+    assert sorted(ids) == m.prefix.owned_block_ids(), "tree values != tree-owned blocks"
