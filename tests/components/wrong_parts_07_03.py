@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from pagedlab.grading.kit import Seq, TreeNode, split_node
+from pagedlab.grading.kit import Seq, TreeNode
 
 
 # --- lab 03 ---------------------------------------------------------------------------------------
@@ -50,6 +50,18 @@ def append_copies_first_block(pool: Any, seq: Seq) -> tuple[int, int] | None:
 
 
 # --- lab 07 ---------------------------------------------------------------------------------------
+def _leaves(root: TreeNode, locked_too: bool = False) -> list[TreeNode]:
+    """The leaves under ``root`` (not the root), unlocked ones only unless ``locked_too``."""
+    leaves, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if node.children:
+            stack.extend(node.children.values())
+        elif node is not root and (locked_too or node.lock_ref == 0):
+            leaves.append(node)
+    return leaves
+
+
 def match_prefix_without_split(root: TreeNode, key: list[Any], now: int) -> tuple[list[int], TreeNode]:
     """Returns the partly matched node itself (and its values up to the match) instead of splitting it."""
     node, value, key = root, [], list(key)
@@ -69,13 +81,7 @@ def match_prefix_without_split(root: TreeNode, key: list[Any], now: int) -> tupl
 
 def evict_ignoring_locks(root: TreeNode, num_tokens: int) -> list[int]:
     """LRU leaves first, but a locked leaf goes too."""
-    leaves, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if node.children:
-            stack.extend(node.children.values())
-        elif node is not root:
-            leaves.append(node)
+    leaves = _leaves(root, locked_too=True)
     heapq.heapify(leaves)
     freed: list[int] = []
     while len(freed) < num_tokens and leaves:
@@ -90,13 +96,7 @@ def evict_ignoring_locks(root: TreeNode, num_tokens: int) -> list[int]:
 
 def evict_without_unlinking(root: TreeNode, num_tokens: int) -> list[int]:
     """Returns the LRU leaves' values but never removes them from the tree."""
-    leaves, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if node.children:
-            stack.extend(node.children.values())
-        elif node is not root and node.lock_ref == 0:
-            leaves.append(node)
+    leaves = _leaves(root)
     freed: list[int] = []
     for x in sorted(leaves):
         if len(freed) >= num_tokens:
@@ -107,13 +107,7 @@ def evict_without_unlinking(root: TreeNode, num_tokens: int) -> list[int]:
 
 def evict_leaves_only_once(root: TreeNode, num_tokens: int) -> list[int]:
     """Evicts the current leaves but never a parent that becomes a leaf on the way."""
-    leaves, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if node.children:
-            stack.extend(node.children.values())
-        elif node is not root and node.lock_ref == 0:
-            leaves.append(node)
+    leaves = _leaves(root)
     heapq.heapify(leaves)
     freed: list[int] = []
     while len(freed) < num_tokens and leaves:
@@ -121,6 +115,3 @@ def evict_leaves_only_once(root: TreeNode, num_tokens: int) -> list[int]:
         freed += x.value
         del x.parent.children[x.key[0]]
     return freed
-
-
-_ = split_node
