@@ -226,7 +226,7 @@ SERVE_SETTINGS: dict[str, dict[str, Any]] = {
     "pick_victim": {"num_gpu_blocks": 6},
     "preempt_retry": {"num_gpu_blocks": 6},
     "prefix_lookup": {"enable_prefix_caching": True},
-    "radix": {"enable_prefix_caching": True, "prefix_cache": "radix"},
+    "radix": {"enable_prefix_caching": True, "prefix_cache": "radix", "num_gpu_blocks": 4},  # a 4-block pool evicts
 }
 
 
@@ -273,18 +273,20 @@ class Comparison:
 _KIT_OUTPUTS: dict[tuple[Any, ...], list[list[int]]] = {}
 
 
-def _generate(llm: Any, prompts: list[str], max_tokens: int) -> list[list[int]]:
+def _generate(llm: Any, prompts: list[str], max_tokens: int, n: int = 1) -> list[list[int]]:
+    """Greedy tokens per prompt (with ``n > 1``, its completions' tokens one after the other)."""
     from pagedlab import SamplingParams
 
     chats = [{"prompt_token_ids": llm.apply_chat_template([{"role": "user", "content": p}])} for p in prompts]
-    outs = llm.generate(chats, SamplingParams(temperature=0, max_tokens=max_tokens))
-    return [list(o.outputs[0].token_ids) for o in outs]
+    outs = llm.generate(chats, SamplingParams(n=n, temperature=0, max_tokens=max_tokens))
+    return [[t for c in o.outputs for t in c.token_ids] for o in outs]
 
 
 def compare_outputs(
-    comps: Components, prompts: list[str] | None = None, max_tokens: int = 8, **llm_kwargs: Any
+    comps: Components, prompts: list[str] | None = None, max_tokens: int = 8, n: int = 1, **llm_kwargs: Any
 ) -> Comparison:
-    """Serve ``prompts`` (greedy, chat user turns) on an engine built from ``comps`` and on the kit's; compare.
+    """Serve ``prompts`` (greedy, chat user turns, ``n`` completions each) on an engine built from ``comps``
+    and on the kit's; compare.
 
     A guard's ``ComponentError`` is caught and kept in ``Comparison.error``.
     """
@@ -293,11 +295,11 @@ def compare_outputs(
 
     prompts = list(prompts or LAB_PROMPTS)
     kw = {**_ENGINE_DEFAULTS, **llm_kwargs}
-    key = (tuple(prompts), max_tokens, tuple(sorted(kw.items())))
+    key = (tuple(prompts), max_tokens, n, tuple(sorted(kw.items())))
     if key not in _KIT_OUTPUTS:
-        _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens)
+        _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens, n)
     try:
-        mine = _generate(LLM(components=comps, **kw), prompts, max_tokens)
+        mine = _generate(LLM(components=comps, **kw), prompts, max_tokens, n)
     except ComponentError as e:
         return Comparison(prompts, [], _KIT_OUTPUTS[key], error=str(e))
     return Comparison(prompts, mine, _KIT_OUTPUTS[key])
@@ -326,7 +328,8 @@ def serve_with(
         print(f"Not served with your {ex.name}: " + (notes[0].split("because ", 1)[-1] if notes else "not plugged"))
         return None
     kw = {**SERVE_SETTINGS.get(slot, {}), **llm_kwargs}
-    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, **kw)
+    n_completions = 2 if slot == "fork_cow" else 1  # a fork happens only for n > 1
+    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, n_completions, **kw)
     n = len(res.prompts)
     if res.error:
         print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")

@@ -146,3 +146,27 @@ def test_lab07_and_lab03_functions_fill_their_slots_together_the_references_the_
     assert cow.impl.append_token is append and cow.impl.fork is registry.get("03.fork").get_reference()
     assert cow.note == "your append_token; reference fork"
     assert notes == ["radix: the reference evict, because your evict does not pass check(evict) yet"]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("eid", ["07.evict", "03.fork"])
+def test_serve_with_runs_a_radix_or_fork_function_inside_smollm2(eid, capsys):
+    """serve_with picks settings under which the function really runs: a 4-block pool that must evict
+    from the radix tree, n=2 completions that fork; the tokens equal the kit engine's."""
+    calls = []
+    fn = solution(eid)
+
+    def counted(*args):
+        calls.append(eid)
+        return fn(*args)
+
+    counted.__name__ = fn.__name__
+    assert check(counted, eid, show=False).passed
+    calls.clear()
+    res = serve_with(counted, eid)
+    assert res is not None and res.same and not res.error and calls
+    slot = BRIDGES[eid][0]
+    assert f"✅ SmolLM2 served 3 prompts with your {fn.__name__} as the engine's {slot}" in capsys.readouterr().out
+    if eid == "03.fork":
+        half = [len(m) // 2 for m in res.mine]  # one fork per prompt: two identical greedy completions
+        assert len(calls) == 3 and all(m[:h] == m[h:] and h > 0 for m, h in zip(res.mine, half))
