@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import torch
 
 from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
+from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import KVCacheManager, find_longest_cache_hit
 from pagedlab.core.radix_cache import RadixCache
 from pagedlab.errors import ComponentError
@@ -204,7 +205,7 @@ SLOTS: dict[str, Slot] = {
     for s in (
         Slot("free_queue", "free-block queue (LRU, O(1) remove)", ("02.free_queue",), FreeKVCacheBlockQueue),
         Slot("slot_mapping", "token position -> KV slot", ("02.slot_mapping",), kit_slot_mapping),
-        Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), None),
+        Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), CopyOnWrite),
         Slot(
             "schedule_step",
             "scheduling step (admission, budget, chunking)",
