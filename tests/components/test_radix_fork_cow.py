@@ -176,3 +176,34 @@ def test_fork_cow_pool_view_is_the_engines_pool():
         pool.get_num_free_blocks() == 4
         and view.calls == [f"allocate() -> {bid}", f"incref({bid})"] + [f"free({bid})"] * 2
     )
+
+
+def _raises(*args: Any) -> Any:
+    raise KeyError("oops")
+
+
+def _returns_none(*args: Any) -> Any:
+    return None
+
+
+def _hangs(*args: Any) -> Any:
+    while True:
+        pass
+
+
+BAD = [
+    ("radix", "match_prefix", _returns_none, "match_prefix returned NoneType, expected (value list, last node)"),
+    ("radix", "insert", _raises, "it raised KeyError: 'oops'"),
+    ("radix", "evict", _returns_none, "it returned NoneType for the freed slots, expected list"),
+    ("fork_cow", "fork", _raises, "it raised KeyError: 'oops'"),
+    ("fork_cow", "fork", _returns_none, "does not have the parent's table and length"),
+    ("fork_cow", "append_token", _hangs, "did not return within 0.3 s"),
+]
+
+
+@pytest.mark.parametrize("slot,name,fn,says", BAD, ids=[f"{b[1]}-{b[2].__name__}" for b in BAD])
+def test_a_radix_or_fork_cow_function_that_raises_returns_junk_or_hangs_is_named(slot, name, fn, says):
+    comps = replace(_fork_cow(**{name: fn}) if slot == "fork_cow" else _radix(**{name: fn}), time_limit_s=0.3)
+    with pytest.raises(ComponentError) as info:
+        (_fork_run if slot == "fork_cow" else _radix_run)(comps)
+    assert info.value.component == slot and says in info.value.invariant, str(info.value)
