@@ -698,7 +698,7 @@ def _walk_tree(root: Any, limit: int = 100_000) -> list[Any]:
 
 class GuardedRadixTree:
     """The engine's radix tree (:class:`~pagedlab.core.prefix_cache.RadixTree`) run by a learner's
-    lab 07 functions on the learner kit's ``TreeNode``, checked after every call.
+    lab 07 functions on ``TreeNode``s (the class ``RadixCache`` uses too), checked after every call.
 
     Pages as tokens: the engine caches whole blocks, so each element of a key is one block of tokens
     (a tuple, prefixed by the request's namespace when it has one) and each value is that block's id;
