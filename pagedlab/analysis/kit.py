@@ -13,11 +13,10 @@ use them; ``pagedlab.grading.kit`` is the learner-facing name and re-exports thi
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pagedlab.core.block_pool import BlockPool
+from pagedlab.core.radix_cache import TreeNode
 from pagedlab.errors import DoubleFreeError
 
 __all__ = ["RefCountedPool", "Seq", "TreeNode", "new_tree", "split_node", "lock", "unlock", "tree_size", "format_tree"]
@@ -42,6 +41,13 @@ class RefCountedPool:
         self.num_blocks = num_blocks
         self._pool = BlockPool(num_blocks, enable_caching=False)
         self.calls: list[str] = []
+
+    @classmethod
+    def over(cls, block_pool: BlockPool, block_size: int) -> RefCountedPool:
+        """A view with the same methods over an existing pool (the engine's, for its ``fork_cow`` slot)."""
+        view = cls.__new__(cls)
+        view.block_size, view.num_blocks, view._pool, view.calls = block_size, block_pool.num_gpu_blocks, block_pool, []
+        return view
 
     def _block(self, block_id: int):
         if isinstance(block_id, bool) or not isinstance(block_id, int) or not 0 <= block_id < self.num_blocks:
@@ -111,46 +117,7 @@ class Seq:
     num_tokens: int = 0
 
 
-# --- lab 07: radix tree nodes --------------------------------------------------------------------
-_ids = itertools.count()
-
-
-class TreeNode:
-    """One edge of a radix tree over token ids (as SGLang's ``TreeNode``, page size 1).
-
-    Attributes:
-        key: the token ids on this edge.
-        value: the KV slot of each of those tokens (``len(value) == len(key)``).
-        parent: the node above (None for the root).
-        children: child nodes keyed by the first token of their ``key``.
-        lock_ref: how many running requests use this node; a node with ``lock_ref > 0`` is never evicted.
-        last_access_time: when a match or insert last walked through it (for LRU eviction).
-        id: creation number; breaks ties between equal access times (older first).
-
-    Nodes order by ``(last_access_time, id)``, so ``heapq`` pops the least recently used first.
-    """
-
-    __slots__ = ("key", "value", "parent", "children", "lock_ref", "last_access_time", "id")
-
-    def __init__(
-        self, key: Sequence[int] = (), value: Sequence[int] = (), parent: TreeNode | None = None, now: int = 0
-    ) -> None:
-        self.key: list[int] = list(key)
-        self.value: list[int] = list(value)
-        self.parent = parent
-        self.children: dict[int, TreeNode] = {}
-        self.lock_ref = 0
-        self.last_access_time = now
-        self.id = next(_ids)
-
-    def __lt__(self, other: TreeNode) -> bool:
-        return (self.last_access_time, self.id) < (other.last_access_time, other.id)
-
-    def __repr__(self) -> str:
-        more = "..." if len(self.key) > 8 else ""
-        return f"TreeNode(key={self.key[:8]}{more}, lock_ref={self.lock_ref}, t={self.last_access_time})"
-
-
+# --- lab 07: radix tree nodes (``TreeNode`` is the engine's own, from ``pagedlab.core.radix_cache``) --
 def new_tree() -> TreeNode:
     """An empty tree: a root with no key, locked forever so it is never evicted."""
     root = TreeNode()
@@ -212,8 +179,7 @@ def format_tree(root: TreeNode) -> str:
     lines: list[str] = []
 
     def rec(n: TreeNode, depth: int) -> None:
-        for k in sorted(n.children):
-            c = n.children[k]
+        for c in sorted(n.children.values(), key=lambda c: c.key[0]):  # by first token, as the children's keys
             lines.append(f"{'  ' * depth}{c.key} -> {c.value}  lock={c.lock_ref} t={c.last_access_time}")
             rec(c, depth + 1)
 

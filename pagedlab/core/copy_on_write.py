@@ -10,93 +10,82 @@ copy is needed; this file holds the fork, the copy itself, and the sharing measu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pagedlab.core.block_pool import KVCacheBlock, distinct_blocks
-from pagedlab.errors import InvalidRequestError
 from pagedlab.trace import _active
 
 if TYPE_CHECKING:
     from pagedlab.core.block_pool import BlockPool
-    from pagedlab.request import Request
     from pagedlab.trace import Tracer
 
 
-class CopyOnWriteMixin:
-    """CoW half of ``KVCacheManager``."""
+class ForkCowOps(Protocol):
+    """The ``fork_cow`` slot (lab 03): how a fork shares a table and how a one-token append copies.
 
-    # State owned by ``KVCacheManager``, declared here for the type checker.
-    block_pool: BlockPool
-    tracer: Tracer | None
-    req_to_blocks: dict[str, list[KVCacheBlock]]
-    req_to_cpu_blocks: dict[str, list[KVCacheBlock]]
-    num_cached_block: dict[str, int]
-    _pending_copies: list[tuple[int, int]]
+    ``fork`` returns the child's table (the parent's blocks, each one reference more); ``append``
+    makes room for the token at position ``num_tokens`` in ``table`` (in place: a new block at the
+    end, or a private copy of a shared last block) and returns the ``(src, dst)`` block ids of a
+    copy, or None. Both work on the pool's ``ref_cnt``; neither may touch other tables.
+    """
 
-    if TYPE_CHECKING:
+    def fork(self, parent_id: str, table: list[KVCacheBlock], num_tokens: int, child_id: str) -> list[KVCacheBlock]: ...
+    def append(self, request_id: str, table: list[KVCacheBlock], num_tokens: int) -> tuple[int, int] | None: ...
 
-        def _radix_fork(self, parent_id: str, child_id: str) -> None: ...  # RadixPrefixMixin
 
-    def fork(self, parent_request: Request, child_request: Request) -> None:
-        """Share ``parent_request``'s blocks with ``child_request`` (vLLM v0 ``BlockSpaceManager.fork``).
+class CopyOnWrite:
+    """Copy-on-write of ``KVCacheManager``: the fork, the copy, and the queue of pending KV copies.
 
-        Adds one reference per *distinct* block (bug B10, docs/bugs.md#b10) and allocates nothing; the child
-        gets a copy of the parent's table and ``num_computed_tokens``. The first write of either
-        into a shared block copies it (see ``allocate_slots``). vLLM v1 dropped this: it fans
-        ``n > 1`` out into independent requests that share only full blocks via prefix caching.
+    Args:
+        block_pool: the device pool.
+        tracer: optional tracer (``cow_copy`` events).
+        ops: a plugged-in ``fork_cow`` slot (None: the kit's code below). When set, ``fork`` goes
+            through ``ops.fork`` and a one-token append through ``ops.append`` (``append_one``).
+    """
 
-        Raises:
-            InvalidRequestError: the parent is finished, swapped out or holds no blocks; the
-                child already holds blocks; or the child's tokens differ from the parent's
-                computed ones. Nothing changes.
-        """
-        pid, cid = parent_request.request_id, child_request.request_id
-        if parent_request.is_finished():
-            raise InvalidRequestError(f"cannot fork finished request {pid}")
-        if pid in self.req_to_cpu_blocks:
-            raise InvalidRequestError(f"cannot fork swapped-out request {pid}")
-        if pid not in self.req_to_blocks:
-            raise InvalidRequestError(f"cannot fork request {pid}: it holds no blocks")
-        if cid in self.req_to_blocks or cid in self.req_to_cpu_blocks or cid == pid:
-            raise InvalidRequestError(f"fork child {cid} already holds blocks")
-        n = parent_request.num_computed_tokens
-        if child_request.all_token_ids[:n] != parent_request.all_token_ids[:n]:
-            raise InvalidRequestError(f"fork child {cid} does not start with parent {pid}'s computed tokens")
-        blocks = self.req_to_blocks[pid]
-        shared = distinct_blocks(blocks)
-        for block in shared:
-            block.ref_cnt += 1  # held blocks are never in the free queue, so no queue move
-        self.req_to_blocks[cid] = list(blocks)
-        self.num_cached_block[cid] = self.num_cached_block.get(pid, 0)
-        child_request.num_computed_tokens = n
-        self._radix_fork(pid, cid)
-        if _active(self.tracer):
-            self.tracer.record("fork", parent=pid, child=cid, block_ids=[b.block_id for b in shared])
+    def __init__(self, block_pool: BlockPool, tracer: Tracer | None, ops: ForkCowOps | None = None) -> None:
+        self.block_pool, self.tracer, self.ops = block_pool, tracer, ops
+        self.pending_copies: list[tuple[int, int]] = []
 
-    def _copy_on_write(self, request: Request, req_blocks: list[KVCacheBlock], i: int) -> None:
-        """Give ``request`` a private copy of ``req_blocks[i]`` (vLLM v0 ``append_slot`` CoW)."""
-        rid = request.request_id
+    def fork_table(
+        self, parent_id: str, table: list[KVCacheBlock], num_tokens: int, child_id: str
+    ) -> list[KVCacheBlock]:
+        """The child's table: ``table``'s blocks, one reference more per *distinct* block (bug B10,
+        docs/bugs.md#b10); nothing allocated. Held blocks are never in the free queue, so no queue move."""
+        if self.ops is not None:
+            return self.ops.fork(parent_id, table, num_tokens, child_id)
+        for block in distinct_blocks(table):
+            block.ref_cnt += 1
+        return list(table)
+
+    def copy(self, request_id: str, req_blocks: list[KVCacheBlock], i: int) -> None:
+        """Give ``request_id`` a private copy of ``req_blocks[i]`` (vLLM v0 ``append_slot`` CoW)."""
         src = req_blocks[i]
-        dst = self.block_pool.get_new_blocks(1, owner=rid)[0]
+        dst = self.block_pool.get_new_blocks(1, owner=request_id)[0]
         req_blocks[i] = dst
         # The source keeps its other owners; exactly one reference (ours) moves to the copy.
-        self.block_pool.free_blocks([src], owner=rid)
-        self._pending_copies.append((src.block_id, dst.block_id))
+        self.block_pool.free_blocks([src], owner=request_id)
+        self._queue(request_id, src.block_id, dst.block_id)
+
+    def _queue(self, request_id: str, src: int, dst: int) -> None:
+        self.pending_copies.append((src, dst))
         if _active(self.tracer):
-            self.tracer.record("cow_copy", request_id=rid, src=src.block_id, dst=dst.block_id)
+            self.tracer.record("cow_copy", request_id=request_id, src=src, dst=dst)
+
+    def append_one(self, request_id: str, req_blocks: list[KVCacheBlock], num_tokens: int) -> list[KVCacheBlock]:
+        """The plugged ``ops.append`` for the token at position ``num_tokens``; returns the new blocks
+        at the end of the table (the caller checked capacity). Only called when ``ops`` is set."""
+        assert self.ops is not None, "append_one needs a plugged fork_cow slot"
+        held = len(req_blocks)
+        pair = self.ops.append(request_id, req_blocks, num_tokens)
+        if pair is not None:
+            self._queue(request_id, pair[0], pair[1])
+        return req_blocks[held:]
 
     def take_pending_copies(self) -> list[tuple[int, int]]:
         """Return and clear the ``(src_block_id, dst_block_id)`` copies queued by CoW.
 
         The engine must copy the KV of every pair, in order, before the next forward pass.
         """
-        copies, self._pending_copies = self._pending_copies, []
+        copies, self.pending_copies = self.pending_copies, []
         return copies
-
-    def num_held_blocks(self) -> int:
-        """Distinct blocks referenced by requests (shared blocks count once)."""
-        return len({b.block_id for blocks in self.req_to_blocks.values() for b in blocks})
-
-    def num_blocks_without_sharing(self) -> int:
-        """Blocks the same requests would need if nothing were shared (sum of table lengths)."""
-        return sum(len(distinct_blocks(blocks)) for blocks in self.req_to_blocks.values())

@@ -7,29 +7,46 @@ into block-pool operations:
 * ``allocate_slots``      - give it room for ``num_new_tokens`` more tokens, all or nothing
 * ``free``                - it finished or was preempted: give its blocks back, tail first
 
-Beyond vLLM v1 it keeps two vLLM v0 features the course teaches: copy-on-write ``fork``
-(parallel sampling, beam search; ``copy_on_write.py``) and swapping to a CPU pool (``swap.py``). The prefix cache is
-either vLLM's hash chain (``prefix_cache="hash"``) or SGLang's radix tree (``"radix"``,
-``radix_prefix.py``); both keep the same ``get_computed_blocks``/``allocate_slots``/``free``
-contract.
+It is composed, as vLLM v1 composes ``KVCacheCoordinator`` and its managers, of collaborators
+with small interfaces, each owning its state:
+
+* ``block_pool``  - the device ``BlockPool`` (free queue, ref counts, hash map);
+* ``prefix``      - a ``PrefixCacheStrategy`` (``prefix_cache.py``): none, vLLM's hash chain
+  (``prefix_cache="hash"``) or SGLang's radix tree (``"radix"``), one contract for all three;
+* ``cow``         - ``CopyOnWrite`` (``copy_on_write.py``): vLLM v0's fork for parallel sampling and
+  beam search, and the queue of pending KV copies;
+* ``swap_space``  - ``SwapSpace`` (``swap.py``): vLLM v0's CPU pool for swap preemption.
+
+The manager owns the block tables (``req_to_blocks``) and orders the calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from pagedlab.core.block_pool import distinct_blocks as _distinct
-from pagedlab.core.copy_on_write import CopyOnWriteMixin
-from pagedlab.core.radix_prefix import RadixPrefixMixin
-from pagedlab.core.swap import SwapMixin
-from pagedlab.errors import ConfigError
+from pagedlab.core.copy_on_write import CopyOnWrite, ForkCowOps
+from pagedlab.core.prefix_cache import (
+    HashPrefixCache,
+    PrefixCacheStats,
+    PrefixCacheStrategy,
+    PrefixLookup,
+    RadixPrefixCache,
+    RadixTree,
+    find_longest_cache_hit,
+    make_prefix_cache,
+)
+from pagedlab.core.swap import SwapSpace
+from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.request import Request
 from pagedlab.trace import Tracer, _active
+
+__all__ = ["KVCacheManager", "PrefixCacheStats", "PrefixLookup", "cdiv", "find_longest_cache_hit"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -37,74 +54,17 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass
-class PrefixCacheStats:
-    """Prefix-cache results of the requests admitted since the last reset, in tokens.
-
-    As vLLM's ``PrefixCacheStats`` (``vllm/v1/metrics/stats.py``, latest): counted once per
-    admission, not per lookup (a request that does not fit is looked up again next step);
-    re-admissions after a recompute preemption are counted apart, in the ``preempted_*`` fields.
-    """
-
-    requests: int = 0
-    queries: int = 0
-    hits: int = 0
-    preempted_requests: int = 0
-    preempted_queries: int = 0
-    preempted_hits: int = 0
-
-    @property
-    def hit_rate(self) -> float:
-        """``hits / queries`` of first admissions (0.0 when nothing was queried)."""
-        return self.hits / self.queries if self.queries else 0.0
-
-
-#: The prefix-lookup slot: ``(block_hashes, get_cached_block, num_tokens, block_size) -> hit blocks``.
-PrefixLookup = Callable[[list[BlockHash], Callable[[BlockHash], KVCacheBlock | None], int, int], list[KVCacheBlock]]
-
-
-def find_longest_cache_hit(
-    block_hashes: list[BlockHash],
-    get_cached_block: Callable[[BlockHash], KVCacheBlock | None],
-    num_tokens: int,
-    block_size: int,
-) -> list[KVCacheBlock]:
-    """The longest block-aligned cached prefix (vLLM 0.11 ``FullAttentionManager.find_longest_cache_hit``).
-
-    Walks the hash chain from the first block and stops at the first miss (a chained hash cannot
-    hit after a miss). Covers at most ``num_tokens - 1`` tokens: the last token is always
-    recomputed to get its logits, so a prompt of exactly ``k * block_size`` tokens hits at most
-    ``k - 1`` blocks.
-
-    Args:
-        block_hashes: the request's full-block hashes, first block first.
-        get_cached_block: hash -> a cached block or None (``BlockPool.get_cached_block``).
-        num_tokens: the request's token count, >= 1.
-        block_size: tokens per block, >= 1.
-
-    Returns:
-        The hit blocks, first block first (changes no state).
-    """
-    hits: list[KVCacheBlock] = []
-    for block_hash in block_hashes[: (num_tokens - 1) // block_size]:
-        block = get_cached_block(block_hash)
-        if block is None:
-            break  # chain property: nothing after a miss can hit
-        hits.append(block)
-    return hits
-
-
 def _check_int(name: str, value: Any, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
-class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
-    """Block tables, prefix caching, copy-on-write fork and swap over one ``BlockPool``.
+class KVCacheManager:
+    """Block tables over one ``BlockPool``, with a prefix-cache strategy, copy-on-write and swap.
 
     Invariant: a block's ``ref_cnt`` equals the number of requests whose table contains it
-    (each table counts once even if it lists the block twice, bug B10, docs/bugs.md#b10), plus one if the radix
-    tree holds it.
+    (each table counts once even if it lists the block twice, bug B10, docs/bugs.md#b10), plus one
+    if the prefix cache holds it (``prefix.owned_block_ids()``, radix only).
 
     Args:
         block_size: tokens per block, >= 1.
@@ -117,6 +77,9 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         tracer: optional ``pagedlab.trace.Tracer``.
         free_queue_factory: the free-queue slot, passed to ``BlockPool``.
         prefix_lookup: the prefix-lookup slot of the hash path (default ``find_longest_cache_hit``).
+        radix_tree_factory: the radix slot: ``block_size -> RadixTree`` (default the kit's ``RadixCache``).
+        fork_cow_factory: the fork_cow slot: ``(block_pool, block_size) -> ForkCowOps`` (default:
+            ``CopyOnWrite``'s own code).
 
     Raises:
         ConfigError: a size is not a positive int, or ``prefix_cache`` is unknown.
@@ -134,6 +97,8 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         tracer: Tracer | None = None,
         free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
         prefix_lookup: PrefixLookup | None = None,
+        radix_tree_factory: Callable[[int], RadixTree] | None = None,
+        fork_cow_factory: Callable[[BlockPool, int], ForkCowOps] | None = None,
     ) -> None:
         _check_int("block_size", block_size, 1)
         _check_int("num_gpu_blocks", num_gpu_blocks, 1)
@@ -147,21 +112,55 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         self.enable_caching = bool(enable_caching)
         self.prefix_cache = prefix_cache
         self.tracer = tracer
-        self.use_hash = self.enable_caching and prefix_cache == "hash"
-        self.use_radix = self.enable_caching and prefix_cache == "radix"
+        kind = prefix_cache if self.enable_caching else None
         # The radix tree caches by tokens, so the pool's hash map stays off in radix mode.
-        self.block_pool = BlockPool(num_gpu_blocks, self.use_hash, tracer, free_queue_factory)
-        # The prefix-lookup slot (``pagedlab.engine.components``): hash-chain walk of the hash path.
-        self.prefix_lookup: PrefixLookup = prefix_lookup or find_longest_cache_hit
+        self.block_pool = BlockPool(num_gpu_blocks, kind == "hash", tracer, free_queue_factory)
         self.none_hash = hashing.make_none_hash(hash_seed) if hash_seed is not None else hashing.NONE_HASH
-        self.block_hasher = hashing.get_request_block_hasher(block_size, self.none_hash) if self.use_hash else None
+        self.prefix: PrefixCacheStrategy = make_prefix_cache(
+            kind, self.block_pool, block_size, tracer, self.none_hash, prefix_lookup, radix_tree_factory
+        )
+        fork_cow = fork_cow_factory(self.block_pool, block_size) if fork_cow_factory is not None else None
+        self.cow = CopyOnWrite(self.block_pool, tracer, fork_cow)
+        self.swap_space = SwapSpace(num_cpu_blocks, block_size, self.block_pool, tracer)
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
-        # Blocks of each request already published to the hash map (vLLM ``num_cached_block``).
-        self.num_cached_block: dict[str, int] = {}
-        self._pending_copies: list[tuple[int, int]] = []
-        self.prefix_cache_stats = PrefixCacheStats()
-        self._init_radix()
-        self._init_swap(num_cpu_blocks)
+
+    # --- the collaborators' state, under the names the rest of the kit reads ----------------
+    @property
+    def use_hash(self) -> bool:
+        """Prefix caching with vLLM's hash chain."""
+        return self.prefix.name == "hash"
+
+    @property
+    def use_radix(self) -> bool:
+        """Prefix caching with SGLang's radix tree."""
+        return self.prefix.name == "radix"
+
+    @property
+    def block_hasher(self) -> Callable[[Request], list[BlockHash]] | None:
+        """The hasher to build requests with (hash path), else None."""
+        return self.prefix.block_hasher if isinstance(self.prefix, HashPrefixCache) else None
+
+    @property
+    def radix_cache(self) -> RadixTree | None:
+        """The radix tree (radix path), else None."""
+        return self.prefix.tree if isinstance(self.prefix, RadixPrefixCache) else None
+
+    @property
+    def num_cpu_blocks(self) -> int:
+        return self.swap_space.num_cpu_blocks
+
+    @property
+    def cpu_block_pool(self) -> BlockPool | None:
+        return self.swap_space.cpu_block_pool
+
+    @property
+    def req_to_cpu_blocks(self) -> dict[str, list[KVCacheBlock]]:
+        """Swapped-out requests' CPU block tables."""
+        return self.swap_space.req_to_cpu_blocks
+
+    @property
+    def prefix_cache_stats(self) -> PrefixCacheStats:
+        return self.prefix.stats
 
     @classmethod
     def from_config(
@@ -172,6 +171,8 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         tracer: Tracer | None = None,
         free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
         prefix_lookup: PrefixLookup | None = None,
+        radix_tree_factory: Callable[[int], RadixTree] | None = None,
+        fork_cow_factory: Callable[[BlockPool, int], ForkCowOps] | None = None,
     ) -> KVCacheManager:
         """The manager an engine (or the simulator) builds from its configs (shared by both).
 
@@ -179,7 +180,8 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             cache_config: block size, pool sizes, prefix caching and its hash seed.
             scheduler_config: gives ``max_model_len``.
             default_hash_seed: the hash seed when ``cache_config.hash_seed`` is None.
-            tracer, free_queue_factory, prefix_lookup: as the constructor's.
+            tracer, free_queue_factory, prefix_lookup, radix_tree_factory, fork_cow_factory: as the
+                constructor's.
 
         Raises:
             ConfigError: as the constructor.
@@ -196,6 +198,8 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             tracer=tracer,
             free_queue_factory=free_queue_factory,
             prefix_lookup=prefix_lookup,
+            radix_tree_factory=radix_tree_factory,
+            fork_cow_factory=fork_cow_factory,
         )
 
     # --- lookup -------------------------------------------------------------------------
@@ -212,16 +216,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         Returns:
             ``(blocks, num_computed_tokens)`` with ``num_computed_tokens == len(blocks) * block_size``.
         """
-        if not self.enable_caching:
-            return [], 0
-        if self.use_hash:
-            self._ensure_hashes(request)
-            hits = self.prefix_lookup(
-                list(request.block_hashes), self.block_pool.get_cached_block, request.num_tokens, self.block_size
-            )
-        else:
-            max_blocks = (request.num_tokens - 1) // self.block_size
-            hits, _ = self._radix_match(request, max_blocks * self.block_size)
+        hits = self.prefix.lookup(request)
         return hits, len(hits) * self.block_size
 
     def record_prefix_cache_stats(self, request: Request, hit_blocks: list[KVCacheBlock]) -> None:
@@ -231,32 +226,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         so a lookup repeated while the request waits is not counted again. Records a
         ``cache_hit`` trace event. Does nothing when prefix caching is off.
         """
-        if not self.enable_caching:
-            return
-        num_tokens = len(hit_blocks) * self.block_size
-        st, preempted = self.prefix_cache_stats, request.num_preemptions > 0
-        if preempted:
-            st.preempted_requests += 1
-            st.preempted_queries += request.num_tokens
-            st.preempted_hits += num_tokens
-        else:
-            st.requests += 1
-            st.queries += request.num_tokens
-            st.hits += num_tokens
-        if _active(self.tracer):
-            self.tracer.record(
-                "cache_hit",
-                request_id=request.request_id,
-                block_ids=[b.block_id for b in hit_blocks],
-                num_tokens=num_tokens,
-                preempted=preempted,
-            )
-
-    def _ensure_hashes(self, request: Request) -> None:
-        # A request built without ``block_hasher`` gets its hashes topped up here, so a
-        # forgotten hasher costs hits but never publishes a block under a missing hash.
-        if self.block_hasher is not None and len(request.block_hashes) < request.num_tokens // self.block_size:
-            request.block_hashes.extend(self.block_hasher(request))
+        self.prefix.record(request, hit_blocks)
 
     # --- allocation ---------------------------------------------------------------------
     def allocate_slots(
@@ -307,25 +277,29 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         cow_idx = [i for i in range(first, min(last + 1, len(req_blocks))) if req_blocks[i].ref_cnt > 1]
         need = num_new_blocks + num_free_hits + len(cow_idx)
 
-        radix_lock = self._radix_lock_hit(request, hits) if self.use_radix else None
-        if need > self.block_pool.get_num_free_blocks() + self._num_evictable_blocks():
-            if radix_lock is not None:
-                self._radix_unlock(radix_lock)
+        self.prefix.lock_hit(request, hits)
+        if need > self.block_pool.get_num_free_blocks() + self.prefix.num_evictable_blocks():
+            self.prefix.forget(rid)
             return None
-        self._evict_until_free(need)
+        self.prefix.evict_until_free(need)
 
         self.block_pool.touch(hits, owner=rid)
         req_blocks = self.req_to_blocks.setdefault(rid, req_blocks)
         req_blocks.extend(hits)
-        if radix_lock is not None:
-            self._radix_on_hit(request, radix_lock)
-        for i in cow_idx:
-            self._copy_on_write(request, req_blocks, i)
-        new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=rid)
-        req_blocks.extend(new_blocks)
-
-        if self.use_hash:
-            self._publish_full_blocks(request, req_blocks, len(hits), end)
+        if (
+            self.cow.ops is not None
+            and num_new_tokens == 1
+            and not hits
+            and len(req_blocks) == cdiv(start, self.block_size)
+        ):
+            # A plugged fork_cow slot makes room for a one-token append itself (lab 03's append_token).
+            new_blocks = self.cow.append_one(rid, req_blocks, start)
+        else:
+            for i in cow_idx:
+                self.cow.copy(rid, req_blocks, i)
+            new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=rid)
+            req_blocks.extend(new_blocks)
+        self.prefix.commit(request, req_blocks, len(hits), end)
         return new_blocks
 
     def _check_allocation(
@@ -346,7 +320,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         if isinstance(num_new_tokens, bool) or not isinstance(num_new_tokens, int) or num_new_tokens < 1:
             raise ValueError(f"num_new_tokens must be an int >= 1, got {num_new_tokens!r}")
         rid = request.request_id
-        if rid in self.req_to_cpu_blocks:
+        if rid in self.swap_space.req_to_cpu_blocks:
             raise ValueError(f"request {rid} is swapped out; swap_in before allocating")
         if num_new_computed_tokens != len(hits) * self.block_size:
             raise ValueError(
@@ -359,16 +333,6 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         if end > self.max_model_len:
             raise ValueError(f"request {rid}: {end} tokens exceed max_model_len={self.max_model_len}")
 
-    def _publish_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_hits: int, end: int) -> None:
-        """Hash path: publish the request's full blocks up to token ``min(end, num_tokens)``; the
-        first ``num_cached_block + num_hits`` are already published."""
-        rid = request.request_id
-        self._ensure_hashes(request)
-        num_cached = self.num_cached_block.get(rid, 0) + num_hits
-        num_full = min(end, request.num_tokens) // self.block_size
-        self.block_pool.cache_full_blocks(request, req_blocks, num_cached, num_full, self.block_size)
-        self.num_cached_block[rid] = max(num_cached, num_full)
-
     # --- release ------------------------------------------------------------------------
     def free(self, request: Request) -> None:
         """Release every block of ``request``, tail first (as vLLM v1 ``KVCacheManager.free``).
@@ -380,14 +344,13 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         request's CPU blocks are released. Freeing a request that holds nothing is a no-op.
         """
         rid = request.request_id
-        self._free_cpu_blocks(rid)
+        self.swap_space.free(rid)
         blocks = self.req_to_blocks.pop(rid, None)
-        self.num_cached_block.pop(rid, None)
         if blocks is None:
-            self._radix_forget(rid)
+            self.prefix.forget(rid)
             return
         # One reference per distinct block, whatever the table repeats (bug B10, docs/bugs.md#b10).
-        to_free = self._radix_cache_finished(request, blocks) if self.use_radix else blocks
+        to_free = self.prefix.cache_finished(request, blocks)
         self.block_pool.free_blocks(reversed(_distinct(to_free)), owner=rid)
 
     # --- accounting ---------------------------------------------------------------------
@@ -398,7 +361,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
     @property
     def num_free_blocks(self) -> int:
         """Blocks an allocation can use: the free queue plus, in radix mode, evictable tree blocks."""
-        return self.block_pool.get_num_free_blocks() + self._num_evictable_blocks()
+        return self.block_pool.get_num_free_blocks() + self.prefix.num_evictable_blocks()
 
     @property
     def usage(self) -> float:
@@ -407,14 +370,14 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
 
     def make_prefix_cache_stats(self) -> PrefixCacheStats:
         """Return the stats gathered since the last call and start new ones (as vLLM)."""
-        stats, self.prefix_cache_stats = self.prefix_cache_stats, PrefixCacheStats()
+        stats, self.prefix.stats = self.prefix.stats, PrefixCacheStats()
         return stats
 
     def reset_prefix_cache(self) -> bool:
         """Drop all cached content; refused (False, nothing changes) while any request holds blocks."""
         if self.req_to_blocks:
             return False
-        self._radix_reset()
+        self.prefix.reset()
         return self.block_pool.reset_prefix_cache()
 
     def snapshot(self) -> dict[str, Any]:
@@ -425,7 +388,7 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
         for rid, blocks in self.req_to_blocks.items():
             for b in _distinct(blocks):
                 snap["blocks"][b.block_id]["owners"].append(rid)
-        for bid in self._radix_owned_block_ids():
+        for bid in self.prefix.owned_block_ids():
             snap["blocks"][bid]["owners"].append("radix")
             snap["blocks"][bid]["hashed"] = True
         for entry in snap["blocks"]:
@@ -435,8 +398,84 @@ class KVCacheManager(CopyOnWriteMixin, RadixPrefixMixin, SwapMixin):
             block_size=self.block_size,
             req_to_blocks={rid: [b.block_id for b in blocks] for rid, blocks in self.req_to_blocks.items()},
             swapped={rid: [b.block_id for b in blocks] for rid, blocks in self.req_to_cpu_blocks.items()},
-            cpu_blocks=self._cpu_snapshot(),
-            pending_copies=[list(p) for p in self._pending_copies],
+            cpu_blocks=self.swap_space.snapshot(),
+            pending_copies=[list(p) for p in self.cow.pending_copies],
             prefix_cache_stats=asdict(self.prefix_cache_stats),
         )
         return snap
+
+    # --- fork and copy-on-write (``self.cow``) ---------------------------------------------
+    def fork(self, parent_request: Request, child_request: Request) -> None:
+        """Share ``parent_request``'s blocks with ``child_request`` (vLLM v0 ``BlockSpaceManager.fork``).
+
+        Adds one reference per *distinct* block (bug B10, docs/bugs.md#b10) and allocates nothing; the child
+        gets a copy of the parent's table and ``num_computed_tokens``. The first write of either
+        into a shared block copies it (see ``allocate_slots``). vLLM v1 dropped this: it fans
+        ``n > 1`` out into independent requests that share only full blocks via prefix caching.
+
+        Raises:
+            InvalidRequestError: the parent is finished, swapped out or holds no blocks; the
+                child already holds blocks; or the child's tokens differ from the parent's
+                computed ones. Nothing changes.
+        """
+        pid, cid = parent_request.request_id, child_request.request_id
+        swapped = self.swap_space.req_to_cpu_blocks
+        if parent_request.is_finished():
+            raise InvalidRequestError(f"cannot fork finished request {pid}")
+        if pid in swapped:
+            raise InvalidRequestError(f"cannot fork swapped-out request {pid}")
+        if pid not in self.req_to_blocks:
+            raise InvalidRequestError(f"cannot fork request {pid}: it holds no blocks")
+        if cid in self.req_to_blocks or cid in swapped or cid == pid:
+            raise InvalidRequestError(f"fork child {cid} already holds blocks")
+        n = parent_request.num_computed_tokens
+        if child_request.all_token_ids[:n] != parent_request.all_token_ids[:n]:
+            raise InvalidRequestError(f"fork child {cid} does not start with parent {pid}'s computed tokens")
+        blocks = self.req_to_blocks[pid]
+        self.req_to_blocks[cid] = self.cow.fork_table(pid, blocks, n, cid)
+        child_request.num_computed_tokens = n
+        self.prefix.fork(pid, cid)
+        if _active(self.tracer):
+            self.tracer.record("fork", parent=pid, child=cid, block_ids=[b.block_id for b in _distinct(blocks)])
+
+    def take_pending_copies(self) -> list[tuple[int, int]]:
+        """Return and clear the ``(src_block_id, dst_block_id)`` copies queued by CoW.
+
+        The engine must copy the KV of every pair, in order, before the next forward pass.
+        """
+        return self.cow.take_pending_copies()
+
+    def num_held_blocks(self) -> int:
+        """Distinct blocks referenced by requests (shared blocks count once)."""
+        return len({b.block_id for blocks in self.req_to_blocks.values() for b in blocks})
+
+    def num_blocks_without_sharing(self) -> int:
+        """Blocks the same requests would need if nothing were shared (sum of table lengths)."""
+        return sum(len(_distinct(blocks)) for blocks in self.req_to_blocks.values())
+
+    # --- swap (``self.swap_space``) ----------------------------------------------------------
+    def can_swap_out(self, requests: Sequence[Request]) -> bool:
+        """True when the CPU pool can take every distinct GPU block of the group (``SwapSpace.can_swap_out``)."""
+        return self.swap_space.can_swap_out(requests, self.req_to_blocks)
+
+    def swap_out(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
+        """Move the group's blocks to the CPU pool; ``[(gpu_block_id, cpu_block_id)]`` (``SwapSpace.swap_out``).
+
+        Raises:
+            InvalidRequestError: a request holds no GPU blocks or appears twice.
+            NoFreeBlocksError: the CPU pool is too small (nothing changes).
+        """
+        return self.swap_space.swap_out(requests, self.req_to_blocks, self.prefix)
+
+    def can_swap_in(self, requests: Sequence[Request]) -> bool:
+        """True when the GPU pool can take the group back plus decode headroom (``SwapSpace.can_swap_in``)."""
+        return self.swap_space.can_swap_in(requests, self.num_free_blocks)
+
+    def swap_in(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
+        """Move the group's blocks back to fresh GPU blocks; ``[(cpu_block_id, gpu_block_id)]`` (``SwapSpace.swap_in``).
+
+        Raises:
+            InvalidRequestError: a request is not swapped out or appears twice.
+            NoFreeBlocksError: ``can_swap_in`` is False (nothing changes).
+        """
+        return self.swap_space.swap_in(requests, self.req_to_blocks, self.prefix)

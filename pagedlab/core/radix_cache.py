@@ -46,35 +46,42 @@ _node_ids = itertools.count()
 
 
 class TreeNode:
-    """One edge of the radix tree (as SGLang ``TreeNode``).
+    """One edge of a radix tree (as SGLang ``TreeNode``): the engine's :class:`RadixCache` and lab 07's
+    exercises (``pagedlab.grading.kit`` re-exports it; ``new_tree``, ``split_node``, ``lock``, ``unlock``
+    there) build their trees of the same nodes, so a learner's functions run on the engine's own tree
+    (the ``radix`` slot, ``pagedlab.engine.components.GuardedRadixTree``).
 
     Attributes:
-        children: child nodes keyed by ``(extra_key, first token)`` (or first page tuple).
-        parent: None only for the root.
-        key: token ids on this edge.
-        value: KV slot ids of those tokens, ``len(value) == len(key)``.
-        lock_ref: number of locks covering this node; > 0 means it cannot be evicted.
+        key: the tokens on this edge (in the engine's ``radix`` slot, one tuple per block of tokens).
+        value: the KV slot of each of those tokens, ``len(value) == len(key)``.
+        parent: the node above (None for the root).
+        children: child nodes keyed by the first token of their ``key`` (``RadixCache``: by
+            ``(extra_key, first token)`` or the first page tuple).
+        lock_ref: how many running requests use this node; > 0 means it cannot be evicted.
         last_access_time: logical clock of the last match/insert through this node (LRU).
+        id: creation number; breaks ties between equal access times (older first).
         extra_key: namespace of the node (None for the default namespace).
+
+    Nodes order by ``(last_access_time, id)``, so ``heapq`` pops the least recently used first.
     """
 
-    __slots__ = ("id", "children", "parent", "key", "value", "lock_ref", "last_access_time", "extra_key")
+    __slots__ = ("key", "value", "parent", "children", "lock_ref", "last_access_time", "id", "extra_key")
 
     def __init__(
         self,
+        key: Sequence[Any] = (),
+        value: Sequence[int] = (),
         parent: TreeNode | None = None,
-        key: list[int] | None = None,
-        value: list[int] | None = None,
-        extra_key: Hashable | None = None,
         now: int = 0,
+        extra_key: Hashable | None = None,
     ) -> None:
-        self.id = next(_node_ids)
-        self.children: dict[Hashable, TreeNode] = {}
+        self.key: list[Any] = list(key)
+        self.value: list[int] = list(value)
         self.parent = parent
-        self.key: list[int] = key if key is not None else []
-        self.value: list[int] = value if value is not None else []
+        self.children: dict[Hashable, TreeNode] = {}
         self.lock_ref = 0
         self.last_access_time = now
+        self.id = next(_node_ids)
         self.extra_key = extra_key
 
     def __lt__(self, other: TreeNode) -> bool:
@@ -82,7 +89,8 @@ class TreeNode:
         return (self.last_access_time, self.id) < (other.last_access_time, other.id)
 
     def __repr__(self) -> str:
-        return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+        more = "..." if len(self.key) > 8 else ""
+        return f"TreeNode(key={self.key[:8]}{more}, lock_ref={self.lock_ref}, t={self.last_access_time})"
 
 
 def _parent(node: TreeNode) -> TreeNode:
@@ -204,7 +212,7 @@ class RadixCache:
             key, value = key[n:], value[n:]
             node = self._split_node(child, n) if n < len(child.key) else child
         if key:
-            leaf = TreeNode(node, key, value, extra_key, now)
+            leaf = TreeNode(key, value, node, now, extra_key)
             node.children[self._child_key(key, extra_key)] = leaf
             self.evictable_size_ += len(key)
             stamped.append(leaf)
@@ -242,7 +250,7 @@ class RadixCache:
         through the new parent, and the token counts stay in the same bucket (no accounting change).
         """
         parent = _parent(child)
-        new = TreeNode(parent, child.key[:split_len], child.value[:split_len], child.extra_key, child.last_access_time)
+        new = TreeNode(child.key[:split_len], child.value[:split_len], parent, child.last_access_time, child.extra_key)
         new.lock_ref = child.lock_ref
         child.key, child.value = child.key[split_len:], child.value[split_len:]
         child.parent = new

@@ -19,6 +19,7 @@ from pagedlab.errors import InvalidRequestError, NoFreeBlocksError
 from pagedlab.trace import _active
 
 if TYPE_CHECKING:
+    from pagedlab.core.prefix_cache import PrefixCacheStrategy
     from pagedlab.request import Request
     from pagedlab.trace import Tracer
 
@@ -27,35 +28,33 @@ def _distinct_blocks(tables: Sequence[list[KVCacheBlock]]) -> list[KVCacheBlock]
     return distinct_blocks(b for table in tables for b in table)
 
 
-class SwapMixin:
-    """CPU swap half of ``KVCacheManager``."""
+class SwapSpace:
+    """The CPU swap pool and the swapped-out block tables, owned by ``KVCacheManager``.
 
-    # State owned by ``KVCacheManager``, declared here for the type checker.
-    block_size: int
-    use_hash: bool
-    block_pool: BlockPool
-    tracer: Tracer | None
-    req_to_blocks: dict[str, list[KVCacheBlock]]
-    num_cached_block: dict[str, int]
+    The GPU side is passed in explicitly: the device ``BlockPool`` at construction, and each
+    call's ``req_to_blocks`` (the manager's tables) and ``prefix`` (the manager's prefix-cache
+    strategy, told when a request leaves or comes back).
 
-    if TYPE_CHECKING:  # provided by KVCacheManager and RadixPrefixMixin
+    Args:
+        num_cpu_blocks: blocks of the CPU pool (0 = no swapping).
+        block_size: tokens per block.
+        block_pool: the device pool.
+        tracer: optional tracer (``swap_out``/``swap_in``/``free`` events).
+    """
 
-        @property
-        def num_free_blocks(self) -> int: ...
-        def _ensure_hashes(self, request: Request) -> None: ...
-        def _evict_until_free(self, num_blocks: int) -> None: ...
-        def _radix_forget(self, request_id: str) -> None: ...
+    def __init__(self, num_cpu_blocks: int, block_size: int, block_pool: BlockPool, tracer: Tracer | None) -> None:
+        self.num_cpu_blocks = num_cpu_blocks
+        self.block_size = block_size
+        self.block_pool = block_pool
+        self.tracer = tracer
+        # The CPU pool needs no hashing and no tracer: swap events carry its state.
+        self.cpu_block_pool = BlockPool(num_cpu_blocks, False) if num_cpu_blocks else None
+        self.req_to_cpu_blocks: dict[str, list[KVCacheBlock]] = {}
 
     def _cpu_pool(self) -> BlockPool:
         """The CPU swap pool; callers check ``num_cpu_blocks`` (or a request's CPU table) first."""
         assert self.cpu_block_pool is not None, "no CPU swap pool (num_cpu_blocks=0)"
         return self.cpu_block_pool
-
-    def _init_swap(self, num_cpu_blocks: int) -> None:
-        self.num_cpu_blocks = num_cpu_blocks
-        # The CPU pool needs no hashing and no tracer: swap events carry its state.
-        self.cpu_block_pool = BlockPool(num_cpu_blocks, False) if num_cpu_blocks else None
-        self.req_to_cpu_blocks: dict[str, list[KVCacheBlock]] = {}
 
     def _check_group(self, requests: Sequence[Request], where: dict[str, Any], what: str) -> None:
         ids = [r.request_id for r in requests]
@@ -65,15 +64,22 @@ class SwapMixin:
             if rid not in where:
                 raise InvalidRequestError(f"{what}: request {rid} holds no blocks there")
 
-    def can_swap_out(self, requests: Sequence[Request]) -> bool:
-        """True when the CPU pool can take every distinct GPU block of the group."""
+    def can_swap_out(self, requests: Sequence[Request], req_to_blocks: dict[str, list[KVCacheBlock]]) -> bool:
+        """True when the CPU pool can take every distinct GPU block (tables in ``req_to_blocks``) of the group."""
         if self.cpu_block_pool is None:
             return False
-        tables = [self.req_to_blocks.get(r.request_id, []) for r in requests]
+        tables = [req_to_blocks.get(r.request_id, []) for r in requests]
         return len(_distinct_blocks(tables)) <= self._cpu_pool().get_num_free_blocks()
 
-    def swap_out(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
+    def swap_out(
+        self,
+        requests: Sequence[Request],
+        req_to_blocks: dict[str, list[KVCacheBlock]],
+        prefix: PrefixCacheStrategy,
+    ) -> list[tuple[int, int]]:
         """Move the group's blocks to the CPU pool (vLLM v0 ``swap_out``).
+
+        Each member's table leaves ``req_to_blocks`` and ``prefix.forget`` is called for it.
 
         Returns:
             ``[(gpu_block_id, cpu_block_id), ...]``, one pair per distinct block, table order.
@@ -82,10 +88,10 @@ class SwapMixin:
             InvalidRequestError: a request holds no GPU blocks or appears twice.
             NoFreeBlocksError: the CPU pool is too small (nothing changes).
         """
-        self._check_group(requests, self.req_to_blocks, "swap_out")
-        if not self.can_swap_out(requests):
+        self._check_group(requests, req_to_blocks, "swap_out")
+        if not self.can_swap_out(requests, req_to_blocks):
             raise NoFreeBlocksError("swap_out: not enough free CPU blocks for the group")
-        tables = [self.req_to_blocks[r.request_id] for r in requests]
+        tables = [req_to_blocks[r.request_id] for r in requests]
         gpu_blocks = _distinct_blocks(tables)
         cpu_blocks = self._cpu_pool().get_new_blocks(len(gpu_blocks))
         to_cpu = {g.block_id: c for g, c in zip(gpu_blocks, cpu_blocks, strict=True)}
@@ -96,9 +102,8 @@ class SwapMixin:
             for g in mine:
                 owners[to_cpu[g.block_id].block_id].append(rid)
             self.req_to_cpu_blocks[rid] = [to_cpu[g.block_id] for g in table]
-            self._radix_forget(rid)
-            del self.req_to_blocks[rid]
-            self.num_cached_block.pop(rid, None)
+            prefix.forget(rid)
+            del req_to_blocks[rid]
             # Blocks also held outside the group stay on the GPU: this only drops our references.
             self.block_pool.free_blocks(reversed(mine), owner=rid)
         for c in cpu_blocks:
@@ -116,7 +121,7 @@ class SwapMixin:
             )
         return mapping
 
-    def can_swap_in(self, requests: Sequence[Request]) -> bool:
+    def can_swap_in(self, requests: Sequence[Request], num_free_blocks: int) -> bool:
         """True when the GPU pool can take the group back plus one block per request for the
         next decode (as vLLM v0 ``can_swap_in``), that headroom capped at what the members would
         hold with no sharing at all after one more token each.
@@ -132,12 +137,18 @@ class SwapMixin:
             max(len(t), -(-(r.num_computed_tokens + 1) // self.block_size))
             for r, t in zip(requests, tables, strict=True)
         )
-        return max(distinct, min(distinct + len(requests), private)) <= self.num_free_blocks
+        return max(distinct, min(distinct + len(requests), private)) <= num_free_blocks
 
-    def swap_in(self, requests: Sequence[Request]) -> list[tuple[int, int]]:
+    def swap_in(
+        self,
+        requests: Sequence[Request],
+        req_to_blocks: dict[str, list[KVCacheBlock]],
+        prefix: PrefixCacheStrategy,
+    ) -> list[tuple[int, int]]:
         """Move the group's blocks back to fresh GPU blocks (vLLM v0 ``swap_in``).
 
-        Full computed blocks are published again to the hash map (hash path).
+        Each member's new table goes into ``req_to_blocks``; ``prefix`` evicts to make room and
+        ``prefix.recache`` publishes the full computed blocks again (hash path).
 
         Returns:
             ``[(cpu_block_id, gpu_block_id), ...]``, one pair per distinct block.
@@ -147,11 +158,11 @@ class SwapMixin:
             NoFreeBlocksError: ``can_swap_in`` is False (nothing changes).
         """
         self._check_group(requests, self.req_to_cpu_blocks, "swap_in")
-        if not self.can_swap_in(requests):
+        if not self.can_swap_in(requests, self.block_pool.get_num_free_blocks() + prefix.num_evictable_blocks()):
             raise NoFreeBlocksError("swap_in: not enough free GPU blocks for the group")
         tables = [self.req_to_cpu_blocks[r.request_id] for r in requests]
         cpu_blocks = _distinct_blocks(tables)
-        self._evict_until_free(len(cpu_blocks))
+        prefix.evict_until_free(len(cpu_blocks))
         to_gpu: dict[int, KVCacheBlock] = {}
         for req, table in zip(requests, tables, strict=True):
             rid = req.request_id
@@ -162,14 +173,10 @@ class SwapMixin:
             fresh_ids = {c.block_id for c in fresh}
             self.block_pool.touch([to_gpu[c.block_id] for c in mine if c.block_id not in fresh_ids], owner=rid)
             gpu_table = [to_gpu[c.block_id] for c in table]
-            self.req_to_blocks[rid] = gpu_table
+            req_to_blocks[rid] = gpu_table
             del self.req_to_cpu_blocks[rid]
             self._cpu_pool().free_blocks(reversed(mine))
-            if self.use_hash:
-                self._ensure_hashes(req)
-                num_full = min(req.num_computed_tokens, req.num_tokens) // self.block_size
-                self.block_pool.cache_full_blocks(req, gpu_table, 0, num_full, self.block_size)
-                self.num_cached_block[rid] = num_full
+            prefix.recache(req, gpu_table)
         mapping = [(c.block_id, to_gpu[c.block_id].block_id) for c in cpu_blocks]
         if _active(self.tracer):
             self.tracer.record(
@@ -177,7 +184,8 @@ class SwapMixin:
             )
         return mapping
 
-    def _free_cpu_blocks(self, request_id: str) -> None:
+    def free(self, request_id: str) -> None:
+        """Release ``request_id``'s CPU blocks, if it is swapped out (else nothing)."""
         table = self.req_to_cpu_blocks.pop(request_id, None)
         if table is not None:
             mine = _distinct_blocks([table])
@@ -187,7 +195,8 @@ class SwapMixin:
                     "free", block_ids=[], cpu_block_ids=[c.block_id for c in reversed(mine)], owner=request_id
                 )
 
-    def _cpu_snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The CPU blocks in use: ``[{"block_id", "ref_cnt", "owners"}]``."""
         if self.cpu_block_pool is None:
             return []
         owners: dict[int, list[str]] = {}

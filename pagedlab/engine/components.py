@@ -22,8 +22,10 @@ slot               interface                                     where the engin
 ``prefix_lookup``  :class:`PrefixLookupFn`                        ``KVCacheManager.get_computed_blocks``
 ``kv_tile_load``   :class:`KVTileLoadFn`                          ``tiled_decode_attention`` (decode)
 ``preempt_retry``  :class:`PreemptRetryFn`                        ``Scheduler.schedule`` (running requests)
-``fork_cow``       lab 03 ``fork`` / ``append_token``             not plugged yet (``KVCacheManager``)
-``radix``          lab 07 ``match_prefix`` / ``insert`` / ``evict`` not plugged yet (``RadixCache``)
+``fork_cow``       :class:`ForkCowFns` (lab 03 ``fork`` /        ``KVCacheManager.fork``, one-token append
+                   ``append_token``)                              of ``allocate_slots`` (:class:`GuardedForkCow`)
+``radix``          :class:`RadixOps` (lab 07 ``match_prefix`` /   the tree of ``RadixPrefixCache``
+                   ``insert`` / ``evict``)                        (:class:`GuardedRadixTree`)
 =================  ============================================  =========================================
 
 Guards (only around a learner's part; a kit part runs unwrapped, so the checks cost nothing when
@@ -39,14 +41,16 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
 
-from pagedlab.core.block_pool import BlockHash, FreeKVCacheBlockQueue, KVCacheBlock
+from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
+from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import KVCacheManager, find_longest_cache_hit
+from pagedlab.core.radix_cache import RadixCache
 from pagedlab.errors import ComponentError
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import ScheduledRequest, Scheduler, SchedulerOutput, pick_victim
@@ -63,6 +67,10 @@ __all__ = [
     "PrefixLookupFn",
     "KVTileLoadFn",
     "PreemptRetryFn",
+    "RadixOps",
+    "ForkCowFns",
+    "GuardedRadixTree",
+    "GuardedForkCow",
     "kit_slot_mapping",
     "load_kv_tile",
     "LearnerStepScheduler",
@@ -197,7 +205,7 @@ SLOTS: dict[str, Slot] = {
     for s in (
         Slot("free_queue", "free-block queue (LRU, O(1) remove)", ("02.free_queue",), FreeKVCacheBlockQueue),
         Slot("slot_mapping", "token position -> KV slot", ("02.slot_mapping",), kit_slot_mapping),
-        Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), None, plugged=False),
+        Slot("fork_cow", "fork + copy-on-write append", ("03.fork", "03.append_token"), CopyOnWrite),
         Slot(
             "schedule_step",
             "scheduling step (admission, budget, chunking)",
@@ -207,9 +215,7 @@ SLOTS: dict[str, Slot] = {
         Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
         Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), preempt_and_retry),
         Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.prefix_lookup",), find_longest_cache_hit),
-        Slot(
-            "radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), None, plugged=False
-        ),
+        Slot("radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), RadixCache),
         Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile", "08.kv_tile_load"), load_kv_tile),
     )
 }
@@ -657,6 +663,313 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
     return call
 
 
+# --- radix (lab 07) and fork_cow (lab 03): the learner's functions on the engine's own state ------
+@dataclass(frozen=True)
+class RadixOps:
+    """What fills the ``radix`` slot: lab 07's ``match_prefix(root, key, now)``, ``insert(root, key,
+    value, now)`` and ``evict(root, num_tokens)``, with the learner kit's tree helpers they work on
+    (``new_tree``, ``lock``, ``unlock`` of ``pagedlab.grading.kit``; passed in because the engine sits
+    below the kit). ``yours``: which of the three functions are the learner's (the rest are the
+    references); :meth:`merge` combines two partial fillings."""
+
+    match_prefix: Callable[[Any, list[Any], int], tuple[list[int], Any]]
+    insert: Callable[[Any, list[Any], list[int], int], int]
+    evict: Callable[[Any, int], list[int]]
+    new_tree: Callable[[], Any]
+    lock: Callable[[Any], None]
+    unlock: Callable[[Any], None]
+    yours: frozenset[str] = frozenset()
+
+    def merge(self, other: RadixOps) -> RadixOps:
+        """``self`` with ``other``'s learner functions taking their places."""
+        return replace(self, **{n: getattr(other, n) for n in other.yours}, yours=self.yours | other.yours)
+
+
+def _walk_tree(root: Any, limit: int = 100_000) -> list[Any]:
+    """Every node under ``root`` (root first); stops at ``limit`` nodes (a cycle)."""
+    nodes: list[Any] = []
+    stack = [root]
+    while stack and len(nodes) < limit:
+        node = stack.pop()
+        nodes.append(node)
+        stack.extend(getattr(node, "children", {}).values())
+    return nodes
+
+
+class GuardedRadixTree:
+    """The engine's radix tree (:class:`~pagedlab.core.prefix_cache.RadixTree`) run by a learner's
+    lab 07 functions on ``TreeNode``s (the class ``RadixCache`` uses too), checked after every call.
+
+    Pages as tokens: the engine caches whole blocks, so each element of a key is one block of tokens
+    (a tuple, prefixed by the request's namespace when it has one) and each value is that block's id;
+    lab 07's page-size-1 code then works unchanged (SGLang keys pages by tuples the same way).
+
+    Invariants checked (the guard names the slot, the step and the broken one, with the tree):
+    the links (``child.parent is node``, children keyed by ``key[0]``, no empty key), one value per
+    key element; a match is a path from the root spelling a prefix of the key, its values those of
+    the path; an insert leaves the whole key in the tree with the new values after the span that was
+    present, and returns that span; an eviction removes only unlocked nodes (whole subtrees), frees
+    exactly their values, and frees enough while unlocked nodes remain.
+
+    Args:
+        ops: the functions (:class:`RadixOps`).
+        page_size: tokens per block.
+        guard: the ``radix`` guard.
+    """
+
+    def __init__(self, ops: RadixOps, page_size: int, guard: Guard) -> None:
+        self.ops, self.page_size, self.guard = ops, page_size, guard
+        self.reset()
+
+    def reset(self) -> None:
+        """An empty tree (the kit's ``new_tree``)."""
+        self.root = self.ops.new_tree()
+        self._clock = 0
+
+    def _tick(self) -> int:
+        self._clock += 1
+        return self._clock
+
+    def _pages(self, key: Sequence[int], extra_key: Hashable | None) -> list[Hashable]:
+        p = self.page_size
+        pages: list[Hashable] = [tuple(key[i : i + p]) for i in range(0, len(key) // p * p, p)]
+        return pages if extra_key is None else [(extra_key, page) for page in pages]
+
+    def _slots(self, block_ids: list[int]) -> list[int]:
+        return [b * self.page_size + j for b in block_ids for j in range(self.page_size)]
+
+    def _fail(self, invariant: str) -> ComponentError:
+        return self.guard.fail(invariant, detail=_format_nodes(self.root), state={"root": self.root})
+
+    def _check_links(self, op: str) -> list[Any]:
+        nodes = _walk_tree(self.root)
+        for node in nodes:
+            if node is not self.root and (not node.key or len(node.key) != len(node.value)):
+                raise self._fail(
+                    f"after {op}, node {node!r} has {len(node.key)} key elements and {len(node.value)} values "
+                    "(one value per token, never an empty key)"
+                )
+            for k, child in node.children.items():
+                if child.parent is not node or not child.key or k != child.key[0]:
+                    raise self._fail(f"after {op}, the link between {node!r} and its child {child!r} is broken")
+        return nodes
+
+    def _path(self, node: Any) -> tuple[list[Any], list[int]] | None:
+        """Keys and values from the root down to ``node``; None when ``node`` is not in this tree."""
+        keys: list[Any] = []
+        values: list[int] = []
+        for _ in range(100_000):
+            if node is self.root:
+                return keys, values
+            if node is None or not hasattr(node, "key"):
+                return None
+            keys[:0], values[:0] = list(node.key), list(node.value)
+            node = node.parent
+        return None
+
+    def _peek(self, pages: list[Hashable]) -> list[int]:
+        """The values of the longest cached prefix of ``pages``, changing nothing."""
+        node, values, i = self.root, [], 0
+        while i < len(pages) and pages[i] in node.children:
+            child = node.children[pages[i]]
+            n = 0
+            while n < len(child.key) and i + n < len(pages) and child.key[n] == pages[i + n]:
+                n += 1
+            values += child.value[:n]
+            i += n
+            if n < len(child.key):
+                break
+            node = child
+        return values
+
+    def match_prefix(self, key: Sequence[int], extra_key: Hashable | None = None) -> tuple[list[int], Any]:
+        """``ops.match_prefix`` on the block-pages of ``key``; returns per-token slots and the last node."""
+        pages = self._pages(key, extra_key)
+        got = self.guard.call(self.ops.match_prefix, self.root, list(pages), self._tick())
+        if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
+            raise self._fail(f"match_prefix returned {type(got).__name__}, expected (value list, last node)")
+        value, node = got
+        self._check_links("match_prefix")
+        path = self._path(node)
+        if path is None:
+            raise self._fail(f"match_prefix returned {node!r} as the last node, which is not in the tree")
+        if path[0] != pages[: len(path[0])] or path[1] != value:
+            raise self._fail(
+                f"match_prefix returned {len(value)} values and a node whose path spells {len(path[0])} "
+                "elements: the matched prefix is not a prefix of the key, or its values are not the path's"
+            )
+        if len(value) != len(self._peek(pages)):
+            raise self._fail(
+                f"match_prefix matched {len(value)} elements; the longest cached prefix has {len(self._peek(pages))}"
+            )
+        return self._slots(value), node
+
+    def insert(self, key: Sequence[int], value: Sequence[int] | None = None, extra_key: Hashable | None = None) -> int:
+        """``ops.insert`` of the block-pages of ``key`` with their block ids; returns tokens already present."""
+        pages = self._pages(key, extra_key)
+        slots = list(value) if value is not None else list(key)
+        ids = [s // self.page_size for s in slots[: len(pages) * self.page_size : self.page_size]]
+        present = self._peek(pages)
+        n = self.guard.call(self.ops.insert, self.root, list(pages), list(ids), self._tick())
+        self.guard.expect_type(n, int, "the tokens already present")
+        self._check_links("insert")
+        after = self._peek(pages)
+        if n != len(present):
+            raise self._fail(f"insert returned {n}, but {len(present)} leading elements of the key were in the tree")
+        if after != present + ids[len(present) :]:
+            raise self._fail("after insert the key is not in the tree with the old values, then the new ones")
+        inserted: int = n * self.page_size
+        return inserted
+
+    def inc_lock_ref(self, node: Any) -> int:
+        """The kit's ``lock`` (the engine asks for no size change back)."""
+        self.ops.lock(node)
+        return 0
+
+    def dec_lock_ref(self, node: Any) -> int:
+        """The kit's ``unlock``."""
+        self.ops.unlock(node)
+        return 0
+
+    def evictable_size(self) -> int:
+        """Tokens in unlocked nodes (each evictable once its children go)."""
+        return sum(len(n.key) for n in _walk_tree(self.root) if n is not self.root and n.lock_ref == 0) * self.page_size
+
+    def evict(self, num_tokens: int, evict_callback: Callable[[list[int]], Any]) -> int:
+        """``ops.evict`` for ``num_tokens`` (whole blocks); hands the freed slots to ``evict_callback``."""
+        want = -(-num_tokens // self.page_size)
+        before = {id(n): n for n in _walk_tree(self.root)}
+        locked = {id(n): n.lock_ref for n in before.values()}
+        freed = self.guard.call(self.ops.evict, self.root, want)
+        self.guard.expect_type(freed, list, "the freed slots")
+        after = {id(n) for n in self._check_links("evict")}
+        removed = [n for i, n in before.items() if i not in after]
+        bad = [n for n in removed if locked[id(n)] > 0]
+        if bad:
+            raise self._fail(f"evict removed {bad[0]!r}, which is locked (a running request uses it)")
+        if sorted(freed) != sorted(v for n in removed for v in n.value):
+            raise self._fail(
+                f"evict returned {len(freed)} freed slots that are not the values of the {len(removed)} removed nodes"
+            )
+        if len(freed) < want and self.evictable_size():
+            raise self._fail(f"evict freed {len(freed)} of {want} elements while unlocked leaves remain")
+        if freed:
+            evict_callback(self._slots(freed))
+        return len(freed) * self.page_size
+
+
+def _format_nodes(root: Any) -> str:
+    """One line per node, indented by depth (the tree where a radix guard tripped)."""
+    lines: list[str] = []
+    stack = [(c, 0) for c in getattr(root, "children", {}).values()]
+    while stack and len(lines) < 40:
+        node, depth = stack.pop()
+        lines.append(f"{'  ' * depth}{len(node.key)} blocks -> {list(node.value)} lock={node.lock_ref}")
+        stack.extend((c, depth + 1) for c in node.children.values())
+    return "tree:\n" + ("\n".join(lines) or "(empty)")
+
+
+@dataclass(frozen=True)
+class ForkCowFns:
+    """What fills the ``fork_cow`` slot: lab 03's ``fork(pool, parent, child_id) -> Seq`` and
+    ``append_token(pool, seq) -> (src, dst) | None``, with the learner kit's ``RefCountedPool`` view
+    over a real pool (``pool_view(block_pool, block_size)``) and ``Seq`` (passed in because the engine
+    sits below the kit). ``yours``: which are the learner's; :meth:`merge` as :class:`RadixOps`'s."""
+
+    fork: Callable[[Any, Any, str], Any]
+    append_token: Callable[[Any, Any], tuple[int, int] | None]
+    pool_view: Callable[[BlockPool, int], Any]
+    seq: Callable[[str, list[int], int], Any]
+    yours: frozenset[str] = frozenset()
+
+    def merge(self, other: ForkCowFns) -> ForkCowFns:
+        """``self`` with ``other``'s learner functions taking their places."""
+        return replace(self, **{n: getattr(other, n) for n in other.yours}, yours=self.yours | other.yours)
+
+
+class GuardedForkCow:
+    """The engine's fork and one-token append (:class:`~pagedlab.core.copy_on_write.ForkCowOps`) run by
+    lab 03's functions on a ``RefCountedPool`` view of the real block pool and a ``Seq`` view of the
+    request's block table, checked after every call.
+
+    Invariants: fork allocates nothing, leaves the parent as it was, gives the child the parent's table
+    and length, and adds exactly one reference per block; append keeps every block before the last,
+    adds a block exactly when the token starts one, copies the last block exactly when it is shared
+    (the pair is (old, new)), leaves the block the token goes into unshared (``ref_cnt == 1``), and
+    moves reference counts and the free count by exactly that.
+
+    Args:
+        fns: the functions (:class:`ForkCowFns`).
+        block_pool: the engine's device pool.
+        block_size: tokens per block.
+        guard: the ``fork_cow`` guard.
+    """
+
+    def __init__(self, fns: ForkCowFns, block_pool: BlockPool, block_size: int, guard: Guard) -> None:
+        self.fns, self.block_pool, self.block_size, self.guard = fns, block_pool, block_size, guard
+
+    def _fail(self, invariant: str, table: list[int], seq: Any = None) -> ComponentError:
+        got = getattr(seq, "block_table", None)
+        counts = {b: self.block_pool.blocks[b].ref_cnt for b in table}
+        return self.guard.fail(invariant, detail=f"table {table} -> {got}; ref_cnt {counts}")
+
+    def _blocks(self, ids: Any, table: list[int]) -> list[KVCacheBlock]:
+        n = self.block_pool.num_gpu_blocks
+        if not isinstance(ids, list) or not all(isinstance(b, int) and 0 <= b < n for b in ids):
+            raise self._fail(f"the block table became {ids!r}, not a list of block ids", table)
+        return [self.block_pool.blocks[b] for b in ids]
+
+    def fork(self, parent_id: str, table: list[KVCacheBlock], num_tokens: int, child_id: str) -> list[KVCacheBlock]:
+        """Lab 03's ``fork`` on the parent's table; returns the child's table."""
+        ids = [b.block_id for b in table]
+        refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
+        parent = self.fns.seq(parent_id, list(ids), num_tokens)
+        child = self.guard.call(self.fns.fork, self.fns.pool_view(self.block_pool, self.block_size), parent, child_id)
+        if parent.block_table != ids or parent.num_tokens != num_tokens:
+            raise self._fail("fork changed the parent (its table or length)", ids, parent)
+        if getattr(child, "block_table", None) is parent.block_table:
+            raise self._fail("the child shares the parent's block-table list (give it its own list)", ids, child)
+        if getattr(child, "block_table", None) != ids or getattr(child, "num_tokens", None) != num_tokens:
+            raise self._fail(f"the child {child!r} does not have the parent's table and length", ids, child)
+        if self.block_pool.get_num_free_blocks() != free:
+            raise self._fail("fork allocated or freed blocks (it must only share)", ids, child)
+        if [b.ref_cnt for b in table] != [r + 1 for r in refs]:
+            raise self._fail("ref counts do not add up: each shared block needs exactly one reference more", ids, child)
+        return self._blocks(child.block_table, ids)
+
+    def append(self, request_id: str, table: list[KVCacheBlock], num_tokens: int) -> tuple[int, int] | None:
+        """Lab 03's ``append_token`` for the token at ``num_tokens``; updates ``table`` in place."""
+        bs, ids = self.block_size, [b.block_id for b in table]
+        starts = num_tokens % bs == 0
+        shared = not starts and table[-1].ref_cnt > 1
+        refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
+        seq = self.fns.seq(request_id, list(ids), num_tokens)
+        pair = self.guard.call(self.fns.append_token, self.fns.pool_view(self.block_pool, bs), seq)
+        new = self._blocks(seq.block_table, ids)
+        keep = len(ids) if starts else len(ids) - 1
+        if [b.block_id for b in new[:keep]] != ids[:keep] or len(new) != keep + 1:
+            raise self._fail("the table lost or changed blocks it must keep", ids, seq)
+        added = [] if (not starts and not shared) else [new[-1]]
+        if new[-1].ref_cnt != 1:
+            raise self._fail(
+                f"block {new[-1].block_id} is written while shared (ref_cnt {new[-1].ref_cnt} after append)", ids, seq
+            )
+        want_pair = (ids[-1], new[-1].block_id) if shared else None
+        if (tuple(pair) if isinstance(pair, (tuple, list)) else pair) != want_pair:
+            raise self._fail(
+                f"it returned the copy {pair!r}, expected {want_pair!r} (src = the shared block, dst = its copy)",
+                ids,
+                seq,
+            )
+        expect_refs = refs[:-1] + [refs[-1] - 1] if shared else refs
+        if [b.ref_cnt for b in table] != expect_refs or self.block_pool.get_num_free_blocks() != free - len(added):
+            raise self._fail(
+                "ref counts do not add up (a reference leaked, or a block was allocated and not used)", ids, seq
+            )
+        table[:] = new
+        return want_pair
+
+
 class LearnerStepScheduler(Scheduler):
     """The engine's scheduler with a learner's :class:`ScheduleStepFn` as its step.
 
@@ -783,6 +1096,12 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
     if mine("schedule_step") is not None:
         scheduler_cls = LearnerStepScheduler
         sched_kwargs = {"step_fn": mine("schedule_step"), "guard": g("schedule_step")}
+    if mine("radix") is not None:
+        radix_ops, radix_guard = mine("radix"), g("radix")
+        kv_kwargs["radix_tree_factory"] = lambda page_size: GuardedRadixTree(radix_ops, page_size, radix_guard)
+    if mine("fork_cow") is not None:
+        cow_fns, cow_guard = mine("fork_cow"), g("fork_cow")
+        kv_kwargs["fork_cow_factory"] = lambda pool, bs: GuardedForkCow(cow_fns, pool, bs, cow_guard)
     pv, sm, kt, pr = mine("pick_victim"), mine("slot_mapping"), mine("kv_tile_load"), mine("preempt_retry")
     return EngineParts(
         kv_kwargs,

@@ -41,6 +41,7 @@ from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+    from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 
@@ -120,6 +121,15 @@ def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
         raise InvalidRequestError(
             f"seed={params.seed} (n={params.n}) is outside the range torch's random generator accepts: {e}"
         ) from None
+
+
+def _try_reset_prefix_cache(kv: KVCacheManager) -> bool:
+    """``kv.reset_prefix_cache()``, False when it raises (a plugged-in radix ``evict`` may, mid-recovery)."""
+    try:
+        return kv.reset_prefix_cache()
+    except Exception as e:  # noqa: BLE001 - recovery never raises; the caller rebuilds the pools
+        logger.debug("resetting the prefix cache after a failed step: %r", e)
+        return False
 
 
 _StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
@@ -718,8 +728,9 @@ class LLMEngine:
         self._member_group.clear()
         self._gens.clear()
         kv.take_pending_copies()
-        if kv.req_to_blocks or kv.req_to_cpu_blocks or not kv.reset_prefix_cache():
-            # Only an interrupt inside a block-pool primitive gets here: start from fresh pools.
+        if kv.req_to_blocks or kv.req_to_cpu_blocks or not _try_reset_prefix_cache(kv):
+            # An interrupt inside a block-pool primitive, or a learner's radix part that broke, gets
+            # here: start from fresh pools.
             logger.warning("rebuilding the KV block pools after a step failed mid-allocation")
             cc = self.cache_config
             type(kv).__init__(

@@ -15,8 +15,12 @@ the step and the invariant (with a picture where one exists) and the engine goes
 
 Bridging (exercise signature -> slot interface): ``04.schedule_step`` takes no budget, so its slot
 call drops the budget arguments; ``07.get_computed_blocks`` takes the request and the block pool, so
-its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``; every
-other exercise matches its slot's interface as is. A new
+its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``; lab 03's
+``fork`` / ``append_token`` and lab 07's ``match_prefix`` / ``insert`` / ``evict`` each fill part of one
+slot (``ForkCowFns``, ``RadixOps``: the reference fills the rest, a later passing function replaces
+it) and run on the learner kit's ``RefCountedPool`` view of the engine's pool / ``TreeNode`` tree
+(``GuardedForkCow``, ``GuardedRadixTree`` in ``components``); every other exercise matches its
+slot's interface as is. A new
 exercise plugs in by adding a line to ``BRIDGES`` (its slot's interface is in ``components``).
 """
 
@@ -29,7 +33,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from pagedlab.engine.components import SLOTS, Components, PrefixLookupFn, ScheduleStepFn
+from pagedlab.engine.components import SLOTS, Components, ForkCowFns, PrefixLookupFn, RadixOps, ScheduleStepFn
 from pagedlab.grading import registry
 from pagedlab.grading.checking import passed_check
 
@@ -91,6 +95,35 @@ def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
     return lookup
 
 
+def _radix_bridge(name: str) -> Callable[[Any], RadixOps]:
+    """Lab 07's ``name`` (``match_prefix`` / ``insert`` / ``evict``) as the ``radix`` slot: the other two
+    functions are the references (a later passing one replaces its reference, ``RadixOps.merge``);
+    the tree is the learner kit's ``TreeNode`` (``new_tree``, ``lock``, ``unlock``)."""
+
+    def bridge(fn: Callable[..., Any]) -> RadixOps:
+        from pagedlab.grading import kit
+
+        ref = {n: registry.get(f"07.{n}").get_reference() for n in ("match_prefix", "insert", "evict")}
+        ops = RadixOps(**ref, new_tree=kit.new_tree, lock=kit.lock, unlock=kit.unlock)
+        return replace(ops, **{name: fn}, yours=frozenset({name}))
+
+    return bridge
+
+
+def _fork_cow_bridge(name: str) -> Callable[[Any], ForkCowFns]:
+    """Lab 03's ``name`` (``fork`` / ``append_token``) as the ``fork_cow`` slot, the other function the
+    reference; the pool is a ``RefCountedPool`` view of the engine's block pool, tables are ``Seq``s."""
+
+    def bridge(fn: Callable[..., Any]) -> ForkCowFns:
+        from pagedlab.grading import kit
+
+        ref = {n: registry.get(f"03.{n}").get_reference() for n in ("fork", "append_token")}
+        fns = ForkCowFns(**ref, pool_view=kit.RefCountedPool.over, seq=kit.Seq)
+        return replace(fns, **{name: fn}, yours=frozenset({name}))
+
+    return bridge
+
+
 #: exercise id -> (slot, bridge from the learner's object to the slot's implementation).
 BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "02.free_queue": ("free_queue", _same),
@@ -100,6 +133,11 @@ BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "06.pick_victim": ("pick_victim", _same),
     "07.get_computed_blocks": ("prefix_lookup", _get_computed_blocks_bridge),
     "08.load_kv_tile": ("kv_tile_load", _same),
+    "03.fork": ("fork_cow", _fork_cow_bridge("fork")),
+    "03.append_token": ("fork_cow", _fork_cow_bridge("append_token")),
+    "07.match_prefix": ("radix", _radix_bridge("match_prefix")),
+    "07.insert": ("radix", _radix_bridge("insert")),
+    "07.evict": ("radix", _radix_bridge("evict")),
 }
 
 
@@ -119,6 +157,22 @@ def _status(exercise_id: str, obj: Any) -> str:
     return "passed" if passed else f"your {ex.name} does not pass check({ex.name}) yet"
 
 
+def _mergeable(impl: Any) -> bool:
+    """A slot filled by several exercises (``RadixOps``, ``ForkCowFns``)."""
+    return isinstance(impl, RadixOps | ForkCowFns)
+
+
+def _note(impl: RadixOps | ForkCowFns) -> str:
+    """ "your insert, match_prefix; reference evict" for a slot filled by several exercises."""
+    names = ("match_prefix", "insert", "evict") if isinstance(impl, RadixOps) else ("fork", "append_token")
+    others = [n for n in names if n not in impl.yours]
+    return (
+        "your "
+        + ", ".join(n for n in names if n in impl.yours)
+        + (f"; reference {', '.join(others)}" if others else "")
+    )
+
+
 def learner_components(namespace: dict[str, Any], only: str | None = None) -> tuple[Components, list[str]]:
     """The components built from ``namespace`` (a notebook's globals), and one note per part not plugged.
 
@@ -126,28 +180,42 @@ def learner_components(namespace: dict[str, Any], only: str | None = None) -> tu
         namespace: where the learner's objects live, by their exercise names.
         only: an exercise id: consider only that exercise (``serve_with``).
     """
-    comps, notes = Components.kit(), []
+    comps = Components.kit()
+    missing: list[tuple[str, str, str]] = []
     known = {ex.id for ex in registry.all_exercises()}
     done: set[str] = set()
     for eid, (slot, bridge) in BRIDGES.items():
-        if eid not in known or slot in done or (only is not None and eid != only):
+        impl = comps.parts[slot].impl
+        if eid not in known or (slot in done and not _mergeable(impl)) or (only is not None and eid != only):
             continue
         ex = registry.get(eid)
         status = _status(eid, namespace.get(ex.name))
         if status == "passed":
-            comps = comps.plug(slot, bridge(namespace[ex.name]), note=f"your {ex.name}")
+            new = bridge(namespace[ex.name])
+            new = impl.merge(new) if slot in done else new
+            comps = comps.plug(slot, new, note=_note(new) if _mergeable(new) else f"your {ex.name}")
             done.add(slot)
         elif ex.name in namespace or only is not None:
-            notes.append(f"{slot}: kit's part, because {status}")
+            missing.append((slot, ex.name, status))
+    # In a slot that other functions of yours fill, the one not plugged is the reference's.
+    notes = []
+    for slot, name, status in missing:
+        whose = f"the reference {name}" if comps.is_yours(slot) else "kit's part"
+        notes.append(f"{slot}: {whose}, because {status}")
     return comps, notes
 
 
 def render_component_state(slot: str, state: dict[str, Any]) -> str:
-    """An SVG of the state a guard reports (the free queue; "" for slots without a picture)."""
+    """An SVG of the state a guard reports (the free queue, the radix tree; "" for slots without a picture)."""
     from pagedlab.viz.pictures import render_queue_rows
 
     if slot == "free_queue" and "free_queue" in state:
         return render_queue_rows([("free queue", state["free_queue"], None)], title=f"free queue ({slot})")
+    if slot == "radix" and "root" in state:
+        from pagedlab.grading.exercises.lab07 import tree_state
+        from pagedlab.viz import render_radix_tree
+
+        return render_radix_tree({"root": tree_state(state["root"])}, title="the engine's radix tree (radix)")
     return ""
 
 
@@ -158,6 +226,7 @@ SERVE_SETTINGS: dict[str, dict[str, Any]] = {
     "pick_victim": {"num_gpu_blocks": 6},
     "preempt_retry": {"num_gpu_blocks": 6},
     "prefix_lookup": {"enable_prefix_caching": True},
+    "radix": {"enable_prefix_caching": True, "prefix_cache": "radix", "num_gpu_blocks": 4},  # a 4-block pool evicts
 }
 
 
@@ -204,18 +273,20 @@ class Comparison:
 _KIT_OUTPUTS: dict[tuple[Any, ...], list[list[int]]] = {}
 
 
-def _generate(llm: Any, prompts: list[str], max_tokens: int) -> list[list[int]]:
+def _generate(llm: Any, prompts: list[str], max_tokens: int, n: int = 1) -> list[list[int]]:
+    """Greedy tokens per prompt (with ``n > 1``, its completions' tokens one after the other)."""
     from pagedlab import SamplingParams
 
     chats = [{"prompt_token_ids": llm.apply_chat_template([{"role": "user", "content": p}])} for p in prompts]
-    outs = llm.generate(chats, SamplingParams(temperature=0, max_tokens=max_tokens))
-    return [list(o.outputs[0].token_ids) for o in outs]
+    outs = llm.generate(chats, SamplingParams(n=n, temperature=0, max_tokens=max_tokens))
+    return [[t for c in o.outputs for t in c.token_ids] for o in outs]
 
 
 def compare_outputs(
-    comps: Components, prompts: list[str] | None = None, max_tokens: int = 8, **llm_kwargs: Any
+    comps: Components, prompts: list[str] | None = None, max_tokens: int = 8, n: int = 1, **llm_kwargs: Any
 ) -> Comparison:
-    """Serve ``prompts`` (greedy, chat user turns) on an engine built from ``comps`` and on the kit's; compare.
+    """Serve ``prompts`` (greedy, chat user turns, ``n`` completions each) on an engine built from ``comps``
+    and on the kit's; compare.
 
     A guard's ``ComponentError`` is caught and kept in ``Comparison.error``.
     """
@@ -224,11 +295,11 @@ def compare_outputs(
 
     prompts = list(prompts or LAB_PROMPTS)
     kw = {**_ENGINE_DEFAULTS, **llm_kwargs}
-    key = (tuple(prompts), max_tokens, tuple(sorted(kw.items())))
+    key = (tuple(prompts), max_tokens, n, tuple(sorted(kw.items())))
     if key not in _KIT_OUTPUTS:
-        _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens)
+        _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens, n)
     try:
-        mine = _generate(LLM(components=comps, **kw), prompts, max_tokens)
+        mine = _generate(LLM(components=comps, **kw), prompts, max_tokens, n)
     except ComponentError as e:
         return Comparison(prompts, [], _KIT_OUTPUTS[key], error=str(e))
     return Comparison(prompts, mine, _KIT_OUTPUTS[key])
@@ -257,7 +328,8 @@ def serve_with(
         print(f"Not served with your {ex.name}: " + (notes[0].split("because ", 1)[-1] if notes else "not plugged"))
         return None
     kw = {**SERVE_SETTINGS.get(slot, {}), **llm_kwargs}
-    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, **kw)
+    n_completions = 2 if slot == "fork_cow" else 1  # a fork happens only for n > 1
+    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, n_completions, **kw)
     n = len(res.prompts)
     if res.error:
         print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")
@@ -290,6 +362,10 @@ def solution_components() -> Components:
     comps = Components.kit()
     known = {ex.id for ex in registry.all_exercises()}
     for eid, (slot, bridge) in BRIDGES.items():
+        impl = comps.parts[slot].impl
         if eid in known and not comps.is_yours(slot):
             comps = comps.plug(slot, bridge(registry.snippet_object(eid)), note=f"solution {eid}")
+        elif eid in known and _mergeable(impl):
+            new = impl.merge(bridge(registry.snippet_object(eid)))
+            comps = comps.plug(slot, new, note=f"{comps.parts[slot].note}, {eid}")
     return comps

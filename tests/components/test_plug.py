@@ -121,3 +121,52 @@ def test_lab07_get_computed_blocks_plugs_into_the_prefix_lookup_slot():
 
     with pytest.raises(ValueError, match="num_computed_tokens"):
         bridge(off_by_a_block)(hashes, pool.get_cached_block, 16, 4)
+
+
+def test_lab07_and_lab03_functions_fill_their_slots_together_the_references_the_rest():
+    """Several exercises fill one slot: each passing function replaces its reference in RadixOps /
+    ForkCowFns; a failing one leaves the reference and is explained."""
+    from tests.components import wrong_parts_07_03 as wrong
+
+    match, insert, append = solution("07.match_prefix"), solution("07.insert"), solution("03.append_token")
+    for fn in (match, insert, append):
+        assert check(fn, show=False).passed
+    assert not check(wrong.evict_ignoring_locks, "07.evict", show=False).passed
+    ns = {"match_prefix": match, "insert": insert, "evict": wrong.evict_ignoring_locks, "append_token": append}
+    comps, notes = learner_components(ns)
+    assert comps.learner_slots == ["fork_cow", "radix"]
+    radix, cow = comps.parts["radix"], comps.parts["fork_cow"]
+    assert (
+        radix.impl.match_prefix is match
+        and radix.impl.insert is insert
+        and radix.impl.yours == {"match_prefix", "insert"}
+    )
+    assert radix.impl.evict is registry.get("07.evict").get_reference()
+    assert radix.note == "your match_prefix, insert; reference evict"
+    assert cow.impl.append_token is append and cow.impl.fork is registry.get("03.fork").get_reference()
+    assert cow.note == "your append_token; reference fork"
+    assert notes == ["radix: the reference evict, because your evict does not pass check(evict) yet"]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("eid", ["07.evict", "03.fork"])
+def test_serve_with_runs_a_radix_or_fork_function_inside_smollm2(eid, capsys):
+    """serve_with picks settings under which the function really runs: a 4-block pool that must evict
+    from the radix tree, n=2 completions that fork; the tokens equal the kit engine's."""
+    calls = []
+    fn = solution(eid)
+
+    def counted(*args):
+        calls.append(eid)
+        return fn(*args)
+
+    counted.__name__ = fn.__name__
+    assert check(counted, eid, show=False).passed
+    calls.clear()
+    res = serve_with(counted, eid)
+    assert res is not None and res.same and not res.error and calls
+    slot = BRIDGES[eid][0]
+    assert f"✅ SmolLM2 served 3 prompts with your {fn.__name__} as the engine's {slot}" in capsys.readouterr().out
+    if eid == "03.fork":
+        half = [len(m) // 2 for m in res.mine]  # one fork per prompt: two identical greedy completions
+        assert len(calls) == 3 and all(m[:h] == m[h:] and h > 0 for m, h in zip(res.mine, half))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.core.radix_cache import RadixCache
 from pagedlab.request import Request
 
 
@@ -42,7 +43,7 @@ def check_manager(m: KVCacheManager) -> None:
     for blocks in m.req_to_blocks.values():
         for bid in {b.block_id for b in blocks}:
             expect[bid] += 1
-    for bid in m._tree_block_ids:
+    for bid in m.prefix.owned_block_ids():
         expect[bid] += 1
     for b in m.block_pool.blocks:
         assert b.ref_cnt == expect[b.block_id], f"block {b.block_id}: ref {b.ref_cnt} != owners {expect[b.block_id]}"
@@ -54,13 +55,15 @@ def check_manager(m: KVCacheManager) -> None:
                 cexp[bid] += 1
         for c in m.cpu_block_pool.blocks:
             assert c.ref_cnt == cexp[c.block_id]
-    if m.use_radix:
+    if m.use_radix and not isinstance(m.radix_cache, RadixCache):
+        check_learner_tree(m)
+    elif m.use_radix:
         rc = m.radix_cache
         assert rc.evictable_size() + rc.protected_size() == rc.total_size()
         assert rc.evictable_size() >= 0 and rc.protected_size() >= 0
         bs = m.block_size
         tree_ids = [s // bs for s in rc.all_values()[::bs]]
-        assert sorted(tree_ids) == sorted(m._tree_block_ids), "tree values != tree-owned blocks"
+        assert sorted(tree_ids) == sorted(m.prefix.owned_block_ids()), "tree values != tree-owned blocks"
         assert len(tree_ids) == len(set(tree_ids)), "a block is in the tree twice"
         locked_ids = set()
         for node in rc.nodes():
@@ -71,7 +74,7 @@ def check_manager(m: KVCacheManager) -> None:
                     assert m.block_pool.blocks[bid].ref_cnt == 1, f"unlocked tree block {bid} shared"
             else:
                 locked_ids.update(ids)
-        for bid in m._tree_block_ids:
+        for bid in m.prefix.owned_block_ids():
             assert m.block_pool.blocks[bid].ref_cnt >= 1
         leaves = sorted(n for n in rc.nodes() if not n.children and n.lock_ref == 0)
         assert rc.evictable_leaves() == leaves, "evictable-leaf set out of date"
@@ -83,3 +86,16 @@ def state_of(m: KVCacheManager):
     snap.pop("prefix_cache_stats")
     snap.pop("step")
     return snap
+
+
+def check_learner_tree(m: KVCacheManager) -> None:
+    """The radix slot's tree (lab 07's TreeNodes, one block id per element): its values are exactly the
+    tree-owned blocks, each once, and an unlocked node's blocks are held by the tree alone."""
+    stack, ids = [m.radix_cache.root], []
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children.values())
+        if node is not m.radix_cache.root:
+            ids += node.value
+            assert node.lock_ref > 0 or all(m.block_pool.blocks[b].ref_cnt == 1 for b in node.value)
+    assert sorted(ids) == m.prefix.owned_block_ids(), "tree values != tree-owned blocks"

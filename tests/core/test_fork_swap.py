@@ -124,7 +124,7 @@ def test_free_parent_before_child_and_vice_versa(kw):
             m.free(r)
             check_manager(m)
         assert not m.req_to_blocks
-        assert all(b.ref_cnt == (1 if b.block_id in m._tree_block_ids else 0) for b in m.block_pool.blocks)
+        assert all(b.ref_cnt == (1 if b.block_id in m.prefix.owned_block_ids() else 0) for b in m.block_pool.blocks)
 
 
 def test_forking_bad_requests_is_an_error_and_changes_nothing():

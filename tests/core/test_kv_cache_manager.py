@@ -116,7 +116,7 @@ def test_decode_grows_table_only_at_block_boundary_and_publishes_full_blocks():
         assert m.allocate_slots(a, 1) is not None
         a.num_computed_tokens += 1
     assert len(m.get_block_ids("a")) == 3  # 9 tokens in cache -> 3 blocks
-    assert m.num_cached_block["a"] == 2
+    assert m.prefix.num_cached_block["a"] == 2
     check_manager(m)
 
 

@@ -175,7 +175,7 @@ def test_B10_fork_cow_free_returns_every_ref_to_zero_once(cache):
     for r in [kids[0], p, kids[1], extra]:
         m.free(r)
         check_manager(m)
-    tree = m._tree_block_ids
+    tree = m.prefix.owned_block_ids()
     assert all(b.ref_cnt == (1 if b.block_id in tree else 0) for b in m.block_pool.blocks)
     queue = m.snapshot()["free_queue"]
     assert len(queue) == len(set(queue)) == 12 - len(tree)
@@ -220,7 +220,7 @@ def test_B14_abort_mid_chunked_prefill_leaves_no_dangling_cache_reference(cache)
     check_manager(m)
     free_ids = set(m.snapshot()["free_queue"])
     if cache == "radix":
-        assert not free_ids & set(m._tree_block_ids)  # never both free and referenced by the tree
+        assert not free_ids & set(m.prefix.owned_block_ids())  # never both free and referenced by the tree
     again = make_request(m, "again", range(30))
     hits, n = m.get_computed_blocks(again)
     assert n <= 8  # only blocks whose KV chunk 1 computed (2 full blocks)
@@ -254,5 +254,5 @@ def test_B16_radix_deduplicates_identical_prompts_on_insert():
     schedule(m, b)
     for r in (a, b):
         m.free(r)
-    assert m.radix_cache.total_size() == 8 and len(m._tree_block_ids) == 2
+    assert m.radix_cache.total_size() == 8 and len(m.prefix.owned_block_ids()) == 2
     check_manager(m)
