@@ -100,22 +100,63 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print only the summary")
 
 
+def _sampling_params(args: argparse.Namespace, path: Any, lines: list[tuple[int, dict[str, Any]]]) -> list[Any]:
+    """One ``SamplingParams`` per prompt line, every setting checked before the model loads.
+
+    Raises:
+        InvalidRequestError: a setting is invalid; the message starts with ``file:line``.
+    """
+    from pagedlab import SamplingParams
+
+    params = []
+    for lineno, r in lines:
+        try:
+            max_tokens = args.max_tokens or r.get("max_tokens", 64)
+            params.append(SamplingParams(temperature=args.temperature, seed=args.seed, max_tokens=max_tokens))
+        except InvalidRequestError as e:
+            raise InvalidRequestError(f"{path}:{lineno}: {e}") from None
+    return params
+
+
+def _print_answers(rows: list[dict[str, Any]], outputs: list[Any]) -> None:
+    """Each prompt's question (first line) and the generated answer."""
+    for r, o in zip(rows, outputs):
+        question = r["messages"][-1]["content"] if "messages" in r else r["prompt"]
+        print(f"\n[{r.get('id', o.request_id)}] {question.splitlines()[0][:90]}")
+        print("  -> " + o.outputs[0].text.strip().replace("\n", "\n     "))
+
+
+def _print_summary(engine: Any, outputs: list[Any], load_s: float, wall: float) -> None:
+    """Token counts, throughput, median TTFT, peak KV blocks and batch size of one ``generate`` call."""
+    stats = engine.step_stats
+    n_prompt = sum(len(o.prompt_token_ids) for o in outputs)
+    n_gen = sum(len(o.outputs[0].token_ids) for o in outputs)
+    peak = max(s.kv_blocks_used for s in stats)
+    ttft = [o.pagedlab_metrics.ttft for o in outputs]
+    cache = engine.cache_config
+    print("\n=== pagedlab generate: summary ===")
+    print(f"requests            {len(outputs)}")
+    print(f"prompt tokens       {n_prompt}")
+    print(f"generated tokens    {n_gen}")
+    print(f"model load          {load_s:.1f} s")
+    print(f"wall time           {wall:.1f} s")
+    print(f"throughput          {n_gen / wall:.1f} generated tok/s, {(n_prompt + n_gen) / wall:.1f} total tok/s")
+    print(f"median TTFT         {statistics.median(ttft):.2f} s")
+    print(
+        f"peak KV blocks      {peak} of {cache.num_gpu_blocks} "
+        f"(block_size {cache.block_size}, {100 * peak / cache.num_gpu_blocks:.0f}%)"
+    )
+    print(f"steps               {len(stats)}")
+    print(f"mean batch size     {statistics.mean(len(s.scheduled) for s in stats):.1f} requests/step")
+
+
 def main(args: argparse.Namespace) -> int:
-    from pagedlab import LLM, SamplingParams
+    from pagedlab import LLM
 
     path = args.prompts or default_prompts()
     lines = _read_prompt_lines(path)[: args.limit]
     rows = [row for _, row in lines]
-    params = []
-    for lineno, r in lines:  # every setting checked before the model loads
-        try:
-            params.append(
-                SamplingParams(
-                    temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens or r.get("max_tokens", 64)
-                )
-            )
-        except InvalidRequestError as e:
-            raise InvalidRequestError(f"{path}:{lineno}: {e}") from None
+    params = _sampling_params(args, path, lines)
     t_load = time.perf_counter()
     llm = LLM(
         args.model,
@@ -127,38 +168,19 @@ def main(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     load_s = time.perf_counter() - t_load
-    prompts = []
-    for r in rows:
-        ids = (
-            llm.apply_chat_template(r["messages"]) if "messages" in r else llm.get_tokenizer()(r["prompt"])["input_ids"]
-        )
-        prompts.append({"prompt_token_ids": ids})
-    engine = llm.llm_engine
+    tokenize = llm.get_tokenizer()
+    prompts = [
+        {
+            "prompt_token_ids": llm.apply_chat_template(r["messages"])
+            if "messages" in r
+            else tokenize(r["prompt"])["input_ids"]
+        }
+        for r in rows
+    ]
     t0 = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=not args.quiet)
     wall = time.perf_counter() - t0
     if not args.quiet:
-        for r, o in zip(rows, outputs):
-            question = r["messages"][-1]["content"] if "messages" in r else r["prompt"]
-            print(f"\n[{r.get('id', o.request_id)}] {question.splitlines()[0][:90]}")
-            print("  -> " + o.outputs[0].text.strip().replace("\n", "\n     "))
-    stats = engine.step_stats
-    n_prompt = sum(len(o.prompt_token_ids) for o in outputs)
-    n_gen = sum(len(o.outputs[0].token_ids) for o in outputs)
-    peak = max(s.kv_blocks_used for s in stats)
-    ttft = [o.pagedlab_metrics.ttft for o in outputs]
-    print("\n=== pagedlab generate: summary ===")
-    print(f"requests            {len(outputs)}")
-    print(f"prompt tokens       {n_prompt}")
-    print(f"generated tokens    {n_gen}")
-    print(f"model load          {load_s:.1f} s")
-    print(f"wall time           {wall:.1f} s")
-    print(f"throughput          {n_gen / wall:.1f} generated tok/s, {(n_prompt + n_gen) / wall:.1f} total tok/s")
-    print(f"median TTFT         {statistics.median(ttft):.2f} s")
-    print(
-        f"peak KV blocks      {peak} of {engine.cache_config.num_gpu_blocks} "
-        f"(block_size {engine.cache_config.block_size}, {100 * peak / engine.cache_config.num_gpu_blocks:.0f}%)"
-    )
-    print(f"steps               {len(stats)}")
-    print(f"mean batch size     {statistics.mean(len(s.scheduled) for s in stats):.1f} requests/step")
+        _print_answers(rows, outputs)
+    _print_summary(llm.llm_engine, outputs, load_s, wall)
     return 0

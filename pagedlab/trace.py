@@ -104,69 +104,79 @@ class _PoolState:
         self.cpu: dict[int, dict[str, Any]] = {}
 
     def apply(self, ev: dict[str, Any]) -> None:
-        kind = ev["kind"]
-        ids = ev.get("block_ids", ())
-        owner = ev.get("owner")
-        if kind == "alloc":
-            for b in ids:
-                self.queue.pop(b, None)
-                self.ref[b] = 1
-                self.owners[b] = [owner] if owner is not None else []
-        elif kind == "touch":
-            for b in ids:
-                self.queue.pop(b, None)
-                self.ref[b] += 1
-                if owner is not None:
-                    self.owners[b].append(owner)
-        elif kind == "free":
-            for b in ids:
-                self.ref[b] -= 1
-                if owner in self.owners[b]:
-                    self.owners[b].remove(owner)
-                if self.ref[b] == 0:
-                    self.queue[b] = None
-            for c in ev.get("cpu_block_ids", ()):  # a swapped-out request was freed
-                entry = self.cpu[c]
-                entry["ref_cnt"] -= 1
-                if owner in entry["owners"]:
-                    entry["owners"].remove(owner)
-                if entry["ref_cnt"] == 0:
-                    del self.cpu[c]
-        elif kind == "fork":
-            for b in ids:
-                self.ref[b] += 1
-                self.owners[b].append(ev["child"])
-        elif kind == "cache":
-            hexes = ev.get("block_hashes") or [None] * len(ids)
-            for b, hx in zip(ids, hexes, strict=True):
-                self.hashed[b] = True
-                self.hash_hex[b] = hx
-                src = ev.get("from_owner")
-                if src is not None:  # ownership handed from a request to the radix tree
-                    if src in self.owners[b]:
-                        self.owners[b].remove(src)
-                    self.owners[b].append(owner)
-        elif kind == "evict":
-            for b in ids:
-                self.hashed[b] = False
-                self.hash_hex[b] = None
-        elif kind == "swap_out":
-            for cb in ev["cpu_blocks"]:
-                self.cpu[cb["block_id"]] = {
-                    "block_id": cb["block_id"],
-                    "ref_cnt": cb["ref_cnt"],
-                    "owners": list(cb["owners"]),
-                }
-        elif kind == "swap_in":
-            # Each swapped-in request drops its reference on the CPU copy; others may keep it.
-            for cpu_id, _ in ev["mapping"]:
-                entry = self.cpu[cpu_id]
-                for rid in ev["request_ids"]:
-                    if rid in entry["owners"]:
-                        entry["owners"].remove(rid)
-                        entry["ref_cnt"] -= 1
-                if entry["ref_cnt"] == 0:
-                    del self.cpu[cpu_id]
+        """Replay one trace event onto the pool picture (an unknown kind changes nothing)."""
+        handler = getattr(self, "_on_" + ev["kind"], None)
+        if handler is not None:
+            handler(ev, ev.get("block_ids", ()), ev.get("owner"))
+
+    def _on_alloc(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        for b in ids:
+            self.queue.pop(b, None)
+            self.ref[b] = 1
+            self.owners[b] = [owner] if owner is not None else []
+
+    def _on_touch(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        for b in ids:
+            self.queue.pop(b, None)
+            self.ref[b] += 1
+            if owner is not None:
+                self.owners[b].append(owner)
+
+    def _on_free(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        for b in ids:
+            self.ref[b] -= 1
+            if owner in self.owners[b]:
+                self.owners[b].remove(owner)
+            if self.ref[b] == 0:
+                self.queue[b] = None
+        for c in ev.get("cpu_block_ids", ()):  # a swapped-out request was freed
+            entry = self.cpu[c]
+            entry["ref_cnt"] -= 1
+            if owner in entry["owners"]:
+                entry["owners"].remove(owner)
+            if entry["ref_cnt"] == 0:
+                del self.cpu[c]
+
+    def _on_fork(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        for b in ids:
+            self.ref[b] += 1
+            self.owners[b].append(ev["child"])
+
+    def _on_cache(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        ids = list(ids)
+        hexes = ev.get("block_hashes") or [None] * len(ids)
+        src = ev.get("from_owner")
+        for b, hx in zip(ids, hexes, strict=True):
+            self.hashed[b] = True
+            self.hash_hex[b] = hx
+            if src is not None:  # ownership handed from a request to the radix tree
+                if src in self.owners[b]:
+                    self.owners[b].remove(src)
+                self.owners[b].append(owner)
+
+    def _on_evict(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        for b in ids:
+            self.hashed[b] = False
+            self.hash_hex[b] = None
+
+    def _on_swap_out(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        for cb in ev["cpu_blocks"]:
+            self.cpu[cb["block_id"]] = {
+                "block_id": cb["block_id"],
+                "ref_cnt": cb["ref_cnt"],
+                "owners": list(cb["owners"]),
+            }
+
+    def _on_swap_in(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        # Each swapped-in request drops its reference on the CPU copy; others may keep it.
+        for cpu_id, _ in ev["mapping"]:
+            entry = self.cpu[cpu_id]
+            for rid in ev["request_ids"]:
+                if rid in entry["owners"]:
+                    entry["owners"].remove(rid)
+                    entry["ref_cnt"] -= 1
+            if entry["ref_cnt"] == 0:
+                del self.cpu[cpu_id]
 
     def freeze(self, step: int) -> dict[str, Any]:
         return {

@@ -335,6 +335,9 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """Pick this step's requests and token counts; allocate their KV slots.
 
+        Three phases share one token budget, in vLLM's order (v1 ``Scheduler.schedule``; swap as v0):
+        running requests, then swapped fork groups, then waiting requests.
+
         Returns:
             A ``SchedulerOutput``; ``num_computed_tokens`` of every scheduled request is
             already advanced by its token count.
@@ -342,11 +345,16 @@ class Scheduler:
         out = SchedulerOutput(step=self.step_count)
         if self.tracer is not None:
             self.tracer.step = self.step_count
-        kv = self.kv_cache_manager
-        budget = self.config.max_num_batched_tokens
         scheduled: dict[str, ScheduledRequest] = {}
+        budget = self._schedule_running(out, scheduled, self.config.max_num_batched_tokens)
+        budget = self._schedule_swapped(out, scheduled, budget)
+        budget = self._schedule_waiting(out, scheduled, budget)
+        return self._finish_schedule(out, list(scheduled.values()), budget)
 
-        # 1. Running requests.
+    def _schedule_running(self, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest], budget: int) -> int:
+        """Phase 1: each running request, in order, gets its missing tokens (clipped to the budget);
+        when its slots do not fit, preempt victims and retry. Returns the budget left."""
+        kv = self.kv_cache_manager
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
@@ -366,13 +374,16 @@ class Scheduler:
             scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
             budget -= n
             i = self.running.index(req) + 1
+        return budget
 
-        # 2. Swapped fork groups come back whole (vLLM v0), only if nobody was preempted this step.
+    def _schedule_swapped(self, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest], budget: int) -> int:
+        """Phase 2: swapped fork groups come back whole (vLLM v0), only if nobody was preempted this
+        step and the group fits in seats and blocks. Returns the budget left."""
+        kv = self.kv_cache_manager
         while not out.preempted and self.swapped and budget > 0:
             group = [m for m in self.get_fork_group(self.swapped[0]) if m.status == RequestStatus.SWAPPED]
-            if self._seats_taken(self.running) + self._seats_taken(
-                group
-            ) > self.config.max_num_seqs or not kv.can_swap_in(group):
+            seats = self._seats_taken(self.running) + self._seats_taken(group)
+            if seats > self.config.max_num_seqs or not kv.can_swap_in(group):
                 break
             out.add_moves("copy", kv.take_pending_copies())
             out.add_moves("swap_in", kv.swap_in(group))
@@ -385,8 +396,11 @@ class Scheduler:
                 if n > 0 and kv.allocate_slots(req, n) is not None:
                     scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
                     budget -= n
+        return budget
 
-        # 3. Waiting requests: only if nothing was preempted and nothing waits to swap in.
+    def _schedule_waiting(self, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest], budget: int) -> int:
+        """Phase 3: admit waiting requests in strict head-of-line order, only if nothing was
+        preempted and nothing waits to swap in. Returns the budget left."""
         while (
             self._admits_waiting()
             and not out.preempted
@@ -403,8 +417,7 @@ class Scheduler:
                 break  # strict head-of-line order
             scheduled[s.request.request_id] = s
             budget -= s.num_tokens
-
-        return self._finish_schedule(out, list(scheduled.values()), budget)
+        return budget
 
     def _seats(self, req: Request) -> int:
         """Seats ``req`` takes under ``max_num_seqs``: ``n`` for a request that will fork into its

@@ -301,6 +301,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _writable_dir(out_dir: str) -> Path:
+    """``out_dir`` created if need be and checked writable, so a long replay never ends in an OSError.
+
+    Raises:
+        ConfigError: it is a file, lies under one, or cannot be written (read-only, no permission).
+    """
+    from pagedlab.errors import ConfigError
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".pagedlab_write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"--out {out_dir}: cannot write the results there ({e.strerror or e})") from None
+    return out
+
+
 def _write_csv(path: Path, rows) -> None:
     if not rows:
         path.write_text("")
@@ -313,74 +332,84 @@ def _write_csv(path: Path, rows) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, ReplayResult]:
     """Do what ``pagedlab replay`` does and return the results by scheduling name."""
-    from pagedlab.config import SchedulerConfig
-    from pagedlab.errors import ConfigError
-    from pagedlab.sim.hardware import get_gpu
-    from pagedlab.sim.models import get_model
-    from pagedlab.sim.simulator import gpu_cache_config, simulate
-
     limit = args.limit if args.limit is not None else (500 if args.mode == "sim" else 16)
     path = resolve_trace(args.trace)
     requests = load_trace(path, limit=limit, start=args.start)
     if not requests:
         raise TraceFormatError(f"{path}: no requests in the slice start={args.start} limit={limit}")
     kinds = ["static", "continuous"] if args.scheduling == "both" else [args.scheduling]
-    results: dict[str, ReplayResult] = {}
     if args.mode == "sim":
-        try:
-            model, gpu = get_model(args.model), get_gpu(args.gpu)
-        except KeyError as e:
-            raise ConfigError(e.args[0]) from None
-        requests = scale_for_cpu(requests, max_prompt=10**9, max_output=10**9, time_scale=args.time_scale)
-        try:
-            cc = gpu_cache_config(
-                model,
-                gpu,
-                args.block_size,
-                args.gpu_memory_utilization,
-                enable_prefix_caching=args.enable_prefix_caching,
-            )
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        if args.num_gpu_blocks is not None:
-            cc = dataclasses.replace(cc, num_gpu_blocks=args.num_gpu_blocks)
-        longest = max(r.prompt_len + r.output_len for r in requests)
-        sc = SchedulerConfig(
-            max_num_seqs=args.max_num_seqs or 256,
-            max_num_batched_tokens=args.max_num_batched_tokens or 8192,
-            max_model_len=max(longest, 1),
-            long_prefill_token_threshold=args.long_prefill_token_threshold,
-            preemption_mode=args.preemption_mode,
-        )
-        for k in kinds:
-            results[k] = simulate(
-                requests, sc, cc, model, gpu, scheduling=k, seed=args.seed, progress=not args.no_progress
-            )
-    else:
-        from pagedlab.engine.llm_engine import LLMEngine
+        return _run_sim(args, requests, kinds)
+    return _run_engine(args, requests, kinds)
 
-        requests = scale_for_cpu(
-            requests, max_prompt=args.max_prompt, max_output=args.max_output, time_scale=args.time_scale
+
+def _run_sim(args: argparse.Namespace, requests: list[TraceRequest], kinds: list[str]) -> dict[str, ReplayResult]:
+    """The trace in the simulator on the chosen model and GPU (``--mode sim``)."""
+    from pagedlab.config import SchedulerConfig
+    from pagedlab.errors import ConfigError
+    from pagedlab.sim.hardware import get_gpu
+    from pagedlab.sim.models import get_model
+    from pagedlab.sim.simulator import gpu_cache_config, simulate
+
+    try:
+        model, gpu = get_model(args.model), get_gpu(args.gpu)
+    except KeyError as e:
+        raise ConfigError(e.args[0]) from None
+    requests = scale_for_cpu(requests, max_prompt=10**9, max_output=10**9, time_scale=args.time_scale)
+    try:
+        cc = gpu_cache_config(
+            model, gpu, args.block_size, args.gpu_memory_utilization, enable_prefix_caching=args.enable_prefix_caching
         )
-        kw = dict(
-            block_size=args.block_size,
-            num_gpu_blocks=args.num_gpu_blocks or 512,
-            max_num_seqs=args.max_num_seqs or 32,
-            max_num_batched_tokens=args.max_num_batched_tokens or 512,
-            long_prefill_token_threshold=args.long_prefill_token_threshold,
-            enable_prefix_caching=args.enable_prefix_caching,
-            preemption_mode=args.preemption_mode,
-            num_cpu_blocks=(args.num_gpu_blocks or 512) if args.preemption_mode == "swap" else 0,
-            seed=args.seed,
-        )
-        for k in kinds:
-            engine = LLMEngine(scheduling=k, **kw)
-            results[k] = replay_on_engine(None, requests, engine=engine, seed=args.seed, progress=not args.no_progress)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if args.num_gpu_blocks is not None:
+        cc = dataclasses.replace(cc, num_gpu_blocks=args.num_gpu_blocks)
+    longest = max(r.prompt_len + r.output_len for r in requests)
+    sc = SchedulerConfig(
+        max_num_seqs=args.max_num_seqs or 256,
+        max_num_batched_tokens=args.max_num_batched_tokens or 8192,
+        max_model_len=max(longest, 1),
+        long_prefill_token_threshold=args.long_prefill_token_threshold,
+        preemption_mode=args.preemption_mode,
+    )
+    progress = not args.no_progress
+    return {k: simulate(requests, sc, cc, model, gpu, scheduling=k, seed=args.seed, progress=progress) for k in kinds}
+
+
+def _run_engine(args: argparse.Namespace, requests: list[TraceRequest], kinds: list[str]) -> dict[str, ReplayResult]:
+    """The trace, scaled down for a CPU, on the real engine serving SmolLM2 (``--mode engine``)."""
+    from pagedlab.engine.llm_engine import LLMEngine
+
+    requests = scale_for_cpu(
+        requests, max_prompt=args.max_prompt, max_output=args.max_output, time_scale=args.time_scale
+    )
+    num_gpu_blocks = args.num_gpu_blocks or 512
+    kw = dict(
+        block_size=args.block_size,
+        num_gpu_blocks=num_gpu_blocks,
+        max_num_seqs=args.max_num_seqs or 32,
+        max_num_batched_tokens=args.max_num_batched_tokens or 512,
+        long_prefill_token_threshold=args.long_prefill_token_threshold,
+        enable_prefix_caching=args.enable_prefix_caching,
+        preemption_mode=args.preemption_mode,
+        num_cpu_blocks=num_gpu_blocks if args.preemption_mode == "swap" else 0,
+        seed=args.seed,
+    )
+    results: dict[str, ReplayResult] = {}
+    for k in kinds:
+        engine = LLMEngine(scheduling=k, **kw)
+        results[k] = replay_on_engine(None, requests, engine=engine, seed=args.seed, progress=not args.no_progress)
     return results
 
 
 def main(args: argparse.Namespace) -> int:
-    """``pagedlab replay``: replay, print a summary table, optionally write CSV/JSON/PNG."""
+    """``pagedlab replay``: replay, print a summary table, optionally write CSV/JSON/PNG.
+
+    Raises:
+        ConfigError: ``--out`` names a place that cannot hold the results (checked before the replay).
+    """
+    out_dir = args.out or ("replay_results" if args.plot else None)
+    out = _writable_dir(out_dir) if out_dir else None
     results = run(args)
     first = next(iter(results.values()))
     cfg = first.config
@@ -395,10 +424,7 @@ def main(args: argparse.Namespace) -> int:
                 f"  {name}: {len(res.rejected)} request(s) rejected, e.g. #{res.rejected[0][0]}: {res.rejected[0][1]}"
             )
     print(compare(results))
-    out_dir = args.out or ("replay_results" if args.plot else None)
-    if out_dir:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         for name, res in results.items():
             _write_csv(out / f"requests_{name}.csv", res.request_rows())
             _write_csv(out / f"steps_{name}.csv", res.step_rows())

@@ -165,8 +165,6 @@ def render_radix_tree(
     root = snap["root"]
     idx = _index(root)
     ghosts, ghost_children = _attach_ghosts(evicted, idx, int(root["id"]))
-    new_set = {int(i) for i in (new_ids or ())}
-    hl = {int(i) for i in (highlight or ())}
     pos, rows = _layout(root, ghost_children)
     pad, top = 16.0, 56.0
     width = max(640.0, pad * 2 + max(d for d, _ in pos.values()) * COL_W + NODE_W)
@@ -175,31 +173,9 @@ def render_radix_tree(
         d, y = pos[nid]
         return pad + d * COL_W, top + y
 
-    body = [
-        _edge(xy(info["parent"]), xy(nid), False, nid)
-        for nid, info in idx.items()  # edges under boxes
-        if info["parent"] is not None
-    ]
-    body += [_edge(xy(g["parent"]), xy(int(g["id"])), True, int(g["id"])) for g in ghosts]
-    for nid, info in idx.items():
-        node = info["node"]
-        body.append(
-            _box(
-                xy(nid),
-                nid,
-                info["parent"],
-                node.get("key", ()),
-                int(node.get("lock_ref", 0)),
-                _node_state(info),
-                nid in new_set,
-                nid in hl,
-                token_text,
-            )
-        )
-    body += [
-        _box(xy(int(g["id"])), int(g["id"]), g["parent"], g.get("key", ()), 0, "evicted", False, False, token_text)
-        for g in ghosts
-    ]
+    body = _radix_body(
+        idx, ghosts, xy, {int(i) for i in (new_ids or ())}, {int(i) for i in (highlight or ())}, token_text
+    )
     y = top + max(rows, 1) * ROW_H + 10
     lg, h = legend(pad, y, _RADIX_LEGEND, width - 2 * pad)
     heading, head, ev_size, pr_size = _radix_heading(snap, idx, len(ghosts), step, title, pad)
@@ -214,6 +190,29 @@ def render_radix_tree(
         data_evictable=ev_size,
         data_protected=pr_size,
     )
+
+
+def _radix_body(
+    idx: dict[int, dict[str, Any]],
+    ghosts: list[dict[str, Any]],
+    xy: Callable[[int], tuple[float, float]],
+    new_set: set[int],
+    hl: set[int],
+    token_text: Callable[[Sequence[int]], str] | None,
+) -> list[str]:
+    """The tree's SVG elements: edges first (under the boxes), then one box per node, ghosts dashed."""
+    body = [_edge(xy(info["parent"]), xy(nid), False, nid) for nid, info in idx.items() if info["parent"] is not None]
+    body += [_edge(xy(g["parent"]), xy(int(g["id"])), True, int(g["id"])) for g in ghosts]
+    for nid, info in idx.items():
+        node = info["node"]
+        key, lock_ref = node.get("key", ()), int(node.get("lock_ref", 0))
+        state = _node_state(info)
+        body.append(_box(xy(nid), nid, info["parent"], key, lock_ref, state, nid in new_set, nid in hl, token_text))
+    body += [
+        _box(xy(int(g["id"])), int(g["id"]), g["parent"], g.get("key", ()), 0, "evicted", False, False, token_text)
+        for g in ghosts
+    ]
+    return body
 
 
 def _edge(p: tuple[float, float], c: tuple[float, float], ghost: bool, nid: int) -> str:

@@ -240,3 +240,23 @@ def test_model_cache_nowhere_writable_names_the_variable(tmp_path: Path, monkeyp
         loader.load_model(gguf)
     assert isinstance(CacheNotWritableError("x"), PermissionError)
     assert not issubclass(InvalidRequestError, PermissionError)
+
+
+@pytest.mark.parametrize("where", ["a_file", "under_a_file", "read_only"])
+def test_replay_out_that_cannot_be_written(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: a raw OSError after the whole replay. Now: a ConfigError naming --out, before replaying."""
+    from pagedlab.sim import replay
+
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    out = {"a_file": blocker, "under_a_file": blocker / "sub", "read_only": tmp_path / "ro"}[where]
+    if where == "read_only":
+        monkeypatch.setattr(Path, "write_text", _read_only)  # tests run as root: simulate the read-only folder
+    replayed: list[Any] = []
+    monkeypatch.setattr(replay, "run", lambda args: replayed.append(args) or {})
+    trace = ROOT / "data" / "azure2023_AzureLLMInferenceTrace_code.csv"
+    rc, err = _cli(["replay", str(trace), "--limit", "2", "--no-progress", "--out", str(out)], capsys)
+    assert rc == 1 and f"--out {out}: cannot write the results there" in err and "Traceback" not in err
+    assert replayed == []  # refused before any replay ran
