@@ -266,6 +266,8 @@ class LLMEngine:
         model_name: str | None = None,
         components: Components | None = None,
     ) -> None:
+        # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 26 of them);
+        # the body builds the configs, the model runner and the parts, each in a helper.
         self.cache_config = CacheConfig(
             block_size=block_size,
             num_gpu_blocks=num_gpu_blocks,
@@ -289,36 +291,40 @@ class LLMEngine:
             raise ConfigError("preemption_mode='swap' needs num_cpu_blocks > 0 (the swap space)")
         if scheduling not in ("continuous", "static"):
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
-        device, attention_backend = _device_and_backend(device, attention_backend)
-        check_kv_cache_fits(self.cache_config, self.model_config.kv_bytes_per_token(4), device)
-        self.eos_token_id: int | None = meta["eos_token_id"]
-        self.scheduling = scheduling
-
-        from pagedlab.engine.model_runner import ModelRunner
-
-        self.tracer = None
-        if trace:
-            from pagedlab.trace import Tracer
-
-            self.tracer = Tracer()
-        self.model_runner = ModelRunner(
-            net.to(device),
-            block_size,
-            num_gpu_blocks,
-            num_cpu_blocks,
-            attention_backend=attention_backend,
-            device=device,
-        )
         if components is not None and not isinstance(components, Components):
             raise ConfigError(
                 f"components must be a pagedlab.engine.components.Components, got {components!r} "
                 "(in a notebook: pagedlab.grading.my_engine())"
             )
+        device, attention_backend = _device_and_backend(device, attention_backend)
+        check_kv_cache_fits(self.cache_config, self.model_config.kv_bytes_per_token(4), device)
+        self.eos_token_id: int | None = meta["eos_token_id"]
+        self.scheduling = scheduling
+        self.tracer = None
+        if trace:
+            from pagedlab.trace import Tracer
+
+            self.tracer = Tracer()
+        self._build_runner(net, attention_backend, device)
         self.components = components if components is not None else Components.kit()
         self.current_step = 0  # the step being run, for the guards' messages
         self._install_components()
         self._init_request_state(seed, log_stats)
         self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
+
+    def _build_runner(self, net: LlamaForCausalLM, attention_backend: str, device: str) -> None:
+        """The model runner: ``net`` on ``device`` with the KV pools of ``cache_config`` (and swap space)."""
+        from pagedlab.engine.model_runner import ModelRunner
+
+        cc = self.cache_config
+        self.model_runner = ModelRunner(
+            net.to(device),
+            cc.block_size,
+            cc.num_gpu_blocks,
+            cc.num_cpu_blocks,
+            attention_backend=attention_backend,
+            device=device,
+        )
 
     def _load(
         self, model: LlamaForCausalLM | str | os.PathLike[str] | None, tokenizer: Any, eos_token_id: int | None
