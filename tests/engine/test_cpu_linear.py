@@ -33,6 +33,9 @@ def test_packed_linear_computes_x_times_weight_transposed(shape: tuple[int, ...]
     torch.testing.assert_close(y, x.double().matmul(w.double().t()).float(), rtol=1e-5, atol=1e-5)
     back = lin.to_linear()
     assert isinstance(back, nn.Linear) and back.bias is None and torch.equal(back.weight, w)
+    shared = PackedLinear(w, pack=False)
+    assert shared.packed.data_ptr() == w.data_ptr()  # no copy
+    torch.testing.assert_close(shared(x), y, rtol=1e-5, atol=1e-5)
 
 
 def test_packed_linear_rejects_what_it_cannot_pack() -> None:
@@ -72,6 +75,7 @@ def test_pack_and_unpack_a_model_in_place() -> None:
     assert all(isinstance(m, PackedLinear) for m in packed) and isinstance(net.packed_lm_head, PackedLinear)
     assert [(m.in_features, m.out_features) for m in packed] == [(64, 160), (96, 64), (64, 192), (96, 64)]
     assert torch.equal(net.embed_tokens.weight, plain["embed_tokens.weight"])  # lookups stay plain
+    assert net.packed_lm_head.packed.data_ptr() == net.embed_tokens.weight.data_ptr()  # tied: no second copy
     got = _prefill_logits(net, ids)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
     assert torch.equal(got.argmax(-1), want.argmax(-1))

@@ -88,6 +88,7 @@ def test_decode_reads_a_cache_in_another_memory_layout() -> None:
     [
         ([40, 300, 17], [40, 300, 17]),  # fresh prompts: causal without a mask
         ([100, 64, 9, 33], [36, 1, 9, 0]),  # chunks after cached context, a decode-like row, an idle row
+        ([700, 300], [300, 257]),  # longer than QUERY_CHUNK: pieces over growing key prefixes
     ],
 )
 def test_prefill_equals_the_reference(seq_lens: list[int], q_lens: list[int]) -> None:
