@@ -5,11 +5,13 @@ AVX2 path and reaches about half of what oneDNN's AVX-512 kernels reach on the s
 (``benchmarks/results/profile.md``). vLLM's CPU backend (vLLM >= 0.10,
 ``vllm/model_executor/layers/utils.py: dispatch_cpu_unquantized_gemm``) therefore re-packs each
 unquantized linear weight into oneDNN's blocked layout in ``process_weights_after_loading`` and drops
-the plain copy; :func:`pack_linears` does the same to a :class:`~pagedlab.model.llama.LlamaForCausalLM`.
-:func:`unpack_linears` restores plain ``nn.Linear`` modules (the reorder is a permutation: bit-exact).
+the plain copy; :func:`pack_linears` does the same to a :class:`~pagedlab.model.llama.LlamaForCausalLM`,
+turning each decoder layer into a :class:`PackedDecoderLayer` (the CPU path: the readable layer's
+function with fewer passes over memory) and running the tied LM head on the embedding table itself.
+:func:`unpack_linears` restores the readable layers (the reorder is a permutation: bit-exact).
 
-The results equal ``F.linear`` up to fp32 rounding (oneDNN sums in another order: relative error
-~1e-6); the engine's greedy tokens stay identical to HF ``generate`` (``tests/engine/test_hf_parity.py``).
+The results equal the readable model's up to fp32 rounding (oneDNN sums in another order: relative
+error ~1e-6); the engine's greedy tokens stay identical to HF ``generate`` (``tests/engine/test_hf_parity.py``).
 """
 
 from __future__ import annotations
