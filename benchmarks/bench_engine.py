@@ -26,11 +26,13 @@ Robustness: before each repetition the script records the load average and times
 loop 7 times; a busy machine (load above the core count, a calibration spread above 15 %, or a
 calibration median 15 % off the first repetition's) is flagged in the output.
 
-Roofline: a separate subprocess measures this machine's matmul FLOP/s on the decode step's shapes
-(all 30 layers' projections plus the LM head, at every batch size the systems used; the faster of
-MKL and oneDNN) and its copy bandwidth (256 MiB ``torch`` copy, read + write). Every decode step
-(pagedlab exactly; HF continuous batching reconstructed from its per-token timestamps) is compared
-with ``max(FLOPs / FLOP/s(batch), bytes / bandwidth)`` from ``pagedlab.sim.cost_model``.
+Roofline: after each repetition a separate subprocess measures this machine's matmul FLOP/s on the
+decode step's shapes (all 30 layers' projections plus the LM head, at every batch size >= 16 the
+systems used in that repetition, and 1, 16, 32; the faster of MKL and oneDNN) and its copy bandwidth
+(256 MiB ``torch`` copy, read + write), so each repetition's steps meet roofs measured in the same
+machine state. Every decode step (pagedlab exactly; HF continuous batching reconstructed from its
+per-token timestamps) is compared with ``max(FLOPs / FLOP/s(batch), bytes / bandwidth)`` from
+``pagedlab.sim.cost_model``.
 
 Usage:  python benchmarks/bench_engine.py [--reps 5] [--slow-reps 2] [--azure-reps 1] [--out benchmarks/results]
 """
@@ -328,7 +330,7 @@ def calibration_loop(n: int = 7) -> list[float]:
     return times
 
 
-def _linear_seconds(weights: list[Any], batch: int, apply: Callable[[Any, Any], Any], reps: int = 5) -> float:
+def _linear_seconds(weights: list[Any], batch: int, apply: Callable[[Any, Any], Any], reps: int = 3) -> float:
     """Best-of-``reps`` seconds to run ``x [batch, in]`` through every weight once."""
     import torch
 
@@ -376,6 +378,19 @@ def measure_roofs(batches: list[int]) -> dict[str, Any]:
     return out
 
 
+def median_roofs(per_rep: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median over repetitions of each measured roof (bandwidth, FLOP/s at each batch measured)."""
+    batches = sorted({b for r in per_rep for b in r["matmul"]}, key=int)
+    return {
+        "copy_bandwidth_Bps": statistics.median(r["copy_bandwidth_Bps"] for r in per_rep),
+        "matmul": {
+            b: {"flops_per_s": statistics.median(r["matmul"][b]["flops_per_s"] for r in per_rep if b in r["matmul"])}
+            for b in batches
+        },
+        "reps": len(per_rep),
+    }
+
+
 def _timed(fn: Callable[[], Any]) -> float:
     t = time.perf_counter()
     fn()
@@ -390,31 +405,47 @@ def roofline_share(steps: Steps, roofs: dict[str, Any], min_batch: int = 16) -> 
     Returns None without such steps; else the step count, median batch, summed measured and roofline
     seconds, their ratio (``share``), and the median per-step share.
     """
+    return roofline_share_by_rep([(steps, roofs)], min_batch)
+
+
+def roofline_share_by_rep(parts: list[tuple[Steps, dict[str, Any]]], min_batch: int = 16) -> dict[str, Any] | None:
+    """:func:`roofline_share` over several repetitions, each rep's steps against the roofs measured
+    right after that rep (so a busy stretch slows the steps and their roof alike).
+
+    Returns None without steps at batch >= ``min_batch``; else :func:`roofline_share`'s figures over all
+    steps, plus ``per_rep_share`` (each repetition's share; None for one without such steps).
+    """
     from pagedlab.sim.cost_model import CostModel
     from pagedlab.sim.hardware import GPUSpec
     from pagedlab.sim.models import SMOLLM2_135M
 
-    chosen = [(t, ctx) for t, ctx in steps if len(ctx) >= min_batch and t > 0]
-    if not chosen:
+    rows: list[tuple[float, float, int]] = []  # (measured s, roofline s, batch)
+    per_rep: list[float | None] = []
+    for steps, roofs in parts:
+        chosen = [(t, ctx) for t, ctx in steps if len(ctx) >= min_batch and t > 0]
+        bw = roofs["copy_bandwidth_Bps"]
+        # Matmul FLOP/s grows with the batch (more rows per weight read): a batch is credited with the best
+        # rate measured at it or any smaller batch, so a measurement disturbed by noise cannot lower the roof.
+        rates = sorted((int(b), rec["flops_per_s"]) for b, rec in roofs["matmul"].items())
+        mine = []
+        for t, ctx in chosen:
+            rate = max(r for b, r in rates if b <= len(ctx))
+            cpu = GPUSpec("this CPU", memory_bytes=0, hbm_bandwidth=bw, peak_flops=rate, pcie_bandwidth=1.0)
+            mine.append((t, CostModel(SMOLLM2_135M, cpu).decode_step_time(ctx), len(ctx)))
+        per_rep.append(sum(r for _, r, _ in mine) / sum(t for t, _, _ in mine) if mine else None)
+        rows += mine
+    if not rows:
         return None
-    bw = roofs["copy_bandwidth_Bps"]
-    # Matmul FLOP/s grows with the batch (more rows per weight read): a batch is credited with the best
-    # rate measured at it or any smaller batch, so a measurement disturbed by noise cannot lower the roof.
-    rates = sorted((int(b), rec["flops_per_s"]) for b, rec in roofs["matmul"].items())
-    roof = []
-    for _, ctx in chosen:
-        rate = max(r for b, r in rates if b <= len(ctx))
-        cpu = GPUSpec("this CPU", memory_bytes=0, hbm_bandwidth=bw, peak_flops=rate, pcie_bandwidth=1.0)
-        roof.append(CostModel(SMOLLM2_135M, cpu).decode_step_time(ctx))
-    measured = [t for t, _ in chosen]
+    measured, roof = sum(t for t, _, _ in rows), sum(r for _, r, _ in rows)
     return {
-        "steps": len(chosen),
-        "median_batch": statistics.median(len(c) for _, c in chosen),
-        "measured_s": sum(measured),
-        "roofline_s": sum(roof),
-        "share": sum(roof) / sum(measured),
-        "median_step_share": statistics.median(r / t for r, t in zip(roof, measured)),
-        "median_step_ms": 1000 * statistics.median(measured),
+        "steps": len(rows),
+        "median_batch": statistics.median(b for _, _, b in rows),
+        "measured_s": measured,
+        "roofline_s": roof,
+        "share": roof / measured,
+        "median_step_share": statistics.median(r / t for t, r, _ in rows),
+        "median_step_ms": 1000 * statistics.median(t for t, _, _ in rows),
+        "per_rep_share": per_rep,
     }
 
 
@@ -468,14 +499,18 @@ def run_reps(args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
         checks.append({"rep": rep + 1, "loadavg_1m": os.getloadavg()[0], "calibration_s": cal})
         todo = [("readme", m) for m in modes if rep < args.reps and (m not in SLOW_MODES or rep < args.slow_reps)]
         todo += [("azure", m) for m in AZURE_MODES if rep < args.azure_reps]
+        batches = {1, 16, 32}
         for name, m in todo:
             r = _worker([m, "--workload", name, *wl])
             runs[name][m].append({**r, "rep": rep + 1})
+            batches |= {len(c) for _, c in r["decode_steps"] if len(c) >= 16}
             print(
                 f"rep {rep + 1} {name:6s} {m:14s} {r['tok_per_s']:6.1f} tok/s  wall {r['wall_s']:6.1f} s  "
                 f"RSS {r['peak_rss_mb']:5.0f} MB",
                 flush=True,
             )
+        # The roofs of this repetition, measured right after it: the same machine state as its steps.
+        checks[-1]["roofs"] = _worker(["roofs", *map(str, sorted(batches))])
     return {"runs": runs, "checks": checks}
 
 
@@ -554,14 +589,15 @@ def workload_markdown(title: str, summary: dict[str, Any], rat: dict[str, Any], 
     lines += [
         "",
         "| decode steps at batch >= 16 | steps | median batch | median step ms | roofline share "
-        "(sum roofline / sum measured) | median per-step share |",
-        "|---|---:|---:|---:|---:|---:|",
+        "(sum roofline / sum measured) | median per-step share | share per repetition |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for m, sh in roof.items():
         if sh:
+            per = ", ".join("-" if x is None else f"{100 * x:.0f}%" for x in sh.get("per_rep_share", []))
             lines.append(
                 f"| {m} | {sh['steps']} | {sh['median_batch']:.0f} | {sh['median_step_ms']:.0f} | "
-                f"{100 * sh['share']:.0f}% | {100 * sh['median_step_share']:.0f}% |"
+                f"{100 * sh['share']:.0f}% | {100 * sh['median_step_share']:.0f}% | {per} |"
             )
     return lines + [""]
 
@@ -574,7 +610,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"Machine: {f['cpu_model']}, {f['cpu_count']} cores, {f['torch_threads']} torch threads, "
         f"OMP_WAIT_POLICY={f['omp_wait_policy']}, torch {f['torch']}, Python {f['python']}; "
         f"load average {f['loadavg_1m']:.1f} at start.",
-        f"Measured roofs: copy bandwidth {roofs['copy_bandwidth_Bps'] / 1e9:.1f} GB/s (read + write); "
+        f"Measured roofs (after each repetition; medians of {roofs.get('reps', 1)}): copy bandwidth "
+        f"{roofs['copy_bandwidth_Bps'] / 1e9:.1f} GB/s (read + write); "
         "matmul on the decode step's shapes "
         + ", ".join(f"{mm[b]['flops_per_s'] / 1e9:.0f} GFLOP/s at batch {b}" for b in at)
         + ".",
@@ -633,8 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     facts = machine_facts()
     done = run_reps(args, args.modes.split(","))
     runs = done["runs"]
-    batches = {len(c) for wl in runs.values() for rs in wl.values() for r in rs for _, c in r["decode_steps"]}
-    roofs = _worker(["roofs", *map(str, sorted(batches | {1, 16, 32}))])
+    roofs_by_rep = {c["rep"]: c["roofs"] for c in done["checks"]}
     result = {
         "machine": facts,
         "reps": args.reps,
@@ -644,11 +680,15 @@ def main(argv: list[str] | None = None) -> int:
         "azure_max_out": args.azure_max_out,
         "checks": done["checks"],
         "warnings": busy_warnings(done["checks"], facts["cpu_count"] or 1),
-        "roofs": roofs,
+        "roofs": median_roofs(list(roofs_by_rep.values())),
         "summary": {n: summarize(wl) for n, wl in runs.items()},
         "ratios": {n: ratios(wl) for n, wl in runs.items()},
         "roofline": {
-            n: {m: roofline_share([s for r in rs for s in r["decode_steps"]], roofs) for m, rs in wl.items() if rs}
+            n: {
+                m: roofline_share_by_rep([(r["decode_steps"], roofs_by_rep[r["rep"]]) for r in rs])
+                for m, rs in wl.items()
+                if rs
+            }
             for n, wl in runs.items()
         },
         "scheduler_profile": None if args.no_profile else _worker(["profile"]),

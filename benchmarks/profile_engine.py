@@ -5,7 +5,8 @@ budgets, greedy, EOS ignored, all arriving at t = 0) once under ``torch.profiler
 top ops by self CPU time, plus the share of wall time in prefill/mixed steps and pure-decode steps,
 as a Markdown section. The profiler adds overhead per op: read shares, not absolute times.
 
-Usage:  python benchmarks/profile_engine.py [--label before] [--backend torch] [--out benchmarks/results/profile.md]
+Usage:  python benchmarks/profile_engine.py [--label before] [--backend torch] [--decode-only]
+        [--out benchmarks/results/profile.md]
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_engine import ROOT, machine_facts, workload  # noqa: E402
 
 
-def profile(backend: str | None, top: int) -> tuple[str, dict[str, float]]:
-    """Serve the workload once under the profiler.
+def profile(backend: str | None, top: int, decode_only: bool = False) -> tuple[str, dict[str, float]]:
+    """Serve the workload once under the profiler (``decode_only``: the prefill steps run before it starts,
+    so only pure-decode steps, batch 32 down to 1, are profiled).
 
     Returns:
         (the profiler's op table as Markdown rows, step-time figures in seconds).
@@ -36,6 +38,9 @@ def profile(backend: str | None, top: int) -> tuple[str, dict[str, float]]:
     eng = llm.llm_engine
     for p, b in zip(prompts, budgets):
         eng.add_request(None, {"prompt_token_ids": p}, SamplingParams(temperature=0, max_tokens=b, ignore_eos=True))
+    while decode_only and (not eng.step_stats or eng.step_stats[-1].num_prefill_tokens):
+        eng.step()
+    first = len(eng.step_stats)
     t0 = time.perf_counter()
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof, torch.inference_mode():
         while eng.has_unfinished_requests():
@@ -49,7 +54,7 @@ def profile(backend: str | None, top: int) -> tuple[str, dict[str, float]]:
             f"| `{e.key}` | {e.count} | {e.self_cpu_time_total / 1e6:.2f} | "
             f"{100 * e.self_cpu_time_total / total:.1f}% |"
         )
-    stats = eng.step_stats
+    stats = eng.step_stats[first:]
     decode = [s.step_time for s in stats if not s.num_prefill_tokens]
     figures = {
         "wall_s": wall,
@@ -67,14 +72,15 @@ def main() -> int:
     ap.add_argument("--label", default="current")
     ap.add_argument("--backend", default=None, help="attention backend (default: the engine's)")
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--decode-only", action="store_true", help="profile only the pure-decode steps")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/profile.md"))
     args = ap.parse_args()
-    table, f = profile(args.backend, args.top)
+    table, f = profile(args.backend, args.top, args.decode_only)
     facts = machine_facts()
     section = [
         f"## {args.label}",
         "",
-        f"Backend {args.backend or 'default'}; {facts['cpu_count']} cores, {facts['torch_threads']} torch "
+        f"Backend {args.backend or 'default'}{'; pure-decode steps only' if args.decode_only else ''}; {facts['cpu_count']} cores, {facts['torch_threads']} torch "
         f"threads, load average {facts['loadavg_1m']:.1f} at start. Wall {f['wall_s']:.1f} s under the "
         f"profiler over {f['steps']:.0f} steps: prefill/mixed steps {f['prefill_or_mixed_s']:.1f} s, "
         f"{f['decode_steps']:.0f} pure-decode steps {f['decode_s']:.1f} s, scheduler "

@@ -36,6 +36,9 @@ class AttentionBackend:
     reshape_and_cache: Callable[..., None]
     paged_decode_attention: Callable[..., torch.Tensor]
     paged_prefill_attention: Callable[..., torch.Tensor]
+    #: ``(block_tables, seq_lens, num_blocks, block_size) -> plan``: per-step decode state that
+    #: ``paged_decode_attention(..., plan=plan)`` reuses in every layer; None where a backend has none.
+    plan_decode: Callable[..., object] | None = None
 
 
 def get_backend(name: str) -> AttentionBackend:
@@ -56,7 +59,13 @@ def get_backend(name: str) -> AttentionBackend:
         mod = ops
     else:
         raise ValueError(f"unknown attention backend {name!r}; use one of {', '.join(map(repr, BACKENDS))}")
-    return AttentionBackend(name, mod.reshape_and_cache, mod.paged_decode_attention, mod.paged_prefill_attention)
+    return AttentionBackend(
+        name,
+        mod.reshape_and_cache,
+        mod.paged_decode_attention,
+        mod.paged_prefill_attention,
+        getattr(mod, "plan_decode", None),
+    )
 
 
 def default_backend(device: torch.device | str) -> str:

@@ -7,7 +7,9 @@ things that cost time on a CPU:
 * Decode: the reference pads every sequence's gathered context to the longest one in the batch, so
   a batch mixing 40-token chats with 500-token summaries copies and attends over ~2x the keys it
   needs. Here sequences are grouped by length (at most 4 groups, each padded at most 25 % beyond
-  its shortest member's block count) and each group is one reference call.
+  its shortest member's block count); one ``index_select`` per cache gathers every group's blocks
+  and each group is one SDPA call. The index tensors are built once per step (:func:`plan_decode`)
+  and reused by all layers.
 * Prefill: SDPA's grouped-query path (``enable_gqa``) falls back to an unfused kernel on a CPU; here
   each chunk's attention is two batched matmuls around a softmax with the query heads packed per
   KV head (:func:`causal_gqa_attention`), K and V never repeated.
@@ -18,14 +20,18 @@ also loops over sequences for prefill.) Layout and argument contracts: see the r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
+import torch.nn.functional as F
 
 from pagedlab.kernels.reference import gather_kv, reshape_and_cache
-from pagedlab.kernels.reference import paged_decode_attention as reference_decode
 
 __all__ = [
     "reshape_and_cache",
     "paged_decode_attention",
+    "plan_decode",
+    "DecodePlan",
     "paged_prefill_attention",
     "length_groups",
     "causal_gqa_attention",
@@ -54,6 +60,70 @@ def length_groups(seq_lens: list[int], block_size: int, max_groups: int = 4, was
     return [sorted(g) for g in groups]
 
 
+@dataclass(frozen=True)
+class DecodeGroup:
+    """One length group of a :class:`DecodePlan`: its query rows and their padded context."""
+
+    rows: torch.Tensor | slice  #: rows of the query/output (a slice when they are consecutive)
+    num_seqs: int
+    num_blocks: int  #: blocks gathered per sequence (the group's longest)
+    offset: int  #: first row of the group in the step's gathered blocks
+    mask: torch.Tensor  #: bool ``[num_seqs, 1, 1, num_blocks * block_size]``, True = attend
+
+
+@dataclass
+class DecodePlan:
+    """Index tensors of one step's decode attention, built once and reused by every layer.
+
+    ``block_ids`` (int64) lists the blocks of every group, group after group, sequence after
+    sequence; each group's blocks are gathered into the rows ``[offset : offset + num_seqs *
+    num_blocks]`` of two buffers (``buffers``, allocated by the first layer and reused by the others:
+    a fresh multi-MB tensor per layer costs page faults). ``zero_rows`` marks sequences with
+    ``seq_len == 0`` (their output is 0), or is None when there are none. (vLLM builds such per-step
+    state once, in its backend's ``AttentionMetadataBuilder.build``, vLLM >= 0.9.)
+    """
+
+    block_ids: torch.Tensor
+    groups: tuple[DecodeGroup, ...]
+    zero_rows: torch.Tensor | None
+    buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def gather_buffers(self, cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The K and V gather buffers ``[len(block_ids), block_size * Hkv * D]`` for ``cache``'s dtype."""
+        row = cache[0].numel()
+        if self.buffers is None or self.buffers[0].shape[1] != row or self.buffers[0].dtype != cache.dtype:
+            shape = (self.block_ids.numel(), row)
+            self.buffers = (cache.new_empty(shape), cache.new_empty(shape))
+        return self.buffers
+
+
+def plan_decode(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int, block_size: int) -> DecodePlan:
+    """The :class:`DecodePlan` of a decode batch (arguments as ``reference.paged_decode_attention``'s).
+
+    ``num_blocks`` is the cache's block count: table entries past a sequence's length may hold any id
+    and are clamped into range (their rows are masked), as the reference does.
+    """
+    lens = [int(n) for n in seq_lens.tolist()]
+    dev = block_tables.device
+    ids, groups, offset = [], [], 0
+    for g in length_groups(lens, block_size):
+        width = max(-(-lens[i] // block_size) for i in g)
+        if width == 0:  # only empty sequences: zero rows, nothing to gather
+            continue
+        rows: torch.Tensor | slice = (
+            slice(g[0], g[-1] + 1) if g[-1] - g[0] + 1 == len(g) else torch.tensor(g, device=dev)
+        )
+        sel = block_tables[rows] if isinstance(rows, slice) else block_tables.index_select(0, rows)
+        ids.append(sel[:, :width].long().clamp(0, num_blocks - 1).reshape(-1))
+        g_lens = torch.tensor([lens[i] for i in g], device=dev)
+        mask = torch.arange(width * block_size, device=dev)[None, :] < g_lens[:, None]
+        groups.append(DecodeGroup(rows, len(g), width, offset, mask[:, None, None, :]))
+        offset += len(g) * width
+    block_ids = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long, device=dev)
+    zero = [i for i, n in enumerate(lens) if n == 0]
+    return DecodePlan(block_ids, tuple(groups), torch.tensor(zero, device=dev) if zero else None)
+
+
 def paged_decode_attention(
     query: torch.Tensor,
     key_cache: torch.Tensor,
@@ -61,26 +131,59 @@ def paged_decode_attention(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
+    plan: DecodePlan | None = None,
 ) -> torch.Tensor:
-    """The reference's decode attention, one call per length group (see :func:`length_groups`).
+    """The reference's decode attention with one gather of K and of V for the whole batch.
 
-    Shapes, dtypes and the zero row for ``seq_len == 0`` as ``reference.paged_decode_attention``.
+    Sequences are grouped by length (:func:`length_groups`); every group's blocks are gathered by one
+    ``index_select`` per cache and each group is one SDPA call over its contiguous slice, GQA-packed
+    as in the reference. ``plan`` (:func:`plan_decode` of the same tables and lengths) is built here
+    when not given; the engine builds it once per step. Shapes, dtypes and the zero row for
+    ``seq_len == 0`` as ``reference.paged_decode_attention``.
     """
-    groups = length_groups(seq_lens.tolist(), key_cache.shape[1])
-    if len(groups) <= 1:
-        return reference_decode(query, key_cache, value_cache, block_tables, seq_lens, scale)
+    num_seqs, num_q_heads, head_dim = query.shape
+    num_blocks, block_size, num_kv_heads, _ = key_cache.shape
+    if plan is None:
+        plan = plan_decode(block_tables, seq_lens, num_blocks, block_size)
     out = torch.empty_like(query)
-    for g in groups:
-        idx = torch.tensor(g, device=query.device)
-        part = reference_decode(
-            query.index_select(0, idx),
-            key_cache,
-            value_cache,
-            block_tables.index_select(0, idx),
-            seq_lens.index_select(0, idx),
-            scale,
+    k_buf, v_buf = plan.gather_buffers(key_cache)
+    group = num_q_heads // num_kv_heads
+    for g in plan.groups:
+        n = g.num_seqs * g.num_blocks
+        ids, shape = (
+            plan.block_ids[g.offset : g.offset + n],
+            (g.num_seqs, g.num_blocks * block_size, num_kv_heads, head_dim),
         )
-        out.index_copy_(0, idx, part)
+        k = (
+            _gather_blocks(key_cache, ids, k_buf[g.offset : g.offset + n]).view(shape).transpose(1, 2)
+        )  # [S_g, Hkv, L, D]
+        v = _gather_blocks(value_cache, ids, v_buf[g.offset : g.offset + n]).view(shape).transpose(1, 2)
+        q = query[g.rows] if isinstance(g.rows, slice) else query.index_select(0, g.rows)
+        o = F.scaled_dot_product_attention(
+            q.float().reshape(g.num_seqs, num_kv_heads, group, head_dim),
+            k.float(),
+            v.float(),
+            attn_mask=g.mask,
+            scale=scale,
+        ).reshape(g.num_seqs, num_q_heads, head_dim)
+        if isinstance(g.rows, slice):
+            out[g.rows] = o.to(out.dtype)
+        else:
+            out.index_copy_(0, g.rows, o.to(out.dtype))
+    if plan.zero_rows is not None:  # seq_len == 0: every key masked; defined as 0, as in the reference
+        out.index_fill_(0, plan.zero_rows, 0.0)
+    return out
+
+
+def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``cache[block_ids]`` written into ``out`` ``[n, bs * Hkv * D]`` (contiguous) and returned.
+
+    A contiguous cache is gathered as rows of a 2-D view (torch 2.13 copies these several times faster
+    than rows of the 4-D tensor); any other layout through a 4-D ``index_select``.
+    """
+    if cache.is_contiguous():
+        return torch.index_select(cache.view(cache.shape[0], -1), 0, block_ids, out=out)
+    out.copy_(cache.index_select(0, block_ids).reshape(out.shape))
     return out
 
 
@@ -112,13 +215,33 @@ def paged_prefill_attention(
     return out
 
 
+#: Query rows per piece of :func:`causal_gqa_attention`: bounds its score matrices to
+#: ``Hq x QUERY_CHUNK x L`` floats (4.7 MB at L = 1024) whatever the chunk length.
+QUERY_CHUNK = 128
+
+
 def causal_gqa_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: int, scale: float) -> torch.Tensor:
     """Attention of ``q`` ``[Hq, n, D]`` over ``k``/``v`` ``[Hkv, ctx + n, D]``; query ``i`` sees keys ``0 .. ctx + i``.
 
     GQA-packed (the ``G = Hq / Hkv`` query heads sharing a KV head become ``G * n`` rows of one matrix)
     and written as two batched matmuls around a softmax: on a CPU this runs 1.5-3x faster than SDPA,
-    whose ``enable_gqa`` path falls back to its unfused math kernel (torch 2.13). Returns ``[Hq, n, D]``.
+    whose ``enable_gqa`` path falls back to its unfused math kernel (torch 2.13). The queries go
+    ``QUERY_CHUNK`` rows at a time, each piece over the keys it can see, so the scores never take more
+    than a few MB (a 512-token chunk over 1,024 keys would otherwise hold ~40 MB of them). Returns
+    ``[Hq, n, D]``.
     """
+    n = q.shape[1]
+    if n <= QUERY_CHUNK:
+        return _causal_gqa_piece(q, k, v, ctx, scale)
+    pieces = []
+    for a in range(0, n, QUERY_CHUNK):
+        b = min(n, a + QUERY_CHUNK)
+        pieces.append(_causal_gqa_piece(q[:, a:b], k[:, : ctx + b], v[:, : ctx + b], ctx + a, scale))
+    return torch.cat(pieces, dim=1)
+
+
+def _causal_gqa_piece(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: int, scale: float) -> torch.Tensor:
+    """:func:`causal_gqa_attention` of one piece: ``q`` ``[Hq, n, D]``, keys ``[Hkv, ctx + n, D]``."""
     hq, n, d = q.shape
     hkv, length, _ = k.shape
     group = hq // hkv

@@ -9,6 +9,7 @@ references, CPU default; ``"triton"``: the Triton kernels, CUDA default or CPU u
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,8 @@ class AttentionMetadata:
         backend: ``"torch"`` or ``"triton"``.
         kv_tile_load: the decode kernel's K/V tile-load slot (``pagedlab.engine.components``);
             when set, decode attention reads the cache only through it (:func:`tiled_decode_attention`).
+        decode_plan: the backend's per-step decode state (``plan_decode``), built by the first layer's
+            :func:`paged_attention` and reused by the others; None until then.
     """
 
     slot_mapping: torch.Tensor
@@ -48,6 +51,7 @@ class AttentionMetadata:
     logits_indices: torch.Tensor
     backend: str = "torch"
     kv_tile_load: KVTileLoad | None = None
+    decode_plan: object | None = None
 
     @property
     def num_decode_tokens(self) -> int:
@@ -80,6 +84,11 @@ def paged_attention(
         ) -> torch.Tensor:
             return tiled_decode_attention(q, kc, vc, bt, sl, sc, tile_load)
 
+    elif ops.plan_decode is not None and nd:
+        if meta.decode_plan is None:
+            bt, sl = meta.block_tables[:nd], meta.seq_lens[:nd]
+            meta.decode_plan = ops.plan_decode(bt, sl, key_cache.shape[0], key_cache.shape[1])
+        decode = functools.partial(ops.paged_decode_attention, plan=meta.decode_plan)
     if nd == S:
         only_decodes: torch.Tensor = decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
         return only_decodes

@@ -5,24 +5,35 @@ AVX2 path and reaches about half of what oneDNN's AVX-512 kernels reach on the s
 (``benchmarks/results/profile.md``). vLLM's CPU backend (vLLM >= 0.10,
 ``vllm/model_executor/layers/utils.py: dispatch_cpu_unquantized_gemm``) therefore re-packs each
 unquantized linear weight into oneDNN's blocked layout in ``process_weights_after_loading`` and drops
-the plain copy; :func:`pack_linears` does the same to a :class:`~pagedlab.model.llama.LlamaForCausalLM`.
-:func:`unpack_linears` restores plain ``nn.Linear`` modules (the reorder is a permutation: bit-exact).
+the plain copy; :func:`pack_linears` does the same to a :class:`~pagedlab.model.llama.LlamaForCausalLM`,
+turning each decoder layer into a :class:`PackedDecoderLayer` (the CPU path: the readable layer's
+function with fewer passes over memory) and running the tied LM head on the embedding table itself.
+:func:`unpack_linears` restores the readable layers (the reorder is a permutation: bit-exact).
 
-The results equal ``F.linear`` up to fp32 rounding (oneDNN sums in another order: relative error
-~1e-6); the engine's greedy tokens stay identical to HF ``generate`` (``tests/engine/test_hf_parity.py``).
+The results equal the readable model's up to fp32 rounding (oneDNN sums in another order: relative
+error ~1e-6); the engine's greedy tokens stay identical to HF ``generate`` (``tests/engine/test_hf_parity.py``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+from collections.abc import Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-if TYPE_CHECKING:
-    from pagedlab.model.llama import LlamaForCausalLM
+from pagedlab.model.attention import AttentionMetadata, paged_attention
+from pagedlab.model.llama import LlamaConfig, LlamaDecoderLayer, LlamaForCausalLM
 
-__all__ = ["PackedLinear", "onednn_available", "pack_linears", "unpack_linears"]
+__all__ = [
+    "PackedLinear",
+    "PackedDecoderLayer",
+    "apply_rope_flipped",
+    "onednn_available",
+    "pack_linears",
+    "unpack_linears",
+]
 
 
 def onednn_available() -> bool:
@@ -36,11 +47,13 @@ class PackedLinear(nn.Module):
 
     Args:
         weight: fp32 ``[out_features, in_features]`` on the CPU; not kept (the packed copy replaces it).
+        pack: False runs oneDNN on ``weight`` as it is, sharing its storage: no copy, equal results up
+            to fp32 rounding, ~15% slower than the packed layout; for an LM head tied to the embedding.
     Raises:
         RuntimeError: oneDNN is not available in this torch build, or ``weight`` is not a 2-D fp32 CPU tensor.
     """
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(self, weight: torch.Tensor, pack: bool = True) -> None:
         super().__init__()
         if not onednn_available():
             raise RuntimeError("PackedLinear needs a torch build with oneDNN (MKL-DNN); use nn.Linear")
@@ -49,11 +62,18 @@ class PackedLinear(nn.Module):
                 f"PackedLinear packs a 2-D fp32 CPU weight, got {tuple(weight.shape)} {weight.dtype} on {weight.device}"
             )
         self.out_features, self.in_features = weight.shape
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None)
+        # pack=False: oneDNN runs on the plain weight itself, sharing its storage (no second copy).
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None) if pack else weight.detach()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` ``[..., in_features]`` fp32 -> ``[..., out_features]``."""
         out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+        return out
+
+    def binary(self, x: torch.Tensor, other: torch.Tensor, op: str) -> torch.Tensor:
+        """``(x @ weight.T) <op> other`` in one oneDNN call: ``op`` is ``"add"`` or ``"mul"``; ``other``
+        has the output's shape ``[..., out_features]``."""
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, None, op)
         return out
 
     def to_linear(self) -> nn.Linear:
@@ -67,38 +87,142 @@ class PackedLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN packed"
 
 
-_PROJECTIONS = (("self_attn", "qkv_proj"), ("self_attn", "o_proj"), ("mlp", "gate_up_proj"), ("mlp", "down_proj"))
-
-
 def pack_linears(model: LlamaForCausalLM) -> bool:
-    """Pack every projection of a ``LlamaForCausalLM`` and its LM head for oneDNN, in place.
+    """Turn every decoder layer of a ``LlamaForCausalLM`` into a :class:`PackedDecoderLayer` and pack its
+    LM head for oneDNN, in place.
 
-    Layer by layer, so the plain and packed copies of only one weight coexist. The LM head gets a
-    packed copy (``model.packed_lm_head``); the embedding table it is tied to stays plain for lookups.
+    Layer by layer, so the plain and packed copies of only one layer's weights coexist. The LM head
+    (``model.packed_lm_head``) runs oneDNN on the plain table it is tied to, which serves lookups too.
     Idempotent. Returns False (and changes nothing) where oneDNN is unavailable or the model is not
     on the CPU in fp32.
     """
     emb = model.embed_tokens.weight
     if not onednn_available() or emb.device.type != "cpu" or emb.dtype != torch.float32:
         return False
-    for layer in model.layers:
-        for part, name in _PROJECTIONS:
-            owner = getattr(layer, part)
-            lin = getattr(owner, name)
-            if isinstance(lin, nn.Linear):
-                setattr(owner, name, PackedLinear(lin.weight))
+    for i, layer in enumerate(model.layers):
+        if isinstance(layer, LlamaDecoderLayer):
+            model.layers[i] = PackedDecoderLayer(layer)
     if model.packed_lm_head is None:
+        # The LM head shares the table's storage: a packed copy would hold another 113 MB for SmolLM2
+        # (HF transformers keeps one tied copy) to save ~3% of a decode step.
         head = emb if model.lm_head_weight is None else model.lm_head_weight
-        model.packed_lm_head = PackedLinear(head)
+        model.packed_lm_head = PackedLinear(head, pack=False)
     return True
 
 
 def unpack_linears(model: LlamaForCausalLM) -> None:
-    """Undo :func:`pack_linears`: plain ``nn.Linear`` projections, no packed LM head. Idempotent."""
-    for layer in model.layers:
-        for part, name in _PROJECTIONS:
-            owner = getattr(layer, part)
-            lin = getattr(owner, name)
-            if isinstance(lin, PackedLinear):
-                setattr(owner, name, lin.to_linear())
+    """Undo :func:`pack_linears`: readable ``LlamaDecoderLayer`` modules, no packed LM head. Idempotent."""
+    for i, layer in enumerate(model.layers):
+        if isinstance(layer, PackedDecoderLayer):
+            model.layers[i] = layer.to_layer(model.config)
     model.packed_lm_head = None
+
+
+def apply_rope_flipped(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``pagedlab.model.llama.apply_rope`` in 5 ops instead of 6 + 2 copies, bit for bit the same result.
+
+    ``rotate_half(x) * sin`` equals ``flip_halves(x) * (sign * sin)`` with ``sign`` = -1 on the first
+    half: the same products up to an exact sign change, so the sums round the same way.
+
+    Args:
+        x: ``[T, heads, head_dim]`` (any strides; Q and K heads may be rotated together).
+        cos, sin: ``[T, head_dim]`` tables of the tokens' positions.
+    Returns:
+        A new contiguous ``[T, heads, head_dim]`` tensor.
+    """
+    t, heads, d = x.shape
+    signed_sin = sin.view(t, 2, d // 2) * _HALF_SIGNS
+    flipped = x.reshape(t, heads, 2, d // 2).flip(2).mul_(signed_sin[:, None])
+    return (x * cos[:, None, :]).add_(flipped.view(t, heads, d))
+
+
+_HALF_SIGNS = torch.tensor([-1.0, 1.0]).view(2, 1)
+
+#: Steps of at most this many tokens run RoPE and attention on one thread (:func:`single_threaded`).
+SINGLE_THREAD_TOKENS = 64
+
+
+@contextlib.contextmanager
+def single_threaded(enabled: bool = True) -> Iterator[None]:
+    """Run the block on one torch thread, then restore the thread count (also on an exception).
+
+    Under ``OMP_WAIT_POLICY=PASSIVE`` every parallel op wakes the sleeping OpenMP threads, which costs
+    more than the work of a decode step's small gathers and attention (measured on 2 cores, torch
+    2.13: a 1 MB ``index_select`` 25 us on one thread, 66 us on two); the matmuls keep every thread.
+    Changing the count costs well under a microsecond.
+    """
+    threads = torch.get_num_threads()
+    if not enabled or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class PackedDecoderLayer(nn.Module):
+    """A ``LlamaDecoderLayer``'s function for the CPU path: packed weights, fewer passes over memory.
+
+    Same ``forward(x, cos, sin, kv_cache, meta)`` and result (to fp32 rounding) as the readable layer
+    in ``pagedlab.model.llama``, built from one and consuming its weights:
+    Q and K rotated in one pass (:func:`apply_rope_flipped`); the residual adds fused into ``o_proj``
+    and ``down_proj`` (oneDNN's ``add`` post-op, as vLLM's CPU backend fuses through IPEX/oneDNN,
+    vLLM >= 0.6); RoPE, attention and SiLU-times-up on one thread for steps of at most
+    ``SINGLE_THREAD_TOKENS`` tokens (:func:`single_threaded`).
+
+    Raises:
+        RuntimeError: as :class:`PackedLinear` (no oneDNN, or weights that are not fp32 on the CPU).
+    """
+
+    def __init__(self, layer: LlamaDecoderLayer) -> None:
+        super().__init__()
+        attn, mlp = layer.self_attn, layer.mlp
+        self.input_layernorm, self.post_attention_layernorm = layer.input_layernorm, layer.post_attention_layernorm
+        self.num_heads, self.num_kv_heads, self.head_dim = attn.num_heads, attn.num_kv_heads, attn.head_dim
+        self.scale = attn.scale
+        self.qkv_proj = _packed(attn.qkv_proj)
+        self.o_proj = _packed(attn.o_proj)
+        self.inter = mlp.inter
+        self.gate_up_proj = _packed(mlp.gate_up_proj)
+        self.down_proj = _packed(mlp.down_proj)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv_cache: tuple[torch.Tensor, torch.Tensor],
+        meta: AttentionMetadata,
+    ) -> torch.Tensor:
+        """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
+        t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        qkv = self.qkv_proj(self.input_layernorm(x))
+        with single_threaded(t <= SINGLE_THREAD_TOKENS):
+            qk = apply_rope_flipped(qkv[:, : (hq + hkv) * d].view(t, hq + hkv, d), cos, sin)
+            v = qkv[:, (hq + hkv) * d :].view(t, hkv, d)
+            out = paged_attention(qk[:, :hq], qk[:, hq:], v, kv_cache[0], kv_cache[1], meta, self.scale)
+        x = self.o_proj.binary(out.reshape(t, hq * d), x, "add")
+        gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).split(self.inter, dim=-1)
+        with single_threaded(t <= SINGLE_THREAD_TOKENS):
+            act = F.silu(gate).mul_(up)
+        return self.down_proj.binary(act, x, "add")
+
+    def to_layer(self, cfg: LlamaConfig) -> LlamaDecoderLayer:
+        """The readable ``LlamaDecoderLayer`` with these weights (exact: the reorders only permute)."""
+        layer = LlamaDecoderLayer(cfg)
+        layer.input_layernorm, layer.post_attention_layernorm = self.input_layernorm, self.post_attention_layernorm
+        attn, mlp = layer.self_attn, layer.mlp
+        attn.qkv_proj, attn.o_proj = self.qkv_proj.to_linear(), self.o_proj.to_linear()
+        mlp.gate_up_proj, mlp.down_proj = self.gate_up_proj.to_linear(), self.down_proj.to_linear()
+        return layer
+
+
+def _packed(lin: nn.Module) -> PackedLinear:
+    """``lin`` itself when already packed, else a :class:`PackedLinear` of its weight."""
+    if isinstance(lin, PackedLinear):
+        return lin
+    if not isinstance(lin, nn.Linear):
+        raise TypeError(f"can pack an nn.Linear or a PackedLinear, got {type(lin).__name__}")
+    return PackedLinear(lin.weight)

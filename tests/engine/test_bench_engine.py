@@ -79,3 +79,37 @@ def test_roofline_share_uses_the_measured_rate_of_each_batch(bench: ModuleType) 
     roofs["matmul"]["24"] = {"flops_per_s": 5e10}  # a noisy, slower larger batch
     noisy = bench.roofline_share([(want20, [50] * 24)], roofs)
     assert noisy["roofline_s"] == pytest.approx(flops(24, 50) / 2e11)  # credited with batch 20's rate
+
+
+def test_each_repetition_meets_the_roofs_measured_after_it(bench: ModuleType) -> None:
+    from pagedlab.sim.models import SMOLLM2_135M as m
+
+    def flops(b: int, c: int) -> float:
+        return 2.0 * b * (
+            m.num_linear_params + m.lm_head_params
+        ) + 4.0 * m.num_layers * m.num_heads * m.head_dim * b * (c + 1)
+
+    fast = {"copy_bandwidth_Bps": 1e12, "matmul": {"16": {"flops_per_s": 2e11}}}
+    slow = {"copy_bandwidth_Bps": 1e12, "matmul": {"16": {"flops_per_s": 1e11}}}  # a busy repetition
+    roof_fast, roof_slow = flops(16, 100) / 2e11, flops(16, 100) / 1e11
+    parts = [([(2 * roof_fast, [100] * 16)], fast), ([(2 * roof_slow, [100] * 16), (0.1, [3])], slow), ([], fast)]
+    sh = bench.roofline_share_by_rep(parts)
+    assert sh["per_rep_share"] == [pytest.approx(0.5), pytest.approx(0.5), None]
+    assert sh["steps"] == 2 and sh["share"] == pytest.approx(0.5)
+    assert sh["roofline_s"] == pytest.approx(roof_fast + roof_slow)
+    assert bench.roofline_share_by_rep([([], fast)]) is None
+    # One set of roofs for both would misjudge the busy repetition: 25% instead of 50%.
+    assert bench.roofline_share(parts[1][0], fast)["share"] == pytest.approx(0.25)
+
+
+def test_median_roofs_takes_each_figure_over_the_repetitions(bench: ModuleType) -> None:
+    reps = [
+        {"copy_bandwidth_Bps": bw, "matmul": {"1": {"flops_per_s": f1}, **({"20": {"flops_per_s": 9.0}} if i else {})}}
+        for i, (bw, f1) in enumerate([(3.0, 10.0), (1.0, 30.0), (2.0, 20.0)])
+    ]
+    med = bench.median_roofs(reps)
+    assert med == {
+        "copy_bandwidth_Bps": 2.0,
+        "matmul": {"1": {"flops_per_s": 20.0}, "20": {"flops_per_s": 9.0}},
+        "reps": 3,
+    }

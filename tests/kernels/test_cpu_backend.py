@@ -35,11 +35,60 @@ def test_decode_equals_the_reference(block_size: int, heads: tuple[int, int]) ->
     assert torch.equal(out[5], torch.zeros(hq, 64))  # seq_len 0 -> a zero row
 
 
+def test_one_decode_plan_serves_every_layer_with_its_gather_buffers_reused() -> None:
+    lens = [300, 40, 45, 17, 530, 1]  # groups with consecutive rows (slices) and scattered rows
+    case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
+    q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(5))
+    nb = case.key_cache.shape[0]
+    plan = cpu.plan_decode(case.block_tables, case.seq_lens, nb, 16)
+    rows = [list(range(len(lens)))[g.rows] if isinstance(g.rows, slice) else g.rows.tolist() for g in plan.groups]
+    assert sorted(i for r in rows for i in r) == list(range(len(lens)))
+    assert any(isinstance(g.rows, slice) for g in plan.groups) and any(
+        not isinstance(g.rows, slice) for g in plan.groups
+    )
+    assert plan.block_ids.max() < nb and plan.zero_rows is None and plan.buffers is None
+    buffers = None
+    for layer in range(3):  # each layer has its own cache contents
+        kc, vc = case.clean_key_cache * (layer + 1), case.clean_value_cache - layer
+        args = (kc, vc, case.block_tables, case.seq_lens, 0.125)
+        out = cpu.paged_decode_attention(q, *args, plan=plan)
+        torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
+        assert plan.buffers is not None and (buffers is None or all(a is b for a, b in zip(plan.buffers, buffers)))
+        buffers = plan.buffers
+
+
+@pytest.mark.parametrize("lens", [[0, 0, 5], [500, 200, 60, 20, 0], [0]])
+def test_decode_rows_with_nothing_to_attend_to_are_zero(lens: list[int]) -> None:
+    # [500, 200, 60, 20, 0]: four groups are open, so the empty sequence joins the 2-block group.
+    case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
+    q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(6))
+    args = (case.clean_key_cache, case.clean_value_cache, case.block_tables, case.seq_lens, 0.125)
+    out = cpu.paged_decode_attention(q, *args)
+    assert not torch.isnan(out).any()
+    for i, n in enumerate(lens):
+        if n == 0:
+            assert torch.equal(out[i], torch.zeros(9, 64))
+    torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
+
+
+def test_decode_reads_a_cache_in_another_memory_layout() -> None:
+    lens = [33, 200, 7, 150]
+    case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
+    kc, vc = (c.transpose(1, 2).contiguous().transpose(1, 2) for c in (case.clean_key_cache, case.clean_value_cache))
+    assert not kc.is_contiguous() and torch.equal(kc, case.clean_key_cache)  # [blocks, Hkv, bs, D] in memory
+    q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(7))
+    args = (kc, vc, case.block_tables, case.seq_lens, 0.125)
+    torch.testing.assert_close(
+        cpu.paged_decode_attention(q, *args), reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6
+    )
+
+
 @pytest.mark.parametrize(
     "seq_lens,q_lens",
     [
         ([40, 300, 17], [40, 300, 17]),  # fresh prompts: causal without a mask
         ([100, 64, 9, 33], [36, 1, 9, 0]),  # chunks after cached context, a decode-like row, an idle row
+        ([700, 300], [300, 257]),  # longer than QUERY_CHUNK: pieces over growing key prefixes
     ],
 )
 def test_prefill_equals_the_reference(seq_lens: list[int], q_lens: list[int]) -> None:
@@ -54,9 +103,10 @@ def test_prefill_equals_the_reference(seq_lens: list[int], q_lens: list[int]) ->
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
 
 
-def test_the_dispatch_serves_cpu_with_the_reference_cache_write() -> None:
+def test_the_dispatch_serves_cpu_with_the_reference_cache_write_and_a_decode_plan() -> None:
     ops = get_backend("cpu")
-    assert ops.reshape_and_cache is reference.reshape_and_cache
+    assert ops.reshape_and_cache is reference.reshape_and_cache and ops.plan_decode is cpu.plan_decode
+    assert get_backend("torch").plan_decode is None
     assert (ops.paged_decode_attention, ops.paged_prefill_attention) == (
         cpu.paged_decode_attention,
         cpu.paged_prefill_attention,
