@@ -614,14 +614,12 @@ def guarded_prefix_lookup(fn: PrefixLookupFn, guard: Guard) -> PrefixLookupFn:
 
 
 def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
-    """``fn`` checked against the kit's :func:`load_kv_tile`, lane by lane.
+    """``fn`` checked against the kit's :func:`load_kv_tile`, lane by lane, on every call.
 
-    Types, shapes and the mask are checked on every call; the rows once per step for each distinct
-    ``(block_table, tile_start, tile_size, seq_len)``: every layer repeats the lookups of the first,
-    so the first layer's check covers them (at 1/num_layers of the cost).
+    The engine calls it once per step and tile (``pagedlab.model.attention.plan_tile_loads``, on a
+    cache of slot numbers: the rows it returns are the slots each lane reads), so a wrong lane is
+    named by the slot it read.
     """
-    seen: set[tuple[Any, ...]] = set()
-    at_step = [-1]
 
     def call(
         cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
@@ -630,15 +628,6 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
         if not (isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
             raise guard.fail(f"it returned {type(got).__name__}, expected a (rows, mask) pair of tensors")
         rows, mask = got
-        if at_step[0] != guard.step():
-            at_step[0] = guard.step()
-            seen.clear()
-        key = (tuple(block_table.tolist()), tile_start, tile_size, seq_len)
-        if key in seen:
-            if rows.shape != (tile_size, *cache.shape[2:]) or mask.dtype != torch.bool or mask.shape != (tile_size,):
-                raise guard.fail(f"shapes {tuple(rows.shape)}, {tuple(mask.shape)} ({mask.dtype})")
-            return rows, mask
-        seen.add(key)
         want_rows, want_mask = load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
         if rows.shape != want_rows.shape or mask.shape != want_mask.shape:
             raise guard.fail(
@@ -657,7 +646,13 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
                 if not want_mask[lane]
                 else "a lane read the wrong slot of the cache"
             )
-            raise guard.fail(f"{why} (lane {lane}, position {tile_start + lane}, seq_len {seq_len})")
+            where = f"lane {lane}, position {tile_start + lane}, seq_len {seq_len}"
+            if cache.shape[2:] == (1, 1):  # the engine's cache of slot numbers: name the slots
+                want = int(want_rows[lane].sum()) - 1
+                where += f"; it read slot {int(rows[lane].sum()) - 1}, " + (
+                    f"the block table says slot {want}" if want >= 0 else "a masked lane reads none"
+                )
+            raise guard.fail(f"{why} ({where})")
         return rows, mask
 
     return call

@@ -76,14 +76,12 @@ def paged_attention(
     store(k, v, key_cache, value_cache, meta.slot_mapping)
     nd = meta.num_decodes
     S = meta.seq_lens.shape[0]
-    if meta.kv_tile_load is not None:
-        tile_load = meta.kv_tile_load
-
-        def decode(
-            q: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, sc: float
-        ) -> torch.Tensor:
-            return tiled_decode_attention(q, kc, vc, bt, sl, sc, tile_load)
-
+    if meta.kv_tile_load is not None and nd:
+        if meta.decode_plan is None:
+            bt, sl = meta.block_tables[:nd], meta.seq_lens[:nd]
+            meta.decode_plan = plan_tile_loads(meta.kv_tile_load, bt, sl, key_cache.shape[0], key_cache.shape[1])
+        assert isinstance(meta.decode_plan, TilePlan)
+        decode = functools.partial(tiled_decode_attention, plan=meta.decode_plan)
     elif ops.plan_decode is not None and nd:
         if meta.decode_plan is None:
             bt, sl = meta.block_tables[:nd], meta.seq_lens[:nd]
@@ -100,6 +98,45 @@ def paged_attention(
     return out
 
 
+@dataclass(frozen=True)
+class TilePlan:
+    """Which cache slot each lane of each decode tile reads, as the tile-load function decided.
+
+    ``slots``: int64 ``[S, L]`` (``L`` padded to whole tiles), the flat slot ``block * block_size +
+    row`` plus one, 0 for a lane that reads nothing (a zero row); ``mask``: bool ``[S, L]``, the
+    lanes that attend (``pos < seq_len``), as the tile load returned it.
+    """
+
+    slots: torch.Tensor
+    mask: torch.Tensor
+
+
+def plan_tile_loads(
+    kv_tile_load: KVTileLoad, block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int, block_size: int
+) -> TilePlan:
+    """Run ``kv_tile_load`` once per tile of every decoding sequence on a cache of slot numbers.
+
+    The paged decode kernel's loop (vLLM ``paged_attention_v1``, 0.11; the Triton kernel of
+    ``pagedlab.kernels.decode_attention``) loads each tile of positions through the block table,
+    and every layer repeats the same lookups on its own cache. So the tile load runs here, once a
+    step, on a ``[num_blocks, block_size, 1, 1]`` float64 cache whose row ``r`` of block ``b`` holds
+    ``b * block_size + r + 1``: the rows it returns *are* the slots each lane reads (0 where it
+    returns a zero row), and :func:`tiled_decode_attention` gathers every layer's K/V by them.
+    """
+    slot_cache = torch.arange(1, num_blocks * block_size + 1, dtype=torch.float64).view(num_blocks, block_size, 1, 1)
+    lens = [int(n) for n in seq_lens.tolist()]
+    length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE  # padded to whole tiles
+    slots = torch.zeros(len(lens), length, dtype=torch.int64)
+    mask = torch.zeros(len(lens), length, dtype=torch.bool)
+    for s, seq_len in enumerate(lens):
+        table = block_tables[s, : (seq_len + block_size - 1) // block_size].long()
+        for start in range(0, seq_len, DECODE_TILE):
+            rows, lanes = kv_tile_load(slot_cache, table, start, DECODE_TILE, seq_len)
+            slots[s, start : start + DECODE_TILE] = rows.reshape(DECODE_TILE, -1)[:, 0].long()
+            mask[s, start : start + DECODE_TILE] = lanes
+    return TilePlan(slots, mask)
+
+
 def tiled_decode_attention(
     query: torch.Tensor,
     key_cache: torch.Tensor,
@@ -107,36 +144,29 @@ def tiled_decode_attention(
     block_tables: torch.Tensor,
     seq_lens: torch.Tensor,
     scale: float,
-    kv_tile_load: KVTileLoad,
+    plan: TilePlan,
 ) -> torch.Tensor:
-    """Decode attention that reads K/V only through ``kv_tile_load``, ``DECODE_TILE`` lanes at a time.
+    """Decode attention that reads K/V only through the lanes of ``plan`` (:func:`plan_tile_loads`).
 
-    The loop of the paged decode kernel (vLLM ``paged_attention_v1``, 0.11; the Triton kernel of
-    ``pagedlab.kernels.decode_attention``): each tile of positions is loaded through the block
-    table, masked lanes (``pos >= seq_len``) contribute nothing. Shapes as
-    ``kernels.reference.paged_decode_attention``: query ``[S, Hq, D]``, caches
-    ``[num_blocks, block_size, Hkv, D]``, returns ``[S, Hq, D]``.
+    Each lane's row is gathered from the slot the tile load chose (a zero row where it chose none);
+    masked lanes contribute nothing. Shapes as ``kernels.reference.paged_decode_attention``: query
+    ``[S, Hq, D]``, caches ``[num_blocks, block_size, Hkv, D]``, returns ``[S, Hq, D]``.
+    ``block_tables`` and ``seq_lens`` are the ones the plan was made from (the plan holds the lookups).
     """
     num_seqs, num_q_heads, head_dim = query.shape
-    block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
-    lens = [int(n) for n in seq_lens.tolist()]
-    length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE  # padded to whole tiles
-    if length == 0:
+    num_kv_heads = key_cache.shape[2]
+    if plan.slots.shape[1] == 0:
         return torch.zeros_like(query)
-    k_all = key_cache.new_zeros(num_seqs, length, num_kv_heads, head_dim)
-    v_all = torch.zeros_like(k_all)
-    mask = torch.zeros(num_seqs, length, dtype=torch.bool)
-    for s, seq_len in enumerate(lens):
-        table = block_tables[s, : (seq_len + block_size - 1) // block_size].long()
-        for start in range(0, seq_len, DECODE_TILE):
-            k_all[s, start : start + DECODE_TILE], mask[s, start : start + DECODE_TILE] = kv_tile_load(
-                key_cache, table, start, DECODE_TILE, seq_len
-            )
-            v_all[s, start : start + DECODE_TILE] = kv_tile_load(value_cache, table, start, DECODE_TILE, seq_len)[0]
+    read = plan.slots > 0
+    index = (plan.slots - 1).clamp(min=0)
+    zero = key_cache.new_zeros(())
+    k_all = torch.where(read[..., None, None], key_cache.view(-1, num_kv_heads, head_dim)[index], zero)
+    v_all = torch.where(read[..., None, None], value_cache.view(-1, num_kv_heads, head_dim)[index], zero)
     # GQA packing as ``kernels.reference.paged_decode_attention``: [S, Hkv, G, D] against [S, Hkv, L, D].
     q = query.float().view(num_seqs, num_kv_heads, num_q_heads // num_kv_heads, head_dim)
+    mask = plan.mask[:, None, None, :]
     out = torch.nn.functional.scaled_dot_product_attention(
-        q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask[:, None, None, :], scale=scale
+        q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask, scale=scale
     )
-    out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill(torch.tensor(lens)[:, None, None] == 0, 0.0)
+    out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill((seq_lens == 0)[:, None, None], 0.0)
     return out.to(query.dtype)
