@@ -41,6 +41,7 @@ __all__ = [
     "LAB_PROMPTS",
     "compare_outputs",
     "render_component_state",
+    "components_for",
 ]
 
 #: Short real prompts the labs serve (cheap: a few tokens each).
@@ -284,12 +285,19 @@ def slot_of(exercise_id: str) -> str | None:
 assert all(slot in SLOTS for slot, _ in BRIDGES.values())
 
 
+def components_for(objects: dict[str, Any], note: str = "your {eid}") -> Components:
+    """The kit's components with each of ``objects`` (exercise id -> implementation) plugged in
+    through its bridge; a slot two exercises fill takes the first in ``BRIDGES`` order. Ids that
+    are not in ``BRIDGES`` are ignored; nothing is checked here (callers decide what passed)."""
+    comps = Components.kit()
+    for eid, (slot, bridge) in BRIDGES.items():
+        if eid in objects and not comps.is_yours(slot):
+            comps = comps.plug(slot, bridge(objects[eid]), note=note.format(eid=eid))
+    return comps
+
+
 def solution_components() -> Components:
     """Every plugged slot filled from the exercises' canonical solution cells (pure Python, as a
     learner writes them): the engine the capstone builds from a finished course."""
-    comps = Components.kit()
     known = {ex.id for ex in registry.all_exercises()}
-    for eid, (slot, bridge) in BRIDGES.items():
-        if eid in known and not comps.is_yours(slot):
-            comps = comps.plug(slot, bridge(registry.snippet_object(eid)), note=f"solution {eid}")
-    return comps
+    return components_for({eid: registry.snippet_object(eid) for eid in BRIDGES if eid in known}, "solution {eid}")
