@@ -70,6 +70,7 @@ GRADING_INTERNALS = frozenset(
         "exercises",
         "gradescope",
         "labs_build",
+        "e2e",
     }
 )
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})

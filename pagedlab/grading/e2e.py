@@ -99,7 +99,11 @@ class E2EPlan:
         """One line for the grader's console and the report."""
         return (
             f"end-to-end: {len(self.prompts)} prompts x {self.max_tokens} tokens (seed {self.seed}; "
-            f"--e2e-seed {self.seed} repeats them), configurations: {', '.join(c.name for c in self.configs)}"
+            f"--e2e-seed {self.seed} repeats them), configurations: "
+            + ", ".join(
+                c.name + (f" (the kit's engine preempts {c.kit_preemptions}x)" if c.kit_preemptions else "")
+                for c in self.configs
+            )
         )
 
 
@@ -138,6 +142,23 @@ def _kit_tokens(model: str, prompt_ids: list[list[int]], max_tokens: int, **kwar
     )
 
 
+def _preemption_config(path: str, ids: list[list[int]], max_tokens: int, base: dict[str, Any]) -> Config:
+    """The forced-preemption configuration: blocks of 4 tokens and a pool that admits the first two
+    prompts but cannot hold their answers, so the kit's engine preempts (checked: the largest such
+    pool where the kit's run really preempts; never below the longest request's own need)."""
+    bs = 4
+    need = [math.ceil((len(p) + max_tokens) / bs) for p in ids]
+    start = sum(math.ceil(len(p) / bs) for p in ids[:2])
+    cfg = Config("forced preemption", {})
+    for pool in range(max(start, max(need)), max(need) - 1, -1):
+        kwargs = {**base, "block_size": bs, "num_gpu_blocks": pool, "enable_prefix_caching": False}
+        cfg = Config("forced preemption", kwargs)
+        cfg.reference, cfg.kit_preemptions = _kit_tokens(path, ids, max_tokens, **kwargs)
+        if cfg.kit_preemptions > 0:
+            break
+    return cfg
+
+
 def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, model: str | None = None) -> E2EPlan:
     """Choose the prompts and compute the kit's reference tokens in every configuration (grader only).
 
@@ -163,15 +184,13 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
     base = dict(_ENGINE_DEFAULTS)
     kit = LLM(path, **base)
     ids = [kit.apply_chat_template([{"role": "user", "content": p}]) for p in prompts]
-    block_size = 16
-    longest = max(math.ceil((len(p) + max_tokens) / block_size) for p in ids)
     configs = [
         Config("default", base),
         Config("prefix caching", {**base, "max_num_seqs": 1, "enable_prefix_caching": True}),
-        Config("forced preemption", {**base, "num_gpu_blocks": longest, "enable_prefix_caching": False}),
     ]
     for c in configs:
         c.reference, c.kit_preemptions = _kit_tokens(path, ids, max_tokens, **c.engine_kwargs)
+    configs.append(_preemption_config(path, ids, max_tokens, base))
     from pagedlab.model.fetch import default_cache_dir
 
     return E2EPlan(seed, prompts, ids, max_tokens, configs, path, str(default_cache_dir()))
