@@ -524,9 +524,9 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
         registry.load_hidden_tests(job["hidden_dir"])
         _run_tests(lp, loaded, True, job["test_timeout"], out, timed_out)
     lp.stop()
+    _write(out, {"type": "done"})  # the tests are done: the end-to-end test has its own time after them
     if job.get("e2e"):
         _end_to_end(job, names, public, out)
-    _write(out, {"type": "done"})
 
 
 def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[str, str], Any], out: TextIO) -> None:
@@ -535,6 +535,8 @@ def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[s
     parts = [eid for eid in e2e.passed_parts(public) if eid in names]
     if not parts:
         return
+    planned = [c["name"] for c, _used in e2e.configs_for(parts, job["e2e"]["configs"])]
+    _write(out, {"type": "e2e_start", "parts": e2e.slots_of(parts), "configs": planned})
     lp = LearnerProcess(job, {eid: names[eid] for eid in parts}, job["e2e"])
     why = lp.start()
     if why or lp.e2e is None:
@@ -546,7 +548,10 @@ def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[s
                 "parts": e2e.slots_of(parts),
                 "tokens": None,
                 "table": "",
-                "error": {"message": f"the engine could not be started with your parts: {why or 'no engine'}"},
+                "error": {
+                    "message": f"the engine could not be started with your parts: {why or 'no engine'}",
+                    "fatal": 1,
+                },
                 "blame": "",
             },
         )

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
+    "E2E_ALLOWANCE_S",
+    "E2E_CONFIG_LIMIT_S",
     "E2E_MEMORY_MB",
     "E2EPlan",
     "E2EResult",
@@ -47,6 +49,12 @@ __all__ = [
 #: Address-space limit (MB) of the learner's process that runs the engine (torch + SmolLM2 in fp32
 #: need about 2.5 GB of address space; measured: 2048 fails to map the weights, 3072 works).
 E2E_MEMORY_MB = 3072
+#: Seconds one configuration may take in the learner's process (the engine's own guards stop a part
+#: after 5 s per call); the driver's backstop adds 10 s and then kills the process.
+E2E_CONFIG_LIMIT_S = 30.0
+#: Seconds added to a learner's ``--timeout`` for the end-to-end test (it runs after every unit test,
+#: so it never costs them time): a fresh process with the model (~6 s) and up to 3 configurations.
+E2E_ALLOWANCE_S = 60.0
 #: Schedule steps that cannot preempt: the forced-preemption configuration runs the kit's scheduler.
 NON_PREEMPTING_STEPS = frozenset({"04.schedule_step", "05.schedule_with_budget"})
 #: Slots whose parts run only when requests are preempted.
@@ -510,8 +518,22 @@ def judge_e2e(lines: list[dict[str, Any]], e2e_plan: E2EPlan | None, points: flo
         return E2EResult("not run", f"end-to-end: not run ({note or 'turned off'})", points)
     by_name = {c.name: c for c in e2e_plan.configs}
     runs = [ln for ln in lines if ln.get("type") == "e2e" and ln.get("config") in by_name]
-    if not runs:
+    start = next((ln for ln in lines if ln.get("type") == "e2e_start"), None)
+    if start is None:
         return E2EResult("not run", "end-to-end: not run (no part of labs 02-08 passed its unit tests)", points)
+    planned = [str(c) for c in start.get("configs", [])] if isinstance(start.get("configs"), list) else []
+    done = {str(ln["config"]) for ln in runs}
+    cut = [c for c in planned if c not in done]
+    if cut and not any(isinstance(ln.get("error"), dict) and ln["error"].get("fatal") for ln in runs):
+        why = f"{cut[0]}: did not finish before the grading time ran out (an endless loop in the engine?)"
+        return E2EResult(
+            "failed",
+            f"end-to-end: {why}",
+            points,
+            [_config_verdict(ln, by_name[str(ln["config"])])[1] for ln in runs] + [why],
+        )
+    if not runs:
+        return E2EResult("failed", "end-to-end: no configuration ran", points)
     verdicts = [_config_verdict(ln, by_name[str(ln["config"])]) for ln in runs]
     details = [v[1] for v in verdicts]
     parts = sorted({str(s) for ln in runs if isinstance(ln.get("parts"), dict) for s in ln["parts"]})

@@ -50,7 +50,7 @@ from typing import Any
 
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import registry
-from pagedlab.grading.e2e import E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
+from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
@@ -297,7 +297,8 @@ def start_learner(
     (:meth:`~pagedlab.grading.e2e.E2EPlan.job`) turns the end-to-end test on. Called from the main thread
     only (``preexec_fn`` is not safe with threads around).
     """
-    run = _Run(learner, timeout)
+    extra = E2E_ALLOWANCE_S if e2e_job else 0.0  # the end-to-end test has its own time, after the tests
+    run = _Run(learner, timeout + extra)
     if not learner.notebooks:
         return run
     run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
@@ -310,9 +311,9 @@ def start_learner(
         "hidden_dir": str(hidden) if hidden else None,
         "test_timeout": min(30.0, max(1.0, timeout / 4)),
         "memory_mb": memory_mb,
-        "cpu_s": int(timeout) + 2,
+        "cpu_s": int(timeout + extra) + 2,
         "result": "result.jsonl",
-        "e2e": dict(e2e_job, limit=min(60.0, max(10.0, timeout / 4))) if e2e_job else None,
+        "e2e": dict(e2e_job, limit=E2E_CONFIG_LIMIT_S) if e2e_job else None,
     }
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
@@ -328,7 +329,7 @@ def start_learner(
         start_new_session=True,
         close_fds=True,
         # the driver's limits bound its children's: the end-to-end learner process needs E2E_MEMORY_MB
-        preexec_fn=limits_preexec(max(memory_mb, 2048, E2E_MEMORY_MB if e2e_job else 0), int(timeout) + 2),
+        preexec_fn=limits_preexec(max(memory_mb, 2048, E2E_MEMORY_MB if e2e_job else 0), int(timeout + extra) + 2),
     )
     return run
 

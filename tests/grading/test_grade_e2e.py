@@ -129,27 +129,43 @@ def _plan(reference: list[list[int]]) -> e2e.E2EPlan:
     return e2e.E2EPlan(1, ["a", "b"], [[1], [2]], 3, [e2e.Config("default", {}, reference)], "m", "c")
 
 
+START = {"type": "e2e_start", "configs": ["default"]}
+
+
 def test_the_verdict_compares_tokens_and_ignores_any_passed_claim():
     ref = [[5, 6, 7], [8, 9, 10]]
     line = {"type": "e2e", "config": "default", "parts": {"slot_mapping": "02.slot_mapping"}, "blame": "slot_mapping"}
-    ok = e2e.judge_e2e([{**line, "tokens": ref, "error": None}], _plan(ref))
+    ok = e2e.judge_e2e([START, {**line, "tokens": ref, "error": None}], _plan(ref))
     assert ok.status == "passed" and ok.details == ["default: 2 prompts identical"]
     forged = e2e.judge_e2e(
-        [{**line, "tokens": [[5, 6, 7], [8, 1, 10]], "error": None, "passed": True}], _plan(ref), 1.0
+        [START, {**line, "tokens": [[5, 6, 7], [8, 1, 10]], "error": None, "passed": True}], _plan(ref), 1.0
     )
     assert forged.status == "failed" and forged.score == 0.0
     assert forged.line == (
         "end-to-end: default: first mismatch at prompt 1, token 1 (1 vs the kit's 9) (component slot_mapping)"
     )
-    short = e2e.judge_e2e([{**line, "tokens": [[5, 6, 7], [8, 9]], "error": None}], _plan(ref))
+    short = e2e.judge_e2e([START, {**line, "tokens": [[5, 6, 7], [8, 9]], "error": None}], _plan(ref))
     assert "token 2 (end vs the kit's 10)" in short.line
     err = {"component": "kv_tile_load", "step": 4, "invariant": "a lane read the wrong slot", "message": "m"}
-    stopped = e2e.judge_e2e([{**line, "tokens": None, "error": err}], _plan(ref))
+    stopped = e2e.judge_e2e([START, {**line, "tokens": None, "error": err}], _plan(ref))
     assert (
         stopped.line
         == "end-to-end: default: stopped in component kv_tile_load at engine step 4: a lane read the wrong slot"
     )
     assert e2e.judge_e2e([], _plan(ref)).status == "not run"
+    assert e2e.judge_e2e([{**line, "tokens": ref, "error": None}], _plan(ref)).status == "not run"  # no start line
+
+
+def test_a_run_cut_by_the_time_limit_fails_and_says_so():
+    ref = [[5], [6]]
+    cut = e2e.judge_e2e([START], _plan(ref), 1.0)
+    assert cut.status == "failed" and cut.score == 0.0
+    assert (
+        cut.line
+        == "end-to-end: default: did not finish before the grading time ran out (an endless loop in the engine?)"
+    )
+    died = {"type": "e2e", "config": "default", "tokens": None, "error": {"message": "the process ended", "fatal": 1}}
+    assert e2e.judge_e2e([START, died], _plan(ref)).line == "end-to-end: default: stopped: the process ended"
     assert e2e.judge_e2e([], None, note="turned off (--no-e2e)").line == "end-to-end: not run (turned off (--no-e2e))"
 
 
