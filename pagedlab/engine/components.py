@@ -66,6 +66,8 @@ __all__ = [
     "kit_slot_mapping",
     "load_kv_tile",
     "LearnerStepScheduler",
+    "LearnerPreemptingScheduler",
+    "PreemptingStep",
     "Guard",
 ]
 
@@ -201,7 +203,7 @@ SLOTS: dict[str, Slot] = {
         Slot(
             "schedule_step",
             "scheduling step (admission, budget, chunking)",
-            ("05.schedule_with_budget", "04.schedule_step"),
+            ("06.schedule_with_preemption", "05.schedule_with_budget", "04.schedule_step"),
             Scheduler,
         ),
         Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
@@ -750,6 +752,157 @@ class LearnerStepScheduler(Scheduler):
         return ScheduledRequest(req, req.num_computed_tokens, n)
 
 
+@dataclass(frozen=True)
+class PreemptingStep:
+    """Lab 06's whole step with preemption in the ``schedule_step`` slot (run by
+    :class:`LearnerPreemptingScheduler`): ``fn(running, waiting, swapped, kv_cache_manager,
+    max_num_seqs, policy, preemption_mode) -> ({request_id: tokens}, [preempted ids in order])``,
+    ``waiting`` and ``swapped`` being deques (exercise ``06.schedule_with_preemption``)."""
+
+    fn: Callable[..., tuple[dict[str, int], list[str]]]
+
+    @property
+    def __name__(self) -> str:
+        return str(getattr(self.fn, "__name__", "schedule_with_preemption"))
+
+
+class _RecordingKV:
+    """The ``KVCacheManager`` as a preempting step sees it: every call goes through, and the block
+    moves of ``swap_out`` / ``swap_in`` (which the step does not return) are kept for the model runner,
+    pending copy-on-write copies first, as ``Scheduler._preempt`` does."""
+
+    def __init__(self, kv: KVCacheManager, out: SchedulerOutput) -> None:
+        self._kv, self._out = kv, out
+        self.swapped_out: list[str] = []
+        self.swapped_in: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    def swap_out(self, requests: list[Request]) -> list[tuple[int, int]]:
+        self._out.add_moves("copy", self._kv.take_pending_copies())
+        moves = self._kv.swap_out(requests)
+        self._out.add_moves("swap_out", moves)
+        self.swapped_out += [r.request_id for r in requests]
+        return moves
+
+    def swap_in(self, requests: list[Request]) -> list[tuple[int, int]]:
+        self._out.add_moves("copy", self._kv.take_pending_copies())
+        moves = self._kv.swap_in(requests)
+        self._out.add_moves("swap_in", moves)
+        self.swapped_in += [r.request_id for r in requests]
+        return moves
+
+
+class LearnerPreemptingScheduler(LearnerStepScheduler):
+    """The engine's scheduler with lab 06's ``schedule_with_preemption`` (a :class:`PreemptingStep`) as its step.
+
+    The step gets the real ``running`` list, deques of the waiting and swapped requests and the
+    ``KVCacheManager`` (swap moves recorded for the model runner). Checked after every step, besides
+    :class:`LearnerStepScheduler`'s checks (budget, ``max_num_seqs``, a KV slot for every scheduled
+    token): each preempted request ran before the step and runs no more; a recomputed one holds no
+    block and has ``num_computed_tokens`` 0, a swapped one went through ``swap_out`` and holds no GPU
+    block; nothing was admitted or swapped in during a step that preempted; swapped requests come
+    back from the head of the swapped queue, in order. The kit then moves the victims in its own
+    queues (recompute: the head of ``waiting``; swap: the end of ``swapped``).
+    """
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(step=self.step_count)
+        if self.tracer is not None:
+            self.tracer.step = self.step_count
+        cfg, before = self.config, list(self.running)
+        waiting, swapped = deque(self.waiting), deque(self.swapped)
+        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting, *swapped]}
+        kv = _RecordingKV(self.kv_cache_manager, out)
+        fn = self.step_fn.fn if isinstance(self.step_fn, PreemptingStep) else self.step_fn
+        args = (self.running, waiting, swapped, kv, cfg.max_num_seqs, cfg.policy, cfg.preemption_mode)
+        result = self.guard.call(fn, *args)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise self.guard.fail(f"it returned {type(result).__name__}, expected (scheduled, preempted)")
+        sched, preempted = result
+        self.guard.expect_type(sched, dict, "the scheduled tokens")
+        self.guard.expect_type(preempted, list, "the preempted ids")
+        victims = self._take_victims(before, preempted, kv, waiting, swapped, out)
+        gone = {id(r) for r in victims}
+        if any(
+            computed[id(r)] != r.num_computed_tokens for r in computed_of(before, waiting, swapped) if id(r) not in gone
+        ):
+            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        if not victims:
+            self._admit(self._take_swapped_in(before, kv))
+        elif [id(r) for r in self.running] != [id(r) for r in before if id(r) not in gone]:
+            raise self.guard.fail("it admitted, swapped in or reordered requests in a step that preempted")
+        scheduled = [self._scheduled(rid, n) for rid, n in sched.items()]
+        budget = cfg.max_num_batched_tokens - sum(x.num_tokens for x in scheduled)
+        if budget < 0:
+            raise self.guard.fail(
+                f"token budget exceeded: {cfg.max_num_batched_tokens - budget} tokens > {cfg.max_num_batched_tokens}"
+            )
+        if len(self.running) > cfg.max_num_seqs:
+            raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
+        return self._finish_schedule(out, scheduled, budget)
+
+    def _take_victims(
+        self,
+        before: list[Request],
+        preempted: list[Any],
+        kv: _RecordingKV,
+        waiting: deque[Request],
+        swapped: deque[Request],
+        out: SchedulerOutput,
+    ) -> list[Request]:
+        """Check each preempted request and move it in the kit's queues; return them."""
+        victims: list[Request] = []
+        for rid in preempted:
+            req = next((r for r in before if r.request_id == rid), None)
+            if req is None or any(v is req for v in victims):
+                raise self.guard.fail(f"it preempted {rid!r}, which was not running (or twice)")
+            if any(r is req for r in self.running):
+                raise self.guard.fail(f"{rid} was preempted but is still in running")
+            if self.kv_cache_manager.get_block_ids(rid):
+                raise self.guard.fail(f"{rid} was preempted but still holds GPU blocks (free or swap_out it)")
+            if rid in kv.swapped_out:
+                if not any(r is req for r in swapped):
+                    raise self.guard.fail(f"{rid} was swapped out but not appended to swapped")
+                req.status = RequestStatus.SWAPPED
+                self.swapped.append(req)
+            else:
+                if req.num_computed_tokens != 0 or not any(r is req for r in waiting):
+                    raise self.guard.fail(
+                        f"{rid} was freed for recompute but not reset (num_computed_tokens 0) and put back in waiting"
+                    )
+                req.status = RequestStatus.PREEMPTED
+                self.waiting.prepend_request(req)
+            req.num_preemptions += 1
+            out.preempted.append(rid)
+            victims.append(req)
+        return victims
+
+    def _take_swapped_in(self, before: list[Request], kv: _RecordingKV) -> list[Request]:
+        """Move the requests the step swapped in (the head of ``swapped``, in order) to running; return
+        ``before`` plus them (the start of the running list :meth:`_admit` checks)."""
+        grown = list(before)
+        for req in self.running[len(before) :]:
+            if req.request_id not in kv.swapped_in:
+                break
+            if not self.swapped or self.swapped[0] is not req:
+                raise self.guard.fail(f"{req.request_id} was swapped in out of order (the head of swapped first)")
+            self.swapped.popleft()
+            req.status = RequestStatus.RUNNING
+            grown.append(req)
+        return grown
+
+
+def computed_of(*groups: Any) -> list[Request]:
+    """The requests of ``groups`` (lists / deques), each once."""
+    seen: dict[int, Request] = {}
+    for g in groups:
+        for r in g:
+            seen.setdefault(id(r), r)
+    return list(seen.values())
+
+
 # --- assembling an engine -------------------------------------------------------------------------
 @dataclass
 class EngineParts:
@@ -781,7 +934,8 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
         kv_kwargs["prefix_lookup"] = guarded_prefix_lookup(mine("prefix_lookup"), g("prefix_lookup"))
     sched_kwargs: dict[str, Any] = {}
     if mine("schedule_step") is not None:
-        scheduler_cls = LearnerStepScheduler
+        preempting = isinstance(mine("schedule_step"), PreemptingStep)
+        scheduler_cls = LearnerPreemptingScheduler if preempting else LearnerStepScheduler
         sched_kwargs = {"step_fn": mine("schedule_step"), "guard": g("schedule_step")}
     pv, sm, kt, pr = mine("pick_victim"), mine("slot_mapping"), mine("kv_tile_load"), mine("preempt_retry")
     return EngineParts(

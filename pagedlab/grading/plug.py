@@ -15,7 +15,9 @@ the step and the invariant (with a picture where one exists) and the engine goes
 
 Bridging (exercise signature -> slot interface): ``04.schedule_step`` takes no budget, so its slot
 call drops the budget arguments; ``07.get_computed_blocks`` takes the request and the block pool, so
-its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``; every
+its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``;
+``06.schedule_with_preemption`` (a whole step with preemption, no budget) fills ``schedule_step``
+wrapped in ``PreemptingStep`` and runs in ``LearnerPreemptingScheduler``, ahead of 05 and 04; every
 other exercise matches its slot's interface as is. A new
 exercise plugs in by adding a line to ``BRIDGES`` (its slot's interface is in ``components``).
 """
@@ -29,7 +31,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from pagedlab.engine.components import SLOTS, Components, PrefixLookupFn, ScheduleStepFn
+from pagedlab.engine.components import SLOTS, Components, PreemptingStep, PrefixLookupFn, ScheduleStepFn
 from pagedlab.grading import registry
 from pagedlab.grading.checking import passed_check
 
@@ -96,6 +98,7 @@ def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
 BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "02.free_queue": ("free_queue", _same),
     "02.slot_mapping": ("slot_mapping", _same),
+    "06.schedule_with_preemption": ("schedule_step", PreemptingStep),
     "05.schedule_with_budget": ("schedule_step", _same),
     "04.schedule_step": ("schedule_step", _schedule_step_bridge),
     "06.pick_victim": ("pick_victim", _same),
