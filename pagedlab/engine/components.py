@@ -67,6 +67,7 @@ __all__ = [
     "load_kv_tile",
     "LearnerStepScheduler",
     "LearnerPreemptingScheduler",
+    "GuardedTritonTileLoad",
     "PreemptingStep",
     "Guard",
 ]
@@ -213,6 +214,7 @@ SLOTS: dict[str, Slot] = {
             "radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), None, plugged=False
         ),
         Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile", "08.kv_tile_load"), load_kv_tile),
+        Slot("triton_tile_load", "Triton decode kernel's K/V tile load", ("08.triton_load_kv_tile",), None),
     )
 }
 
@@ -659,6 +661,57 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
     return call
 
 
+class GuardedTritonTileLoad:
+    """Lab 08's ``@triton.jit`` tile load run inside the kit's Triton decode kernel (``load_tile=`` of
+    ``kernels.decode_attention.paged_decode_attention``, a ``tl.constexpr``), checked after every call
+    against the kit's PyTorch reference decode: the kernel's lanes cannot be watched one by one, so a
+    wrong block, a wrong row or a stale (NaN) slot shows as a different output, named here.
+
+    ``decode_attention`` has the decode contract of ``pagedlab.model.attention`` (``ModelRunner`` uses
+    it, on the ``"triton"`` backend only; the engine picks it in ``_install_components``).
+    """
+
+    #: The largest difference from the reference tolerated (fp32 sums in another order).
+    ATOL = 1e-3
+
+    def __init__(self, fn: Any, guard: Guard) -> None:
+        self.fn, self.guard = fn, guard
+
+    def __call__(
+        self, cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The PyTorch tile-load protocol (:class:`KVTileLoadFn`) with the kit's :func:`load_kv_tile`: the
+        learner's Triton load runs only inside the kernel (:meth:`decode_attention`)."""
+        return load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
+
+    def decode_attention(
+        self, query: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        """``[num_seqs, num_q_heads, head_dim]`` from the kit's kernel with the learner's tile load.
+
+        Raises:
+            ComponentError: the kernel raised (a compile error in the tile load, a bad layout), or
+                its output is not finite or differs from the reference by more than ``ATOL``.
+        """
+        from pagedlab.kernels.decode_attention import paged_decode_attention
+        from pagedlab.kernels.reference import paged_decode_attention as reference
+
+        def run() -> torch.Tensor:
+            out: torch.Tensor = paged_decode_attention(query, kc, vc, bt, sl, scale, load_tile=self.fn)
+            return out
+
+        got: torch.Tensor = self.guard.call(run)
+        want = reference(query, kc, vc, bt, sl, scale)
+        if not torch.isfinite(got).all():
+            raise self.guard.fail("the decode output holds NaN/inf: masked lanes must load 0.0 (a stale slot leaks)")
+        err = float((got - want).abs().max()) if got.numel() else 0.0
+        if err > self.ATOL:
+            raise self.guard.fail(
+                f"the decode output differs from the reference by {err:.3g}: a lane read the wrong block or row"
+            )
+        return got
+
+
 class LearnerStepScheduler(Scheduler):
     """The engine's scheduler with a learner's :class:`ScheduleStepFn` as its step.
 
@@ -915,6 +968,7 @@ class EngineParts:
     preempt_retry_fn: PreemptRetryFn | None
     slot_mapping_fn: SlotMappingFn | None
     kv_tile_load: KVTileLoadFn | None
+    triton_tile_load: GuardedTritonTileLoad | None = None  # used instead of kv_tile_load on the "triton" backend
 
 
 def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[Scheduler]) -> EngineParts:
@@ -946,4 +1000,5 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
         guarded_preempt_retry(pr, g("preempt_retry")) if pr is not None else None,
         guarded_slot_mapping(sm, g("slot_mapping")) if sm is not None else None,
         guarded_kv_tile_load(kt, g("kv_tile_load")) if kt is not None else None,
+        GuardedTritonTileLoad(mine("triton_tile_load"), g("triton_tile_load")) if mine("triton_tile_load") else None,
     )

@@ -104,6 +104,7 @@ BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "06.pick_victim": ("pick_victim", _same),
     "07.get_computed_blocks": ("prefix_lookup", _get_computed_blocks_bridge),
     "08.load_kv_tile": ("kv_tile_load", _same),
+    "08.triton_load_kv_tile": ("triton_tile_load", _same),
 }
 
 
