@@ -20,8 +20,10 @@ Who does what (the threat model is in ``docs/instructor_guide.md``, section "End
 Configurations: ``default`` (the engine of ``my_engine()``: 128 blocks of 16, prefix caching on);
 ``prefix caching`` when ``prefix_lookup`` is plugged (one request at a time, so later prompts hit the
 chat template's cached blocks); ``forced preemption`` when a scheduler part that preempts is plugged
-(a pool of as many blocks as the longest request needs: requests must be preempted and recomputed;
-a lab 04/05 ``schedule_step``, which cannot preempt, is left out there and the kit's scheduler runs).
+(blocks of 4 and a pool on which the kit's engine itself preempts; a lab 04/05 ``schedule_step``,
+which cannot preempt, is left out there and the kit's scheduler runs); ``triton kernel`` when lab 08's
+``@triton.jit`` tile load is plugged (1 prompt x 3 tokens on the "triton" backend, Triton's
+interpreter on CPU; skipped when Triton cannot run in the grader's process).
 """
 
 from __future__ import annotations
@@ -71,12 +73,16 @@ class Config:
         engine_kwargs: ``LLM`` arguments (plain data).
         reference: the kit's engine's tokens per prompt, in this configuration.
         kit_preemptions: preemptions in the kit's run (forced preemption: > 0 when it really preempted).
+        num_prompts, max_tokens: a smaller run than the plan's (0: the plan's) - the Triton
+            interpreter takes seconds per token.
     """
 
     name: str
     engine_kwargs: dict[str, Any]
     reference: list[list[int]] = field(default_factory=list)
     kit_preemptions: int = 0
+    num_prompts: int = 0
+    max_tokens: int = 0
 
 
 @dataclass
@@ -99,7 +105,14 @@ class E2EPlan:
             "prompt_ids": self.prompt_ids,
             "max_tokens": self.max_tokens,
             "configs": [
-                {"name": c.name, "engine_kwargs": c.engine_kwargs, "reference": c.reference} for c in self.configs
+                {
+                    "name": c.name,
+                    "engine_kwargs": c.engine_kwargs,
+                    "reference": c.reference,
+                    "prompt_ids": self.prompt_ids[: c.num_prompts or None],
+                    "max_tokens": c.max_tokens or self.max_tokens,
+                }
+                for c in self.configs
             ],
         }
 
@@ -167,6 +180,20 @@ def _preemption_config(path: str, ids: list[list[int]], max_tokens: int, base: d
     return cfg
 
 
+def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Config | None:
+    """The ``triton kernel`` configuration (lab 08's ``@triton.jit`` tile load inside the kit's Triton
+    decode kernel): 1 prompt x 3 tokens on the "triton" backend; None when Triton cannot run here
+    (no ``TRITON_INTERPRET=1`` on a machine without a GPU)."""
+    from pagedlab.errors import PagedLabError
+
+    cfg = Config("triton kernel", {**base, "attention_backend": "triton"}, num_prompts=1, max_tokens=3)
+    try:
+        cfg.reference, _ = _kit_tokens(path, ids[:1], 3, **cfg.engine_kwargs)
+    except (PagedLabError, ImportError):
+        return None
+    return cfg
+
+
 def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, model: str | None = None) -> E2EPlan:
     """Choose the prompts and compute the kit's reference tokens in every configuration (grader only).
 
@@ -199,6 +226,9 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
     for c in configs:
         c.reference, c.kit_preemptions = _kit_tokens(path, ids, max_tokens, **c.engine_kwargs)
     configs.append(_preemption_config(path, ids, max_tokens, base))
+    triton = _triton_config(path, ids, base)
+    if triton is not None:
+        configs.append(triton)
     from pagedlab.model.fetch import default_cache_dir
 
     return E2EPlan(seed, prompts, ids, max_tokens, configs, path, str(default_cache_dir()))
@@ -249,6 +279,8 @@ def configs_for(eids: list[str], configs: list[dict[str, Any]]) -> list[tuple[di
     out: list[tuple[dict[str, Any], list[str]]] = []
     for c in configs:
         if c["name"] == "prefix caching" and "prefix_lookup" not in slots:
+            continue
+        if c["name"] == "triton kernel" and "triton_tile_load" not in slots:
             continue
         used = list(eids)
         if c["name"] == "forced preemption":
@@ -360,18 +392,13 @@ def run_e2e(server: Any, eids: list[str], job: dict[str, Any], limit: float) -> 
     """
     lines = []
     for cfg, used in configs_for(eids, job["configs"]):
-        r = _serve(server, used, job["prompt_ids"], job["max_tokens"], cfg["engine_kwargs"], limit)
+        prompt_ids, max_tokens = cfg.get("prompt_ids", job["prompt_ids"]), cfg.get("max_tokens", job["max_tokens"])
+        r = _serve(server, used, prompt_ids, max_tokens, cfg["engine_kwargs"], limit)
         line = {"type": "e2e", "config": cfg["name"], "parts": slots_of(used), **r, "blame": ""}
         at = first_mismatch(r["tokens"], cfg["reference"]) if r["tokens"] is not None else None
         if at is not None:
             line["blame"] = _blame(
-                server,
-                used,
-                job["prompt_ids"][at[0]],
-                cfg["reference"][at[0]],
-                job["max_tokens"],
-                cfg["engine_kwargs"],
-                limit,
+                server, used, prompt_ids[at[0]], cfg["reference"][at[0]], max_tokens, cfg["engine_kwargs"], limit
             )
         lines.append(line)
         if r["error"] is not None and r["error"].get("fatal"):

@@ -163,6 +163,7 @@ SERVE_SETTINGS: dict[str, dict[str, Any]] = {
     "pick_victim": {"num_gpu_blocks": 6},
     "preempt_retry": {"num_gpu_blocks": 6},
     "prefix_lookup": {"enable_prefix_caching": True},
+    "triton_tile_load": {"attention_backend": "triton"},  # it runs only in the Triton kernel
 }
 
 

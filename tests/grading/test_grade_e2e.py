@@ -67,9 +67,11 @@ def graded(tmp_path_factory):
 def test_the_solutions_serve_identically_in_every_configuration(graded):
     r = graded["by"]["solution"]
     assert r.e2e is not None and r.e2e.status == "passed", r.e2e
-    assert [d.split(":")[0] for d in r.e2e.details] == ["default", "prefix caching", "forced preemption"]
-    assert all("3 prompts identical" in d for d in r.e2e.details)
-    for slot in ("free_queue", "slot_mapping", "schedule_step", "pick_victim", "prefix_lookup", "kv_tile_load"):
+    configs = ["default", "prefix caching", "forced preemption", "triton kernel"]
+    assert [d.split(":")[0] for d in r.e2e.details] == configs
+    assert all("3 prompts identical" in d for d in r.e2e.details[:3]) and "1 prompts identical" in r.e2e.details[3]
+    slots = ("free_queue", "slot_mapping", "schedule_step", "pick_victim", "prefix_lookup", "kv_tile_load")
+    for slot in (*slots, "triton_tile_load"):
         assert slot in r.e2e.line
     exercises = sum(er.score for er in r.exercises.values())
     assert exercises == sum(registry.get(e).points for e in PARTS)
@@ -114,7 +116,7 @@ def test_a_forged_reply_earns_nothing(graded):
 def test_the_reports_show_the_end_to_end_row(graded):
     out = graded["out"]
     rows = {row["learner"]: row for row in csv.DictReader((out / "grades.csv").read_text().splitlines())}
-    assert rows["solution"]["end-to-end"].startswith("end-to-end: 3 prompts identical in 3 configuration(s)")
+    assert rows["solution"]["end-to-end"].startswith("end-to-end: 3 prompts identical in 4 configuration(s)")
     assert "in component slot_mapping" in rows["wrong_slot_mapping_memo_ignores_the_block_table"]["end-to-end"]
     html = (out / "feedback" / "wrong_load_kv_tile_memo_ignores_the_block_table.html").read_text()
     assert "data-e2e='failed'" in html and "in component kv_tile_load" in html
