@@ -18,9 +18,11 @@ slot               interface                                     where the engin
 ``free_queue``     :class:`FreeQueue` (class, built from blocks)  ``BlockPool.free_block_queue``
 ``slot_mapping``   :class:`SlotMappingFn`                         ``ModelRunner.forward`` (per request)
 ``schedule_step``  :class:`ScheduleStepFn`                        :class:`LearnerStepScheduler.schedule`
+                   or :class:`PreemptingStep` (lab 06)            :class:`LearnerPreemptingScheduler.schedule`
 ``pick_victim``    :class:`PickVictimFn`                          ``Scheduler._pick_victim``
 ``prefix_lookup``  :class:`PrefixLookupFn`                        ``KVCacheManager.get_computed_blocks``
 ``kv_tile_load``   :class:`KVTileLoadFn`                          ``tiled_decode_attention`` (decode)
+``triton_tile_load`` lab 08's ``@triton.jit`` tile load            the Triton decode kernel (``"triton"`` only)
 ``preempt_retry``  :class:`PreemptRetryFn`                        ``Scheduler.schedule`` (running requests)
 ``fork_cow``       lab 03 ``fork`` / ``append_token``             not plugged yet (``KVCacheManager``)
 ``radix``          lab 07 ``match_prefix`` / ``insert`` / ``evict`` not plugged yet (``RadixCache``)
