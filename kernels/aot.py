@@ -73,6 +73,7 @@ def default_cases() -> list[Case]:
                 NUM_SPLITS=splits,
                 UPCAST=False,
                 DOT_PRECISION="ieee" if dtype == "fp32" else "tf32",
+                LOAD_TILE=None,  # the kit's own loads (a learner's tile load is compiled on first use)
             ),
             archs,
         )

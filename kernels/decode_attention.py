@@ -83,6 +83,7 @@ def _paged_decode_kernel(
     NUM_SPLITS: tl.constexpr,
     UPCAST: tl.constexpr,  # dots in fp32 (bf16 in the interpreter)
     DOT_PRECISION: tl.constexpr,  # "ieee" for fp32 inputs: no TF32 on the GPU
+    LOAD_TILE: tl.constexpr = None,  # a learner's @triton.jit K/V tile load (lab 08), or None: the kit's loads
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -137,7 +138,14 @@ def _paged_decode_kernel(
             + kv_head * stride_k_head
             + offs_d[:, None] * stride_k_dim
         )
-        k = tl.load(k_ptrs, mask=dim_mask[:, None] & pos_mask[None, :], other=0.0)
+        if LOAD_TILE is None:
+            k = tl.load(k_ptrs, mask=dim_mask[:, None] & pos_mask[None, :], other=0.0)
+        else:  # the learner's tile load (power-of-two head dim, contiguous: the launcher checks)
+            k_rows, _ = LOAD_TILE(
+                k_cache_ptr, block_table_row, start_n, split_end, kv_head,
+                stride_k_block, stride_k_slot, stride_k_head, BLOCK_SIZE, BLOCK_N, HEAD_DIM_P,
+            )  # fmt: skip
+            k = tl.trans(k_rows)
         if UPCAST:
             k = k.to(tl.float32)
         scores = tl.dot(q, k, input_precision=DOT_PRECISION) * qk_scale
@@ -158,7 +166,13 @@ def _paged_decode_kernel(
             + kv_head * stride_v_head
             + offs_d[None, :] * stride_v_dim
         )
-        v = tl.load(v_ptrs, mask=pos_mask[:, None] & dim_mask[None, :], other=0.0)
+        if LOAD_TILE is None:
+            v = tl.load(v_ptrs, mask=pos_mask[:, None] & dim_mask[None, :], other=0.0)
+        else:
+            v, _ = LOAD_TILE(
+                v_cache_ptr, block_table_row, start_n, split_end, kv_head,
+                stride_v_block, stride_v_slot, stride_v_head, BLOCK_SIZE, BLOCK_N, HEAD_DIM_P,
+            )  # fmt: skip
         if UPCAST:
             v = v.to(tl.float32)
         acc = acc * alpha[:, None]
@@ -281,6 +295,7 @@ def paged_decode_attention(
     check_values: bool = True,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    load_tile: object = None,
 ) -> torch.Tensor:
     """Triton paged decode attention (same contract as ``reference.paged_decode_attention``).
 
@@ -297,6 +312,10 @@ def paged_decode_attention(
         block_n: tokens per loop iteration (power of two >= 16); default 64 on GPU, 128 interpreted.
         check_values: also check the index tensors' values on the host (one sync on CUDA).
         num_warps, num_stages: GPU launch options for tuning (Triton's defaults when None).
+        load_tile: a ``@triton.jit`` K/V tile load with lab 08's signature (exercise
+            ``08.triton_load_kv_tile``) used instead of the kernel's own loads (passed as a
+            ``tl.constexpr``); it needs a power-of-two head dim >= 16, contiguous head dims and
+            block-table rows.
     Returns:
         ``[num_seqs, num_q_heads, head_dim]`` in the query's dtype.
     Raises:
@@ -324,6 +343,9 @@ def paged_decode_attention(
     else:
         part_out, part_lse = out, out  # unused placeholders
     launch_opts = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
+    if load_tile is not None:
+        _check_tile_load_layout(key_cache, value_cache, block_tables, head_dim, meta["HEAD_DIM_P"])
+        launch_opts["LOAD_TILE"] = load_tile
     kernel[(num_seqs, num_kv_heads, num_splits)](
         out,
         part_out,
@@ -363,6 +385,23 @@ def paged_decode_attention(
             HEAD_DIM_P=meta["HEAD_DIM_P"],
         )
     return out
+
+
+def _check_tile_load_layout(
+    key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables: torch.Tensor, head_dim: int, head_dim_p: int
+) -> None:
+    """What lab 08's tile load assumes: no padded head dims, head dims and block-table rows contiguous.
+
+    Raises:
+        KernelInputError: the layout does not fit.
+    """
+    from pagedlab.errors import KernelInputError
+
+    if head_dim != head_dim_p or key_cache.stride(3) != 1 or value_cache.stride(3) != 1 or block_tables.stride(1) != 1:
+        raise KernelInputError(
+            f"a learner's tile load needs a power-of-two head dim >= 16 (got {head_dim}) and contiguous head "
+            "dims and block-table rows"
+        )
 
 
 def choose_num_splits(num_seqs: int, num_kv_heads: int, max_seq_len: int, num_sms: int, block_n: int = 64) -> int:

@@ -18,9 +18,11 @@ slot               interface                                     where the engin
 ``free_queue``     :class:`FreeQueue` (class, built from blocks)  ``BlockPool.free_block_queue``
 ``slot_mapping``   :class:`SlotMappingFn`                         ``ModelRunner.forward`` (per request)
 ``schedule_step``  :class:`ScheduleStepFn`                        :class:`LearnerStepScheduler.schedule`
+                   or :class:`PreemptingStep` (lab 06)            :class:`LearnerPreemptingScheduler.schedule`
 ``pick_victim``    :class:`PickVictimFn`                          ``Scheduler._pick_victim``
 ``prefix_lookup``  :class:`PrefixLookupFn`                        ``KVCacheManager.get_computed_blocks``
 ``kv_tile_load``   :class:`KVTileLoadFn`                          ``tiled_decode_attention`` (decode)
+``triton_tile_load`` lab 08's ``@triton.jit`` tile load            the Triton decode kernel (``"triton"`` only)
 ``preempt_retry``  :class:`PreemptRetryFn`                        ``Scheduler.schedule`` (running requests)
 ``fork_cow``       :class:`ForkCowFns` (lab 03 ``fork`` /        ``KVCacheManager.fork``, one-token append
                    ``append_token``)                              of ``allocate_slots`` (:class:`GuardedForkCow`)
@@ -43,7 +45,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 
@@ -74,6 +76,9 @@ __all__ = [
     "kit_slot_mapping",
     "load_kv_tile",
     "LearnerStepScheduler",
+    "LearnerPreemptingScheduler",
+    "GuardedTritonTileLoad",
+    "PreemptingStep",
     "Guard",
 ]
 
@@ -142,9 +147,11 @@ class KVTileLoadFn(Protocol):
 
 
 class PreemptRetryFn(Protocol):
-    """Lab 06 (exercise ``06.preempt_retry``): allocate for ``request``, preempting victims
-    (``preempt(victim)``) until ``allocate()`` succeeds or ``request`` itself was preempted;
-    returns whether ``request`` got its slots (``Scheduler._plugged_preempt_retry`` calls it)."""
+    """The preempt-and-retry loop: allocate for ``request``, preempting victims (``preempt(victim)``)
+    until ``allocate()`` succeeds or ``request`` itself was preempted; returns whether ``request`` got
+    its slots (``Scheduler._plugged_preempt_retry`` calls it). Lab 06's exercise writes this loop
+    inside a whole step (``06.schedule_with_preemption``, which covers this slot); a function of this
+    shape can also be plugged in alone."""
 
     def __call__(
         self,
@@ -209,14 +216,15 @@ SLOTS: dict[str, Slot] = {
         Slot(
             "schedule_step",
             "scheduling step (admission, budget, chunking)",
-            ("05.schedule_with_budget", "04.schedule_step"),
+            ("06.schedule_with_preemption", "05.schedule_with_budget", "04.schedule_step"),
             Scheduler,
         ),
         Slot("pick_victim", "victim choice", ("06.pick_victim",), pick_victim),
-        Slot("preempt_retry", "preempt-and-retry loop", ("06.preempt_retry",), preempt_and_retry),
-        Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.prefix_lookup",), find_longest_cache_hit),
+        Slot("preempt_retry", "preempt-and-retry loop", ("06.schedule_with_preemption",), preempt_and_retry),
+        Slot("prefix_lookup", "prefix-cache lookup (hash chain)", ("07.get_computed_blocks",), find_longest_cache_hit),
         Slot("radix", "radix match / insert / evict", ("07.match_prefix", "07.insert", "07.evict"), RadixCache),
-        Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile", "08.kv_tile_load"), load_kv_tile),
+        Slot("kv_tile_load", "decode kernel K/V tile load", ("08.load_kv_tile",), load_kv_tile),
+        Slot("triton_tile_load", "Triton decode kernel's K/V tile load", ("08.triton_load_kv_tile",), None),
     )
 }
 
@@ -274,18 +282,32 @@ class Components:
     def is_yours(self, slot: str) -> bool:
         return self.parts[slot].owner == "yours"
 
+    def covered(self, slot: str) -> str | None:
+        """Why a learner's part in another slot does ``slot``'s work (its ``covers``), else None:
+        lab 06's preempting step fills ``schedule_step`` and also preempts, retries and picks victims."""
+        for part in self.parts.values():
+            why = getattr(part.impl, "covers", {}).get(slot) if part.owner == "yours" else None
+            if isinstance(why, str):
+                return why
+        return None
+
+    def owner(self, slot: str) -> str:
+        """``"yours"`` when a learner's part fills or covers ``slot``, else ``"kit"``."""
+        return "yours" if self.is_yours(slot) or self.covered(slot) else "kit"
+
     @property
     def learner_slots(self) -> list[str]:
-        """The slots holding a learner's part."""
-        return [s for s, p in self.parts.items() if p.owner == "yours"]
+        """The slots whose work a learner's part does (filled or covered)."""
+        return [s for s in self.parts if self.owner(s) == "yours"]
 
     def table(self) -> str:
         """Plain-text table: slot, whose part, what it does, note."""
         rows = [f"{'component':<15} {'whose':<6} what"]
         for name, part in self.parts.items():
             slot = SLOTS[name]
-            note = f"  ({part.note})" if part.note else ("  (kit only for now)" if not slot.plugged else "")
-            rows.append(f"{name:<15} {part.owner:<6} {slot.what}{note}")
+            why = part.note if part.owner == "yours" else (self.covered(name) or part.note)
+            note = f"  ({why})" if why else ("  (kit only for now)" if not slot.plugged else "")
+            rows.append(f"{name:<15} {self.owner(name):<6} {slot.what}{note}")
         return "\n".join(rows)
 
     def guard(self, slot: str, step: Callable[[], int]) -> Guard:
@@ -965,6 +987,57 @@ class GuardedForkCow:
         return want_pair
 
 
+class GuardedTritonTileLoad:
+    """Lab 08's ``@triton.jit`` tile load run inside the kit's Triton decode kernel (``load_tile=`` of
+    ``kernels.decode_attention.paged_decode_attention``, a ``tl.constexpr``), checked after every call
+    against the kit's PyTorch reference decode: the kernel's lanes cannot be watched one by one, so a
+    wrong block, a wrong row or a stale (NaN) slot shows as a different output, named here.
+
+    ``decode_attention`` has the decode contract of ``pagedlab.model.attention`` (``ModelRunner`` uses
+    it, on the ``"triton"`` backend only; the engine picks it in ``_install_components``).
+    """
+
+    #: The largest difference from the reference tolerated (fp32 sums in another order).
+    ATOL = 1e-3
+
+    def __init__(self, fn: Any, guard: Guard) -> None:
+        self.fn, self.guard = fn, guard
+
+    def __call__(
+        self, cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The PyTorch tile-load protocol (:class:`KVTileLoadFn`) with the kit's :func:`load_kv_tile`: the
+        learner's Triton load runs only inside the kernel (:meth:`decode_attention`)."""
+        return load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
+
+    def decode_attention(
+        self, query: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, scale: float
+    ) -> torch.Tensor:
+        """``[num_seqs, num_q_heads, head_dim]`` from the kit's kernel with the learner's tile load.
+
+        Raises:
+            ComponentError: the kernel raised (a compile error in the tile load, a bad layout), or
+                its output is not finite or differs from the reference by more than ``ATOL``.
+        """
+        from pagedlab.kernels.decode_attention import paged_decode_attention
+        from pagedlab.kernels.reference import paged_decode_attention as reference
+
+        def run() -> torch.Tensor:
+            out: torch.Tensor = paged_decode_attention(query, kc, vc, bt, sl, scale, load_tile=self.fn)
+            return out
+
+        got: torch.Tensor = self.guard.call(run)
+        want = reference(query, kc, vc, bt, sl, scale)
+        if not torch.isfinite(got).all():
+            raise self.guard.fail("the decode output holds NaN/inf: masked lanes must load 0.0 (a stale slot leaks)")
+        err = float((got - want).abs().max()) if got.numel() else 0.0
+        if err > self.ATOL:
+            raise self.guard.fail(
+                f"the decode output differs from the reference by {err:.3g}: a lane read the wrong block or row"
+            )
+        return got
+
+
 class LearnerStepScheduler(Scheduler):
     """The engine's scheduler with a learner's :class:`ScheduleStepFn` as its step.
 
@@ -1058,6 +1131,163 @@ class LearnerStepScheduler(Scheduler):
         return ScheduledRequest(req, req.num_computed_tokens, n)
 
 
+@dataclass(frozen=True)
+class PreemptingStep:
+    """Lab 06's whole step with preemption in the ``schedule_step`` slot (run by
+    :class:`LearnerPreemptingScheduler`): ``fn(running, waiting, swapped, kv_cache_manager,
+    max_num_seqs, policy, preemption_mode) -> ({request_id: tokens}, [preempted ids in order])``,
+    ``waiting`` and ``swapped`` being deques (exercise ``06.schedule_with_preemption``)."""
+
+    fn: Callable[..., tuple[dict[str, int], list[str]]]
+
+    #: Slots whose work this step does itself (the kit's parts there stay unused): see ``Components.owner``.
+    covers: ClassVar[dict[str, str]] = {
+        "preempt_retry": "in your schedule_with_preemption: it preempts, frees or swaps, and retries itself",
+        "pick_victim": "in your schedule_with_preemption: it chooses its victims itself",
+    }
+
+    @property
+    def __name__(self) -> str:
+        return str(getattr(self.fn, "__name__", "schedule_with_preemption"))
+
+
+class _RecordingKV:
+    """The ``KVCacheManager`` as a preempting step sees it: every call goes through, and the block
+    moves of ``swap_out`` / ``swap_in`` (which the step does not return) are kept for the model runner,
+    pending copy-on-write copies first, as ``Scheduler._preempt`` does."""
+
+    def __init__(self, kv: KVCacheManager, out: SchedulerOutput) -> None:
+        self._kv, self._out = kv, out
+        self.swapped_out: list[str] = []
+        self.swapped_in: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    def swap_out(self, requests: list[Request]) -> list[tuple[int, int]]:
+        self._out.add_moves("copy", self._kv.take_pending_copies())
+        moves = self._kv.swap_out(requests)
+        self._out.add_moves("swap_out", moves)
+        self.swapped_out += [r.request_id for r in requests]
+        return moves
+
+    def swap_in(self, requests: list[Request]) -> list[tuple[int, int]]:
+        self._out.add_moves("copy", self._kv.take_pending_copies())
+        moves = self._kv.swap_in(requests)
+        self._out.add_moves("swap_in", moves)
+        self.swapped_in += [r.request_id for r in requests]
+        return moves
+
+
+class LearnerPreemptingScheduler(LearnerStepScheduler):
+    """The engine's scheduler with lab 06's ``schedule_with_preemption`` (a :class:`PreemptingStep`) as its step.
+
+    The step gets the real ``running`` list, deques of the waiting and swapped requests and the
+    ``KVCacheManager`` (swap moves recorded for the model runner). Checked after every step, besides
+    :class:`LearnerStepScheduler`'s checks (budget, ``max_num_seqs``, a KV slot for every scheduled
+    token): each preempted request ran before the step and runs no more; a recomputed one holds no
+    block and has ``num_computed_tokens`` 0, a swapped one went through ``swap_out`` and holds no GPU
+    block; nothing was admitted or swapped in during a step that preempted; swapped requests come
+    back from the head of the swapped queue, in order. The kit then moves the victims in its own
+    queues (recompute: the head of ``waiting``; swap: the end of ``swapped``).
+    """
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(step=self.step_count)
+        if self.tracer is not None:
+            self.tracer.step = self.step_count
+        cfg, before = self.config, list(self.running)
+        waiting, swapped = deque(self.waiting), deque(self.swapped)
+        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting, *swapped]}
+        kv = _RecordingKV(self.kv_cache_manager, out)
+        fn = self.step_fn.fn if isinstance(self.step_fn, PreemptingStep) else self.step_fn
+        args = (self.running, waiting, swapped, kv, cfg.max_num_seqs, cfg.policy, cfg.preemption_mode)
+        result = self.guard.call(fn, *args)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise self.guard.fail(f"it returned {type(result).__name__}, expected (scheduled, preempted)")
+        sched, preempted = result
+        self.guard.expect_type(sched, dict, "the scheduled tokens")
+        self.guard.expect_type(preempted, list, "the preempted ids")
+        victims = self._take_victims(before, preempted, kv, waiting, swapped, out)
+        gone = {id(r) for r in victims}
+        if any(
+            computed[id(r)] != r.num_computed_tokens for r in computed_of(before, waiting, swapped) if id(r) not in gone
+        ):
+            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        if not victims:
+            self._admit(self._take_swapped_in(before, kv))
+        elif [id(r) for r in self.running] != [id(r) for r in before if id(r) not in gone]:
+            raise self.guard.fail("it admitted, swapped in or reordered requests in a step that preempted")
+        scheduled = [self._scheduled(rid, n) for rid, n in sched.items()]
+        budget = cfg.max_num_batched_tokens - sum(x.num_tokens for x in scheduled)
+        if budget < 0:
+            raise self.guard.fail(
+                f"token budget exceeded: {cfg.max_num_batched_tokens - budget} tokens > {cfg.max_num_batched_tokens}"
+            )
+        if len(self.running) > cfg.max_num_seqs:
+            raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
+        return self._finish_schedule(out, scheduled, budget)
+
+    def _take_victims(
+        self,
+        before: list[Request],
+        preempted: list[Any],
+        kv: _RecordingKV,
+        waiting: deque[Request],
+        swapped: deque[Request],
+        out: SchedulerOutput,
+    ) -> list[Request]:
+        """Check each preempted request and move it in the kit's queues; return them."""
+        victims: list[Request] = []
+        for rid in preempted:
+            req = next((r for r in before if r.request_id == rid), None)
+            if req is None or any(v is req for v in victims):
+                raise self.guard.fail(f"it preempted {rid!r}, which was not running (or twice)")
+            if any(r is req for r in self.running):
+                raise self.guard.fail(f"{rid} was preempted but is still in running")
+            if self.kv_cache_manager.get_block_ids(rid):
+                raise self.guard.fail(f"{rid} was preempted but still holds GPU blocks (free or swap_out it)")
+            if rid in kv.swapped_out:
+                if not any(r is req for r in swapped):
+                    raise self.guard.fail(f"{rid} was swapped out but not appended to swapped")
+                req.status = RequestStatus.SWAPPED
+                self.swapped.append(req)
+            else:
+                if req.num_computed_tokens != 0 or not any(r is req for r in waiting):
+                    raise self.guard.fail(
+                        f"{rid} was freed for recompute but not reset (num_computed_tokens 0) and put back in waiting"
+                    )
+                req.status = RequestStatus.PREEMPTED
+                self.waiting.prepend_request(req)
+            req.num_preemptions += 1
+            out.preempted.append(rid)
+            victims.append(req)
+        return victims
+
+    def _take_swapped_in(self, before: list[Request], kv: _RecordingKV) -> list[Request]:
+        """Move the requests the step swapped in (the head of ``swapped``, in order) to running; return
+        ``before`` plus them (the start of the running list :meth:`_admit` checks)."""
+        grown = list(before)
+        for req in self.running[len(before) :]:
+            if req.request_id not in kv.swapped_in:
+                break
+            if not self.swapped or self.swapped[0] is not req:
+                raise self.guard.fail(f"{req.request_id} was swapped in out of order (the head of swapped first)")
+            self.swapped.popleft()
+            req.status = RequestStatus.RUNNING
+            grown.append(req)
+        return grown
+
+
+def computed_of(*groups: Any) -> list[Request]:
+    """The requests of ``groups`` (lists / deques), each once."""
+    seen: dict[int, Request] = {}
+    for g in groups:
+        for r in g:
+            seen.setdefault(id(r), r)
+    return list(seen.values())
+
+
 # --- assembling an engine -------------------------------------------------------------------------
 @dataclass
 class EngineParts:
@@ -1070,6 +1300,7 @@ class EngineParts:
     preempt_retry_fn: PreemptRetryFn | None
     slot_mapping_fn: SlotMappingFn | None
     kv_tile_load: KVTileLoadFn | None
+    triton_tile_load: GuardedTritonTileLoad | None = None  # used instead of kv_tile_load on the "triton" backend
 
 
 def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[Scheduler]) -> EngineParts:
@@ -1089,7 +1320,8 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
         kv_kwargs["prefix_lookup"] = guarded_prefix_lookup(mine("prefix_lookup"), g("prefix_lookup"))
     sched_kwargs: dict[str, Any] = {}
     if mine("schedule_step") is not None:
-        scheduler_cls = LearnerStepScheduler
+        preempting = isinstance(mine("schedule_step"), PreemptingStep)
+        scheduler_cls = LearnerPreemptingScheduler if preempting else LearnerStepScheduler
         sched_kwargs = {"step_fn": mine("schedule_step"), "guard": g("schedule_step")}
     if mine("radix") is not None:
         radix_ops, radix_guard = mine("radix"), g("radix")
@@ -1106,4 +1338,5 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
         guarded_preempt_retry(pr, g("preempt_retry")) if pr is not None else None,
         guarded_slot_mapping(sm, g("slot_mapping")) if sm is not None else None,
         guarded_kv_tile_load(kt, g("kv_tile_load")) if kt is not None else None,
+        GuardedTritonTileLoad(mine("triton_tile_load"), g("triton_tile_load")) if mine("triton_tile_load") else None,
     )

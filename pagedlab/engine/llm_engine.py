@@ -388,7 +388,8 @@ class LLMEngine:
         self.scheduler.pick_victim_fn = parts.pick_victim_fn
         self.scheduler.preempt_retry_fn = parts.preempt_retry_fn
         self.model_runner.slot_mapping_fn = parts.slot_mapping_fn
-        self.model_runner.kv_tile_load = parts.kv_tile_load
+        triton_tile = parts.triton_tile_load if self.model_runner.backend == "triton" else None
+        self.model_runner.kv_tile_load = triton_tile or parts.kv_tile_load  # lab 08's Triton load: triton backend only
 
     def _fall_back(self, err: ComponentError) -> None:
         """After ``err`` aborted a step: put the kit's part back in its slot and rebuild (the engine is idle)."""

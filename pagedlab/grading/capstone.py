@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pagedlab import data
-from pagedlab.engine.components import Components
+from pagedlab.engine.components import Components, PreemptingStep
 from pagedlab.grading import registry
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
 
@@ -174,7 +174,8 @@ def _run(
 
     notes = []
     for slot, why in kit_only.items():
-        if comps.is_yours(slot):
+        preempts = isinstance(comps.parts[slot].impl, PreemptingStep) and "preemption_mode" in kw
+        if comps.is_yours(slot) and not preempts:  # lab 06's whole step preempts: it stays in those rows
             comps = comps.with_kit(slot)
             notes.append(f"kit's {slot}: {why}")
     llm = LLM(components=comps, **{**_ENGINE, **kw})

@@ -38,7 +38,8 @@ import subprocess
 import sys
 from typing import Any, TextIO
 
-from pagedlab.grading import registry
+from pagedlab.grading import e2e, registry
+from pagedlab.grading.e2e import E2E_MEMORY_MB
 from pagedlab.grading.extract import (
     NotebookError,
     find_exercises,
@@ -69,6 +70,7 @@ GRADING_INTERNALS = frozenset(
         "exercises",
         "gradescope",
         "labs_build",
+        "e2e",
     }
 )
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})
@@ -206,14 +208,15 @@ def describe_exit(rc: int | None) -> str:
 class LearnerProcess:
     """The learner's process (restartable) and the proxies of its exercise objects."""
 
-    def __init__(self, job: dict[str, Any], names: dict[str, str]) -> None:
-        self.job, self.names = job, names
+    def __init__(self, job: dict[str, Any], names: dict[str, str], e2e: dict[str, Any] | None = None) -> None:
+        self.job, self.names, self.e2e_job = job, names, e2e
         self.workdir = os.path.realpath(job["learner_dir"])
         self.proc: subprocess.Popen[bytes] | None = None
         self.chan: Channel | None = None
         self.objects: dict[str, Any] = {}
         self.audit: Any = None
         self.local: Any = None
+        self.e2e: Any = None  # the EngineServer of an end-to-end process
         self.records: list[dict[str, Any]] = []
 
     def start(self) -> str:
@@ -227,9 +230,11 @@ class LearnerProcess:
                     "notebooks": self.job["notebooks"],
                     "needs": self.job["needs"],
                     "cell_timeout": self.job["test_timeout"],
+                    "e2e": {k: self.e2e_job[k] for k in ("model", "cache_dir")} if self.e2e_job else None,
                 },
                 f,
             )
+        memory_mb = max(self.job["memory_mb"], E2E_MEMORY_MB) if self.e2e_job else self.job["memory_mb"]
         env = dict(os.environ, HOME=self.workdir, TMPDIR=self.workdir, MPLCONFIGDIR=self.workdir)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-m", "pagedlab.grading.sandbox", str(r1), str(w2), "job.json"],
@@ -238,7 +243,7 @@ class LearnerProcess:
             stdin=subprocess.DEVNULL,
             pass_fds=(r1, w2),
             close_fds=True,
-            preexec_fn=limits_preexec(self.job["memory_mb"], self.job["cpu_s"]),
+            preexec_fn=limits_preexec(memory_mb, self.job["cpu_s"]),
         )
         os.close(r1)
         os.close(w2)
@@ -272,6 +277,8 @@ class LearnerProcess:
             self.audit = self.chan.decode({"t": "ref", "h": hello["audit"], "cls": "audit"})
         if isinstance(hello.get("local"), int):
             self.local = self.chan.decode({"t": "ref", "h": hello["local"], "cls": "local runner"})
+        if isinstance(hello.get("e2e"), int):
+            self.e2e = self.chan.decode({"t": "ref", "h": hello["e2e"], "cls": "engine server"})
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.chan is not None and not self.chan.closed
@@ -444,8 +451,16 @@ def _run_in_learner(lp: LearnerProcess, eid: str, test: Any, limit: float) -> li
 
 
 def _run_tests(
-    lp: LearnerProcess, loaded: list[str], hidden: bool, timeout: float, out: TextIO, timed_out: set[str]
+    lp: LearnerProcess,
+    loaded: list[str],
+    hidden: bool,
+    timeout: float,
+    out: TextIO,
+    timed_out: set[str],
+    keep: dict[tuple[str, str], Any] | None = None,
 ) -> None:
+    """Run the (public or hidden) tests of ``loaded``; write a ``transcript`` line each; ``keep``
+    receives ``(exercise id, title) -> transcript``."""
     for eid in loaded:
         for test in registry.get(eid).tests:
             if test.hidden != hidden:
@@ -459,6 +474,8 @@ def _run_tests(
             _write(
                 out, {"type": "transcript", "exercise": eid, "test": test.title, "hidden": hidden, "entries": entries}
             )
+            if keep is not None:
+                keep[(eid, test.title)] = entries
 
 
 def _audit(lp: LearnerProcess, out: TextIO) -> None:
@@ -499,14 +516,52 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
     loaded = _exercises(lp, parsed, out)
     timed_out: set[str] = set()
     local = [eid for eid in loaded if registry.get(eid).runs_in_learner_process]
-    _run_tests(lp, [eid for eid in loaded if eid not in local], False, job["test_timeout"], out, timed_out)
+    public: dict[tuple[str, str], Any] = {}
+    _run_tests(lp, [eid for eid in loaded if eid not in local], False, job["test_timeout"], out, timed_out, public)
     _audit(lp, out)  # before the local drivers run: they fill the kit's lazy state there (lab 08's kernels)
-    _run_tests(lp, local, False, job["test_timeout"], out, timed_out)
+    _run_tests(lp, local, False, job["test_timeout"], out, timed_out, public)
     if job.get("hidden_dir"):
         registry.load_hidden_tests(job["hidden_dir"])
         _run_tests(lp, loaded, True, job["test_timeout"], out, timed_out)
     lp.stop()
-    _write(out, {"type": "done"})
+    _write(out, {"type": "done"})  # the tests are done: the end-to-end test has its own time after them
+    if job.get("e2e"):
+        _end_to_end(job, names, public, out)
+
+
+def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[str, str], Any], out: TextIO) -> None:
+    """The end-to-end test (:mod:`pagedlab.grading.e2e`): the parts whose public tests all passed,
+    plugged into the engine in a fresh learner process; one ``e2e`` line per configuration."""
+    parts = [eid for eid in e2e.passed_parts(public) if eid in names]
+    if not parts:
+        return
+    planned = [c["name"] for c, _used in e2e.configs_for(parts, job["e2e"]["configs"])]
+    _write(out, {"type": "e2e_start", "parts": e2e.slots_of(parts), "configs": planned})
+    lp = LearnerProcess(job, {eid: names[eid] for eid in parts}, job["e2e"])
+    why = lp.start()
+    if why or lp.e2e is None:
+        _write(
+            out,
+            {
+                "type": "e2e",
+                "config": "default",
+                "parts": e2e.slots_of(parts),
+                "tokens": None,
+                "table": "",
+                "error": {
+                    "message": f"the engine could not be started with your parts: {why or 'no engine'}",
+                    "fatal": 1,
+                },
+                "blame": "",
+            },
+        )
+        lp.stop()
+        return
+    try:
+        for line in e2e.run_e2e(lp.e2e, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
+            _write(out, line)
+    finally:
+        lp.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

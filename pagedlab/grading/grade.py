@@ -36,6 +36,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -49,6 +50,7 @@ from typing import Any
 
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import registry
+from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
@@ -94,14 +96,17 @@ class LearnerResult:
     exercises: dict[str, ExerciseResult] = field(default_factory=dict)
     log: str = ""
     seconds: float = 0.0
+    e2e: E2EResult | None = None  # the end-to-end test (its points count only when the instructor gave some)
 
     @property
     def score(self) -> float:
-        return round(sum(e.score for e in self.exercises.values()), 4)
+        extra = self.e2e.score if self.e2e is not None else 0.0
+        return round(sum(e.score for e in self.exercises.values()) + extra, 4)
 
     @property
     def max_score(self) -> float:
-        return round(sum(e.max_score for e in self.exercises.values()), 4)
+        extra = self.e2e.points if self.e2e is not None else 0.0
+        return round(sum(e.max_score for e in self.exercises.values()) + extra, 4)
 
 
 # --- discovery ------------------------------------------------------------------------------------------
@@ -278,15 +283,22 @@ def _copy_notebooks(learner: Learner, folder: str, run: _Run) -> list[str]:
 
 
 def start_learner(
-    learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float, memory_mb: int
+    learner: Learner,
+    exercises: list[str] | None,
+    hidden: Path | None,
+    timeout: float,
+    memory_mb: int,
+    e2e_job: dict[str, Any] | None = None,
 ) -> _Run:
     """Start one learner's driver process (:mod:`pagedlab.grading.driver`) in a fresh folder.
 
     The folder holds the driver's job and results; its ``learner/`` sub-folder holds copies of the
-    notebooks and is the only folder the learner's process may use. Called from the main thread
+    notebooks and is the only folder the learner's process may use. ``e2e_job``
+    (:meth:`~pagedlab.grading.e2e.E2EPlan.job`) turns the end-to-end test on. Called from the main thread
     only (``preexec_fn`` is not safe with threads around).
     """
-    run = _Run(learner, timeout)
+    extra = E2E_ALLOWANCE_S if e2e_job else 0.0  # the end-to-end test has its own time, after the tests
+    run = _Run(learner, timeout + extra)
     if not learner.notebooks:
         return run
     run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
@@ -299,8 +311,9 @@ def start_learner(
         "hidden_dir": str(hidden) if hidden else None,
         "test_timeout": min(30.0, max(1.0, timeout / 4)),
         "memory_mb": memory_mb,
-        "cpu_s": int(timeout) + 2,
+        "cpu_s": int(timeout + extra) + 2,
         "result": "result.jsonl",
+        "e2e": dict(e2e_job, limit=E2E_CONFIG_LIMIT_S) if e2e_job else None,
     }
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
@@ -315,7 +328,8 @@ def start_learner(
         stderr=subprocess.STDOUT,
         start_new_session=True,
         close_fds=True,
-        preexec_fn=limits_preexec(max(memory_mb, 2048), int(timeout) + 2),
+        # the driver's limits bound its children's: the end-to-end learner process needs E2E_MEMORY_MB
+        preexec_fn=limits_preexec(max(memory_mb, 2048, E2E_MEMORY_MB if e2e_job else 0), int(timeout + extra) + 2),
     )
     return run
 
@@ -327,6 +341,7 @@ def run_learners(
     timeout: float,
     memory_mb: int,
     jobs: int,
+    e2e_job: dict[str, Any] | None = None,
 ) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every learner (at most ``jobs`` processes at a time); results in the learners' order."""
     results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
@@ -335,7 +350,7 @@ def run_learners(
     while pending or running:
         while pending and len(running) < jobs:
             i, lr = pending.pop(0)
-            running[i] = start_learner(lr, exercises, hidden, timeout, memory_mb)
+            running[i] = start_learner(lr, exercises, hidden, timeout, memory_mb, e2e_job)
         for i in [i for i, r in running.items() if r.poll()]:
             results[i] = running.pop(i).finish()
         if running:
@@ -552,6 +567,52 @@ def _exercises_found(runs: Sequence[tuple[Learner, list[dict[str, Any]], dict[st
     return sorted(e for e in found if e in known)
 
 
+@dataclass(frozen=True)
+class E2EOptions:
+    """The instructor's settings of the end-to-end test (:mod:`pagedlab.grading.e2e`).
+
+    Attributes:
+        enabled: run it (``--no-e2e`` turns it off).
+        seed: the prompts' seed (None: a fresh random one per run, printed so it can be repeated).
+        points: its weight in the score (0: a separate row of the report that adds no points).
+        prompts: prompts per configuration; tokens: tokens generated per prompt (greedy).
+    """
+
+    enabled: bool = True
+    seed: int | None = None
+    points: float = 0.0
+    prompts: int = 3
+    tokens: int = 8
+
+
+_PLANS: dict[tuple[Any, ...], E2EPlan] = {}
+
+
+def _e2e_plan(opts: E2EOptions) -> tuple[E2EPlan | None, str]:
+    """The end-to-end plan (prompts and the kit's reference tokens; computed once per process and
+    seed), or None and why not (turned off, or the model is not cached).
+
+    Raises:
+        GradeError: a bad option (points < 0, prompts or tokens out of range).
+    """
+    from pagedlab.grading import e2e
+
+    if not opts.enabled:
+        return None, "turned off (--no-e2e)"
+    if opts.points < 0:
+        raise GradeError(f"--e2e-points must be >= 0, got {opts.points:g}")
+    key = (opts.seed, opts.prompts, opts.tokens)  # seed None: drawn once per process
+    if key not in _PLANS:
+        seed = opts.seed if opts.seed is not None else secrets.randbelow(2**31)
+        try:
+            _PLANS[key] = e2e.plan(seed, opts.prompts, opts.tokens)
+        except ValueError as err:
+            raise GradeError(str(err)) from err
+        except PagedLabError as err:  # the model is not cached: the unit tests still grade
+            return None, f"the kit's engine could not run: {str(err).splitlines()[0]}"
+    return _PLANS[key], ""
+
+
 def grade_learners(
     learners: Sequence[Learner],
     out: Any = "grading-output",
@@ -561,6 +622,7 @@ def grade_learners(
     jobs: int = 1,
     exercises: Sequence[str] | None = None,
     quiet: bool = False,
+    e2e: E2EOptions | None = None,
 ) -> list[LearnerResult]:
     """Grade already discovered learners and write the reports (see :func:`grade` for the arguments).
 
@@ -584,12 +646,18 @@ def grade_learners(
         + (", with hidden tests" if hidden else "")
     )
     wanted = list(exercises) if exercises else None
+    opts = e2e if e2e is not None else E2EOptions()
+    e2e_plan, e2e_note = _e2e_plan(opts)
+    say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
+    job = e2e_plan.job() if e2e_plan is not None else None
     runs = [
         (lr, lines, info)
-        for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs))
+        for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job))
     ]
     ids = wanted if wanted is not None else _exercises_found(runs)
     results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
+    for r, (_lr, lines, _info) in zip(results, runs):
+        r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
     report.write_all(out_dir, results, ids, runs)
     broken = sorted(
         {
@@ -605,6 +673,8 @@ def grade_learners(
     for r in results:
         status = "" if r.status == "ok" else f"  [{r.status}]"
         say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
+        if r.e2e is not None and r.e2e.status != "not run":
+            say(f"  {'':<24} {r.e2e.line}")
     say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
     return results
 
@@ -618,6 +688,7 @@ def grade(
     jobs: int = 1,
     exercises: Sequence[str] | None = None,
     quiet: bool = False,
+    e2e: E2EOptions | None = None,
 ) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
@@ -630,6 +701,7 @@ def grade(
         jobs: learners graded in parallel.
         exercises: exercise ids to grade (default: every exercise found in any submission).
         quiet: print nothing.
+        e2e: the end-to-end test's settings (default :class:`E2EOptions`: on, random prompts, 0 points).
 
     Raises:
         GradeError: no submissions found, or a bad option.
@@ -639,7 +711,7 @@ def grade(
     learners = discover(submissions)
     if not learners:
         raise GradeError("no submissions found in " + ", ".join(map(str, submissions)))
-    return grade_learners(learners, out, hidden_tests, timeout, memory_mb, jobs, exercises, quiet)
+    return grade_learners(learners, out, hidden_tests, timeout, memory_mb, jobs, exercises, quiet, e2e)
 
 
 # --- CLI --------------------------------------------------------------------------------------------------
@@ -676,6 +748,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="grade these exercise ids (default: every exercise found in any submission)",
     )
+    parser.add_argument(
+        "--no-e2e", action="store_true", help="skip the end-to-end test (parts plugged into the engine)"
+    )
+    parser.add_argument(
+        "--e2e-seed", metavar="N", type=int, default=None, help="seed of the end-to-end prompts (default: random)"
+    )
+    parser.add_argument(
+        "--e2e-points",
+        metavar="P",
+        type=float,
+        default=0.0,
+        help="points of the end-to-end test (default 0: a separate row of the report, not counted)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -683,7 +768,19 @@ def main(args: argparse.Namespace) -> int:
     if missing:  # a mistyped folder must not yield an empty report and exit 0
         raise GradeError(f"no such file or folder: {', '.join(missing)}; nothing was graded")
     try:
-        grade(args.submissions, args.out, args.hidden_tests, args.timeout, args.memory, args.jobs, args.exercises)
+        opts = E2EOptions(
+            not getattr(args, "no_e2e", False), getattr(args, "e2e_seed", None), getattr(args, "e2e_points", 0.0)
+        )
+        grade(
+            args.submissions,
+            args.out,
+            args.hidden_tests,
+            args.timeout,
+            args.memory,
+            args.jobs,
+            args.exercises,
+            e2e=opts,
+        )
     except registry.UnknownExerciseError as e:
         raise GradeError(str(e)) from e
     return 0

@@ -15,7 +15,9 @@ the step and the invariant (with a picture where one exists) and the engine goes
 
 Bridging (exercise signature -> slot interface): ``04.schedule_step`` takes no budget, so its slot
 call drops the budget arguments; ``07.get_computed_blocks`` takes the request and the block pool, so
-its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``; lab 03's
+its slot call hands it just the hashes, the token count and the pool's ``get_cached_block``;
+``06.schedule_with_preemption`` (a whole step with preemption, no budget) fills ``schedule_step``
+wrapped in ``PreemptingStep`` and runs in ``LearnerPreemptingScheduler``, ahead of 05 and 04; lab 03's
 ``fork`` / ``append_token`` and lab 07's ``match_prefix`` / ``insert`` / ``evict`` each fill part of one
 slot (``ForkCowFns``, ``RadixOps``: the reference fills the rest, a later passing function replaces
 it) and run on the learner kit's ``RefCountedPool`` view of the engine's pool / ``TreeNode`` tree
@@ -33,7 +35,15 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from pagedlab.engine.components import SLOTS, Components, ForkCowFns, PrefixLookupFn, RadixOps, ScheduleStepFn
+from pagedlab.engine.components import (
+    SLOTS,
+    Components,
+    ForkCowFns,
+    PreemptingStep,
+    PrefixLookupFn,
+    RadixOps,
+    ScheduleStepFn,
+)
 from pagedlab.grading import registry
 from pagedlab.grading.checking import passed_check
 
@@ -45,6 +55,7 @@ __all__ = [
     "LAB_PROMPTS",
     "compare_outputs",
     "render_component_state",
+    "components_for",
 ]
 
 #: Short real prompts the labs serve (cheap: a few tokens each).
@@ -128,6 +139,7 @@ def _fork_cow_bridge(name: str) -> Callable[[Any], ForkCowFns]:
 BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "02.free_queue": ("free_queue", _same),
     "02.slot_mapping": ("slot_mapping", _same),
+    "06.schedule_with_preemption": ("schedule_step", PreemptingStep),
     "05.schedule_with_budget": ("schedule_step", _same),
     "04.schedule_step": ("schedule_step", _schedule_step_bridge),
     "06.pick_victim": ("pick_victim", _same),
@@ -138,6 +150,7 @@ BRIDGES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "07.match_prefix": ("radix", _radix_bridge("match_prefix")),
     "07.insert": ("radix", _radix_bridge("insert")),
     "07.evict": ("radix", _radix_bridge("evict")),
+    "08.triton_load_kv_tile": ("triton_tile_load", _same),
 }
 
 
@@ -227,6 +240,7 @@ SERVE_SETTINGS: dict[str, dict[str, Any]] = {
     "preempt_retry": {"num_gpu_blocks": 6},
     "prefix_lookup": {"enable_prefix_caching": True},
     "radix": {"enable_prefix_caching": True, "prefix_cache": "radix", "num_gpu_blocks": 4},  # a 4-block pool evicts
+    "triton_tile_load": {"attention_backend": "triton"},  # it runs only in the Triton kernel
 }
 
 
@@ -356,16 +370,24 @@ def slot_of(exercise_id: str) -> str | None:
 assert all(slot in SLOTS for slot, _ in BRIDGES.values())
 
 
+def components_for(objects: dict[str, Any], note: str = "your {eid}") -> Components:
+    """The kit's components with each of ``objects`` (exercise id -> implementation) plugged in
+        through its bridge; a slot two exercises fill takes the first in ``BRIDGES`` order (fork_cow and
+    radix: each exercise fills its function of the slot, the references the rest). Ids that
+        are not in ``BRIDGES`` are ignored; nothing is checked here (callers decide what passed)."""
+    comps = Components.kit()
+    for eid, (slot, bridge) in BRIDGES.items():
+        impl = comps.parts[slot].impl
+        if eid in objects and not comps.is_yours(slot):
+            comps = comps.plug(slot, bridge(objects[eid]), note=note.format(eid=eid))
+        elif eid in objects and _mergeable(impl):  # fork_cow / radix: several exercises fill one slot
+            merged = impl.merge(bridge(objects[eid]))
+            comps = comps.plug(slot, merged, note=f"{comps.parts[slot].note}, {eid}")
+    return comps
+
+
 def solution_components() -> Components:
     """Every plugged slot filled from the exercises' canonical solution cells (pure Python, as a
     learner writes them): the engine the capstone builds from a finished course."""
-    comps = Components.kit()
     known = {ex.id for ex in registry.all_exercises()}
-    for eid, (slot, bridge) in BRIDGES.items():
-        impl = comps.parts[slot].impl
-        if eid in known and not comps.is_yours(slot):
-            comps = comps.plug(slot, bridge(registry.snippet_object(eid)), note=f"solution {eid}")
-        elif eid in known and _mergeable(impl):
-            new = impl.merge(bridge(registry.snippet_object(eid)))
-            comps = comps.plug(slot, new, note=f"{comps.parts[slot].note}, {eid}")
-    return comps
+    return components_for({eid: registry.snippet_object(eid) for eid in BRIDGES if eid in known}, "solution {eid}")

@@ -92,13 +92,30 @@ def _exercise_tests(eid: str, er: Any) -> list[dict[str, Any]]:
     return tests
 
 
+def _e2e_test(res: Any) -> list[dict[str, Any]]:
+    """The end-to-end test as a Gradescope test (none when it did not run; max_score = its points)."""
+    e2e = getattr(res, "e2e", None)
+    if e2e is None or e2e.status == "not run":
+        return []
+    return [
+        {
+            "name": "end-to-end: your parts in the engine",
+            "score": e2e.score,
+            "max_score": e2e.points,
+            "status": "passed" if e2e.passed else "failed",
+            "output": "\n".join([e2e.line, *e2e.details]),
+            "visibility": "visible",
+        }
+    ]
+
+
 def gradescope_dict(res: Any) -> dict[str, Any]:
     """One learner's results in the Gradescope autograder ``results.json`` format.
 
     ``score`` is the sum of the tests' scores (so it always agrees with them); ``output`` holds
     the messages about the submission's files (never text from a hidden test).
     """
-    tests = [t for eid, er in sorted(res.exercises.items()) for t in _exercise_tests(eid, er)]
+    tests = [t for eid, er in sorted(res.exercises.items()) for t in _exercise_tests(eid, er)] + _e2e_test(res)
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "output": "; ".join(res.messages)[:5000],
@@ -125,6 +142,13 @@ def feedback_html(res: Any) -> str:
     ]
     if res.messages:
         parts.append("<ul>" + "".join(f"<li>{e(m)}</li>" for m in res.messages) + "</ul>")
+    if getattr(res, "e2e", None) is not None:
+        r = res.e2e
+        mark = {"passed": "✅", "failed": "❌"}.get(r.status, "•")
+        pts = f" ({r.score:g} / {r.points:g})" if r.points else ""
+        parts.append(f"<p data-e2e='{e(r.status)}'>{mark} {e(r.line)}{pts}</p>")
+        if r.details:
+            parts.append("<ul>" + "".join(f"<li>{e(d)}</li>" for d in r.details) + "</ul>")
     for eid, er in sorted(res.exercises.items()):
         try:
             ex = registry.get(eid)
@@ -170,7 +194,11 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
     (out_dir / "logs").mkdir(exist_ok=True)
     with open(out_dir / "grades.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["learner", "score", "max_score", "percent", "status"] + list(exercise_ids) + ["flags", "messages"])
+        w.writerow(
+            ["learner", "score", "max_score", "percent", "status"]
+            + list(exercise_ids)
+            + ["end-to-end", "flags", "messages"]
+        )
         for r in results:
             pct = 100.0 * r.score / r.max_score if r.max_score else 0.0
             flags = sorted({fl for er in r.exercises.values() for fl in er.flags})
@@ -178,6 +206,7 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
             w.writerow(
                 [r.learner.name, f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
                 + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
+                + [r.e2e.line if getattr(r, "e2e", None) is not None else ""]
                 + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
             )
     combined = {

@@ -16,6 +16,10 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 4. send a *hello* (what loaded, with handles of the learner's objects) over the pipe and answer the
    driver's requests (:mod:`pagedlab.grading.rpc`) until it closes the pipe.
 
+For the end-to-end test (job key ``e2e``) the engine and the model's weights are loaded before the
+guard (step 2), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
+holding the learner's objects: it serves prompts on them and answers token ids (plain data).
+
 No reference transcript or hidden test is ever in this process, and no driver runs here - with
 one exception: an exercise marked ``runs_in_learner_process`` (lab 08's ``@triton.jit`` helper,
 which cannot cross the pipe) has its public drivers run here by :class:`_LocalRunner`, and only
@@ -349,8 +353,17 @@ def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tu
     return parsed
 
 
-def _load(parsed: list[tuple[str, Any]], names: dict[str, str], cell_timeout: float, chan: Any) -> list[dict[str, Any]]:
-    """Run the exercise cells of every notebook; one record per (notebook, exercise) found."""
+def _load(
+    parsed: list[tuple[str, Any]],
+    names: dict[str, str],
+    cell_timeout: float,
+    chan: Any,
+    into: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Run the exercise cells of every notebook; one record per (notebook, exercise) found.
+
+    ``into`` (exercise id -> object) receives the first loaded object of each exercise (the
+    end-to-end test's engine plugs them in)."""
     from pagedlab.grading.extract import load_exercises
     from pagedlab.grading.runner import time_limit
 
@@ -367,6 +380,8 @@ def _load(parsed: list[tuple[str, Any]], names: dict[str, str], cell_timeout: fl
             continue
         for eid, le in results.items():
             if eid in names:
+                if into is not None and le.ok:
+                    into.setdefault(eid, le.obj)
                 records.append(
                     {
                         "exercise": eid,
@@ -399,6 +414,12 @@ def main(argv: list[str] | None = None) -> int:
             __import__(mod)
         except Exception:  # noqa: BLE001 - the tests will say what is missing
             pass
+    server: Any = None
+    if job.get("e2e"):  # the end-to-end test: the engine and the model's weights, loaded before the guard
+        from pagedlab.grading import e2e
+
+        e2e.preload(str(job["e2e"]["model"]), str(job["e2e"]["cache_dir"]))
+        server = e2e.EngineServer(str(job["e2e"]["model"]))
     install_guard(workdir, _read_roots())
     chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
     for mod in _AUDITED:
@@ -406,8 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     sys.modules["pagedlab.grading.registry"].load_all()
     audit = _Audit()
     local = _LocalRunner()
-    records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan)
-    chan.send({"hello": {"records": records, "audit": chan.export(audit), "local": chan.export(local)}})
+    records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None)
+    hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local)}
+    if server is not None:
+        hello["e2e"] = chan.export(server)
+    chan.send({"hello": hello})
     chan.serve_forever()
     return 0
 

@@ -170,3 +170,33 @@ def test_serve_with_runs_a_radix_or_fork_function_inside_smollm2(eid, capsys):
     if eid == "03.fork":
         half = [len(m) // 2 for m in res.mine]  # one fork per prompt: two identical greedy completions
         assert len(calls) == 3 and all(m[:h] == m[h:] and h > 0 for m, h in zip(res.mine, half))
+
+
+def test_slots_and_bridges_name_real_exercises() -> None:
+    """Every exercise a slot lists exists, and every bridged exercise fills a slot that lists it
+    (a slot naming an exercise that does not exist is never the learner's)."""
+    from pagedlab.engine.components import SLOTS
+    from pagedlab.grading import registry
+    from pagedlab.grading.plug import BRIDGES
+
+    registry.load_all()
+    known = {ex.id for ex in registry.all_exercises()}
+    for slot in SLOTS.values():
+        assert set(slot.exercises) <= known, (slot.name, set(slot.exercises) - known)
+    for eid, (slot_name, _) in BRIDGES.items():
+        assert eid in known and eid in SLOTS[slot_name].exercises, eid
+
+
+def test_the_preempting_step_covers_victim_choice_and_the_retry_loop() -> None:
+    """Lab 06's whole step fills schedule_step and does the preempt_retry / pick_victim work itself:
+    the table and learner_slots say so; the kit's parts there stay kit-owned in ``parts``."""
+    from pagedlab.engine.components import Components, PreemptingStep
+    from pagedlab.grading import registry
+
+    step = PreemptingStep(registry.snippet_object("06.schedule_with_preemption"))
+    comps = Components.kit().plug("schedule_step", step, note="yours")
+    assert comps.learner_slots == ["schedule_step", "pick_victim", "preempt_retry"]
+    assert not comps.is_yours("preempt_retry") and comps.owner("preempt_retry") == "yours"
+    row = next(r for r in comps.table().splitlines() if r.startswith("preempt_retry"))
+    assert "yours" in row and "schedule_with_preemption" in row
+    assert Components.kit().owner("preempt_retry") == "kit"

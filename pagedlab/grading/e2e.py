@@ -1,0 +1,572 @@
+"""The end-to-end test of ``pagedlab grade``: a submission's parts plugged into the real engine serve
+real prompts, and must produce the kit's engine's tokens exactly.
+
+Who does what (the threat model is in ``docs/instructor_guide.md``, section "End-to-end test"):
+
+* **grader** (:func:`plan`, :func:`judge_e2e`; never runs learner code): picks the prompts from the
+  kit's ``data/prompts.jsonl`` with a seed (``--e2e-seed``, random by default and printed), turns
+  them into token ids with the chat template, serves them on the kit's own engine in each
+  configuration (the *reference tokens*), and at the end compares the submission's tokens with
+  them: the score depends on that comparison only.
+* **driver** (:func:`run_e2e`, trusted, no learner code): decides which parts are plugged in - the
+  bridged exercises (``pagedlab.grading.plug.BRIDGES``) whose every public test passed, judged
+  here against the reference transcripts - and which configurations run, starts a fresh learner
+  process with the model preloaded, asks it to serve, checks that the reply is plain data, and on a
+  mismatch finds the component by serving again with one part plugged at a time.
+* **learner's process** (:class:`EngineServer`): builds the engine from the learner's objects and
+  serves; it sends back only token ids, the components table and a ``ComponentError``'s slot,
+  step and invariant. It never sees the reference tokens, and no "passed" flag of its is read.
+
+Configurations: ``default`` (the engine of ``my_engine()``: 128 blocks of 16, prefix caching on);
+``prefix caching`` when ``prefix_lookup`` is plugged (one request at a time, so later prompts hit the
+chat template's cached blocks); ``forced preemption`` when a scheduler part that preempts is plugged
+(blocks of 4 and a pool on which the kit's engine itself preempts; a lab 04/05 ``schedule_step``,
+which cannot preempt, is left out there and the kit's scheduler runs); ``triton kernel`` when lab 08's
+``@triton.jit`` tile load is plugged (1 prompt x 3 tokens on the "triton" backend, Triton's
+interpreter on CPU; skipped when Triton cannot run in the grader's process).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import secrets
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = [
+    "E2E_ALLOWANCE_S",
+    "E2E_CONFIG_LIMIT_S",
+    "E2E_MEMORY_MB",
+    "E2EPlan",
+    "E2EResult",
+    "EngineServer",
+    "judge_e2e",
+    "passed_parts",
+    "plan",
+    "preload",
+    "run_e2e",
+]
+
+#: Address-space limit (MB) of the learner's process that runs the engine (torch + SmolLM2 in fp32
+#: need about 2.5 GB of address space; measured: 2048 fails to map the weights, 3072 works).
+E2E_MEMORY_MB = 3072
+#: Seconds one configuration may take in the learner's process (the engine's own guards stop a part
+#: after 5 s per call); the driver's backstop adds 10 s and then kills the process.
+E2E_CONFIG_LIMIT_S = 30.0
+#: Seconds added to a learner's ``--timeout`` for the end-to-end test (it runs after every unit test,
+#: so it never costs them time): a fresh process with the model (~6 s) and up to 3 configurations.
+E2E_ALLOWANCE_S = 60.0
+#: Schedule steps that cannot preempt: the forced-preemption configuration runs the kit's scheduler.
+NON_PREEMPTING_STEPS = frozenset({"04.schedule_step", "05.schedule_with_budget"})
+#: Slots whose parts run only when requests are preempted.
+PREEMPTION_SLOTS = frozenset({"pick_victim", "preempt_retry", "schedule_step"})
+
+
+# --- the grader: prompts, configurations, reference tokens --------------------------------------------
+@dataclass
+class Config:
+    """One engine configuration of the end-to-end test.
+
+    Attributes:
+        name: ``default`` | ``prefix caching`` | ``forced preemption``.
+        engine_kwargs: ``LLM`` arguments (plain data).
+        reference: the kit's engine's tokens per prompt, in this configuration.
+        kit_preemptions: preemptions in the kit's run (forced preemption: > 0 when it really preempted).
+        num_prompts, max_tokens: a smaller run than the plan's (0: the plan's) - the Triton
+            interpreter takes seconds per token.
+    """
+
+    name: str
+    engine_kwargs: dict[str, Any]
+    reference: list[list[int]] = field(default_factory=list)
+    kit_preemptions: int = 0
+    num_prompts: int = 0
+    max_tokens: int = 0
+
+
+@dataclass
+class E2EPlan:
+    """What the grader decided before any submission runs: prompts, configurations, reference tokens."""
+
+    seed: int
+    prompts: list[str]
+    prompt_ids: list[list[int]]
+    max_tokens: int
+    configs: list[Config]
+    model: str
+    cache_dir: str
+
+    def job(self) -> dict[str, Any]:
+        """The plain-data part of the driver's job (the driver is trusted: it may see the references)."""
+        return {
+            "model": self.model,
+            "cache_dir": self.cache_dir,
+            "prompt_ids": self.prompt_ids,
+            "max_tokens": self.max_tokens,
+            "configs": [
+                {
+                    "name": c.name,
+                    "engine_kwargs": c.engine_kwargs,
+                    "reference": c.reference,
+                    "prompt_ids": self.prompt_ids[: c.num_prompts or None],
+                    "max_tokens": c.max_tokens or self.max_tokens,
+                }
+                for c in self.configs
+            ],
+        }
+
+    def describe(self) -> str:
+        """One line for the grader's console and the report."""
+        return (
+            f"end-to-end: {len(self.prompts)} prompts x {self.max_tokens} tokens (seed {self.seed}; "
+            f"--e2e-seed {self.seed} repeats them), configurations: "
+            + ", ".join(
+                c.name + (f" (the kit's engine preempts {c.kit_preemptions}x)" if c.kit_preemptions else "")
+                for c in self.configs
+            )
+        )
+
+
+def prompt_pool() -> list[str]:
+    """The user turns of the kit's ``data/prompts.jsonl`` (the pool the grader draws from)."""
+    from pagedlab.demo import default_prompts, read_prompts
+
+    pool = []
+    for row in read_prompts(default_prompts()):
+        messages = row.get("messages") or [{"role": "user", "content": row.get("prompt", "")}]
+        pool.append(str(messages[-1]["content"]))
+    return pool
+
+
+def choose_prompts(seed: int, n: int) -> list[str]:
+    """``n`` distinct prompts of :func:`prompt_pool`, drawn with ``seed``.
+
+    Raises:
+        ValueError: ``n`` < 1 or larger than the pool.
+    """
+    pool = prompt_pool()
+    if not 1 <= n <= len(pool):
+        raise ValueError(f"--e2e-prompts must be 1 .. {len(pool)} (the prompt pool), got {n}")
+    return random.Random(seed).sample(pool, n)
+
+
+def _kit_tokens(model: str, prompt_ids: list[list[int]], max_tokens: int, **kwargs: Any) -> tuple[list[list[int]], int]:
+    """The kit's engine's greedy tokens per prompt and its number of preemptions."""
+    from pagedlab import SamplingParams
+    from pagedlab.engine.llm import LLM
+
+    llm = LLM(model, **kwargs)
+    outs = llm.generate([list(p) for p in prompt_ids], SamplingParams(temperature=0, max_tokens=max_tokens))
+    return [list(o.outputs[0].token_ids) for o in outs], sum(
+        o.pagedlab_metrics.num_preemptions for o in outs if o.pagedlab_metrics
+    )
+
+
+def _preemption_config(path: str, ids: list[list[int]], max_tokens: int, base: dict[str, Any]) -> Config:
+    """The forced-preemption configuration: blocks of 4 tokens and a pool that admits the first two
+    prompts but cannot hold their answers, so the kit's engine preempts (checked: the largest such
+    pool where the kit's run really preempts; never below the longest request's own need)."""
+    bs = 4
+    need = [math.ceil((len(p) + max_tokens) / bs) for p in ids]
+    start = sum(math.ceil(len(p) / bs) for p in ids[:2])
+    cfg = Config("forced preemption", {})
+    for pool in range(max(start, max(need)), max(need) - 1, -1):
+        kwargs = {**base, "block_size": bs, "num_gpu_blocks": pool, "enable_prefix_caching": False}
+        cfg = Config("forced preemption", kwargs)
+        cfg.reference, cfg.kit_preemptions = _kit_tokens(path, ids, max_tokens, **kwargs)
+        if cfg.kit_preemptions > 0:
+            break
+    return cfg
+
+
+def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Config | None:
+    """The ``triton kernel`` configuration (lab 08's ``@triton.jit`` tile load inside the kit's Triton
+    decode kernel): 1 prompt x 3 tokens on the "triton" backend; None when Triton cannot run here
+    (no ``TRITON_INTERPRET=1`` on a machine without a GPU)."""
+    from pagedlab.errors import PagedLabError
+
+    cfg = Config("triton kernel", {**base, "attention_backend": "triton"}, num_prompts=1, max_tokens=3)
+    try:
+        cfg.reference, _ = _kit_tokens(path, ids[:1], 3, **cfg.engine_kwargs)
+    except (PagedLabError, ImportError):
+        return None
+    return cfg
+
+
+def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, model: str | None = None) -> E2EPlan:
+    """Choose the prompts and compute the kit's reference tokens in every configuration (grader only).
+
+    Args:
+        seed: the prompts' seed (None: a fresh random one, reported so that a run can be repeated).
+        num_prompts: prompts per configuration.
+        max_tokens: tokens generated per prompt (greedy).
+        model: the GGUF path (default: the kit's cached SmolLM2).
+
+    Raises:
+        ValueError: ``num_prompts`` / ``max_tokens`` out of range.
+        ModelNotFoundError: the model is not cached (``pagedlab fetch-model``).
+    """
+    from pagedlab.engine.llm import LLM
+    from pagedlab.grading.plug import _ENGINE_DEFAULTS
+    from pagedlab.model.loader import resolve_model_path
+
+    if max_tokens < 1:
+        raise ValueError(f"--e2e-tokens must be >= 1, got {max_tokens}")
+    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    prompts = choose_prompts(seed, num_prompts)
+    path = str(resolve_model_path(model))
+    base = dict(_ENGINE_DEFAULTS)
+    kit = LLM(path, **base)
+    ids = [kit.apply_chat_template([{"role": "user", "content": p}]) for p in prompts]
+    configs = [
+        Config("default", base),
+        Config("prefix caching", {**base, "max_num_seqs": 1, "enable_prefix_caching": True}),
+    ]
+    for c in configs:
+        c.reference, c.kit_preemptions = _kit_tokens(path, ids, max_tokens, **c.engine_kwargs)
+    configs.append(_preemption_config(path, ids, max_tokens, base))
+    triton = _triton_config(path, ids, base)
+    if triton is not None:
+        configs.append(triton)
+    from pagedlab.model.fetch import default_cache_dir
+
+    return E2EPlan(seed, prompts, ids, max_tokens, configs, path, str(default_cache_dir()))
+
+
+# --- the driver: which parts, which configurations ------------------------------------------------------
+def passed_parts(transcripts: dict[tuple[str, str], Any]) -> list[str]:
+    """The bridged exercises whose every public test passed (judged here against the reference).
+
+    Args:
+        transcripts: ``(exercise id, test title) -> the learner's transcript`` of the public tests.
+    """
+    from pagedlab.grading import registry
+    from pagedlab.grading.judge import judge
+    from pagedlab.grading.plug import BRIDGES
+    from pagedlab.grading.runner import reference_transcript
+
+    out = []
+    for eid in BRIDGES:
+        try:
+            ex = registry.get(eid)
+        except registry.UnknownExerciseError:
+            continue
+        tests = ex.public_tests()
+        if tests and all(
+            (eid, t.title) in transcripts
+            and judge(ex, t, reference_transcript(ex, t), transcripts[(eid, t.title)], pictures=False).passed
+            for t in tests
+        ):
+            out.append(eid)
+    return out
+
+
+def slots_of(eids: list[str]) -> dict[str, str]:
+    """slot -> the exercise filling it, as ``components_for`` plugs them (first in ``BRIDGES`` order)."""
+    from pagedlab.grading.plug import BRIDGES
+
+    out: dict[str, str] = {}
+    for eid in BRIDGES:
+        if eid in eids:
+            out.setdefault(BRIDGES[eid][0], eid)
+    return out
+
+
+def configs_for(eids: list[str], configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
+    """The configurations to run for the plugged ``eids``, each with the exercises plugged there."""
+    slots = slots_of(eids)
+    out: list[tuple[dict[str, Any], list[str]]] = []
+    for c in configs:
+        if c["name"] == "prefix caching" and "prefix_lookup" not in slots:
+            continue
+        if c["name"] == "triton kernel" and "triton_tile_load" not in slots:
+            continue
+        used = list(eids)
+        if c["name"] == "forced preemption":
+            used = [e for e in eids if e not in NON_PREEMPTING_STEPS]
+            if not PREEMPTION_SLOTS & set(slots_of(used)):
+                continue
+        out.append((c, used))
+    return out
+
+
+def _reply(got: Any, n_prompts: int) -> dict[str, Any]:
+    """The learner process's reply, checked to be ``{"tokens": [[int]] | None, "table": str, "error": ...}``.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if type(got) is not dict:
+        raise ValueError("not a dict")
+    tokens, table, error = got.get("tokens"), got.get("table"), got.get("error")
+    if tokens is not None and not (
+        type(tokens) is list
+        and len(tokens) == n_prompts
+        and all(type(t) is list and all(type(x) is int for x in t) for t in tokens)
+    ):
+        raise ValueError("tokens are not one list of ints per prompt")
+    if type(table) is not str:
+        raise ValueError("the components table is not a str")
+    if error is not None and not (
+        type(error) is dict
+        and all(type(k) is str and type(v) in (str, int) for k, v in error.items())
+        and type(error.get("message")) is str
+    ):
+        raise ValueError("the error is not plain data")
+    if tokens is None and error is None:
+        raise ValueError("neither tokens nor an error")
+    return {"tokens": tokens, "table": table[:4000], "error": error}
+
+
+def first_mismatch(tokens: list[list[int]], reference: list[list[int]]) -> tuple[int, int] | None:
+    """(prompt, token index) of the first difference, or None when identical."""
+    for i, (mine, kit) in enumerate(zip(tokens, reference)):
+        if mine != kit:
+            j = next((k for k, (a, b) in enumerate(zip(mine, kit)) if a != b), min(len(mine), len(kit)))
+            return i, j
+    return None
+
+
+def _serve(
+    server: Any, eids: list[str], prompt_ids: list[list[int]], max_tokens: int, kwargs: dict[str, Any], limit: float
+) -> dict[str, Any]:
+    """One serve call across the pipe, under a backstop time limit; a plain reply or an error dict."""
+    from pagedlab.grading.runner import TimeLimitExceeded, time_limit
+
+    try:
+        with time_limit(limit + 10.0):  # the learner's process enforces ``limit`` itself
+            got = server.serve(eids, prompt_ids, max_tokens, kwargs, limit)
+    except TimeLimitExceeded:
+        return {
+            "tokens": None,
+            "table": "",
+            "error": {
+                "message": f"the process running your code stopped answering (over {limit + 10:g} s)",
+                "fatal": 1,
+            },
+        }
+    except BaseException as e:  # noqa: BLE001 - ChannelClosed included: the process died
+        return {
+            "tokens": None,
+            "table": "",
+            "error": {"message": f"the process running your code ended: {type(e).__name__}", "fatal": 1},
+        }
+    try:
+        return _reply(got, len(prompt_ids))
+    except ValueError as e:
+        return {
+            "tokens": None,
+            "table": "",
+            "error": {"message": f"the process running your code sent a malformed reply ({e})"},
+        }
+
+
+def _blame(
+    server: Any,
+    eids: list[str],
+    prompt: list[int],
+    reference: list[int],
+    max_tokens: int,
+    kwargs: dict[str, Any],
+    limit: float,
+) -> str:
+    """The slot whose part alone changes ``prompt``'s tokens ("" when none does alone)."""
+    for slot, eid in slots_of(eids).items():
+        r = _serve(server, [eid], [prompt], max_tokens, kwargs, limit)
+        if r["error"] is not None and r["error"].get("fatal"):
+            return ""
+        if r["error"] is not None or r["tokens"] != [reference]:
+            return slot
+    return ""
+
+
+def run_e2e(server: Any, eids: list[str], job: dict[str, Any], limit: float) -> list[dict[str, Any]]:
+    """Serve every configuration on the learner's parts; one ``e2e`` result line per configuration.
+
+    Args:
+        server: the proxy of the learner process's :class:`EngineServer`.
+        eids: the plugged exercises (see :func:`passed_parts`).
+        job: :meth:`E2EPlan.job`.
+        limit: seconds one configuration may take in the learner's process.
+    """
+    lines = []
+    for cfg, used in configs_for(eids, job["configs"]):
+        prompt_ids, max_tokens = cfg.get("prompt_ids", job["prompt_ids"]), cfg.get("max_tokens", job["max_tokens"])
+        r = _serve(server, used, prompt_ids, max_tokens, cfg["engine_kwargs"], limit)
+        line = {"type": "e2e", "config": cfg["name"], "parts": slots_of(used), **r, "blame": ""}
+        at = first_mismatch(r["tokens"], cfg["reference"]) if r["tokens"] is not None else None
+        if at is not None:
+            line["blame"] = _blame(
+                server, used, prompt_ids[at[0]], cfg["reference"][at[0]], max_tokens, cfg["engine_kwargs"], limit
+            )
+        lines.append(line)
+        if r["error"] is not None and r["error"].get("fatal"):
+            break
+    return lines
+
+
+# --- the learner's process -----------------------------------------------------------------------------
+def preload(model: str, cache_dir: str) -> None:
+    """Import the engine and load the model's weights (before the sandbox's guard is installed).
+
+    ``cache_dir`` is the grader's model cache, where the grader's own run left the converted
+    weights (the learner's process has its own ``HOME``); it is used for this load only.
+    """
+    import os
+
+    from pagedlab.engine.llm import LLM  # noqa: F401 - imported for its side effect (the engine's modules)
+    from pagedlab.engine.llm_engine import load_model_cached
+    from pagedlab.model.fetch import ENV_CACHE_DIR
+
+    old = os.environ.get(ENV_CACHE_DIR)
+    os.environ[ENV_CACHE_DIR] = cache_dir
+    try:
+        load_model_cached(model)
+    finally:
+        if old is None:
+            del os.environ[ENV_CACHE_DIR]
+        else:
+            os.environ[ENV_CACHE_DIR] = old
+
+
+class EngineServer:
+    """Exported by the learner's process: serve prompts on an engine built from the learner's parts.
+
+    ``objects`` (exercise id -> the learner's object) is filled by the sandbox after the cells ran.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.objects: dict[str, Any] = {}
+
+    def serve(
+        self, eids: list[str], prompt_ids: list[list[int]], max_tokens: int, engine_kwargs: dict[str, Any], limit: float
+    ) -> dict[str, Any]:
+        """Greedy tokens per prompt, the components table, and the guard's error (plain data).
+
+        Args:
+            eids: exercises to plug in (their objects must have loaded).
+            prompt_ids: token ids per prompt; max_tokens: tokens per prompt.
+            engine_kwargs: ``LLM`` arguments; limit: seconds for the whole run.
+        """
+        from pagedlab import SamplingParams
+        from pagedlab.engine.llm import LLM
+        from pagedlab.errors import ComponentError
+        from pagedlab.grading.plug import components_for, render_component_state
+        from pagedlab.grading.runner import TimeLimitExceeded, time_limit
+
+        missing = [e for e in eids if e not in self.objects]
+        if missing:
+            return {
+                "tokens": None,
+                "table": "",
+                "error": {"message": f"not loaded in this process: {', '.join(missing)}"},
+            }
+        comps = components_for({e: self.objects[e] for e in eids})
+        comps = replace(comps, time_limit_s=min(5.0, float(limit)), render=render_component_state)
+        error: dict[str, Any] | None = None
+        tokens: list[list[int]] | None = None
+        try:
+            with time_limit(float(limit)):
+                llm = LLM(self.model, components=comps, **dict(engine_kwargs))
+                outs = llm.generate(
+                    [list(p) for p in prompt_ids],
+                    SamplingParams(temperature=0, max_tokens=int(max_tokens)),
+                )
+                tokens = [[int(t) for t in o.outputs[0].token_ids] for o in outs]
+        except ComponentError as e:
+            error = {"component": e.component, "step": e.step, "invariant": e.invariant, "message": str(e)[:2000]}
+        except TimeLimitExceeded:
+            error = {"message": f"the engine did not finish within {float(limit):g} s (an endless loop?)"}
+        except Exception as e:  # noqa: BLE001 - any failure of the learner's parts becomes a row
+            error = {"message": f"the engine raised {type(e).__name__}: {str(e)[:1000]}"}
+        return {"tokens": tokens, "table": comps.table(), "error": error}
+
+
+# --- the grader: the verdict -----------------------------------------------------------------------------
+@dataclass
+class E2EResult:
+    """One submission's end-to-end result, decided by the grader from the tokens alone.
+
+    Attributes:
+        status: ``passed`` | ``failed`` | ``not run``.
+        line: the report's line ("end-to-end: ...").
+        points: the instructor's weight (0: shown, not counted).
+        details: one sentence per configuration.
+    """
+
+    status: str
+    line: str
+    points: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def score(self) -> float:
+        return self.points if self.passed else 0.0
+
+
+def _config_verdict(ln: dict[str, Any], cfg: Config) -> tuple[bool, str]:
+    """Whether one configuration's tokens equal the reference, and a sentence saying so."""
+    err, tokens = ln.get("error"), ln.get("tokens")
+    if isinstance(err, dict):
+        comp = str(err.get("component", "") or "")
+        step = err.get("step")
+        where = f" in component {comp}" + (f" at engine step {step}" if isinstance(step, int) and step >= 0 else "")
+        why = str(err.get("invariant") or err.get("message") or "")[:500]
+        return False, f"{cfg.name}: stopped{where if comp else ''}: {why}"
+    if not isinstance(tokens, list) or len(tokens) != len(cfg.reference):
+        return False, f"{cfg.name}: no tokens came back"
+    at = first_mismatch(tokens, cfg.reference)
+    if at is None:
+        return True, f"{cfg.name}: {len(tokens)} prompts identical"
+    i, j = at
+    mine = tokens[i][j] if j < len(tokens[i]) else "end"
+    kit = cfg.reference[i][j] if j < len(cfg.reference[i]) else "end"
+    blame = str(ln.get("blame") or "")
+    comp = f"component {blame}" if blame else "no single part alone: the parts together"
+    return False, f"{cfg.name}: first mismatch at prompt {i}, token {j} ({mine} vs the kit's {kit}) ({comp})"
+
+
+def judge_e2e(lines: list[dict[str, Any]], e2e_plan: E2EPlan | None, points: float = 0.0, note: str = "") -> E2EResult:
+    """The verdict from the driver's ``e2e`` lines: passed when every configuration that ran produced
+    exactly the reference tokens (computed here, by the grader), and at least one ran.
+
+    Args:
+        lines: every line of the learner's driver (the ``e2e`` ones are used).
+        e2e_plan: the plan (None: the test was off or could not be prepared; ``note`` says why).
+        points: the instructor's weight of the test.
+    """
+    if e2e_plan is None:
+        return E2EResult("not run", f"end-to-end: not run ({note or 'turned off'})", points)
+    by_name = {c.name: c for c in e2e_plan.configs}
+    runs = [ln for ln in lines if ln.get("type") == "e2e" and ln.get("config") in by_name]
+    start = next((ln for ln in lines if ln.get("type") == "e2e_start"), None)
+    if start is None:
+        return E2EResult("not run", "end-to-end: not run (no part of labs 02-08 passed its unit tests)", points)
+    planned = [str(c) for c in start.get("configs", [])] if isinstance(start.get("configs"), list) else []
+    done = {str(ln["config"]) for ln in runs}
+    cut = [c for c in planned if c not in done]
+    if cut and not any(isinstance(ln.get("error"), dict) and ln["error"].get("fatal") for ln in runs):
+        why = f"{cut[0]}: did not finish before the grading time ran out (an endless loop in the engine?)"
+        return E2EResult(
+            "failed",
+            f"end-to-end: {why}",
+            points,
+            [_config_verdict(ln, by_name[str(ln["config"])])[1] for ln in runs] + [why],
+        )
+    if not runs:
+        return E2EResult("failed", "end-to-end: no configuration ran", points)
+    verdicts = [_config_verdict(ln, by_name[str(ln["config"])]) for ln in runs]
+    details = [v[1] for v in verdicts]
+    parts = sorted({str(s) for ln in runs if isinstance(ln.get("parts"), dict) for s in ln["parts"]})
+    if all(ok for ok, _ in verdicts):
+        n = len(e2e_plan.prompts)
+        line = f"end-to-end: {n} prompts identical in {len(runs)} configuration(s) with your {', '.join(parts)}"
+        return E2EResult("passed", line, points, details)
+    first = next(text for ok, text in verdicts if not ok)
+    return E2EResult("failed", f"end-to-end: {first}", points, details)
