@@ -238,6 +238,7 @@ _ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512,
 SERVE_SETTINGS: dict[str, dict[str, Any]] = {
     "pick_victim": {"num_gpu_blocks": 6},
     "preempt_retry": {"num_gpu_blocks": 6},
+    "06.schedule_with_preemption": {"num_gpu_blocks": 6},  # keyed by exercise: 04/05 share its slot
     "prefix_lookup": {"enable_prefix_caching": True},
     "radix": {"enable_prefix_caching": True, "prefix_cache": "radix", "num_gpu_blocks": 4},  # a 4-block pool evicts
     "triton_tile_load": {"attention_backend": "triton"},  # it runs only in the Triton kernel
@@ -341,7 +342,7 @@ def serve_with(
     if not comps.is_yours(slot):
         print(f"Not served with your {ex.name}: " + (notes[0].split("because ", 1)[-1] if notes else "not plugged"))
         return None
-    kw = {**SERVE_SETTINGS.get(slot, {}), **llm_kwargs}
+    kw = {**SERVE_SETTINGS.get(ex.id, SERVE_SETTINGS.get(slot, {})), **llm_kwargs}
     n_completions = 2 if slot == "fork_cow" else 1  # a fork happens only for n > 1
     res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, n_completions, **kw)
     n = len(res.prompts)
@@ -374,7 +375,7 @@ def components_for(objects: dict[str, Any], note: str = "your {eid}") -> Compone
     """The kit's components with each of ``objects`` (exercise id -> implementation) plugged in
         through its bridge; a slot two exercises fill takes the first in ``BRIDGES`` order (fork_cow and
     radix: each exercise fills its function of the slot, the references the rest). Ids that
-        are not in ``BRIDGES`` are ignored; nothing is checked here (callers decide what passed)."""
+    are not in ``BRIDGES`` are ignored; nothing is checked here (callers decide what passed)."""
     comps = Components.kit()
     for eid, (slot, bridge) in BRIDGES.items():
         impl = comps.parts[slot].impl

@@ -4,6 +4,7 @@ every part that is not used, and the lab 04 signature bridged onto the schedulin
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import pytest
 
@@ -200,3 +201,44 @@ def test_the_preempting_step_covers_victim_choice_and_the_retry_loop() -> None:
     row = next(r for r in comps.table().splitlines() if r.startswith("preempt_retry"))
     assert "yours" in row and "schedule_with_preemption" in row
     assert Components.kit().owner("preempt_retry") == "kit"
+
+
+def _served_in_labs() -> list[tuple[str, str, dict[str, Any]]]:
+    """(notebook, exercise name, keyword arguments) of every ``serve_with(...)`` call in the solution notebooks."""
+    import ast
+    import json
+    from pathlib import Path
+
+    calls = []
+    for nb in sorted((Path(__file__).resolve().parents[2] / "solutions").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            src = "".join(cell["source"])
+            if cell["cell_type"] != "code" or "serve_with(" not in src:
+                continue
+            for node in ast.walk(ast.parse(src)):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "serve_with":
+                    kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+                    calls.append((nb.name, node.args[0].id, kw))  # type: ignore[attr-defined]
+    return calls
+
+
+@pytest.mark.parametrize("notebook, name, kw", _served_in_labs(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_serve_with_cell_of_the_labs_serves_identically_on_the_solution(
+    notebook: str, name: str, kw: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What each lab's serve_with cell prints on the solution: the tokens equal the kit's engine's
+    (nbval runs the cells but does not read the ✅ / ❌ line)."""
+    [ex] = registry.find_by_name(name)
+    obj = registry.snippet_object(ex.id)
+    check(obj)
+    capsys.readouterr()
+    res = serve_with(obj, **kw)
+    out = capsys.readouterr().out
+    assert res is not None and res.error is None and res.same, out
+    assert out.startswith("✅"), out
+
+
+def test_the_labs_serve_every_bridged_exercise() -> None:
+    """Right after each exercise that is a part of the engine, its lab serves real prompts with it."""
+    served = {registry.find_by_name(name)[0].id for _, name, _ in _served_in_labs()}
+    assert served == set(BRIDGES), set(BRIDGES) ^ served
