@@ -234,7 +234,7 @@ def test_every_serve_with_cell_of_the_labs_serves_identically_on_the_solution(
     capsys.readouterr()
     res = serve_with(obj, **kw)
     out = capsys.readouterr().out
-    assert res is not None and res.error is None and res.same, out
+    assert res is not None and not res.error and res.same, out
     assert out.startswith("✅"), out
 
 
