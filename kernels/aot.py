@@ -54,6 +54,7 @@ class Case:
 
 def default_cases() -> list[Case]:
     """The specialisations the launchers produce on a GPU for SmolLM2 and common model shapes."""
+    # One piece: a table of cases (each kernel's constexprs spelled out), read top to bottom.
     import torch
 
     from pagedlab.kernels.decode_attention import decode_block_sizes

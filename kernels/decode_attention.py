@@ -322,6 +322,7 @@ def paged_decode_attention(
         KernelInputError: bad shapes, dtypes, head size, lengths or block ids (before launch).
         KernelUnavailableError: CPU tensors without ``TRITON_INTERPRET=1`` (see ``runtime``).
     """
+    # One piece: check, size the launch, launch with every stride spelled out (as vLLM's host wrappers).
     validate_decode_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale, check_values=check_values)
     if int(num_splits) < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")

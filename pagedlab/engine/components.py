@@ -302,12 +302,13 @@ class Components:
 
     def table(self) -> str:
         """Plain-text table: slot, whose part, what it does, note."""
-        rows = [f"{'component':<15} {'whose':<6} what"]
+        w = max(len("component"), *map(len, self.parts)) + 1
+        rows = [f"{'component':<{w}} {'whose':<6} what"]
         for name, part in self.parts.items():
             slot = SLOTS[name]
             why = part.note if part.owner == "yours" else (self.covered(name) or part.note)
             note = f"  ({why})" if why else ("  (kit only for now)" if not slot.plugged else "")
-            rows.append(f"{name:<15} {self.owner(name):<6} {slot.what}{note}")
+            rows.append(f"{name:<{w}} {self.owner(name):<6} {slot.what}{note}")
         return "\n".join(rows)
 
     def guard(self, slot: str, step: Callable[[], int]) -> Guard:

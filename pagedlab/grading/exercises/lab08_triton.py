@@ -70,6 +70,8 @@ _KERNELS: tuple[Any, Any] | None = None
 
 
 def _define_kernels() -> tuple[Any, Any]:
+    # One piece: it only defines lab 08's two @triton.jit kernels (here so that importing triton waits
+    # until first use); their bodies are kernel code, as the kernels under kernels/.
     import triton
     import triton.language as tl
 
