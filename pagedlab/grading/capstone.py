@@ -12,6 +12,10 @@ folder of the running notebook, i.e. ``labs/`` for a learner, ``solutions/`` for
 out and run as the grader does (:mod:`pagedlab.grading.extract`), each ``check()``-ed here. A part
 that does not pass is replaced by the kit's, and the table says so.
 
+Runs: the invariance rows (``INVARIANCE``) on the CPU backend, where lab 08's Triton tile load does not
+run (its slot goes back to the kit's in those rows); when that tile load is yours, one more row serves
+one prompt on the kit's Triton decode kernel with your load inside (Triton's interpreter on CPU).
+
 HF parity: HF transformers' greedy tokens for the capstone prompts are recorded in
 ``data/capstone_hf_greedy.json`` (``python -m pagedlab.grading.capstone --record-hf`` writes it with
 ``AutoModelForCausalLM.generate`` on the bundled GGUF; loading transformers takes ~30 s, too slow
@@ -173,6 +177,8 @@ def _run(
     from pagedlab.errors import ComponentError
 
     notes = []
+    if kw.get("attention_backend") != "triton" and comps.is_yours("triton_tile_load"):
+        comps = comps.with_kit("triton_tile_load")  # it runs only inside the Triton kernel: not in this row
     for slot, why in kit_only.items():
         preempts = isinstance(comps.parts[slot].impl, PreemptingStep) and "preemption_mode" in kw
         if comps.is_yours(slot) and not preempts:  # lab 06's whole step preempts: it stays in those rows
@@ -235,6 +241,12 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
     hf = hf_reference()
     for name, kw, kit_only in INVARIANCE:
         report.rows.append(_run(name, comps, kw, kit_only, prompts, hf))
+    if comps.is_yours(
+        "triton_tile_load"
+    ):  # lab 08's @triton.jit load in the kit's kernel (interpreted on CPU: 1 prompt)
+        report.rows.append(
+            _run("Triton kernel, 1 prompt", comps, {"attention_backend": "triton"}, {}, prompts[:1], hf[:1])
+        )
     _time_both(report, kit, LLM(components=comps, **_ENGINE), prompts)
     if show:
         print(report.text())

@@ -43,6 +43,30 @@ def test_capstone_on_the_solutions_matches_hf_everywhere():
     assert report.kit_seconds > 0 and report.yours_seconds > 0
 
 
+def test_capstone_with_every_exercise_marks_every_part_as_yours():
+    """Issue 10's "done when": every exercise of labs 02-08 that is a part of the engine (the solutions),
+    all runs equal to HF, every slot the learner's (lab 06's step covering the victim choice and the
+    retry loop), and the Triton tile load in a row of its own on the Triton kernel."""
+    from pagedlab.engine.components import SLOTS
+    from pagedlab.grading.plug import BRIDGES
+
+    ns = {}
+    for eid in BRIDGES:
+        obj = solution(eid)
+        assert check(obj, eid, show=False).passed
+        ns[registry.get(eid).name] = obj
+    report = capstone(namespace=ns, show=False)
+    assert report.passed, report.text()
+    assert report.components.learner_slots == list(SLOTS)
+    assert all(line.split()[1] == "yours" for line in report.components.table().splitlines()[1:])
+    cpu_rows, triton_row = report.rows[:-1], report.rows[-1]
+    assert [r.check for r in cpu_rows] == [name for name, _, _ in INVARIANCE]
+    assert triton_row.check.startswith("Triton kernel") and triton_row.same_as_hf
+    assert "triton_tile_load" in triton_row.yours
+    assert all(set(r.yours) == set(SLOTS) - {"triton_tile_load"} for r in cpu_rows if "caching" not in r.check)
+    assert all(r.preempted > 0 for r in report.rows if "preemption" in r.check)
+
+
 def test_a_part_that_breaks_the_engine_fails_the_capstone(monkeypatch):
     ns = _solutions_namespace()
     ns["slot_mapping"] = slot_mapping_past_last_block
