@@ -39,6 +39,7 @@ naming the slot, the engine step and the invariant. The engine then aborts the s
 
 from __future__ import annotations
 
+import numbers
 import signal
 import threading
 import time
@@ -306,7 +307,7 @@ class Components:
         rows = [f"{'component':<{w}} {'whose':<6} what"]
         for name, part in self.parts.items():
             slot = SLOTS[name]
-            why = part.note if part.owner == "yours" else (self.covered(name) or part.note)
+            why = self.covered(name) or part.note  # covered: another part of yours does this slot's work
             note = f"  ({why})" if why else ("  (kit only for now)" if not slot.plugged else "")
             rows.append(f"{name:<{w}} {self.owner(name):<6} {slot.what}{note}")
         return "\n".join(rows)
@@ -363,7 +364,14 @@ class Guard:
             old = signal.signal(signal.SIGALRM, on_alarm)
             signal.setitimer(signal.ITIMER_REAL, self.time_limit_s)
         try:
-            return fn(*args)
+            result = fn(*args)
+            took = time.monotonic() - started
+            if self.time_limit_s > 0 and took > self.time_limit_s:  # it caught the alarm (a bare except?)
+                raise self.fail(
+                    f"it took {took:.1f} s, over the {self.time_limit_s:g} s limit (a bare except: "
+                    "around a loop swallows the time-limit signal)"
+                )
+            return result
         except _TimeUp:
             raise self.fail(f"it did not return within {self.time_limit_s:g} s (an endless loop?)") from None
         except ComponentError:
@@ -526,7 +534,8 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
             raise guard.fail(f"{len(out)} slots for {len(positions)} positions")
         held = set(block_table)
         for p, slot in zip(positions, out):
-            guard.expect_type(slot, int, f"the slot of position {p}")
+            if isinstance(slot, bool) or not isinstance(slot, numbers.Integral):  # numpy ints are fine, as in check()
+                guard.expect_type(slot, int, f"the slot of position {p}")
             state = {"block_table": list(block_table), "position": p, "slot": slot, "block_size": block_size}
             if slot // block_size not in held:
                 raise guard.fail(
@@ -539,7 +548,7 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
                     f"row (expected slot {want})",
                     state=state,
                 )
-        return list(out)
+        return [int(slot) for slot in out]
 
     return call
 
@@ -547,12 +556,21 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
 def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Request], str], Request]:
     """``fn`` checked: returns one of the running requests and leaves the list as it was."""
 
+    def state(r: Request) -> tuple[Any, ...]:
+        return (r.status, r.num_computed_tokens, r.num_tokens, r.priority, r.arrival_time)
+
     def call(running: list[Request], policy: str) -> Request:
-        before = list(running)
+        before, states = list(running), [state(r) for r in running]
         victim = guard.call(fn, running, policy)
         if len(running) != len(before) or any(a is not b for a, b in zip(running, before)):
             running[:] = before
             raise guard.fail("it changed the running list (return the victim; the scheduler removes it)")
+        changed = [r.request_id for r, st in zip(running, states) if state(r) != st]
+        if changed:
+            raise guard.fail(
+                f"it changed request {changed[0]} (status, num_computed_tokens, ...): choosing a victim only "
+                "reads the requests; the scheduler preempts it"
+            )
         if not any(victim is r for r in running):
             raise guard.fail(f"it returned {victim!r}, which is not one of the running requests")
         chosen: Request = victim
@@ -647,7 +665,12 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
     def call(
         cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        got = guard.call(fn, cache, block_table, tile_start, tile_size, seq_len)
+        table_copy = block_table.clone()  # the learner's function reads copies: the engine's stay as they are
+        cache_copy = cache.clone() if cache.numel() <= 1 << 22 else cache  # the engine's slot cache is small
+        got = guard.call(fn, cache_copy, table_copy, tile_start, tile_size, seq_len)
+        cache_same = cache_copy is cache or bool(((cache_copy == cache) | (cache_copy.isnan() & cache.isnan())).all())
+        if not torch.equal(table_copy, block_table) or not cache_same:
+            raise guard.fail("it wrote into the block table or the cache it was given (a tile load only reads)")
         if not (isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
             raise guard.fail(f"it returned {type(got).__name__}, expected a (rows, mask) pair of tensors")
         rows, mask = got
@@ -757,7 +780,11 @@ class GuardedRadixTree:
         return [b * self.page_size + j for b in block_ids for j in range(self.page_size)]
 
     def _fail(self, invariant: str) -> ComponentError:
-        return self.guard.fail(invariant, detail=_format_nodes(self.root), state={"root": self.root})
+        hint = (
+            f"\n(in the engine each key element is a page: a tuple of {self.page_size} token ids, compared "
+            "with ==, so code that works only on single ints, e.g. through numpy arrays, breaks here)"
+        )
+        return self.guard.fail(invariant, detail=hint + "\n" + _format_nodes(self.root), state={"root": self.root})
 
     def _check_links(self, op: str) -> list[Any]:
         nodes = _walk_tree(self.root)

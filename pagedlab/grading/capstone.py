@@ -188,11 +188,20 @@ def _run(
     try:
         got, dt = _tokens(llm, prompts)
     except ComponentError as e:
-        return Row(check_name, False, comps.learner_slots, 0.0, str(e).splitlines()[0])
+        return Row(check_name, False, _used(comps, kw), 0.0, str(e).splitlines()[0])
     preempted = sum(len(s.preempted) for s in llm.llm_engine.step_stats)
     if "preemption_mode" in kw and not preempted:
-        return Row(check_name, False, comps.learner_slots, dt, "no preemption happened: the check did not run")
-    return Row(check_name, got == hf, comps.learner_slots, dt, "; ".join(notes), preempted)
+        return Row(check_name, False, _used(comps, kw), dt, "no preemption happened: the check did not run")
+    return Row(check_name, got == hf, _used(comps, kw), dt, "; ".join(notes), preempted)
+
+
+def _used(comps: Components, kw: dict[str, Any]) -> list[str]:
+    """The learner's slots that run under the engine settings ``kw``: the prefix lookup only with hash
+    prefix caching, the radix tree only with radix caching (the Triton load is handled by ``_run``)."""
+    caching = kw.get("enable_prefix_caching", _ENGINE["enable_prefix_caching"])
+    kind = kw.get("prefix_cache", "hash")
+    idle = {"prefix_lookup": not caching or kind != "hash", "radix": not caching or kind != "radix"}
+    return [s for s in comps.learner_slots if not idle.get(s, False)]
 
 
 def hf_reference() -> list[list[int]]:

@@ -84,6 +84,22 @@ def _same(obj: Any) -> Any:
     return obj
 
 
+class _View(SimpleNamespace):
+    """What a bridged exercise is handed in the engine: only the attributes its docstring names; any
+    other one raises an ``AttributeError`` that says so (check() hands it the real objects)."""
+
+    def __init__(self, what: str, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.__dict__["_what"] = what
+
+    def __getattr__(self, name: str) -> Any:
+        have = ", ".join(k for k in self.__dict__ if not k.startswith("_"))
+        raise AttributeError(
+            f"in the engine {self._what} it gets has only {have} (what the exercise's docstring says to use), "
+            f"not {name!r}"
+        )
+
+
 def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
     """Lab 07's ``get_computed_blocks(request, block_pool, block_size) -> (blocks, num_computed_tokens)``
     as the ``prefix_lookup`` slot's call: the request and the pool are reduced to what the exercise
@@ -93,8 +109,10 @@ def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
     def lookup(
         block_hashes: list[Any], get_cached_block: Callable[[Any], Any], num_tokens: int, block_size: int
     ) -> list[Any]:
-        request = SimpleNamespace(block_hashes=list(block_hashes), num_tokens=num_tokens)
-        blocks, num_computed_tokens = fn(request, SimpleNamespace(get_cached_block=get_cached_block), block_size)
+        request = _View("the request", block_hashes=list(block_hashes), num_tokens=num_tokens)
+        blocks, num_computed_tokens = fn(
+            request, _View("the block pool", get_cached_block=get_cached_block), block_size
+        )
         if num_computed_tokens != len(blocks) * block_size:
             raise ValueError(
                 f"get_computed_blocks returned {len(blocks)} blocks but num_computed_tokens="
@@ -233,15 +251,26 @@ def render_component_state(slot: str, state: dict[str, Any]) -> str:
 
 
 _ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0}
-#: Engine settings ``serve_with`` uses so that the slot actually runs (a victim is only chosen when
-#: the pool is too small for every request: 3 prompts of ~40 tokens need 9 blocks of 16).
+#: Engine settings ``serve_with`` uses so that the part actually runs, by exercise id or else by slot. A
+#: victim is only chosen when the pool is too small for every request: the 3 lab prompts (~37 tokens each
+#: with the chat template) need 10 blocks of 4 each to start, so a 20-block pool admits two, and their
+#: 11th block does not fit: preemption. A 16-token budget cuts every prompt into chunks.
 SERVE_SETTINGS: dict[str, dict[str, Any]] = {
-    "pick_victim": {"num_gpu_blocks": 6},
-    "preempt_retry": {"num_gpu_blocks": 6},
-    "06.schedule_with_preemption": {"num_gpu_blocks": 6},  # keyed by exercise: 04/05 share its slot
+    "pick_victim": {"num_gpu_blocks": 20, "block_size": 4},
+    "preempt_retry": {"num_gpu_blocks": 20, "block_size": 4},
+    "06.schedule_with_preemption": {"num_gpu_blocks": 20, "block_size": 4},  # by exercise: 04/05 share its slot
+    "05.schedule_with_budget": {"max_num_batched_tokens": 16},
     "prefix_lookup": {"enable_prefix_caching": True},
     "radix": {"enable_prefix_caching": True, "prefix_cache": "radix", "num_gpu_blocks": 4},  # a 4-block pool evicts
     "triton_tile_load": {"attention_backend": "triton"},  # it runs only in the Triton kernel
+}
+
+#: What must happen in ``serve_with``'s run for the part to have run (else the ✅ would say nothing).
+SERVE_MUST: dict[str, tuple[str, str]] = {
+    "pick_victim": ("preempted", "no preemption happened"),
+    "preempt_retry": ("preempted", "no preemption happened"),
+    "06.schedule_with_preemption": ("preempted", "no preemption happened"),
+    "05.schedule_with_budget": ("prefill_chunks", "no prompt was cut into chunks"),
 }
 
 
@@ -279,6 +308,8 @@ class Comparison:
     mine: list[list[int]]
     kit: list[list[int]]
     error: str = ""
+    preempted: int = 0  #: preemptions in the run with ``mine``'s parts
+    prefill_chunks: int = 0  #: prefill pieces beyond one per request (chunked prefill) in that run
 
     @property
     def same(self) -> bool:
@@ -313,11 +344,15 @@ def compare_outputs(
     key = (tuple(prompts), max_tokens, n, tuple(sorted(kw.items())))
     if key not in _KIT_OUTPUTS:
         _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens, n)
+    llm = LLM(components=comps, **kw)
     try:
-        mine = _generate(LLM(components=comps, **kw), prompts, max_tokens, n)
+        mine = _generate(llm, prompts, max_tokens, n)
     except ComponentError as e:
         return Comparison(prompts, [], _KIT_OUTPUTS[key], error=str(e))
-    return Comparison(prompts, mine, _KIT_OUTPUTS[key])
+    stats = llm.llm_engine.step_stats
+    prefills = [rid for s in stats for rid, _, is_prefill in s.scheduled if is_prefill]
+    preempted = sum(len(s.preempted) for s in stats)
+    return Comparison(prompts, mine, _KIT_OUTPUTS[key], "", preempted, len(prefills) - len(set(prefills)))
 
 
 def serve_with(
@@ -346,12 +381,16 @@ def serve_with(
     n_completions = 2 if slot == "fork_cow" else 1  # a fork happens only for n > 1
     res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, n_completions, **kw)
     n = len(res.prompts)
+    must = SERVE_MUST.get(ex.id) or SERVE_MUST.get(slot)
     if res.error:
         print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")
+    elif res.same and must is not None and not getattr(res, must[0]):
+        print(f"⚠️ SmolLM2 served {n} prompts identically, but {must[1]}: your {ex.name} did not run (settings {kw})")
     elif res.same:
         print(
             f"✅ SmolLM2 served {n} prompts with your {ex.name} as the engine's {slot}: "
-            f"every token identical to the kit's engine."
+            f"every token identical to the kit's engine"
+            + (f" ({res.preempted} preemptions, {res.prefill_chunks} extra prefill chunks)." if must else ".")
         )
     else:
         bad = next(i for i in range(n) if res.mine[i] != res.kit[i])
