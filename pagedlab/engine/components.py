@@ -1146,9 +1146,16 @@ class LearnerStepScheduler(Scheduler):
         end, bs = req.num_computed_tokens + n, self.cache_config.block_size
         held = len(self.kv_cache_manager.get_block_ids(rid))
         if held * bs < end:
+            full = self.kv_cache_manager.block_pool.get_num_free_blocks() == 0
+            why = (
+                " The pool is full: a step from lab 04/05 assumes every request fits; give the engine more "
+                "num_gpu_blocks, or plug lab 06's schedule_with_preemption, which preempts."
+                if full
+                else ""
+            )
             raise self.guard.fail(
-                f"{rid}: tokens up to {end} are scheduled but its blocks hold only {held * bs} "
-                "(was allocate_slots called for it, and did it succeed?)",
+                f"request {rid!r}: tokens up to {end} are scheduled but its blocks hold only {held * bs} "
+                f"(was allocate_slots called for it, and did it succeed?){why}",
                 state={
                     "request": rid,
                     "blocks": self.kv_cache_manager.get_block_ids(rid),

@@ -85,3 +85,16 @@ def test_a_prefix_lookup_reading_what_the_engine_does_not_hand_it_is_told_what_i
     err = _trip(Components.kit().plug("prefix_lookup", lookup), enable_prefix_caching=True)
     assert err.component == "prefix_lookup"
     assert "has only block_hashes, num_tokens" in err.invariant and "'all_token_ids'" in err.invariant
+
+
+def test_a_correct_lab05_step_in_a_pool_too_small_is_told_why() -> None:
+    """Lab 05's step (like 04's) assumes every request fits; in a pool that cannot hold them the guard stops
+    it, and says the pool is full and what to do, instead of only blaming the step."""
+    from tests.components.helpers import solution_components
+
+    eng = tiny_engine(components=solution_components(), num_gpu_blocks=6)
+    with pytest.raises(ComponentError) as info:
+        run(eng)
+    err = info.value
+    assert err.component == "schedule_step" and "blocks hold only" in err.invariant
+    assert "The pool is full" in err.invariant and "schedule_with_preemption" in err.invariant
