@@ -279,7 +279,8 @@ class KVCacheManager:
 
         self.prefix.lock_hit(request, hits)
         if need > self.block_pool.get_num_free_blocks() + self.prefix.num_evictable_blocks():
-            self.prefix.forget(rid)
+            if hits:  # undo this call's lock only: a request that holds blocks keeps the lock of its earlier hit
+                self.prefix.forget(rid)
             return None
         self.prefix.evict_until_free(need)
 

@@ -146,3 +146,30 @@ def test_fork_cow_hook_gets_the_fork_and_every_one_token_append_and_matches_the_
         ("append", "k", 11),
         ("append", "p", 12),
     ]
+
+
+def test_a_failed_decode_allocation_keeps_the_lock_of_an_earlier_radix_hit():
+    """Found by the state machine: a request that got a radix hit, then could not get a block for a
+    later token, lost the lock on its hit path (``allocate_slots`` called ``forget`` on any failure),
+    leaving tree blocks it still holds unlocked and evictable. Only this call's lock is undone now."""
+    from pagedlab.core.kv_cache_manager import KVCacheManager
+    from tests.core.helpers import check_manager, make_request
+
+    m = KVCacheManager(2, 4, 64, enable_caching=True, prefix_cache="radix")
+    a = make_request(m, "a", [1, 2, 3, 4, 5])
+    assert m.allocate_slots(a, 5) is not None
+    a.num_computed_tokens = 5
+    m.free(a)  # its two full blocks go into the tree
+    b = make_request(m, "b", [1, 2, 3, 4, 9])
+    hits, n = m.get_computed_blocks(b)
+    assert n == 4 and m.allocate_slots(b, 1, n, hits) is not None
+    b.num_computed_tokens = 5
+    c = make_request(m, "c", [7, 7])
+    assert m.allocate_slots(c, 2) is not None and m.block_pool.get_num_free_blocks() == 0
+    b.append_output_token_ids(0)
+    assert m.allocate_slots(b, 1) is not None  # position 5: still in its last block
+    b.num_computed_tokens = 6
+    b.append_output_token_ids(0)
+    assert m.allocate_slots(b, 1) is None  # position 6 needs a block: none free, none evictable
+    check_manager(m)  # b's hit path is still locked: its tree blocks are not evictable
+    assert m.prefix.num_evictable_blocks() == 0
