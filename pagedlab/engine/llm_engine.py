@@ -392,11 +392,16 @@ class LLMEngine:
         self.model_runner.kv_tile_load = triton_tile or parts.kv_tile_load  # lab 08's Triton load: triton backend only
 
     def _fall_back(self, err: ComponentError) -> None:
-        """After ``err`` aborted a step: put the kit's part back in its slot and rebuild (the engine is idle)."""
+        """After ``err`` aborted a step: put the kit's part back in its slot and rebuild (the engine is idle).
+
+        The error itself says so in a note (``add_note``: shown under its message in a traceback), rather
+        than a log line that would repeat the whole message a second time in a notebook."""
         if err.component in self.components.parts and self.components.is_yours(err.component):
             self.components = self.components.with_kit(err.component, note=f"yours broke at step {err.step}")
             self._install_components()
-            logger.warning("%s: this engine now uses the kit's %s", err, err.component)
+            err.add_note(
+                f"This engine now uses the kit's {err.component} (llm.llm_engine.components says whose part is where)."
+            )
 
     @classmethod
     def from_engine_args(cls, engine_args: EngineArgs) -> LLMEngine:

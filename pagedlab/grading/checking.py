@@ -24,7 +24,15 @@ from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript, run_driver
 from pagedlab.viz.pictures import side_by_side
 
-__all__ = ["check", "CheckResult", "resolve_exercise", "skipped_after_timeout", "record_result", "passed_check"]
+__all__ = [
+    "check",
+    "CheckResult",
+    "resolve_exercise",
+    "skipped_after_timeout",
+    "record_result",
+    "passed_check",
+    "changed_since_check",
+]
 
 MARK = {
     "passed": "✅",
@@ -263,22 +271,53 @@ def check(
     return res
 
 
-#: exercise id -> (the object last checked, whether it passed), for this kernel (``my_engine`` reads it).
-_RESULTS: dict[str, tuple[Any, bool]] = {}
+#: exercise id -> (the object last checked, its code when checked, whether it passed), for this kernel
+#: (``my_engine`` reads it).
+_RESULTS: dict[str, tuple[Any, tuple[Any, ...], bool]] = {}
+
+
+def code_fingerprint(obj: Any) -> tuple[Any, ...]:
+    """What ``obj`` runs: a function's code and defaults; for a class, that of every attribute its classes
+    define (``object`` aside). Equal fingerprints mean the same code, so a method patched onto a class, or a
+    ``__code__`` swapped into a function, after ``check()`` shows as a change."""
+    if isinstance(obj, staticmethod | classmethod):
+        return code_fingerprint(obj.__func__)
+    if isinstance(obj, property):
+        return tuple(code_fingerprint(f) for f in (obj.fget, obj.fset, obj.fdel))
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return (code, getattr(obj, "__defaults__", None), getattr(obj, "__kwdefaults__", None))
+    if isinstance(obj, type):
+        return tuple(
+            (cls.__qualname__, name, code_fingerprint(value))
+            for cls in obj.__mro__
+            if cls is not object
+            for name, value in vars(cls).items()
+            if name not in ("__dict__", "__weakref__", "__doc__", "__module__")
+        )
+    return (id(obj),)
 
 
 def record_result(exercise_id: str, obj: Any, passed: bool) -> None:
-    """Remember that ``obj`` did (not) pass ``exercise_id``'s public tests in this process."""
-    _RESULTS[exercise_id] = (obj, passed)
+    """Remember that ``obj`` did (not) pass ``exercise_id``'s public tests in this process, and its code then."""
+    _RESULTS[exercise_id] = (obj, code_fingerprint(obj), passed)
 
 
 def passed_check(exercise_id: str, obj: Any) -> bool | None:
-    """Whether ``obj`` itself (the same object) passed ``check()`` last time it was checked here;
-    None when this object was never checked (a re-run cell defines a new object: check it again)."""
+    """Whether ``obj`` itself (the same object, running the same code) passed ``check()`` last time it was
+    checked here; None when this object was never checked (a re-run cell defines a new object) or its code
+    changed since (:func:`changed_since_check`): check it again."""
     last = _RESULTS.get(exercise_id)
-    if last is None or last[0] is not obj:
+    if last is None or last[0] is not obj or changed_since_check(exercise_id, obj):
         return None
-    return last[1]
+    return last[2]
+
+
+def changed_since_check(exercise_id: str, obj: Any) -> bool:
+    """True when ``obj`` is the object last checked for ``exercise_id`` but its code has changed since
+    (a method reassigned on the class, a function's ``__code__`` replaced)."""
+    last = _RESULTS.get(exercise_id)
+    return last is not None and last[0] is obj and last[1] != code_fingerprint(obj)
 
 
 def skipped_after_timeout(exercise_id: str, rest: list[registry.Test], number: int, timeout: float) -> list[Outcome]:

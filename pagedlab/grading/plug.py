@@ -45,7 +45,7 @@ from pagedlab.engine.components import (
     ScheduleStepFn,
 )
 from pagedlab.grading import registry
-from pagedlab.grading.checking import passed_check
+from pagedlab.grading.checking import changed_since_check, passed_check
 
 __all__ = [
     "my_engine",
@@ -183,6 +183,8 @@ def _status(exercise_id: str, obj: Any) -> str:
     except Exception:  # noqa: BLE001 - a broken reference loader must not hide the learner's status
         pass
     passed = passed_check(exercise_id, obj)
+    if changed_since_check(exercise_id, obj):
+        return f"your {ex.name} has changed since check({ex.name}) ran: run it again"
     if passed is None:
         return f"your {ex.name} has not passed check() in this kernel: run check({ex.name}) first"
     return "passed" if passed else f"your {ex.name} does not pass check({ex.name}) yet"
@@ -228,11 +230,17 @@ def learner_components(namespace: dict[str, Any], only: str | None = None) -> tu
             done.add(slot)
         elif ex.name in namespace or only is not None:
             missing.append((slot, ex.name, status))
-    # In a slot that other functions of yours fill, the one not plugged is the reference's.
+    # In a slot that other functions of yours fill together (radix, fork_cow), the one not plugged is the
+    # reference's; a slot one other exercise of yours fills whole (lab 05's step for 06's) keeps that one.
     notes = []
     for slot, name, status in missing:
-        whose = f"the reference {name}" if comps.is_yours(slot) else "kit's part"
-        notes.append(f"{slot}: {whose}, because {status}")
+        part = comps.parts[slot]
+        if not comps.is_yours(slot):
+            notes.append(f"{slot}: kit's part, because {status}")
+        elif _mergeable(part.impl):
+            notes.append(f"{slot}: the reference {name}, because {status}")
+        else:
+            notes.append(f"{slot}: {part.note}, not your {name}, because {status}")
     return comps, notes
 
 

@@ -95,10 +95,16 @@ def test_schedule_step_without_running_allocation_is_caught_and_kit_takes_over()
     _assert_recovered(eng, "schedule_step")
 
 
-def test_slot_outside_the_requests_blocks_is_caught():
-    eng, err = _trip(Components.kit().plug("slot_mapping", slot_mapping_past_last_block))
+def test_slot_outside_the_requests_blocks_is_caught(caplog):
+    with caplog.at_level("DEBUG", logger="pagedlab"):
+        eng, err = _trip(Components.kit().plug("slot_mapping", slot_mapping_past_last_block))
     assert err.component == "slot_mapping" and err.step == 0
     assert "outside the request's blocks" in err.invariant
+    # the fallback is said once, under the error itself, not repeated in a log line
+    assert err.__notes__ == [
+        "This engine now uses the kit's slot_mapping (llm.llm_engine.components says whose part is where)."
+    ]
+    assert not [r for r in caplog.records if r.levelname != "DEBUG" and err.invariant in r.getMessage()]
     _assert_recovered(eng, "slot_mapping")
 
 

@@ -245,3 +245,53 @@ def test_the_labs_serve_every_bridged_exercise() -> None:
     """Right after each exercise that is a part of the engine, its lab serves real prompts with it."""
     served = {registry.find_by_name(name)[0].id for _, name, _ in _served_in_labs()}
     assert served == set(BRIDGES), set(BRIDGES) ^ served
+
+
+def test_a_part_changed_after_check_is_not_plugged():
+    """check() vouches for the code it ran: a method patched onto the class afterwards, or a function's
+    code replaced, makes the part "changed" (not plugged) until check() runs again."""
+    fq = solution("02.free_queue")
+    assert check(fq, "02.free_queue", show=False).passed
+    assert passed_check("02.free_queue", fq) is True
+    original = fq.popleft
+    fq.popleft = lambda self: None
+    try:
+        assert passed_check("02.free_queue", fq) is None
+        comps, notes = learner_components({"FreeKVCacheBlockQueue": fq})
+        assert "free_queue" not in comps.learner_slots
+        assert notes == [
+            "free_queue: kit's part, because your FreeKVCacheBlockQueue has changed since "
+            "check(FreeKVCacheBlockQueue) ran: run it again"
+        ]
+    finally:
+        fq.popleft = original
+    assert passed_check("02.free_queue", fq) is True  # the checked code is back
+    sm = solution("02.slot_mapping")
+    assert check(sm, "02.slot_mapping", show=False).passed
+    code = sm.__code__
+    sm.__code__ = slot_mapping_past_last_block.__code__
+    try:
+        assert passed_check("02.slot_mapping", sm) is None
+        assert learner_components({"slot_mapping": sm})[0].learner_slots == []
+    finally:
+        sm.__code__ = code
+    assert learner_components({"slot_mapping": sm})[0].learner_slots == ["slot_mapping"]
+
+
+def test_a_slot_filled_by_another_exercise_of_yours_says_so():
+    """Lab 05's step passed and fills schedule_step; lab 06's failed: the note names yours, not a reference."""
+    s5 = solution("05.schedule_with_budget")
+    assert check(s5, "05.schedule_with_budget", show=False).passed
+
+    def schedule_with_preemption(*args, **kwargs):
+        return None
+
+    assert not check(schedule_with_preemption, "06.schedule_with_preemption", show=False).passed
+    comps, notes = learner_components(
+        {"schedule_with_budget": s5, "schedule_with_preemption": schedule_with_preemption}
+    )
+    assert comps.learner_slots == ["schedule_step"] and comps.parts["schedule_step"].impl is s5
+    assert notes == [
+        "schedule_step: your schedule_with_budget, not your schedule_with_preemption, because your "
+        "schedule_with_preemption does not pass check(schedule_with_preemption) yet"
+    ]
