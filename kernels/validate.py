@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from pagedlab.errors import KernelInputError
+from pagedlab.kernels.paged_kv import PagedKV
 
 #: Cache and query dtypes the kernels accept.
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -194,57 +195,47 @@ def validate_cache_write_inputs(
             )
 
 
-def validate_decode_inputs(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    *,
-    check_values: bool = True,
-) -> None:
-    """Check the arguments of ``paged_decode_attention`` (one query token per sequence).
+def _check_paged_kv(kv: PagedKV) -> None:
+    """Raise unless ``kv`` is a :class:`PagedKV` whose cache pair is well-formed."""
+    if not isinstance(kv, PagedKV):
+        _fail(f"kv must be a pagedlab.kernels.paged_kv.PagedKV, got {type(kv).__name__}")
+    validate_kv_cache(kv.key_cache, kv.value_cache)
+
+
+def validate_decode_inputs(query: torch.Tensor, kv: PagedKV, scale: float, *, check_values: bool = True) -> None:
+    """Check the arguments of ``paged_decode_attention(query, kv, scale)`` (one query token per sequence).
 
     Raises:
-        KernelInputError: mismatched shapes/dtypes/devices, unsupported head size, ``Hq % Hkv != 0``,
-            negative ``seq_lens``, a length beyond the table, or a used block id out of range.
+        KernelInputError: ``kv`` not a :class:`PagedKV`, mismatched shapes/dtypes/devices, unsupported
+            head size, ``Hq % Hkv != 0``, negative ``seq_lens``, a length beyond the table, or a used
+            block id out of range.
     """
-    validate_kv_cache(key_cache, value_cache)
-    _check_query(query, key_cache)
+    _check_paged_kv(kv)
+    _check_query(query, kv.key_cache)
     _check_scale(scale)
-    _check_table(block_tables, seq_lens, query.shape[0], key_cache, check_values)
+    _check_table(kv.block_tables, kv.seq_lens, query.shape[0], kv.key_cache, check_values)
 
 
-def validate_prefill_inputs(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    *,
-    check_values: bool = True,
-) -> None:
-    """Check the arguments of ``paged_prefill_attention`` (varlen queries, ``q_len`` may be 0).
+def validate_prefill_inputs(query: torch.Tensor, kv: PagedKV, scale: float, *, check_values: bool = True) -> None:
+    """Check the arguments of ``paged_prefill_attention(query, kv, scale)`` (varlen queries, ``q_len`` may be 0).
 
-    Besides the decode checks: ``cu_seqlens_q`` is ``[num_seqs + 1]``, starts at 0, never
+    Besides the decode checks: ``kv.cu_seqlens_q`` is set, ``[num_seqs + 1]``, starts at 0, never
     decreases, ends at ``query.shape[0]``, and every ``q_len <= seq_len``.
 
     Raises:
         KernelInputError: on the first inconsistency found.
     """
-    validate_kv_cache(key_cache, value_cache)
-    _check_query(query, key_cache)
+    _check_paged_kv(kv)
+    _check_query(query, kv.key_cache)
     _check_scale(scale)
+    cu_seqlens_q = kv.prefill_cu_seqlens()
     _check_int("cu_seqlens_q", cu_seqlens_q, 1)
     num_seqs = cu_seqlens_q.shape[0] - 1
     if num_seqs < 0:
         _fail("cu_seqlens_q must have num_seqs + 1 >= 1 entries")
-    if cu_seqlens_q.device != key_cache.device:
-        _fail(f"cu_seqlens_q is on {cu_seqlens_q.device} but the cache is on {key_cache.device}")
-    _check_table(block_tables, seq_lens, num_seqs, key_cache, check_values)
+    if cu_seqlens_q.device != kv.key_cache.device:
+        _fail(f"cu_seqlens_q is on {cu_seqlens_q.device} but the cache is on {kv.key_cache.device}")
+    _check_table(kv.block_tables, kv.seq_lens, num_seqs, kv.key_cache, check_values)
     if not check_values:
         return
     cu = cu_seqlens_q.to(torch.int64)
@@ -256,7 +247,8 @@ def validate_prefill_inputs(
     q_lens = cu[1:] - cu[:-1]
     if bool((q_lens < 0).any()):
         _fail(f"cu_seqlens_q must not decrease, got {cu_seqlens_q.tolist()}")
-    if bool((q_lens > seq_lens.to(torch.int64)).any()):
+    if bool((q_lens > kv.seq_lens.to(torch.int64)).any()):
         _fail(
-            f"a sequence has more query tokens than its seq_len: q_lens {q_lens.tolist()}, seq_lens {seq_lens.tolist()}"
+            f"a sequence has more query tokens than its seq_len: q_lens {q_lens.tolist()}, "
+            f"seq_lens {kv.seq_lens.tolist()}"
         )

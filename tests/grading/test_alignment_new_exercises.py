@@ -138,6 +138,7 @@ def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_len
     from pagedlab.kernels.decode_attention import (
         paged_decode_attention as triton_decode,
     )
+    from pagedlab.kernels.paged_kv import PagedKV
     from pagedlab.kernels.reference import gather_kv
     from pagedlab.kernels.runtime import kernels_can_run
 
@@ -165,7 +166,7 @@ def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_len
     q = torch.randn(len(seq_lens), 6, 8, generator=gen)
     lens = torch.tensor(seq_lens)
     mine = decode_with_tile_loader(fn, q, k, v, bt, lens, 0.5)
-    lib = triton_decode(q, k, v, bt, lens, 0.5, block_n=16)
+    lib = triton_decode(q, PagedKV(k, v, bt, lens), 0.5, block_n=16)
     assert torch.allclose(mine, lib, atol=1e-5), float((mine - lib).abs().max())
 
 
