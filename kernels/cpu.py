@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from pagedlab.kernels.paged_kv import PagedKV
-from pagedlab.kernels.reference import gather_kv, reshape_and_cache
+from pagedlab.kernels.reference import prefill_pieces, reshape_and_cache
 
 __all__ = [
     "reshape_and_cache",
@@ -196,15 +196,8 @@ def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> t
         KernelInputError: ``kv.cu_seqlens_q`` is None.
     """
     out = torch.empty_like(query)
-    starts = kv.query_starts()
-    for s, seq_len in enumerate(kv.seq_lens.tolist()):
-        q0, q1 = starts[s], starts[s + 1]
-        if q1 == q0:
-            continue
-        k = gather_kv(kv.key_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()  # [Hkv, L, D]
-        v = gather_kv(kv.value_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()
-        q = query[q0:q1].transpose(0, 1).float()  # [Hq, q, D]
-        out[q0:q1] = causal_gqa_attention(q, k, v, seq_len - (q1 - q0), scale).transpose(0, 1).to(query.dtype)
+    for rows, q, k, v, ctx in prefill_pieces(query, kv):  # q [Hq, q_len, D], k/v [Hkv, seq_len, D]
+        out[rows] = causal_gqa_attention(q, k, v, ctx, scale).transpose(0, 1).to(query.dtype)
     return out
 
 

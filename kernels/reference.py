@@ -13,6 +13,8 @@ cache, block tables and lengths as one :class:`~pagedlab.kernels.paged_kv.PagedK
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 
@@ -120,20 +122,32 @@ def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> t
         KernelInputError: ``kv.cu_seqlens_q`` is None.
     """
     out = torch.empty_like(query)
+    gqa = query.shape[1] != kv.num_kv_heads
+    for rows, q, k, v, ctx in prefill_pieces(query, kv):
+        # Causal with an offset: query i may see keys 0 .. ctx + i.
+        q_len, seq_len, dev = q.shape[1], k.shape[1], query.device
+        mask = torch.arange(seq_len, device=dev).unsqueeze(0) <= (ctx + torch.arange(q_len, device=dev)).unsqueeze(1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        out[rows] = o.transpose(0, 1).to(query.dtype)
+    return out
+
+
+def prefill_pieces(
+    query: torch.Tensor, kv: PagedKV
+) -> Iterator[tuple[slice, torch.Tensor, torch.Tensor, torch.Tensor, int]]:
+    """Each sequence of a prefill batch that has queries, as ``(rows, q, k, v, context_len)``.
+
+    ``rows``: its rows of ``query``; ``q`` ``[Hq, q_len, D]``; ``k``, ``v`` ``[Hkv, seq_len, D]`` read
+    through its block table; all fp32. ``context_len = seq_len - q_len`` tokens precede the queries.
+
+    Raises:
+        KernelInputError: ``kv.cu_seqlens_q`` is None.
+    """
     starts = kv.query_starts()
     for s, seq_len in enumerate(kv.seq_lens.tolist()):
         q0, q1 = starts[s], starts[s + 1]
-        q_len = q1 - q0
-        if q_len == 0:
+        if q1 == q0:
             continue
-        ctx = seq_len - q_len
-        k = gather_kv(kv.key_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()  # [Hkv, L, D]
+        k = gather_kv(kv.key_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()
         v = gather_kv(kv.value_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()
-        q = query[q0:q1].transpose(0, 1).float()  # [Hq, q, D]
-        # Causal with an offset: query i may see keys 0 .. ctx + i.
-        dev = query.device
-        mask = torch.arange(seq_len, device=dev).unsqueeze(0) <= (ctx + torch.arange(q_len, device=dev)).unsqueeze(1)
-        gqa = query.shape[1] != kv.num_kv_heads
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
-        out[q0:q1] = o.transpose(0, 1).to(query.dtype)
-    return out
+        yield slice(q0, q1), query[q0:q1].transpose(0, 1).float(), k, v, seq_len - (q1 - q0)
