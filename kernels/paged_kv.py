@@ -49,25 +49,11 @@ class PagedKV:
         """Sequences in the batch (``seq_lens.shape[0]``)."""
         return int(self.seq_lens.shape[0])
 
-    @property
-    def num_blocks(self) -> int:
-        """Blocks in the cache (``key_cache.shape[0]``)."""
-        return int(self.key_cache.shape[0])
-
-    @property
-    def block_size(self) -> int:
-        """Tokens per block (``key_cache.shape[1]``)."""
-        return int(self.key_cache.shape[1])
-
-    @property
-    def num_kv_heads(self) -> int:
-        """KV heads (``key_cache.shape[2]``)."""
-        return int(self.key_cache.shape[2])
-
-    @property
-    def head_dim(self) -> int:
-        """Elements per head (``key_cache.shape[3]``)."""
-        return int(self.key_cache.shape[3])
+    # The cache's shape, [num_blocks, block_size, num_kv_heads, head_dim], one read-only int each.
+    num_blocks = property(lambda self: int(self.key_cache.shape[0]), doc="Blocks in the cache.")
+    block_size = property(lambda self: int(self.key_cache.shape[1]), doc="Tokens per block.")
+    num_kv_heads = property(lambda self: int(self.key_cache.shape[2]), doc="KV heads.")
+    head_dim = property(lambda self: int(self.key_cache.shape[3]), doc="Elements per head.")
 
     def strides(self) -> tuple[int, ...]:
         """The 10 strides a Triton kernel takes after its pointers, in element units: the key cache's

@@ -60,21 +60,28 @@ def validate_head_dim(head_dim: int) -> None:
         )
 
 
+def _check_float_pair(a: tuple[str, torch.Tensor], b: tuple[str, torch.Tensor], layout: str) -> None:
+    """Both named tensors have ``layout``'s rank and a supported dtype, and the same shape."""
+    for name, t in (a, b):
+        if not isinstance(t, torch.Tensor):
+            _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != layout.count(",") + 1:
+            _fail(f"{name} must be {layout}, got shape {tuple(t.shape)}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            _fail(f"{name} dtype {t.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
+    if a[1].shape != b[1].shape:
+        _fail(f"{a[0]} {tuple(a[1].shape)} and {b[0]} {tuple(b[1].shape)} differ in shape")
+
+
 def validate_kv_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> None:
     """Check a K/V cache pair: ``[num_blocks, block_size, num_kv_heads, head_dim]``, same shape and dtype.
 
     Any strides are accepted (the kernels take them as arguments), so an HND cache viewed as NHD
     with ``permute`` works too.
     """
-    for name, c in (("key_cache", key_cache), ("value_cache", value_cache)):
-        if not isinstance(c, torch.Tensor):
-            _fail(f"{name} must be a torch.Tensor, got {type(c).__name__}")
-        if c.dim() != 4:
-            _fail(f"{name} must be [num_blocks, block_size, num_kv_heads, head_dim], got shape {tuple(c.shape)}")
-        if c.dtype not in SUPPORTED_DTYPES:
-            _fail(f"{name} dtype {c.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
-    if key_cache.shape != value_cache.shape:
-        _fail(f"key_cache {tuple(key_cache.shape)} and value_cache {tuple(value_cache.shape)} differ in shape")
+    _check_float_pair(
+        ("key_cache", key_cache), ("value_cache", value_cache), "[num_blocks, block_size, num_kv_heads, head_dim]"
+    )
     if key_cache.dtype != value_cache.dtype:
         _fail(f"key_cache ({key_cache.dtype}) and value_cache ({value_cache.dtype}) differ in dtype")
     if key_cache.device != value_cache.device:
@@ -166,20 +173,15 @@ def validate_cache_write_inputs(
         KernelInputError: on the first inconsistency found.
     """
     validate_kv_cache(key_cache, value_cache)
+    _check_float_pair(("key", key), ("value", value), "[num_tokens, num_kv_heads, head_dim]")
+    if key.shape[1:] != key_cache.shape[2:]:
+        _fail(
+            f"key rows {tuple(key.shape[1:])} do not match the cache's [num_kv_heads, head_dim] "
+            f"{tuple(key_cache.shape[2:])}"
+        )
     for name, t in (("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 3:
-            _fail(f"{name} must be [num_tokens, num_kv_heads, head_dim]")
-        if t.shape[1:] != key_cache.shape[2:]:
-            _fail(
-                f"{name} rows {tuple(t.shape[1:])} do not match the cache's [num_kv_heads, head_dim] "
-                f"{tuple(key_cache.shape[2:])}"
-            )
-        if t.dtype not in SUPPORTED_DTYPES:
-            _fail(f"{name} dtype {t.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
         if t.device != key_cache.device:
             _fail(f"{name} is on {t.device} but the cache is on {key_cache.device}")
-    if key.shape != value.shape:
-        _fail(f"key {tuple(key.shape)} and value {tuple(value.shape)} differ in shape")
     _check_int("slot_mapping", slot_mapping, 1)
     if slot_mapping.shape[0] != key.shape[0]:
         _fail(f"slot_mapping has {slot_mapping.shape[0]} entries for {key.shape[0]} tokens")

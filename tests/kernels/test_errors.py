@@ -146,6 +146,20 @@ def test_cache_write_rejects_shape_mismatch():
         reshape_and_cache(k, k, kc, kc.clone(), torch.tensor([0], device=DEVICE))
 
 
+def test_cache_write_rejects_a_key_value_pair_that_disagrees():
+    kc = torch.zeros(4, 16, 2, 64, device=DEVICE)
+    k, slots = torch.zeros(2, 2, 64, device=DEVICE), torch.tensor([0, 1], device=DEVICE)
+    with pytest.raises(KernelInputError, match=r"key \(2, 2, 64\) and value \(3, 2, 64\) differ in shape"):
+        reshape_and_cache(k, torch.zeros(3, 2, 64, device=DEVICE), kc, kc.clone(), slots)
+    with pytest.raises(
+        KernelInputError, match=r"value must be \[num_tokens, num_kv_heads, head_dim\], got shape \(2, 128\)"
+    ):
+        reshape_and_cache(k, torch.zeros(2, 128, device=DEVICE), kc, kc.clone(), slots)
+    with pytest.raises(KernelInputError, match="value dtype torch.int64 is not supported"):
+        reshape_and_cache(k, torch.zeros(2, 2, 64, dtype=torch.int64, device=DEVICE), kc, kc.clone(), slots)
+    assert torch.count_nonzero(kc) == 0  # refused before anything was written
+
+
 def test_launch_options_rejected(case):
     with pytest.raises(ValueError, match="num_splits"):
         _decode(case, num_splits=0)
