@@ -173,12 +173,8 @@ def correctness(device, dtype, ops, reference, testing, dry_run) -> list:
     for hq, hkv, d, bs, lens, splits in cases:
         c = testing.PagedCase(lens, hkv, d, bs, dtype, device=device)
         q = torch.randn(len(lens), hq, d, device="cpu").to(dtype).to(device)
-        out = ops.paged_decode_attention(
-            q, c.key_cache, c.value_cache, c.block_tables, c.seq_lens, d**-0.5, num_splits=splits
-        )
-        ref = reference.paged_decode_attention(
-            q, c.clean_key_cache, c.clean_value_cache, c.block_tables, c.seq_lens, d**-0.5
-        )
+        out = ops.paged_decode_attention(q, c.kv(), d**-0.5, num_splits=splits)
+        ref = reference.paged_decode_attention(q, c.kv(clean=True), d**-0.5)
         err = (out.float() - ref.float()).abs().max().item()
         ok = bool(torch.allclose(out.float(), ref.float(), atol=tol[0], rtol=tol[1]))
         recs.append(
@@ -196,10 +192,8 @@ def correctness(device, dtype, ops, reference, testing, dry_run) -> list:
         q_lens = [max(1, n // 2) for n in lens]
         q = torch.randn(sum(q_lens), hq, d, device="cpu").to(dtype).to(device)
         cu = testing.PagedCase.cu_seqlens(q_lens, device=device)
-        out = ops.paged_prefill_attention(q, c.key_cache, c.value_cache, c.block_tables, cu, c.seq_lens, d**-0.5)
-        ref = reference.paged_prefill_attention(
-            q, c.clean_key_cache, c.clean_value_cache, c.block_tables, cu, c.seq_lens, d**-0.5
-        )
+        out = ops.paged_prefill_attention(q, c.kv(cu), d**-0.5)
+        ref = reference.paged_prefill_attention(q, c.kv(cu, clean=True), d**-0.5)
         err = (out.float() - ref.float()).abs().max().item()
         ok = bool(torch.allclose(out.float(), ref.float(), atol=tol[0], rtol=tol[1]))
         recs.append(
@@ -229,11 +223,12 @@ def run_decode(case, dtype, device, peak, ops, num_sms, gen, sweep=()) -> list:
     k_c, v_c = gather_contiguous(kc, table, ctx).contiguous(), gather_contiguous(vc, table, ctx).contiguous()
     q4 = q.unsqueeze(2)  # [B, Hq, 1, D]
     splits = ops.choose_num_splits(batch, hkv, ctx, num_sms) if device == "cuda" else 2
-    ops.validate_decode_inputs(q, kc, vc, table, lens, scale)  # once, outside the timed calls
+    kv = ops.PagedKV(kc, vc, table, lens)
+    ops.validate_decode_inputs(q, kv, scale)  # once, outside the timed calls
     impls = {
-        "triton": lambda: ops.paged_decode_attention(q, kc, vc, table, lens, scale, check_values=False),
+        "triton": lambda: ops.paged_decode_attention(q, kv, scale, check_values=False),
         f"triton_split{splits}": lambda: ops.paged_decode_attention(
-            q, kc, vc, table, lens, scale, num_splits=splits, check_values=False
+            q, kv, scale, num_splits=splits, check_values=False
         ),
         "sdpa_pregathered": lambda: F.scaled_dot_product_attention(q4, k_c, v_c, scale=scale, enable_gqa=True),
         "gather+sdpa": lambda: F.scaled_dot_product_attention(
@@ -248,7 +243,7 @@ def run_decode(case, dtype, device, peak, ops, num_sms, gen, sweep=()) -> list:
     # Tuning sweep (single pass): tile size x warps, to pick better defaults later.
     for block_n, warps in sweep:
         impls[f"triton_bn{block_n}_w{warps}"] = lambda bn=block_n, w=warps: ops.paged_decode_attention(
-            q, kc, vc, table, lens, scale, block_n=bn, num_warps=w, check_values=False
+            q, kv, scale, block_n=bn, num_warps=w, check_values=False
         )
     expect = F.scaled_dot_product_attention(q4.float(), k_c.float(), v_c.float(), scale=scale, enable_gqa=True).squeeze(
         2
@@ -303,7 +298,8 @@ def run_prefill(case, dtype, device, ops, gen) -> list:
     q4 = q.view(batch, q_len, hq, d).transpose(1, 2)  # [B, Hq, q, D]
     # Causal with a context offset: query i sees keys 0 .. ctx_len + i (a bottom-right aligned mask).
     mask = torch.arange(seq_len, device=device)[None, :] <= ctx_len + torch.arange(q_len, device=device)[:, None]
-    ops.validate_prefill_inputs(q, kc, vc, table, cu, lens, scale)
+    kv = ops.PagedKV(kc, vc, table, lens, cu)
+    ops.validate_prefill_inputs(q, kv, scale)
 
     def sdpa(k, v):
         if ctx_len == 0:
@@ -311,9 +307,7 @@ def run_prefill(case, dtype, device, ops, gen) -> list:
         return F.scaled_dot_product_attention(q4, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
 
     impls = {
-        "triton": lambda: ops.paged_prefill_attention(
-            q, kc, vc, table, cu, lens, scale, max_query_len=q_len, check_values=False
-        ),
+        "triton": lambda: ops.paged_prefill_attention(q, kv, scale, max_query_len=q_len, check_values=False),
         "sdpa_pregathered": lambda: sdpa(k_c, v_c),
         "gather+sdpa": lambda: sdpa(gather_contiguous(kc, table, seq_len), gather_contiguous(vc, table, seq_len)),
     }

@@ -1,6 +1,7 @@
 """Paged-attention kernels (Triton) and their PyTorch references, imported as ``pagedlab.kernels``.
 
 Modules:
+    paged_kv           ``PagedKV``: the cache, block tables and lengths every attention op takes
     reference          PyTorch references (ground truth; the engine's CPU path). No Triton needed.
     validate           host-side input checks raising ``KernelInputError``. No Triton needed.
     runtime            can the kernels run here? (CUDA, or CPU under ``TRITON_INTERPRET=1``)
@@ -20,6 +21,7 @@ needs it. The Triton names below are loaded lazily on first access.
 
 from pagedlab.kernels import reference
 from pagedlab.kernels.backends import default_backend, get_backend
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.validate import validate_cache_write_inputs, validate_decode_inputs, validate_prefill_inputs
 
 _LAZY = {
@@ -32,6 +34,7 @@ _LAZY = {
 
 __all__ = [
     "reference",
+    "PagedKV",
     "validate_cache_write_inputs",
     "validate_decode_inputs",
     "validate_prefill_inputs",

@@ -1,7 +1,9 @@
 """The one attention-backend dispatch: which module's ops run attention over the paged cache.
 
-A backend is the three ops the engine calls per layer, with the same positional signatures and
-semantics in both (see ``pagedlab.kernels.reference``):
+A backend is the three ops the engine calls per layer, with the same signatures and semantics in
+all of them (see ``pagedlab.kernels.reference``): ``reshape_and_cache(key, value, key_cache,
+value_cache, slot_mapping)``, ``paged_decode_attention(query, kv, scale)`` and
+``paged_prefill_attention(query, kv, scale)``, ``kv`` a :class:`~pagedlab.kernels.paged_kv.PagedKV`:
 
 * ``"torch"``  - the PyTorch references (ground truth; the CPU default). Never imports Triton.
 * ``"triton"`` - the Triton kernels (CUDA, or CPU under ``TRITON_INTERPRET=1``). Triton is imported
@@ -30,14 +32,15 @@ BACKENDS = ("torch", "triton", "cpu")
 
 @dataclass(frozen=True)
 class AttentionBackend:
-    """The three ops of one backend (positional signatures as in ``pagedlab.kernels.reference``)."""
+    """The three ops of one backend (signatures as in ``pagedlab.kernels.reference``)."""
 
     name: str
     reshape_and_cache: Callable[..., None]
     paged_decode_attention: Callable[..., torch.Tensor]
     paged_prefill_attention: Callable[..., torch.Tensor]
-    #: ``(block_tables, seq_lens, num_blocks, block_size) -> plan``: per-step decode state that
-    #: ``paged_decode_attention(..., plan=plan)`` reuses in every layer; None where a backend has none.
+    #: ``(kv: PagedKV) -> plan``: per-step decode state (from ``kv``'s tables and lengths) that
+    #: ``paged_decode_attention(query, kv, scale, plan=plan)`` reuses in every layer; None where a
+    #: backend has none.
     plan_decode: Callable[..., object] | None = None
 
 

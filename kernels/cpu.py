@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from pagedlab.kernels.reference import gather_kv, reshape_and_cache
+from pagedlab.kernels.paged_kv import PagedKV
+from pagedlab.kernels.reference import prefill_pieces, reshape_and_cache
 
 __all__ = [
     "reshape_and_cache",
@@ -97,13 +98,15 @@ class DecodePlan:
         return self.buffers
 
 
-def plan_decode(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int, block_size: int) -> DecodePlan:
-    """The :class:`DecodePlan` of a decode batch (arguments as ``reference.paged_decode_attention``'s).
+def plan_decode(kv: PagedKV) -> DecodePlan:
+    """The :class:`DecodePlan` of a decode batch: ``kv``'s block tables and lengths (its cache gives the
+    block count and size only).
 
-    ``num_blocks`` is the cache's block count: table entries past a sequence's length may hold any id
-    and are clamped into range (their rows are masked), as the reference does.
+    Table entries past a sequence's length may hold any id and are clamped into ``[0, num_blocks)``
+    (their rows are masked), as the reference does.
     """
-    lens = [int(n) for n in seq_lens.tolist()]
+    block_tables, block_size, num_blocks = kv.block_tables, kv.block_size, kv.num_blocks
+    lens = [int(n) for n in kv.seq_lens.tolist()]
     dev = block_tables.device
     ids, groups, offset = [], [], 0
     for g in length_groups(lens, block_size):
@@ -125,26 +128,21 @@ def plan_decode(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: 
 
 
 def paged_decode_attention(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    plan: DecodePlan | None = None,
+    query: torch.Tensor, kv: PagedKV, scale: float, plan: DecodePlan | None = None
 ) -> torch.Tensor:
     """The reference's decode attention with one gather of K and of V for the whole batch.
 
     Sequences are grouped by length (:func:`length_groups`); every group's blocks are gathered by one
     ``index_select`` per cache and each group is one SDPA call over its contiguous slice, GQA-packed
-    as in the reference. ``plan`` (:func:`plan_decode` of the same tables and lengths) is built here
-    when not given; the engine builds it once per step. Shapes, dtypes and the zero row for
-    ``seq_len == 0`` as ``reference.paged_decode_attention``.
+    as in the reference. ``plan`` (:func:`plan_decode` of the same ``kv``) is built here when not
+    given; the engine builds it once per step. Shapes, dtypes and the zero row for ``seq_len == 0``
+    as ``reference.paged_decode_attention``.
     """
-    num_seqs, num_q_heads, head_dim = query.shape
-    num_blocks, block_size, num_kv_heads, _ = key_cache.shape
+    num_q_heads, head_dim = query.shape[1:]
+    key_cache, value_cache = kv.key_cache, kv.value_cache
+    block_size, num_kv_heads = kv.block_size, kv.num_kv_heads
     if plan is None:
-        plan = plan_decode(block_tables, seq_lens, num_blocks, block_size)
+        plan = plan_decode(kv)
     out = torch.empty_like(query)
     k_buf, v_buf = plan.gather_buffers(key_cache)
     group = num_q_heads // num_kv_heads
@@ -187,31 +185,19 @@ def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor, out: torch.Tens
     return out
 
 
-def paged_prefill_attention(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-) -> torch.Tensor:
+def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
     """Variable-length causal attention over cached context plus the chunk itself.
 
     Same contract as ``reference.paged_prefill_attention``: ``query`` ``[total_q, Hq, D]``, sequence
     ``s``'s queries at ``cu_seqlens_q[s]:cu_seqlens_q[s+1]`` sit at positions ``seq_lens[s] - q_len ..``;
     returns ``[total_q, Hq, D]`` in the query's dtype.
+
+    Raises:
+        KernelInputError: ``kv.cu_seqlens_q`` is None.
     """
     out = torch.empty_like(query)
-    starts = cu_seqlens_q.tolist()
-    for s, seq_len in enumerate(seq_lens.tolist()):
-        q0, q1 = starts[s], starts[s + 1]
-        if q1 == q0:
-            continue
-        k = gather_kv(key_cache, block_tables[s], seq_len).transpose(0, 1).float()  # [Hkv, L, D]
-        v = gather_kv(value_cache, block_tables[s], seq_len).transpose(0, 1).float()
-        q = query[q0:q1].transpose(0, 1).float()  # [Hq, q, D]
-        out[q0:q1] = causal_gqa_attention(q, k, v, seq_len - (q1 - q0), scale).transpose(0, 1).to(query.dtype)
+    for rows, q, k, v, ctx in prefill_pieces(query, kv):  # q [Hq, q_len, D], k/v [Hkv, seq_len, D]
+        out[rows] = causal_gqa_attention(q, k, v, ctx, scale).transpose(0, 1).to(query.dtype)
     return out
 
 

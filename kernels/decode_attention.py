@@ -31,11 +31,13 @@ each program walks the table and loads K/V rows straight from wherever the block
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.runtime import launcher, next_power_of_2, running_interpreted
 from pagedlab.kernels.validate import validate_decode_inputs
 
@@ -282,12 +284,25 @@ def decode_block_sizes(
     )
 
 
+def attention_launch_options(
+    query: torch.Tensor, kv: PagedKV, interpreted: bool, num_warps: int | None, num_stages: int | None
+) -> dict[str, Any]:
+    """The launch keywords the decode and prefill kernels share: ``BLOCK_SIZE`` (tokens per cache
+    block), ``UPCAST`` (bf16 dots in fp32 under the interpreter, which multiplies bf16 bit patterns
+    as integers: triton #11584), ``DOT_PRECISION`` (``"ieee"`` for fp32: no TF32 on the GPU) and the
+    GPU options ``num_warps``/``num_stages`` that are set."""
+    opts: dict[str, Any] = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
+    return dict(
+        BLOCK_SIZE=kv.block_size,
+        UPCAST=interpreted and query.dtype == torch.bfloat16,
+        DOT_PRECISION="ieee" if query.dtype == torch.float32 else "tf32",
+        **opts,
+    )
+
+
 def paged_decode_attention(
     query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
+    kv: PagedKV,
     scale: float,
     *,
     num_splits: int = 1,
@@ -301,11 +316,8 @@ def paged_decode_attention(
 
     Args:
         query: ``[num_seqs, num_q_heads, head_dim]``, fp16, bf16 or fp32 (same dtype as the cache).
-        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``, any strides.
-        block_tables: int32/int64 ``[num_seqs, max_blocks_per_seq]``; entries past a sequence's
-            length are padding and never read.
-        seq_lens: int32/int64 ``[num_seqs]``, context length including the new token. A length of 0
-            gives a zero output row.
+        kv: the cache (any strides), ``block_tables`` and ``seq_lens`` (context length including the
+            new token; 0 gives a zero output row); shapes in ``pagedlab.kernels.paged_kv``.
         scale: softmax scale, usually ``head_dim ** -0.5``.
         num_splits: split-KV factor (flash-decoding); > 1 helps when ``num_seqs * num_kv_heads``
             programs cannot fill the GPU. Any value >= 1 is correct, even more splits than tiles.
@@ -323,53 +335,44 @@ def paged_decode_attention(
         KernelUnavailableError: CPU tensors without ``TRITON_INTERPRET=1`` (see ``runtime``).
     """
     # One piece: check, size the launch, launch with every stride spelled out (as vLLM's host wrappers).
-    validate_decode_inputs(query, key_cache, value_cache, block_tables, seq_lens, scale, check_values=check_values)
+    validate_decode_inputs(query, kv, scale, check_values=check_values)
     if int(num_splits) < 1:
         raise ValueError(f"num_splits must be >= 1, got {num_splits}")
     num_splits = int(num_splits)
     kernel = launcher(_paged_decode_kernel, query)
     interpreted = running_interpreted(_paged_decode_kernel, query)
     num_seqs, num_q_heads, head_dim = query.shape
-    num_kv_heads = key_cache.shape[2]
     out = torch.empty((num_seqs, num_q_heads, head_dim), dtype=query.dtype, device=query.device)
     if num_seqs == 0:
         return out
-    meta = decode_block_sizes(num_q_heads, num_kv_heads, head_dim, interpreted, block_n, query.dtype)
-    # The interpreter multiplies bf16 bit patterns as integers (triton #11584): upcast there.
-    upcast = interpreted and query.dtype == torch.bfloat16
-    precision = "ieee" if query.dtype == torch.float32 else "tf32"
+    meta = decode_block_sizes(num_q_heads, kv.num_kv_heads, head_dim, interpreted, block_n, query.dtype)
     if num_splits > 1:
         part_out = torch.empty((num_seqs, num_q_heads, num_splits, head_dim), dtype=torch.float32, device=query.device)
         part_lse = torch.empty((num_seqs, num_q_heads, num_splits), dtype=torch.float32, device=query.device)
     else:
         part_out, part_lse = out, out  # unused placeholders
-    launch_opts = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
+    opts = attention_launch_options(query, kv, interpreted, num_warps, num_stages)
     if load_tile is not None:
-        _check_tile_load_layout(key_cache, value_cache, block_tables, head_dim, meta["HEAD_DIM_P"])
-        launch_opts["LOAD_TILE"] = load_tile
-    kernel[(num_seqs, num_kv_heads, num_splits)](
+        _check_tile_load_layout(kv, head_dim, meta["HEAD_DIM_P"])
+        opts["LOAD_TILE"] = load_tile
+    kernel[(num_seqs, kv.num_kv_heads, num_splits)](
         out,
         part_out,
         part_lse,
         query,
-        key_cache,
-        value_cache,
-        block_tables,
-        seq_lens,
+        kv.key_cache,
+        kv.value_cache,
+        kv.block_tables,
+        kv.seq_lens,
         float(scale) * LOG2E,
         *query.stride(),
-        *key_cache.stride(),
-        *value_cache.stride(),
-        *block_tables.stride(),
+        *kv.strides(),
         *out.stride(),
         *(part_out.stride()[:3] if num_splits > 1 else (0, 0, 0)),
         *(part_lse.stride()[:2] if num_splits > 1 else (0, 0)),
-        BLOCK_SIZE=key_cache.shape[1],
         NUM_SPLITS=num_splits,
-        UPCAST=upcast,
-        DOT_PRECISION=precision,
         **meta,
-        **launch_opts,
+        **opts,
     )
     if num_splits > 1:
         merge = launcher(_merge_splits_kernel, query)
@@ -388,9 +391,7 @@ def paged_decode_attention(
     return out
 
 
-def _check_tile_load_layout(
-    key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables: torch.Tensor, head_dim: int, head_dim_p: int
-) -> None:
+def _check_tile_load_layout(kv: PagedKV, head_dim: int, head_dim_p: int) -> None:
     """What lab 08's tile load assumes: no padded head dims, head dims and block-table rows contiguous.
 
     Raises:
@@ -398,7 +399,12 @@ def _check_tile_load_layout(
     """
     from pagedlab.errors import KernelInputError
 
-    if head_dim != head_dim_p or key_cache.stride(3) != 1 or value_cache.stride(3) != 1 or block_tables.stride(1) != 1:
+    if (
+        head_dim != head_dim_p
+        or kv.key_cache.stride(3) != 1
+        or kv.value_cache.stride(3) != 1
+        or kv.block_tables.stride(1) != 1
+    ):
         raise KernelInputError(
             f"a learner's tile load needs a power-of-two head dim >= 16 (got {head_dim}) and contiguous head "
             "dims and block-table rows"

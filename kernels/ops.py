@@ -1,6 +1,6 @@
 """The Triton kernels under the reference's names (backend selection: ``pagedlab.kernels.backends``).
 
-``pagedlab.kernels.ops.paged_decode_attention`` and friends have the same positional signatures
+``pagedlab.kernels.ops.paged_decode_attention`` and friends have the same signatures
 and semantics as the PyTorch references in ``pagedlab.kernels.reference``, so the engine switches
 backend by switching module. The ``triton_*`` names are aliases for code that wants to be explicit.
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pagedlab.kernels.backends import default_backend, get_backend
 from pagedlab.kernels.cache_write import reshape_and_cache
 from pagedlab.kernels.decode_attention import choose_num_splits, paged_decode_attention
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.prefill_attention import paged_prefill_attention
 from pagedlab.kernels.runtime import KernelUnavailableError, interpreter_ready, interpreter_requested, kernels_can_run
 from pagedlab.kernels.validate import validate_cache_write_inputs, validate_decode_inputs, validate_prefill_inputs
@@ -22,6 +23,7 @@ triton_paged_decode_attention = paged_decode_attention
 triton_paged_prefill_attention = paged_prefill_attention
 
 __all__ = [
+    "PagedKV",
     "reshape_and_cache",
     "paged_decode_attention",
     "paged_prefill_attention",

@@ -32,7 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
-from pagedlab.kernels.decode_attention import LOG2E
+from pagedlab.kernels.decode_attention import LOG2E, attention_launch_options
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.runtime import launcher, next_power_of_2, running_interpreted
 from pagedlab.kernels.validate import validate_prefill_inputs
 
@@ -44,8 +45,8 @@ def _paged_prefill_kernel(
     k_cache_ptr,
     v_cache_ptr,
     block_tables_ptr,
-    cu_seqlens_q_ptr,
     seq_lens_ptr,
+    cu_seqlens_q_ptr,
     qk_scale,  # softmax scale * log2(e)
     stride_q_tok,
     stride_q_head,
@@ -206,11 +207,7 @@ def prefill_block_sizes(
 
 def paged_prefill_attention(
     query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    seq_lens: torch.Tensor,
+    kv: PagedKV,
     scale: float,
     *,
     max_query_len: int | None = None,
@@ -224,11 +221,9 @@ def paged_prefill_attention(
 
     Args:
         query: ``[total_q, num_q_heads, head_dim]``, sequences concatenated; same dtype as the cache.
-        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``, any strides; the
-            new tokens' K/V must already be written.
-        block_tables: int32/int64 ``[num_seqs, max_blocks_per_seq]``.
-        cu_seqlens_q: int32/int64 ``[num_seqs + 1]`` prefix sums of query lengths (a length may be 0).
-        seq_lens: int32/int64 ``[num_seqs]``, KV length after this step (``>= q_len``).
+        kv: the cache (any strides; the new tokens' K/V already written), ``block_tables``,
+            ``seq_lens`` (KV length after this step, ``>= q_len``) and ``cu_seqlens_q`` (prefix sums
+            of query lengths; a length may be 0); shapes in ``pagedlab.kernels.paged_kv``.
         scale: softmax scale.
         max_query_len: longest ``q_len``, if the caller knows it (saves a host sync on CUDA).
         block_m, block_n: tile rows (tokens x group heads) and keys per iteration.
@@ -237,47 +232,36 @@ def paged_prefill_attention(
     Returns:
         ``[total_q, num_q_heads, head_dim]`` in the query's dtype.
     Raises:
-        KernelInputError: bad shapes, dtypes, head size, lengths, ``cu_seqlens_q`` or block ids.
+        KernelInputError: bad shapes, dtypes, head size, lengths, ``cu_seqlens_q`` (or none) or block ids.
         KernelUnavailableError: CPU tensors without ``TRITON_INTERPRET=1`` (see ``runtime``).
     """
-    validate_prefill_inputs(
-        query, key_cache, value_cache, block_tables, cu_seqlens_q, seq_lens, scale, check_values=check_values
-    )
+    validate_prefill_inputs(query, kv, scale, check_values=check_values)
     kernel = launcher(_paged_prefill_kernel, query)
     interpreted = running_interpreted(_paged_prefill_kernel, query)
     total_q, num_q_heads, head_dim = query.shape
-    num_seqs = cu_seqlens_q.shape[0] - 1
-    num_kv_heads = key_cache.shape[2]
+    cu_seqlens_q = kv.prefill_cu_seqlens()
     out = torch.empty((total_q, num_q_heads, head_dim), dtype=query.dtype, device=query.device)
-    if total_q == 0 or num_seqs == 0:
+    if total_q == 0 or kv.num_seqs == 0:
         return out
     if max_query_len is None:
         max_query_len = int((cu_seqlens_q[1:] - cu_seqlens_q[:-1]).max())
     if max_query_len == 0:
         return out
-    meta = prefill_block_sizes(num_q_heads, num_kv_heads, head_dim, interpreted, block_m, block_n, query.dtype)
-    upcast = interpreted and query.dtype == torch.bfloat16  # see decode_attention (triton #11584)
-    precision = "ieee" if query.dtype == torch.float32 else "tf32"
-    grid = (num_seqs, triton.cdiv(max_query_len, meta["BLOCK_Q"]), num_kv_heads)
-    launch_opts = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
+    meta = prefill_block_sizes(num_q_heads, kv.num_kv_heads, head_dim, interpreted, block_m, block_n, query.dtype)
+    grid = (kv.num_seqs, triton.cdiv(max_query_len, meta["BLOCK_Q"]), kv.num_kv_heads)
     kernel[grid](
         out,
         query,
-        key_cache,
-        value_cache,
-        block_tables,
+        kv.key_cache,
+        kv.value_cache,
+        kv.block_tables,
+        kv.seq_lens,
         cu_seqlens_q,
-        seq_lens,
         float(scale) * LOG2E,
         *query.stride(),
-        *key_cache.stride(),
-        *value_cache.stride(),
-        *block_tables.stride(),
+        *kv.strides(),
         *out.stride(),
-        BLOCK_SIZE=key_cache.shape[1],
-        UPCAST=upcast,
-        DOT_PRECISION=precision,
         **meta,
-        **launch_opts,
+        **attention_launch_options(query, kv, interpreted, num_warps, num_stages),
     )
     return out

@@ -7,13 +7,18 @@ avoids) and then call ``torch.nn.functional.scaled_dot_product_attention``.
 
 Layout (vLLM's, per layer): ``key_cache`` and ``value_cache`` are
 ``[num_blocks, block_size, num_kv_heads, head_dim]``; token position ``p`` of a sequence
-lives at ``block_table[p // block_size]``, row ``p % block_size``.
+lives at ``block_table[p // block_size]``, row ``p % block_size``. The attention ops take the
+cache, block tables and lengths as one :class:`~pagedlab.kernels.paged_kv.PagedKV` ``kv``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
+
+from pagedlab.kernels.paged_kv import PagedKV
 
 
 def reshape_and_cache(
@@ -56,38 +61,30 @@ def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> t
     return blocks.reshape(n * block_size, *cache.shape[2:])[:seq_len]
 
 
-def paged_decode_attention(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-) -> torch.Tensor:
+def paged_decode_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
     """One query token per sequence attends to its whole cached context.
 
     Args:
         query: ``[num_seqs, num_q_heads, head_dim]``.
-        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``.
-        block_tables: int ``[num_seqs, max_blocks_per_seq]`` (unused tail entries may hold any id).
-        seq_lens: int ``[num_seqs]``, context length including the query token; 0 gives a zero row.
+        kv: the cache, ``block_tables`` and ``seq_lens`` (context length including the query token;
+            0 gives a zero row); shapes in ``pagedlab.kernels.paged_kv``.
         scale: softmax scale, usually ``head_dim ** -0.5``.
     Returns:
         ``[num_seqs, num_q_heads, head_dim]`` in the query's dtype.
     """
     num_seqs, num_q_heads, head_dim = query.shape
-    num_blocks, block_size, num_kv_heads, _ = key_cache.shape
-    max_len = int(seq_lens.max()) if num_seqs else 0
+    max_len = int(kv.seq_lens.max()) if num_seqs else 0
     if max_len == 0:  # nothing to attend to (or no sequences)
         return torch.zeros_like(query)
+    block_size, num_kv_heads = kv.block_size, kv.num_kv_heads
     max_blocks = (max_len + block_size - 1) // block_size
     # Gather every sequence's blocks at once: [S, max_blocks] ids -> [S, max_blocks * bs, H, D].
     # Table entries past a sequence's length may hold any id; their rows are masked out below.
-    ids = block_tables[:, :max_blocks].long().clamp(0, num_blocks - 1).reshape(-1)
-    k = key_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
-    v = value_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
+    ids = kv.block_tables[:, :max_blocks].long().clamp(0, kv.num_blocks - 1).reshape(-1)
+    k = kv.key_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
+    v = kv.value_cache.index_select(0, ids).view(num_seqs, max_blocks * block_size, num_kv_heads, head_dim)
     length = max_blocks * block_size
-    lens = seq_lens.to(device=query.device, dtype=torch.long)
+    lens = kv.seq_lens.to(device=query.device, dtype=torch.long)
     mask = torch.arange(length, device=query.device).unsqueeze(0) < lens.unsqueeze(1)  # [S, L]
     # GQA packing (as the Triton kernel does): the G = Hq / Hkv query heads that share a KV head
     # become G query rows of that head, so K/V are read once per KV head and never repeated.
@@ -106,15 +103,7 @@ def paged_decode_attention(
     return out.to(query.dtype)
 
 
-def paged_prefill_attention(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-) -> torch.Tensor:
+def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
     """Variable-length queries (prefill chunks) attend causally to cached context plus themselves.
 
     Query ``i`` of sequence ``s`` sits at position ``context_len + i`` where
@@ -123,31 +112,42 @@ def paged_prefill_attention(
 
     Args:
         query: ``[total_q, num_q_heads, head_dim]``, sequences concatenated.
-        key_cache, value_cache: ``[num_blocks, block_size, num_kv_heads, head_dim]``; the new
-            tokens' K/V must already be written (``reshape_and_cache``).
-        block_tables: int ``[num_seqs, max_blocks_per_seq]``.
-        cu_seqlens_q: int ``[num_seqs + 1]``, prefix sums of query lengths (``q_len`` may be 0).
-        seq_lens: int ``[num_seqs]``, total KV length of each sequence after this step.
+        kv: the cache (the new tokens' K/V already written by ``reshape_and_cache``), ``block_tables``,
+            ``seq_lens`` (total KV length after this step) and ``cu_seqlens_q`` (``[num_seqs + 1]``
+            prefix sums of query lengths; ``q_len`` may be 0); shapes in ``pagedlab.kernels.paged_kv``.
         scale: softmax scale.
     Returns:
         ``[total_q, num_q_heads, head_dim]``.
+    Raises:
+        KernelInputError: ``kv.cu_seqlens_q`` is None.
     """
-    num_q_heads = query.shape[1]
-    num_kv_heads = key_cache.shape[2]
     out = torch.empty_like(query)
-    starts = cu_seqlens_q.tolist()
-    for s, seq_len in enumerate(seq_lens.tolist()):
-        q0, q1 = starts[s], starts[s + 1]
-        q_len = q1 - q0
-        if q_len == 0:
-            continue
-        ctx = seq_len - q_len
-        k = gather_kv(key_cache, block_tables[s], seq_len).transpose(0, 1).float()  # [Hkv, L, D]
-        v = gather_kv(value_cache, block_tables[s], seq_len).transpose(0, 1).float()
-        q = query[q0:q1].transpose(0, 1).float()  # [Hq, q, D]
+    gqa = query.shape[1] != kv.num_kv_heads
+    for rows, q, k, v, ctx in prefill_pieces(query, kv):
         # Causal with an offset: query i may see keys 0 .. ctx + i.
-        dev = query.device
+        q_len, seq_len, dev = q.shape[1], k.shape[1], query.device
         mask = torch.arange(seq_len, device=dev).unsqueeze(0) <= (ctx + torch.arange(q_len, device=dev)).unsqueeze(1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=num_q_heads != num_kv_heads)
-        out[q0:q1] = o.transpose(0, 1).to(query.dtype)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+        out[rows] = o.transpose(0, 1).to(query.dtype)
     return out
+
+
+def prefill_pieces(
+    query: torch.Tensor, kv: PagedKV
+) -> Iterator[tuple[slice, torch.Tensor, torch.Tensor, torch.Tensor, int]]:
+    """Each sequence of a prefill batch that has queries, as ``(rows, q, k, v, context_len)``.
+
+    ``rows``: its rows of ``query``; ``q`` ``[Hq, q_len, D]``; ``k``, ``v`` ``[Hkv, seq_len, D]`` read
+    through its block table; all fp32. ``context_len = seq_len - q_len`` tokens precede the queries.
+
+    Raises:
+        KernelInputError: ``kv.cu_seqlens_q`` is None.
+    """
+    starts = kv.query_starts()
+    for s, seq_len in enumerate(kv.seq_lens.tolist()):
+        q0, q1 = starts[s], starts[s + 1]
+        if q1 == q0:
+            continue
+        k = gather_kv(kv.key_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()
+        v = gather_kv(kv.value_cache, kv.block_tables[s], seq_len).transpose(0, 1).float()
+        yield slice(q0, q1), query[q0:q1].transpose(0, 1).float(), k, v, seq_len - (q1 - q0)

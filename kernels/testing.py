@@ -9,6 +9,8 @@ import os
 
 import torch
 
+from pagedlab.kernels.paged_kv import PagedKV
+
 #: Block-table entries past a sequence's length: an id far outside the cache. The kernels must never
 #: read them (the host check only looks at entries in use).
 PAD_ID = 1_000_000
@@ -95,6 +97,11 @@ class PagedCase:
         self.key_cache, self.value_cache = kc.to(device), vc.to(device)
         self.block_tables = table.to(device)
         self.seq_lens = torch.tensor(self.seq_lens_list, dtype=torch.int32, device=device)
+
+    def kv(self, cu_seqlens_q: torch.Tensor | None = None, *, clean: bool = False) -> PagedKV:
+        """The case as the ops' :class:`PagedKV` (the NaN-poisoned caches, or the zeroed ones when ``clean``)."""
+        kc, vc = (self.clean_key_cache, self.clean_value_cache) if clean else (self.key_cache, self.value_cache)
+        return PagedKV(kc, vc, self.block_tables, self.seq_lens, cu_seqlens_q)
 
     @staticmethod
     def cu_seqlens(q_lens, device=None) -> torch.Tensor:

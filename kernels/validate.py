@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from pagedlab.errors import KernelInputError
+from pagedlab.kernels.paged_kv import PagedKV
 
 #: Cache and query dtypes the kernels accept.
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -59,21 +60,28 @@ def validate_head_dim(head_dim: int) -> None:
         )
 
 
+def _check_float_pair(a: tuple[str, torch.Tensor], b: tuple[str, torch.Tensor], layout: str) -> None:
+    """Both named tensors have ``layout``'s rank and a supported dtype, and the same shape."""
+    for name, t in (a, b):
+        if not isinstance(t, torch.Tensor):
+            _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != layout.count(",") + 1:
+            _fail(f"{name} must be {layout}, got shape {tuple(t.shape)}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            _fail(f"{name} dtype {t.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
+    if a[1].shape != b[1].shape:
+        _fail(f"{a[0]} {tuple(a[1].shape)} and {b[0]} {tuple(b[1].shape)} differ in shape")
+
+
 def validate_kv_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> None:
     """Check a K/V cache pair: ``[num_blocks, block_size, num_kv_heads, head_dim]``, same shape and dtype.
 
     Any strides are accepted (the kernels take them as arguments), so an HND cache viewed as NHD
     with ``permute`` works too.
     """
-    for name, c in (("key_cache", key_cache), ("value_cache", value_cache)):
-        if not isinstance(c, torch.Tensor):
-            _fail(f"{name} must be a torch.Tensor, got {type(c).__name__}")
-        if c.dim() != 4:
-            _fail(f"{name} must be [num_blocks, block_size, num_kv_heads, head_dim], got shape {tuple(c.shape)}")
-        if c.dtype not in SUPPORTED_DTYPES:
-            _fail(f"{name} dtype {c.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
-    if key_cache.shape != value_cache.shape:
-        _fail(f"key_cache {tuple(key_cache.shape)} and value_cache {tuple(value_cache.shape)} differ in shape")
+    _check_float_pair(
+        ("key_cache", key_cache), ("value_cache", value_cache), "[num_blocks, block_size, num_kv_heads, head_dim]"
+    )
     if key_cache.dtype != value_cache.dtype:
         _fail(f"key_cache ({key_cache.dtype}) and value_cache ({value_cache.dtype}) differ in dtype")
     if key_cache.device != value_cache.device:
@@ -165,20 +173,15 @@ def validate_cache_write_inputs(
         KernelInputError: on the first inconsistency found.
     """
     validate_kv_cache(key_cache, value_cache)
+    _check_float_pair(("key", key), ("value", value), "[num_tokens, num_kv_heads, head_dim]")
+    if key.shape[1:] != key_cache.shape[2:]:
+        _fail(
+            f"key rows {tuple(key.shape[1:])} do not match the cache's [num_kv_heads, head_dim] "
+            f"{tuple(key_cache.shape[2:])}"
+        )
     for name, t in (("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 3:
-            _fail(f"{name} must be [num_tokens, num_kv_heads, head_dim]")
-        if t.shape[1:] != key_cache.shape[2:]:
-            _fail(
-                f"{name} rows {tuple(t.shape[1:])} do not match the cache's [num_kv_heads, head_dim] "
-                f"{tuple(key_cache.shape[2:])}"
-            )
-        if t.dtype not in SUPPORTED_DTYPES:
-            _fail(f"{name} dtype {t.dtype} is not supported; use one of {SUPPORTED_DTYPES}")
         if t.device != key_cache.device:
             _fail(f"{name} is on {t.device} but the cache is on {key_cache.device}")
-    if key.shape != value.shape:
-        _fail(f"key {tuple(key.shape)} and value {tuple(value.shape)} differ in shape")
     _check_int("slot_mapping", slot_mapping, 1)
     if slot_mapping.shape[0] != key.shape[0]:
         _fail(f"slot_mapping has {slot_mapping.shape[0]} entries for {key.shape[0]} tokens")
@@ -194,57 +197,47 @@ def validate_cache_write_inputs(
             )
 
 
-def validate_decode_inputs(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    *,
-    check_values: bool = True,
-) -> None:
-    """Check the arguments of ``paged_decode_attention`` (one query token per sequence).
+def _check_paged_kv(kv: PagedKV) -> None:
+    """Raise unless ``kv`` is a :class:`PagedKV` whose cache pair is well-formed."""
+    if not isinstance(kv, PagedKV):
+        _fail(f"kv must be a pagedlab.kernels.paged_kv.PagedKV, got {type(kv).__name__}")
+    validate_kv_cache(kv.key_cache, kv.value_cache)
+
+
+def validate_decode_inputs(query: torch.Tensor, kv: PagedKV, scale: float, *, check_values: bool = True) -> None:
+    """Check the arguments of ``paged_decode_attention(query, kv, scale)`` (one query token per sequence).
 
     Raises:
-        KernelInputError: mismatched shapes/dtypes/devices, unsupported head size, ``Hq % Hkv != 0``,
-            negative ``seq_lens``, a length beyond the table, or a used block id out of range.
+        KernelInputError: ``kv`` not a :class:`PagedKV`, mismatched shapes/dtypes/devices, unsupported
+            head size, ``Hq % Hkv != 0``, negative ``seq_lens``, a length beyond the table, or a used
+            block id out of range.
     """
-    validate_kv_cache(key_cache, value_cache)
-    _check_query(query, key_cache)
+    _check_paged_kv(kv)
+    _check_query(query, kv.key_cache)
     _check_scale(scale)
-    _check_table(block_tables, seq_lens, query.shape[0], key_cache, check_values)
+    _check_table(kv.block_tables, kv.seq_lens, query.shape[0], kv.key_cache, check_values)
 
 
-def validate_prefill_inputs(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    *,
-    check_values: bool = True,
-) -> None:
-    """Check the arguments of ``paged_prefill_attention`` (varlen queries, ``q_len`` may be 0).
+def validate_prefill_inputs(query: torch.Tensor, kv: PagedKV, scale: float, *, check_values: bool = True) -> None:
+    """Check the arguments of ``paged_prefill_attention(query, kv, scale)`` (varlen queries, ``q_len`` may be 0).
 
-    Besides the decode checks: ``cu_seqlens_q`` is ``[num_seqs + 1]``, starts at 0, never
+    Besides the decode checks: ``kv.cu_seqlens_q`` is set, ``[num_seqs + 1]``, starts at 0, never
     decreases, ends at ``query.shape[0]``, and every ``q_len <= seq_len``.
 
     Raises:
         KernelInputError: on the first inconsistency found.
     """
-    validate_kv_cache(key_cache, value_cache)
-    _check_query(query, key_cache)
+    _check_paged_kv(kv)
+    _check_query(query, kv.key_cache)
     _check_scale(scale)
+    cu_seqlens_q = kv.prefill_cu_seqlens()
     _check_int("cu_seqlens_q", cu_seqlens_q, 1)
     num_seqs = cu_seqlens_q.shape[0] - 1
     if num_seqs < 0:
         _fail("cu_seqlens_q must have num_seqs + 1 >= 1 entries")
-    if cu_seqlens_q.device != key_cache.device:
-        _fail(f"cu_seqlens_q is on {cu_seqlens_q.device} but the cache is on {key_cache.device}")
-    _check_table(block_tables, seq_lens, num_seqs, key_cache, check_values)
+    if cu_seqlens_q.device != kv.key_cache.device:
+        _fail(f"cu_seqlens_q is on {cu_seqlens_q.device} but the cache is on {kv.key_cache.device}")
+    _check_table(kv.block_tables, kv.seq_lens, num_seqs, kv.key_cache, check_values)
     if not check_values:
         return
     cu = cu_seqlens_q.to(torch.int64)
@@ -256,7 +249,8 @@ def validate_prefill_inputs(
     q_lens = cu[1:] - cu[:-1]
     if bool((q_lens < 0).any()):
         _fail(f"cu_seqlens_q must not decrease, got {cu_seqlens_q.tolist()}")
-    if bool((q_lens > seq_lens.to(torch.int64)).any()):
+    if bool((q_lens > kv.seq_lens.to(torch.int64)).any()):
         _fail(
-            f"a sequence has more query tokens than its seq_len: q_lens {q_lens.tolist()}, seq_lens {seq_lens.tolist()}"
+            f"a sequence has more query tokens than its seq_len: q_lens {q_lens.tolist()}, "
+            f"seq_lens {kv.seq_lens.tolist()}"
         )

@@ -55,6 +55,7 @@ from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import KVCacheManager, find_longest_cache_hit
 from pagedlab.core.radix_cache import RadixCache
 from pagedlab.errors import ComponentError
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sched.scheduler import ScheduledRequest, Scheduler, SchedulerOutput, pick_victim
 
@@ -1038,10 +1039,9 @@ class GuardedTritonTileLoad:
         learner's Triton load runs only inside the kernel (:meth:`decode_attention`)."""
         return load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
 
-    def decode_attention(
-        self, query: torch.Tensor, kc: torch.Tensor, vc: torch.Tensor, bt: torch.Tensor, sl: torch.Tensor, scale: float
-    ) -> torch.Tensor:
-        """``[num_seqs, num_q_heads, head_dim]`` from the kit's kernel with the learner's tile load.
+    def decode_attention(self, query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
+        """``[num_seqs, num_q_heads, head_dim]`` from the kit's kernel with the learner's tile load
+        (``kv``: the cache, block tables and lengths, ``pagedlab.kernels.paged_kv``).
 
         Raises:
             ComponentError: the kernel raised (a compile error in the tile load, a bad layout), or
@@ -1051,11 +1051,11 @@ class GuardedTritonTileLoad:
         from pagedlab.kernels.reference import paged_decode_attention as reference
 
         def run() -> torch.Tensor:
-            out: torch.Tensor = paged_decode_attention(query, kc, vc, bt, sl, scale, load_tile=self.fn)
+            out: torch.Tensor = paged_decode_attention(query, kv, scale, load_tile=self.fn)
             return out
 
         got: torch.Tensor = self.guard.call(run)
-        want = reference(query, kc, vc, bt, sl, scale)
+        want = reference(query, kv, scale)
         if not torch.isfinite(got).all():
             raise self.guard.fail("the decode output holds NaN/inf: masked lanes must load 0.0 (a stale slot leaks)")
         err = float((got - want).abs().max()) if got.numel() else 0.0

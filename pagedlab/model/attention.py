@@ -9,13 +9,13 @@ references, CPU default; ``"triton"``: the Triton kernels, CUDA default or CPU u
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from pagedlab.kernels.backends import get_backend
+from pagedlab.kernels.backends import AttentionBackend, get_backend
+from pagedlab.kernels.paged_kv import PagedKV
 
 #: ``(cache, block_table, tile_start, tile_size, seq_len) -> (rows [tile, Hkv, D], mask [tile])``.
 KVTileLoad = Callable[[torch.Tensor, torch.Tensor, int, int, int], tuple[torch.Tensor, torch.Tensor]]
@@ -69,35 +69,42 @@ def paged_attention(
 ) -> torch.Tensor:
     """Write ``k``/``v`` ``[T, Hkv, D]`` into the cache, then attend with ``q`` ``[T, Hq, D]``.
 
-    Returns ``[T, Hq, D]``. Write-before-read: a sequence's new tokens see each other.
+    Returns ``[T, Hq, D]``. Write-before-read: a sequence's new tokens see each other. The layer's
+    cache and the step's tables are handed to the ops as one ``PagedKV`` (views only: no tensor is
+    allocated for it).
     """
     ops = get_backend(meta.backend)
-    store, decode, prefill = ops.reshape_and_cache, ops.paged_decode_attention, ops.paged_prefill_attention
-    store(k, v, key_cache, value_cache, meta.slot_mapping)
+    ops.reshape_and_cache(k, v, key_cache, value_cache, meta.slot_mapping)
+    kv = PagedKV(key_cache, value_cache, meta.block_tables, meta.seq_lens, meta.cu_seqlens_q)
     nd = meta.num_decodes
-    S = meta.seq_lens.shape[0]
-    whole = getattr(meta.kv_tile_load, "decode_attention", None)  # lab 08's Triton tile load runs in the kernel
-    if whole is not None:
-        decode = whole
-    elif meta.kv_tile_load is not None and nd:
-        if meta.decode_plan is None:
-            bt, sl = meta.block_tables[:nd], meta.seq_lens[:nd]
-            meta.decode_plan = plan_tile_loads(meta.kv_tile_load, bt, sl, key_cache.shape[0], key_cache.shape[1])
-        assert isinstance(meta.decode_plan, TilePlan)
-        decode = functools.partial(tiled_decode_attention, plan=meta.decode_plan)
-    elif ops.plan_decode is not None and nd:
-        if meta.decode_plan is None:
-            bt, sl = meta.block_tables[:nd], meta.seq_lens[:nd]
-            meta.decode_plan = ops.plan_decode(bt, sl, key_cache.shape[0], key_cache.shape[1])
-        decode = functools.partial(ops.paged_decode_attention, plan=meta.decode_plan)
-    if nd == S:
-        only_decodes: torch.Tensor = decode(q, key_cache, value_cache, meta.block_tables, meta.seq_lens, scale)
-        return only_decodes
+    if nd == kv.num_seqs:
+        return _decode(ops, q, kv, meta, scale)
     out = torch.empty_like(q)
     if nd:
-        out[:nd] = decode(q[:nd], key_cache, value_cache, meta.block_tables[:nd], meta.seq_lens[:nd], scale)
-    cu = meta.cu_seqlens_q[nd:] - meta.cu_seqlens_q[nd]
-    out[nd:] = prefill(q[nd:], key_cache, value_cache, meta.block_tables[nd:], cu, meta.seq_lens[nd:], scale)
+        out[:nd] = _decode(ops, q[:nd], kv.select(0, nd), meta, scale)
+    out[nd:] = ops.paged_prefill_attention(q[nd:], kv.select(nd), scale)
+    return out
+
+
+def _decode(ops: AttentionBackend, q: torch.Tensor, kv: PagedKV, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    """Decode attention of ``kv``'s sequences (all decodes) with the op ``meta`` selects: lab 08's Triton
+    tile load inside the kernel, the learner's tile-load plan, or the backend's op (with its per-step
+    plan, built by the first layer and kept in ``meta.decode_plan``)."""
+    whole = getattr(meta.kv_tile_load, "decode_attention", None)  # lab 08's Triton tile load runs in the kernel
+    if whole is not None:
+        out: torch.Tensor = whole(q, kv, scale)
+        return out
+    if meta.kv_tile_load is not None and kv.num_seqs:
+        if meta.decode_plan is None:
+            meta.decode_plan = plan_tile_loads(meta.kv_tile_load, kv)
+        assert isinstance(meta.decode_plan, TilePlan)
+        return tiled_decode_attention(q, kv, scale, plan=meta.decode_plan)
+    if ops.plan_decode is not None and kv.num_seqs:
+        if meta.decode_plan is None:
+            meta.decode_plan = ops.plan_decode(kv)
+        out = ops.paged_decode_attention(q, kv, scale, plan=meta.decode_plan)
+    else:
+        out = ops.paged_decode_attention(q, kv, scale)
     return out
 
 
@@ -114,10 +121,9 @@ class TilePlan:
     mask: torch.Tensor
 
 
-def plan_tile_loads(
-    kv_tile_load: KVTileLoad, block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int, block_size: int
-) -> TilePlan:
-    """Run ``kv_tile_load`` once per tile of every decoding sequence on a cache of slot numbers.
+def plan_tile_loads(kv_tile_load: KVTileLoad, kv: PagedKV) -> TilePlan:
+    """Run ``kv_tile_load`` once per tile of every decoding sequence of ``kv`` on a cache of slot numbers
+    (``kv``'s block tables and lengths; its cache gives the block count and size only).
 
     The paged decode kernel's loop (vLLM ``paged_attention_v1``, 0.11; the Triton kernel of
     ``pagedlab.kernels.decode_attention``) loads each tile of positions through the block table,
@@ -126,8 +132,9 @@ def plan_tile_loads(
     ``b * block_size + r + 1``: the rows it returns *are* the slots each lane reads (0 where it
     returns a zero row), and :func:`tiled_decode_attention` gathers every layer's K/V by them.
     """
+    num_blocks, block_size, block_tables = kv.num_blocks, kv.block_size, kv.block_tables
     slot_cache = torch.arange(1, num_blocks * block_size + 1, dtype=torch.float64).view(num_blocks, block_size, 1, 1)
-    lens = [int(n) for n in seq_lens.tolist()]
+    lens = [int(n) for n in kv.seq_lens.tolist()]
     length = max([0, *lens]) + (-max([0, *lens])) % DECODE_TILE  # padded to whole tiles
     slots = torch.zeros(len(lens), length, dtype=torch.int64)
     mask = torch.zeros(len(lens), length, dtype=torch.bool)
@@ -140,24 +147,16 @@ def plan_tile_loads(
     return TilePlan(slots, mask)
 
 
-def tiled_decode_attention(
-    query: torch.Tensor,
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    plan: TilePlan,
-) -> torch.Tensor:
+def tiled_decode_attention(query: torch.Tensor, kv: PagedKV, scale: float, plan: TilePlan) -> torch.Tensor:
     """Decode attention that reads K/V only through the lanes of ``plan`` (:func:`plan_tile_loads`).
 
     Each lane's row is gathered from the slot the tile load chose (a zero row where it chose none);
     masked lanes contribute nothing. Shapes as ``kernels.reference.paged_decode_attention``: query
-    ``[S, Hq, D]``, caches ``[num_blocks, block_size, Hkv, D]``, returns ``[S, Hq, D]``.
-    ``block_tables`` and ``seq_lens`` are the ones the plan was made from (the plan holds the lookups).
+    ``[S, Hq, D]``, returns ``[S, Hq, D]``. ``kv`` is the one the plan was made from (the plan holds
+    its block-table lookups; only its cache and ``seq_lens`` are read here).
     """
     num_seqs, num_q_heads, head_dim = query.shape
-    num_kv_heads = key_cache.shape[2]
+    key_cache, value_cache, num_kv_heads = kv.key_cache, kv.value_cache, kv.num_kv_heads
     if plan.slots.shape[1] == 0:
         return torch.zeros_like(query)
     read = plan.slots > 0
@@ -171,5 +170,5 @@ def tiled_decode_attention(
     out = torch.nn.functional.scaled_dot_product_attention(
         q, k_all.transpose(1, 2).float(), v_all.transpose(1, 2).float(), attn_mask=mask, scale=scale
     )
-    out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill((seq_lens == 0)[:, None, None], 0.0)
+    out = out.reshape(num_seqs, num_q_heads, head_dim).masked_fill((kv.seq_lens == 0)[:, None, None], 0.0)
     return out.to(query.dtype)

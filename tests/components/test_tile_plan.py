@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from kernels.reference import paged_decode_attention
 from pagedlab.engine.components import load_kv_tile
+from pagedlab.kernels.paged_kv import PagedKV
+from pagedlab.kernels.reference import paged_decode_attention
 from pagedlab.model.attention import DECODE_TILE, plan_tile_loads, tiled_decode_attention
 
 BLOCK_SIZE, NUM_BLOCKS, HKV, HQ, D = 16, 64, 2, 6, 8
@@ -37,10 +38,10 @@ def _case(seq_lens: list[int], nan_unused: bool) -> tuple[torch.Tensor, ...]:
 @pytest.mark.parametrize("seq_lens", [[1], [16, 17, 64, 65, 130], [0, 5]])
 def test_planned_tiles_equal_the_reference(seq_lens: list[int], nan_unused: bool) -> None:
     query, kc, vc, bt, sl = _case(seq_lens, nan_unused)
-    plan = plan_tile_loads(load_kv_tile, bt, sl, NUM_BLOCKS, BLOCK_SIZE)
-    got = tiled_decode_attention(query, kc, vc, bt, sl, 0.3, plan=plan)
+    plan = plan_tile_loads(load_kv_tile, PagedKV(kc, vc, bt, sl))
+    got = tiled_decode_attention(query, PagedKV(kc, vc, bt, sl), 0.3, plan=plan)
     # the reference reads whole blocks (masked lanes included), so it gets the caches without the NaN
-    want = paged_decode_attention(query, kc.nan_to_num(0.0), vc.nan_to_num(0.0), bt, sl, 0.3)
+    want = paged_decode_attention(query, PagedKV(kc.nan_to_num(0.0), vc.nan_to_num(0.0), bt, sl), 0.3)
     assert not got.isnan().any()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     # the plan: each lane's slot (+1) from the block table, 0 past the sequence; mask = pos < seq_len
@@ -60,9 +61,10 @@ def test_a_wrong_tile_load_changes_the_output() -> None:
         return rows, mask
 
     query, kc, vc, bt, sl = _case([40, 33], nan_unused=False)
-    plan = plan_tile_loads(next_block, bt, sl, NUM_BLOCKS, BLOCK_SIZE)
-    got = tiled_decode_attention(query, kc, vc, bt, sl, 0.3, plan=plan)
-    assert not torch.allclose(got, paged_decode_attention(query, kc, vc, bt, sl, 0.3))
+    kv = PagedKV(kc, vc, bt, sl)
+    plan = plan_tile_loads(next_block, kv)
+    got = tiled_decode_attention(query, kv, 0.3, plan=plan)
+    assert not torch.allclose(got, paged_decode_attention(query, kv, 0.3))
 
 
 def test_the_tile_load_runs_once_per_step_and_tile_not_per_layer() -> None:

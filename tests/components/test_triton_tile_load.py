@@ -54,21 +54,22 @@ def test_it_is_used_only_on_the_triton_backend():
 
 def test_the_kernel_takes_the_tile_load_and_checks_the_layout():
     from pagedlab.kernels.decode_attention import paged_decode_attention
+    from pagedlab.kernels.paged_kv import PagedKV
     from pagedlab.kernels.reference import paged_decode_attention as reference
 
     g = torch.Generator().manual_seed(0)
     q, kc, vc = (torch.randn(*s, generator=g) for s in ((2, 6, 16), (9, 4, 2, 16), (9, 4, 2, 16)))
     kc[6:], vc[6:] = float("nan"), float("nan")  # stale slots past the tables' blocks
     bt, sl = torch.tensor([[3, 1, 0], [2, 5, 4]], dtype=torch.int32), torch.tensor([6, 10], dtype=torch.int32)
-    got = paged_decode_attention(q, kc, vc, bt, sl, 0.25, load_tile=_load())
-    assert torch.allclose(got, reference(q, kc, vc, bt, sl, 0.25), atol=1e-5)
+    got = paged_decode_attention(q, PagedKV(kc, vc, bt, sl), 0.25, load_tile=_load())
+    assert torch.allclose(got, reference(q, PagedKV(kc, vc, bt, sl), 0.25), atol=1e-5)
     # both K and V go through it: a load that doubles every row gives attention over 2K and 2V
     double = _load(("    return tile, mask", "    return tile * 2.0, mask"))
-    got2 = paged_decode_attention(q, kc, vc, bt, sl, 0.25, load_tile=double)
-    assert torch.allclose(got2, reference(q, 2 * kc, 2 * vc, bt, sl, 0.25), atol=1e-4)
+    got2 = paged_decode_attention(q, PagedKV(kc, vc, bt, sl), 0.25, load_tile=double)
+    assert torch.allclose(got2, reference(q, PagedKV(2 * kc, 2 * vc, bt, sl), 0.25), atol=1e-4)
     with pytest.raises(KernelInputError, match="power-of-two head dim"):
         q24, kc24 = torch.randn(2, 6, 24), torch.randn(9, 4, 2, 24)  # head dim 24: padded to 32 in the kernel
-        paged_decode_attention(q24, kc24, kc24.clone(), bt, sl, 0.25, load_tile=_load())
+        paged_decode_attention(q24, PagedKV(kc24, kc24.clone(), bt, sl), 0.25, load_tile=_load())
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ import torch
 
 from pagedlab.kernels import cpu, reference
 from pagedlab.kernels.backends import get_backend
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase
 
 pytestmark = pytest.mark.no_interpreter_needed
@@ -28,7 +29,7 @@ def test_decode_equals_the_reference(block_size: int, heads: tuple[int, int]) ->
     lens = [1, 530, block_size, block_size + 1, 40, 0, 2 * block_size - 1, 300, 45, 17]
     case = PagedCase(lens, hkv, 64, block_size, F32, device="cpu")
     q = torch.randn(len(lens), hq, 64, generator=torch.Generator().manual_seed(3))
-    args = (case.clean_key_cache, case.clean_value_cache, case.block_tables, case.seq_lens, 0.125)
+    args = (case.kv(clean=True), 0.125)
     assert len(cpu.length_groups(lens, block_size)) > 1  # the grouped path runs
     out = cpu.paged_decode_attention(q, *args)
     torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
@@ -40,7 +41,7 @@ def test_one_decode_plan_serves_every_layer_with_its_gather_buffers_reused() -> 
     case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
     q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(5))
     nb = case.key_cache.shape[0]
-    plan = cpu.plan_decode(case.block_tables, case.seq_lens, nb, 16)
+    plan = cpu.plan_decode(case.kv())
     rows = [list(range(len(lens)))[g.rows] if isinstance(g.rows, slice) else g.rows.tolist() for g in plan.groups]
     assert sorted(i for r in rows for i in r) == list(range(len(lens)))
     assert any(isinstance(g.rows, slice) for g in plan.groups) and any(
@@ -50,7 +51,7 @@ def test_one_decode_plan_serves_every_layer_with_its_gather_buffers_reused() -> 
     buffers = None
     for layer in range(3):  # each layer has its own cache contents
         kc, vc = case.clean_key_cache * (layer + 1), case.clean_value_cache - layer
-        args = (kc, vc, case.block_tables, case.seq_lens, 0.125)
+        args = (PagedKV(kc, vc, case.block_tables, case.seq_lens), 0.125)
         out = cpu.paged_decode_attention(q, *args, plan=plan)
         torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
         assert plan.buffers is not None and (buffers is None or all(a is b for a, b in zip(plan.buffers, buffers)))
@@ -62,7 +63,7 @@ def test_decode_rows_with_nothing_to_attend_to_are_zero(lens: list[int]) -> None
     # [500, 200, 60, 20, 0]: four groups are open, so the empty sequence joins the 2-block group.
     case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
     q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(6))
-    args = (case.clean_key_cache, case.clean_value_cache, case.block_tables, case.seq_lens, 0.125)
+    args = (case.kv(clean=True), 0.125)
     out = cpu.paged_decode_attention(q, *args)
     assert not torch.isnan(out).any()
     for i, n in enumerate(lens):
@@ -77,7 +78,7 @@ def test_decode_reads_a_cache_in_another_memory_layout() -> None:
     kc, vc = (c.transpose(1, 2).contiguous().transpose(1, 2) for c in (case.clean_key_cache, case.clean_value_cache))
     assert not kc.is_contiguous() and torch.equal(kc, case.clean_key_cache)  # [blocks, Hkv, bs, D] in memory
     q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(7))
-    args = (kc, vc, case.block_tables, case.seq_lens, 0.125)
+    args = (PagedKV(kc, vc, case.block_tables, case.seq_lens), 0.125)
     torch.testing.assert_close(
         cpu.paged_decode_attention(q, *args), reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6
     )
@@ -95,10 +96,8 @@ def test_prefill_equals_the_reference(seq_lens: list[int], q_lens: list[int]) ->
     case = PagedCase(seq_lens, 3, 64, 16, F32, device="cpu")
     q = torch.randn(sum(q_lens), 9, 64, generator=torch.Generator().manual_seed(4))
     cu = PagedCase.cu_seqlens(q_lens, device="cpu")
-    out = cpu.paged_prefill_attention(q, case.key_cache, case.value_cache, case.block_tables, cu, case.seq_lens, 0.125)
-    ref = reference.paged_prefill_attention(
-        q, case.clean_key_cache, case.clean_value_cache, case.block_tables, cu, case.seq_lens, 0.125
-    )
+    out = cpu.paged_prefill_attention(q, case.kv(cu), 0.125)
+    ref = reference.paged_prefill_attention(q, case.kv(cu, clean=True), 0.125)
     assert not torch.isnan(out).any()  # reads only owned rows of the NaN-poisoned cache
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
 

@@ -12,6 +12,7 @@ import torch
 
 from pagedlab.kernels import reference
 from pagedlab.kernels.decode_attention import paged_decode_attention
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase, assert_close, default_device
 
 DEVICE = default_device()
@@ -30,10 +31,8 @@ def _run(case: PagedCase, num_q_heads: int, dtype, seed=1, **kw):
         .to(DEVICE)
     )
     scale = head_dim**-0.5
-    out = paged_decode_attention(q, case.key_cache, case.value_cache, case.block_tables, case.seq_lens, scale, **kw)
-    ref = reference.paged_decode_attention(
-        q, case.clean_key_cache, case.clean_value_cache, case.block_tables, case.seq_lens, scale
-    )
+    out = paged_decode_attention(q, case.kv(), scale, **kw)
+    ref = reference.paged_decode_attention(q, case.kv(clean=True), scale)
     assert out.shape == q.shape and out.dtype == dtype
     return out, ref
 
@@ -119,13 +118,15 @@ def test_non_contiguous_query_and_int64_metadata():
     q_big = torch.randn(2, 8, 128, generator=torch.Generator().manual_seed(3)).to(DEVICE)
     q = q_big[:, ::2, :64]  # strided heads, half of each row
     tables, lens = case.block_tables.long(), case.seq_lens.long()
-    out = paged_decode_attention(q, case.key_cache, case.value_cache, tables, lens, 0.125)
-    ref = reference.paged_decode_attention(q, case.clean_key_cache, case.clean_value_cache, tables, lens, 0.125)
+    out = paged_decode_attention(q, PagedKV(case.key_cache, case.value_cache, tables, lens), 0.125)
+    ref = reference.paged_decode_attention(
+        q, PagedKV(case.clean_key_cache, case.clean_value_cache, tables, lens), 0.125
+    )
     assert_close(out, ref, F32)
 
 
 def test_empty_batch():
     case = PagedCase([3], 1, 64, 16, F32)
     q = torch.empty(0, 2, 64, device=DEVICE)
-    out = paged_decode_attention(q, case.key_cache, case.value_cache, case.block_tables[:0], case.seq_lens[:0], 0.1)
+    out = paged_decode_attention(q, case.kv().select(0, 0), 0.1)
     assert out.shape == (0, 2, 64)

@@ -14,6 +14,7 @@ from pagedlab.errors import KernelInputError, PagedLabError
 from pagedlab.kernels import validate_decode_inputs
 from pagedlab.kernels.cache_write import reshape_and_cache
 from pagedlab.kernels.decode_attention import paged_decode_attention
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.prefill_attention import paged_prefill_attention
 from pagedlab.kernels.runtime import KernelUnavailableError, launcher
 from pagedlab.kernels.testing import PagedCase, default_device
@@ -29,15 +30,9 @@ def case():
 
 def _decode(case, q=None, tables=None, lens=None, **kw):
     q = torch.zeros(2, 4, 64, device=DEVICE) if q is None else q
-    return paged_decode_attention(
-        q,
-        case.key_cache,
-        case.value_cache,
-        case.block_tables if tables is None else tables,
-        case.seq_lens if lens is None else lens,
-        0.125,
-        **kw,
-    )
+    tables = case.block_tables if tables is None else tables
+    kv = PagedKV(case.key_cache, case.value_cache, tables, case.seq_lens if lens is None else lens)
+    return paged_decode_attention(q, kv, 0.125, **kw)
 
 
 def test_error_type_is_a_value_error():
@@ -78,7 +73,7 @@ def test_block_id_out_of_range_only_where_used(case):
 def test_value_checks_can_be_skipped(case):
     lens = torch.tensor([20, -3], dtype=torch.int32, device=DEVICE)
     q = torch.zeros(2, 4, 64, device=DEVICE)
-    args = (q, case.key_cache, case.value_cache, case.block_tables, lens, 0.125)
+    args = (q, PagedKV(case.key_cache, case.value_cache, case.block_tables, lens), 0.125)
     with pytest.raises(KernelInputError):
         validate_decode_inputs(*args)
     validate_decode_inputs(*args, check_values=False)  # metadata only: nothing read on the host
@@ -88,35 +83,20 @@ def test_value_checks_can_be_skipped(case):
 def test_unsupported_head_dim(head_dim):
     kc = torch.zeros(2, 16, 1, head_dim, device=DEVICE)
     with pytest.raises(KernelInputError, match=f"head_dim={head_dim} is not supported"):
-        paged_decode_attention(
-            torch.zeros(1, 1, head_dim, device=DEVICE),
-            kc,
-            kc,
+        table, lens = (
             torch.zeros(1, 1, dtype=torch.int32, device=DEVICE),
             torch.ones(1, dtype=torch.int32, device=DEVICE),
-            0.1,
         )
+        paged_decode_attention(torch.zeros(1, 1, head_dim, device=DEVICE), PagedKV(kc, kc, table, lens), 0.1)
 
 
 def test_cache_pair_mismatch(case):
     with pytest.raises(KernelInputError, match="differ in dtype"):
-        paged_decode_attention(
-            torch.zeros(2, 4, 64, device=DEVICE),
-            case.key_cache,
-            case.value_cache.half(),
-            case.block_tables,
-            case.seq_lens,
-            0.1,
-        )
+        kv = PagedKV(case.key_cache, case.value_cache.half(), case.block_tables, case.seq_lens)
+        paged_decode_attention(torch.zeros(2, 4, 64, device=DEVICE), kv, 0.1)
     with pytest.raises(KernelInputError, match="differ in shape"):
-        paged_decode_attention(
-            torch.zeros(2, 4, 64, device=DEVICE),
-            case.key_cache,
-            case.value_cache[:-1],
-            case.block_tables,
-            case.seq_lens,
-            0.1,
-        )
+        kv = PagedKV(case.key_cache, case.value_cache[:-1], case.block_tables, case.seq_lens)
+        paged_decode_attention(torch.zeros(2, 4, 64, device=DEVICE), kv, 0.1)
 
 
 @pytest.mark.parametrize(
@@ -132,15 +112,15 @@ def test_cache_pair_mismatch(case):
 def test_prefill_rejects_bad_cu_seqlens(case, cu, num_tokens, match):
     q = torch.zeros(num_tokens, 4, 64, device=DEVICE)
     with pytest.raises(KernelInputError, match=match):
-        paged_prefill_attention(
-            q,
-            case.key_cache,
-            case.value_cache,
-            case.block_tables,
-            torch.tensor(cu, dtype=torch.int32, device=DEVICE),
-            case.seq_lens,
-            0.1,
-        )
+        paged_prefill_attention(q, case.kv(torch.tensor(cu, dtype=torch.int32, device=DEVICE)), 0.1)
+
+
+def test_attention_ops_reject_loose_arguments_and_a_prefill_without_cu_seqlens(case):
+    q = torch.zeros(2, 4, 64, device=DEVICE)
+    with pytest.raises(KernelInputError, match="kv must be a pagedlab.kernels.paged_kv.PagedKV, got tuple"):
+        paged_decode_attention(q, (case.key_cache, case.value_cache, case.block_tables, case.seq_lens), 0.1)
+    with pytest.raises(KernelInputError, match="prefill attention needs PagedKV.cu_seqlens_q"):
+        paged_prefill_attention(q, case.kv(), 0.1)
 
 
 @pytest.mark.parametrize("slot,match", [(64, "outside"), (-2, "outside")])
@@ -164,6 +144,20 @@ def test_cache_write_rejects_shape_mismatch():
     with pytest.raises(KernelInputError, match="slot_mapping has 1 entries for 2 tokens"):
         k = torch.zeros(2, 2, 64, device=DEVICE)
         reshape_and_cache(k, k, kc, kc.clone(), torch.tensor([0], device=DEVICE))
+
+
+def test_cache_write_rejects_a_key_value_pair_that_disagrees():
+    kc = torch.zeros(4, 16, 2, 64, device=DEVICE)
+    k, slots = torch.zeros(2, 2, 64, device=DEVICE), torch.tensor([0, 1], device=DEVICE)
+    with pytest.raises(KernelInputError, match=r"key \(2, 2, 64\) and value \(3, 2, 64\) differ in shape"):
+        reshape_and_cache(k, torch.zeros(3, 2, 64, device=DEVICE), kc, kc.clone(), slots)
+    with pytest.raises(
+        KernelInputError, match=r"value must be \[num_tokens, num_kv_heads, head_dim\], got shape \(2, 128\)"
+    ):
+        reshape_and_cache(k, torch.zeros(2, 128, device=DEVICE), kc, kc.clone(), slots)
+    with pytest.raises(KernelInputError, match="value dtype torch.int64 is not supported"):
+        reshape_and_cache(k, torch.zeros(2, 2, 64, dtype=torch.int64, device=DEVICE), kc, kc.clone(), slots)
+    assert torch.count_nonzero(kc) == 0  # refused before anything was written
 
 
 def test_launch_options_rejected(case):
@@ -199,8 +193,7 @@ def test_cpu_without_interpreter_fails_clearly_in_a_fresh_process():
             if attempt == "late":
                 os.environ["TRITON_INTERPRET"] = "1"      # after triton was imported: too late
             try:
-                ops.paged_decode_attention(torch.zeros(1, 1, 64), c.key_cache, c.value_cache, c.block_tables,
-                                           c.seq_lens, 0.1)
+                ops.paged_decode_attention(torch.zeros(1, 1, 64), c.kv(), 0.1)
             except ops.KernelUnavailableError as exc:
                 print(attempt, "KernelUnavailableError:", exc)
     """)

@@ -12,6 +12,7 @@ import torch
 
 from pagedlab.kernels import reference
 from pagedlab.kernels.decode_attention import paged_decode_attention
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.prefill_attention import paged_prefill_attention
 from pagedlab.kernels.testing import PagedCase, assert_close, default_device
 
@@ -25,12 +26,8 @@ def _run(case: PagedCase, q_lens, num_q_heads: int, dtype, seed=1, **kw):
     q = torch.randn(int(cu[-1]), num_q_heads, head_dim, generator=torch.Generator().manual_seed(seed)).to(dtype)
     q = q.to(DEVICE)
     scale = head_dim**-0.5
-    out = paged_prefill_attention(
-        q, case.key_cache, case.value_cache, case.block_tables, cu, case.seq_lens, scale, **kw
-    )
-    ref = reference.paged_prefill_attention(
-        q, case.clean_key_cache, case.clean_value_cache, case.block_tables, cu, case.seq_lens, scale
-    )
+    out = paged_prefill_attention(q, case.kv(cu), scale, **kw)
+    ref = reference.paged_prefill_attention(q, case.kv(cu, clean=True), scale)
     assert out.shape == q.shape and out.dtype == dtype
     return q, out, ref
 
@@ -67,12 +64,12 @@ def test_chunked_prefill_equals_one_shot():
     # A 45-token prompt in one step, or as chunks of 13 + 20 + 12 with a growing context: the same rows.
     case = PagedCase([45], 3, 64, 16, F32, seed=4)
     q = torch.randn(45, 9, 64, generator=torch.Generator().manual_seed(9)).to(DEVICE)
-    args = (case.key_cache, case.value_cache, case.block_tables)
-    full = paged_prefill_attention(q, *args, PagedCase.cu_seqlens([45]), case.seq_lens, 0.125)
+    full = paged_prefill_attention(q, case.kv(PagedCase.cu_seqlens([45])), 0.125)
     done = 0
     for chunk in (13, 20, 12):
         lens = torch.tensor([done + chunk], dtype=torch.int32, device=DEVICE)
-        part = paged_prefill_attention(q[done : done + chunk], *args, PagedCase.cu_seqlens([chunk]), lens, 0.125)
+        kv = PagedKV(case.key_cache, case.value_cache, case.block_tables, lens, PagedCase.cu_seqlens([chunk]))
+        part = paged_prefill_attention(q[done : done + chunk], kv, 0.125)
         torch.testing.assert_close(part, full[done : done + chunk], atol=1e-6, rtol=1e-6)
         done += chunk
 
@@ -80,7 +77,7 @@ def test_chunked_prefill_equals_one_shot():
 def test_prefill_with_q_len_one_equals_decode():
     case = PagedCase([1, 17, 40], 3, 80, 16, F16, seed=6)
     q, out, _ = _run(case, [1, 1, 1], 9, F16)
-    dec = paged_decode_attention(q, case.key_cache, case.value_cache, case.block_tables, case.seq_lens, 80**-0.5)
+    dec = paged_decode_attention(q, case.kv(), 80**-0.5)
     assert_close(out, dec.float(), F16)
 
 
@@ -98,7 +95,5 @@ def test_block_size_invariance_prefill():
 def test_all_query_lengths_zero():
     case = PagedCase([4, 9], 1, 64, 16, F32)
     q = torch.empty(0, 2, 64, device=DEVICE)
-    out = paged_prefill_attention(
-        q, case.key_cache, case.value_cache, case.block_tables, PagedCase.cu_seqlens([0, 0]), case.seq_lens, 0.125
-    )
+    out = paged_prefill_attention(q, case.kv(PagedCase.cu_seqlens([0, 0])), 0.125)
     assert out.shape == (0, 2, 64)

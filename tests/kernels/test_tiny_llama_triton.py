@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from pagedlab.kernels import reference
 from pagedlab.kernels.cache_write import reshape_and_cache
 from pagedlab.kernels.decode_attention import paged_decode_attention
+from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.prefill_attention import paged_prefill_attention
 from pagedlab.kernels.testing import default_device
 
@@ -72,12 +73,12 @@ class TinyLlama:
             store(k, v, kc, vc, meta["slot_mapping"])  # write before read
             out = torch.empty_like(q)
             scale = HEAD_DIM**-0.5
+            kv = PagedKV(kc, vc, meta["block_tables"], meta["seq_lens"], meta["cu_seqlens_q"])
             if nd:
                 kw = {"num_splits": split_decode} if decode is paged_decode_attention else {}
-                out[:nd] = decode(q[:nd], kc, vc, meta["block_tables"][:nd], meta["seq_lens"][:nd], scale, **kw)
-            if nd < meta["seq_lens"].shape[0]:
-                cu = meta["cu_seqlens_q"][nd:] - meta["cu_seqlens_q"][nd]
-                out[nd:] = prefill(q[nd:], kc, vc, meta["block_tables"][nd:], cu, meta["seq_lens"][nd:], scale)
+                out[:nd] = decode(q[:nd], kv.select(0, nd), scale, **kw)
+            if nd < kv.num_seqs:
+                out[nd:] = prefill(q[nd:], kv.select(nd), scale)
             x = x + out.view(-1, HQ * HEAD_DIM) @ layer["wo"]
             h = self._norm(x)
             x = x + (F.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"]

@@ -4,11 +4,11 @@
   tile_start, seq_len, kv_head, stride_block, stride_slot, stride_head, BLOCK_SIZE, BLOCK_N, HEAD_DIM) ->
   (tile, mask)``: per-lane block-table lookup, masked loads (``other=0.0``) so stale slots never leak.
 
-The kit's kernels here take the helper as a ``tl.constexpr`` argument: :func:`probe_tile` stores the
-tile the helper loads (so a test sees every lane), :func:`decode_with_tile_loader` is a small paged
-decode kernel (GQA rows, online softmax) that loads every K and V tile through the helper; it is
-checked against ``pagedlab.kernels.reference.paged_decode_attention`` on caches whose unused slots
-hold NaN. On CPU everything runs in Triton's interpreter, which reads ``TRITON_INTERPRET=1`` when
+The kit's kernels take the helper as a ``tl.constexpr`` argument: :func:`probe_tile` stores the
+tile the helper loads (so a test sees every lane), :func:`decode_with_tile_loader` runs the kit's
+paged decode kernel (``pagedlab.kernels.decode_attention``, its ``load_tile=`` slot) with every K and
+V tile loaded through the helper; it is checked against
+``pagedlab.kernels.reference.paged_decode_attention`` on caches whose unused slots hold NaN. On CPU everything runs in Triton's interpreter, which reads ``TRITON_INTERPRET=1`` when
 triton is first imported (the Makefile, the test runs and the lab's first cell set it); shapes are
 tiny so a check takes a few seconds. Failure pictures: ``pagedlab.viz.render_kernel_walk``.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedlab.grading.exercises.lab08 import _render as render_tile
@@ -56,22 +56,22 @@ TILE = register(
 )  # a JIT function cannot cross the grader's pipe (instructor guide, section 7)
 
 HEAD_DIM = 4
+#: The decode checks run the kit's kernel, whose tiles need a power-of-two head dim >= 16 and 16 lanes.
+DECODE_HEAD_DIM, DECODE_BLOCK_N, DECODE_BLOCKS = 16, 16, 24
 
 
-def _kernels() -> tuple[Any, Any]:
-    """The kit's two ``@triton.jit`` kernels (defined on first use: importing triton is slow)."""
-    global _KERNELS
-    if _KERNELS is None:
-        _KERNELS = _define_kernels()
-    return _KERNELS
+def _probe_kernel() -> Any:
+    """The kit's one-program ``@triton.jit`` probe kernel (defined on first use: importing triton is slow)."""
+    global _PROBE
+    if _PROBE is None:
+        _PROBE = _define_probe_kernel()
+    return _PROBE
 
 
-_KERNELS: tuple[Any, Any] | None = None
+_PROBE: Any = None
 
 
-def _define_kernels() -> tuple[Any, Any]:
-    # One piece: it only defines lab 08's two @triton.jit kernels (here so that importing triton waits
-    # until first use); their bodies are kernel code, as the kernels under kernels/.
+def _define_probe_kernel() -> Any:
     import triton
     import triton.language as tl
 
@@ -93,114 +93,25 @@ def _define_kernels() -> tuple[Any, Any]:
         HEAD_DIM: tl.constexpr,
     ):
         tile, mask = LOAD_TILE(
-            cache_ptr,
-            table_ptr,
-            tile_start,
-            seq_len,
-            kv_head,
-            stride_block,
-            stride_slot,
-            stride_head,
-            BLOCK_SIZE,
-            BLOCK_N,
-            HEAD_DIM,
-        )
+            cache_ptr, table_ptr, tile_start, seq_len, kv_head, stride_block, stride_slot, stride_head,
+            BLOCK_SIZE, BLOCK_N, HEAD_DIM,
+        )  # fmt: skip
         offs_n = tl.arange(0, BLOCK_N)
         offs_d = tl.arange(0, HEAD_DIM)
         tl.store(tile_ptr + offs_n[:, None] * HEAD_DIM + offs_d[None, :], tile)
         tl.store(mask_ptr + offs_n, mask.to(tl.int8))
 
-    @triton.jit
-    def decode_kernel(
-        out_ptr,
-        q_ptr,
-        k_cache_ptr,
-        v_cache_ptr,
-        block_tables_ptr,
-        seq_lens_ptr,
-        scale,
-        stride_q_seq,
-        stride_q_head,
-        stride_block,
-        stride_slot,
-        stride_head,
-        stride_bt_seq,
-        LOAD_TILE: tl.constexpr,
-        GROUP: tl.constexpr,
-        BLOCK_H: tl.constexpr,
-        BLOCK_SIZE: tl.constexpr,
-        BLOCK_N: tl.constexpr,
-        HEAD_DIM: tl.constexpr,
-    ):
-        seq = tl.program_id(0)
-        kv_head = tl.program_id(1)
-        offs_h = tl.arange(0, BLOCK_H)
-        offs_d = tl.arange(0, HEAD_DIM)
-        heads = kv_head * GROUP + offs_h
-        head_mask = offs_h < GROUP
-        q = tl.load(
-            q_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :],
-            mask=head_mask[:, None],
-            other=0.0,
-        )
-        seq_len = tl.load(seq_lens_ptr + seq)
-        table = block_tables_ptr + seq * stride_bt_seq
-        m_i = tl.full([BLOCK_H], float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros([BLOCK_H], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_H, HEAD_DIM], dtype=tl.float32)
-        for start in range(0, seq_len, BLOCK_N):
-            k, mask = LOAD_TILE(
-                k_cache_ptr,
-                table,
-                start,
-                seq_len,
-                kv_head,
-                stride_block,
-                stride_slot,
-                stride_head,
-                BLOCK_SIZE,
-                BLOCK_N,
-                HEAD_DIM,
-            )
-            v, _ = LOAD_TILE(
-                v_cache_ptr,
-                table,
-                start,
-                seq_len,
-                kv_head,
-                stride_block,
-                stride_slot,
-                stride_head,
-                BLOCK_SIZE,
-                BLOCK_N,
-                HEAD_DIM,
-            )
-            s = tl.sum(q[:, None, :] * k[None, :, :], 2) * scale  # [BLOCK_H, BLOCK_N]
-            s = tl.where(mask[None, :], s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            alpha = tl.exp(m_i - m_new)
-            p = tl.exp(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], 1)
-            m_i = m_new
-        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
-        tl.store(
-            out_ptr + seq * stride_q_seq + heads[:, None] * stride_q_head + offs_d[None, :],
-            out,
-            mask=head_mask[:, None],
-        )
-
-    return probe_kernel, decode_kernel
+    return probe_kernel
 
 
-def _launch(kernel: Any, grid: tuple[int, ...], *args: Any, **meta: Any) -> None:
-    """Launch, unwrapping the interpreter's ``InterpreterError`` so the learner sees their own exception."""
+def _unwrapped(launch: Callable[[], Any]) -> Any:
+    """Run ``launch()``, unwrapping the interpreter's ``InterpreterError`` so the learner sees their own exception."""
     import warnings
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # numpy's NaN warnings inside the interpreter
-            kernel[grid](*args, **meta)
+            return launch()
     except Exception as exc:  # noqa: BLE001 - re-raised, unwrapped
         inner: BaseException = exc
         while type(inner).__name__ == "InterpreterError" and inner.__cause__ is not None:
@@ -236,101 +147,75 @@ def probe_tile(
     import torch
 
     dev = _device(load_tile)
-    probe, _ = _kernels()
+    probe = _probe_kernel()
     tile = torch.full((block_n, cache.shape[-1]), -1.0, dtype=cache.dtype, device=dev)
     mask = torch.full((block_n,), -1, dtype=torch.int8, device=dev)
     bt = torch.tensor(list(table), dtype=torch.int32, device=dev)
     on_dev = cache.to(dev)
-    _launch(
-        probe,
-        (1,),
-        tile,
-        mask,
-        on_dev,
-        bt,
-        tile_start,
-        seq_len,
-        kv_head,
-        *cache.stride()[:3],
-        LOAD_TILE=load_tile,
-        BLOCK_SIZE=cache.shape[1],
-        BLOCK_N=block_n,
-        HEAD_DIM=cache.shape[-1],
+    _unwrapped(
+        lambda: probe[(1,)](
+            tile,
+            mask,
+            on_dev,
+            bt,
+            tile_start,
+            seq_len,
+            kv_head,
+            *cache.stride()[:3],
+            LOAD_TILE=load_tile,
+            BLOCK_SIZE=cache.shape[1],
+            BLOCK_N=block_n,
+            HEAD_DIM=cache.shape[-1],
+        )  # fmt: skip
     )
     if on_dev is not cache:
         cache.copy_(on_dev.cpu())  # a write into the cache shows in the caller's copy
     return tile.cpu(), mask.cpu()
 
 
-def decode_with_tile_loader(
-    load_tile: Any,
-    query: Any,
-    key_cache: Any,
-    value_cache: Any,
-    block_tables: Any,
-    seq_lens: Any,
-    scale: float,
-    block_n: int = 4,
-) -> Any:
-    """Paged decode attention whose K/V tiles come from ``load_tile`` (one program per sequence and KV head).
+def decode_with_tile_loader(load_tile: Any, query: Any, kv: Any, scale: float) -> Any:
+    """The kit's Triton decode kernel (``pagedlab.kernels.decode_attention``) with every K and V tile
+    loaded by ``load_tile`` (its ``load_tile=`` slot, a ``tl.constexpr``; ``BLOCK_N`` = :data:`DECODE_BLOCK_N`).
 
     Runs on the GPU when ``load_tile`` is compiled and one is visible, else in the interpreter on CPU
     (tensors are moved there and the result comes back on CPU).
 
     Args:
-        query: ``[num_seqs, num_q_heads, head_dim]`` fp32 (head_dim a power of two).
-        key_cache, value_cache: contiguous ``[num_blocks, block_size, num_kv_heads, head_dim]`` fp32.
-        block_tables: int ``[num_seqs, max_blocks]``; seq_lens: int ``[num_seqs]``.
-
+        query: ``[num_seqs, num_q_heads, head_dim]`` fp32 (head_dim a power of two >= 16).
+        kv: a ``pagedlab.kernels.paged_kv.PagedKV`` (contiguous fp32 caches, block tables, lengths).
     Returns:
         ``[num_seqs, num_q_heads, head_dim]`` fp32.
+    Raises:
+        KernelInputError: inputs the kernel refuses (see ``paged_decode_attention``).
     """
-    import torch
+    from pagedlab.kernels.decode_attention import paged_decode_attention
+    from pagedlab.kernels.paged_kv import PagedKV
 
     dev = _device(load_tile)
-    _, decode = _kernels()
-    num_seqs, num_q_heads, head_dim = query.shape
-    num_kv_heads = key_cache.shape[2]
-    group = num_q_heads // num_kv_heads
-    query, key_cache, value_cache = query.to(dev), key_cache.to(dev), value_cache.to(dev)
-    out = torch.zeros_like(query)
-    bt = block_tables.to(device=dev, dtype=torch.int32).contiguous()
-    _launch(
-        decode,
-        (num_seqs, num_kv_heads),
-        out,
-        query,
-        key_cache,
-        value_cache,
-        bt,
-        seq_lens.to(device=dev, dtype=torch.int32),
-        float(scale),
-        query.stride(0),
-        query.stride(1),
-        *key_cache.stride()[:3],
-        bt.stride(0),
-        LOAD_TILE=load_tile,
-        GROUP=group,
-        BLOCK_H=max(2, 1 << (group - 1).bit_length()),
-        BLOCK_SIZE=key_cache.shape[1],
-        BLOCK_N=block_n,
-        HEAD_DIM=head_dim,
-    )
+    on_dev = PagedKV(*(t.to(dev) for t in (kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)))
+    q = query.to(dev)
+    out = _unwrapped(lambda: paged_decode_attention(q, on_dev, scale, block_n=DECODE_BLOCK_N, load_tile=load_tile))
     return out.cpu()
 
 
-def tile_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2) -> Any:
-    """A cache whose every element names its place: ``block*1000 + slot*10 + head + (dim+1)/10`` (never 0.0)."""
-    return make_cache(num_blocks, block_size, num_kv_heads, HEAD_DIM) + 0.1
+def tile_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2, head_dim: int = HEAD_DIM) -> Any:
+    """A cache whose every element names its place: ``block*1000 + slot*10 + head + (dim+1)/10`` (never 0.0;
+    the name is unambiguous for ``head_dim <= 9``)."""
+    return make_cache(num_blocks, block_size, num_kv_heads, head_dim) + 0.1
 
 
 def stale_cache(
-    num_blocks: int, block_size: int, tables: Sequence[Sequence[int]], seq_lens: Sequence[int], num_kv_heads: int = 2
+    num_blocks: int,
+    block_size: int,
+    tables: Sequence[Sequence[int]],
+    seq_lens: Sequence[int],
+    num_kv_heads: int = 2,
+    head_dim: int = HEAD_DIM,
 ) -> Any:
     """:func:`tile_cache` values in the slots the sequences use, NaN in every other slot."""
     import torch
 
-    cache = tile_cache(num_blocks, block_size, num_kv_heads)
+    cache = tile_cache(num_blocks, block_size, num_kv_heads, head_dim)
     live = torch.zeros(num_blocks, block_size, dtype=torch.bool)
     for table, n in zip(tables, seq_lens):
         for pos in range(n):
@@ -452,25 +337,27 @@ def _(fn: Any, rec: Any) -> None:
 def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> None:
     import torch
 
+    from pagedlab.kernels.paged_kv import PagedKV
     from pagedlab.kernels.reference import paged_decode_attention
 
     rng = random.Random(seed)
     nblocks = [-(-n // bs) for n in seq_lens]
-    ids = rng.sample(range(1, 16), sum(nblocks))
+    ids = rng.sample(range(1, DECODE_BLOCKS), sum(nblocks))
     tables = [ids[sum(nblocks[:i]) : sum(nblocks[: i + 1])] for i in range(len(seq_lens))]
     width = max(nblocks)
-    padded = [t + [rng.randrange(16)] * (width - len(t)) for t in tables]  # stale entries past each sequence
+    padded = [t + [rng.randrange(DECODE_BLOCKS)] * (width - len(t)) for t in tables]  # stale entries past each sequence
     gen = torch.Generator().manual_seed(seed)
-    k = stale_cache(16, bs, tables, seq_lens)
-    v = stale_cache(16, bs, tables, seq_lens)
+    k = stale_cache(DECODE_BLOCKS, bs, tables, seq_lens, head_dim=DECODE_HEAD_DIM)
+    v = stale_cache(DECODE_BLOCKS, bs, tables, seq_lens, head_dim=DECODE_HEAD_DIM)
     live = ~torch.isnan(k)
     k[live] = torch.randn(int(live.sum()), generator=gen)
     v[live] = torch.randn(int(live.sum()), generator=gen)
-    q = torch.randn(len(seq_lens), 4, HEAD_DIM, generator=gen)
-    bt, lens = torch.tensor(padded), torch.tensor(seq_lens)
+    q = torch.randn(len(seq_lens), 4, DECODE_HEAD_DIM, generator=gen)
+    bt, lens = torch.tensor(padded, dtype=torch.int32), torch.tensor(seq_lens, dtype=torch.int32)
     rec.step(
-        f"decode attention through your tile load: seq_lens={seq_lens}, block_size={bs}, BLOCK_N=4, "
-        f"block tables {padded} (unused slots and stale table entries hold NaN)"
+        f"the kit's decode kernel with your tile load: seq_lens={seq_lens}, block_size={bs}, "
+        f"BLOCK_N={DECODE_BLOCK_N}, head_dim={DECODE_HEAD_DIM}, block tables {padded} (unused slots and stale "
+        "table entries hold NaN)"
     )
     rec.state(
         {
@@ -478,12 +365,12 @@ def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> 
             "seq_len": seq_lens[0],
             "block_size": bs,
             "tile_start": 0,
-            "tile_size": 4,
-            "num_blocks": 16,
+            "tile_size": DECODE_BLOCK_N,
+            "num_blocks": DECODE_BLOCKS,
         }
     )
-    out = decode_with_tile_loader(fn, q, k, v, bt, lens, HEAD_DIM**-0.5)
-    want = paged_decode_attention(q, torch.nan_to_num(k), torch.nan_to_num(v), bt, lens, HEAD_DIM**-0.5)
+    out = decode_with_tile_loader(fn, q, PagedKV(k, v, bt, lens), DECODE_HEAD_DIM**-0.5)
+    want = paged_decode_attention(q, PagedKV(torch.nan_to_num(k), torch.nan_to_num(v), bt, lens), DECODE_HEAD_DIM**-0.5)
     rec.observe(
         "NaN in the output",
         int(torch.isnan(out).sum()),
@@ -499,5 +386,5 @@ def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> 
 
 @TILE.test("the decode kernel with your tile load equals the PyTorch reference (NaN in unused slots)")
 def _(fn: Any, rec: Any) -> None:
-    _decode_case(fn, rec, [5, 3, 8], 4, 1)
-    _decode_case(fn, rec, [7, 1], 2, 2)
+    _decode_case(fn, rec, [37, 3, 20], 4, 1)  # 3, 1 and 2 tiles of 16 lanes, a partial last block
+    _decode_case(fn, rec, [33, 1], 2, 2)
