@@ -53,6 +53,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Every worker (pagedlab, the HF baselines, the roof measurement) runs under the kit's OpenMP wait policy
+# (pagedlab/__init__.py; `make bench` exports it too). libgomp reads it when torch loads, so without this
+# a direct run's roof worker, which imports torch before pagedlab, spun: measured on 2 cores, its matmul
+# roof took 1.5 s instead of 85 ms with another process busy (a flattered share), ~20% less on a quieter
+# machine (an understated one), while the pagedlab worker ran passive.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ["hf_sequential", "hf_static", "hf_continuous", "pagedlab"]
 SLOW_MODES = ("hf_sequential", "hf_static")

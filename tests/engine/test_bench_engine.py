@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -113,3 +116,23 @@ def test_median_roofs_takes_each_figure_over_the_repetitions(bench: ModuleType) 
         "matmul": {"1": {"flops_per_s": 20.0}, "20": {"flops_per_s": 9.0}},
         "reps": 3,
     }
+
+
+def test_every_worker_inherits_the_kits_openmp_wait_policy() -> None:
+    # Loading the script (as each worker does) sets the kit's policy before anything imports torch,
+    # so the roof worker cannot spin while the engine waits passively; an explicit setting is kept.
+    code = (
+        "import importlib.util, os\n"
+        f"spec = importlib.util.spec_from_file_location('b', {str(SCRIPT)!r})\n"
+        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "import sys; print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+
+    def policy(extra: dict[str, str]) -> str:
+        p = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    assert policy({}) == "PASSIVE False"  # set, and torch not yet loaded (libgomp reads it at load)
+    assert policy({"OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE False"
