@@ -13,7 +13,7 @@ to the token embedding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, cast
 
 import torch
@@ -25,38 +25,47 @@ from pagedlab.model.attention import AttentionMetadata, paged_attention
 
 @dataclass
 class LlamaConfig:
-    """The subset of HF's ``LlamaConfig`` the forward pass needs."""
+    """The subset of HF's ``LlamaConfig`` the forward pass needs (defaults: SmolLM2-135M's values)."""
 
+    #: Rows of the token embedding (and of the tied LM head's logits).
     vocab_size: int = 49152
+    #: Width of the residual stream, ``[T, hidden_size]`` between layers.
     hidden_size: int = 576
+    #: Width of the SwiGLU MLP's gate and up projections.
     intermediate_size: int = 1536
+    #: Decoder layers; each has its own ``(key_cache, value_cache)`` pair.
     num_hidden_layers: int = 30
+    #: Query heads per layer.
     num_attention_heads: int = 9
+    #: K/V heads per layer (GQA: each serves ``num_attention_heads // num_key_value_heads`` query heads);
+    #: the KV cache stores only these.
     num_key_value_heads: int = 3
+    #: Width of one head (``hidden_size // num_attention_heads`` when HF's config has none).
     head_dim: int = 64
     rms_norm_eps: float = 1e-5
+    #: RoPE base: position ``p`` rotates pair ``i`` by ``p / rope_theta ** (2i / head_dim)``.
     rope_theta: float = 100000.0
+    #: Longest sequence RoPE's table covers (``LlamaForCausalLM.rope_table`` rows).
     max_position_embeddings: int = 8192
+    #: The LM head reuses ``embed_tokens``' weight (SmolLM2 has no separate head).
     tie_word_embeddings: bool = True
 
     @classmethod
     def from_hf(cls, hf: Any) -> LlamaConfig:
-        """The fields of an HF ``LlamaConfig`` (``rope_parameters`` or the older ``rope_theta``)."""
+        """The fields of an HF ``LlamaConfig`` (``rope_parameters`` or the older ``rope_theta``).
+
+        The fields HF always carries are copied by name; ``head_dim``, ``rope_theta`` and
+        ``tie_word_embeddings`` may be missing and get HF's defaults.
+        """
         rope = getattr(hf, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
-        return cls(
-            vocab_size=hf.vocab_size,
-            hidden_size=hf.hidden_size,
-            intermediate_size=hf.intermediate_size,
-            num_hidden_layers=hf.num_hidden_layers,
-            num_attention_heads=hf.num_attention_heads,
-            num_key_value_heads=hf.num_key_value_heads,
-            head_dim=getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
-            rms_norm_eps=hf.rms_norm_eps,
-            rope_theta=float(theta),
-            max_position_embeddings=hf.max_position_embeddings,
-            tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", True)),
-        )
+        derived = {
+            "head_dim": getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
+            "rope_theta": float(theta),
+            "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", True)),
+        }
+        copied = {f.name: getattr(hf, f.name) for f in fields(cls) if f.name not in derived}
+        return cls(**copied, **derived)
 
     def kv_bytes_per_token(self, dtype_bytes: int = 4) -> int:
         """2 (K and V) x layers x kv_heads x head_dim x bytes: 46,080 B for SmolLM2 in fp32."""
