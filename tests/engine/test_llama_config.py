@@ -8,13 +8,14 @@ import pytest
 
 from pagedlab.model.llama import LlamaConfig
 
+#: A tiny config, every value distinct: a field read under another's name shows.
 HF_FIELDS = dict(
     vocab_size=100,
     hidden_size=48,
     intermediate_size=96,
     num_hidden_layers=2,
     num_attention_heads=6,
-    num_key_value_heads=2,
+    num_key_value_heads=3,
     rms_norm_eps=1e-6,
     max_position_embeddings=256,
 )
