@@ -106,6 +106,27 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos[:, None, :] + rotated * sin[:, None, :]
 
 
+@dataclass(frozen=True)
+class ForwardContext:
+    """What every decoder layer of one forward pass reads besides its input and its own KV cache,
+    built once per step by :meth:`LlamaForCausalLM.forward` (vLLM >= 0.7 hands ``attn_metadata`` to
+    every layer the same way, through the ``ForwardContext`` of ``vllm/forward_context.py``; here it
+    is an argument, not a global).
+
+    Attributes:
+        cos, sin: RoPE tables of the step's tokens, ``[T, head_dim]`` (rows of ``rope_table``).
+        meta: the step's ``AttentionMetadata`` (slot mapping, block tables, sequence lengths).
+    """
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    meta: AttentionMetadata
+
+
+#: One layer's ``(key_cache, value_cache)``, each ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+LayerKVCache = tuple[torch.Tensor, torch.Tensor]
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
@@ -121,16 +142,9 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
         self.scale = self.head_dim**-0.5
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv_cache: LayerKVCache, ctx: ForwardContext) -> torch.Tensor:
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
-        T = x.shape[0]
+        T, cos, sin, meta = x.shape[0], ctx.cos, ctx.sin, ctx.meta
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = apply_rope(q.view(T, self.num_heads, self.head_dim), cos, sin)
         k = apply_rope(k.view(T, self.num_kv_heads, self.head_dim), cos, sin)
@@ -162,16 +176,9 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv_cache: LayerKVCache, ctx: ForwardContext) -> torch.Tensor:
         """Pre-norm attention and MLP, each with a residual: ``[T, hidden]`` -> ``[T, hidden]``."""
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta)
+        x = x + self.self_attn(self.input_layernorm(x), kv_cache, ctx)
         out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
         return out
 
@@ -212,14 +219,14 @@ class LlamaForCausalLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        kv_caches: list[LayerKVCache],
         meta: AttentionMetadata,
     ) -> torch.Tensor:
         cos_table, sin_table = self.rope_table(positions.device)
-        cos, sin = cos_table[positions], sin_table[positions]
+        ctx = ForwardContext(cos_table[positions], sin_table[positions], meta)
         x = self.embed_tokens(input_ids)
         for layer, kv in zip(self.layers, kv_caches):
-            x = layer(x, cos, sin, kv, meta)
+            x = layer(x, kv, ctx)
         # Only rows that will be sampled need the (vocab x hidden) LM head.
         x = self.norm(x.index_select(0, meta.logits_indices))
         if self.packed_lm_head is not None:
