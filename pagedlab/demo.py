@@ -80,6 +80,18 @@ def _check_row(row: object) -> None:
         raise InvalidRequestError(f"'max_tokens' must be an int >= 1, got {mt!r}")
 
 
+#: The options of ``pagedlab generate`` passed on to ``LLM``: vLLM ``EngineArgs`` names
+#: (``--block-size`` -> ``block_size``).
+ENGINE_ARG_NAMES = (
+    "seed",
+    "block_size",
+    "num_gpu_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from pagedlab.sim.replay import int_at_least
 
@@ -158,15 +170,7 @@ def main(args: argparse.Namespace) -> int:
     rows = [row for _, row in lines]
     params = _sampling_params(args, path, lines)
     t_load = time.perf_counter()
-    llm = LLM(
-        args.model,
-        block_size=args.block_size,
-        num_gpu_blocks=args.num_gpu_blocks,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        enable_prefix_caching=args.enable_prefix_caching,
-        seed=args.seed,
-    )
+    llm = LLM(args.model, **{name: getattr(args, name) for name in ENGINE_ARG_NAMES})
     load_s = time.perf_counter() - t_load
     tokenize = llm.get_tokenizer()
     prompts = [

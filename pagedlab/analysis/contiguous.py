@@ -29,7 +29,7 @@ import bisect
 import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.request import Request
@@ -38,6 +38,7 @@ from pagedlab.sim.traces import TraceRequest
 __all__ = [
     "CATEGORIES",
     "FirstFitArena",
+    "ReplayClock",
     "Reservation",
     "ContiguousStep",
     "prepare_trace",
@@ -53,6 +54,14 @@ __all__ = [
 
 CATEGORIES = ("used", "reservation", "internal", "external", "free")
 POLICIES = ("max", "oracle", "pow2")
+
+
+class ReplayClock(TypedDict, total=False):
+    """The clock options of both replays, passed on unchanged by ``replay_contiguous`` and
+    ``replay_paged`` to the step loops, whose defaults hold when one is left out."""
+
+    step_time: float  # seconds per iteration: a request arriving at t joins at step ceil(t / step_time)
+    max_steps: int  # safety cap on iterations: the loop stops there, whatever still runs or waits
 
 
 def prepare_trace(requests: Sequence[TraceRequest], max_model_len: int) -> list[TraceRequest]:
@@ -280,8 +289,7 @@ def replay_contiguous(
     capacity_tokens: int,
     max_model_len: int,
     policy: str = "max",
-    step_time: float = 0.05,
-    max_steps: int = 100_000,
+    **clock: Unpack[ReplayClock],
 ) -> dict[str, Any]:
     """Replay ``requests`` with contiguous reservations; return ``{"steps": [...], "summary": {...}}``.
 
@@ -290,8 +298,7 @@ def replay_contiguous(
         capacity_tokens: arena size in tokens.
         max_model_len: longest sequence; also the "max" reservation.
         policy: "max", "oracle" or "pow2".
-        step_time: seconds per iteration (maps arrival times to steps).
-        max_steps: safety cap on iterations.
+        clock: ``step_time`` and ``max_steps`` (:class:`ReplayClock`).
 
     Returns:
         ``steps``: per-step dicts with the five categories (tokens), ``step``, ``num_running``,
@@ -303,7 +310,7 @@ def replay_contiguous(
     """
     steps: list[dict[str, int]] = []
     last: ContiguousStep | None = None
-    for last in contiguous_replay_steps(requests, capacity_tokens, max_model_len, policy, step_time, max_steps):
+    for last in contiguous_replay_steps(requests, capacity_tokens, max_model_len, policy, **clock):
         steps.append(contiguous_accounting(last))
     finished = last.finished if last else 0  # updated in place until the loop ended
     total = last.num_requests if last else len(prepare_trace(requests, max_model_len))
@@ -401,15 +408,14 @@ def replay_paged(
     num_gpu_blocks: int,
     block_size: int,
     max_model_len: int,
-    step_time: float = 0.05,
-    max_steps: int = 100_000,
+    **clock: Unpack[ReplayClock],
 ) -> dict[str, Any]:
     """Replay ``requests`` through the real ``KVCacheManager`` (blocks allocated on demand).
 
-    Same stepping and accounting as ``replay_contiguous``; ``reservation`` and ``external`` are
-    always 0 and ``internal`` is the unused tail of each request's last block. When a decode
-    finds no free block the newest running request is preempted (recompute: freed and put back
-    at the head of the queue), as vLLM v1.
+    Same stepping (``clock``: :class:`ReplayClock`) and accounting as ``replay_contiguous``;
+    ``reservation`` and ``external`` are always 0 and ``internal`` is the unused tail of each
+    request's last block. When a decode finds no free block the newest running request is
+    preempted (recompute: freed and put back at the head of the queue), as vLLM v1.
 
     Returns:
         the same structure as ``replay_contiguous``, plus ``summary["preemptions"]``.
@@ -421,7 +427,7 @@ def replay_paged(
         "preemptions": 0,
         "num_requests": len(prepare_trace(requests, max_model_len)),
     }
-    for state in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, step_time, max_steps):
+    for state in paged_replay_steps(requests, num_gpu_blocks, block_size, max_model_len, **clock):
         steps.append(paged_accounting(state))
     summary = _summary(steps, capacity, state["finished"], state["num_requests"])
     summary["preemptions"] = state["preemptions"]

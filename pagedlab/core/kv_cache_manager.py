@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core import hashing
@@ -46,7 +46,18 @@ from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.request import Request
 from pagedlab.trace import Tracer, _active
 
-__all__ = ["KVCacheManager", "PrefixCacheStats", "PrefixLookup", "cdiv", "find_longest_cache_hit"]
+__all__ = ["KVCacheManager", "KVCacheSlots", "PrefixCacheStats", "PrefixLookup", "cdiv", "find_longest_cache_hit"]
+
+
+class KVCacheSlots(TypedDict, total=False):
+    """The learner-pluggable parts of a ``KVCacheManager`` (its constructor documents each), as
+    ``from_config`` passes them on and the engine's components build them; one left out takes the
+    kit's default."""
+
+    free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None
+    prefix_lookup: PrefixLookup | None
+    radix_tree_factory: Callable[[int], RadixTree] | None
+    fork_cow_factory: Callable[[BlockPool, int], ForkCowOps] | None
 
 
 def cdiv(a: int, b: int) -> int:
@@ -169,10 +180,7 @@ class KVCacheManager:
         scheduler_config: SchedulerConfig,
         default_hash_seed: int | None = None,
         tracer: Tracer | None = None,
-        free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
-        prefix_lookup: PrefixLookup | None = None,
-        radix_tree_factory: Callable[[int], RadixTree] | None = None,
-        fork_cow_factory: Callable[[BlockPool, int], ForkCowOps] | None = None,
+        **slots: Unpack[KVCacheSlots],
     ) -> KVCacheManager:
         """The manager an engine (or the simulator) builds from its configs (shared by both).
 
@@ -180,8 +188,8 @@ class KVCacheManager:
             cache_config: block size, pool sizes, prefix caching and its hash seed.
             scheduler_config: gives ``max_model_len``.
             default_hash_seed: the hash seed when ``cache_config.hash_seed`` is None.
-            tracer, free_queue_factory, prefix_lookup, radix_tree_factory, fork_cow_factory: as the
-                constructor's.
+            tracer: as the constructor's.
+            slots: the pluggable parts (:class:`KVCacheSlots`), as the constructor's.
 
         Raises:
             ConfigError: as the constructor.
@@ -196,10 +204,7 @@ class KVCacheManager:
             num_cpu_blocks=cc.num_cpu_blocks,
             hash_seed=cc.hash_seed if cc.hash_seed is not None else default_hash_seed,
             tracer=tracer,
-            free_queue_factory=free_queue_factory,
-            prefix_lookup=prefix_lookup,
-            radix_tree_factory=radix_tree_factory,
-            fork_cow_factory=fork_cow_factory,
+            **slots,
         )
 
     # --- lookup -------------------------------------------------------------------------

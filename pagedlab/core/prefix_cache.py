@@ -62,9 +62,14 @@ class PrefixCacheStats:
     re-admissions after a recompute preemption are counted apart, in the ``preempted_*`` fields.
     """
 
+    #: Admissions of requests never preempted before.
     requests: int = 0
+    #: Tokens of those requests at admission (``request.num_tokens``: the prompt).
     queries: int = 0
+    #: Of ``queries``, the tokens found in the cache (whole blocks: ``len(hit_blocks) * block_size``).
     hits: int = 0
+    #: ``requests``, ``queries`` and ``hits`` again for re-admissions after a recompute preemption,
+    #: which find their own blocks again and would inflate the hit rate.
     preempted_requests: int = 0
     preempted_queries: int = 0
     preempted_hits: int = 0

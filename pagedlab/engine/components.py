@@ -52,7 +52,7 @@ import torch
 
 from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from pagedlab.core.copy_on_write import CopyOnWrite
-from pagedlab.core.kv_cache_manager import KVCacheManager, find_longest_cache_hit
+from pagedlab.core.kv_cache_manager import KVCacheManager, KVCacheSlots, find_longest_cache_hit
 from pagedlab.core.radix_cache import RadixCache
 from pagedlab.errors import ComponentError
 from pagedlab.kernels.paged_kv import PagedKV
@@ -1328,7 +1328,7 @@ def computed_of(*groups: Any) -> list[Request]:
 class EngineParts:
     """What :func:`build_parts` hands the engine: constructor keywords and hooks, all guarded."""
 
-    kv_kwargs: dict[str, Any]
+    kv_kwargs: KVCacheSlots
     scheduler_cls: type[Scheduler]
     scheduler_kwargs: dict[str, Any]
     pick_victim_fn: Callable[[list[Request], str], Request] | None
@@ -1348,7 +1348,7 @@ def build_parts(comps: Components, step: Callable[[], int], scheduler_cls: type[
     def mine(slot: str) -> Any:
         return comps.parts[slot].impl if comps.is_yours(slot) else None
 
-    kv_kwargs: dict[str, Any] = {}
+    kv_kwargs: KVCacheSlots = {}
     if mine("free_queue") is not None:
         kv_kwargs["free_queue_factory"] = free_queue_factory(mine("free_queue"), g("free_queue"))
     if mine("prefix_lookup") is not None:

@@ -96,11 +96,17 @@ class _Hist:
 class EngineStats:
     """What ``LLMEngine`` counts for ``get_metrics()``; the engine calls the ``on_*`` methods."""
 
+    #: ``vllm:prompt_tokens``: prompt tokens of the requests scheduled so far (cached ones included).
     prompt_tokens: int = 0
+    #: ``vllm:generation_tokens``: tokens sampled, all requests together.
     generation_tokens: int = 0
+    #: ``vllm:num_preemptions``: requests preempted (one request preempted twice counts 2).
     num_preemptions: int = 0
+    #: ``vllm:prefix_cache_queries`` and ``vllm:prefix_cache_hits``: prompt tokens looked up in the
+    #: prefix cache at each request's first scheduling, and how many of them were found there.
     prefix_cache_queries: int = 0
     prefix_cache_hits: int = 0
+    #: ``vllm:request_success``: finished requests per ``finish_reason`` (``"stop"``, ``"length"`` ...).
     request_success: dict[str, int] = field(default_factory=dict)
     ttft: _Hist = field(default_factory=lambda: _Hist(TTFT_BUCKETS))
     itl: _Hist = field(default_factory=lambda: _Hist(ITL_BUCKETS))

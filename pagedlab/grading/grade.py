@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,16 @@ from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
-__all__ = ["GradeError", "Learner", "LearnerResult", "add_arguments", "discover", "grade", "main"]
+__all__ = [
+    "GradeError",
+    "Learner",
+    "LearnerResult",
+    "add_arguments",
+    "add_limit_arguments",
+    "discover",
+    "grade",
+    "main",
+]
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git", "__MACOSX"}
@@ -77,14 +86,25 @@ class Learner:
 
 @dataclass
 class ExerciseResult:
+    """One learner's result on one exercise (a row of the feedback page and a column of ``grades.csv``)."""
+
+    #: The exercise id, e.g. ``"02.slot_mapping"``.
     exercise: str
+    #: The learner's object was found and built (its cell ran); only then are its tests judged.
     found: bool = False
+    #: The notebook it came from, under the learner's own file name.
     notebook: str = ""
+    #: Why it was not found or did not build (empty when ``found``).
     error: str = ""
+    #: Remarks from finding its cell (two cells marked with its id, a cell without its marker line).
     notes: list[str] = field(default_factory=list)
+    #: For the instructor: what the cell does that a solution should not (imports the kit's reference,
+    #: patches kit objects; see ``driver.static_flags``).
     flags: list[str] = field(default_factory=list)
+    #: One judged outcome per test of the exercise, hidden tests included.
     outcomes: list[Outcome] = field(default_factory=list)
     score: float = 0.0
+    #: The exercise's points (``registry``); ``score`` is the share of its tests passed times these.
     max_score: float = 0.0
 
 
@@ -613,8 +633,8 @@ def _e2e_plan(opts: E2EOptions) -> tuple[E2EPlan | None, str]:
     return _PLANS[key], ""
 
 
-def grade_learners(
-    learners: Sequence[Learner],
+def grade(
+    submissions: Sequence[Any],
     out: Any = "grading-output",
     hidden_tests: Any | None = None,
     timeout: float = 120.0,
@@ -624,10 +644,22 @@ def grade_learners(
     quiet: bool = False,
     e2e: E2EOptions | None = None,
 ) -> list[LearnerResult]:
-    """Grade already discovered learners and write the reports (see :func:`grade` for the arguments).
+    """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
+
+    Args:
+        submissions: notebook files and/or folders (see the module docstring), or learners already
+            discovered (:class:`Learner`, taken as they are: the Gradescope entry point builds one).
+        out: output folder (created).
+        hidden_tests: instructor-only tests folder (never printed, never copied into reports).
+        timeout: wall-clock seconds for one learner's notebooks, all exercises together.
+        memory_mb: address-space limit of a learner's process.
+        jobs: learners graded in parallel.
+        exercises: exercise ids to grade (default: every exercise found in any submission).
+        quiet: print nothing.
+        e2e: the end-to-end test's settings (default :class:`E2EOptions`: on, random prompts, 0 points).
 
     Raises:
-        GradeError: no learners, or a bad option.
+        GradeError: no submissions found, or a bad option.
         registry.UnknownExerciseError: an unknown id in ``exercises``.
     """
     from pagedlab.grading import report
@@ -637,8 +669,10 @@ def grade_learners(
             print(text, flush=True)
 
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+    paths = [s for s in submissions if not isinstance(s, Learner)]
+    learners = [s for s in submissions if isinstance(s, Learner)] + (discover(paths) if paths else [])
     if not learners:
-        raise GradeError("no submissions to grade")
+        raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     say(
@@ -659,6 +693,13 @@ def grade_learners(
     for r, (_lr, lines, _info) in zip(results, runs):
         r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
     report.write_all(out_dir, results, ids, runs)
+    _say_results(results, say)
+    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
+    return results
+
+
+def _say_results(results: Sequence[LearnerResult], say: Callable[[str], None]) -> None:
+    """Pass to ``say`` the tests that fail on the reference itself, then one score line per learner."""
     broken = sorted(
         {
             f"{o.exercise}: {'hidden test' if o.hidden else o.title}"
@@ -675,46 +716,28 @@ def grade_learners(
         say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")
         if r.e2e is not None and r.e2e.status != "not run":
             say(f"  {'':<24} {r.e2e.line}")
-    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
-    return results
-
-
-def grade(
-    submissions: Sequence[Any],
-    out: Any = "grading-output",
-    hidden_tests: Any | None = None,
-    timeout: float = 120.0,
-    memory_mb: int = 2048,
-    jobs: int = 1,
-    exercises: Sequence[str] | None = None,
-    quiet: bool = False,
-    e2e: E2EOptions | None = None,
-) -> list[LearnerResult]:
-    """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
-
-    Args:
-        submissions: notebook files and/or folders (see the module docstring).
-        out: output folder (created).
-        hidden_tests: instructor-only tests folder (never printed, never copied into reports).
-        timeout: wall-clock seconds for one learner's notebooks, all exercises together.
-        memory_mb: address-space limit of a learner's process.
-        jobs: learners graded in parallel.
-        exercises: exercise ids to grade (default: every exercise found in any submission).
-        quiet: print nothing.
-        e2e: the end-to-end test's settings (default :class:`E2EOptions`: on, random prompts, 0 points).
-
-    Raises:
-        GradeError: no submissions found, or a bad option.
-        registry.UnknownExerciseError: an unknown id in ``exercises``.
-    """
-    _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
-    learners = discover(submissions)
-    if not learners:
-        raise GradeError("no submissions found in " + ", ".join(map(str, submissions)))
-    return grade_learners(learners, out, hidden_tests, timeout, memory_mb, jobs, exercises, quiet, e2e)
 
 
 # --- CLI --------------------------------------------------------------------------------------------------
+def add_limit_arguments(parser: argparse.ArgumentParser, timeout: float, memory_mb: int, per: str) -> None:
+    """The ``--timeout`` (seconds) and ``--memory`` (MB) options of ``pagedlab grade`` and
+    ``pagedlab gradescope-bundle``, with their defaults; ``per``: what one limit applies to."""
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        type=float,
+        default=timeout,
+        help=f"wall-clock seconds per {per}, all notebooks together (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--memory",
+        metavar="MB",
+        type=int,
+        default=memory_mb,
+        help=f"memory (address space) limit of the {per}'s process (default: %(default)s)",
+    )
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "submissions",
@@ -726,20 +749,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hidden-tests", metavar="DIR", default=None, help="folder of instructor-only test files (never printed)"
     )
     parser.add_argument("--out", metavar="DIR", default="grading-output", help="output folder (default: %(default)s)")
-    parser.add_argument(
-        "--timeout",
-        metavar="S",
-        type=float,
-        default=120.0,
-        help="wall-clock seconds per learner, all notebooks together (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--memory",
-        metavar="MB",
-        type=int,
-        default=2048,
-        help="memory (address space) limit per learner process (default: %(default)s)",
-    )
+    add_limit_arguments(parser, 120.0, 2048, "learner")
     parser.add_argument("--jobs", metavar="N", type=int, default=1, help="learners graded in parallel (default: 1)")
     parser.add_argument(
         "--exercises",

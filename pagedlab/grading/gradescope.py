@@ -210,7 +210,7 @@ def _failure_results(message: str, exercises: list[str]) -> dict[str, Any]:
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
-    from pagedlab.grading.grade import Learner, _notebooks_under, grade_learners
+    from pagedlab.grading.grade import Learner, _notebooks_under, grade
 
     sub = root / "submission"
     learner = Learner("submission", str(sub))
@@ -220,7 +220,7 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
         learner.problems.append("no notebook (.ipynb) in the submission: upload your lab notebook(s)")
     hidden = root / "source" / "hidden_tests"
     with tempfile.TemporaryDirectory(prefix="pagedlab-gradescope-") as tmp:
-        results = grade_learners(
+        results = grade(
             [learner],
             tmp,
             hidden if hidden.is_dir() else None,
@@ -293,6 +293,8 @@ def validate_results(data: Any) -> list[str]:
 # --- CLI --------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
+    from pagedlab.grading.grade import add_limit_arguments
+
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
     parser.add_argument(
@@ -302,20 +304,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="exercise ids graded (default: every exercise of the course)",
     )
-    parser.add_argument(
-        "--timeout",
-        metavar="S",
-        type=float,
-        default=300.0,
-        help="wall-clock seconds per submission (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--memory",
-        metavar="MB",
-        type=int,
-        default=4096,
-        help="memory limit of the learner's process (default: %(default)s)",
-    )
+    add_limit_arguments(parser, 300.0, 4096, "submission")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pagedlab.model.attention import AttentionMetadata, paged_attention
-from pagedlab.model.llama import LlamaConfig, LlamaDecoderLayer, LlamaForCausalLM
+from pagedlab.model.attention import paged_attention
+from pagedlab.model.llama import ForwardContext, LayerKVCache, LlamaConfig, LlamaDecoderLayer, LlamaForCausalLM
 
 __all__ = [
     "PackedLinear",
@@ -165,7 +165,7 @@ def single_threaded(enabled: bool = True) -> Iterator[None]:
 class PackedDecoderLayer(nn.Module):
     """A ``LlamaDecoderLayer``'s function for the CPU path: packed weights, fewer passes over memory.
 
-    Same ``forward(x, cos, sin, kv_cache, meta)`` and result (to fp32 rounding) as the readable layer
+    Same ``forward(x, kv_cache, ctx)`` and result (to fp32 rounding) as the readable layer
     in ``pagedlab.model.llama``, built from one and consuming its weights:
     Q and K rotated in one pass (:func:`apply_rope_flipped`); the residual adds fused into ``o_proj``
     and ``down_proj`` (oneDNN's ``add`` post-op, as vLLM's CPU backend fuses through IPEX/oneDNN,
@@ -188,16 +188,10 @@ class PackedDecoderLayer(nn.Module):
         self.gate_up_proj = _packed(mlp.gate_up_proj)
         self.down_proj = _packed(mlp.down_proj)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv_cache: LayerKVCache, ctx: ForwardContext) -> torch.Tensor:
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
         t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
+        cos, sin, meta = ctx.cos, ctx.sin, ctx.meta
         qkv = self.qkv_proj(self.input_layernorm(x))
         with single_threaded(t <= SINGLE_THREAD_TOKENS):
             qk = apply_rope_flipped(qkv[:, : (hq + hkv) * d].view(t, hq + hkv, d), cos, sin)

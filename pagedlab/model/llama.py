@@ -13,7 +13,7 @@ to the token embedding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, cast
 
 import torch
@@ -25,38 +25,47 @@ from pagedlab.model.attention import AttentionMetadata, paged_attention
 
 @dataclass
 class LlamaConfig:
-    """The subset of HF's ``LlamaConfig`` the forward pass needs."""
+    """The subset of HF's ``LlamaConfig`` the forward pass needs (defaults: SmolLM2-135M's values)."""
 
+    #: Rows of the token embedding (and of the tied LM head's logits).
     vocab_size: int = 49152
+    #: Width of the residual stream, ``[T, hidden_size]`` between layers.
     hidden_size: int = 576
+    #: Width of the SwiGLU MLP's gate and up projections.
     intermediate_size: int = 1536
+    #: Decoder layers; each has its own ``(key_cache, value_cache)`` pair.
     num_hidden_layers: int = 30
+    #: Query heads per layer.
     num_attention_heads: int = 9
+    #: K/V heads per layer (GQA: each serves ``num_attention_heads // num_key_value_heads`` query heads);
+    #: the KV cache stores only these.
     num_key_value_heads: int = 3
+    #: Width of one head (``hidden_size // num_attention_heads`` when HF's config has none).
     head_dim: int = 64
     rms_norm_eps: float = 1e-5
+    #: RoPE base: position ``p`` rotates pair ``i`` by ``p / rope_theta ** (2i / head_dim)``.
     rope_theta: float = 100000.0
+    #: Longest sequence RoPE's table covers (``LlamaForCausalLM.rope_table`` rows).
     max_position_embeddings: int = 8192
+    #: The LM head reuses ``embed_tokens``' weight (SmolLM2 has no separate head).
     tie_word_embeddings: bool = True
 
     @classmethod
     def from_hf(cls, hf: Any) -> LlamaConfig:
-        """The fields of an HF ``LlamaConfig`` (``rope_parameters`` or the older ``rope_theta``)."""
+        """The fields of an HF ``LlamaConfig`` (``rope_parameters`` or the older ``rope_theta``).
+
+        The fields HF always carries are copied by name; ``head_dim``, ``rope_theta`` and
+        ``tie_word_embeddings`` may be missing and get HF's defaults.
+        """
         rope = getattr(hf, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
-        return cls(
-            vocab_size=hf.vocab_size,
-            hidden_size=hf.hidden_size,
-            intermediate_size=hf.intermediate_size,
-            num_hidden_layers=hf.num_hidden_layers,
-            num_attention_heads=hf.num_attention_heads,
-            num_key_value_heads=hf.num_key_value_heads,
-            head_dim=getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
-            rms_norm_eps=hf.rms_norm_eps,
-            rope_theta=float(theta),
-            max_position_embeddings=hf.max_position_embeddings,
-            tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", True)),
-        )
+        derived = {
+            "head_dim": getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads,
+            "rope_theta": float(theta),
+            "tie_word_embeddings": bool(getattr(hf, "tie_word_embeddings", True)),
+        }
+        copied = {f.name: getattr(hf, f.name) for f in fields(cls) if f.name not in derived}
+        return cls(**copied, **derived)
 
     def kv_bytes_per_token(self, dtype_bytes: int = 4) -> int:
         """2 (K and V) x layers x kv_heads x head_dim x bytes: 46,080 B for SmolLM2 in fp32."""
@@ -97,6 +106,27 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos[:, None, :] + rotated * sin[:, None, :]
 
 
+@dataclass(frozen=True)
+class ForwardContext:
+    """What every decoder layer of one forward pass reads besides its input and its own KV cache,
+    built once per step by :meth:`LlamaForCausalLM.forward` (vLLM >= 0.7 hands ``attn_metadata`` to
+    every layer the same way, through the ``ForwardContext`` of ``vllm/forward_context.py``; here it
+    is an argument, not a global).
+
+    Attributes:
+        cos, sin: RoPE tables of the step's tokens, ``[T, head_dim]`` (rows of ``rope_table``).
+        meta: the step's ``AttentionMetadata`` (slot mapping, block tables, sequence lengths).
+    """
+
+    cos: torch.Tensor
+    sin: torch.Tensor
+    meta: AttentionMetadata
+
+
+#: One layer's ``(key_cache, value_cache)``, each ``[num_blocks, block_size, num_kv_heads, head_dim]``.
+LayerKVCache = tuple[torch.Tensor, torch.Tensor]
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
@@ -112,16 +142,9 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=False)
         self.scale = self.head_dim**-0.5
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv_cache: LayerKVCache, ctx: ForwardContext) -> torch.Tensor:
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
-        T = x.shape[0]
+        T, cos, sin, meta = x.shape[0], ctx.cos, ctx.sin, ctx.meta
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = apply_rope(q.view(T, self.num_heads, self.head_dim), cos, sin)
         k = apply_rope(k.view(T, self.num_kv_heads, self.head_dim), cos, sin)
@@ -153,16 +176,9 @@ class LlamaDecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        kv_cache: tuple[torch.Tensor, torch.Tensor],
-        meta: AttentionMetadata,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, kv_cache: LayerKVCache, ctx: ForwardContext) -> torch.Tensor:
         """Pre-norm attention and MLP, each with a residual: ``[T, hidden]`` -> ``[T, hidden]``."""
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, kv_cache, meta)
+        x = x + self.self_attn(self.input_layernorm(x), kv_cache, ctx)
         out: torch.Tensor = x + self.mlp(self.post_attention_layernorm(x))
         return out
 
@@ -203,14 +219,14 @@ class LlamaForCausalLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        kv_caches: list[LayerKVCache],
         meta: AttentionMetadata,
     ) -> torch.Tensor:
         cos_table, sin_table = self.rope_table(positions.device)
-        cos, sin = cos_table[positions], sin_table[positions]
+        ctx = ForwardContext(cos_table[positions], sin_table[positions], meta)
         x = self.embed_tokens(input_ids)
         for layer, kv in zip(self.layers, kv_caches):
-            x = layer(x, cos, sin, kv, meta)
+            x = layer(x, kv, ctx)
         # Only rows that will be sampled need the (vocab x hidden) LM head.
         x = self.norm(x.index_select(0, meta.logits_indices))
         if self.packed_lm_head is not None:

@@ -135,6 +135,24 @@ def test_empty_trace_gives_empty_replays():
         assert res["steps"] == [] and res["summary"]["finished"] == res["summary"]["requests"] == 0
 
 
+def test_both_replays_pass_their_clock_on_to_the_step_loop():
+    """``step_time`` maps arrivals to steps and ``max_steps`` caps the loop, in both replays alike."""
+    reqs = [TraceRequest(0.0, 4, 3), TraceRequest(1.0, 4, 3)]  # the second arrives at t = 1 s
+    runs = {
+        "contiguous": lambda **clock: replay_contiguous(reqs, 64, 16, "oracle", **clock),
+        "paged": lambda **clock: replay_paged(reqs, 16, 4, 16, **clock),
+    }
+    for name, replay in runs.items():
+        default = replay()  # 0.05 s a step: the second request waits until step 20
+        assert [s["num_running"] for s in default["steps"]][:4] == [1, 1, 1, 0], name
+        assert len(default["steps"]) == 23 and default["summary"]["finished"] == 2, name
+        fast = replay(step_time=0.5)  # it joins at step 2, the first one's last
+        assert [s["num_running"] for s in fast["steps"]] == [1, 1, 2, 1, 1], name
+        capped = replay(step_time=0.5, max_steps=2)
+        assert len(capped["steps"]) == 2 and capped["summary"]["finished"] == 0, name
+        assert capped["summary"]["requests"] == 2, name
+
+
 def test_parallel_sampling_saving_grows_with_n_and_copies_partial_block():
     savings = [parallel_sampling_savings(n, 40, 30, 16) for n in range(1, 6)]
     assert savings[0]["saving"] == 0

@@ -1,6 +1,7 @@
 """KVCacheManager: vLLM v1 get_computed_blocks / allocate_slots / free contract, both prefix caches."""
 
 import json
+from typing import Any
 
 import pytest
 
@@ -227,3 +228,43 @@ def test_from_config_copies_every_field_and_prefers_the_configs_hash_seed() -> N
     unseeded = CacheConfig(block_size=4, num_gpu_blocks=7)
     assert KVCacheManager.from_config(unseeded, sc, default_hash_seed=9).none_hash == hashing.make_none_hash(9)
     assert KVCacheManager.from_config(unseeded, sc).none_hash == hashing.NONE_HASH
+
+
+def test_from_config_passes_the_tracer_and_every_pluggable_part_on() -> None:
+    """The engine hands a learner's parts to ``from_config``; each must reach the manager it builds."""
+    from pagedlab.config import CacheConfig, SchedulerConfig
+    from pagedlab.core.block_pool import FreeKVCacheBlockQueue
+    from pagedlab.core.kv_cache_manager import find_longest_cache_hit
+    from pagedlab.core.radix_cache import RadixCache
+    from pagedlab.trace import Tracer
+
+    built: dict[str, object] = {}
+
+    def queue(blocks: list[Any]) -> Any:
+        built["free_queue"] = FreeKVCacheBlockQueue(blocks)
+        return built["free_queue"]
+
+    def lookup(*args: Any) -> Any:
+        return find_longest_cache_hit(*args)
+
+    def cow(pool: Any, block_size: int) -> Any:
+        built["fork_cow"] = object()
+        return built["fork_cow"]
+
+    def radix(page_size: int) -> Any:
+        built["radix"] = RadixCache(page_size=page_size)
+        return built["radix"]
+
+    tracer, sc = Tracer(), SchedulerConfig(max_model_len=64)
+    cc = CacheConfig(block_size=4, num_gpu_blocks=8, enable_prefix_caching=True)
+    m = KVCacheManager.from_config(
+        cc, sc, tracer=tracer, free_queue_factory=queue, prefix_lookup=lookup, fork_cow_factory=cow
+    )
+    assert m.tracer is tracer and m.block_pool.tracer is tracer
+    assert m.block_pool.free_block_queue is built["free_queue"] and m.cow.ops is built["fork_cow"]
+    assert m.prefix.prefix_lookup is lookup
+    radix_cc = CacheConfig(block_size=4, num_gpu_blocks=8, enable_prefix_caching=True, prefix_cache="radix")
+    r = KVCacheManager.from_config(radix_cc, sc, radix_tree_factory=radix)
+    assert r.prefix.tree is built["radix"] and r.tracer is None
+    plain = KVCacheManager.from_config(cc, sc)  # left out: the kit's own parts
+    assert plain.prefix.prefix_lookup is find_longest_cache_hit and plain.cow.ops is None

@@ -17,7 +17,7 @@ from pagedlab.model.cpu_linear import (
     single_threaded,
     unpack_linears,
 )
-from pagedlab.model.llama import LlamaDecoderLayer, LlamaForCausalLM, apply_rope, rope_cos_sin
+from pagedlab.model.llama import ForwardContext, LlamaDecoderLayer, LlamaForCausalLM, apply_rope, rope_cos_sin
 from tests.kernels.test_engine_triton import tiny_llama
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN")
@@ -181,7 +181,7 @@ def test_the_packed_layer_computes_the_readable_layer(ids: list[int]) -> None:
             backend="cpu",
         )
         with torch.inference_mode():
-            return layer(x, cos, sin, kv, meta), kv[0], kv[1]
+            return layer(x, kv, ForwardContext(cos, sin, meta)), kv[0], kv[1]
 
     want = run(readable)
     packed = PackedDecoderLayer(readable)

@@ -487,3 +487,31 @@ def test_static_flags_leave_every_solution_alone_and_catch_the_tricks():
         "imports the kit's own FreeKVCacheBlockQueue from pagedlab.core.block_pool (the reference implementation)"
     ]
     assert static_flags("def broken(:\n", "x", set()) == []
+
+
+def test_both_grading_clis_take_their_limits_from_one_helper():
+    from pagedlab.grading import gradescope
+
+    grade_parser, bundle_parser = argparse.ArgumentParser(), argparse.ArgumentParser()
+    add_arguments(grade_parser)
+    gradescope.add_arguments(bundle_parser)
+    g = grade_parser.parse_args(["subs"])
+    b = bundle_parser.parse_args(["out.zip"])
+    assert (g.timeout, g.memory) == (120.0, 2048) and (b.timeout, b.memory) == (300.0, 4096)
+    assert isinstance(g.timeout, float) and isinstance(b.memory, int)
+    b = bundle_parser.parse_args(["out.zip", "--timeout", "7.5", "--memory", "512"])
+    assert (b.timeout, b.memory) == (7.5, 512)
+
+
+def test_grade_takes_discovered_learners_as_they_are_and_refuses_none(tmp_path, capsys):
+    from pagedlab.grading.grade import Learner
+
+    with pytest.raises(GradeError, match="no submissions found in an empty list"):
+        grade([], tmp_path / "o", quiet=True)
+    assert not (tmp_path / "o").exists()
+    bare = Learner("kim", str(tmp_path), problems=["no notebook (.ipynb) in the submission"])
+    (r,) = grade([bare], tmp_path / "o", exercises=["02.slot_mapping"], quiet=True)
+    assert r.learner is bare and r.status == "invalid" and r.score == 0
+    assert r.messages == ["no notebook (.ipynb) in the submission"]
+    assert r.exercises["02.slot_mapping"].max_score == registry.get("02.slot_mapping").points
+    assert (tmp_path / "o" / "grades.csv").read_text().splitlines()[1].startswith("kim,")
