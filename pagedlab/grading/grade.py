@@ -758,6 +758,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="grade these exercise ids (default: every exercise found in any submission)",
     )
+    add_e2e_arguments(parser)
+
+
+def add_e2e_arguments(parser: argparse.ArgumentParser) -> None:
+    """The end-to-end test's options (``pagedlab grade`` and ``pagedlab gradescope-bundle``)."""
     parser.add_argument(
         "--no-e2e", action="store_true", help="skip the end-to-end test (parts plugged into the engine)"
     )
@@ -773,14 +778,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def e2e_options(args: argparse.Namespace) -> E2EOptions:
+    """:class:`E2EOptions` from the options :func:`add_e2e_arguments` added (defaults where absent).
+
+    Raises:
+        GradeError: ``--e2e-points`` below 0.
+    """
+    opts = E2EOptions(
+        not getattr(args, "no_e2e", False), getattr(args, "e2e_seed", None), getattr(args, "e2e_points", 0.0)
+    )
+    if opts.points < 0:
+        raise GradeError(f"--e2e-points must be >= 0, got {opts.points:g}")
+    return opts
+
+
 def main(args: argparse.Namespace) -> int:
     missing = [str(s) for s in args.submissions if not Path(s).exists()]
     if missing:  # a mistyped folder must not yield an empty report and exit 0
         raise GradeError(f"no such file or folder: {', '.join(missing)}; nothing was graded")
     try:
-        opts = E2EOptions(
-            not getattr(args, "no_e2e", False), getattr(args, "e2e_seed", None), getattr(args, "e2e_points", 0.0)
-        )
+        opts = e2e_options(args)
         grade(
             args.submissions,
             args.out,

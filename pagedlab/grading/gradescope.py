@@ -3,7 +3,7 @@
 ::
 
     pagedlab gradescope-bundle autograder.zip [--hidden-tests DIR] [--exercises ID ...]
-                               [--timeout S] [--memory MB]
+                               [--timeout S] [--memory MB] [--no-e2e] [--e2e-seed N] [--e2e-points P]
 
 The zip (upload it as a Gradescope "Autograder" configuration) holds:
 
@@ -15,7 +15,8 @@ The zip (upload it as a Gradescope "Autograder" configuration) holds:
   pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root,
   ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
 * ``hidden_tests/`` - the instructor's hidden-tests folder (only in the zip; never shown to learners);
-* ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits.
+* ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits, the end-to-end
+  test's settings (``pagedlab grade``'s ``--no-e2e``, ``--e2e-seed``, ``--e2e-points``).
 
 Grading a submission (:func:`run`): the WHOLE ``<root>/submission`` folder is ONE learner - every
 notebook in it, at any depth, is that learner's work (several labs in several notebooks). An
@@ -32,10 +33,14 @@ import os
 import sys
 import tempfile
 import zipfile
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pagedlab.errors import PagedLabError
+
+if TYPE_CHECKING:
+    from pagedlab.grading.grade import E2EOptions
 
 __all__ = [
     "CONFIG_NAME",
@@ -137,6 +142,7 @@ def build_bundle(
     exercises: list[str] | None = None,
     timeout: float = 300.0,
     memory_mb: int = 4096,
+    e2e: E2EOptions | None = None,
 ) -> Path:
     """Write the Gradescope autograder zip (see the module docstring); return its path.
 
@@ -146,6 +152,8 @@ def build_bundle(
         exercises: ids graded (default: every exercise of the course); their points are the total.
         timeout: wall-clock seconds for one submission.
         memory_mb: memory limit of the learner's process.
+        e2e: the end-to-end test's settings, as ``pagedlab grade`` takes them (default: on, a random
+            seed per submission, 0 points).
 
     Raises:
         BundleError: a bad option, a missing folder, or no kit source tree.
@@ -153,9 +161,13 @@ def build_bundle(
     """
     from pagedlab import __version__
     from pagedlab.grading import registry
+    from pagedlab.grading.grade import E2EOptions
 
     if timeout <= 0 or memory_mb < 128:
         raise BundleError("--timeout must be > 0 and --memory >= 128 (MB)")
+    e2e = e2e if e2e is not None else E2EOptions()
+    if e2e.points < 0:
+        raise BundleError(f"--e2e-points must be >= 0, got {e2e.points:g}")
     hidden = Path(hidden_tests) if hidden_tests else None
     if hidden is not None and not hidden.is_dir():
         raise BundleError(f"--hidden-tests {hidden_tests}: no such folder")
@@ -163,7 +175,7 @@ def build_bundle(
     root = _kit_root()
     out = Path(out_zip)
     out.parent.mkdir(parents=True, exist_ok=True)
-    config = {"exercises": ids, "timeout": timeout, "memory_mb": memory_mb, "pagedlab": __version__}
+    config = {"exercises": ids, "timeout": timeout, "memory_mb": memory_mb, "e2e": asdict(e2e), "pagedlab": __version__}
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         _script(zf, "setup.sh", SETUP_SH.format(version=__version__))
         _script(zf, "run_autograder", RUN_AUTOGRADER)
@@ -210,7 +222,7 @@ def _failure_results(message: str, exercises: list[str]) -> dict[str, Any]:
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
-    from pagedlab.grading.grade import Learner, _notebooks_under, grade
+    from pagedlab.grading.grade import E2EOptions, Learner, _notebooks_under, grade
 
     sub = root / "submission"
     learner = Learner("submission", str(sub))
@@ -228,6 +240,7 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
             memory_mb=int(config.get("memory_mb", 4096)),
             exercises=exercises,
             quiet=True,
+            e2e=E2EOptions(**config.get("e2e", {})),
         )
     return report.gradescope_dict(results[0])
 
@@ -293,7 +306,7 @@ def validate_results(data: Any) -> list[str]:
 # --- CLI --------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
-    from pagedlab.grading.grade import add_limit_arguments
+    from pagedlab.grading.grade import add_e2e_arguments, add_limit_arguments
 
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
@@ -305,14 +318,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exercise ids graded (default: every exercise of the course)",
     )
     add_limit_arguments(parser, 300.0, 4096, "submission")
+    add_e2e_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
     """Build the zip; print where it is."""
     from pagedlab.grading import registry
+    from pagedlab.grading.grade import GradeError, e2e_options
 
     try:
-        out = build_bundle(args.out, args.hidden_tests, args.exercises, args.timeout, args.memory)
+        e2e = e2e_options(args)
+    except GradeError as e:
+        raise BundleError(str(e)) from e
+    try:
+        out = build_bundle(args.out, args.hidden_tests, args.exercises, args.timeout, args.memory, e2e)
     except registry.UnknownExerciseError as e:
         raise BundleError(str(e)) from e
     print(f"wrote {out}: upload it as the assignment's autograder on Gradescope")

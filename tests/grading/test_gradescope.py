@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from pagedlab.grading import registry
+from pagedlab.grading.grade import E2EOptions
 from pagedlab.grading.gradescope import BundleError, build_bundle, validate_results
 from pagedlab.grading.report import split_points
 from tests.grading.helpers import variant, write_notebook
@@ -119,6 +120,7 @@ def test_zip_layout_and_setup_script(bundle: Path, tmp_path: Path) -> None:
     assert any(ln.startswith("torch==") for ln in pins)
     config = json.loads((tmp_path / "pagedlab_autograder.json").read_text())
     assert config["exercises"] == EXERCISES and config["timeout"] == 60
+    assert config["e2e"] == {"enabled": True, "seed": None, "points": 0.0, "prompts": 3, "tokens": 8}
 
 
 def test_two_notebooks_are_one_learner_and_the_first_duplicate_wins(bundle: Path, tmp_path: Path) -> None:
@@ -184,7 +186,50 @@ def test_bad_bundle_options(tmp_path: Path) -> None:
         build_bundle(tmp_path / "a.zip", timeout=0)
     with pytest.raises(registry.UnknownExerciseError):
         build_bundle(tmp_path / "a.zip", exercises=["99.nope"])
+    with pytest.raises(BundleError, match="--e2e-points must be >= 0, got -1"):
+        build_bundle(tmp_path / "a.zip", e2e=E2EOptions(points=-1))
     assert not (tmp_path / "a.zip").exists()
+
+
+def test_the_end_to_end_options_reach_the_grader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``gradescope-bundle --no-e2e / --e2e-seed / --e2e-points`` are written into the zip's config and
+    every submission is graded with them (as ``pagedlab grade`` takes them)."""
+    from pagedlab import cli
+    from pagedlab.grading import grade as grade_module
+    from pagedlab.grading.gradescope import CONFIG_NAME, run
+
+    out = tmp_path / "ag.zip"
+    argv = ["gradescope-bundle", str(out), "--exercises", *EXERCISES, "--e2e-seed", "7", "--e2e-points", "2.5"]
+    assert cli.main(argv) == 0
+    with zipfile.ZipFile(out) as zf:
+        config = json.loads(zf.read(CONFIG_NAME))
+    assert config["e2e"] == {"enabled": True, "seed": 7, "points": 2.5, "prompts": 3, "tokens": 8}
+    assert cli.main(["gradescope-bundle", str(tmp_path / "b.zip"), "--e2e-points", "-1"]) == 1
+    assert "--e2e-points must be >= 0, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "b.zip").exists()
+
+    seen: list[Any] = []
+
+    def fake_grade(learners: Any, out: Any, hidden: Any, **kw: Any) -> Any:
+        seen.append(kw["e2e"])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(grade_module, "grade", fake_grade)
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "submission").mkdir()
+    write_notebook(root / "submission" / "lab.ipynb", [SLOT])
+    for e2e, expected in [
+        (config["e2e"], E2EOptions(True, 7, 2.5)),
+        ({"enabled": False}, E2EOptions(enabled=False)),
+        (None, E2EOptions()),  # a zip built before the option existed: the defaults
+    ]:
+        cfg = {"exercises": EXERCISES} | ({"e2e": e2e} if e2e is not None else {})
+        (root / "source" / CONFIG_NAME).write_text(json.dumps(cfg))
+        run(root)
+        assert seen.pop() == expected
 
 
 def test_a_failing_autograder_still_writes_valid_results(tmp_path: Path) -> None:
