@@ -51,6 +51,7 @@ from typing import Any
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
+from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
@@ -669,6 +670,7 @@ def grade(
             print(text, flush=True)
 
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+    use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
     paths = [s for s in submissions if not isinstance(s, Learner)]
     learners = [s for s in submissions if isinstance(s, Learner)] + (discover(paths) if paths else [])
     if not learners:

@@ -25,10 +25,15 @@ from pagedlab.grading.exercises.lab08 import make_cache
 from pagedlab.grading.registry import Exercise, register
 
 
-def _reference() -> Any:
-    """The solution cell's helper. In a process that has not imported triton yet and has no GPU (the
-    grader's trusted process), switch the interpreter on first, as the lab's first cell does: a helper
-    compiled for a GPU cannot run there, and every test would fail on the reference itself."""
+def use_interpreter_without_gpu() -> bool:
+    """Switch Triton's interpreter on (``TRITON_INTERPRET=1``) in a process that has not imported triton
+    yet and sees no GPU, as the lab's first cell does; return whether the variable is now set.
+
+    The grader's trusted process calls it before anything there imports triton (the end-to-end plan's
+    ``triton kernel`` configuration, the reference helper): triton compiled for a GPU on a CPU machine
+    fails every lab 08 test on the reference itself, and an instructor's shell or Gradescope's
+    ``run_autograder`` does not set the variable. An already imported triton is left as it is.
+    """
     import os
     import sys
 
@@ -37,6 +42,13 @@ def _reference() -> Any:
 
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def _reference() -> Any:
+    """The solution cell's helper, with the interpreter switched on where it must be
+    (:func:`use_interpreter_without_gpu`)."""
+    use_interpreter_without_gpu()
     from pagedlab.grading.registry import snippet_object
 
     return snippet_object("08.triton_load_kv_tile")
