@@ -287,12 +287,12 @@ class EngineArgs:
         return blocks_for_budget(budget, per_block)
 
     def _num_cpu_blocks(self, net: Any, block_size: int) -> int:
+        if self.swap_space < 0:  # refused even where unused: never silently ignored
+            raise ConfigError(f"swap_space must be >= 0 GiB, got {self.swap_space}")
         if self.num_cpu_blocks is not None:
             return int(self.num_cpu_blocks)
         if self.preemption_mode != "swap":
             return 0  # vLLM v1 allocates no swap space either
-        if self.swap_space < 0:
-            raise ConfigError(f"swap_space must be >= 0 GiB, got {self.swap_space}")
         return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size)
 
 

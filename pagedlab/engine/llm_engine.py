@@ -27,6 +27,7 @@ from pagedlab.config import (
     SchedulerConfig,
     SchedulingPolicy,
     check_kv_cache_fits,
+    check_seed,
 )
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.components import Components, build_parts
@@ -268,6 +269,7 @@ class LLMEngine:
     ) -> None:
         # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 26 of them);
         # the body builds the configs, the model runner and the parts, each in a helper.
+        check_seed(seed)  # before the model loads
         self.cache_config = CacheConfig(
             block_size=block_size,
             num_gpu_blocks=num_gpu_blocks,

@@ -97,11 +97,42 @@ def test_generate_validates_all_prompts_before_queueing_any():
         ({"max_num_batched_tokens": -1}, "max_num_batched_tokens"),
         ({"preemption_mode": "swap"}, "num_cpu_blocks"),
         ({"policy": "lifo"}, "policy"),
+        # found by trying the kit as a new user: a str flag was truthy and silently meant True, a bad seed
+        # raised torch's RuntimeError after the model had loaded
+        ({"enable_prefix_caching": "yes"}, "enable_prefix_caching must be True or False, got str 'yes'"),
+        ({"enable_chunked_prefill": "no"}, "enable_chunked_prefill must be True or False, got str 'no'"),
+        ({"enable_chunked_prefill": 1}, "enable_chunked_prefill must be True or False, got int 1"),
+        ({"seed": "x"}, "seed must be an int, got str 'x'"),
+        ({"seed": 1.5}, "seed must be an int, got float 1.5"),
+        ({"seed": True}, "seed must be an int, got bool True"),
+        ({"seed": 2**64}, r"seed must be in \[-2\*\*63, 2\*\*64\), got 18446744073709551616"),
+        ({"seed": -(2**63) - 1}, r"seed must be in \[-2\*\*63, 2\*\*64\), got -9223372036854775809"),
     ],
 )
 def test_bad_engine_config(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         LLMEngine(**kwargs)
+
+
+@pytest.mark.parametrize("seed", [-(2**63), 2**64 - 1, 0])
+def test_seed_bounds_accepted(seed):
+    """The ends of the range torch's generator takes are accepted, and seed the engine's generator."""
+    from tests.robust.helpers import tiny_engine
+
+    assert tiny_engine(seed=seed).generator.initial_seed() == seed % 2**64
+
+
+def test_negative_swap_space_is_refused_in_every_preemption_mode():
+    """vLLM's ``swap_space`` in GiB: a negative one was refused only with preemption_mode='swap' and
+    silently accepted otherwise."""
+    from pagedlab.engine import arg_utils
+    from pagedlab.engine.arg_utils import EngineArgs
+
+    net = arg_utils._load(None)
+    for mode in ("recompute", "swap"):
+        with pytest.raises(ConfigError, match="swap_space must be >= 0 GiB, got -1"):
+            EngineArgs(swap_space=-1, preemption_mode=mode)._num_cpu_blocks(net, 16)
+    assert EngineArgs(swap_space=0, preemption_mode="swap")._num_cpu_blocks(net, 16) == 0  # boundary
 
 
 def test_unknown_model_path(tmp_path):
