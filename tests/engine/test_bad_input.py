@@ -205,3 +205,28 @@ def test_engine_constructor_checks_on_a_given_model():
         tiny_engine(attention_backend="cuda")
     with pytest.raises(ConfigError, match="prefix_cache must be 'hash' or 'radix'"):
         tiny_engine(prefix_cache="lru")
+
+
+@pytest.mark.parametrize("logprobs", [21, -1, 10**6])
+def test_logprobs_above_max_logprobs_refused_and_engine_keeps_serving(engine, logprobs):
+    """vLLM's ``max_logprobs`` (default 20) bounds ``SamplingParams.logprobs`` (-1: the whole vocabulary).
+    Found by trying the kit: logprobs=10**6 was accepted and built 49,152 Logprob objects per token."""
+    with pytest.raises(InvalidRequestError, match=f"logprobs={logprobs} asks for .* more than max_logprobs=20"):
+        engine.add_request(None, {"prompt_token_ids": [1, 9690]}, SamplingParams(max_tokens=2, logprobs=logprobs))
+    assert not engine.has_unfinished_requests()
+    _serve_one(engine)
+
+
+def test_logprobs_at_max_logprobs_and_a_raised_limit():
+    from pagedlab.engine.arg_utils import EngineArgs
+    from tests.robust.helpers import tiny_engine
+
+    small = tiny_engine()  # default max_logprobs=20; the tiny model's vocabulary is 97
+    assert small.max_logprobs == 20
+    small.add_request(None, [1, 2, 3], SamplingParams(max_tokens=2, logprobs=20))  # the boundary is accepted
+    whole = tiny_engine(max_logprobs=-1)  # -1: up to the whole vocabulary, as vLLM
+    whole.add_request(None, [1, 2, 3], SamplingParams(max_tokens=2, logprobs=-1))
+    for bad, match in ((-2, "max_logprobs must be -1 .* got -2"), ("5", "max_logprobs must be -1 .* got '5'")):
+        with pytest.raises(ConfigError, match=match):
+            tiny_engine(max_logprobs=bad)
+    assert EngineArgs(max_logprobs=5).engine_kwargs()["max_logprobs"] == 5  # vLLM's name reaches the engine
