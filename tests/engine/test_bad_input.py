@@ -230,3 +230,16 @@ def test_logprobs_at_max_logprobs_and_a_raised_limit():
         with pytest.raises(ConfigError, match=match):
             tiny_engine(max_logprobs=bad)
     assert EngineArgs(max_logprobs=5).engine_kwargs()["max_logprobs"] == 5  # vLLM's name reaches the engine
+
+
+def test_beam_search_with_huge_max_tokens_stops_at_max_model_len(engine):
+    """Found by trying the kit: beam_search(max_tokens=10**6) ran past max_model_len and failed mid-search with
+    the KV manager's ValueError; it now stops there, as generate() does (prompt 508 + 4 = max_model_len 512)."""
+    from pagedlab.engine.beam_search import beam_search
+    from pagedlab.sampling_params import BeamSearchParams
+
+    prompt = [1, 9690, 198, 2683] * 127
+    out = beam_search(engine, prompt, BeamSearchParams(beam_width=2, max_tokens=10**6))
+    assert len(out.sequences) == 2 and max(len(s.tokens) for s in out.sequences) == 4, out.sequences
+    assert not engine.has_unfinished_requests() and engine.kv_cache_manager.num_free_blocks == 64
+    _serve_one(engine)
