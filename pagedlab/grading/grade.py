@@ -131,8 +131,13 @@ class LearnerResult:
 
 
 # --- discovery ------------------------------------------------------------------------------------------
+def _base_name(name: str) -> str:
+    """A file or folder name as a learner's name (safe in a file name)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+
+
 def _safe_name(name: str, taken: dict[str, int]) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+    base = _base_name(name)
     n = taken.get(base, 0)
     taken[base] = n + 1
     return base if n == 0 else f"{base}-{n + 1}"
@@ -200,6 +205,23 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
                 else:
                     add_file(entry)
     return learners
+
+
+def name_clashes(learners: Sequence[Learner]) -> list[str]:
+    """One warning per learner renamed ``name-N`` because another submission has the same name, e.g. two
+    learner folders given on the command line that both hold ``02_block_pool.ipynb`` (each notebook of a
+    folder given there is a learner of its own: give the folder above them to grade each as one learner)."""
+    out = []
+    for lr in learners:
+        src = Path(lr.source)
+        base = _base_name(src.stem if src.suffix == ".ipynb" else src.name)
+        if lr.name != base:
+            out.append(
+                f"warning: two submissions are named {base!r}: {lr.source} is reported as {lr.name!r}. "
+                "A folder given on the command line holds one notebook or subfolder per learner; to grade "
+                "a learner's folder of notebooks as one learner, give the folder that contains it"
+            )
+    return out
 
 
 # --- running one learner ----------------------------------------------------------------------------------
@@ -681,6 +703,8 @@ def grade(
         f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
         + (", with hidden tests" if hidden else "")
     )
+    for warning in name_clashes(learners):
+        say(warning)
     wanted = list(exercises) if exercises else None
     opts = e2e if e2e is not None else E2EOptions()
     e2e_plan, e2e_note = _e2e_plan(opts)
