@@ -208,7 +208,7 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
 
 
 def name_clashes(learners: Sequence[Learner]) -> list[str]:
-    """One warning per learner renamed ``name-N`` because another submission has the same name, e.g. two
+    """One warning per discovered learner renamed ``name-N`` because another submission has the same name, e.g. two
     learner folders given on the command line that both hold ``02_block_pool.ipynb`` (each notebook of a
     folder given there is a learner of its own: give the folder above them to grade each as one learner)."""
     out = []
@@ -694,7 +694,8 @@ def grade(
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
     use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
     paths = [s for s in submissions if not isinstance(s, Learner)]
-    learners = [s for s in submissions if isinstance(s, Learner)] + (discover(paths) if paths else [])
+    discovered = discover(paths) if paths else []
+    learners = [s for s in submissions if isinstance(s, Learner)] + discovered
     if not learners:
         raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
     out_dir = Path(out)
@@ -703,7 +704,7 @@ def grade(
         f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
         + (", with hidden tests" if hidden else "")
     )
-    for warning in name_clashes(learners):
+    for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
         say(warning)
     wanted = list(exercises) if exercises else None
     opts = e2e if e2e is not None else E2EOptions()

@@ -48,3 +48,16 @@ def test_a_learner_whose_own_name_ends_in_a_number_is_no_clash(tmp_path: Path) -
         write_notebook(tmp_path / "subs" / f"{name}.ipynb", [stub_source("02.slot_mapping")])
     learners = discover([tmp_path / "subs"])
     assert sorted(lr.name for lr in learners) == ["lab", "lab-2"] and name_clashes(learners) == []
+
+
+def test_a_learner_given_as_it_is_keeps_its_name_without_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Gradescope entry point builds ``Learner("submission", <its folder>)``: no clash to report."""
+    from pagedlab.grading.grade import Learner
+
+    nb = write_notebook(tmp_path / "upload" / "02_block_pool.ipynb", [stub_source("02.slot_mapping")])
+    given = Learner("zoe", str(tmp_path / "upload"), [nb])
+    results = grade([given], tmp_path / "out", exercises=["02.slot_mapping"], e2e=E2EOptions(enabled=False))
+    assert [r.learner.name for r in results] == ["zoe"]
+    assert "warning" not in capsys.readouterr().out
