@@ -25,6 +25,28 @@ def _positive_int(name: str, value, allow_zero: bool = False) -> None:
         raise ConfigError(f"{name} must be {bound}, got {value}")
 
 
+def _flag(name: str, value: object) -> None:
+    """Refuse a non-bool flag: ``"no"`` or ``1`` would otherwise be truthy and silently mean True.
+
+    Raises:
+        ConfigError: ``value`` is not a bool.
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def check_seed(seed: object) -> None:
+    """Refuse a seed torch's generator cannot take (an int in ``[-2**63, 2**64)``; a bool is not a seed).
+
+    Raises:
+        ConfigError: ``seed`` is not an int, or is out of that range.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    if not -(2**63) <= seed < 2**64:
+        raise ConfigError(f"seed must be in [-2**63, 2**64), got {seed}")
+
+
 @dataclass
 class CacheConfig:
     """KV-cache layout.
@@ -51,6 +73,7 @@ class CacheConfig:
         _positive_int("block_size", self.block_size)
         _positive_int("num_gpu_blocks", self.num_gpu_blocks)
         _positive_int("num_cpu_blocks", self.num_cpu_blocks, allow_zero=True)
+        _flag("enable_prefix_caching", self.enable_prefix_caching)
         if self.prefix_cache not in ("hash", "radix"):
             raise ConfigError(f"prefix_cache must be 'hash' or 'radix', got {self.prefix_cache!r}")
 
@@ -82,6 +105,7 @@ class SchedulerConfig:
         _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
         _positive_int("max_model_len", self.max_model_len)
         _positive_int("long_prefill_token_threshold", self.long_prefill_token_threshold, allow_zero=True)
+        _flag("enable_chunked_prefill", self.enable_chunked_prefill)
         if self.policy not in ("fcfs", "priority"):
             raise ConfigError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}")
         if self.preemption_mode not in ("recompute", "swap"):

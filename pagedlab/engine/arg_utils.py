@@ -8,7 +8,7 @@ Each argument is in one of four groups:
   is sized from a memory budget, on CPU too), ``swap_space`` (GiB of CPU swap blocks, used by
   ``preemption_mode="swap"``), ``scheduling_policy``, ``enable_prefix_caching`` (default True, as
   vLLM v1), ``enable_chunked_prefill``, ``long_prefill_token_threshold``, ``max_num_seqs``,
-  ``max_num_batched_tokens``, ``dtype`` ("auto"/"float32"), ``disable_log_stats``.
+  ``max_num_batched_tokens``, ``max_logprobs``, ``dtype`` ("auto"/"float32"), ``disable_log_stats``.
 * **accepted, no effect on one CPU process** (any value): ``enforce_eager``, ``trust_remote_code``,
   ``download_dir``, ``revision`` ... (see ``NO_EFFECT``).
 * **accepted only at vLLM's default** (another value cannot be honoured and is refused with a
@@ -56,7 +56,6 @@ NO_EFFECT = (
     "compilation_config",
     "async_scheduling",
     "generation_config",
-    "max_logprobs",
     "distributed_executor_backend",
     "enable_sleep_mode",
     "disable_log_requests",
@@ -252,6 +251,7 @@ class EngineArgs:
             attention_backend=self.attention_backend,
             device=self.device,
             seed=default(self.seed, 0),
+            max_logprobs=self.max_logprobs,
             trace=self.trace,
             log_stats=not self.disable_log_stats,
             components=self.components,
@@ -287,12 +287,12 @@ class EngineArgs:
         return blocks_for_budget(budget, per_block)
 
     def _num_cpu_blocks(self, net: Any, block_size: int) -> int:
+        if self.swap_space < 0:  # refused even where unused: never silently ignored
+            raise ConfigError(f"swap_space must be >= 0 GiB, got {self.swap_space}")
         if self.num_cpu_blocks is not None:
             return int(self.num_cpu_blocks)
         if self.preemption_mode != "swap":
             return 0  # vLLM v1 allocates no swap space either
-        if self.swap_space < 0:
-            raise ConfigError(f"swap_space must be >= 0 GiB, got {self.swap_space}")
         return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size)
 
 

@@ -150,7 +150,9 @@ def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSear
     finished: list[BeamSearchSequence] = []
     out = BeamSearchOutput(sequences=[])
     ids = itertools.count(1)
-    for _ in range(params.max_tokens):
+    # as generate(): a beam ends at max_model_len (validate_request guarantees room for one token)
+    room = engine.scheduler_config.max_model_len - len(prompt_token_ids)
+    for _ in range(min(params.max_tokens, room)):
         so = sched.schedule()
         out.num_cow_copies += len(so.blocks_to_copy)
         samplers, logits = runner.forward(

@@ -27,6 +27,7 @@ from pagedlab.config import (
     SchedulerConfig,
     SchedulingPolicy,
     check_kv_cache_fits,
+    check_seed,
 )
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.components import Components, build_parts
@@ -227,6 +228,8 @@ class LLMEngine:
             ``tokenizer`` (an HF tokenizer object) also replaces a loaded model's own.
         log_stats: allow ``get_metrics()`` (vLLM: ``disable_log_stats=False``).
         model_name: the ``model_name`` label of ``get_metrics()``.
+        max_logprobs: most log-probabilities a request may ask for per token (vLLM's engine argument,
+            default 20; -1: the whole vocabulary); a request asking for more is refused.
         components: the implementation of each teachable part (``pagedlab.engine.components``);
             default: the kit's. A learner's part runs behind a guard; when it breaks an invariant the
             step raises ``ComponentError`` and the engine switches that part back to the kit's.
@@ -265,9 +268,14 @@ class LLMEngine:
         log_stats: bool = False,
         model_name: str | None = None,
         components: Components | None = None,
+        max_logprobs: int = 20,
     ) -> None:
         # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 26 of them);
         # the body builds the configs, the model runner and the parts, each in a helper.
+        check_seed(seed)  # before the model loads
+        if isinstance(max_logprobs, bool) or not isinstance(max_logprobs, int) or max_logprobs < -1:
+            raise ConfigError(f"max_logprobs must be -1 (the whole vocabulary) or an int >= 0, got {max_logprobs!r}")
+        self.max_logprobs = max_logprobs
         self.cache_config = CacheConfig(
             block_size=block_size,
             num_gpu_blocks=num_gpu_blocks,
@@ -455,8 +463,8 @@ class LLMEngine:
 
         Raises:
             InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, ``n`` above ``max_num_seqs``, a request that can never fit in the
-                whole KV pool, or (with ``enable_chunked_prefill=False``) a prompt longer than
+                outside the vocabulary, ``n`` above ``max_num_seqs``, ``logprobs`` above ``max_logprobs``, a
+                request that can never fit in the whole KV pool, or (with ``enable_chunked_prefill=False``) a prompt longer than
                 ``max_num_batched_tokens``.
         """
         n_prompt = len(prompt_token_ids)
@@ -492,6 +500,7 @@ class LLMEngine:
                 f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
                 f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs"
             )
+        self._check_logprobs(params)
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
         max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
         need = -(-min(n_prompt + max_tokens, max_len) // bs) * params.n
@@ -544,6 +553,24 @@ class LLMEngine:
         self._member_group[req.request_id] = group
         self.scheduler.add_request(req)
         return request_id
+
+    def _check_logprobs(self, params: SamplingParams) -> None:
+        """Refuse ``logprobs`` above ``max_logprobs`` (-1 on either side: the whole vocabulary), as vLLM
+        0.11's input processor does ("Requested sample logprobs ... greater than max allowed").
+
+        Raises:
+            InvalidRequestError: the request asks for more log-probabilities per token than allowed.
+        """
+        if params.logprobs is None:
+            return
+        vocab = self.model_config.vocab_size
+        asked = vocab if params.logprobs == -1 else params.logprobs
+        allowed = vocab if self.max_logprobs == -1 else self.max_logprobs
+        if asked > allowed:
+            raise InvalidRequestError(
+                f"logprobs={params.logprobs} asks for {asked} log-probabilities per token, more than "
+                f"max_logprobs={self.max_logprobs} allows; lower logprobs or raise max_logprobs (an engine argument)"
+            )
 
     def resolve_max_tokens(self, prompt_token_ids: list[int], params: SamplingParams) -> SamplingParams:
         """``max_tokens=None`` means "up to ``max_model_len``" (as vLLM): a copy with it filled in."""

@@ -51,6 +51,7 @@ from typing import Any
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
+from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
@@ -130,8 +131,13 @@ class LearnerResult:
 
 
 # --- discovery ------------------------------------------------------------------------------------------
+def _base_name(name: str) -> str:
+    """A file or folder name as a learner's name (safe in a file name)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+
+
 def _safe_name(name: str, taken: dict[str, int]) -> str:
-    base = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+    base = _base_name(name)
     n = taken.get(base, 0)
     taken[base] = n + 1
     return base if n == 0 else f"{base}-{n + 1}"
@@ -199,6 +205,23 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
                 else:
                     add_file(entry)
     return learners
+
+
+def name_clashes(learners: Sequence[Learner]) -> list[str]:
+    """One warning per discovered learner renamed ``name-N`` because another submission has the same name, e.g. two
+    learner folders given on the command line that both hold ``02_block_pool.ipynb`` (each notebook of a
+    folder given there is a learner of its own: give the folder above them to grade each as one learner)."""
+    out = []
+    for lr in learners:
+        src = Path(lr.source)
+        base = _base_name(src.stem if src.suffix == ".ipynb" else src.name)
+        if lr.name != base:
+            out.append(
+                f"warning: two submissions are named {base!r}: {lr.source} is reported as {lr.name!r}. "
+                "A folder given on the command line holds one notebook or subfolder per learner; to grade "
+                "a learner's folder of notebooks as one learner, give the folder that contains it"
+            )
+    return out
 
 
 # --- running one learner ----------------------------------------------------------------------------------
@@ -669,8 +692,10 @@ def grade(
             print(text, flush=True)
 
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+    use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
     paths = [s for s in submissions if not isinstance(s, Learner)]
-    learners = [s for s in submissions if isinstance(s, Learner)] + (discover(paths) if paths else [])
+    discovered = discover(paths) if paths else []
+    learners = [s for s in submissions if isinstance(s, Learner)] + discovered
     if not learners:
         raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
     out_dir = Path(out)
@@ -679,6 +704,8 @@ def grade(
         f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
         + (", with hidden tests" if hidden else "")
     )
+    for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
+        say(warning)
     wanted = list(exercises) if exercises else None
     opts = e2e if e2e is not None else E2EOptions()
     e2e_plan, e2e_note = _e2e_plan(opts)

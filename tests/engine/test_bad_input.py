@@ -97,11 +97,42 @@ def test_generate_validates_all_prompts_before_queueing_any():
         ({"max_num_batched_tokens": -1}, "max_num_batched_tokens"),
         ({"preemption_mode": "swap"}, "num_cpu_blocks"),
         ({"policy": "lifo"}, "policy"),
+        # found by trying the kit as a new user: a str flag was truthy and silently meant True, a bad seed
+        # raised torch's RuntimeError after the model had loaded
+        ({"enable_prefix_caching": "yes"}, "enable_prefix_caching must be True or False, got str 'yes'"),
+        ({"enable_chunked_prefill": "no"}, "enable_chunked_prefill must be True or False, got str 'no'"),
+        ({"enable_chunked_prefill": 1}, "enable_chunked_prefill must be True or False, got int 1"),
+        ({"seed": "x"}, "seed must be an int, got str 'x'"),
+        ({"seed": 1.5}, "seed must be an int, got float 1.5"),
+        ({"seed": True}, "seed must be an int, got bool True"),
+        ({"seed": 2**64}, r"seed must be in \[-2\*\*63, 2\*\*64\), got 18446744073709551616"),
+        ({"seed": -(2**63) - 1}, r"seed must be in \[-2\*\*63, 2\*\*64\), got -9223372036854775809"),
     ],
 )
 def test_bad_engine_config(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         LLMEngine(**kwargs)
+
+
+@pytest.mark.parametrize("seed", [-(2**63), 2**64 - 1, 0])
+def test_seed_bounds_accepted(seed):
+    """The ends of the range torch's generator takes are accepted, and seed the engine's generator."""
+    from tests.robust.helpers import tiny_engine
+
+    assert tiny_engine(seed=seed).generator.initial_seed() == seed % 2**64
+
+
+def test_negative_swap_space_is_refused_in_every_preemption_mode():
+    """vLLM's ``swap_space`` in GiB: a negative one was refused only with preemption_mode='swap' and
+    silently accepted otherwise."""
+    from pagedlab.engine import arg_utils
+    from pagedlab.engine.arg_utils import EngineArgs
+
+    net = arg_utils._load(None)
+    for mode in ("recompute", "swap"):
+        with pytest.raises(ConfigError, match="swap_space must be >= 0 GiB, got -1"):
+            EngineArgs(swap_space=-1, preemption_mode=mode)._num_cpu_blocks(net, 16)
+    assert EngineArgs(swap_space=0, preemption_mode="swap")._num_cpu_blocks(net, 16) == 0  # boundary
 
 
 def test_unknown_model_path(tmp_path):
@@ -174,3 +205,41 @@ def test_engine_constructor_checks_on_a_given_model():
         tiny_engine(attention_backend="cuda")
     with pytest.raises(ConfigError, match="prefix_cache must be 'hash' or 'radix'"):
         tiny_engine(prefix_cache="lru")
+
+
+@pytest.mark.parametrize("logprobs", [21, -1, 10**6])
+def test_logprobs_above_max_logprobs_refused_and_engine_keeps_serving(engine, logprobs):
+    """vLLM's ``max_logprobs`` (default 20) bounds ``SamplingParams.logprobs`` (-1: the whole vocabulary).
+    Found by trying the kit: logprobs=10**6 was accepted and built 49,152 Logprob objects per token."""
+    with pytest.raises(InvalidRequestError, match=f"logprobs={logprobs} asks for .* more than max_logprobs=20"):
+        engine.add_request(None, {"prompt_token_ids": [1, 9690]}, SamplingParams(max_tokens=2, logprobs=logprobs))
+    assert not engine.has_unfinished_requests()
+    _serve_one(engine)
+
+
+def test_logprobs_at_max_logprobs_and_a_raised_limit():
+    from pagedlab.engine.arg_utils import EngineArgs
+    from tests.robust.helpers import tiny_engine
+
+    small = tiny_engine()  # default max_logprobs=20; the tiny model's vocabulary is 97
+    assert small.max_logprobs == 20
+    small.add_request(None, [1, 2, 3], SamplingParams(max_tokens=2, logprobs=20))  # the boundary is accepted
+    whole = tiny_engine(max_logprobs=-1)  # -1: up to the whole vocabulary, as vLLM
+    whole.add_request(None, [1, 2, 3], SamplingParams(max_tokens=2, logprobs=-1))
+    for bad, match in ((-2, "max_logprobs must be -1 .* got -2"), ("5", "max_logprobs must be -1 .* got '5'")):
+        with pytest.raises(ConfigError, match=match):
+            tiny_engine(max_logprobs=bad)
+    assert EngineArgs(max_logprobs=5).engine_kwargs()["max_logprobs"] == 5  # vLLM's name reaches the engine
+
+
+def test_beam_search_with_huge_max_tokens_stops_at_max_model_len(engine):
+    """Found by trying the kit: beam_search(max_tokens=10**6) ran past max_model_len and failed mid-search with
+    the KV manager's ValueError; it now stops there, as generate() does (prompt 508 + 4 = max_model_len 512)."""
+    from pagedlab.engine.beam_search import beam_search
+    from pagedlab.sampling_params import BeamSearchParams
+
+    prompt = [1, 9690, 198, 2683] * 127
+    out = beam_search(engine, prompt, BeamSearchParams(beam_width=2, max_tokens=10**6))
+    assert len(out.sequences) == 2 and max(len(s.tokens) for s in out.sequences) == 4, out.sequences
+    assert not engine.has_unfinished_requests() and engine.kv_cache_manager.num_free_blocks == 64
+    _serve_one(engine)

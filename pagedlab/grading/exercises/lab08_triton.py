@@ -25,10 +25,15 @@ from pagedlab.grading.exercises.lab08 import make_cache
 from pagedlab.grading.registry import Exercise, register
 
 
-def _reference() -> Any:
-    """The solution cell's helper. In a process that has not imported triton yet and has no GPU (the
-    grader's trusted process), switch the interpreter on first, as the lab's first cell does: a helper
-    compiled for a GPU cannot run there, and every test would fail on the reference itself."""
+def use_interpreter_without_gpu() -> bool:
+    """Switch Triton's interpreter on (``TRITON_INTERPRET=1``) in a process that has not imported triton
+    yet and sees no GPU, as the lab's first cell does; return whether the variable is now set.
+
+    The grader's trusted process calls it before anything there imports triton (the end-to-end plan's
+    ``triton kernel`` configuration, the reference helper): triton compiled for a GPU on a CPU machine
+    fails every lab 08 test on the reference itself, and an instructor's shell or Gradescope's
+    ``run_autograder`` does not set the variable. An already imported triton is left as it is.
+    """
     import os
     import sys
 
@@ -37,6 +42,13 @@ def _reference() -> Any:
 
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")
+    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+
+
+def _reference() -> Any:
+    """The solution cell's helper, with the interpreter switched on where it must be
+    (:func:`use_interpreter_without_gpu`)."""
+    use_interpreter_without_gpu()
     from pagedlab.grading.registry import snippet_object
 
     return snippet_object("08.triton_load_kv_tile")
@@ -104,8 +116,15 @@ def _define_probe_kernel() -> Any:
     return probe_kernel
 
 
-def _unwrapped(launch: Callable[[], Any]) -> Any:
-    """Run ``launch()``, unwrapping the interpreter's ``InterpreterError`` so the learner sees their own exception."""
+def _unwrapped(launch: Callable[[], Any], load_tile: Any) -> Any:
+    """Run ``launch()``, unwrapping the interpreter's ``InterpreterError`` so the learner sees their own exception.
+
+    Raises:
+        TypeError: ``load_tile`` returned other than two values: unpacking its result into ``(tile, mask)``
+            failed outside the learner's code (the interpreter's own message, e.g. "'int' object is not
+            iterable" from ``triton/language/core.py``, names neither the helper nor the contract).
+        Exception: whatever ``launch()`` raised, unwrapped.
+    """
     import warnings
 
     try:
@@ -116,7 +135,29 @@ def _unwrapped(launch: Callable[[], Any]) -> Any:
         inner: BaseException = exc
         while type(inner).__name__ == "InterpreterError" and inner.__cause__ is not None:
             inner = inner.__cause__
+        if isinstance(inner, TypeError | ValueError) and _failed_unpacking_the_result(inner, load_tile):
+            raise TypeError(
+                "triton_load_kv_tile must return two values, (tile, mask): `return tile, mask`. Unpacking what "
+                f"it returned failed with {type(inner).__name__}: {inner}"
+            ) from None
         raise inner from None
+
+
+def _failed_unpacking_the_result(err: BaseException, load_tile: Any) -> bool:
+    """Whether ``err`` arose in a kernel line ``a, b = LOAD_TILE(...)`` with none of ``load_tile``'s own code
+    on the traceback: the helper returned, and its result did not unpack into two values."""
+    own = getattr(getattr(load_tile, "fn", None), "__code__", None)
+    tb, at_call = err.__traceback__, False
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code is own:
+            return False
+        if code.co_name in ("probe_kernel", "_paged_decode_kernel"):
+            import linecache
+
+            at_call = "LOAD_TILE(" in linecache.getline(code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return at_call
 
 
 def _device(load_tile: Any) -> str:
@@ -166,7 +207,8 @@ def probe_tile(
             BLOCK_SIZE=cache.shape[1],
             BLOCK_N=block_n,
             HEAD_DIM=cache.shape[-1],
-        )  # fmt: skip
+        ),  # fmt: skip
+        load_tile,
     )
     if on_dev is not cache:
         cache.copy_(on_dev.cpu())  # a write into the cache shows in the caller's copy
@@ -194,7 +236,9 @@ def decode_with_tile_loader(load_tile: Any, query: Any, kv: Any, scale: float) -
     dev = _device(load_tile)
     on_dev = PagedKV(*(t.to(dev) for t in (kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)))
     q = query.to(dev)
-    out = _unwrapped(lambda: paged_decode_attention(q, on_dev, scale, block_n=DECODE_BLOCK_N, load_tile=load_tile))
+    out = _unwrapped(
+        lambda: paged_decode_attention(q, on_dev, scale, block_n=DECODE_BLOCK_N, load_tile=load_tile), load_tile
+    )
     return out.cpu()
 
 
