@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pagedlab.errors import ConfigError
 
@@ -33,6 +33,17 @@ def _flag(name: str, value: object) -> None:
     """
     if not isinstance(value, bool):
         raise ConfigError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+
+
+def _one_of(name: str, value: object, kind: object) -> None:
+    """Refuse a value outside the ``Literal`` type ``kind`` (the choices are written once, in the type).
+
+    Raises:
+        ConfigError: ``value`` is not one of ``kind``'s choices.
+    """
+    choices = get_args(kind)
+    if value not in choices:
+        raise ConfigError(f"{name} must be {' or '.join(map(repr, choices))}, got {value!r}")
 
 
 def check_seed(seed: object) -> None:
@@ -74,8 +85,7 @@ class CacheConfig:
         _positive_int("num_gpu_blocks", self.num_gpu_blocks)
         _positive_int("num_cpu_blocks", self.num_cpu_blocks, allow_zero=True)
         _flag("enable_prefix_caching", self.enable_prefix_caching)
-        if self.prefix_cache not in ("hash", "radix"):
-            raise ConfigError(f"prefix_cache must be 'hash' or 'radix', got {self.prefix_cache!r}")
+        _one_of("prefix_cache", self.prefix_cache, PrefixCacheKind)
 
 
 @dataclass
@@ -106,10 +116,8 @@ class SchedulerConfig:
         _positive_int("max_model_len", self.max_model_len)
         _positive_int("long_prefill_token_threshold", self.long_prefill_token_threshold, allow_zero=True)
         _flag("enable_chunked_prefill", self.enable_chunked_prefill)
-        if self.policy not in ("fcfs", "priority"):
-            raise ConfigError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}")
-        if self.preemption_mode not in ("recompute", "swap"):
-            raise ConfigError(f"preemption_mode must be 'recompute' or 'swap', got {self.preemption_mode!r}")
+        _one_of("policy", self.policy, SchedulingPolicy)
+        _one_of("preemption_mode", self.preemption_mode, PreemptionMode)
 
 
 def available_memory_bytes(device: str = "cpu") -> int | None:
