@@ -96,6 +96,8 @@ class E2EPlan:
     configs: list[Config]
     model: str
     cache_dir: str
+    #: Configurations left out, each with why (the Triton one where Triton cannot run): said, not dropped.
+    skipped: tuple[str, ...] = ()
 
     def job(self) -> dict[str, Any]:
         """The plain-data part of the driver's job (the driver is trusted: it may see the references)."""
@@ -125,6 +127,7 @@ class E2EPlan:
                 c.name + (f" (the kit's engine preempts {c.kit_preemptions}x)" if c.kit_preemptions else "")
                 for c in self.configs
             )
+            + "".join(f"; not run: {why}" for why in self.skipped)
         )
 
 
@@ -180,17 +183,18 @@ def _preemption_config(path: str, ids: list[list[int]], max_tokens: int, base: d
     return cfg
 
 
-def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Config | None:
+def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Config | str:
     """The ``triton kernel`` configuration (lab 08's ``@triton.jit`` tile load inside the kit's Triton
-    decode kernel): 1 prompt x 3 tokens on the "triton" backend; None when Triton cannot run here
-    (no ``TRITON_INTERPRET=1`` on a machine without a GPU)."""
+    decode kernel): 1 prompt x 3 tokens on the "triton" backend; or, when Triton cannot run here (not
+    installed, or no ``TRITON_INTERPRET=1`` on a machine without a GPU), why not."""
     from pagedlab.errors import PagedLabError
 
     cfg = Config("triton kernel", {**base, "attention_backend": "triton"}, num_prompts=1, max_tokens=3)
     try:
         cfg.reference, _ = _kit_tokens(path, ids[:1], 3, **cfg.engine_kwargs)
-    except (PagedLabError, ImportError):
-        return None
+    except (PagedLabError, ImportError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        return f"triton kernel (Triton cannot run here: {first})"
     return cfg
 
 
@@ -227,11 +231,12 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
         c.reference, c.kit_preemptions = _kit_tokens(path, ids, max_tokens, **c.engine_kwargs)
     configs.append(_preemption_config(path, ids, max_tokens, base))
     triton = _triton_config(path, ids, base)
-    if triton is not None:
+    if isinstance(triton, Config):
         configs.append(triton)
     from pagedlab.model.fetch import default_cache_dir
 
-    return E2EPlan(seed, prompts, ids, max_tokens, configs, path, str(default_cache_dir()))
+    skipped = (triton,) if isinstance(triton, str) else ()
+    return E2EPlan(seed, prompts, ids, max_tokens, configs, path, str(default_cache_dir()), skipped)
 
 
 # --- the driver: which parts, which configurations ------------------------------------------------------
