@@ -226,6 +226,12 @@ class LLM:
         batch = _prompt_list(prompts)
         engine = self.llm_engine
         token_ids = [engine._tokenize(p)[1] for p in batch]  # all checked before any search runs
+        max_seqs = engine.scheduler_config.max_num_seqs
+        if params.beam_width > max_seqs:
+            raise InvalidRequestError(
+                f"beam_width={params.beam_width} beams run as {params.beam_width} sequences but max_num_seqs="
+                f"{max_seqs}; lower beam_width or raise max_num_seqs"
+            )
         check = SamplingParams(temperature=0, max_tokens=params.max_tokens, ignore_eos=True, n=params.beam_width)
         for ids in token_ids:
             engine.validate_request(ids, check)

@@ -189,6 +189,10 @@ def test_beam_search_validates_every_prompt_before_searching() -> None:
     with pytest.raises(InvalidRequestError, match="BeamSearchParams"):
         llm.beam_search([[1, 2, 3]], {"beam_width": 2})
     assert_idle(llm.llm_engine)
+    few = _tiny_llm(max_num_seqs=4)  # a width over max_num_seqs is said in beams, not in n completions
+    with pytest.raises(InvalidRequestError, match="^beam_width=5 beams run as 5 sequences but max_num_seqs=4"):
+        few.beam_search([[1, 2, 3]], BeamSearchParams(beam_width=5, max_tokens=2))
+    assert_idle(few.llm_engine)
 
 
 # --- 4/5. resources up front ------------------------------------------------------------------------
