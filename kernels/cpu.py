@@ -10,6 +10,8 @@ things that cost time on a CPU:
   its shortest member's block count); one ``index_select`` per cache gathers every group's blocks
   and each group is one SDPA call. The index tensors are built once per step (:func:`plan_decode`)
   and reused by all layers.
+* Decode, where the machine can build it: the C kernel of ``pagedlab.kernels.native``, which reads
+  the blocks in place instead (no gather at all); the grouped torch path above is the fallback.
 * Prefill: SDPA's grouped-query path (``enable_gqa``) falls back to an unfused kernel on a CPU; here
   each chunk's attention is two batched matmuls around a softmax with the query heads packed per
   KV head (:func:`causal_gqa_attention`), K and V never repeated.
@@ -20,23 +22,76 @@ also loops over sequences for prefill.) Layout and argument contracts: see the r
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from pagedlab.kernels import native, reference
 from pagedlab.kernels.paged_kv import PagedKV
-from pagedlab.kernels.reference import prefill_pieces, reshape_and_cache
+from pagedlab.kernels.reference import prefill_pieces
 
 __all__ = [
     "reshape_and_cache",
     "paged_decode_attention",
     "plan_decode",
+    "plan_grouped_decode",
+    "grouped_decode_attention",
     "DecodePlan",
+    "NativeDecode",
     "paged_prefill_attention",
     "length_groups",
     "causal_gqa_attention",
+    "single_threaded",
+    "SINGLE_THREAD_TOKENS",
 ]
+
+#: Steps of at most this many query tokens run the torch attention paths on one thread (:func:`single_threaded`).
+SINGLE_THREAD_TOKENS = 64
+
+
+@contextlib.contextmanager
+def single_threaded(enabled: bool = True) -> Iterator[None]:
+    """Run the block on one torch thread, then restore the thread count (also on an exception).
+
+    Under ``OMP_WAIT_POLICY=PASSIVE`` every parallel op wakes the sleeping OpenMP threads, which costs
+    more than the work of a decode step's small gathers and attention (measured on 2 cores, torch
+    2.13: a 1 MB ``index_select`` 25 us on one thread, 66 us on two); the matmuls keep every thread.
+    Changing the count costs well under a microsecond.
+    """
+    threads = torch.get_num_threads()
+    if not enabled or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """The reference's cache write (same contract), as one C loop where the C kernels are built and the
+    layout is the engine's (fp32, contiguous caches and K/V rows, int64 slots); else the reference."""
+    if (
+        key.dtype == value.dtype == key_cache.dtype == value_cache.dtype == torch.float32
+        and slot_mapping.dtype == torch.int64
+        and key_cache.is_contiguous()
+        and value_cache.is_contiguous()
+        and key.device.type == "cpu"
+        and native.load() is not None
+    ):
+        native.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)
+    else:
+        reference.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)
 
 
 def length_groups(seq_lens: list[int], block_size: int, max_groups: int = 4, waste: float = 0.25) -> list[list[int]]:
@@ -98,8 +153,43 @@ class DecodePlan:
         return self.buffers
 
 
-def plan_decode(kv: PagedKV) -> DecodePlan:
-    """The :class:`DecodePlan` of a decode batch: ``kv``'s block tables and lengths (its cache gives the
+@dataclass(frozen=True)
+class NativeDecode:
+    """The plan of a step whose decode attention runs in the C kernel (``pagedlab.kernels.native``),
+    which needs no per-step index tensors."""
+
+
+def plan_decode(kv: PagedKV) -> DecodePlan | NativeDecode:
+    """This step's decode plan: :class:`NativeDecode` where the C kernel can run (it built, and the cache
+    is fp32, contiguous, on the CPU), else the grouped torch path's :class:`DecodePlan`."""
+    cache = kv.key_cache
+    if cache.dtype == torch.float32 and cache.device.type == "cpu" and cache.is_contiguous() and native.load():
+        return NativeDecode()
+    return plan_grouped_decode(kv)
+
+
+def paged_decode_attention(
+    query: torch.Tensor, kv: PagedKV, scale: float, plan: DecodePlan | NativeDecode | None = None
+) -> torch.Tensor:
+    """The reference's decode attention: the C kernel where :func:`plan_decode` chose it, else
+    :func:`grouped_decode_attention` (on one thread for up to ``SINGLE_THREAD_TOKENS`` sequences).
+
+    ``plan`` (:func:`plan_decode` of the same ``kv``) is built here when not given; the engine builds
+    it once per step. Shapes, dtypes and the zero row for ``seq_len == 0`` as
+    ``reference.paged_decode_attention``.
+    """
+    if plan is None:
+        plan = plan_decode(kv)
+    if isinstance(plan, NativeDecode):
+        if query.dtype == torch.float32:
+            return native.paged_decode_attention(query, kv, scale)
+        plan = None  # the kernel reads fp32 queries only
+    with single_threaded(query.shape[0] <= SINGLE_THREAD_TOKENS):
+        return grouped_decode_attention(query, kv, scale, plan if isinstance(plan, DecodePlan) else None)
+
+
+def plan_grouped_decode(kv: PagedKV) -> DecodePlan:
+    """The torch path's :class:`DecodePlan` of a decode batch: ``kv``'s block tables and lengths (its cache gives the
     block count and size only).
 
     Table entries past a sequence's length may hold any id and are clamped into ``[0, num_blocks)``
@@ -127,22 +217,22 @@ def plan_decode(kv: PagedKV) -> DecodePlan:
     return DecodePlan(block_ids, tuple(groups), torch.tensor(zero, device=dev) if zero else None)
 
 
-def paged_decode_attention(
+def grouped_decode_attention(
     query: torch.Tensor, kv: PagedKV, scale: float, plan: DecodePlan | None = None
 ) -> torch.Tensor:
-    """The reference's decode attention with one gather of K and of V for the whole batch.
+    """The reference's decode attention in torch ops, with one gather of K and of V for the whole batch.
 
     Sequences are grouped by length (:func:`length_groups`); every group's blocks are gathered by one
     ``index_select`` per cache and each group is one SDPA call over its contiguous slice, GQA-packed
-    as in the reference. ``plan`` (:func:`plan_decode` of the same ``kv``) is built here when not
-    given; the engine builds it once per step. Shapes, dtypes and the zero row for ``seq_len == 0``
+    as in the reference. ``plan`` (:func:`plan_grouped_decode` of the same ``kv``) is built here when
+    not given. Shapes, dtypes and the zero row for ``seq_len == 0``
     as ``reference.paged_decode_attention``.
     """
     num_q_heads, head_dim = query.shape[1:]
     key_cache, value_cache = kv.key_cache, kv.value_cache
     block_size, num_kv_heads = kv.block_size, kv.num_kv_heads
     if plan is None:
-        plan = plan_decode(kv)
+        plan = plan_grouped_decode(kv)
     out = torch.empty_like(query)
     # Every group's blocks in one index_select per cache (one call, not one per group: 8% less
     # gather time per layer at batch 23, measured on 2 cores); each group then reads its slice.
@@ -194,8 +284,9 @@ def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> t
         KernelInputError: ``kv.cu_seqlens_q`` is None.
     """
     out = torch.empty_like(query)
-    for rows, q, k, v, ctx in prefill_pieces(query, kv):  # q [Hq, q_len, D], k/v [Hkv, seq_len, D]
-        out[rows] = causal_gqa_attention(q, k, v, ctx, scale).transpose(0, 1).to(query.dtype)
+    with single_threaded(query.shape[0] <= SINGLE_THREAD_TOKENS):
+        for rows, q, k, v, ctx in prefill_pieces(query, kv):  # q [Hq, q_len, D], k/v [Hkv, seq_len, D]
+            out[rows] = causal_gqa_attention(q, k, v, ctx, scale).transpose(0, 1).to(query.dtype)
     return out
 
 

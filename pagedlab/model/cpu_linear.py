@@ -16,15 +16,21 @@ error ~1e-6); the engine's greedy tokens stay identical to HF ``generate`` (``te
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pagedlab.kernels import native
+from pagedlab.kernels.cpu import SINGLE_THREAD_TOKENS, single_threaded
 from pagedlab.model.attention import paged_attention
-from pagedlab.model.llama import ForwardContext, LayerKVCache, LlamaConfig, LlamaDecoderLayer, LlamaForCausalLM
+from pagedlab.model.llama import (
+    ForwardContext,
+    LayerKVCache,
+    LlamaConfig,
+    LlamaDecoderLayer,
+    LlamaForCausalLM,
+    RMSNorm,
+)
 
 __all__ = [
     "PackedLinear",
@@ -138,29 +144,6 @@ def apply_rope_flipped(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
 
 _HALF_SIGNS = torch.tensor([-1.0, 1.0]).view(2, 1)
 
-#: Steps of at most this many tokens run RoPE and attention on one thread (:func:`single_threaded`).
-SINGLE_THREAD_TOKENS = 64
-
-
-@contextlib.contextmanager
-def single_threaded(enabled: bool = True) -> Iterator[None]:
-    """Run the block on one torch thread, then restore the thread count (also on an exception).
-
-    Under ``OMP_WAIT_POLICY=PASSIVE`` every parallel op wakes the sleeping OpenMP threads, which costs
-    more than the work of a decode step's small gathers and attention (measured on 2 cores, torch
-    2.13: a 1 MB ``index_select`` 25 us on one thread, 66 us on two); the matmuls keep every thread.
-    Changing the count costs well under a microsecond.
-    """
-    threads = torch.get_num_threads()
-    if not enabled or threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
 
 class PackedDecoderLayer(nn.Module):
     """A ``LlamaDecoderLayer``'s function for the CPU path: packed weights, fewer passes over memory.
@@ -169,8 +152,8 @@ class PackedDecoderLayer(nn.Module):
     in ``pagedlab.model.llama``, built from one and consuming its weights:
     Q and K rotated in one pass (:func:`apply_rope_flipped`); the residual adds fused into ``o_proj``
     and ``down_proj`` (oneDNN's ``add`` post-op, as vLLM's CPU backend fuses through IPEX/oneDNN,
-    vLLM >= 0.6); RoPE, attention and SiLU-times-up on one thread for steps of at most
-    ``SINGLE_THREAD_TOKENS`` tokens (:func:`single_threaded`).
+    vLLM >= 0.6); RoPE and SiLU-times-up on one thread for steps of at most
+    ``SINGLE_THREAD_TOKENS`` tokens (:func:`single_threaded`; the attention backend picks its own).
 
     Raises:
         RuntimeError: as :class:`PackedLinear` (no oneDNN, or weights that are not fp32 on the CPU).
@@ -192,15 +175,25 @@ class PackedDecoderLayer(nn.Module):
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
         t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         cos, sin, meta = ctx.cos, ctx.sin, ctx.meta
-        qkv = self.qkv_proj(self.input_layernorm(x))
-        with single_threaded(t <= SINGLE_THREAD_TOKENS):
-            qk = apply_rope_flipped(qkv[:, : (hq + hkv) * d].view(t, hq + hkv, d), cos, sin)
-            v = qkv[:, (hq + hkv) * d :].view(t, hkv, d)
-            out = paged_attention(qk[:, :hq], qk[:, hq:], v, kv_cache[0], kv_cache[1], meta, self.scale)
+        c = x.dtype == torch.float32 and native.load() is not None  # the C layer ops, else torch's
+        qkv = self.qkv_proj(_rms_norm(self.input_layernorm, x, c))
+        qk_rows = qkv[:, : (hq + hkv) * d].view(t, hq + hkv, d)
+        if c:
+            qk = native.rotary_embedding(qk_rows, cos, sin)
+        else:
+            with single_threaded(t <= SINGLE_THREAD_TOKENS):
+                qk = apply_rope_flipped(qk_rows, cos, sin)
+        v = qkv[:, (hq + hkv) * d :].view(t, hkv, d)
+        # The "cpu" backend picks its own threads: its C decode kernel uses them all, its torch paths one.
+        out = paged_attention(qk[:, :hq], qk[:, hq:], v, kv_cache[0], kv_cache[1], meta, self.scale)
         x = self.o_proj.binary(out.reshape(t, hq * d), x, "add")
-        gate, up = self.gate_up_proj(self.post_attention_layernorm(x)).split(self.inter, dim=-1)
-        with single_threaded(t <= SINGLE_THREAD_TOKENS):
-            act = F.silu(gate).mul_(up)
+        gate_up = self.gate_up_proj(_rms_norm(self.post_attention_layernorm, x, c))
+        if c:
+            act = native.silu_and_mul(gate_up)
+        else:
+            gate, up = gate_up.split(self.inter, dim=-1)
+            with single_threaded(t <= SINGLE_THREAD_TOKENS):
+                act = F.silu(gate).mul_(up)
         return self.down_proj.binary(act, x, "add")
 
     def to_layer(self, cfg: LlamaConfig) -> LlamaDecoderLayer:
@@ -211,6 +204,14 @@ class PackedDecoderLayer(nn.Module):
         attn.qkv_proj, attn.o_proj = self.qkv_proj.to_linear(), self.o_proj.to_linear()
         mlp.gate_up_proj, mlp.down_proj = self.gate_up_proj.to_linear(), self.down_proj.to_linear()
         return layer
+
+
+def _rms_norm(norm: RMSNorm, x: torch.Tensor, c: bool) -> torch.Tensor:
+    """``norm(x)``: by the C kernel when ``c`` (equal to fp32 rounding), else by the module itself."""
+    if c:
+        return native.rms_norm(x, norm.weight, norm.eps)
+    out: torch.Tensor = norm(x)
+    return out
 
 
 def _packed(lin: nn.Module) -> PackedLinear:

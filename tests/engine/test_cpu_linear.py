@@ -186,8 +186,10 @@ def test_the_packed_layer_computes_the_readable_layer(ids: list[int]) -> None:
     want = run(readable)
     packed = PackedDecoderLayer(readable)
     got = run(packed)
+    # The packed layer's C ops (RMSNorm's sum order, SiLU's exponential) round differently: measured, each
+    # fp32 layer is ~3-4e-5 from the float64 layer on this input, so the two may differ by as much.
     for g, w in zip(got, want):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=5e-5)
     assert torch.equal(got[1][0], torch.zeros_like(got[1][0]))  # nothing written outside the slots
     back = packed.to_layer(cfg)
     assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), readable.state_dict().values()))

@@ -5,13 +5,23 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedlab.kernels import cpu, reference
+from pagedlab.kernels import cpu, native, reference
 from pagedlab.kernels.backends import get_backend
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase
 
 pytestmark = pytest.mark.no_interpreter_needed
 F32 = torch.float32
+#: The two decode paths of the backend: the C kernel (where it builds) and the grouped torch ops.
+PATHS = ["native", "grouped"]
+
+
+def decode(path: str, q: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
+    """``cpu.paged_decode_attention`` through the C kernel, or the grouped torch path itself."""
+    if path == "grouped":
+        return cpu.grouped_decode_attention(q, kv, scale)
+    assert isinstance(cpu.plan_decode(kv), cpu.NativeDecode), native.unavailable_reason()
+    return cpu.paged_decode_attention(q, kv, scale)
 
 
 def test_length_groups_split_where_padding_would_waste_more_than_a_quarter() -> None:
@@ -23,15 +33,16 @@ def test_length_groups_split_where_padding_would_waste_more_than_a_quarter() -> 
     assert cpu.length_groups([], 16) == []
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("block_size,heads", [(16, (9, 3)), (4, (4, 4)), (1, (6, 2))])
-def test_decode_equals_the_reference(block_size: int, heads: tuple[int, int]) -> None:
+def test_decode_equals_the_reference(block_size: int, heads: tuple[int, int], path: str) -> None:
     hq, hkv = heads
     lens = [1, 530, block_size, block_size + 1, 40, 0, 2 * block_size - 1, 300, 45, 17]
     case = PagedCase(lens, hkv, 64, block_size, F32, device="cpu")
     q = torch.randn(len(lens), hq, 64, generator=torch.Generator().manual_seed(3))
     args = (case.kv(clean=True), 0.125)
-    assert len(cpu.length_groups(lens, block_size)) > 1  # the grouped path runs
-    out = cpu.paged_decode_attention(q, *args)
+    assert len(cpu.length_groups(lens, block_size)) > 1  # the grouped path runs in groups
+    out = decode(path, q, *args)
     torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
     assert torch.equal(out[5], torch.zeros(hq, 64))  # seq_len 0 -> a zero row
 
@@ -41,7 +52,7 @@ def test_one_decode_plan_serves_every_layer_with_its_gather_buffers_reused() -> 
     case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
     q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(5))
     nb = case.key_cache.shape[0]
-    plan = cpu.plan_decode(case.kv())
+    plan = cpu.plan_grouped_decode(case.kv())
     rows = [list(range(len(lens)))[g.rows] if isinstance(g.rows, slice) else g.rows.tolist() for g in plan.groups]
     assert sorted(i for r in rows for i in r) == list(range(len(lens)))
     assert any(isinstance(g.rows, slice) for g in plan.groups) and any(
@@ -52,19 +63,20 @@ def test_one_decode_plan_serves_every_layer_with_its_gather_buffers_reused() -> 
     for layer in range(3):  # each layer has its own cache contents
         kc, vc = case.clean_key_cache * (layer + 1), case.clean_value_cache - layer
         args = (PagedKV(kc, vc, case.block_tables, case.seq_lens), 0.125)
-        out = cpu.paged_decode_attention(q, *args, plan=plan)
+        out = cpu.grouped_decode_attention(q, *args, plan=plan)
         torch.testing.assert_close(out, reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6)
         assert plan.buffers is not None and (buffers is None or all(a is b for a, b in zip(plan.buffers, buffers)))
         buffers = plan.buffers
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("lens", [[0, 0, 5], [500, 200, 60, 20, 0], [0]])
-def test_decode_rows_with_nothing_to_attend_to_are_zero(lens: list[int]) -> None:
+def test_decode_rows_with_nothing_to_attend_to_are_zero(lens: list[int], path: str) -> None:
     # [500, 200, 60, 20, 0]: four groups are open, so the empty sequence joins the 2-block group.
     case = PagedCase(lens, 3, 64, 16, F32, device="cpu")
     q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(6))
     args = (case.kv(clean=True), 0.125)
-    out = cpu.paged_decode_attention(q, *args)
+    out = decode(path, q, *args)
     assert not torch.isnan(out).any()
     for i, n in enumerate(lens):
         if n == 0:
@@ -79,6 +91,7 @@ def test_decode_reads_a_cache_in_another_memory_layout() -> None:
     assert not kc.is_contiguous() and torch.equal(kc, case.clean_key_cache)  # [blocks, Hkv, bs, D] in memory
     q = torch.randn(len(lens), 9, 64, generator=torch.Generator().manual_seed(7))
     args = (PagedKV(kc, vc, case.block_tables, case.seq_lens), 0.125)
+    assert isinstance(cpu.plan_decode(args[0]), cpu.DecodePlan)  # the C kernel reads contiguous caches only
     torch.testing.assert_close(
         cpu.paged_decode_attention(q, *args), reference.paged_decode_attention(q, *args), rtol=1e-5, atol=1e-6
     )
@@ -102,9 +115,9 @@ def test_prefill_equals_the_reference(seq_lens: list[int], q_lens: list[int]) ->
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
 
 
-def test_the_dispatch_serves_cpu_with_the_reference_cache_write_and_a_decode_plan() -> None:
+def test_the_dispatch_serves_cpu_with_its_cache_write_and_a_decode_plan() -> None:
     ops = get_backend("cpu")
-    assert ops.reshape_and_cache is reference.reshape_and_cache and ops.plan_decode is cpu.plan_decode
+    assert ops.reshape_and_cache is cpu.reshape_and_cache and ops.plan_decode is cpu.plan_decode
     assert get_backend("torch").plan_decode is None
     assert (ops.paged_decode_attention, ops.paged_prefill_attention) == (
         cpu.paged_decode_attention,

@@ -1,0 +1,342 @@
+"""The CPU path's C kernels: built from ``csrc/`` on first use, called through ctypes.
+
+Decode attention is where a CPU step loses most time to memory traffic: the torch path
+(``pagedlab.kernels.cpu``) gathers every sequence's blocks into a fresh tensor in every layer and
+then reads them again. The C kernel reads each key and value row once, in place, through the block
+table, and prefetches the rows ahead across block boundaries (``csrc/paged_attention_cpu.c``; the
+same idea as vLLM's ``csrc/cpu/attention.cpp``, vLLM 0.6-0.11). It runs on the engine's torch
+threads (OpenMP: the same runtime torch uses). Beside it, ``csrc/layer_ops_cpu.c`` has the small
+per-layer ops a decode step of a few dozen tokens spends more time dispatching than computing in
+torch: :func:`rms_norm`, :func:`rotary_embedding`, :func:`silu_and_mul` (used by
+``pagedlab.model.cpu_linear.PackedDecoderLayer``) and :func:`reshape_and_cache` (the ``"cpu"``
+backend's cache write), as vLLM's CPU backend has them in ``csrc/cpu/``.
+
+The library is built once per machine with the C compiler found (``$CC``, else ``cc``, ``gcc``, ``clang``),
+``-O3 -march=native`` and OpenMP where the compiler has it, into ``$PAGEDLAB_CACHE_DIR/native/``
+(keyed by the source, compiler, flags and CPU), and loaded with ``ctypes``. Where that is not possible
+(no compiler, e.g. Windows without build tools; a failed build; ``PAGEDLAB_NATIVE=0``) the ``"cpu"``
+path runs its torch ops instead, with the same results: :func:`load` returns None and
+:func:`unavailable_reason` says why (``pagedlab doctor`` shows it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import torch
+
+from pagedlab.errors import KernelInputError
+from pagedlab.kernels.paged_kv import PagedKV
+
+__all__ = [
+    "ENV_NATIVE",
+    "SOURCES",
+    "load",
+    "unavailable_reason",
+    "library_path",
+    "paged_decode_attention",
+    "reshape_and_cache",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+]
+
+#: ``PAGEDLAB_NATIVE=0`` turns the C kernel off (the ``"cpu"`` backend then runs its torch path).
+ENV_NATIVE = "PAGEDLAB_NATIVE"
+#: The C sources, built into one library (``exp_nonpositive.h`` is included by both).
+CSRC = Path(__file__).with_name("csrc")
+SOURCES = (CSRC / "paged_attention_cpu.c", CSRC / "layer_ops_cpu.c")
+#: Limits compiled into the kernel (``MAX_GROUP``, ``MAX_HEAD_DIM`` in the source).
+MAX_GROUP, MAX_HEAD_DIM = 16, 256
+# Flag sets tried in order: OpenMP threads; then OpenMP's SIMD pragmas only (one thread; Apple clang
+# has no -fopenmp); then without -march=native. No FMA contraction: RoPE then rounds as torch does.
+_COMMON = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-std=c11"]
+_FLAG_SETS = (["-march=native", "-fopenmp"], ["-march=native", "-fopenmp-simd"], ["-fopenmp-simd"])
+_P, _I, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+#: Each C function's argument types (all return an int status or None).
+_SIGNATURES: dict[str, tuple[object, list[object]]] = {
+    "paged_decode_attention_f32": (ctypes.c_int, [_P] * 6 + [_I] * 9 + [_F, ctypes.c_int, _P]),
+    "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
+    "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
+    "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
+    "silu_and_mul_f32": (None, [_P] * 2 + [_I] * 3),
+}
+_ERRORS = {-1: "out of memory for the scores buffer", -2: "unsupported head shape"}
+
+_lock = threading.Lock()
+_state: dict[str, object] = {}  # "lib": the loaded CDLL or None; "why": reason it is None
+
+
+def _compiler() -> str | None:
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if name and shutil.which(name):
+            return name
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "flags")):
+                return line
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def library_path(compiler: str, flags: list[str]) -> Path:
+    """Where the library built by ``compiler`` with ``flags`` is kept (the name hashes what shapes it)."""
+    from pagedlab.paths import default_cache_dir
+
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    texts = [f.read_text() for f in sorted(CSRC.iterdir()) if f.suffix in (".c", ".h")]
+    key = "\n".join([*texts, compiler, version, " ".join(flags + _COMMON), platform.machine(), _cpu_model()])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return default_cache_dir() / "native" / f"paged_attention_cpu-{digest}.so"
+
+
+def _build(compiler: str) -> tuple[ctypes.CDLL | None, str]:
+    """Build (or find already built) and load the library: ``(library, "")`` or ``(None, why)``."""
+    errors = []
+    for flags in _FLAG_SETS:
+        try:
+            path = library_path(compiler, flags)
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # Built under a temporary name and renamed: concurrent first uses never load half a file.
+                with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+                    out = Path(tmp) / path.name
+                    cmd = [compiler, *flags, *_COMMON, "-o", str(out), *map(str, SOURCES), "-lm"]
+                    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                    if done.returncode != 0:
+                        errors.append(f"{' '.join(cmd[:3])} ...: {done.stderr.strip().splitlines()[-1:]}")
+                        continue
+                    os.replace(out, path)
+            return _bind(ctypes.CDLL(str(path))), ""
+        except (OSError, subprocess.SubprocessError) as e:
+            errors.append(f"{type(e).__name__}: {e}")
+    return None, "the C kernel did not build: " + "; ".join(errors)
+
+
+def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = restype, argtypes
+    return lib
+
+
+def load() -> ctypes.CDLL | None:
+    """The kernel library, built on the first call; None where it cannot be (:func:`unavailable_reason`)."""
+    if "lib" not in _state:
+        with _lock:
+            if "lib" not in _state:
+                lib, why = None, ""
+                if os.environ.get(ENV_NATIVE, "1").strip() == "0":
+                    why = f"turned off by {ENV_NATIVE}=0"
+                elif (compiler := _compiler()) is None:
+                    why = "no C compiler found ($CC, cc, gcc or clang)"
+                else:
+                    lib, why = _build(compiler)
+                _state["why"] = why
+                _state["lib"] = lib
+    lib = _state["lib"]
+    return lib if isinstance(lib, ctypes.CDLL) else None
+
+
+def unavailable_reason() -> str:
+    """Why :func:`load` returns None ("" when the kernel is loaded)."""
+    load()
+    return str(_state.get("why", ""))
+
+
+def _library() -> ctypes.CDLL:
+    lib = load()
+    if lib is None:
+        raise RuntimeError(f"the C kernels are not available: {unavailable_reason()}")
+    return lib
+
+
+def paged_decode_attention(
+    query: torch.Tensor, kv: PagedKV, scale: float, num_threads: int | None = None
+) -> torch.Tensor:
+    """``reference.paged_decode_attention``'s result, read in place by the C kernel.
+
+    Args:
+        query: fp32 ``[num_seqs, num_q_heads, head_dim]`` on the CPU; heads contiguous (a column
+            slice of a packed QKV tensor is fine).
+        kv: fp32 contiguous caches, int32 or int64 ``block_tables`` / ``seq_lens`` (int64 is converted).
+        scale: softmax scale.
+        num_threads: OpenMP threads (default: ``torch.get_num_threads()``).
+    Returns:
+        fp32 ``[num_seqs, num_q_heads, head_dim]``; a sequence with ``seq_len == 0`` gets a zero row.
+
+    Raises:
+        RuntimeError: the kernel is not available (check :func:`load` first).
+        KernelInputError: an input the kernel cannot read (dtype, device, layout, head shape), or a block
+            id outside ``[0, num_blocks)`` / a ``seq_len`` beyond its table row, naming the sequence.
+    """
+    lib = _library()
+    key_cache, value_cache = kv.key_cache, kv.value_cache
+    num_seqs, num_q_heads, head_dim = _check(query, kv)
+    tables = kv.block_tables.to(torch.int32).contiguous()
+    lens = kv.seq_lens.to(torch.int32).contiguous()
+    max_len = int(lens.max()) if num_seqs else 0
+    out = torch.empty(num_seqs, num_q_heads, head_dim)
+    bad_seq = ctypes.c_int64(-1)
+    status = lib.paged_decode_attention_f32(
+        out.data_ptr(), query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
+        tables.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim,
+        kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), max_len, scale,
+        torch.get_num_threads() if num_threads is None else num_threads, ctypes.byref(bad_seq),
+    )  # fmt: skip
+    if status != 0:
+        _raise(status, bad_seq.value, kv)
+    return out
+
+
+def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
+    """``(num_seqs, num_q_heads, head_dim)`` of inputs the kernel can read, else KernelInputError."""
+    key_cache, value_cache = kv.key_cache, kv.value_cache
+    for name, t in (("query", query), ("key_cache", key_cache), ("value_cache", value_cache)):
+        if t.dtype != torch.float32 or t.device.type != "cpu":
+            raise KernelInputError(f"the C decode kernel reads fp32 CPU tensors; {name} is {t.dtype} on {t.device}")
+    if not (key_cache.is_contiguous() and value_cache.is_contiguous() and key_cache.shape == value_cache.shape):
+        raise KernelInputError("the C decode kernel needs contiguous key and value caches of one shape")
+    if query.dim() != 3 or query.stride(2) != 1 or query.stride(1) != query.shape[2]:
+        raise KernelInputError(f"query must be [num_seqs, num_q_heads, head_dim] with contiguous heads, got shape "
+                               f"{tuple(query.shape)} strides {query.stride()}")  # fmt: skip
+    num_seqs, num_q_heads, head_dim = query.shape
+    group, rest = divmod(num_q_heads, kv.num_kv_heads)
+    if rest or head_dim != kv.head_dim or not 1 <= group <= MAX_GROUP or head_dim > MAX_HEAD_DIM:
+        raise KernelInputError(
+            f"the C decode kernel takes num_q_heads a multiple (<= {MAX_GROUP}x) of num_kv_heads and head_dim "
+            f"<= {MAX_HEAD_DIM} equal to the cache's; got {num_q_heads} query heads, {kv.num_kv_heads} KV heads, "
+            f"head_dim {head_dim} (cache {kv.head_dim})"
+        )
+    if kv.block_tables.dim() != 2 or kv.seq_lens.shape != (num_seqs,) or kv.block_tables.shape[0] != num_seqs:
+        raise KernelInputError(f"block_tables must be [{num_seqs}, max_blocks] and seq_lens [{num_seqs}]; got "
+                               f"{tuple(kv.block_tables.shape)} and {tuple(kv.seq_lens.shape)}")  # fmt: skip
+    return num_seqs, num_q_heads, head_dim
+
+
+def _raise(status: int, seq: int, kv: PagedKV) -> None:
+    if status == -3:
+        raise KernelInputError(
+            f"sequence {seq}: a block id it reads (block_tables[{seq}, :ceil(seq_len / block_size)]) is outside "
+            f"[0, {kv.num_blocks})"
+        )
+    if status == -4:
+        n = int(kv.seq_lens[seq])
+        raise KernelInputError(
+            f"sequence {seq}: seq_len={n} needs {-(-n // kv.block_size)} blocks but its block_tables row has "
+            f"{kv.block_tables.shape[1]}"
+        )
+    if status == -1:
+        raise MemoryError(f"the C decode kernel: {_ERRORS[-1]}")
+    raise KernelInputError(f"the C decode kernel: {_ERRORS.get(status, f'error {status}')}")
+
+
+# --- the small per-layer ops (csrc/layer_ops_cpu.c) ------------------------------------------------
+def _rows(name: str, t: torch.Tensor, ndim: int) -> None:
+    """KernelInputError unless ``t`` is an fp32 CPU tensor of ``ndim`` dims whose rows (all but the first
+    dim) are contiguous: the layout the C ops read, a row stride apart."""
+    if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() != ndim:
+        raise KernelInputError(f"{name} must be a {ndim}-D fp32 CPU tensor, got {_describe(t)}")
+    if t[0].numel() > 1 and not t[0].is_contiguous():
+        raise KernelInputError(f"{name} must have contiguous rows, got strides {t.stride()}")
+
+
+def _describe(t: object) -> str:
+    return f"{t.dtype} {tuple(t.shape)} on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``weight * x / sqrt(mean(x**2, -1) + eps)`` for ``x`` ``[T, hidden]`` (HF ``LlamaRMSNorm``; the sum
+    runs in another order than torch's, so the result equals it to fp32 rounding, not bit for bit)."""
+    _rows("x", x, 2)
+    if weight.shape != x.shape[1:] or weight.dtype != torch.float32 or not weight.is_contiguous():
+        raise KernelInputError(f"weight must be a contiguous fp32 [{x.shape[1]}], got {_describe(weight)}")
+    out = torch.empty(x.shape)
+    _library().rms_norm_f32(out.data_ptr(), x.data_ptr(), weight.data_ptr(), x.shape[0], x.shape[1], x.stride(0), eps)
+    return out
+
+
+def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``pagedlab.model.llama.apply_rope(x, cos, sin)`` bit for bit, in one pass: ``x`` ``[T, heads, head_dim]``
+    (heads contiguous within a token: a column slice of a packed QKV is fine), ``cos``/``sin`` contiguous
+    ``[T, head_dim]``. Returns a new contiguous ``[T, heads, head_dim]``."""
+    _rows("x", x, 3)
+    t, _, d = x.shape
+    for name, table in (("cos", cos), ("sin", sin)):
+        if table.shape != (t, d) or table.dtype != torch.float32 or not table.is_contiguous():
+            raise KernelInputError(f"{name} must be a contiguous fp32 [{t}, {d}], got {_describe(table)}")
+    if d % 2:
+        raise KernelInputError(f"rotary_embedding needs an even head_dim, got {d}")
+    out = torch.empty(x.shape)
+    _library().rotary_embedding_f32(
+        out.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t, x.shape[1], d, x.stride(0)
+    )
+    return out
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """``silu(x[:, :n]) * x[:, n:]`` for ``x`` ``[T, 2n]`` (vLLM's ``silu_and_mul``): ``[T, n]``, equal to
+    torch's ``F.silu(gate) * up`` to fp32 rounding (the exponential is the kernel's own, error < 2e-7)."""
+    _rows("x", x, 2)
+    if x.shape[1] % 2:
+        raise KernelInputError(f"silu_and_mul needs an even last dimension (gate and up halves), got {x.shape[1]}")
+    out = torch.empty(x.shape[0], x.shape[1] // 2)
+    _library().silu_and_mul_f32(out.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2, x.stride(0))
+    return out
+
+
+def reshape_and_cache(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """``reference.reshape_and_cache`` in one C loop: each token's K and V rows copied to its slot (-1: skipped).
+
+    ``key``/``value`` ``[T, Hkv, D]`` fp32 with contiguous rows (views of a packed QKV are fine); the caches
+    fp32, contiguous; ``slot_mapping`` int64 ``[T]``.
+
+    Raises:
+        KernelInputError: another layout, or a slot past the cache or below -1 (naming the token; then
+            nothing is written).
+    """
+    _rows("key", key, 3)
+    _rows("value", value, 3)
+    t, row = key.shape[0], key[0].numel()
+    caches_ok = all(
+        c.dtype == torch.float32 and c.is_contiguous() and c.shape[2:] == key.shape[1:]
+        for c in (key_cache, value_cache)
+    )
+    if not caches_ok or value.shape != key.shape or key_cache.shape != value_cache.shape:
+        raise KernelInputError(
+            f"reshape_and_cache needs key/value [T, Hkv, D] and contiguous fp32 caches [blocks, block_size, Hkv, D] "
+            f"alike; got key {_describe(key)}, value {_describe(value)}, caches {_describe(key_cache)}, "
+            f"{_describe(value_cache)}"
+        )
+    if slot_mapping.shape != (t,) or slot_mapping.dtype != torch.int64 or not slot_mapping.is_contiguous():
+        raise KernelInputError(f"slot_mapping must be a contiguous int64 [{t}], got {_describe(slot_mapping)}")
+    num_slots = key_cache.shape[0] * key_cache.shape[1]
+    status = _library().reshape_and_cache_f32(
+        key.data_ptr(), value.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), slot_mapping.data_ptr(),
+        t, row, key.stride(0), value.stride(0), num_slots,
+    )  # fmt: skip
+    if status < 0:
+        bad = -1 - status
+        raise KernelInputError(
+            f"slot_mapping[{bad}] = {int(slot_mapping[bad])} is outside the cache's {num_slots} slots "
+            f"(-1 marks padding); nothing was written"
+        )
