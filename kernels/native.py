@@ -7,7 +7,7 @@ table, and prefetches the rows ahead across block boundaries (``csrc/paged_atten
 same idea as vLLM's ``csrc/cpu/attention.cpp``, vLLM 0.6-0.11). It runs on the engine's torch
 threads (OpenMP: the same runtime torch uses). Beside it, ``csrc/layer_ops_cpu.c`` has the small
 per-layer ops a decode step of a few dozen tokens spends more time dispatching than computing in
-torch: :func:`rms_norm`, :func:`rotary_embedding`, :func:`silu_and_mul` (used by
+torch: :func:`rms_norm` and :func:`rotary_embedding` (used by
 ``pagedlab.model.cpu_linear.PackedDecoderLayer``) and :func:`reshape_and_cache` (the ``"cpu"``
 backend's cache write), as vLLM's CPU backend has them in ``csrc/cpu/``.
 
@@ -46,12 +46,11 @@ __all__ = [
     "reshape_and_cache",
     "rms_norm",
     "rotary_embedding",
-    "silu_and_mul",
 ]
 
 #: ``PAGEDLAB_NATIVE=0`` turns the C kernel off (the ``"cpu"`` backend then runs its torch path).
 ENV_NATIVE = "PAGEDLAB_NATIVE"
-#: The C sources, built into one library (``exp_nonpositive.h`` is included by both).
+#: The C sources, built into one library.
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = (CSRC / "paged_attention_cpu.c", CSRC / "layer_ops_cpu.c")
 #: Limits compiled into the kernel (``MAX_GROUP``, ``MAX_HEAD_DIM`` in the source).
@@ -67,7 +66,6 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
     "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
-    "silu_and_mul_f32": (None, [_P] * 2 + [_I] * 3),
 }
 _ERRORS = {-1: "out of memory for the scores buffer", -2: "unsupported head shape"}
 
@@ -97,7 +95,7 @@ def library_path(compiler: str, flags: list[str]) -> Path:
     from pagedlab.paths import default_cache_dir
 
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    texts = [f.read_text() for f in sorted(CSRC.iterdir()) if f.suffix in (".c", ".h")]
+    texts = [f.read_text() for f in SOURCES]
     key = "\n".join([*texts, compiler, version, " ".join(flags + _COMMON), platform.machine(), _cpu_model()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return default_cache_dir() / "native" / f"paged_attention_cpu-{digest}.so"
@@ -284,17 +282,6 @@ def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
     _library().rotary_embedding_f32(
         out.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t, x.shape[1], d, x.stride(0)
     )
-    return out
-
-
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """``silu(x[:, :n]) * x[:, n:]`` for ``x`` ``[T, 2n]`` (vLLM's ``silu_and_mul``): ``[T, n]``, equal to
-    torch's ``F.silu(gate) * up`` to fp32 rounding (the exponential is the kernel's own, error < 2e-7)."""
-    _rows("x", x, 2)
-    if x.shape[1] % 2:
-        raise KernelInputError(f"silu_and_mul needs an even last dimension (gate and up halves), got {x.shape[1]}")
-    out = torch.empty(x.shape[0], x.shape[1] // 2)
-    _library().silu_and_mul_f32(out.data_ptr(), x.data_ptr(), x.shape[0], x.shape[1] // 2, x.stride(0))
     return out
 
 

@@ -1,21 +1,20 @@
 /*
  * The small per-layer ops of a decoder layer on a CPU, one pass over memory each.
  *
- * In torch each of these is several ops (RoPE five, RMSNorm four inside F.rms_norm, SiLU-times-up
- * two), and on a decode step of a few dozen tokens every op costs more in dispatch and thread
- * wake-ups than in arithmetic (benchmarks/results/profile.md, "native"). vLLM's CPU backend has the
- * same ops in C++ (csrc/cpu/layernorm.cpp rms_norm, pos_encoding.cpp rotary_embedding,
- * activation.cpp silu_and_mul, cache.cpp reshape_and_cache; vLLM 0.6-0.11). pagedlab/kernels/native.py
- * builds this file beside paged_attention_cpu.c and checks every argument before calling; each op
- * runs on the calling thread (the work is too small to wake another).
+ * In torch each is several ops (RoPE five, RMSNorm four inside F.rms_norm, the cache write two
+ * index_copy_ and a padding check), and on a decode step of a few dozen tokens every op costs more
+ * in dispatch and thread wake-ups than in arithmetic (benchmarks/results/profile.md, "native").
+ * vLLM's CPU backend has the same ops in C++ (csrc/cpu/layernorm.cpp rms_norm, pos_encoding.cpp
+ * rotary_embedding, cache.cpp reshape_and_cache; vLLM 0.6-0.11). SiLU-times-up is not here:
+ * measured, a C version was no faster than torch's two ops. pagedlab/kernels/native.py builds this
+ * file with paged_attention_cpu.c and checks every argument before calling; each op runs on the
+ * calling thread (the work is too small to wake another).
  *
  * fp32 only; "row" strides are in elements; the last dimension is contiguous.
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "exp_nonpositive.h"
 
 /* out[t] = weight * x[t] / sqrt(mean(x[t]^2) + eps), HF LlamaRMSNorm's formula (the sum's order differs). */
 void rms_norm_f32(float *out, const float *x, const float *weight, int64_t num_tokens, int64_t hidden,
@@ -50,20 +49,6 @@ void rotary_embedding_f32(float *out, const float *x, const float *cos, const fl
                 oh[i] = xh[i] * c[i] + (-xh[i + half]) * s[i];
                 oh[i + half] = xh[i + half] * c[i + half] + xh[i] * s[i + half];
             }
-        }
-    }
-}
-
-/* out[t] = silu(x[t][:inter]) * x[t][inter:], silu(g) = g / (1 + e^-g) (vLLM's silu_and_mul). */
-void silu_and_mul_f32(float *out, const float *x, int64_t num_tokens, int64_t inter, int64_t x_stride) {
-    for (int64_t t = 0; t < num_tokens; t++) {
-        const float *gate = x + t * x_stride, *up = gate + inter;
-        float *ot = out + t * inter;
-#pragma omp simd
-        for (int64_t i = 0; i < inter; i++) {
-            float g = gate[i], e = exp_nonpositive(-fabsf(g)); /* e^-|g|: never overflows */
-            float sig = g >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-            ot[i] = g * sig * up[i];
         }
     }
 }

@@ -20,7 +20,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exp_nonpositive.h"
+/* e^x for x <= 0 (a score minus its row's maximum) in a form the compiler vectorizes: libm's expf is
+ * one scalar call per score. x = n ln2 + r with |r| <= ln2/2; e^r by its degree-6 Taylor polynomial
+ * (relative error < 2e-7); 2^n written into the float's exponent bits; 0 below -87 (e^-87 = 1.6e-38).
+ * The test against -87 compares the float's bits: a float compare-and-select keeps GCC 12 from
+ * vectorizing the loop unless -ffast-math's -ffinite-math-only and -fno-signed-zeros are on. As unsigned
+ * integers, negative floats order by magnitude and lie above every positive float. */
+static inline __attribute__((always_inline)) float exp_nonpositive(float x) {
+    const uint32_t minus_87 = 0xC2AE0000u; /* the bits of -87.0f */
+    uint32_t bits_x;
+    memcpy(&bits_x, &x, sizeof x);
+    uint32_t below = bits_x > minus_87; /* x < -87 (or a negative NaN) */
+    bits_x = below ? minus_87 : bits_x;   /* computed at -87, then zeroed */
+    memcpy(&x, &bits_x, sizeof x);
+    float n = (float)(int32_t)(x * 1.44269504f - 0.5f); /* round(x / ln2), x <= 0 */
+    float r = x - n * 0.693145752f - n * 1.42860677e-6f; /* ln2 split in two: r is exact */
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    int32_t bits = below ? 0 : ((int32_t)n + 127) << 23; /* 2^n, n in [-126, 0]; 0.0f below -87 */
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
+}
 
 #define MAX_GROUP 16     /* query heads per KV head (SmolLM2-135M: 3; Llama-3-8B: 4) */
 #define MAX_HEAD_DIM 256

@@ -152,8 +152,10 @@ class PackedDecoderLayer(nn.Module):
     in ``pagedlab.model.llama``, built from one and consuming its weights:
     Q and K rotated in one pass (:func:`apply_rope_flipped`); the residual adds fused into ``o_proj``
     and ``down_proj`` (oneDNN's ``add`` post-op, as vLLM's CPU backend fuses through IPEX/oneDNN,
-    vLLM >= 0.6); RoPE and SiLU-times-up on one thread for steps of at most
-    ``SINGLE_THREAD_TOKENS`` tokens (:func:`single_threaded`; the attention backend picks its own).
+    vLLM >= 0.6); RMSNorm and RoPE by the C kernels of ``pagedlab.kernels.native`` where they are
+    built (one call each instead of four and five torch ops; RoPE bit for bit the same); RoPE (without
+    them) and SiLU-times-up on one thread for steps of at most ``SINGLE_THREAD_TOKENS`` tokens
+    (:func:`single_threaded`; the attention backend picks its own threads).
 
     Raises:
         RuntimeError: as :class:`PackedLinear` (no oneDNN, or weights that are not fp32 on the CPU).
@@ -175,7 +177,7 @@ class PackedDecoderLayer(nn.Module):
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
         t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         cos, sin, meta = ctx.cos, ctx.sin, ctx.meta
-        c = x.dtype == torch.float32 and native.load() is not None  # the C layer ops, else torch's
+        c = x.dtype == torch.float32 and native.load() is not None  # C RMSNorm and RoPE, else torch's
         qkv = self.qkv_proj(_rms_norm(self.input_layernorm, x, c))
         qk_rows = qkv[:, : (hq + hkv) * d].view(t, hq + hkv, d)
         if c:
@@ -187,13 +189,9 @@ class PackedDecoderLayer(nn.Module):
         # The "cpu" backend picks its own threads: its C decode kernel uses them all, its torch paths one.
         out = paged_attention(qk[:, :hq], qk[:, hq:], v, kv_cache[0], kv_cache[1], meta, self.scale)
         x = self.o_proj.binary(out.reshape(t, hq * d), x, "add")
-        gate_up = self.gate_up_proj(_rms_norm(self.post_attention_layernorm, x, c))
-        if c:
-            act = native.silu_and_mul(gate_up)
-        else:
-            gate, up = gate_up.split(self.inter, dim=-1)
-            with single_threaded(t <= SINGLE_THREAD_TOKENS):
-                act = F.silu(gate).mul_(up)
+        gate, up = self.gate_up_proj(_rms_norm(self.post_attention_layernorm, x, c)).split(self.inter, dim=-1)
+        with single_threaded(t <= SINGLE_THREAD_TOKENS):
+            act = F.silu(gate).mul_(up)
         return self.down_proj.binary(act, x, "add")
 
     def to_layer(self, cfg: LlamaConfig) -> LlamaDecoderLayer:
@@ -208,9 +206,7 @@ class PackedDecoderLayer(nn.Module):
 
 def _rms_norm(norm: RMSNorm, x: torch.Tensor, c: bool) -> torch.Tensor:
     """``norm(x)``: by the C kernel when ``c`` (equal to fp32 rounding), else by the module itself."""
-    if c:
-        return native.rms_norm(x, norm.weight, norm.eps)
-    out: torch.Tensor = norm(x)
+    out: torch.Tensor = native.rms_norm(x, norm.weight, norm.eps) if c else norm(x)
     return out
 
 
