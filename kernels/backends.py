@@ -9,10 +9,11 @@ value_cache, slot_mapping)``, ``paged_decode_attention(query, kv, scale)`` and
 * ``"triton"`` - the Triton kernels (CUDA, or CPU under ``TRITON_INTERPRET=1``). Triton is imported
   on the first ``get_backend("triton")``, not before: it decides at import whether it interprets.
 * ``"cpu"``    - the engine's CPU path (``pagedlab.kernels.cpu``): the references' results with less
-  memory traffic (decodes grouped by length, causal prefill without a mask). Never imports Triton.
+  memory traffic (decode attention and the cache write in C where ``pagedlab.kernels.native`` builds,
+  else decodes grouped by length; causal prefill without a mask). Never imports Triton.
 
 (vLLM >= 0.6 selects its backend with ``get_attn_backend`` in ``vllm/attention/selector.py``; this is
-the same idea with two backends.)
+the same idea with three backends.)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Decode attention is where a CPU step loses most time to memory traffic: the torc
 (``pagedlab.kernels.cpu``) gathers every sequence's blocks into a fresh tensor in every layer and
 then reads them again. The C kernel reads each key and value row once, in place, through the block
 table, and prefetches the rows ahead across block boundaries (``csrc/paged_attention_cpu.c``; the
-same idea as vLLM's ``csrc/cpu/attention.cpp``, vLLM 0.6-0.11). It runs on the engine's torch
+same job as vLLM's ``paged_attention_v1`` in ``csrc/cpu/attention.cpp``, vLLM 0.6; later releases moved it to ``csrc/cpu/cpu_attn.cpp``). It runs on the engine's torch
 threads (OpenMP: the same runtime torch uses). Beside it, ``csrc/layer_ops_cpu.c`` has the small
 per-layer ops a decode step of a few dozen tokens spends more time dispatching than computing in
 torch: :func:`rms_norm` and :func:`rotary_embedding` (used by

@@ -280,7 +280,28 @@ def check_cuda() -> Check:
         )
     built = "CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}, no GPU visible"
     return Check(
-        "cuda", INFO, f"not available ({built}); the engine uses the torch path, kernels run under TRITON_INTERPRET=1"
+        "cuda", INFO, f"not available ({built}); the engine runs its CPU backend, Triton kernels run under TRITON_INTERPRET=1"
+    )
+
+
+def check_native() -> Check:
+    """The CPU path's C kernels (``pagedlab.kernels.native``): built (or found built) and loaded, or why not.
+
+    A warning, not a failure: without them the engine runs the same computation in torch ops, slower.
+    """
+    try:
+        from pagedlab.kernels import native
+    except Exception as e:  # noqa: BLE001 - any import failure is reported
+        return Check("C kernels", WARN, f"unknown (pagedlab.kernels does not import: {e})")
+    lib = native.load()
+    if lib is not None:
+        return Check("C kernels", OK, f"built and loaded: {lib._name}")
+    return Check(
+        "C kernels",
+        WARN,
+        f"not used ({native.unavailable_reason()}); the CPU engine runs its torch path instead (slower decode)",
+        "install a C compiler (Debian/Ubuntu: apt install gcc; macOS: xcode-select --install) or unset "
+        f"{native.ENV_NATIVE}",
     )
 
 
@@ -386,7 +407,7 @@ def run_checks(*, quick: bool = False, cache_dir: os.PathLike | None = None) -> 
     """All checks, in display order. ``quick`` skips the ones that start torch/Triton."""
     checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir), check_data()]
     if not quick:
-        checks += [check_cuda(), check_triton_interpreter()]
+        checks += [check_cuda(), check_native(), check_triton_interpreter()]
     checks.append(check_chromium())
     return checks
 

@@ -113,6 +113,20 @@ def test_cuda_check_reports_without_failing():
     assert c.status == "info" and ("available" in c.detail or "unknown" in c.detail)
 
 
+def test_native_check_names_the_loaded_library_or_why_there_is_none(monkeypatch):
+    from pagedlab.kernels import native
+
+    lib = native.load()
+    c = doctor.check_native()
+    if lib is not None:  # where a C compiler exists (CI, this kit's machines): built into the cache
+        assert c.status == OK and lib._name in c.detail and "/native/" in c.detail
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv(native.ENV_NATIVE, "0")
+    c = doctor.check_native()
+    assert c.status == WARN and not c.required and c.ok
+    assert "PAGEDLAB_NATIVE=0" in c.detail and "torch path" in c.detail and "C compiler" in c.fix
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Triton ships wheels for Linux only")
 def test_triton_interpreter_runs_a_tiny_kernel():
     c = doctor.check_triton_interpreter()

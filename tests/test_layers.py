@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "trace": 0,
     "inputs": 0,  # prompt types (TextPrompt, TokensPrompt), next to sampling_params
     "data": 0,  # paths of the bundled data files; imports only errors
+    "paths": 0,  # the cache directory (model, built C kernels); standard library only
     "core": 1,
     "sched": 2,
     "kernels": 3,

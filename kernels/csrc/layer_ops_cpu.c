@@ -5,7 +5,7 @@
  * index_copy_ and a padding check), and on a decode step of a few dozen tokens every op costs more
  * in dispatch and thread wake-ups than in arithmetic (benchmarks/results/profile.md, "native").
  * vLLM's CPU backend has the same ops in C++ (csrc/cpu/layernorm.cpp rms_norm, pos_encoding.cpp
- * rotary_embedding, cache.cpp reshape_and_cache; vLLM 0.6-0.11). SiLU-times-up is not here:
+ * rotary_embedding, cache.cpp reshape_and_cache; vLLM 0.6). SiLU-times-up is not here:
  * measured, a C version was no faster than torch's two ops. pagedlab/kernels/native.py builds this
  * file with paged_attention_cpu.c and checks every argument before calling; each op runs on the
  * calling thread (the work is too small to wake another).

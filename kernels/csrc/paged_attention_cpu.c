@@ -5,8 +5,8 @@
  * compiler on first use and calls it through ctypes). It computes what pagedlab/kernels/reference.py
  * computes (tests/kernels/test_native.py checks them equal) without the reference's gather: every key
  * and value row is read where it lies in the paged cache, once per KV head for all the query heads
- * that share it (grouped-query attention). vLLM's CPU backend has a C++ kernel of the same shape
- * (csrc/cpu/attention.cpp, vLLM 0.6-0.11: one task per sequence and KV head, exact softmax).
+ * that share it (grouped-query attention). vLLM's CPU backend does the same job in C++
+ * (paged_attention_v1 in csrc/cpu/attention.cpp, vLLM 0.6; later releases: csrc/cpu/cpu_attn.cpp).
  *
  * Layout, fp32 only (native.py checks dtypes, shapes and strides before the call):
  *   query        [num_seqs, num_q_heads, head_dim]; sequence stride q_stride, heads contiguous
