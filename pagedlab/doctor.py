@@ -280,7 +280,9 @@ def check_cuda() -> Check:
         )
     built = "CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}, no GPU visible"
     return Check(
-        "cuda", INFO, f"not available ({built}); the engine runs its CPU backend, Triton kernels run under TRITON_INTERPRET=1"
+        "cuda",
+        INFO,
+        f"not available ({built}); the engine runs its CPU backend, Triton kernels run under TRITON_INTERPRET=1",
     )
 
 
