@@ -18,6 +18,7 @@ the same idea with three backends.)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,9 +46,10 @@ class AttentionBackend:
     plan_decode: Callable[..., object] | None = None
 
 
+@functools.cache
 def get_backend(name: str) -> AttentionBackend:
     """The three attention ops of a backend: ``reshape_and_cache``, ``paged_decode_attention``,
-    ``paged_prefill_attention``.
+    ``paged_prefill_attention``. Built once per name (every layer of every step asks for it).
 
     Raises:
         ValueError: unknown backend name.

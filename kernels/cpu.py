@@ -155,8 +155,13 @@ class DecodePlan:
 
 @dataclass(frozen=True)
 class NativeDecode:
-    """The plan of a step whose decode attention runs in the C kernel (``pagedlab.kernels.native``),
-    which needs no per-step index tensors."""
+    """The plan of a step whose decode attention runs in the C kernel (``pagedlab.kernels.native``):
+    the block tables and lengths as the kernel reads them (int32, contiguous) and the longest length,
+    converted once per step instead of once per layer."""
+
+    block_tables: torch.Tensor
+    seq_lens: torch.Tensor
+    max_seq_len: int
 
 
 def plan_decode(kv: PagedKV) -> DecodePlan | NativeDecode:
@@ -164,7 +169,9 @@ def plan_decode(kv: PagedKV) -> DecodePlan | NativeDecode:
     is fp32, contiguous, on the CPU), else the grouped torch path's :class:`DecodePlan`."""
     cache = kv.key_cache
     if cache.dtype == torch.float32 and cache.device.type == "cpu" and cache.is_contiguous() and native.load():
-        return NativeDecode()
+        lens = kv.seq_lens.to(torch.int32).contiguous()
+        tables = kv.block_tables.to(torch.int32).contiguous()
+        return NativeDecode(tables, lens, int(lens.max()) if lens.numel() else 0)
     return plan_grouped_decode(kv)
 
 
@@ -182,7 +189,8 @@ def paged_decode_attention(
         plan = plan_decode(kv)
     if isinstance(plan, NativeDecode):
         if query.dtype == torch.float32:
-            return native.paged_decode_attention(query, kv, scale)
+            tables = PagedKV(kv.key_cache, kv.value_cache, plan.block_tables, plan.seq_lens)
+            return native.paged_decode_attention(query, tables, scale, max_seq_len=plan.max_seq_len)
         plan = None  # the kernel reads fp32 queries only
     with single_threaded(query.shape[0] <= SINGLE_THREAD_TOKENS):
         return grouped_decode_attention(query, kv, scale, plan if isinstance(plan, DecodePlan) else None)

@@ -163,7 +163,7 @@ def _library() -> ctypes.CDLL:
 
 
 def paged_decode_attention(
-    query: torch.Tensor, kv: PagedKV, scale: float, num_threads: int | None = None
+    query: torch.Tensor, kv: PagedKV, scale: float, num_threads: int | None = None, max_seq_len: int | None = None
 ) -> torch.Tensor:
     """``reference.paged_decode_attention``'s result, read in place by the C kernel.
 
@@ -173,6 +173,8 @@ def paged_decode_attention(
         kv: fp32 contiguous caches, int32 or int64 ``block_tables`` / ``seq_lens`` (int64 is converted).
         scale: softmax scale.
         num_threads: OpenMP threads (default: ``torch.get_num_threads()``).
+        max_seq_len: ``max(seq_lens)`` when the caller knows it (it sizes the scores buffers; a length
+            above it is refused, never read past), else computed here.
     Returns:
         fp32 ``[num_seqs, num_q_heads, head_dim]``; a sequence with ``seq_len == 0`` gets a zero row.
 
@@ -186,7 +188,7 @@ def paged_decode_attention(
     num_seqs, num_q_heads, head_dim = _check(query, kv)
     tables = kv.block_tables.to(torch.int32).contiguous()
     lens = kv.seq_lens.to(torch.int32).contiguous()
-    max_len = int(lens.max()) if num_seqs else 0
+    max_len = max_seq_len if max_seq_len is not None else (int(lens.max()) if num_seqs else 0)
     out = torch.empty(num_seqs, num_q_heads, head_dim)
     bad_seq = ctypes.c_int64(-1)
     status = lib.paged_decode_attention_f32(
@@ -237,6 +239,10 @@ def _raise(status: int, seq: int, kv: PagedKV) -> None:
             f"sequence {seq}: seq_len={n} needs {-(-n // kv.block_size)} blocks but its block_tables row has "
             f"{kv.block_tables.shape[1]}"
         )
+    if status in (-5, -6):
+        n = int(kv.seq_lens[seq])
+        why = "is negative" if status == -6 else "is above the max_seq_len passed (it sizes the scores buffer)"
+        raise KernelInputError(f"sequence {seq}: seq_len={n} {why}")
     if status == -1:
         raise MemoryError(f"the C decode kernel: {_ERRORS[-1]}")
     raise KernelInputError(f"the C decode kernel: {_ERRORS.get(status, f'error {status}')}")

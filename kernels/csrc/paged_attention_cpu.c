@@ -46,7 +46,8 @@ static inline __attribute__((always_inline)) float exp_nonpositive(float x) {
 #define MAX_HEAD_DIM 256
 #define PREFETCH_AHEAD 16 /* rows: measured on 2 EPYC cores, 16 beat 4, 32 and 64 (1.3x vs none) */
 
-enum { OK = 0, NO_MEMORY = -1, BAD_SHAPE = -2, BAD_BLOCK_ID = -3, SEQ_TOO_LONG = -4 };
+/* Return codes (native.py turns each into an exception naming the sequence). */
+enum { OK = 0, NO_MEMORY = -1, BAD_SHAPE = -2, BAD_BLOCK_ID = -3, SEQ_TOO_LONG = -4, ABOVE_MAX_LEN = -5, NEGATIVE_LEN = -6 };
 
 /* Where position t's row of KV head kv_head lies in a cache. */
 static inline const float *row_of(const float *cache, const int32_t *table, int64_t t, int64_t block_size,
@@ -144,7 +145,8 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
             const float *q = query + s * q_stride + h * group * head_dim;
             const int32_t *table = block_tables + s * table_stride;
             int problem = !scores ? NO_MEMORY
-                          : len > max_seq_len ? SEQ_TOO_LONG
+                          : len > max_seq_len ? ABOVE_MAX_LEN
+                          : len < 0           ? NEGATIVE_LEN
                                                : check_table(table, len, table_stride, block_size, num_blocks);
             if (problem != OK || len <= 0) {
                 memset(o, 0, sizeof(float) * (size_t)(group * head_dim));
