@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from enum import Enum
 
 from pagedlab.errors import InvalidRequestError
 
@@ -19,6 +20,19 @@ SAMPLING_EPS = 1e-5
 #: vLLM's ``_MAX_TEMP``: a temperature in (0, 1e-2) is raised to 1e-2 with a warning (as vLLM),
 #: because dividing logits by a tinier number overflows to inf/nan.
 MIN_TEMPERATURE = 1e-2
+
+
+class RequestOutputKind(Enum):
+    """Which ``RequestOutput`` objects ``LLMEngine.step()`` returns for a running request (vLLM's
+    ``RequestOutputKind``, ``vllm/sampling_params.py``, vLLM >= 0.6.2)."""
+
+    #: After every step that gave it a token: the completion so far (the default).
+    CUMULATIVE = 0
+    #: vLLM: only what is new since the previous output. Not implemented in pagedlab: refused.
+    DELTA = 1
+    #: Nothing until the request finishes. ``LLM.generate``/``chat`` ask for this, as vLLM's ``LLM`` does
+    #: (it only returns finished outputs, so building the others every step would be wasted work).
+    FINAL_ONLY = 2
 
 
 def _is_int(v: object) -> bool:
@@ -67,6 +81,8 @@ class SamplingParams:
         spaces_between_special_tokens: accepted for vLLM compatibility (the SmolLM2 tokenizer
             decodes the same either way).
         include_stop_str_in_output: keep the matched stop string at the end of the text.
+        output_kind: :class:`RequestOutputKind` ``CUMULATIVE`` (default) or ``FINAL_ONLY``; ``DELTA``
+            is refused (not implemented).
 
     Raises:
         InvalidRequestError: a field has the wrong type or is out of range (checked at construction).
@@ -91,9 +107,11 @@ class SamplingParams:
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     include_stop_str_in_output: bool = False
+    output_kind: RequestOutputKind = RequestOutputKind.CUMULATIVE
 
     def __post_init__(self) -> None:
         self._normalize_lists()
+        self._check_output_kind()
         for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "min_p"):
             setattr(self, name, _check_number(name, getattr(self, name)))
         for name in (
@@ -169,6 +187,15 @@ class SamplingParams:
             raise InvalidRequestError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0.0 <= self.min_p <= 1.0:
             raise InvalidRequestError(f"min_p must be in [0, 1], got {self.min_p}")
+
+    def _check_output_kind(self) -> None:
+        if not isinstance(self.output_kind, RequestOutputKind):
+            raise InvalidRequestError(f"output_kind must be a RequestOutputKind, got {self.output_kind!r}")
+        if self.output_kind is RequestOutputKind.DELTA:
+            raise InvalidRequestError(
+                "output_kind=RequestOutputKind.DELTA (only the new tokens in each output) is not implemented in "
+                "pagedlab; use CUMULATIVE (the default: each output holds the completion so far) or FINAL_ONLY"
+            )
 
     @property
     def greedy(self) -> bool:

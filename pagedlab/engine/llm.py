@@ -6,6 +6,7 @@ the shared names (``generate``, ``chat``, ``SamplingParams``, ``RequestOutput.ou
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from pagedlab.engine.metrics import Metric
 from pagedlab.errors import InvalidRequestError
 from pagedlab.inputs import PromptType
 from pagedlab.outputs import RequestOutput
-from pagedlab.sampling_params import BeamSearchParams, SamplingParams
+from pagedlab.sampling_params import BeamSearchParams, RequestOutputKind, SamplingParams
 
 if TYPE_CHECKING:
     from pagedlab.engine.beam_search import BeamSearchOutput
@@ -142,6 +143,9 @@ class LLM:
             )
         if len(params) != len(batch):
             raise InvalidRequestError(f"{len(params)} sampling params for {len(batch)} prompts")
+        # Only finished outputs are returned, so none is built before (vLLM's LLM sets FINAL_ONLY on the
+        # caller's params; a copy here, so an object reused with LLMEngine.add_request keeps its kind).
+        params = [_final_only(sp) for sp in params]
         priorities = self._priorities(priority, len(batch))
         engine = self.llm_engine
         # All or nothing: validate every prompt first, then queue; roll back if queueing fails.
@@ -271,3 +275,10 @@ class LLM:
             if bar is not None:
                 bar.close()
         return [done[i] for i in ids]
+
+
+def _final_only(sp: SamplingParams) -> SamplingParams:
+    """``sp`` with ``output_kind=FINAL_ONLY`` (a copy unless it already is)."""
+    if sp.output_kind is RequestOutputKind.FINAL_ONLY:
+        return sp
+    return dataclasses.replace(sp, output_kind=RequestOutputKind.FINAL_ONLY)

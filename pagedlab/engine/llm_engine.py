@@ -36,7 +36,7 @@ from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
 from pagedlab.request import Request, RequestStatus
-from pagedlab.sampling_params import SamplingParams
+from pagedlab.sampling_params import RequestOutputKind, SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 if TYPE_CHECKING:
@@ -863,10 +863,14 @@ class LLMEngine:
         return group is not None and group.members[0].request_id == member_id
 
     def _partial_outputs(self, flat: dict[str, int], done: set[str]) -> list[RequestOutput]:
-        """Cumulative outputs (``finished=False``) of the requests that got a token this step."""
+        """Cumulative outputs (``finished=False``) of the requests that got a token this step, but for
+        those whose ``output_kind`` is ``FINAL_ONLY``."""
         gids = dict.fromkeys(self._member_group[rid].request_id for rid in flat if rid in self._member_group)
+        groups = [self._groups[g] for g in gids if g in self._groups and g not in done]
         return [
-            self._request_output(self._groups[g], finished=False) for g in gids if g in self._groups and g not in done
+            self._request_output(g, finished=False)
+            for g in groups
+            if g.members[0].sampling_params.output_kind is not RequestOutputKind.FINAL_ONLY
         ]
 
     def _request_output(self, group: _Group, finished: bool, now: float | None = None) -> RequestOutput:

@@ -137,9 +137,7 @@ class ModelRunner:
             if s.samples:
                 logits_rows.append(cu[-1] - 1)
         max_blocks = max(len(t) for t in tables)
-        block_tables = torch.zeros(len(tables), max_blocks, dtype=torch.int32)
-        for i, t in enumerate(tables):
-            block_tables[i, : len(t)] = torch.tensor(t, dtype=torch.int32)
+        block_tables = torch.tensor([t + [0] * (max_blocks - len(t)) for t in tables], dtype=torch.int32)
         pos = torch.tensor(positions, dtype=torch.int64)
         seq_idx = torch.repeat_interleave(torch.arange(len(order)), torch.tensor([s.num_tokens for s in order]))
         if self.slot_mapping_fn is None:
@@ -206,7 +204,8 @@ class ModelRunner:
                 gens.append(g[j] if isinstance(g, list) else g)
                 owners.append(rid)
                 reqs.append(s.request)
-        row_logits = logits[torch.tensor(rows)]
+        # The logits themselves when every row samples once (no copy of [N, vocab] fp32 per step).
+        row_logits = logits if rows == list(range(len(samplers))) else logits[torch.tensor(rows)]
         tokens = sample(row_logits, params, gens, reqs)
         result: dict[str, list[int]] = {}
         for i, (rid, t) in enumerate(zip(owners, tokens)):
