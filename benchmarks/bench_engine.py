@@ -171,6 +171,7 @@ def steps_from_token_times(token_times: list[list[float]], prompt_lens: list[int
 def run_pagedlab(prompts: list[list[int]], budgets: list[int], num_gpu_blocks: int) -> dict[str, Any]:
     """Serve the workload with ``pagedlab.LLM``; records every pure decode step's batch and contexts."""
     from pagedlab import LLM, SamplingParams
+    from pagedlab.sampling_params import RequestOutputKind
 
     # Prefix caching off: HF has none, and the comparison is of the engines' forward passes and batching.
     llm = LLM(
@@ -188,7 +189,9 @@ def run_pagedlab(prompts: list[list[int]], budgets: list[int], num_gpu_blocks: i
         return forward(out, block_ids)
 
     runner.forward = spy
-    params = [SamplingParams(temperature=0, max_tokens=b, ignore_eos=True) for b in budgets]
+    # FINAL_ONLY, as LLM.generate sets it (requests go in through the engine here only to share one t0).
+    final = RequestOutputKind.FINAL_ONLY
+    params = [SamplingParams(temperature=0, max_tokens=b, ignore_eos=True, output_kind=final) for b in budgets]
     t0 = time.perf_counter()
     for p, sp in zip(prompts, params):
         eng.add_request(None, {"prompt_token_ids": p}, sp, arrival_time=t0)
