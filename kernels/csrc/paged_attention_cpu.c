@@ -49,15 +49,17 @@ static inline __attribute__((always_inline)) float exp_nonpositive(float x) {
 /* Return codes (native.py turns each into an exception naming the sequence). */
 enum { OK = 0, NO_MEMORY = -1, BAD_SHAPE = -2, BAD_BLOCK_ID = -3, SEQ_TOO_LONG = -4, ABOVE_MAX_LEN = -5, NEGATIVE_LEN = -6 };
 
-/* Where position t's row of KV head kv_head lies in a cache. */
-static inline const float *row_of(const float *cache, const int32_t *table, int64_t t, int64_t block_size,
-                                  int64_t row_stride, int64_t kv_head, int64_t head_dim) {
-    int64_t slot = (int64_t)table[t / block_size] * block_size + t % block_size;
-    return cache + slot * row_stride + kv_head * head_dim;
-}
-
 static inline void prefetch_row(const float *row, int64_t head_dim) {
     for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d); /* one 64-byte line */
+}
+
+/* rows[t] = where position t's row starts in a cache (in floats), for t < seq_len: position t lives in
+ * block table[t / block_size], row t % block_size. Walked block by block: no division per position. */
+static void row_offsets(int64_t *rows, const int32_t *table, int64_t seq_len, int64_t block_size,
+                        int64_t row_stride) {
+    for (int64_t t = 0, b = 0; t < seq_len; b++)
+        for (int64_t r = 0; r < block_size && t < seq_len; r++, t++)
+            rows[t] = ((int64_t)table[b] * block_size + r) * row_stride;
 }
 
 /* One (sequence, KV head) task: `group` query heads against the sequence's keys and values, the
@@ -65,18 +67,16 @@ static inline void prefetch_row(const float *row, int64_t head_dim) {
  *   1. scores[g][t] = scale * q_g . k_t          (each key row read once for the whole group)
  *   2. scores[g][t] = exp(score - max_g), summed per head
  *   3. out_g = sum_t scores[g][t] * v_t / sum_g  (each value row read once for the whole group)
- * Rows PREFETCH_AHEAD positions on are prefetched: blocks are scattered, so the hardware prefetcher
- * loses the stream at every block boundary. always_inline: the caller passes constant group and
- * head_dim for the common shapes, and the compiler unrolls and vectorizes the loops for them. */
+ * `rows` holds row_offsets() of the sequence (shifted to this KV head). Rows PREFETCH_AHEAD positions
+ * on are prefetched: blocks are scattered, so the hardware prefetcher loses the stream at every block
+ * boundary. always_inline: the caller passes constant group and head_dim for the common shapes, and
+ * the compiler unrolls and vectorizes the loops for them. */
 static inline __attribute__((always_inline)) void attend_one(
-    float *out, const float *q, const float *key_cache, const float *value_cache, const int32_t *table,
-    int64_t seq_len, int64_t kv_head, int64_t group, int64_t num_kv_heads, int64_t head_dim,
-    int64_t block_size, float scale, float *scores) {
-    const int64_t row_stride = num_kv_heads * head_dim; /* one token's row of the cache */
-    for (int64_t t = 0; t < seq_len; t++) {             /* pass 1 */
-        const float *k = row_of(key_cache, table, t, block_size, row_stride, kv_head, head_dim);
-        if (t + PREFETCH_AHEAD < seq_len)
-            prefetch_row(row_of(key_cache, table, t + PREFETCH_AHEAD, block_size, row_stride, kv_head, head_dim), head_dim);
+    float *out, const float *q, const float *key_cache, const float *value_cache, const int64_t *rows,
+    int64_t seq_len, int64_t group, int64_t head_dim, float scale, float *scores) {
+    for (int64_t t = 0; t < seq_len; t++) { /* pass 1 */
+        const float *k = key_cache + rows[t];
+        if (t + PREFETCH_AHEAD < seq_len) prefetch_row(key_cache + rows[t + PREFETCH_AHEAD], head_dim);
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * head_dim;
             float dot = 0.0f;
@@ -100,9 +100,8 @@ static inline __attribute__((always_inline)) void attend_one(
     float acc[MAX_GROUP * MAX_HEAD_DIM];
     memset(acc, 0, sizeof(float) * (size_t)(group * head_dim));
     for (int64_t t = 0; t < seq_len; t++) { /* pass 3 */
-        const float *v = row_of(value_cache, table, t, block_size, row_stride, kv_head, head_dim);
-        if (t + PREFETCH_AHEAD < seq_len)
-            prefetch_row(row_of(value_cache, table, t + PREFETCH_AHEAD, block_size, row_stride, kv_head, head_dim), head_dim);
+        const float *v = value_cache + rows[t];
+        if (t + PREFETCH_AHEAD < seq_len) prefetch_row(value_cache + rows[t + PREFETCH_AHEAD], head_dim);
         for (int64_t g = 0; g < group; g++) {
             float p = scores[g * seq_len + t], *a = acc + g * head_dim;
 #pragma omp simd
@@ -137,14 +136,18 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
     *bad_seq = -1;
 #pragma omp parallel num_threads(num_threads) if (num_threads > 1 && tasks > 1)
     {
-        float *scores = malloc(sizeof(float) * (size_t)(max_seq_len > 0 ? max_seq_len : 1) * (size_t)group);
+        /* Per thread: the scores of one task and the row offsets of its sequence. */
+        size_t longest = (size_t)(max_seq_len > 0 ? max_seq_len : 1);
+        float *scores = malloc(sizeof(float) * longest * (size_t)group);
+        int64_t *rows = malloc(sizeof(int64_t) * longest);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             int64_t s = task / num_kv_heads, h = task % num_kv_heads, len = seq_lens[s];
             float *o = out + (s * num_q_heads + h * group) * head_dim;
             const float *q = query + s * q_stride + h * group * head_dim;
+            const float *k = key_cache + h * head_dim, *v = value_cache + h * head_dim; /* this head's rows */
             const int32_t *table = block_tables + s * table_stride;
-            int problem = !scores ? NO_MEMORY
+            int problem = !scores || !rows       ? NO_MEMORY
                           : len > max_seq_len ? ABOVE_MAX_LEN
                           : len < 0           ? NEGATIVE_LEN
                                                : check_table(table, len, table_stride, block_size, num_blocks);
@@ -154,16 +157,18 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
 #pragma omp critical
                     if (status == OK) status = problem, *bad_seq = s;
                 }
-            } else if (group == 3 && head_dim == 64) { /* SmolLM2-135M's shape, specialized */
-                attend_one(o, q, key_cache, value_cache, table, len, h, 3, num_kv_heads, 64, block_size, scale, scores);
-            } else if (group == 4 && head_dim == 64) {
-                attend_one(o, q, key_cache, value_cache, table, len, h, 4, num_kv_heads, 64, block_size, scale, scores);
-            } else {
-                attend_one(o, q, key_cache, value_cache, table, len, h, group, num_kv_heads, head_dim, block_size,
-                           scale, scores);
+                continue;
             }
+            row_offsets(rows, table, len, block_size, num_kv_heads * head_dim);
+            if (group == 3 && head_dim == 64) /* SmolLM2-135M's shape, specialized */
+                attend_one(o, q, k, v, rows, len, 3, 64, scale, scores);
+            else if (group == 4 && head_dim == 64)
+                attend_one(o, q, k, v, rows, len, 4, 64, scale, scores);
+            else
+                attend_one(o, q, k, v, rows, len, group, head_dim, scale, scores);
         }
         free(scores);
+        free(rows);
     }
     return status;
 }
