@@ -169,8 +169,7 @@ def plan_decode(kv: PagedKV) -> DecodePlan | NativeDecode:
     is fp32, contiguous, on the CPU), else the grouped torch path's :class:`DecodePlan`."""
     cache = kv.key_cache
     if cache.dtype == torch.float32 and cache.device.type == "cpu" and cache.is_contiguous() and native.load():
-        lens = kv.seq_lens.to(torch.int32).contiguous()
-        tables = kv.block_tables.to(torch.int32).contiguous()
+        lens, tables = native.as_int32("seq_lens", kv.seq_lens), native.as_int32("block_tables", kv.block_tables)
         return NativeDecode(tables, lens, int(lens.max()) if lens.numel() else 0)
     return plan_grouped_decode(kv)
 

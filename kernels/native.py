@@ -42,6 +42,7 @@ __all__ = [
     "load",
     "unavailable_reason",
     "library_path",
+    "as_int32",
     "paged_decode_attention",
     "reshape_and_cache",
     "rms_norm",
@@ -62,7 +63,7 @@ _FLAG_SETS = (["-march=native", "-fopenmp"], ["-march=native", "-fopenmp-simd"],
 _P, _I, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 #: Each C function's argument types (all return an int status or None).
 _SIGNATURES: dict[str, tuple[object, list[object]]] = {
-    "paged_decode_attention_f32": (ctypes.c_int, [_P] * 6 + [_I] * 9 + [_F, ctypes.c_int, _P]),
+    "paged_decode_attention_f32": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
     "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
     "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
@@ -186,20 +187,34 @@ def paged_decode_attention(
     lib = _library()
     key_cache, value_cache = kv.key_cache, kv.value_cache
     num_seqs, num_q_heads, head_dim = _check(query, kv)
-    tables = kv.block_tables.to(torch.int32).contiguous()
-    lens = kv.seq_lens.to(torch.int32).contiguous()
+    tables, lens = as_int32("block_tables", kv.block_tables), as_int32("seq_lens", kv.seq_lens)
     max_len = max_seq_len if max_seq_len is not None else (int(lens.max()) if num_seqs else 0)
     out = torch.empty(num_seqs, num_q_heads, head_dim)
     bad_seq = ctypes.c_int64(-1)
     status = lib.paged_decode_attention_f32(
         out.data_ptr(), query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
         tables.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim,
-        kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), max_len, scale,
+        kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), tables.shape[1], max_len, scale,
         torch.get_num_threads() if num_threads is None else num_threads, ctypes.byref(bad_seq),
     )  # fmt: skip
     if status != 0:
         _raise(status, bad_seq.value, kv)
     return out
+
+
+def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a contiguous int32 tensor, as the kernel reads it (no copy when it already is one).
+
+    Raises:
+        KernelInputError: ``t`` holds a value int32 cannot (it would wrap into another, valid-looking
+            one); the message names the first row that does.
+    """
+    if t.dtype != torch.int32 and t.numel():
+        big = (t > 2**31 - 1) | (t < -(2**31))
+        if bool(big.any()):
+            row = int(big.reshape(len(t), -1).any(1).nonzero()[0])
+            raise KernelInputError(f"{name} of sequence {row} holds a value outside int32: {t[row].tolist()}")
+    return t.to(torch.int32).contiguous()
 
 
 def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
@@ -236,7 +251,7 @@ def _raise(status: int, seq: int, kv: PagedKV) -> None:
     if status == -4:
         n = int(kv.seq_lens[seq])
         raise KernelInputError(
-            f"sequence {seq}: seq_len={n} needs {-(-n // kv.block_size)} blocks but its block_tables row has "
+            f"sequence {seq}: seq_len={n} needs {-(-n // kv.block_size)} blocks but its block_tables row holds "
             f"{kv.block_tables.shape[1]}"
         )
     if status in (-5, -6):
@@ -254,8 +269,18 @@ def _rows(name: str, t: torch.Tensor, ndim: int) -> None:
     dim) are contiguous: the layout the C ops read, a row stride apart."""
     if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() != ndim:
         raise KernelInputError(f"{name} must be a {ndim}-D fp32 CPU tensor, got {_describe(t)}")
-    if t[0].numel() > 1 and not t[0].is_contiguous():
+    if not _rows_contiguous(t):
         raise KernelInputError(f"{name} must have contiguous rows, got strides {t.stride()}")
+
+
+def _rows_contiguous(t: torch.Tensor) -> bool:
+    """Whether every row ``t[i]`` is laid out contiguously (whatever the stride between rows; any row count)."""
+    expected = 1
+    for size, stride in zip(reversed(t.shape[1:]), reversed(t.stride()[1:])):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _describe(t: object) -> str:
@@ -309,7 +334,7 @@ def reshape_and_cache(
     """
     _rows("key", key, 3)
     _rows("value", value, 3)
-    t, row = key.shape[0], key[0].numel()
+    t, row = key.shape[0], key.shape[1] * key.shape[2]
     caches_ok = all(
         c.dtype == torch.float32 and c.is_contiguous() and c.shape[2:] == key.shape[1:]
         for c in (key_cache, value_cache)

@@ -11,8 +11,8 @@
  * Layout, fp32 only (native.py checks dtypes, shapes and strides before the call):
  *   query        [num_seqs, num_q_heads, head_dim]; sequence stride q_stride, heads contiguous
  *   key_cache    [num_blocks, block_size, num_kv_heads, head_dim], contiguous (value_cache alike)
- *   block_tables int32 [num_seqs, table_stride]: position p of sequence s lives in block
- *                block_tables[s * table_stride + p / block_size], row p % block_size
+ *   block_tables int32 [num_seqs, table_width], rows table_stride apart: position p of sequence s
+ *                lives in block block_tables[s * table_stride + p / block_size], row p % block_size
  *   seq_lens     int32 [num_seqs]: keys each sequence attends to (0: a zero output row)
  *   out          [num_seqs, num_q_heads, head_dim], contiguous
  */
@@ -113,10 +113,10 @@ static inline __attribute__((always_inline)) void attend_one(
 }
 
 /* The block ids sequence s reads: OK, or the first problem (its code; *bad_seq names the sequence). */
-static int check_table(const int32_t *table, int64_t seq_len, int64_t table_stride, int64_t block_size,
+static int check_table(const int32_t *table, int64_t seq_len, int64_t table_width, int64_t block_size,
                        int64_t num_blocks) {
     int64_t used = (seq_len + block_size - 1) / block_size;
-    if (used > table_stride) return SEQ_TOO_LONG;
+    if (used > table_width) return SEQ_TOO_LONG;
     for (int64_t i = 0; i < used; i++)
         if (table[i] < 0 || table[i] >= num_blocks) return BAD_BLOCK_ID;
     return OK;
@@ -128,7 +128,8 @@ static int check_table(const int32_t *table, int64_t seq_len, int64_t table_stri
 int paged_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
                                const int32_t *block_tables, const int32_t *seq_lens, int64_t num_seqs,
                                int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
-                               int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t max_seq_len,
+                               int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
+                               int64_t max_seq_len,
                                float scale, int num_threads, int64_t *bad_seq) {
     const int64_t group = num_q_heads / num_kv_heads, tasks = num_seqs * num_kv_heads;
     if (group > MAX_GROUP || head_dim > MAX_HEAD_DIM || group * num_kv_heads != num_q_heads) return BAD_SHAPE;
@@ -150,7 +151,7 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
             int problem = !scores || !rows       ? NO_MEMORY
                           : len > max_seq_len ? ABOVE_MAX_LEN
                           : len < 0           ? NEGATIVE_LEN
-                                               : check_table(table, len, table_stride, block_size, num_blocks);
+                                               : check_table(table, len, table_width, block_size, num_blocks);
             if (problem != OK || len <= 0) {
                 memset(o, 0, sizeof(float) * (size_t)(group * head_dim));
                 if (problem != OK) {
