@@ -1,0 +1,384 @@
+"""pagedlab.kernels.native: the C kernels of the "cpu" path against the torch references.
+
+Every test that calls a kernel needs the built library: it skips only where the machine has no C
+compiler at all, and fails (never skips) where a compiler exists but the build failed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pagedlab.errors import InvalidRequestError, KernelInputError
+from pagedlab.kernels import cpu, native, reference
+from pagedlab.kernels.paged_kv import PagedKV
+from pagedlab.kernels.testing import PagedCase
+from pagedlab.model.llama import apply_rope
+
+pytestmark = pytest.mark.no_interpreter_needed
+F32 = torch.float32
+#: Padding ids written past a sequence's blocks: none may be read (PagedCase's own is 1_000_000).
+GARBAGE_IDS = (-1, -(2**31), 2**31 - 1)
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library is loaded (even where the user set PAGEDLAB_NATIVE=0); skips only without any C compiler."""
+    if native._compiler() is None:
+        pytest.skip("no C compiler on this machine (native._compiler() is None)")
+    if os.environ.get(native.ENV_NATIVE, "1").strip() == "0":
+        monkeypatch.delenv(native.ENV_NATIVE)
+        monkeypatch.setattr(native, "_state", {})
+    assert native.load() is not None, native.unavailable_reason()
+
+
+def gen(seed: int) -> torch.Generator:
+    """A seeded CPU generator."""
+    return torch.Generator().manual_seed(seed)
+
+
+def decode_inputs(
+    lens: list[int], hkv: int, group: int, d: int, bs: int, *, seed: int = 0, packed: bool = False
+) -> tuple[torch.Tensor, PagedKV, PagedKV]:
+    """``(query, poisoned kv, clean kv)``: NaN in unowned cache rows, garbage ids in the table padding;
+    with ``packed`` the query is the Q columns of a ``[S, (Hq + 2 Hkv) D]`` QKV tensor."""
+    case = PagedCase(lens, hkv, d, bs, F32, device="cpu", seed=seed)
+    table = case.block_tables.clone()
+    for s, n in enumerate(lens):  # each row's padding: PagedCase's PAD_ID, then other garbage
+        used = -(-n // bs)
+        table[s, used + 1 :] = GARBAGE_IDS[s % len(GARBAGE_IDS)]
+    hq, n = hkv * group, len(lens)
+    if packed:
+        q = torch.randn(n, (hq + 2 * hkv) * d, generator=gen(seed + 1))[:, : hq * d].view(n, hq, d)
+    else:
+        q = torch.randn(n, hq, d, generator=gen(seed + 1))
+    kv = PagedKV(case.key_cache, case.value_cache, table, case.seq_lens)
+    return q, kv, case.kv(clean=True)
+
+
+def check_decode(q: torch.Tensor, kv: PagedKV, clean: PagedKV, **kw: int) -> torch.Tensor:
+    """The C kernel's output on ``kv``: no NaN, zero rows for ``seq_len == 0``, close to the reference on ``clean``."""
+    out = native.paged_decode_attention(q, kv, q.shape[-1] ** -0.5, **kw)
+    assert out.shape == q.shape and out.is_contiguous() and not torch.isnan(out).any()
+    ref = reference.paged_decode_attention(q, clean, q.shape[-1] ** -0.5)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    for s, n in enumerate(kv.seq_lens.tolist()):
+        if n == 0:
+            assert torch.equal(out[s], torch.zeros_like(out[s]))
+    return out
+
+
+# --- 1. decode attention ------------------------------------------------------------------------
+@pytest.mark.parametrize("bs", [1, 4, 16, 32])
+@pytest.mark.parametrize("d", [16, 64, 128])
+@pytest.mark.parametrize("group", [1, 3, 4, 2, 5, 6])  # 3 and 4 (with d=64): the specialized paths
+def test_decode_equals_the_reference(built: None, group: int, d: int, bs: int) -> None:
+    lens = [0, 1, bs, bs + 1, 2 * bs, 2 * bs + 1, 301, 7]
+    check_decode(*decode_inputs(lens, 2, group, d, bs, seed=group * d + bs))
+
+
+def test_decode_takes_the_largest_group_and_a_single_sequence(built: None) -> None:
+    check_decode(*decode_inputs([37], 1, native.MAX_GROUP, 64, 16))
+    check_decode(*decode_inputs([], 2, 3, 64, 16))  # no sequences: an empty result
+
+
+def test_decode_of_a_packed_qkv_slice_with_int64_tables_and_any_thread_count(built: None) -> None:
+    q, kv, clean = decode_inputs([301, 0, 17, 64, 65, 1], 3, 3, 64, 16, packed=True)
+    assert q.stride(0) != q.shape[1] * q.shape[2]
+    kv64 = PagedKV(kv.key_cache, kv.value_cache, kv.block_tables.long(), kv.seq_lens.long())
+    one = check_decode(q, kv64, clean, num_threads=1)
+    assert torch.equal(one, check_decode(q, kv, clean, num_threads=2))  # bitwise: one task per thread
+    assert torch.equal(one, native.paged_decode_attention(q, kv, 0.125))  # torch's thread count
+
+
+# --- 2. decode errors ---------------------------------------------------------------------------
+def snapshot(q: torch.Tensor, kv: PagedKV) -> list[torch.Tensor]:
+    """Copies of everything a decode call reads (none of it may change)."""
+    return [t.clone() for t in (q, kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)]
+
+
+@pytest.mark.parametrize("column", [0, 2])  # the first block, and the last one in use
+@pytest.mark.parametrize("bad", [-1, -(2**31), "num_blocks"])
+def test_a_block_id_out_of_range_is_named_by_sequence(built: None, column: int, bad: int | str) -> None:
+    q, _, kv = decode_inputs([5, 9, 20], 2, 3, 16, 4)  # sequence 1 reads blocks 0..2 of its row
+    kv.block_tables[1, column] = kv.num_blocks if bad == "num_blocks" else bad
+    before = snapshot(q, kv)
+    with pytest.raises(KernelInputError, match=r"sequence 1: .*outside \[0, \d+\)"):
+        native.paged_decode_attention(q, kv, 0.25)
+    assert all(torch.equal(a, b) for a, b in zip(before, snapshot(q, kv)))
+
+
+def test_a_seq_len_beyond_its_table_row_is_named(built: None) -> None:
+    q, _, kv = decode_inputs([5, 9, 20], 2, 3, 16, 4)  # rows of 6 entries: 24 tokens fit
+    lens = kv.seq_lens.clone()
+    lens[2] = 4 * kv.block_tables.shape[1] + 1
+    with pytest.raises(
+        KernelInputError, match=r"sequence 2: seq_len=25 needs 7 blocks but its block_tables row holds 6"
+    ):
+        native.paged_decode_attention(q, PagedKV(kv.key_cache, kv.value_cache, kv.block_tables, lens), 0.25)
+    lens[2] = 24  # exactly the row: fine
+    kv.block_tables[2, 5] = 0
+    full = PagedKV(kv.key_cache, kv.value_cache, kv.block_tables, lens)
+    check_decode(q, full, full)
+
+
+def hnd(kv: PagedKV) -> PagedKV:
+    """The same cache stored ``[blocks, Hkv, bs, D]`` in memory (a non-contiguous NHD view)."""
+    kc, vc = (c.transpose(1, 2).contiguous().transpose(1, 2) for c in (kv.key_cache, kv.value_cache))
+    return PagedKV(kc, vc, kv.block_tables, kv.seq_lens)
+
+
+WRONG_DECODE_INPUTS: dict[str, tuple[Callable[[torch.Tensor, PagedKV], tuple[torch.Tensor, PagedKV]], str]] = {
+    "fp16 query": (lambda q, kv: (q.half(), kv), "query is torch.float16"),
+    "non-contiguous cache": (lambda q, kv: (q, hnd(kv)), "contiguous key and value caches"),
+    "Hq not a multiple of Hkv": (lambda q, kv: (q[:, :5], kv), "got 5 query heads, 2 KV heads"),
+    "head_dim mismatch": (lambda q, kv: (torch.randn(2, 6, 32), kv), r"head_dim 32 \(cache 16\)"),
+    "group > 16": (lambda q, kv: (torch.randn(2, 34, 16), kv), "got 34 query heads, 2 KV heads"),
+    "lens of another batch": (
+        lambda q, kv: (q, PagedKV(kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens[:1])),
+        r"seq_lens \[2\]",
+    ),
+    "a negative seq_len": (
+        lambda q, kv: (q, PagedKV(kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens * torch.tensor([1, -1]))),
+        r"sequence 1: seq_len=-9 is negative",
+    ),
+    "a seq_len above the max_seq_len passed": (
+        lambda q, kv: (q, kv),
+        r"sequence 1: seq_len=9 is above the max_seq_len",
+    ),
+}
+
+
+@pytest.mark.parametrize("what", WRONG_DECODE_INPUTS)
+def test_inputs_the_kernel_cannot_read_are_refused(built: None, what: str) -> None:
+    change, message = WRONG_DECODE_INPUTS[what]
+    q, kv = change(*decode_inputs([5, 9], 2, 3, 16, 4)[::2])
+    with pytest.raises(KernelInputError, match=message):
+        native.paged_decode_attention(q, kv, 0.25, max_seq_len=5 if "max_seq_len" in what else None)
+
+
+# Found by this file's first version, fixed since: wrapped int64 values, an empty table row, zero tokens.
+@pytest.mark.parametrize("field", ["block id 2**32 + 1", "seq_len 2**32 + 5"])
+def test_int64_values_past_int32_are_refused_not_wrapped(built: None, field: str) -> None:
+    q, _, kv = decode_inputs([5, 9], 2, 3, 16, 4)
+    tables, lens = kv.block_tables.long(), kv.seq_lens.long()
+    if field.startswith("block id"):
+        tables[1, 0] = 2**32 + 1  # wraps to block 1, a valid id: read silently
+    else:
+        lens[1] = 2**32 + 5  # wraps to 5: attends to 5 keys
+    try:
+        native.paged_decode_attention(q, PagedKV(kv.key_cache, kv.value_cache, tables, lens), 0.25)
+    except KernelInputError as e:
+        assert "sequence 1" in str(e)
+    else:
+        raise AssertionError("the wrapped value was used")
+
+
+def test_an_empty_table_with_tokens_to_read_is_refused(built: None) -> None:
+    code = (  # in a child process: the bug was a segmentation fault (a [S, 0] table has row stride 1)
+        "import torch\nfrom pagedlab.errors import KernelInputError\nfrom pagedlab.kernels import native\n"
+        "from pagedlab.kernels.paged_kv import PagedKV\nkc = torch.zeros(4, 4, 1, 16)\n"
+        "kv = PagedKV(kc, kc, torch.zeros(2, 0, dtype=torch.int32), torch.tensor([0, 3], dtype=torch.int32))\n"
+        "try:\n    native.paged_decode_attention(torch.zeros(2, 1, 16), kv, 0.25)\n"
+        "except KernelInputError as e:\n    print(e)\n"
+    )  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=120)
+    assert done.returncode == 0 and "sequence 1" in done.stdout, done.returncode
+
+
+@pytest.mark.parametrize("op", ["reshape_and_cache", "rms_norm", "rotary_embedding"])
+def test_ops_take_zero_tokens(built: None, op: str) -> None:
+    e = torch.zeros(0, 2, 16)
+    if op == "reshape_and_cache":
+        kc = torch.randn(2, 4, 2, 16)
+        native.reshape_and_cache(e, e, kc, kc.clone(), torch.zeros(0, dtype=torch.int64))
+        return
+    out = {
+        "rms_norm": lambda: native.rms_norm(e[:, 0], torch.ones(16), 1e-5),
+        "rotary_embedding": lambda: native.rotary_embedding(e, torch.ones(0, 16), torch.ones(0, 16)),
+    }[op]()
+    assert out.shape[0] == 0
+
+
+# --- 3. reshape_and_cache -----------------------------------------------------------------------
+def cache_write_inputs(t: int = 9) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """K and V as views of a packed ``[T, (6 + 2 * 2) * 16]`` QKV, random caches of 8 blocks of 4, slots
+    (some -1) in random order."""
+    qkv = torch.randn(t, 10 * 16, generator=gen(11))
+    key, value = qkv[:, 96:128].view(t, 2, 16), qkv[:, 128:].view(t, 2, 16)
+    kc, vc = torch.randn(8, 4, 2, 16, generator=gen(12)), torch.randn(8, 4, 2, 16, generator=gen(13))
+    slots = torch.randperm(32, generator=gen(14))[:t]
+    slots[[0, 4, t - 1]] = -1
+    return key, value, kc, vc, slots
+
+
+def test_reshape_and_cache_equals_the_reference(built: None) -> None:
+    key, value, kc, vc, slots = cache_write_inputs()
+    ref_k, ref_v = kc.clone(), vc.clone()
+    reference.reshape_and_cache(key, value, ref_k, ref_v, slots)
+    native.reshape_and_cache(key, value, kc, vc, slots)
+    assert torch.equal(kc, ref_k) and torch.equal(vc, ref_v)
+
+
+@pytest.mark.parametrize("bad", [32, 10**12, -2])
+def test_a_bad_slot_is_named_and_nothing_is_written(built: None, bad: int) -> None:
+    key, value, kc, vc, slots = cache_write_inputs()
+    slots[6] = bad  # tokens 1-3 and 5 before it have valid slots
+    before = (kc.clone(), vc.clone())
+    with pytest.raises(KernelInputError, match=rf"slot_mapping\[6\] = {bad} is outside the cache's 32 slots"):
+        native.reshape_and_cache(key, value, kc, vc, slots)
+    assert torch.equal(kc, before[0]) and torch.equal(vc, before[1])
+
+
+# --- 4. the layer ops ---------------------------------------------------------------------------
+def test_rotary_embedding_is_apply_rope_bit_for_bit(built: None) -> None:
+    t, d = 7, 64
+    qkv = torch.randn(t, 12 * d, generator=gen(21)) * 30
+    x = qkv[:, : 10 * d].view(t, 10, d)  # Q and K heads of a packed QKV: rows 12 * d apart
+    angles = torch.rand(t, d, generator=gen(22)) * 1000  # halves differ: a column mix-up shows
+    cos, sin = angles.cos(), angles.sin()
+    out = native.rotary_embedding(x, cos, sin)
+    assert out.is_contiguous() and torch.equal(out, apply_rope(x, cos, sin))
+
+
+def test_rms_norm_equals_torch_and_float64(built: None) -> None:
+    wide = torch.randn(5, 700, generator=gen(23)) * torch.logspace(-3, 3, 5)[:, None]
+    x, weight, eps = wide[:, 100:676], torch.randn(576, generator=gen(24)), 1e-5
+    out = native.rms_norm(x, weight, eps)
+    torch.testing.assert_close(out, F.rms_norm(x, (576,), weight, eps), rtol=1e-5, atol=1e-6)
+    x64 = x.double()
+    exact = weight.double() * x64 / (x64.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+    torch.testing.assert_close(out.double(), exact, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: native.rms_norm(torch.randn(2, 8).half(), torch.ones(8), 1e-5), "fp32 CPU tensor"),
+        (lambda: native.rms_norm(torch.randn(8), torch.ones(8), 1e-5), "2-D fp32"),
+        (lambda: native.rms_norm(torch.randn(2, 8), torch.ones(7), 1e-5), r"contiguous fp32 \[8\]"),
+        (lambda: native.rms_norm(torch.randn(2, 8), torch.ones(8).double(), 1e-5), r"contiguous fp32 \[8\]"),
+        (lambda: native.rms_norm(torch.randn(8, 2).T, torch.ones(8), 1e-5), "contiguous rows"),
+        (lambda: native.rotary_embedding(torch.randn(2, 3, 7), torch.ones(2, 7), torch.ones(2, 7)), "even head_dim"),
+        (lambda: native.rotary_embedding(torch.randn(2, 3, 8), torch.ones(3, 8), torch.ones(2, 8)), r"cos must be"),
+        (lambda: native.rotary_embedding(torch.randn(2, 3, 8).double(), torch.ones(2, 8), torch.ones(2, 8)), "fp32"),
+    ],
+)
+def test_bad_layer_op_inputs_are_refused(built: None, call: Callable[[], object], message: str) -> None:
+    with pytest.raises(KernelInputError, match=message):
+        call()
+
+
+# --- 5. availability ----------------------------------------------------------------------------
+def test_turned_off_the_cpu_backend_runs_its_torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv(native.ENV_NATIVE, "0")
+    assert native.load() is None and "PAGEDLAB_NATIVE" in native.unavailable_reason()
+    with pytest.raises(RuntimeError, match="PAGEDLAB_NATIVE"):
+        native.rms_norm(torch.randn(2, 8), torch.ones(8), 1e-5)
+    q, _, kv = decode_inputs([0, 5, 40, 17], 2, 3, 16, 4)
+    assert isinstance(cpu.plan_decode(kv), cpu.DecodePlan)
+    torch.testing.assert_close(
+        cpu.paged_decode_attention(q, kv, 0.25), reference.paged_decode_attention(q, kv, 0.25), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_without_a_compiler_the_reason_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.delenv(native.ENV_NATIVE, raising=False)
+    monkeypatch.setattr(native, "_compiler", lambda: None)
+    assert native.load() is None and "no C compiler" in native.unavailable_reason()
+
+
+def test_a_failing_compiler_gives_none_and_names_the_failed_build(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cc = tmp_path / "broken-cc"
+    cc.write_text("#!/bin/sh\necho 'broken-cc: cannot compile' >&2\nexit 1\n")
+    cc.chmod(0o755)
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.delenv(native.ENV_NATIVE, raising=False)
+    monkeypatch.setenv("CC", str(cc))
+    monkeypatch.setenv("PAGEDLAB_CACHE_DIR", str(tmp_path))
+    assert native.load() is None
+    why = native.unavailable_reason()
+    assert why.startswith("the C kernel did not build") and "broken-cc: cannot compile" in why
+    assert not list((tmp_path / "native").glob("*.so"))
+
+
+def test_a_fresh_cache_dir_builds_once_and_a_new_process_reuses_it(
+    built: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.delenv(native.ENV_NATIVE, raising=False)
+    monkeypatch.setenv("PAGEDLAB_CACHE_DIR", str(tmp_path))
+    lib = native.load()
+    assert lib is not None, native.unavailable_reason()
+    (so,) = (tmp_path / "native").iterdir()  # the library only: no temporary left behind
+    assert Path(lib._name) == so and so.suffix == ".so"
+    mtime = so.stat().st_mtime_ns
+    code = "from pagedlab.kernels import native; print(native.load()._name)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == so and so.stat().st_mtime_ns == mtime
+    assert [p.name for p in (tmp_path / "native").iterdir()] == [so.name]
+
+
+# --- 6. the engine ------------------------------------------------------------------------------
+def engine_tokens(reject: bool) -> dict[str, list[int]]:
+    """Greedy tokens of 7 prompts on the "cpu" backend; with ``reject``, an out-of-vocabulary request is refused
+    between steps."""
+    from pagedlab import LLMEngine, SamplingParams
+    from tests.kernels.test_engine_triton import tiny_llama
+
+    g = gen(1)
+    prompts = [torch.randint(0, 97, (n,), generator=g).tolist() for n in (1, 3, 4, 5, 9, 23, 40)]
+    eng = LLMEngine(tiny_llama(), attention_backend="cpu", block_size=4, num_gpu_blocks=64, max_model_len=128,
+                    max_num_batched_tokens=16)  # fmt: skip
+    params = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    outs = []
+    for i, p in enumerate(prompts):
+        eng.add_request(str(i), {"prompt_token_ids": p}, params)
+        if reject and i == 3:
+            outs += eng.step()
+            with pytest.raises(InvalidRequestError, match="outside the vocabulary"):
+                eng.add_request("bad", {"prompt_token_ids": [5, 97]}, params)
+    while eng.has_unfinished_requests():
+        outs += eng.step()
+    done = {o.request_id: list(o.outputs[0].token_ids) for o in outs if o.finished}
+    assert eng.model_runner.backend == "cpu" and sorted(done) == sorted(map(str, range(len(prompts))))
+    return done
+
+
+def counting(f: Callable[..., torch.Tensor], calls: list[str]) -> Callable[..., torch.Tensor]:
+    """``f``, appending its name to ``calls`` on each call."""
+
+    def wrapped(*args: object, **kw: object) -> torch.Tensor:
+        calls.append(f.__name__)
+        return f(*args, **kw)
+
+    return wrapped
+
+
+def test_engine_tokens_equal_with_the_c_kernels_on_and_off(built: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pagedlab.model.cpu_linear as cpu_linear
+
+    calls: list[str] = []
+    for name in ("paged_decode_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"):
+        monkeypatch.setattr(native, name, counting(getattr(native, name), calls))
+    on = engine_tokens(reject=True)
+    assert set(calls) == {"paged_decode_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"}
+    off_ns = types.SimpleNamespace(load=lambda: None)
+    monkeypatch.setattr(cpu, "native", off_ns)
+    monkeypatch.setattr(cpu_linear, "native", off_ns)
+    calls.clear()
+    off = engine_tokens(reject=False)
+    assert calls == [] and on == off and all(len(t) == 6 for t in on.values())
