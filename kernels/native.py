@@ -82,13 +82,14 @@ def _compiler() -> str | None:
 
 
 def _cpu_model() -> str:
+    """The CPU's model name and instruction-set flags (Linux), so a library built with -march=native is
+    never loaded on another CPU sharing the cache directory (a JupyterHub home on mixed nodes)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "flags")):
-                return line
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        pass
-    return platform.processor()
+        return platform.processor()
+    wanted = ("model name", "flags", "Features", "CPU part")  # x86; the last two on ARM Linux
+    return "\n".join(dict.fromkeys(line for line in lines if line.startswith(wanted)))
 
 
 def library_path(compiler: str, flags: list[str]) -> Path:

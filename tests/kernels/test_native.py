@@ -332,6 +332,19 @@ def test_a_fresh_cache_dir_builds_once_and_a_new_process_reuses_it(
     assert [p.name for p in (tmp_path / "native").iterdir()] == [so.name]
 
 
+def test_the_library_name_hashes_the_cpu_so_mixed_nodes_never_share_one(
+    built: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    compiler = native._compiler()
+    assert compiler is not None
+    here = native.library_path(compiler, ["-march=native"])
+    assert "flags" in native._cpu_model() or "Features" in native._cpu_model() or sys.platform != "linux"
+    monkeypatch.setattr(native, "_cpu_model", lambda: "model name : the same\nflags : without avx512f")
+    other = native.library_path(compiler, ["-march=native"])
+    assert other != here and other.parent == here.parent
+    assert native.library_path(compiler, ["-fopenmp-simd"]) != other  # and the flags
+
+
 # --- 6. the engine ------------------------------------------------------------------------------
 def engine_tokens(reject: bool) -> dict[str, list[int]]:
     """Greedy tokens of 7 prompts on the "cpu" backend; with ``reject``, an out-of-vocabulary request is refused
