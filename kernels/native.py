@@ -13,7 +13,8 @@ backend's cache write), as vLLM's CPU backend has them in ``csrc/cpu/``.
 
 The library is built once per machine with the C compiler found (``$CC``, else ``cc``, ``gcc``, ``clang``),
 ``-O3 -march=native`` and OpenMP where the compiler has it, into ``$PAGEDLAB_CACHE_DIR/native/``
-(keyed by the source, compiler, flags and CPU), and loaded with ``ctypes``. Where that is not possible
+(keyed by the source, compiler, flags and CPU; a per-user temp folder when the cache is read-only),
+and loaded with ``ctypes``. Where that is not possible
 (no compiler, e.g. Windows without build tools; a failed build; ``PAGEDLAB_NATIVE=0``) the ``"cpu"``
 path runs its torch ops instead, with the same results: :func:`load` returns None and
 :func:`unavailable_reason` says why (``pagedlab doctor`` shows it).
@@ -42,6 +43,7 @@ __all__ = [
     "load",
     "unavailable_reason",
     "library_path",
+    "library_dirs",
     "as_int32",
     "paged_decode_attention",
     "reshape_and_cache",
@@ -92,38 +94,63 @@ def _cpu_model() -> str:
     return "\n".join(dict.fromkeys(line for line in lines if line.startswith(wanted)))
 
 
-def library_path(compiler: str, flags: list[str]) -> Path:
-    """Where the library built by ``compiler`` with ``flags`` is kept (the name hashes what shapes it)."""
-    from pagedlab.paths import default_cache_dir
-
+def library_path(compiler: str, flags: list[str], directory: Path | None = None) -> Path:
+    """Where the library built by ``compiler`` with ``flags`` is kept: in ``directory`` (default: the first
+    of :func:`library_dirs`), named by a hash of what shapes it (sources, compiler, flags, CPU)."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     texts = [f.read_text() for f in SOURCES]
     key = "\n".join([*texts, compiler, version, " ".join(flags + _COMMON), platform.machine(), _cpu_model()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return default_cache_dir() / "native" / f"paged_attention_cpu-{digest}.so"
+    return (directory or library_dirs()[0]) / f"paged_attention_cpu-{digest}.so"
+
+
+def library_dirs() -> list[Path]:
+    """Where libraries are looked for and built, in order: ``native/`` in the cache directory, then a
+    per-user folder in the system temp directory (for a read-only cache, e.g. one a hub shares: a library
+    the instructor built there is used; otherwise each user builds their own)."""
+    from pagedlab.paths import default_cache_dir
+
+    uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
+    return [default_cache_dir() / "native", Path(tempfile.gettempdir()) / f"pagedlab-{uid}" / "native"]
 
 
 def _build(compiler: str) -> tuple[ctypes.CDLL | None, str]:
-    """Build (or find already built) and load the library: ``(library, "")`` or ``(None, why)``."""
+    """Find an already built library or build one, and load it: ``(library, "")`` or ``(None, why)``."""
     errors = []
     for flags in _FLAG_SETS:
         try:
-            path = library_path(compiler, flags)
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # Built under a temporary name and renamed: concurrent first uses never load half a file.
-                with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-                    out = Path(tmp) / path.name
-                    cmd = [compiler, *flags, *_COMMON, "-o", str(out), *map(str, SOURCES), "-lm"]
-                    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-                    if done.returncode != 0:
-                        errors.append(f"{' '.join(cmd[:3])} ...: {done.stderr.strip().splitlines()[-1:]}")
-                        continue
-                    os.replace(out, path)
+            paths = [library_path(compiler, flags, d) for d in library_dirs()]
+            path = next((p for p in paths if p.exists()), None) or _compile(compiler, flags, paths)
             return _bind(ctypes.CDLL(str(path))), ""
         except (OSError, subprocess.SubprocessError) as e:
             errors.append(f"{type(e).__name__}: {e}")
     return None, "the C kernel did not build: " + "; ".join(errors)
+
+
+def _compile(compiler: str, flags: list[str], paths: list[Path]) -> Path:
+    """Compile into the first of ``paths`` whose folder can be written; return it.
+
+    Raises:
+        OSError: the compiler failed (its last line of errors), or no folder could be written.
+    """
+    unwritable = []
+    for path in paths:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Built under a temporary name and renamed: concurrent first uses never load half a file.
+            with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+                out = Path(tmp) / path.name
+                cmd = [compiler, *flags, *_COMMON, "-o", str(out), *map(str, SOURCES), "-lm"]
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                if done.returncode != 0:
+                    raise subprocess.SubprocessError(
+                        f"{' '.join(cmd[:3])} ...: {done.stderr.strip().splitlines()[-1:]}"
+                    )
+                os.replace(out, path)
+            return path
+        except OSError as e:  # read-only, not a folder, full ...
+            unwritable.append(f"{path.parent}: {e.strerror or e}")
+    raise OSError(f"no folder to build in ({'; '.join(unwritable)})")
 
 
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:

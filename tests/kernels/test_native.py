@@ -332,6 +332,29 @@ def test_a_fresh_cache_dir_builds_once_and_a_new_process_reuses_it(
     assert [p.name for p in (tmp_path / "native").iterdir()] == [so.name]
 
 
+def test_a_read_only_cache_uses_its_built_library_or_builds_in_the_temp_folder(
+    built: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "a-file"  # "<a file>/native" can never be created: unwritable even for root
+    blocked.write_text("")
+    fallback = tmp_path / "tmp" / "native"
+    monkeypatch.setattr(native, "library_dirs", lambda: [blocked / "native", fallback])
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.delenv(native.ENV_NATIVE, raising=False)
+    lib = native.load()
+    assert lib is not None, native.unavailable_reason()
+    assert Path(lib._name).parent == fallback and [p.suffix for p in fallback.iterdir()] == [".so"]
+    shared = tmp_path / "shared"  # an instructor's read-only cache that holds a built library
+    shared.mkdir()
+    (shared / Path(lib._name).name).write_bytes(Path(lib._name).read_bytes())
+    monkeypatch.setattr(native, "library_dirs", lambda: [shared, tmp_path / "other"])
+    monkeypatch.setattr(native, "_state", {})
+    assert Path(native.load()._name).parent == shared and not (tmp_path / "other").exists()
+    monkeypatch.setattr(native, "library_dirs", lambda: [blocked / "native", blocked / "again"])
+    monkeypatch.setattr(native, "_state", {})
+    assert native.load() is None and "no folder to build in" in native.unavailable_reason()
+
+
 def test_the_library_name_hashes_the_cpu_so_mixed_nodes_never_share_one(
     built: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
