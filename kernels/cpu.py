@@ -167,8 +167,7 @@ class NativeDecode:
 def plan_decode(kv: PagedKV) -> DecodePlan | NativeDecode:
     """This step's decode plan: :class:`NativeDecode` where the C kernel can run (it built, and the cache
     is fp32, contiguous, on the CPU), else the grouped torch path's :class:`DecodePlan`."""
-    cache = kv.key_cache
-    if cache.dtype == torch.float32 and cache.device.type == "cpu" and cache.is_contiguous() and native.load():
+    if native.reads(kv):
         lens, tables = native.as_int32("seq_lens", kv.seq_lens), native.as_int32("block_tables", kv.block_tables)
         return NativeDecode(tables, lens, int(lens.max()) if lens.numel() else 0)
     return plan_grouped_decode(kv)
@@ -187,10 +186,10 @@ def paged_decode_attention(
     if plan is None:
         plan = plan_decode(kv)
     if isinstance(plan, NativeDecode):
-        if query.dtype == torch.float32:
+        if native.reads(kv, query):
             tables = PagedKV(kv.key_cache, kv.value_cache, plan.block_tables, plan.seq_lens)
             return native.paged_decode_attention(query, tables, scale, max_seq_len=plan.max_seq_len)
-        plan = None  # the kernel reads fp32 queries only
+        plan = None  # a query the kernel cannot read (not fp32, heads not contiguous)
     with single_threaded(query.shape[0] <= SINGLE_THREAD_TOKENS):
         return grouped_decode_attention(query, kv, scale, plan if isinstance(plan, DecodePlan) else None)
 

@@ -46,6 +46,8 @@ __all__ = [
     "library_dirs",
     "as_int32",
     "paged_decode_attention",
+    "lane_decode_attention",
+    "reads",
     "reshape_and_cache",
     "rms_norm",
     "rotary_embedding",
@@ -66,6 +68,7 @@ _P, _I, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 #: Each C function's argument types (all return an int status or None).
 _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "paged_decode_attention_f32": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
+    "lane_decode_attention_f32": (ctypes.c_int, [_P] * 7 + [_I] * 7 + [_F, ctypes.c_int, _P]),
     "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
     "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
@@ -225,6 +228,55 @@ def paged_decode_attention(
         kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), tables.shape[1], max_len, scale,
         torch.get_num_threads() if num_threads is None else num_threads, ctypes.byref(bad_seq),
     )  # fmt: skip
+    if status != 0:
+        _raise(status, bad_seq.value, kv)
+    return out
+
+
+def reads(kv: PagedKV, query: torch.Tensor | None = None) -> bool:
+    """Whether the C decode kernels are built and can read ``kv``'s caches (fp32, CPU, contiguous) and, when
+    given, ``query`` (fp32, heads contiguous). The callers run their torch path otherwise."""
+    k, v = kv.key_cache, kv.value_cache
+    ok = k.dtype == v.dtype == torch.float32 and k.device.type == "cpu" and k.is_contiguous() and v.is_contiguous()
+    if query is not None:
+        ok = ok and query.dtype == torch.float32 and query.dim() == 3 and query.stride(2) == 1
+        ok = ok and query.stride(1) == query.shape[2]
+    return ok and load() is not None
+
+
+def lane_decode_attention(
+    query: torch.Tensor, kv: PagedKV, scale: float, slots: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """``pagedlab.model.attention.tiled_decode_attention``'s result, in C: attention over the lanes a
+    tile-load plan chose instead of the block table (the engine runs a learner's lab 08 tile load so).
+
+    Args:
+        query, kv: as :func:`paged_decode_attention` (``kv``'s tables are not read; its ``seq_lens`` are:
+            0 gives a zero row).
+        slots: int64 ``[num_seqs, num_lanes]``, a lane's flat cache slot + 1, or 0 for a zero row.
+        mask: bool ``[num_seqs, num_lanes]``, the lanes that attend.
+    Returns:
+        fp32 ``[num_seqs, num_q_heads, head_dim]`` (a sequence whose lanes are all masked: a zero row).
+
+    Raises:
+        KernelInputError: as :func:`paged_decode_attention`; or an attending lane's slot outside the cache,
+            naming the sequence.
+    """
+    lib = _library()
+    num_seqs, num_q_heads, head_dim = _check(query, kv)
+    if slots.dtype != torch.int64 or mask.dtype != torch.bool or slots.shape != mask.shape or len(slots) != num_seqs:
+        raise KernelInputError(f"slots (int64) and mask (bool) must both be [{num_seqs}, lanes]; got "
+                               f"{_describe(slots)} and {_describe(mask)}")  # fmt: skip
+    slots, mask, lens = slots.contiguous(), mask.contiguous(), as_int32("seq_lens", kv.seq_lens)
+    out = torch.empty(num_seqs, num_q_heads, head_dim)
+    bad_seq = ctypes.c_int64(-1)
+    status = lib.lane_decode_attention_f32(
+        out.data_ptr(), query.data_ptr(), kv.key_cache.data_ptr(), kv.value_cache.data_ptr(), slots.data_ptr(),
+        mask.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim, slots.shape[1],
+        kv.num_blocks * kv.block_size, query.stride(0), scale, torch.get_num_threads(), ctypes.byref(bad_seq),
+    )  # fmt: skip
+    if status == -3:
+        raise KernelInputError(f"sequence {bad_seq.value}: an attending lane's slot is outside the cache")
     if status != 0:
         _raise(status, bad_seq.value, kv)
     return out

@@ -53,45 +53,35 @@ static inline void prefetch_row(const float *row, int64_t head_dim) {
     for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d); /* one 64-byte line */
 }
 
-/* rows[t] = where position t's row starts in a cache (in floats), for t < seq_len: position t lives in
- * block table[t / block_size], row t % block_size. Walked block by block: no division per position. */
-static void row_offsets(int64_t *rows, const int32_t *table, int64_t seq_len, int64_t block_size,
-                        int64_t row_stride) {
-    for (int64_t t = 0, b = 0; t < seq_len; b++)
-        for (int64_t r = 0; r < block_size && t < seq_len; r++, t++)
-            rows[t] = ((int64_t)table[b] * block_size + r) * row_stride;
-}
-
-/* One (sequence, KV head) task: `group` query heads against the sequence's keys and values, the
- * exact softmax in three passes over `scores` ([group][seq_len] floats):
+/* One (sequence, KV head) task: `group` query heads against the n keys and values whose rows are
+ * krows[t] and vrows[t], the exact softmax in three passes over `scores` ([group][n] floats):
  *   1. scores[g][t] = scale * q_g . k_t          (each key row read once for the whole group)
  *   2. scores[g][t] = exp(score - max_g), summed per head
  *   3. out_g = sum_t scores[g][t] * v_t / sum_g  (each value row read once for the whole group)
- * `rows` holds row_offsets() of the sequence (shifted to this KV head). Rows PREFETCH_AHEAD positions
- * on are prefetched: blocks are scattered, so the hardware prefetcher loses the stream at every block
- * boundary. always_inline: the caller passes constant group and head_dim for the common shapes, and
- * the compiler unrolls and vectorizes the loops for them. */
+ * Rows PREFETCH_AHEAD positions on are prefetched: blocks are scattered, so the hardware prefetcher
+ * loses the stream at every block boundary. always_inline: the caller passes constant group and
+ * head_dim for the common shapes, and the compiler unrolls and vectorizes the loops for them. */
 static inline __attribute__((always_inline)) void attend_one(
-    float *out, const float *q, const float *key_cache, const float *value_cache, const int64_t *rows,
-    int64_t seq_len, int64_t group, int64_t head_dim, float scale, float *scores) {
-    for (int64_t t = 0; t < seq_len; t++) { /* pass 1 */
-        const float *k = key_cache + rows[t];
-        if (t + PREFETCH_AHEAD < seq_len) prefetch_row(key_cache + rows[t + PREFETCH_AHEAD], head_dim);
+    float *out, const float *q, const float *const *krows, const float *const *vrows, int64_t n,
+    int64_t group, int64_t head_dim, float scale, float *scores) {
+    for (int64_t t = 0; t < n; t++) { /* pass 1 */
+        const float *k = krows[t];
+        if (t + PREFETCH_AHEAD < n) prefetch_row(krows[t + PREFETCH_AHEAD], head_dim);
         for (int64_t g = 0; g < group; g++) {
             const float *qg = q + g * head_dim;
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
             for (int64_t d = 0; d < head_dim; d++) dot += qg[d] * k[d];
-            scores[g * seq_len + t] = dot * scale;
+            scores[g * n + t] = dot * scale;
         }
     }
     float denom[MAX_GROUP];
     for (int64_t g = 0; g < group; g++) { /* pass 2 */
-        float *sg = scores + g * seq_len, max_score = sg[0], sum = 0.0f;
+        float *sg = scores + g * n, max_score = sg[0], sum = 0.0f;
 #pragma omp simd reduction(max : max_score)
-        for (int64_t t = 1; t < seq_len; t++) max_score = sg[t] > max_score ? sg[t] : max_score;
+        for (int64_t t = 1; t < n; t++) max_score = sg[t] > max_score ? sg[t] : max_score;
 #pragma omp simd reduction(+ : sum)
-        for (int64_t t = 0; t < seq_len; t++) {
+        for (int64_t t = 0; t < n; t++) {
             sg[t] = exp_nonpositive(sg[t] - max_score);
             sum += sg[t];
         }
@@ -99,11 +89,11 @@ static inline __attribute__((always_inline)) void attend_one(
     }
     float acc[MAX_GROUP * MAX_HEAD_DIM];
     memset(acc, 0, sizeof(float) * (size_t)(group * head_dim));
-    for (int64_t t = 0; t < seq_len; t++) { /* pass 3 */
-        const float *v = value_cache + rows[t];
-        if (t + PREFETCH_AHEAD < seq_len) prefetch_row(value_cache + rows[t + PREFETCH_AHEAD], head_dim);
+    for (int64_t t = 0; t < n; t++) { /* pass 3 */
+        const float *v = vrows[t];
+        if (t + PREFETCH_AHEAD < n) prefetch_row(vrows[t + PREFETCH_AHEAD], head_dim);
         for (int64_t g = 0; g < group; g++) {
-            float p = scores[g * seq_len + t], *a = acc + g * head_dim;
+            float p = scores[g * n + t], *a = acc + g * head_dim;
 #pragma omp simd
             for (int64_t d = 0; d < head_dim; d++) a[d] += p * v[d];
         }
@@ -112,64 +102,131 @@ static inline __attribute__((always_inline)) void attend_one(
         for (int64_t d = 0; d < head_dim; d++) out[g * head_dim + d] = acc[g * head_dim + d] / denom[g];
 }
 
-/* The block ids sequence s reads: OK, or the first problem (its code; *bad_seq names the sequence). */
-static int check_table(const int32_t *table, int64_t seq_len, int64_t table_width, int64_t block_size,
-                       int64_t num_blocks) {
-    int64_t used = (seq_len + block_size - 1) / block_size;
-    if (used > table_width) return SEQ_TOO_LONG;
-    for (int64_t i = 0; i < used; i++)
-        if (table[i] < 0 || table[i] >= num_blocks) return BAD_BLOCK_ID;
-    return OK;
-}
+/* Where a task's rows come from: fills krows/vrows (the rows of KV head h of sequence s that it
+ * attends to, in order) and *n; returns OK or an error code (then nothing is read). */
+typedef int (*find_rows_fn)(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
+                            int64_t *n);
 
-/* Every (sequence, KV head) task, spread over num_threads OpenMP threads (one without OpenMP).
- * Returns OK or the first error code; *bad_seq is then the sequence it concerns (-1: none). Nothing
- * is read through a table that fails check_table: its output rows are zero. */
-int paged_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
-                               const int32_t *block_tables, const int32_t *seq_lens, int64_t num_seqs,
-                               int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
-                               int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
-                               int64_t max_seq_len,
-                               float scale, int num_threads, int64_t *bad_seq) {
+/* Every (sequence, KV head) task, spread over num_threads OpenMP threads (one without OpenMP); a task
+ * with no rows gets a zero output. Returns OK or the first error code, with *bad_seq its sequence. */
+static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads,
+                     int64_t head_dim, int64_t q_stride, int64_t max_rows, float scale, int num_threads,
+                     find_rows_fn find_rows, const void *how, int64_t *bad_seq) {
     const int64_t group = num_q_heads / num_kv_heads, tasks = num_seqs * num_kv_heads;
     if (group > MAX_GROUP || head_dim > MAX_HEAD_DIM || group * num_kv_heads != num_q_heads) return BAD_SHAPE;
     int status = OK;
     *bad_seq = -1;
 #pragma omp parallel num_threads(num_threads) if (num_threads > 1 && tasks > 1)
     {
-        /* Per thread: the scores of one task and the row offsets of its sequence. */
-        size_t longest = (size_t)(max_seq_len > 0 ? max_seq_len : 1);
+        /* Per thread: one task's scores and row pointers. */
+        size_t longest = (size_t)(max_rows > 0 ? max_rows : 1);
         float *scores = malloc(sizeof(float) * longest * (size_t)group);
-        int64_t *rows = malloc(sizeof(int64_t) * longest);
+        const float **krows = malloc(sizeof(float *) * longest), **vrows = malloc(sizeof(float *) * longest);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
-            int64_t s = task / num_kv_heads, h = task % num_kv_heads, len = seq_lens[s];
+            int64_t s = task / num_kv_heads, h = task % num_kv_heads, n = 0;
             float *o = out + (s * num_q_heads + h * group) * head_dim;
             const float *q = query + s * q_stride + h * group * head_dim;
-            const float *k = key_cache + h * head_dim, *v = value_cache + h * head_dim; /* this head's rows */
-            const int32_t *table = block_tables + s * table_stride;
-            int problem = !scores || !rows       ? NO_MEMORY
-                          : len > max_seq_len ? ABOVE_MAX_LEN
-                          : len < 0           ? NEGATIVE_LEN
-                                               : check_table(table, len, table_width, block_size, num_blocks);
-            if (problem != OK || len <= 0) {
+            int problem = !scores || !krows || !vrows ? NO_MEMORY : find_rows(how, s, h, krows, vrows, &n);
+            if (problem != OK || n == 0) {
                 memset(o, 0, sizeof(float) * (size_t)(group * head_dim));
                 if (problem != OK) {
 #pragma omp critical
                     if (status == OK) status = problem, *bad_seq = s;
                 }
-                continue;
+            } else if (group == 3 && head_dim == 64) { /* SmolLM2-135M's shape, specialized */
+                attend_one(o, q, krows, vrows, n, 3, 64, scale, scores);
+            } else if (group == 4 && head_dim == 64) {
+                attend_one(o, q, krows, vrows, n, 4, 64, scale, scores);
+            } else {
+                attend_one(o, q, krows, vrows, n, group, head_dim, scale, scores);
             }
-            row_offsets(rows, table, len, block_size, num_kv_heads * head_dim);
-            if (group == 3 && head_dim == 64) /* SmolLM2-135M's shape, specialized */
-                attend_one(o, q, k, v, rows, len, 3, 64, scale, scores);
-            else if (group == 4 && head_dim == 64)
-                attend_one(o, q, k, v, rows, len, 4, 64, scale, scores);
-            else
-                attend_one(o, q, k, v, rows, len, group, head_dim, scale, scores);
         }
         free(scores);
-        free(rows);
+        free(krows);
+        free(vrows);
     }
     return status;
+}
+
+/* --- through the block table ------------------------------------------------------------------ */
+typedef struct {
+    const float *key_cache, *value_cache;
+    const int32_t *block_tables, *seq_lens;
+    int64_t num_kv_heads, head_dim, block_size, num_blocks, table_stride, table_width, max_seq_len;
+} TableRows;
+
+/* Position t of sequence s lives in block table[t / block_size], row t % block_size: walked block by
+ * block (no division per position), after checking every block id the sequence reads. */
+static int rows_from_table(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
+                           int64_t *n) {
+    const TableRows *c = how;
+    const int32_t *table = c->block_tables + s * c->table_stride;
+    int64_t len = c->seq_lens[s], used = (len + c->block_size - 1) / c->block_size;
+    if (len < 0) return NEGATIVE_LEN;
+    if (len > c->max_seq_len) return ABOVE_MAX_LEN;
+    if (used > c->table_width) return SEQ_TOO_LONG;
+    for (int64_t i = 0; i < used; i++)
+        if (table[i] < 0 || table[i] >= c->num_blocks) return BAD_BLOCK_ID;
+    const int64_t row_stride = c->num_kv_heads * c->head_dim, head = h * c->head_dim;
+    for (int64_t t = 0, b = 0; t < len; b++)
+        for (int64_t r = 0; r < c->block_size && t < len; r++, t++) {
+            int64_t row = ((int64_t)table[b] * c->block_size + r) * row_stride + head;
+            krows[t] = c->key_cache + row, vrows[t] = c->value_cache + row;
+        }
+    *n = len;
+    return OK;
+}
+
+int paged_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
+                               const int32_t *block_tables, const int32_t *seq_lens, int64_t num_seqs,
+                               int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
+                               int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
+                               int64_t max_seq_len, float scale, int num_threads, int64_t *bad_seq) {
+    TableRows how = {key_cache, value_cache, block_tables, seq_lens,   num_kv_heads, head_dim,
+                     block_size, num_blocks,  table_stride, table_width, max_seq_len};
+    return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, max_seq_len, scale,
+                     num_threads, rows_from_table, &how, bad_seq);
+}
+
+/* --- through the lanes a tile-load plan chose (pagedlab.model.attention.TilePlan) --------------- */
+typedef struct {
+    const float *key_cache, *value_cache, *zero_row;
+    const int64_t *slots; /* [num_seqs, num_lanes]: flat slot + 1, or 0 for a zero row */
+    const uint8_t *mask;  /* [num_seqs, num_lanes]: 1 = the lane attends */
+    const int32_t *seq_lens;
+    int64_t num_kv_heads, head_dim, num_lanes, num_slots;
+} LaneRows;
+
+/* The attending lanes of sequence s, in order: a lane's row is its slot's, or zero_row for slot 0. */
+static int rows_from_lanes(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
+                           int64_t *n) {
+    const LaneRows *c = how;
+    const int64_t *slots = c->slots + s * c->num_lanes;
+    const uint8_t *mask = c->mask + s * c->num_lanes;
+    const int64_t row_stride = c->num_kv_heads * c->head_dim, head = h * c->head_dim;
+    if (c->seq_lens[s] <= 0) return c->seq_lens[s] < 0 ? NEGATIVE_LEN : OK; /* *n stays 0: a zero row */
+    for (int64_t l = 0; l < c->num_lanes; l++)
+        if (mask[l] && (slots[l] < 0 || slots[l] > c->num_slots)) return BAD_BLOCK_ID;
+    int64_t m = 0;
+    for (int64_t l = 0; l < c->num_lanes; l++) {
+        if (!mask[l]) continue;
+        int64_t row = (slots[l] - 1) * row_stride + head;
+        krows[m] = slots[l] ? c->key_cache + row : c->zero_row;
+        vrows[m] = slots[l] ? c->value_cache + row : c->zero_row;
+        m++;
+    }
+    *n = m;
+    return OK;
+}
+
+int lane_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
+                              const int64_t *slots, const uint8_t *mask, const int32_t *seq_lens, int64_t num_seqs,
+                              int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t num_lanes,
+                              int64_t num_slots, int64_t q_stride, float scale, int num_threads, int64_t *bad_seq) {
+    static const float zero_row[MAX_HEAD_DIM] = {0};
+    LaneRows how = {key_cache, value_cache, zero_row, slots, mask, seq_lens, num_kv_heads, head_dim, num_lanes,
+                    num_slots};
+    return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, num_lanes, scale,
+                     num_threads, rows_from_lanes, &how, bad_seq);
 }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pagedlab.kernels import native
 from pagedlab.kernels.backends import AttentionBackend, get_backend
 from pagedlab.kernels.paged_kv import PagedKV
 
@@ -151,7 +152,9 @@ def tiled_decode_attention(query: torch.Tensor, kv: PagedKV, scale: float, plan:
     """Decode attention that reads K/V only through the lanes of ``plan`` (:func:`plan_tile_loads`).
 
     Each lane's row is gathered from the slot the tile load chose (a zero row where it chose none);
-    masked lanes contribute nothing. Shapes as ``kernels.reference.paged_decode_attention``: query
+    masked lanes contribute nothing. Where the CPU path's C kernels are built (fp32 CPU tensors), the
+    same lanes are read in place by ``pagedlab.kernels.native.lane_decode_attention``; the torch code
+    below is the readable version (and the fallback). Shapes as ``kernels.reference.paged_decode_attention``: query
     ``[S, Hq, D]``, returns ``[S, Hq, D]``. ``kv`` is the one the plan was made from (the plan holds
     its block-table lookups; only its cache and ``seq_lens`` are read here).
     """
@@ -159,6 +162,9 @@ def tiled_decode_attention(query: torch.Tensor, kv: PagedKV, scale: float, plan:
     key_cache, value_cache, num_kv_heads = kv.key_cache, kv.value_cache, kv.num_kv_heads
     if plan.slots.shape[1] == 0:
         return torch.zeros_like(query)
+    if native.reads(kv, query):  # the same computation in C (pagedlab.kernels.native), no gather
+        out: torch.Tensor = native.lane_decode_attention(query, kv, scale, plan.slots, plan.mask)
+        return out
     read = plan.slots > 0
     index = (plan.slots - 1).clamp(min=0)
     zero = key_cache.new_zeros(())

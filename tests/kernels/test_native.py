@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from pagedlab.engine.components import load_kv_tile
 from pagedlab.errors import InvalidRequestError, KernelInputError
 from pagedlab.kernels import cpu, native, reference
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase
+from pagedlab.model.attention import plan_tile_loads, tiled_decode_attention
 from pagedlab.model.llama import apply_rope
 
 pytestmark = pytest.mark.no_interpreter_needed
@@ -163,6 +164,44 @@ def test_inputs_the_kernel_cannot_read_are_refused(built: None, what: str) -> No
     q, kv = change(*decode_inputs([5, 9], 2, 3, 16, 4)[::2])
     with pytest.raises(KernelInputError, match=message):
         native.paged_decode_attention(q, kv, 0.25, max_seq_len=5 if "max_seq_len" in what else None)
+
+
+# --- 1b. decode attention through a tile-load plan (a learner's lab 08 tile load in the engine) --------
+def odd_tile_load(cache: torch.Tensor, table: torch.Tensor, start: int, size: int, seq_len: int):  # type: ignore[no-untyped-def]
+    """The solution's tile load, but lanes 3 and 5 of each tile read a zero row (still attending) and lane 6
+    is masked although in range: the plan then holds zero-row lanes and holes."""
+    rows, mask = load_kv_tile(cache, table, start, size, seq_len)
+    rows[[3, 5]] = 0
+    mask = mask.clone()
+    mask[6] = False
+    return rows, mask
+
+
+@pytest.mark.parametrize("tile_load", [load_kv_tile, odd_tile_load], ids=["solution", "zero rows and holes"])
+@pytest.mark.parametrize("group", [1, 3, 5])
+def test_lane_attention_equals_the_torch_tiled_path(
+    built: None, monkeypatch: pytest.MonkeyPatch, tile_load: Callable[..., object], group: int
+) -> None:
+    q, kv, clean = decode_inputs([0, 1, 17, 64, 65, 130], 2, group, 16, 4, packed=True)
+    plan = plan_tile_loads(tile_load, clean)  # type: ignore[arg-type]
+    assert bool((plan.slots[plan.mask] == 0).any()) == (tile_load is odd_tile_load)
+    got = tiled_decode_attention(q, clean, 0.25, plan)  # the C kernel: built here
+    monkeypatch.setattr(native, "reads", lambda kv, query=None: False)
+    want = tiled_decode_attention(q, clean, 0.25, plan)  # the torch code
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert torch.equal(got[0], torch.zeros_like(got[0])) and not torch.isnan(got).any()
+
+
+def test_a_lane_slot_outside_the_cache_is_named(built: None) -> None:
+    q, _, clean = decode_inputs([5, 9], 2, 3, 16, 4)
+    plan = plan_tile_loads(load_kv_tile, clean)
+    slots = plan.slots.clone()
+    slots[1, 2] = clean.num_blocks * clean.block_size + 1  # one past the last slot (+1 encoded)
+    with pytest.raises(KernelInputError, match="sequence 1: an attending lane's slot is outside the cache"):
+        native.lane_decode_attention(q, clean, 0.25, slots, plan.mask)
+    slots[1, 2], mask = -1, plan.mask.clone()
+    mask[1, 2] = False  # a masked lane is never read, whatever its slot
+    native.lane_decode_attention(q, clean, 0.25, slots, mask)
 
 
 # Found by this file's first version, fixed since: wrapped int64 values, an empty table row, zero tokens.
@@ -405,16 +444,12 @@ def counting(f: Callable[..., torch.Tensor], calls: list[str]) -> Callable[..., 
 
 
 def test_engine_tokens_equal_with_the_c_kernels_on_and_off(built: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pagedlab.model.cpu_linear as cpu_linear
-
     calls: list[str] = []
     for name in ("paged_decode_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"):
         monkeypatch.setattr(native, name, counting(getattr(native, name), calls))
     on = engine_tokens(reject=True)
     assert set(calls) == {"paged_decode_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"}
-    off_ns = types.SimpleNamespace(load=lambda: None)
-    monkeypatch.setattr(cpu, "native", off_ns)
-    monkeypatch.setattr(cpu_linear, "native", off_ns)
+    monkeypatch.setattr(native, "_state", {"lib": None, "why": "off for this test"})  # every caller: torch
     calls.clear()
     off = engine_tokens(reject=False)
     assert calls == [] and on == off and all(len(t) == 6 for t in on.values())
