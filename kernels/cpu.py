@@ -8,7 +8,7 @@ things that cost time on a CPU:
   a batch mixing 40-token chats with 500-token summaries copies and attends over ~2x the keys it
   needs. Here sequences are grouped by length (at most 4 groups, each padded at most 25 % beyond
   its shortest member's block count); one ``index_select`` per cache gathers every group's blocks
-  and each group is one SDPA call. The index tensors are built once per step (:func:`plan_decode`)
+  and each group is one SDPA call. The index tensors are built once per step (:func:`plan_grouped_decode`)
   and reused by all layers.
 * Decode, where the machine can build it: the C kernel of ``pagedlab.kernels.native``, which reads
   the blocks in place instead (no gather at all); the grouped torch path above is the fallback.
@@ -79,16 +79,9 @@ def reshape_and_cache(
     value_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """The reference's cache write (same contract), as one C loop where the C kernels are built and the
-    layout is the engine's (fp32, contiguous caches and K/V rows, int64 slots); else the reference."""
-    if (
-        key.dtype == value.dtype == key_cache.dtype == value_cache.dtype == torch.float32
-        and slot_mapping.dtype == torch.int64
-        and key_cache.is_contiguous()
-        and value_cache.is_contiguous()
-        and key.device.type == "cpu"
-        and native.load() is not None
-    ):
+    """The reference's cache write (same contract), as one C loop where ``native.writes`` says the C kernel
+    can take these tensors (the engine's layout); else the reference."""
+    if native.writes(key, value, key_cache, value_cache, slot_mapping):
         native.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)
     else:
         reference.reshape_and_cache(key, value, key_cache, value_cache, slot_mapping)

@@ -48,6 +48,7 @@ __all__ = [
     "paged_decode_attention",
     "lane_decode_attention",
     "reads",
+    "writes",
     "reshape_and_cache",
     "rms_norm",
     "rotary_embedding",
@@ -242,6 +243,20 @@ def reads(kv: PagedKV, query: torch.Tensor | None = None) -> bool:
         ok = ok and query.dtype == torch.float32 and query.dim() == 3 and query.stride(2) == 1
         ok = ok and query.stride(1) == query.shape[2]
     return ok and load() is not None
+
+
+def writes(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> bool:
+    """Whether the C kernels are built and :func:`reshape_and_cache` can take these tensors: fp32 CPU K/V
+    ``[T, Hkv, D]`` with contiguous rows, contiguous fp32 caches, int64 slots (the engine's layout)."""
+    kv_ok = all(t.dtype == torch.float32 and t.dim() == 3 and _rows_contiguous(t) for t in (key, value))
+    caches_ok = all(c.dtype == torch.float32 and c.is_contiguous() for c in (key_cache, value_cache))
+    return kv_ok and caches_ok and key.device.type == "cpu" and slot_mapping.dtype == torch.int64 and load() is not None
 
 
 def lane_decode_attention(

@@ -151,3 +151,17 @@ def test_engine_tokens_equal_with_the_cpu_and_torch_backends() -> None:
         got[backend] = {o.request_id: o.outputs[0].token_ids for o in outs}
     assert got["cpu"] == got["torch"] and len(got["cpu"]) == len(prompts)
     assert all(len(t) == 6 for t in got["cpu"].values())
+
+
+def test_the_cache_write_takes_any_layout_the_reference_takes() -> None:
+    # K rows not contiguous (a permuted view): the C loop cannot read them, so the reference writes.
+    key = torch.randn(3, 16, 2, generator=torch.Generator().manual_seed(8)).permute(0, 2, 1)  # [3, 2, 16]
+    value = torch.randn(3, 2, 16, generator=torch.Generator().manual_seed(9))
+    slots = torch.tensor([0, 5, -1])
+    got = (torch.zeros(4, 4, 2, 16), torch.zeros(4, 4, 2, 16))
+    want = (torch.zeros(4, 4, 2, 16), torch.zeros(4, 4, 2, 16))
+    assert not native.writes(key, value, *got, slots)
+    assert native.writes(key.contiguous(), value, *got, slots) == (native.load() is not None)
+    cpu.reshape_and_cache(key, value, *got, slots)
+    reference.reshape_and_cache(key, value, *want, slots)
+    assert all(torch.equal(g, w) for g, w in zip(got, want)) and bool(got[0].any())
