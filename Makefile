@@ -4,6 +4,7 @@
 #   make demo    set up, then serve data/prompts.jsonl through the engine, headless
 #   make test    set up, then lint (ruff, mypy) and run the whole test suite (pytest tests/ + nbval on solutions/)
 #   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml)
+#   make asan    the C kernels built with AddressSanitizer + UBSan, running the fuzz cases (gcc's libasan)
 #
 # Every target is idempotent: once set up, the set-up steps take well under a second
 # (a stamp file in .venv depends on pyproject.toml and requirements.lock; the model check is cached).
@@ -36,7 +37,7 @@ ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model lab demo test bench lint doctor lock clean distclean
+.PHONY: help setup model lab demo test bench lint asan doctor lock clean distclean
 
 help:
 	@echo "pagedlab make targets:"
@@ -45,6 +46,7 @@ help:
 	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "  make bench      set up and run the benchmarks/ scripts (BENCH_ARGS='--only bench_core.py')"
 	@echo "  make lint       ruff (lint + format check) and mypy, as configured in pyproject.toml"
+	@echo "  make asan       the C kernels under AddressSanitizer + UBSan: the fuzz cases, ASAN_EXAMPLES=$(ASAN_EXAMPLES) per op"
 	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
 	@echo "  make model      download and verify the SmolLM2-135M GGUF into the cache (~98 MB)"
 	@echo "  make doctor     check the installation and print fixes"
@@ -120,6 +122,13 @@ lint: setup
 	"$(VPY)" -m ruff check .
 	"$(VPY)" -m ruff format --check .
 	"$(VPY)" -m mypy
+
+# The C kernels (kernels/csrc) built with -fsanitize=address,undefined, running the fuzz cases of
+# tests/kernels/test_native_fuzz.py in a python with gcc's libasan preloaded (tests/kernels/test_native_asan.py,
+# which `make test` runs with 60 cases per op; this target with ASAN_EXAMPLES). Needs gcc and its libasan.
+ASAN_EXAMPLES ?= 500
+asan: setup
+	PAGEDLAB_FUZZ_EXAMPLES=$(ASAN_EXAMPLES) "$(VPY)" -m pytest -p no:cacheprovider -v tests/kernels/test_native_asan.py $(PYTEST_ARGS)
 
 # ------------------------------------------------------------------------------------------- clean
 

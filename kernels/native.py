@@ -14,7 +14,10 @@ backend's cache write), as vLLM's CPU backend has them in ``csrc/cpu/``.
 The library is built once per machine with the C compiler found (``$CC``, else ``cc``, ``gcc``, ``clang``),
 ``-O3 -march=native`` and OpenMP where the compiler has it, into ``$PAGEDLAB_CACHE_DIR/native/``
 (keyed by the source, compiler, flags and CPU; a per-user temp folder when the cache is read-only),
-and loaded with ``ctypes``. Where that is not possible
+with its sha256 beside it, and loaded with ``ctypes`` only from a folder of this user's or root's that no
+one else can write, and only while its content matches the checksum (``pagedlab.kernels.trust``); a
+library that fails (planted by another user, truncated, of another build) is never loaded: another is
+built, with one warning line saying why. Where that is not possible
 (no compiler, e.g. Windows without build tools; a failed build; ``PAGEDLAB_NATIVE=0``) the ``"cpu"``
 path runs its torch ops instead, with the same results: :func:`load` returns None and
 :func:`unavailable_reason` says why (``pagedlab doctor`` shows it).
@@ -22,8 +25,12 @@ path runs its torch ops instead, with the same results: :func:`load` returns Non
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import hashlib
+import logging
+import numbers
+import operator
 import os
 import platform
 import shutil
@@ -35,10 +42,12 @@ from pathlib import Path
 import torch
 
 from pagedlab.errors import KernelInputError
+from pagedlab.kernels import trust
 from pagedlab.kernels.paged_kv import PagedKV
 
 __all__ = [
     "ENV_NATIVE",
+    "ENV_SANITIZE",
     "SOURCES",
     "load",
     "unavailable_reason",
@@ -56,11 +65,16 @@ __all__ = [
 
 #: ``PAGEDLAB_NATIVE=0`` turns the C kernel off (the ``"cpu"`` backend then runs its torch path).
 ENV_NATIVE = "PAGEDLAB_NATIVE"
+#: ``PAGEDLAB_NATIVE_SANITIZE=address,undefined`` builds the library with those sanitizers (``make asan``; the
+#: process then needs the sanitizer's runtime preloaded, ``LD_PRELOAD=$(gcc -print-file-name=libasan.so)``).
+ENV_SANITIZE = "PAGEDLAB_NATIVE_SANITIZE"
 #: The C sources, built into one library.
 CSRC = Path(__file__).with_name("csrc")
 SOURCES = (CSRC / "paged_attention_cpu.c", CSRC / "layer_ops_cpu.c")
 #: Limits compiled into the kernel (``MAX_GROUP``, ``MAX_HEAD_DIM`` in the source).
 MAX_GROUP, MAX_HEAD_DIM = 16, 256
+#: The most OpenMP threads a call may ask for; lengths and ids are int32 in the kernel.
+MAX_THREADS, INT32_MAX = 4096, 2**31 - 1
 # Flag sets tried in order: OpenMP threads; then OpenMP's SIMD pragmas only (one thread; Apple clang
 # has no -fopenmp); then without -march=native. No FMA contraction: RoPE then rounds as torch does.
 _COMMON = ["-O3", "-ffp-contract=off", "-shared", "-fPIC", "-std=c11"]
@@ -74,8 +88,13 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
     "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
 }
-_ERRORS = {-1: "out of memory for the scores buffer", -2: "unsupported head shape"}
+_ERRORS = {
+    -1: "out of memory for the scores buffer",
+    -2: "unsupported head shape",
+    -7: "a size or count out of range (its products overflow)",
+}
 
+_log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "lib": the loaded CDLL or None; "why": reason it is None
 
@@ -110,51 +129,95 @@ def library_path(compiler: str, flags: list[str], directory: Path | None = None)
 
 def library_dirs() -> list[Path]:
     """Where libraries are looked for and built, in order: ``native/`` in the cache directory, then a
-    per-user folder in the system temp directory (for a read-only cache, e.g. one a hub shares: a library
-    the instructor built there is used; otherwise each user builds their own)."""
+    per-user folder in the system temp directory, created 0700 (for a read-only cache, e.g. one a hub
+    shares: a library an administrator built there, in root's folders, is used; otherwise each user builds
+    their own). A folder another user owns or can write is never used (:mod:`pagedlab.kernels.trust`)."""
     from pagedlab.paths import default_cache_dir
 
     uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
     return [default_cache_dir() / "native", Path(tempfile.gettempdir()) / f"pagedlab-{uid}" / "native"]
 
 
-def _build(compiler: str) -> tuple[ctypes.CDLL | None, str]:
-    """Find an already built library or build one, and load it: ``(library, "")`` or ``(None, why)``."""
-    errors = []
-    for flags in _FLAG_SETS:
+def _flag_sets() -> tuple[list[str], ...]:
+    """The flag sets to try, in order; with ``PAGEDLAB_NATIVE_SANITIZE`` (the kit's own memory-error
+    tests, ``make asan``) one set only: those sanitizers (e.g. ``address,undefined``), debug info, OpenMP."""
+    sanitize = os.environ.get(ENV_SANITIZE, "").strip()
+    if sanitize:
+        return (["-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitize}", "-fno-sanitize-recover=all",
+                 "-fopenmp"],)  # fmt: skip
+    return _FLAG_SETS
+
+
+def _build(compiler: str) -> tuple[ctypes.CDLL | None, str, list[str]]:
+    """Find a library that may be loaded (:mod:`pagedlab.kernels.trust`) or build one, and load it:
+    ``(library, "", refused)`` or ``(None, why, refused)``; ``refused`` says why each library found was not
+    loaded (a rebuilt library then replaces it, or a new one is built in the next folder)."""
+    errors, refused = [], []
+    for flags in _flag_sets():
         try:
             paths = [library_path(compiler, flags, d) for d in library_dirs()]
-            path = next((p for p in paths if p.exists()), None) or _compile(compiler, flags, paths)
-            return _bind(ctypes.CDLL(str(path))), ""
+            for path in (p for p in paths if p.exists()):
+                lib, problem = _open(path)
+                if lib is not None:
+                    return lib, "", refused
+                refused.append(f"{path}: {problem}")
+            lib, problem = _open(_compile(compiler, flags, paths))
+            if lib is not None:
+                return lib, "", refused
+            errors.append(f"the library built does not load: {problem}")
         except (OSError, subprocess.SubprocessError) as e:
             errors.append(f"{type(e).__name__}: {e}")
-    return None, "the C kernel did not build: " + "; ".join(errors)
+    return None, "the C kernel did not build: " + "; ".join(errors), refused
+
+
+def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
+    """``path`` loaded, its functions typed: ``(library, "")``, else ``(None, why)``: checked by
+    :func:`trust.library_problem` before ``dlopen`` (never loaded when it fails), then its symbols (a
+    library of another build is closed again)."""
+    problem = trust.library_problem(path)
+    if problem:
+        return None, problem
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        return None, f"dlopen failed: {e}"
+    try:
+        return _bind(lib), ""
+    except AttributeError as e:
+        getattr(_ctypes, "dlclose", getattr(_ctypes, "FreeLibrary", id))(lib._handle)  # a rebuilt file then loads
+        return None, f"another build: {e}"
 
 
 def _compile(compiler: str, flags: list[str], paths: list[Path]) -> Path:
-    """Compile into the first of ``paths`` whose folder can be written; return it.
+    """Compile into the first of ``paths`` whose folder is this user's (:func:`trust.private_folder`) and
+    can be written; write its checksum beside it; return it.
 
     Raises:
-        OSError: the compiler failed (its last line of errors), or no folder could be written.
+        OSError: the compiler failed (its last line of errors), or no folder could be used.
     """
-    unwritable = []
+    unusable = []
     for path in paths:
+        problem = trust.private_folder(path.parent)
+        if problem:
+            unusable.append(problem)
+            continue
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
             # Built under a temporary name and renamed: concurrent first uses never load half a file.
             with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
                 out = Path(tmp) / path.name
-                cmd = [compiler, *flags, *_COMMON, "-o", str(out), *map(str, SOURCES), "-lm"]
+                cmd = [compiler, *_COMMON, *flags, "-o", str(out), *map(str, SOURCES), "-lm"]
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
                 if done.returncode != 0:
                     raise subprocess.SubprocessError(
                         f"{' '.join(cmd[:3])} ...: {done.stderr.strip().splitlines()[-1:]}"
                     )
+                out.chmod(0o755)
                 os.replace(out, path)
+            trust.write_checksum(path)
             return path
-        except OSError as e:  # read-only, not a folder, full ...
-            unwritable.append(f"{path.parent}: {e.strerror or e}")
-    raise OSError(f"no folder to build in ({'; '.join(unwritable)})")
+        except OSError as e:  # read-only, full ...
+            unusable.append(f"{path.parent}: {e.strerror or e}")
+    raise OSError(f"no folder to build in ({'; '.join(unusable)})")
 
 
 def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
@@ -165,17 +228,23 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 
 def load() -> ctypes.CDLL | None:
-    """The kernel library, built on the first call; None where it cannot be (:func:`unavailable_reason`)."""
+    """The kernel library, built on the first call; None where it cannot be (:func:`unavailable_reason`).
+
+    A library found but not loaded (another user's, truncated, changed, of another build) is named in one
+    warning line on the ``pagedlab.kernels.native`` logger, with what was done instead."""
     if "lib" not in _state:
         with _lock:
             if "lib" not in _state:
-                lib, why = None, ""
+                lib, why, refused = None, "", []
                 if os.environ.get(ENV_NATIVE, "1").strip() == "0":
                     why = f"turned off by {ENV_NATIVE}=0"
                 elif (compiler := _compiler()) is None:
                     why = "no C compiler found ($CC, cc, gcc or clang)"
                 else:
-                    lib, why = _build(compiler)
+                    lib, why, refused = _build(compiler)
+                if refused:
+                    instead = f"using {lib._name}" if lib is not None else f"running the torch path ({why})"
+                    _log.warning("pagedlab: C kernels: not loading %s; %s", "; ".join(refused), instead)
                 _state["why"] = why
                 _state["lib"] = lib
     lib = _state["lib"]
@@ -203,9 +272,10 @@ def paged_decode_attention(
     Args:
         query: fp32 ``[num_seqs, num_q_heads, head_dim]`` on the CPU; heads contiguous (a column
             slice of a packed QKV tensor is fine).
-        kv: fp32 contiguous caches, int32 or int64 ``block_tables`` / ``seq_lens`` (int64 is converted).
+        kv: fp32 contiguous 4-D caches, integer ``block_tables`` ``[num_seqs, max_blocks]`` / ``seq_lens``
+            ``[num_seqs]`` (int32, else converted), all on the CPU.
         scale: softmax scale.
-        num_threads: OpenMP threads (default: ``torch.get_num_threads()``).
+        num_threads: OpenMP threads, ``1 ..`` :data:`MAX_THREADS` (default: ``torch.get_num_threads()``).
         max_seq_len: ``max(seq_lens)`` when the caller knows it (it sizes the scores buffers; a length
             above it is refused, never read past), else computed here.
     Returns:
@@ -213,21 +283,28 @@ def paged_decode_attention(
 
     Raises:
         RuntimeError: the kernel is not available (check :func:`load` first).
-        KernelInputError: an input the kernel cannot read (dtype, device, layout, head shape), or a block
-            id outside ``[0, num_blocks)`` / a ``seq_len`` beyond its table row, naming the sequence.
+        KernelInputError: an input the kernel cannot read (device, dtype, rank, layout, head shape, a
+            thread count or ``max_seq_len`` out of range), or a block id outside ``[0, num_blocks)`` / a
+            ``seq_len`` beyond its table row, naming the sequence.
     """
     lib = _library()
     key_cache, value_cache = kv.key_cache, kv.value_cache
     num_seqs, num_q_heads, head_dim = _check(query, kv)
+    _tensor("block_tables", kv.block_tables, 2)
     tables, lens = as_int32("block_tables", kv.block_tables), as_int32("seq_lens", kv.seq_lens)
-    max_len = max_seq_len if max_seq_len is not None else (int(lens.max()) if num_seqs else 0)
+    threads = _count("num_threads", torch.get_num_threads() if num_threads is None else num_threads, 1, MAX_THREADS)
+    if max_seq_len is None:
+        max_seq_len = max(int(lens.max()), 0) if num_seqs else 0
+    max_len = _count("max_seq_len", max_seq_len)
+    # The scores buffers hold one row per key a sequence may read: never more than its table row holds.
+    rows = min(max_len, tables.shape[1] * kv.block_size)
     out = torch.empty(num_seqs, num_q_heads, head_dim)
     bad_seq = ctypes.c_int64(-1)
     status = lib.paged_decode_attention_f32(
         out.data_ptr(), query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
         tables.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim,
-        kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), tables.shape[1], max_len, scale,
-        torch.get_num_threads() if num_threads is None else num_threads, ctypes.byref(bad_seq),
+        kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), tables.shape[1], rows, _real("scale", scale),
+        threads, ctypes.byref(bad_seq),
     )  # fmt: skip
     if status != 0:
         _raise(status, bad_seq.value, kv)
@@ -279,7 +356,9 @@ def lane_decode_attention(
     """
     lib = _library()
     num_seqs, num_q_heads, head_dim = _check(query, kv)
-    if slots.dtype != torch.int64 or mask.dtype != torch.bool or slots.shape != mask.shape or len(slots) != num_seqs:
+    _tensor("slots", slots, 2, torch.int64)
+    _tensor("mask", mask, 2, torch.bool)
+    if slots.shape != mask.shape or len(slots) != num_seqs:
         raise KernelInputError(f"slots (int64) and mask (bool) must both be [{num_seqs}, lanes]; got "
                                f"{_describe(slots)} and {_describe(mask)}")  # fmt: skip
     slots, mask, lens = slots.contiguous(), mask.contiguous(), as_int32("seq_lens", kv.seq_lens)
@@ -288,7 +367,8 @@ def lane_decode_attention(
     status = lib.lane_decode_attention_f32(
         out.data_ptr(), query.data_ptr(), kv.key_cache.data_ptr(), kv.value_cache.data_ptr(), slots.data_ptr(),
         mask.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim, slots.shape[1],
-        kv.num_blocks * kv.block_size, query.stride(0), scale, torch.get_num_threads(), ctypes.byref(bad_seq),
+        kv.num_blocks * kv.block_size, query.stride(0), _real("scale", scale),
+        _count("num_threads", torch.get_num_threads(), 1, MAX_THREADS), ctypes.byref(bad_seq),
     )  # fmt: skip
     if status == -3:
         raise KernelInputError(f"sequence {bad_seq.value}: an attending lane's slot is outside the cache")
@@ -298,12 +378,17 @@ def lane_decode_attention(
 
 
 def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
-    """``t`` as a contiguous int32 tensor, as the kernel reads it (no copy when it already is one).
+    """``t`` (integers, on the CPU) as a contiguous int32 tensor, as the kernel reads it (no copy when it
+    already is one).
 
     Raises:
-        KernelInputError: ``t`` holds a value int32 cannot (it would wrap into another, valid-looking
-            one); the message names the first row that does.
+        KernelInputError: ``t`` is not an integer CPU tensor (a float or bool table or length would be
+            truncated into another, valid-looking one), or holds a value int32 cannot (it would wrap);
+            the message names the first row that does.
     """
+    _tensor(name, t)
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise KernelInputError(f"{name} must hold integers (block ids, lengths), got {_describe(t)}")
     if t.dtype != torch.int32 and t.numel():
         big = (t > 2**31 - 1) | (t < -(2**31))
         if bool(big.any()):
@@ -313,19 +398,22 @@ def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
 
 
 def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
-    """``(num_seqs, num_q_heads, head_dim)`` of inputs the kernel can read, else KernelInputError."""
+    """``(num_seqs, num_q_heads, head_dim)`` of inputs the decode kernels can read, else KernelInputError."""
+    _tensor("query", query, 3, torch.float32)
+    for name, cache in (("key_cache", kv.key_cache), ("value_cache", kv.value_cache)):
+        _tensor(name, cache, 4, torch.float32)
+    _tensor("seq_lens", kv.seq_lens, 1)
     key_cache, value_cache = kv.key_cache, kv.value_cache
-    for name, t in (("query", query), ("key_cache", key_cache), ("value_cache", value_cache)):
-        if t.dtype != torch.float32 or t.device.type != "cpu":
-            raise KernelInputError(f"the C decode kernel reads fp32 CPU tensors; {name} is {t.dtype} on {t.device}")
     if not (key_cache.is_contiguous() and value_cache.is_contiguous() and key_cache.shape == value_cache.shape):
         raise KernelInputError("the C decode kernel needs contiguous key and value caches of one shape")
-    if query.dim() != 3 or query.stride(2) != 1 or query.stride(1) != query.shape[2]:
+    if kv.block_size < 1:
+        raise KernelInputError(f"the cache's block_size (dim 1) must be >= 1, got {_describe(key_cache)}")
+    if query.stride(2) != 1 or query.stride(1) != query.shape[2]:
         raise KernelInputError(f"query must be [num_seqs, num_q_heads, head_dim] with contiguous heads, got shape "
                                f"{tuple(query.shape)} strides {query.stride()}")  # fmt: skip
     num_seqs, num_q_heads, head_dim = query.shape
-    group, rest = divmod(num_q_heads, kv.num_kv_heads)
-    if rest or head_dim != kv.head_dim or not 1 <= group <= MAX_GROUP or head_dim > MAX_HEAD_DIM:
+    group, rest = divmod(num_q_heads, kv.num_kv_heads) if kv.num_kv_heads else (0, 1)
+    if rest or head_dim != kv.head_dim or not 1 <= group <= MAX_GROUP or not 1 <= head_dim <= MAX_HEAD_DIM:
         raise KernelInputError(
             f"the C decode kernel takes num_q_heads a multiple (<= {MAX_GROUP}x) of num_kv_heads and head_dim "
             f"<= {MAX_HEAD_DIM} equal to the cache's; got {num_q_heads} query heads, {kv.num_kv_heads} KV heads, "
@@ -358,12 +446,43 @@ def _raise(status: int, seq: int, kv: PagedKV) -> None:
     raise KernelInputError(f"the C decode kernel: {_ERRORS.get(status, f'error {status}')}")
 
 
+# --- what every C entry point is handed: checked here, as C would trust it --------------------------------
+def _tensor(name: str, t: object, ndim: int | None = None, dtype: torch.dtype | None = None) -> None:
+    """KernelInputError unless ``t`` is a tensor on the CPU (C reads its memory through a raw pointer), of
+    ``ndim`` dims and ``dtype`` when given."""
+    if not isinstance(t, torch.Tensor):
+        raise KernelInputError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu":
+        raise KernelInputError(f"the C kernels read CPU tensors; {name} is {_describe(t)}")
+    if (ndim is not None and t.dim() != ndim) or (dtype is not None and t.dtype != dtype):
+        kind = {torch.float32: "fp32", torch.int64: "int64", torch.bool: "bool"}.get(dtype, str(dtype)) if dtype else ""
+        want = " ".join(w for w in (f"{ndim}-D" if ndim is not None else "", kind) if w)
+        raise KernelInputError(f"{name} must be a {want} CPU tensor, got {_describe(t)}")
+
+
+def _count(name: str, n: object, low: int = 0, high: int = INT32_MAX) -> int:
+    """``n`` as an int in ``[low, high]`` (a Python or numpy integer; never a bool or float), else KernelInputError."""
+    try:
+        value = operator.index(n)  # type: ignore[arg-type]
+    except TypeError:
+        value = None
+    if value is None or isinstance(n, bool) or not low <= value <= high:
+        raise KernelInputError(f"{name} must be an integer in [{low}, {high}], got {n!r}")
+    return value
+
+
+def _real(name: str, x: object) -> float:
+    """``x`` as a float (a real number; never a bool), else KernelInputError."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise KernelInputError(f"{name} must be a real number, got {x!r}")
+    return float(x)
+
+
 # --- the small per-layer ops (csrc/layer_ops_cpu.c) ------------------------------------------------
 def _rows(name: str, t: torch.Tensor, ndim: int) -> None:
     """KernelInputError unless ``t`` is an fp32 CPU tensor of ``ndim`` dims whose rows (all but the first
     dim) are contiguous: the layout the C ops read, a row stride apart."""
-    if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device.type != "cpu" or t.dim() != ndim:
-        raise KernelInputError(f"{name} must be a {ndim}-D fp32 CPU tensor, got {_describe(t)}")
+    _tensor(name, t, ndim, torch.float32)
     if not _rows_contiguous(t):
         raise KernelInputError(f"{name} must have contiguous rows, got strides {t.stride()}")
 
@@ -386,10 +505,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """``weight * x / sqrt(mean(x**2, -1) + eps)`` for ``x`` ``[T, hidden]`` (HF ``LlamaRMSNorm``; the sum
     runs in another order than torch's, so the result equals it to fp32 rounding, not bit for bit)."""
     _rows("x", x, 2)
+    _tensor("weight", weight)
     if weight.shape != x.shape[1:] or weight.dtype != torch.float32 or not weight.is_contiguous():
         raise KernelInputError(f"weight must be a contiguous fp32 [{x.shape[1]}], got {_describe(weight)}")
     out = torch.empty(x.shape)
-    _library().rms_norm_f32(out.data_ptr(), x.data_ptr(), weight.data_ptr(), x.shape[0], x.shape[1], x.stride(0), eps)
+    _library().rms_norm_f32(
+        out.data_ptr(), x.data_ptr(), weight.data_ptr(), x.shape[0], x.shape[1], x.stride(0), _real("eps", eps)
+    )
     return out
 
 
@@ -400,6 +522,7 @@ def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
     _rows("x", x, 3)
     t, _, d = x.shape
     for name, table in (("cos", cos), ("sin", sin)):
+        _tensor(name, table)
         if table.shape != (t, d) or table.dtype != torch.float32 or not table.is_contiguous():
             raise KernelInputError(f"{name} must be a contiguous fp32 [{t}, {d}], got {_describe(table)}")
     if d % 2:
@@ -421,26 +544,26 @@ def reshape_and_cache(
     """``reference.reshape_and_cache`` in one C loop: each token's K and V rows copied to its slot (-1: skipped).
 
     ``key``/``value`` ``[T, Hkv, D]`` fp32 with contiguous rows (views of a packed QKV are fine); the caches
-    fp32, contiguous; ``slot_mapping`` int64 ``[T]``.
+    fp32 ``[blocks, block_size, Hkv, D]``, contiguous; ``slot_mapping`` int64 ``[T]``; all on the CPU.
 
     Raises:
-        KernelInputError: another layout, or a slot past the cache or below -1 (naming the token; then
-            nothing is written).
+        KernelInputError: another layout or device, or a slot past the cache or below -1 (naming the token;
+            then nothing is written).
     """
     _rows("key", key, 3)
     _rows("value", value, 3)
+    for name, c in (("key_cache", key_cache), ("value_cache", value_cache)):
+        _tensor(name, c, 4, torch.float32)
+    _tensor("slot_mapping", slot_mapping, 1, torch.int64)
     t, row = key.shape[0], key.shape[1] * key.shape[2]
-    caches_ok = all(
-        c.dtype == torch.float32 and c.is_contiguous() and c.shape[2:] == key.shape[1:]
-        for c in (key_cache, value_cache)
-    )
+    caches_ok = all(c.is_contiguous() and c.shape[2:] == key.shape[1:] for c in (key_cache, value_cache))
     if not caches_ok or value.shape != key.shape or key_cache.shape != value_cache.shape:
         raise KernelInputError(
             f"reshape_and_cache needs key/value [T, Hkv, D] and contiguous fp32 caches [blocks, block_size, Hkv, D] "
             f"alike; got key {_describe(key)}, value {_describe(value)}, caches {_describe(key_cache)}, "
             f"{_describe(value_cache)}"
         )
-    if slot_mapping.shape != (t,) or slot_mapping.dtype != torch.int64 or not slot_mapping.is_contiguous():
+    if slot_mapping.shape != (t,) or not slot_mapping.is_contiguous():
         raise KernelInputError(f"slot_mapping must be a contiguous int64 [{t}], got {_describe(slot_mapping)}")
     num_slots = key_cache.shape[0] * key_cache.shape[1]
     status = _library().reshape_and_cache_f32(

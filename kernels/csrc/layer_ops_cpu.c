@@ -59,6 +59,7 @@ void rotary_embedding_f32(float *out, const float *x, const float *cos, const fl
 int64_t reshape_and_cache_f32(const float *key, const float *value, float *key_cache, float *value_cache,
                               const int64_t *slot_mapping, int64_t num_tokens, int64_t row, int64_t key_stride,
                               int64_t value_stride, int64_t num_slots) {
+    if (num_tokens < 0 || row < 0 || num_slots < 0) return INT64_MIN; /* never -1 - t: native.py checks sizes */
     for (int64_t t = 0; t < num_tokens; t++)
         if (slot_mapping[t] >= num_slots || slot_mapping[t] < -1) return -1 - t;
     for (int64_t t = 0; t < num_tokens; t++) {

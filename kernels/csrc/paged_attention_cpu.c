@@ -8,7 +8,9 @@
  * that share it (grouped-query attention). vLLM's CPU backend does the same job in C++
  * (paged_attention_v1 in csrc/cpu/attention.cpp, vLLM 0.6; later releases: csrc/cpu/cpu_attn.cpp).
  *
- * Layout, fp32 only (native.py checks dtypes, shapes and strides before the call):
+ * Layout, fp32 only (native.py checks devices, dtypes, ranks, shapes and strides before the call; here
+ * every size argument is checked once per call, and every block id, lane slot and length a task reads
+ * once per task, outside the loops over keys):
  *   query        [num_seqs, num_q_heads, head_dim]; sequence stride q_stride, heads contiguous
  *   key_cache    [num_blocks, block_size, num_kv_heads, head_dim], contiguous (value_cache alike)
  *   block_tables int32 [num_seqs, table_width], rows table_stride apart: position p of sequence s
@@ -47,7 +49,10 @@ static inline __attribute__((always_inline)) float exp_nonpositive(float x) {
 #define PREFETCH_AHEAD 16 /* rows: measured on 2 EPYC cores, 16 beat 4, 32 and 64 (1.3x vs none) */
 
 /* Return codes (native.py turns each into an exception naming the sequence). */
-enum { OK = 0, NO_MEMORY = -1, BAD_SHAPE = -2, BAD_BLOCK_ID = -3, SEQ_TOO_LONG = -4, ABOVE_MAX_LEN = -5, NEGATIVE_LEN = -6 };
+enum {
+    OK = 0, NO_MEMORY = -1, BAD_SHAPE = -2, BAD_BLOCK_ID = -3, SEQ_TOO_LONG = -4, ABOVE_MAX_LEN = -5,
+    NEGATIVE_LEN = -6, BAD_ARGUMENT = -7 /* a size or count below its minimum, or one whose products overflow */
+};
 
 static inline void prefetch_row(const float *row, int64_t head_dim) {
     for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d); /* one 64-byte line */
@@ -112,16 +117,24 @@ typedef int (*find_rows_fn)(const void *how, int64_t s, int64_t h, const float *
 static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads,
                      int64_t head_dim, int64_t q_stride, int64_t max_rows, float scale, int num_threads,
                      find_rows_fn find_rows, const void *how, int64_t *bad_seq) {
-    const int64_t group = num_q_heads / num_kv_heads, tasks = num_seqs * num_kv_heads;
-    if (group > MAX_GROUP || head_dim > MAX_HEAD_DIM || group * num_kv_heads != num_q_heads) return BAD_SHAPE;
-    int status = OK;
     *bad_seq = -1;
+    if (num_seqs < 0 || num_kv_heads < 1 || num_q_heads < 1 || head_dim < 1 || max_rows < 0 || num_threads < 1)
+        return BAD_ARGUMENT;
+    const int64_t group = num_q_heads / num_kv_heads;
+    if (group > MAX_GROUP || head_dim > MAX_HEAD_DIM || group * num_kv_heads != num_q_heads) return BAD_SHAPE;
+    /* The per-thread buffers' sizes, checked: a max_rows near 2^62 must not wrap into a small buffer. */
+    int64_t tasks;
+    size_t longest = (size_t)(max_rows > 0 ? max_rows : 1), score_bytes, row_bytes;
+    if (__builtin_mul_overflow(num_seqs, num_kv_heads, &tasks) ||
+        __builtin_mul_overflow(longest, sizeof(float) * (size_t)group, &score_bytes) ||
+        __builtin_mul_overflow(longest, sizeof(float *), &row_bytes))
+        return BAD_ARGUMENT;
+    int status = OK;
 #pragma omp parallel num_threads(num_threads) if (num_threads > 1 && tasks > 1)
     {
-        /* Per thread: one task's scores and row pointers. */
-        size_t longest = (size_t)(max_rows > 0 ? max_rows : 1);
-        float *scores = malloc(sizeof(float) * longest * (size_t)group);
-        const float **krows = malloc(sizeof(float *) * longest), **vrows = malloc(sizeof(float *) * longest);
+        /* Per thread: one task's scores and row pointers (a task never has more than max_rows rows). */
+        float *scores = malloc(score_bytes);
+        const float **krows = malloc(row_bytes), **vrows = malloc(row_bytes);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             int64_t s = task / num_kv_heads, h = task % num_kv_heads, n = 0;
@@ -157,15 +170,17 @@ typedef struct {
 } TableRows;
 
 /* Position t of sequence s lives in block table[t / block_size], row t % block_size: walked block by
- * block (no division per position), after checking every block id the sequence reads. */
+ * block (no division per position), after checking its length (at most table_width blocks and
+ * max_seq_len rows: the row buffers' size) and every block id it reads. */
 static int rows_from_table(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
                            int64_t *n) {
     const TableRows *c = how;
     const int32_t *table = c->block_tables + s * c->table_stride;
-    int64_t len = c->seq_lens[s], used = (len + c->block_size - 1) / c->block_size;
+    const int64_t len = c->seq_lens[s];
     if (len < 0) return NEGATIVE_LEN;
-    if (len > c->max_seq_len) return ABOVE_MAX_LEN;
+    const int64_t used = len / c->block_size + (len % c->block_size != 0); /* no len + block_size overflow */
     if (used > c->table_width) return SEQ_TOO_LONG;
+    if (len > c->max_seq_len) return ABOVE_MAX_LEN;
     for (int64_t i = 0; i < used; i++)
         if (table[i] < 0 || table[i] >= c->num_blocks) return BAD_BLOCK_ID;
     const int64_t row_stride = c->num_kv_heads * c->head_dim, head = h * c->head_dim;
@@ -183,6 +198,10 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
                                int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
                                int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
                                int64_t max_seq_len, float scale, int num_threads, int64_t *bad_seq) {
+    if (block_size < 1 || num_blocks < 0 || table_width < 0 || table_stride < 0 || max_seq_len < 0) {
+        *bad_seq = -1;
+        return BAD_ARGUMENT;
+    }
     TableRows how = {key_cache, value_cache, block_tables, seq_lens,   num_kv_heads, head_dim,
                      block_size, num_blocks,  table_stride, table_width, max_seq_len};
     return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, max_seq_len, scale,
@@ -225,6 +244,10 @@ int lane_decode_attention_f32(float *out, const float *query, const float *key_c
                               int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t num_lanes,
                               int64_t num_slots, int64_t q_stride, float scale, int num_threads, int64_t *bad_seq) {
     static const float zero_row[MAX_HEAD_DIM] = {0};
+    if (num_lanes < 0 || num_slots < 0) {
+        *bad_seq = -1;
+        return BAD_ARGUMENT;
+    }
     LaneRows how = {key_cache, value_cache, zero_row, slots, mask, seq_lens, num_kv_heads, head_dim, num_lanes,
                     num_slots};
     return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, num_lanes, scale,

@@ -40,3 +40,4 @@ def _kernels_runnable(request):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "no_interpreter_needed: kernel test that launches no interpreted kernel")
+    config.addinivalue_line("markers", "asan: runs the C kernels built with AddressSanitizer and UBSan (make asan)")

@@ -6,11 +6,16 @@ compiler at all, and fails (never skips) where a compiler exists but the build f
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
@@ -18,7 +23,7 @@ import torch.nn.functional as F
 
 from pagedlab.engine.components import load_kv_tile
 from pagedlab.errors import InvalidRequestError, KernelInputError
-from pagedlab.kernels import cpu, native, reference
+from pagedlab.kernels import cpu, native, reference, trust
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase
 from pagedlab.model.attention import plan_tile_loads, tiled_decode_attention
@@ -138,7 +143,7 @@ def hnd(kv: PagedKV) -> PagedKV:
 
 
 WRONG_DECODE_INPUTS: dict[str, tuple[Callable[[torch.Tensor, PagedKV], tuple[torch.Tensor, PagedKV]], str]] = {
-    "fp16 query": (lambda q, kv: (q.half(), kv), "query is torch.float16"),
+    "fp16 query": (lambda q, kv: (q.half(), kv), "query must be a 3-D fp32 CPU tensor, got torch.float16"),
     "non-contiguous cache": (lambda q, kv: (q, hnd(kv)), "contiguous key and value caches"),
     "Hq not a multiple of Hkv": (lambda q, kv: (q[:, :5], kv), "got 5 query heads, 2 KV heads"),
     "head_dim mismatch": (lambda q, kv: (torch.randn(2, 6, 32), kv), r"head_dim 32 \(cache 16\)"),
@@ -361,14 +366,15 @@ def test_a_fresh_cache_dir_builds_once_and_a_new_process_reuses_it(
     monkeypatch.setenv("PAGEDLAB_CACHE_DIR", str(tmp_path))
     lib = native.load()
     assert lib is not None, native.unavailable_reason()
-    (so,) = (tmp_path / "native").iterdir()  # the library only: no temporary left behind
-    assert Path(lib._name) == so and so.suffix == ".so"
+    so = Path(lib._name)  # the library and its checksum only: no temporary left behind
+    assert so.parent == tmp_path / "native" and so.suffix == ".so"
+    assert sorted(p.name for p in so.parent.iterdir()) == [so.name, so.name + ".sha256"]
     mtime = so.stat().st_mtime_ns
     code = "from pagedlab.kernels import native; print(native.load()._name)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=120)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == so and so.stat().st_mtime_ns == mtime
-    assert [p.name for p in (tmp_path / "native").iterdir()] == [so.name]
+    assert sorted(p.name for p in so.parent.iterdir()) == [so.name, so.name + ".sha256"]
 
 
 def test_a_read_only_cache_uses_its_built_library_or_builds_in_the_temp_folder(
@@ -382,16 +388,177 @@ def test_a_read_only_cache_uses_its_built_library_or_builds_in_the_temp_folder(
     monkeypatch.delenv(native.ENV_NATIVE, raising=False)
     lib = native.load()
     assert lib is not None, native.unavailable_reason()
-    assert Path(lib._name).parent == fallback and [p.suffix for p in fallback.iterdir()] == [".so"]
-    shared = tmp_path / "shared"  # an instructor's read-only cache that holds a built library
+    assert Path(lib._name).parent == fallback and sorted(p.suffix for p in fallback.iterdir()) == [".sha256", ".so"]
+    shared = tmp_path / "shared"  # an administrator's read-only cache that holds a built library
     shared.mkdir()
-    (shared / Path(lib._name).name).write_bytes(Path(lib._name).read_bytes())
+    for f in fallback.iterdir():
+        (shared / f.name).write_bytes(f.read_bytes())
     monkeypatch.setattr(native, "library_dirs", lambda: [shared, tmp_path / "other"])
     monkeypatch.setattr(native, "_state", {})
     assert Path(native.load()._name).parent == shared and not (tmp_path / "other").exists()
     monkeypatch.setattr(native, "library_dirs", lambda: [blocked / "native", blocked / "again"])
     monkeypatch.setattr(native, "_state", {})
     assert native.load() is None and "no folder to build in" in native.unavailable_reason()
+
+
+# --- 5b. only a library this user or root built, unchanged, is ever loaded (issue 26) ----------------------
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, Path]:
+    """``(own, shared)``: the ``native/`` folders of an empty cache of this user's and of the per-user temp
+    folder (the system temp directory moved under ``tmp_path``); nothing loaded yet."""
+    if native._compiler() is None:
+        pytest.skip("no C compiler on this machine (native._compiler() is None)")
+    monkeypatch.setattr(native, "_state", {})
+    for name in (native.ENV_NATIVE, native.ENV_SANITIZE):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PAGEDLAB_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # for child processes
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    own, shared = native.library_dirs()
+    assert own == tmp_path / "cache" / "native"
+    assert shared == tmp_path / "tmp" / f"pagedlab-{os.getuid()}" / "native"  # the name anyone can predict
+    return own, shared
+
+
+def planted_library(folder: Path, marker: Path) -> list[Path]:
+    """A library whose loading creates ``marker``, under every name the kit looks for in ``folder``, each
+    with a correct checksum beside it (anyone can compute one)."""
+    compiler = native._compiler()
+    assert compiler is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder.parent / "planted.c"
+    source.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {{ '
+                      f'FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')  # fmt: skip
+    paths = [native.library_path(compiler, flags, folder) for flags in native._FLAG_SETS]
+    for path in paths:
+        subprocess.run([compiler, "-shared", "-fPIC", "-o", str(path), str(source)], check=True, timeout=120)
+        trust.write_checksum(path)
+    return paths
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="simulating another user takes root")
+@pytest.mark.parametrize("how", ["folder writable by all", "folder of another uid", "parent folder of another uid"])
+def test_a_library_planted_in_the_shared_temp_folder_is_never_loaded(
+    fresh: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    own, shared = fresh
+    marker = tmp_path / "planted-code-ran"
+    planted = planted_library(shared, marker)
+    if how == "folder writable by all":
+        shared.chmod(0o777)  # e.g. a folder made by a umask-0 process
+        for p in planted:
+            os.chown(p, 4242, 4242)
+    else:  # another user made the folder first: the name is predictable
+        os.chown(shared if how == "folder of another uid" else shared.parent, 4242, 4242)
+    with caplog.at_level(logging.WARNING, logger="pagedlab.kernels.native"):
+        lib = native.load()
+    assert not marker.exists(), "the planted library's code ran"
+    assert lib is not None and Path(lib._name).parent == own, native.unavailable_reason()  # built in the own cache
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert str(planted[0]) in line and ("uid 4242" in line or "written by other users" in line)
+    assert "\n" not in line and f"using {lib._name}" in line
+
+
+def test_the_temp_folder_is_made_private_and_one_made_by_another_user_is_not_used(
+    fresh: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    own, shared = fresh
+    blocked = tmp_path / "a-file"  # "<a file>/native" can never be created: unwritable even for root
+    blocked.write_text("")
+    monkeypatch.setattr(native, "library_dirs", lambda: [blocked / "native", shared])
+    lib = native.load()
+    assert lib is not None and Path(lib._name).parent == shared
+    for folder in (shared, shared.parent):
+        st = folder.stat()
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (os.getuid(), 0o700), folder
+    if os.getuid() != 0:
+        return
+    shutil.rmtree(shared.parent)
+    shared.mkdir(parents=True)
+    os.chown(shared.parent, 4242, 4242)  # made first by another user
+    monkeypatch.setattr(native, "_state", {})
+    with caplog.at_level(logging.WARNING, logger="pagedlab.kernels.native"):
+        assert native.load() is None
+    why = native.unavailable_reason()
+    assert "no folder to build in" in why and "belongs to uid 4242" in why and not list(shared.iterdir())
+
+
+@pytest.fixture(scope="module")
+def library_built() -> Path:
+    """This machine's library as the kit builds it in the user's cache (once: the tests copy it)."""
+    if native._compiler() is None:
+        pytest.skip("no C compiler on this machine (native._compiler() is None)")
+    with mock.patch.dict(os.environ, {native.ENV_NATIVE: "1"}), mock.patch.object(native, "_state", {}):
+        lib = native.load()
+        assert lib is not None, native.unavailable_reason()
+        return Path(lib._name)
+
+
+def damaged_copy(built: Path, own: Path, damage: str) -> tuple[Path, bytes]:
+    """``(path, good bytes)``: the library ``built`` copied into ``own`` under the name the kit looks for, its
+    checksum beside it, then damaged as ``damage`` says (an interrupted copy, a changed byte, an old cache
+    without checksums)."""
+    so, good = own / built.name, built.read_bytes()
+    own.mkdir(parents=True)
+    so.write_bytes(good[: len(good) // 2] if damage == "truncated" else good)
+    trust.write_checksum(so)
+    if damage == "truncated":  # after the checksum: the library was cut short after it was written
+        so.write_bytes(good)
+        trust.write_checksum(so)
+        so.write_bytes(good[: len(good) // 2])
+    elif damage == "one byte changed":
+        so.write_bytes(good[:-100] + bytes([good[-100] ^ 1]) + good[-99:])
+    elif damage == "checksum missing":
+        so.with_name(so.name + ".sha256").unlink()
+    return so, good
+
+
+def test_a_truncated_library_is_rebuilt_with_one_line_never_a_signal(
+    library_built: Path, fresh: tuple[Path, Path]
+) -> None:
+    so, good = damaged_copy(library_built, fresh[0], "truncated")
+    code = "from pagedlab.kernels import native\nlib = native.load()\nprint(lib._name if lib else native.unavailable_reason())"
+    # A child process: loading the truncated library killed the process with SIGBUS.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == str(so) and so.read_bytes() == good  # rebuilt in place: the same bytes
+    (line,) = done.stderr.strip().splitlines()
+    assert line == f"pagedlab: C kernels: not loading {so}: does not match its checksum ({len(good) // 2} bytes: " \
+                   f"truncated or changed); using {so}"  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", ["one byte changed", "checksum missing"])
+def test_a_changed_library_or_one_without_its_checksum_is_rebuilt(
+    library_built: Path, fresh: tuple[Path, Path], caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    so, good = damaged_copy(library_built, fresh[0], damage)
+    with caplog.at_level(logging.WARNING, logger="pagedlab.kernels.native"):
+        lib = native.load()
+    assert lib is not None and Path(lib._name) == so and so.read_bytes() == good, native.unavailable_reason()
+    (line,) = [r.getMessage() for r in caplog.records]
+    reason = "does not match its checksum" if damage == "one byte changed" else f"{so.name}.sha256 is missing"
+    assert line.startswith(f"pagedlab: C kernels: not loading {so}: {reason}")
+
+
+def test_a_library_of_another_build_lacking_the_symbols_is_rebuilt(
+    fresh: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    own, _ = fresh
+    compiler = native._compiler()
+    assert compiler is not None
+    own.mkdir(parents=True)
+    source = own.parent / "foreign.c"
+    source.write_text("int foreign(void) { return 1; }\n")
+    path = native.library_path(compiler, native._FLAG_SETS[0], own)
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(path), str(source)], check=True, timeout=120)
+    trust.write_checksum(path)  # a genuine library of this user's, of another build: only its symbols differ
+    with caplog.at_level(logging.WARNING, logger="pagedlab.kernels.native"):
+        lib = native.load()
+    assert lib is not None and Path(lib._name) == path, native.unavailable_reason()
+    assert not hasattr(lib, "foreign") and hasattr(lib, "paged_decode_attention_f32")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert f"{path}: another build" in line and "paged_decode_attention_f32" in line
 
 
 def test_the_library_name_hashes_the_cpu_so_mixed_nodes_never_share_one(

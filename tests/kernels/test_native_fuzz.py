@@ -1,0 +1,349 @@
+"""Fuzzing every C entry point of pagedlab.kernels.native (hypothesis) against the torch references.
+
+Each case is drawn around a valid input and then, often, broken in one way a caller could break it (a tensor
+on another device, another dtype or rank, a float or bool table, a block id or slot out of range, a length
+past its table row or below 0, a block_size of 0, a max_seq_len near 2**62, a thread count of 0, -5 or
+2**32 + 1). Whatever is drawn, the wrapper returns the reference's result or raises KernelInputError; never a
+crash, a wrong answer or a silent truncation.
+
+``PAGEDLAB_FUZZ_EXAMPLES`` cases per op (default 200; about a second per op on 2 cores). The same cases run
+in a library built with AddressSanitizer and UBSan (``make asan``; ``test_native_asan.py`` in CI), where a
+read or write out of bounds that happens not to crash here is reported.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+from unittest import mock
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from pagedlab.errors import KernelInputError
+from pagedlab.kernels import native, reference
+from pagedlab.kernels.paged_kv import PagedKV
+from pagedlab.model.attention import TilePlan, tiled_decode_attention
+from pagedlab.model.llama import apply_rope
+
+pytestmark = pytest.mark.no_interpreter_needed
+EXAMPLES = int(os.environ.get("PAGEDLAB_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+#: Thread counts a caller may pass, and ones it may not (an int type, but 0, negative, past c_int, a bool, a float).
+THREADS_OK, THREADS_BAD = [None, 1, 2, 3], [0, -5, 2**32 + 1, native.MAX_THREADS + 1, True, 2.0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    """The library is loaded; skips only without any C compiler (as test_native.py)."""
+    if native._compiler() is None:
+        pytest.skip("no C compiler on this machine (native._compiler() is None)")
+    with mock.patch.dict(os.environ, {native.ENV_NATIVE: "1"}), mock.patch.object(native, "_state", {}):
+        assert native.load() is not None, native.unavailable_reason()
+        yield
+
+
+def meta(t: torch.Tensor) -> torch.Tensor:
+    """``t`` on the 'meta' device: a tensor of another device than the CPU, without a GPU (no memory at all)."""
+    return t.to("meta")
+
+
+def randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def outcome(call: Any) -> torch.Tensor | KernelInputError:
+    """``call()``'s result, or the KernelInputError it raised (any other exception fails the test)."""
+    try:
+        return call()
+    except KernelInputError as e:
+        return e
+
+
+# --- decode attention through the block table --------------------------------------------------------
+@dataclass(frozen=True)
+class DecodeCase:
+    query: torch.Tensor
+    kv: PagedKV
+    kwargs: dict[str, Any]
+    bad: str  # "" when the wrapper must return the reference's result, else what is wrong
+
+
+DECODE_BREAKS = [
+    "block id", "seq_len past its row", "negative seq_len", "max_seq_len below a length", "max_seq_len 2**62",
+    "float table", "bool lens", "float lens", "5-D cache", "block_size 0", "threads", "meta query", "meta cache",
+    "meta table", "meta lens", "3-D table", "query heads not contiguous", "max_seq_len float",
+]  # fmt: skip
+
+
+@st.composite
+def decode_cases(draw: st.DrawFn) -> DecodeCase:
+    hkv, group = draw(st.integers(1, 3)), draw(st.sampled_from([1, 2, 3, 4, 5, native.MAX_GROUP]))
+    d, bs = draw(st.sampled_from([1, 2, 8, 16, 64])), draw(st.integers(1, 9))
+    lens = draw(st.lists(st.integers(0, 40), max_size=6))
+    width = max([-(-n // bs) for n in lens], default=0) + draw(st.integers(0, 2))
+    num_blocks = draw(st.integers(1, 14))
+    ids = st.integers(0, num_blocks - 1)
+    table = torch.tensor(draw(st.lists(st.lists(ids, min_size=width, max_size=width), min_size=len(lens),
+                                       max_size=len(lens))), dtype=torch.int64).reshape(len(lens), width)  # fmt: skip
+    for s, n in enumerate(lens):  # the padding past a row's blocks is never read: garbage
+        table[s, -(-n // bs) :] = draw(st.sampled_from([-1, -(2**31), 2**31 - 1, num_blocks]))
+    seed = draw(st.integers(0, 2**16))
+    cache = randn(num_blocks, bs, hkv, d, seed=seed)
+    kv = PagedKV(cache, randn(*cache.shape, seed=seed + 1), table.to(draw(st.sampled_from([torch.int32, torch.int64]))),
+                 torch.tensor(lens, dtype=draw(st.sampled_from([torch.int32, torch.int64]))))  # fmt: skip
+    query = randn(len(lens), hkv * group, d, seed=seed + 2)
+    kwargs: dict[str, Any] = {"num_threads": draw(st.sampled_from(THREADS_OK))}
+    if draw(st.booleans()):  # an upper bound the caller knows: exact, or far above (sizes the buffers)
+        kwargs["max_seq_len"] = max(lens, default=0) + draw(st.sampled_from([0, 1, 10**6]))
+    bad = draw(st.sampled_from(["", "", "", *DECODE_BREAKS]))
+    return broken_decode(draw, DecodeCase(query, kv, kwargs, bad))
+
+
+def broken_decode(draw: st.DrawFn, case: DecodeCase) -> DecodeCase:
+    """``case`` broken as ``case.bad`` says (unchanged where its shapes leave no room: ``bad`` then is "")."""
+    q, kv, kw, bad = case.query, case.kv, dict(case.kwargs), case.bad
+    lens, table = kv.seq_lens.clone(), kv.block_tables.clone()
+    live = [s for s, n in enumerate(lens.tolist()) if n > 0]
+    if bad in ("block id", "seq_len past its row", "max_seq_len below a length") and not live:
+        return replace(case, bad="")
+    if bad == "block id":
+        s = draw(st.sampled_from(live))
+        col = draw(st.integers(0, -(-int(lens[s]) // kv.block_size) - 1))
+        table[s, col] = draw(st.sampled_from([-1, kv.num_blocks, 2**31 - 1, -(2**31)]))
+    elif bad == "seq_len past its row":
+        lens[draw(st.sampled_from(live))] = table.shape[1] * kv.block_size + draw(st.integers(1, 2 * kv.block_size))
+    elif bad == "negative seq_len" and len(lens):
+        lens[draw(st.integers(0, len(lens) - 1))] = draw(st.sampled_from([-1, -(2**31)]))
+    elif bad == "max_seq_len below a length":
+        kw["max_seq_len"] = int(lens.max()) - 1
+    elif bad == "max_seq_len 2**62":
+        kw["max_seq_len"] = 2**62 + draw(st.integers(-4, 4))
+    elif bad == "max_seq_len float":
+        kw["max_seq_len"] = float(max(lens.tolist(), default=0))
+    elif bad == "float table":
+        table = table.float() + 0.9
+    elif bad == "bool lens":
+        lens = lens > 0
+    elif bad == "float lens":
+        lens = lens.float()
+    elif bad == "5-D cache":  # [blocks, bs, 1, Hkv, D]: read with a 4-D row stride it gave wrong answers
+        kv = replace(kv, key_cache=kv.key_cache[:, :, None], value_cache=kv.value_cache[:, :, None])
+    elif bad == "block_size 0":
+        kv = replace(kv, key_cache=kv.key_cache[:, :0], value_cache=kv.value_cache[:, :0])
+    elif bad == "threads":
+        kw["num_threads"] = draw(st.sampled_from(THREADS_BAD))
+    elif bad == "meta query":
+        q = meta(q)
+    elif bad == "meta cache":
+        kv = replace(kv, **{draw(st.sampled_from(["key_cache", "value_cache"])): meta(kv.key_cache)})
+    elif bad == "meta table":
+        table = meta(table)
+    elif bad == "meta lens":
+        lens = meta(lens)
+    elif bad == "3-D table":
+        table = table[:, :, None]
+    elif bad == "query heads not contiguous" and q.shape[1] > 1 and q.shape[2] > 1:
+        q = q.transpose(1, 2).contiguous().transpose(1, 2)
+    else:
+        bad = ""
+    return DecodeCase(q, PagedKV(kv.key_cache, kv.value_cache, table, lens), kw, bad)
+
+
+@FUZZ
+@given(decode_cases())
+def test_fuzz_paged_decode_attention(case: DecodeCase) -> None:
+    event(f"broken: {case.bad or 'no'}")  # pytest --hypothesis-show-statistics counts them
+    got = outcome(lambda: native.paged_decode_attention(case.query, case.kv, 0.3, **case.kwargs))
+    if case.bad:
+        assert isinstance(got, KernelInputError), f"{case.bad}: accepted"
+        return
+    assert isinstance(got, torch.Tensor), f"refused a valid input: {got}"
+    torch.testing.assert_close(got, reference.paged_decode_attention(case.query, case.kv, 0.3), rtol=1e-5, atol=2e-6)
+
+
+# --- decode attention through a tile-load plan's lanes -------------------------------------------------
+LANE_BREAKS = ["slot", "negative seq_len", "3-D slots", "int32 slots", "meta slots", "meta mask", "meta lens",
+               "float lens", "5-D cache"]  # fmt: skip
+
+
+@st.composite
+def lane_cases(draw: st.DrawFn) -> tuple[torch.Tensor, PagedKV, torch.Tensor, torch.Tensor, str]:
+    hkv, group, d = draw(st.integers(1, 2)), draw(st.sampled_from([1, 3, 4])), draw(st.sampled_from([2, 16, 64]))
+    num_blocks, bs, s, lanes = (
+        draw(st.integers(1, 6)),
+        draw(st.integers(1, 5)),
+        draw(st.integers(0, 5)),
+        draw(st.integers(0, 20)),
+    )
+    num_slots, seed = num_blocks * bs, draw(st.integers(0, 2**16))
+    slots = torch.tensor(draw(st.lists(st.integers(0, num_slots), min_size=s * lanes, max_size=s * lanes)),
+                         dtype=torch.int64).reshape(s, lanes)  # fmt: skip
+    mask = torch.tensor(draw(st.lists(st.booleans(), min_size=s * lanes, max_size=s * lanes)), dtype=torch.bool)
+    mask = mask.reshape(s, lanes)
+    slots[~mask] = torch.tensor(draw(st.sampled_from([0, -5, num_slots + 1, 2**40])))  # never read
+    lens = torch.tensor(draw(st.lists(st.integers(0, 3), min_size=s, max_size=s)), dtype=torch.int64)
+    cache = randn(num_blocks, bs, hkv, d, seed=seed)
+    kv = PagedKV(cache, randn(*cache.shape, seed=seed + 1), torch.zeros(s, 1, dtype=torch.int32), lens)
+    query, bad = randn(s, hkv * group, d, seed=seed + 2), draw(st.sampled_from(["", "", *LANE_BREAKS]))
+    attending = [(i, j) for i, j in mask.nonzero().tolist() if lens[i] > 0]
+    if bad == "slot" and attending:
+        slots[draw(st.sampled_from(attending))] = draw(st.sampled_from([-1, num_slots + 1, 2**40]))
+    elif bad == "negative seq_len" and s:
+        kv = replace(kv, seq_lens=lens.index_fill(0, torch.tensor([draw(st.integers(0, s - 1))]), -1))
+    elif bad == "3-D slots":  # read as 2-D, it named no problem
+        slots, mask = slots[..., None], mask[..., None]
+    elif bad == "int32 slots":
+        slots = slots.int()
+    elif bad in ("meta slots", "meta mask"):
+        slots, mask = (meta(slots), mask) if bad == "meta slots" else (slots, meta(mask))
+    elif bad in ("meta lens", "float lens"):
+        kv = replace(kv, seq_lens=meta(lens) if bad == "meta lens" else lens.float())
+    elif bad == "5-D cache":
+        kv = replace(kv, key_cache=cache[:, :, None], value_cache=kv.value_cache[:, :, None])
+    else:
+        bad = ""
+    return query, kv, slots, mask, bad
+
+
+def lane_reference(query: torch.Tensor, kv: PagedKV, slots: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The torch tiled path (masked lanes' slots zeroed: torch indexes them), a zero row where no lane attends."""
+    with mock.patch.object(native, "reads", return_value=False):
+        ref = tiled_decode_attention(query, kv, 0.3, TilePlan(slots.masked_fill(~mask, 0), mask))
+    return ref.masked_fill(~mask.any(1)[:, None, None], 0.0)
+
+
+@FUZZ
+@given(lane_cases())
+def test_fuzz_lane_decode_attention(case: tuple[torch.Tensor, PagedKV, torch.Tensor, torch.Tensor, str]) -> None:
+    query, kv, slots, mask, bad = case
+    event(f"broken: {bad or 'no'}")  # pytest --hypothesis-show-statistics counts them
+    got = outcome(lambda: native.lane_decode_attention(query, kv, 0.3, slots, mask))
+    if bad:
+        assert isinstance(got, KernelInputError), f"{bad}: accepted"
+        return
+    assert isinstance(got, torch.Tensor), f"refused a valid input: {got}"
+    torch.testing.assert_close(got, lane_reference(query, kv, slots, mask), rtol=1e-5, atol=2e-6)
+
+
+# --- the cache write ------------------------------------------------------------------------------------
+CACHE_BREAKS = ["slot", "int32 slots", "meta slots", "meta cache", "meta key", "5-D cache", "3-D cache",
+                "2-D key", "slots [T, 1]"]  # fmt: skip
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_reshape_and_cache(data: st.DataObject) -> None:
+    draw = data.draw
+    hkv, d, num_blocks, bs = (
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 20)),
+        draw(st.integers(1, 6)),
+        draw(st.integers(1, 5)),
+    )
+    num_slots = num_blocks * bs
+    slots = torch.tensor(draw(st.lists(st.integers(-1, num_slots - 1), max_size=10, unique=True)), dtype=torch.int64)
+    t, seed = len(slots), draw(st.integers(0, 2**16))
+    qkv = randn(t, (3 * hkv + draw(st.integers(0, 3))) * d, seed=seed)  # K, V: column slices of a packed row
+    key, value = qkv[:, : hkv * d].view(t, hkv, d), qkv[:, hkv * d : 2 * hkv * d].view(t, hkv, d)
+    kc, vc = randn(num_blocks, bs, hkv, d, seed=seed + 1), randn(num_blocks, bs, hkv, d, seed=seed + 2)
+    bad = draw(st.sampled_from(["", "", *CACHE_BREAKS]))
+    args = [key, value, kc, vc, slots]
+    if bad == "slot" and t:
+        args[4] = slots.index_fill(
+            0, torch.tensor([draw(st.integers(0, t - 1))]), draw(st.sampled_from([-2, num_slots, 2**62]))
+        )
+    elif bad in ("int32 slots", "meta slots", "slots [T, 1]"):
+        args[4] = {"int32 slots": slots.int, "meta slots": lambda: meta(slots), "slots [T, 1]": lambda: slots[:, None]}[
+            bad
+        ]()
+    elif bad in ("meta cache", "meta key"):
+        i = draw(st.sampled_from([2, 3] if bad == "meta cache" else [0, 1]))
+        args[i] = meta(args[i])
+    elif bad in ("5-D cache", "3-D cache"):
+        args[2], args[3] = (kc[:, :, None], vc[:, :, None]) if bad == "5-D cache" else (kc[:, 0], vc[:, 0])
+    elif bad == "2-D key":
+        args[0] = key.reshape(t, hkv * d)
+    else:
+        bad = ""
+    before = [a.clone() if a.device.type == "cpu" else a for a in args[2:4]]
+    event(f"broken: {bad or 'no'}")  # pytest --hypothesis-show-statistics counts them
+    got = outcome(lambda: native.reshape_and_cache(*args))
+    if bad:
+        assert isinstance(got, KernelInputError), f"{bad}: accepted"
+        assert all(a.device.type == "meta" or torch.equal(a, b) for a, b in zip(args[2:4], before)), "written"
+        return
+    assert not isinstance(got, KernelInputError), f"refused a valid input: {got}"
+    reference.reshape_and_cache(key, value, *before, slots)
+    assert torch.equal(kc, before[0]) and torch.equal(vc, before[1])
+
+
+# --- RMSNorm and RoPE ------------------------------------------------------------------------------------
+@FUZZ
+@given(st.data())
+def test_fuzz_rms_norm(data: st.DataObject) -> None:
+    draw = data.draw
+    t, hidden, pad, seed = (
+        draw(st.integers(0, 6)),
+        draw(st.integers(1, 80)),
+        draw(st.integers(0, 5)),
+        draw(st.integers(0, 2**16)),
+    )
+    x, weight = randn(t, hidden + pad, seed=seed)[:, pad:], randn(hidden, seed=seed + 1)
+    eps: Any = draw(st.sampled_from([1e-5, 1e-6, 1]))
+    bad = draw(st.sampled_from(["", "", "meta x", "meta weight", "3-D x", "weight [1, hidden]", "eps True", "eps str"]))
+    if bad == "meta x":
+        x = meta(x)
+    elif bad == "meta weight":
+        weight = meta(weight)
+    elif bad == "3-D x":
+        x = x[None]
+    elif bad == "weight [1, hidden]":
+        weight = weight[None]
+    elif bad.startswith("eps"):
+        eps = True if bad == "eps True" else "1e-5"
+    event(f"broken: {bad or 'no'}")  # pytest --hypothesis-show-statistics counts them
+    got = outcome(lambda: native.rms_norm(x, weight, eps))
+    if bad:
+        assert isinstance(got, KernelInputError), f"{bad}: accepted"
+        return
+    assert isinstance(got, torch.Tensor), f"refused a valid input: {got}"
+    torch.testing.assert_close(got, F.rms_norm(x, (hidden,), weight, eps), rtol=1e-5, atol=1e-6)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_rotary_embedding(data: st.DataObject) -> None:
+    draw = data.draw
+    t, heads, d, extra = (
+        draw(st.integers(0, 5)),
+        draw(st.integers(1, 4)),
+        2 * draw(st.integers(1, 40)),
+        draw(st.integers(0, 3)),
+    )
+    seed = draw(st.integers(0, 2**16))
+    x = randn(t, (heads + extra) * d, seed=seed)[:, : heads * d].view(t, heads, d)  # a packed QKV's heads
+    angles = torch.rand(t, d, generator=torch.Generator().manual_seed(seed + 1)) * 100
+    cos, sin = angles.cos(), angles.sin()
+    bad = draw(st.sampled_from(["", "", "meta x", "meta cos", "meta sin", "odd head_dim", "2-D x", "cos [t, d, 1]"]))
+    if bad == "meta x":
+        x = meta(x)
+    elif bad in ("meta cos", "meta sin"):
+        cos, sin = (meta(cos), sin) if bad == "meta cos" else (cos, meta(sin))
+    elif bad == "odd head_dim":
+        x, cos, sin = x[..., 1:], cos[:, 1:].contiguous(), sin[:, 1:].contiguous()
+    elif bad == "2-D x":
+        x = x.reshape(t, heads * d)
+    elif bad == "cos [t, d, 1]":
+        cos = cos[..., None]
+    event(f"broken: {bad or 'no'}")  # pytest --hypothesis-show-statistics counts them
+    got = outcome(lambda: native.rotary_embedding(x, cos, sin))
+    if bad:
+        assert isinstance(got, KernelInputError), f"{bad}: accepted"
+        return
+    assert isinstance(got, torch.Tensor), f"refused a valid input: {got}"
+    assert torch.equal(got, apply_rope(x, cos, sin))
