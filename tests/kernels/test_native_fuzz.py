@@ -102,7 +102,7 @@ class DecodeCase:
 
 
 DECODE_BREAKS = [
-    "block id", "seq_len past its row", "negative seq_len", "max_seq_len below a length", "max_seq_len 2**62",
+    "block id just past", "block id far", "seq_len past its row", "negative seq_len", "max_seq_len below a length", "max_seq_len 2**62",
     "float table", "bool lens", "float lens", "5-D cache", "block_size 0", "meta query", "meta cache",
     "meta table", "meta lens", "3-D table", "query heads not contiguous", "max_seq_len float",
     *(f"threads {name}" for name in THREADS_BAD),
@@ -137,14 +137,15 @@ def broken_decode(draw: st.DrawFn, case: DecodeCase) -> DecodeCase | None:
     q, kv, kw, bad = case.query, case.kv, dict(case.kwargs), case.bad
     lens, table = kv.seq_lens.clone(), kv.block_tables.clone()
     live = [s for s, n in enumerate(lens.tolist()) if n > 0]
-    if bad in ("block id", "seq_len past its row", "max_seq_len below a length") and not live:
+    if bad in ("block id just past", "block id far", "seq_len past its row", "max_seq_len below a length") and not live:
         return None
     if bad == "":
         pass
-    elif bad == "block id":
+    elif bad.startswith("block id"):  # just past the cache (the likeliest slip, read silently), or far off
         s = draw(st.sampled_from(live))
         col = draw(st.integers(0, -(-int(lens[s]) // kv.block_size) - 1))
-        table[s, col] = draw(st.sampled_from([-1, kv.num_blocks, 2**31 - 1, -(2**31)]))
+        far = [-1, 2**31 - 1, -(2**31)]
+        table[s, col] = kv.num_blocks if bad == "block id just past" else draw(st.sampled_from(far))
     elif bad == "seq_len past its row":
         lens[draw(st.sampled_from(live))] = table.shape[1] * kv.block_size + draw(st.integers(1, 2 * kv.block_size))
     elif bad == "negative seq_len" and len(lens):
@@ -204,7 +205,7 @@ def test_fuzz_paged_decode_attention(bad: str) -> None:
 
 
 # --- decode attention through a tile-load plan's lanes -------------------------------------------------
-LANE_BREAKS = ["slot", "negative seq_len", "3-D slots", "int32 slots", "meta slots", "meta mask", "meta lens",
+LANE_BREAKS = ["slot just past", "slot far", "negative seq_len", "3-D slots", "int32 slots", "meta slots", "meta mask", "meta lens",
                "float lens", "5-D cache"]  # fmt: skip
 
 
@@ -233,8 +234,9 @@ def lane_cases(draw: st.DrawFn, bad: str) -> LaneCase | None:
     attending = [(i, j) for i, j in mask.nonzero().tolist() if lens[i] > 0]
     if bad == "":
         pass
-    elif bad == "slot" and attending:
-        slots[draw(st.sampled_from(attending))] = draw(st.sampled_from([-1, num_slots + 1, 2**40]))
+    elif bad.startswith("slot") and attending:  # one past the last slot (+1 encoded), or far off
+        far = draw(st.sampled_from([-1, 2**40]))
+        slots[draw(st.sampled_from(attending))] = num_slots + 1 if bad == "slot just past" else far
     elif bad == "negative seq_len" and s:
         kv = replace(kv, seq_lens=lens.index_fill(0, torch.tensor([draw(st.integers(0, s - 1))]), -1))
     elif bad == "3-D slots":  # read as 2-D, it named no problem
@@ -273,7 +275,7 @@ def test_fuzz_lane_decode_attention(bad: str) -> None:
 
 
 # --- the cache write ------------------------------------------------------------------------------------
-CACHE_BREAKS = ["slot", "int32 slots", "meta slots", "meta cache", "meta key", "5-D cache", "3-D cache",
+CACHE_BREAKS = ["slot just past", "slot far", "int32 slots", "meta slots", "meta cache", "meta key", "5-D cache", "3-D cache",
                 "2-D key", "slots [T, 1]"]  # fmt: skip
 CacheCase = tuple[list[torch.Tensor], str]
 
@@ -291,9 +293,9 @@ def cache_write_cases(draw: st.DrawFn, bad: str) -> CacheCase | None:
     args = [key, value, kc, vc, slots]
     if bad == "":
         pass
-    elif bad == "slot" and t:
-        row = torch.tensor([draw(st.integers(0, t - 1))])
-        args[4] = slots.index_fill(0, row, draw(st.sampled_from([-2, num_slots, 2**62])))
+    elif bad.startswith("slot") and t:  # the first slot past the cache, or far off
+        row, far = torch.tensor([draw(st.integers(0, t - 1))]), draw(st.sampled_from([-2, 2**62]))
+        args[4] = slots.index_fill(0, row, num_slots if bad == "slot just past" else far)
     elif bad in ("int32 slots", "meta slots", "slots [T, 1]"):
         args[4] = slots.int() if bad == "int32 slots" else meta(slots) if bad == "meta slots" else slots[:, None]
     elif bad in ("meta cache", "meta key"):
