@@ -34,7 +34,7 @@ import struct
 import sys
 from collections.abc import Iterable
 
-__all__ = ["Containment", "deny_syscalls", "landlock_abi", "restrict_files"]
+__all__ = ["deny_syscalls", "landlock_abi", "restrict_files"]
 
 # --- libc ------------------------------------------------------------------------------------------------
 _PR_SET_NO_NEW_PRIVS = 38
@@ -104,10 +104,6 @@ def _no_new_privs() -> None:
     if _libc().prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         e = ctypes.get_errno()
         raise OSError(e, f"prctl(PR_SET_NO_NEW_PRIVS): {os.strerror(e)}")
-
-
-class Containment(dict):  # type: ignore[type-arg]
-    """What was applied: ``{"landlock": "ABI 7" | "", "seccomp": "on" | "", "missing": [why, ...]}``."""
 
 
 # --- Landlock ------------------------------------------------------------------------------------------------
