@@ -286,6 +286,7 @@ class LearnerProcess:
         self.records = [r for r in hello["records"] if isinstance(r, dict)]
         missing = hello.get("missing")
         self.missing = [str(m)[:300] for m in missing][:5] if isinstance(missing, list) else ["(not reported)"]
+        self.missing += self._seccomp_seen()
         self.objects = {}
         for r in self.records:
             eid, h = r.get("exercise"), r.get("h")
@@ -297,6 +298,20 @@ class LearnerProcess:
             self.local = self.chan.decode({"t": "ref", "h": hello["local"], "cls": "local runner"})
         if isinstance(hello.get("e2e"), int):
             self.e2e = self.chan.decode({"t": "ref", "h": hello["e2e"], "cls": "engine server"})
+
+    def _seccomp_seen(self) -> list[str]:
+        """What the kernel says of the learner's process (not what it says of itself): its seccomp mode."""
+        assert self.proc is not None
+        try:
+            with open(f"/proc/{self.proc.pid}/status", encoding="ascii", errors="replace") as f:
+                mode = next((ln.split()[1] for ln in f if ln.startswith("Seccomp:")), "")
+        except OSError:
+            return []  # not Linux, or gone: the hello's report stands
+        return (
+            []
+            if mode in ("", "2")
+            else [f"the kernel reports no seccomp filter on the learner's process (Seccomp: {mode})"]
+        )
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.chan is not None and not self.chan.closed

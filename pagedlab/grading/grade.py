@@ -16,8 +16,12 @@ process (:mod:`pagedlab.grading.driver`, trusted) runs every test driver on prox
 learner's objects; the *learner's process* (:mod:`pagedlab.grading.sandbox`) holds only the
 learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.grading.rpc`).
 Each starts fresh in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
-timeout that kills the whole process group. A submission that loops, crashes, exits, hogs memory,
-touches other files or patches the kit only loses its own points.
+timeout that kills the whole process group; the learner's process is also contained by the kernel
+(:mod:`pagedlab.grading.contain`). This process is the subreaper of its run
+(:mod:`pagedlab.grading.reaper`): every process left behind is killed before a result is read or a
+report written, and SIGINT/SIGTERM stop every process and remove every temporary folder. A
+submission that loops, crashes, exits, hogs memory, touches other files or patches the kit only
+loses its own points. Reports are written atomically, learner text escaped (:mod:`pagedlab.grading.text`).
 
 Writes to ``--out`` (default ``grading-output/``):
 

@@ -7,17 +7,25 @@ core files; see :func:`limits_preexec`), a scrubbed environment, stdin on ``/dev
 
 Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 
-1. read and delete the job file; import the modules the exercises need (torch for lab 08);
-2. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
+1. read and delete the job file; apply Landlock (:func:`pagedlab.grading.contain.restrict_files`:
+   writes only in this folder, reads only in the installation and system folders, no execve, no TCP,
+   no signal outside) while the process has one thread;
+2. import what the exercises need (torch for lab 08), the kit's grading modules, every extension
+   module of the standard library and numpy (:func:`preload_native_modules`): after step 3 no
+   library can be loaded;
+3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
+   program or executable mapping, no signal or ptrace of another process, no socket);
+4. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
    directory and the Python installation, deleting or renaming files outside it, starting
-   programs, network sockets, signalling other processes, ``ctypes`` loads from outside the
-   installation, and ``gc`` object walks;
-3. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
-4. send a *hello* (what loaded, with handles of the learner's objects) over the pipe and answer the
-   driver's requests (:mod:`pagedlab.grading.rpc`) until it closes the pipe.
+   programs, network sockets, signalling other processes, every ``ctypes`` operation and ``cffi``,
+   and ``gc`` object walks - clear errors for the learner, and defence in depth;
+5. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
+6. send a *hello* (what loaded, handles of the learner's objects, which containment is missing)
+   over the pipe and answer the driver's requests (:mod:`pagedlab.grading.rpc`) until it closes
+   the pipe.
 
 For the end-to-end test (job key ``e2e``) the engine and the model's weights are loaded before the
-guard (step 2), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
+filter (step 3), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
 holding the learner's objects: it serves prompts on them and answers token ids (plain data).
 
 No reference transcript or hidden test is ever in this process, and no driver runs here - with

@@ -318,3 +318,15 @@ def test_a_stopped_grade_stops_every_process_and_removes_its_temporary_folders(t
     assert not left, left
     assert not list(tmp.iterdir()), list(tmp.iterdir())
     assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+def test_missing_kernel_containment_is_a_warning_for_the_instructor():
+    from pagedlab.grading.grade import Learner, _say_containment
+
+    said: list[str] = []
+    lines = [{"type": "containment", "missing": ["Landlock is not available in this kernel"]}, {"type": "done"}]
+    _say_containment(
+        [(Learner("a", "a.ipynb"), lines, {}), (Learner("b", "b.ipynb"), [{"type": "done"}], {})], said.append
+    )
+    assert len(said) == 1 and said[0].startswith("WARNING: learner processes ran without part of their kernel")
+    assert "Landlock is not available" in said[0]
