@@ -330,3 +330,21 @@ def test_missing_kernel_containment_is_a_warning_for_the_instructor():
     )
     assert len(said) == 1 and said[0].startswith("WARNING: learner processes ran without part of their kernel")
     assert "Landlock is not available" in said[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_CHILD_SUBREAPER is Linux's")
+def test_the_grader_finds_and_kills_a_detached_grandchild():
+    """What a driver's descendant left behind (here a shell's background `sleep`, detached when the
+    shell exits) becomes the grader's child while it supervises, and is killed and reaped."""
+    from pagedlab.grading.reaper import Supervisor, children
+
+    with Supervisor() as sup:
+        shell = subprocess.run(["sh", "-c", "sleep 120 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+        orphan = int(shell.stdout.strip())
+        for _ in range(100):  # the shell is gone; its child is now ours
+            if orphan in children():
+                break
+            time.sleep(0.05)
+        assert orphan in children()
+        assert sup.kill_strays() == 1
+        assert orphan not in children() and not Path(f"/proc/{orphan}").exists()
