@@ -30,12 +30,16 @@ a fresh learner process is started for the next one. All public tests run before
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from typing import Any, TextIO
 
 from pagedlab.grading import e2e, registry
@@ -49,6 +53,7 @@ from pagedlab.grading.extract import (
 from pagedlab.grading.rpc import Channel, ChannelClosed
 from pagedlab.grading.runner import TimeLimitExceeded, run_driver, time_limit
 from pagedlab.grading.sandbox import limits_preexec
+from pagedlab.grading.text import printable
 
 __all__ = ["LearnerProcess", "main", "static_flags"]
 
@@ -210,7 +215,9 @@ class LearnerProcess:
 
     def __init__(self, job: dict[str, Any], names: dict[str, str], e2e: dict[str, Any] | None = None) -> None:
         self.job, self.names, self.e2e_job = job, names, e2e
-        self.workdir = os.path.realpath(job["learner_dir"])
+        self.pristine = os.path.realpath(job["learner_dir"])  # the grader's copies; the learner never writes here
+        self.workdir = ""  # this process's own scratch folder (a fresh one per start)
+        self.missing: list[str] = []  # kernel containment the learner's process could not apply
         self.proc: subprocess.Popen[bytes] | None = None
         self.chan: Channel | None = None
         self.objects: dict[str, Any] = {}
@@ -219,8 +226,17 @@ class LearnerProcess:
         self.e2e: Any = None  # the EngineServer of an end-to-end process
         self.records: list[dict[str, Any]] = []
 
+    def _fresh_folder(self) -> None:
+        """A new scratch folder holding fresh copies of the notebooks: no process sees what an earlier
+        one wrote (the hidden tests' run leaves nothing for the end-to-end test)."""
+        self.workdir = tempfile.mkdtemp(prefix="learner-", dir=os.path.dirname(self.pristine))
+        for nb in self.job["notebooks"]:
+            shutil.copyfile(os.path.join(self.pristine, nb), os.path.join(self.workdir, nb))
+
     def start(self) -> str:
-        """Start the process and wait for its hello; return "" or why it failed."""
+        """Start the process in a fresh folder and wait for its hello; return "" or why it failed."""
+        self.stop()
+        self._fresh_folder()
         r1, w1 = os.pipe()
         r2, w2 = os.pipe()
         with open(os.path.join(self.workdir, "job.json"), "w", encoding="utf-8") as f:
@@ -268,6 +284,9 @@ class LearnerProcess:
         if not isinstance(hello, dict) or not isinstance(hello.get("records"), list):
             raise ValueError("no hello")
         self.records = [r for r in hello["records"] if isinstance(r, dict)]
+        missing = hello.get("missing")
+        self.missing = [str(m)[:300] for m in missing][:5] if isinstance(missing, list) else ["(not reported)"]
+        self.missing += self._seccomp_seen()
         self.objects = {}
         for r in self.records:
             eid, h = r.get("exercise"), r.get("h")
@@ -280,11 +299,25 @@ class LearnerProcess:
         if isinstance(hello.get("e2e"), int):
             self.e2e = self.chan.decode({"t": "ref", "h": hello["e2e"], "cls": "engine server"})
 
+    def _seccomp_seen(self) -> list[str]:
+        """What the kernel says of the learner's process (not what it says of itself): its seccomp mode."""
+        assert self.proc is not None
+        try:
+            with open(f"/proc/{self.proc.pid}/status", encoding="ascii", errors="replace") as f:
+                mode = next((ln.split()[1] for ln in f if ln.startswith("Seccomp:")), "")
+        except OSError:
+            return []  # not Linux, or gone: the hello's report stands
+        return (
+            []
+            if mode in ("", "2")
+            else [f"the kernel reports no seccomp filter on the learner's process (Seccomp: {mode})"]
+        )
+
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.chan is not None and not self.chan.closed
 
     def stop(self) -> None:
-        """Kill the process (if running) and close the pipes."""
+        """Kill the process (if running), close the pipes, remove its scratch folder."""
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.kill()
@@ -294,6 +327,9 @@ class LearnerProcess:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self.chan.closed = True
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = ""
 
 
 # --- running the tests ----------------------------------------------------------------------------------
@@ -513,6 +549,8 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
                     "error": f"your notebook's cells could not be loaded: {why}",
                 },
             )
+    if lp.missing:  # the instructor is told (the grader prints it); the guard and the limits still hold
+        _write(out, {"type": "containment", "missing": lp.missing})
     loaded = _exercises(lp, parsed, out)
     timed_out: set[str] = set()
     local = [eid for eid in loaded if registry.get(eid).runs_in_learner_process]
@@ -558,10 +596,77 @@ def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[s
         lp.stop()
         return
     try:
-        for line in e2e.run_e2e(lp.e2e, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
+        server = _WithheldTextServer(lp.e2e, set(e2e.slots_of(parts)), set(names))
+        for line in e2e.run_e2e(server, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
             _write(out, line)
     finally:
         lp.stop()
+
+
+# --- the end-to-end run's text: kept out of learner-facing files ----------------------------------------
+_BUILTIN_ERRORS = frozenset(
+    n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)
+) | {"ComponentError", "KernelInputError"}
+_NUM = r"[0-9]+(?:\.[0-9]+)?"
+#: Sentences of the engine's guards and of the engine server with only numbers in them: shown as they are.
+_KNOWN_SENTENCES = tuple(
+    re.compile(p)
+    for p in (
+        rf"it did not return within {_NUM} s \(an endless loop\?\)",
+        rf"it took {_NUM} s, over the {_NUM} s limit \(a bare except: around a loop swallows the time-limit signal\)",
+        rf"the engine did not finish within {_NUM} s \(an endless loop\?\)",
+    )
+)
+_RAISED = re.compile(r"(it|the engine) raised ([A-Za-z_][A-Za-z0-9_]*):")
+WITHHELD = "its message is kept out of this report: text from the end-to-end run goes to your instructor only"
+
+
+def withheld_error(err: dict[str, Any], slots: set[str], eids: set[str]) -> dict[str, Any]:
+    """A learner process's end-to-end error with every piece of its text replaced by the grader's own.
+
+    The end-to-end run shows learners no text of their process (it could carry what an earlier
+    run saw): kept are a component that is one of ``slots``, an int step, the name of a builtin
+    exception, the engine's few sentences that hold only numbers; the rest is a fixed sentence.
+    """
+    out: dict[str, Any] = {k: err[k] for k in ("step", "fatal") if type(err.get(k)) is int}
+    component = err.get("component")
+    if isinstance(component, str) and component in slots:
+        out["component"] = component
+    said = str(err.get("invariant") or err.get("message") or "")
+    raised = _RAISED.match(said)
+    if any(p.fullmatch(said) for p in _KNOWN_SENTENCES):
+        text = said
+    elif raised and raised.group(2) in _BUILTIN_ERRORS:
+        text = f"{raised.group(1)} raised {raised.group(2)} ({WITHHELD})"
+    elif said.startswith("not loaded in this process: ") and set(said.split(": ", 1)[1].split(", ")) <= eids:
+        text = said
+    else:
+        text = f"{'an invariant the engine checks failed' if 'component' in out else 'the engine stopped'} ({WITHHELD})"
+    out["message"] = text
+    if "invariant" in err:
+        out["invariant"] = text
+    return out
+
+
+class _WithheldTextServer:
+    """The learner process's engine server as the end-to-end run sees it: replies with their text
+    replaced (:func:`withheld_error`); the original text goes to this process's output, which is
+    the instructor's log."""
+
+    def __init__(self, server: Any, slots: set[str], eids: set[str]) -> None:
+        self.server, self.slots, self.eids = server, slots, eids
+
+    def serve(self, *args: Any) -> Any:
+        got = self.server.serve(*args)
+        if type(got) is not dict:
+            return got
+        err, table = got.get("error"), got.get("table")
+        if type(err) is dict:
+            print(f"end-to-end, the learner's process said: {printable(repr(err))[:3000]}", flush=True)
+            got = dict(got, error=withheld_error(err, self.slots, self.eids))
+        if type(table) is str:
+            got = dict(got, table="")
+        return got
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,12 @@ process (:mod:`pagedlab.grading.driver`, trusted) runs every test driver on prox
 learner's objects; the *learner's process* (:mod:`pagedlab.grading.sandbox`) holds only the
 learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.grading.rpc`).
 Each starts fresh in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
-timeout that kills the whole process group. A submission that loops, crashes, exits, hogs memory,
-touches other files or patches the kit only loses its own points.
+timeout that kills the whole process group; the learner's process is also contained by the kernel
+(:mod:`pagedlab.grading.contain`). This process is the subreaper of its run
+(:mod:`pagedlab.grading.reaper`): every process left behind is killed before a result is read or a
+report written, and SIGINT/SIGTERM stop every process and remove every temporary folder. A
+submission that loops, crashes, exits, hogs memory, touches other files or patches the kit only
+loses its own points. Reports are written atomically, learner text escaped (:mod:`pagedlab.grading.text`).
 
 Writes to ``--out`` (default ``grading-output/``):
 
@@ -49,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.errors import PagedLabError
-from pagedlab.grading import registry
+from pagedlab.grading import reaper, registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.judge import Outcome, judge
@@ -294,11 +298,17 @@ class _Run:
             return True
         return False
 
-    def finish(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def finish(
+        self, supervisor: reaper.Supervisor | None = None, keep: set[int] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Its result lines and process info, read once every process it started is gone
+        (its process group, and through ``supervisor`` every orphan that is not in ``keep``)."""
         lines: list[dict[str, Any]] = []
         try:
             if self.proc is not None:
                 _kill_group(self.proc)  # leftovers of its process group (there should be none)
+                if supervisor is not None:
+                    supervisor.kill_strays(keep or set())
                 self.info["rc"] = self.proc.returncode
                 self.info["seconds"] = round(time.monotonic() - self.start, 2)
                 if self.log is not None:
@@ -386,19 +396,53 @@ def run_learners(
     jobs: int,
     e2e_job: dict[str, Any] | None = None,
 ) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Run every learner (at most ``jobs`` processes at a time); results in the learners' order."""
+    """Run every learner (at most ``jobs`` processes at a time); results in the learners' order.
+
+    Stopped (:class:`~pagedlab.grading.reaper.Stopped`, any exception): every process it started is
+    killed and every temporary folder removed before the exception goes on; a line on stderr says so.
+    """
     results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
     pending = list(enumerate(learners))
     running: dict[int, _Run] = {}
-    while pending or running:
-        while pending and len(running) < jobs:
-            i, lr = pending.pop(0)
-            running[i] = start_learner(lr, exercises, hidden, timeout, memory_mb, e2e_job)
-        for i in [i for i, r in running.items() if r.poll()]:
-            results[i] = running.pop(i).finish()
-        if running:
-            time.sleep(0.02)
+    with reaper.Supervisor() as supervisor:
+        try:
+            while pending or running:
+                while pending and len(running) < jobs:
+                    i, lr = pending.pop(0)
+                    running[i] = start_learner(lr, exercises, hidden, timeout, memory_mb, e2e_job)
+                for i in [i for i, r in running.items() if r.poll()]:
+                    others = {r.proc.pid for j, r in running.items() if j != i and r.proc is not None}
+                    results[i] = running[i].finish(supervisor, others)
+                    del running[i]
+                if running:
+                    time.sleep(0.02)
+        except BaseException as e:
+            _stop_all(list(running.values()), supervisor, e)
+            raise
     return [results[i] for i in range(len(learners))]
+
+
+def _stop_all(runs: list[_Run], supervisor: reaper.Supervisor, why: BaseException) -> None:
+    """Kill the process groups of ``runs`` and every stray, remove their folders, and say so on stderr."""
+    for run in runs:
+        if run.proc is not None:
+            _kill_group(run.proc)
+            run.proc.wait()
+    strays = supervisor.kill_strays()
+    folders = 0
+    for run in runs:
+        if run.log is not None:
+            run.log.close()
+        if run.workdir:
+            _remove_tree(run.workdir)
+            folders += not os.path.exists(run.workdir)
+    what = f"stopped by {why}" if isinstance(why, reaper.Stopped) else f"stopped ({type(why).__name__})"
+    print(
+        f"pagedlab grade: {what}: killed {len(runs)} learner run(s) and {strays} other process(es) they left, "
+        f"removed {folders} temporary folder(s); nothing was written",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run_learner(
@@ -684,12 +728,30 @@ def grade(
     Raises:
         GradeError: no submissions found, or a bad option.
         registry.UnknownExerciseError: an unknown id in ``exercises``.
+        reaper.Stopped: SIGINT or SIGTERM arrived; every process it started was killed and every
+            temporary folder removed first (stderr says so), and no report was written.
     """
-    from pagedlab.grading import report
 
     def say(text: str) -> None:
         if not quiet:
             print(text, flush=True)
+
+    with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
+        return _grade(submissions, Path(out), hidden_tests, timeout, memory_mb, jobs, exercises, say, e2e)
+
+
+def _grade(
+    submissions: Sequence[Any],
+    out_dir: Path,
+    hidden_tests: Any | None,
+    timeout: float,
+    memory_mb: int,
+    jobs: int,
+    exercises: Sequence[str] | None,
+    say: Callable[[str], None],
+    e2e: E2EOptions | None,
+) -> list[LearnerResult]:
+    from pagedlab.grading import report
 
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
     use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
@@ -698,7 +760,6 @@ def grade(
     learners = [s for s in submissions if isinstance(s, Learner)] + discovered
     if not learners:
         raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
-    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     say(
         f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
@@ -716,6 +777,7 @@ def grade(
         for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job))
     ]
     ids = wanted if wanted is not None else _exercises_found(runs)
+    _say_containment(runs, say)
     results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
     for r, (_lr, lines, _info) in zip(results, runs):
         r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
@@ -723,6 +785,26 @@ def grade(
     _say_results(results, say)
     say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
     return results
+
+
+def _say_containment(
+    runs: Sequence[tuple[Learner, list[dict[str, Any]], dict[str, Any]]], say: Callable[[str], None]
+) -> None:
+    """A warning for each reason a learner's process ran without part of the kernel containment."""
+    missing = sorted(
+        {
+            str(m)
+            for _lr, lines, _info in runs
+            for ln in lines
+            if ln.get("type") == "containment"
+            for m in ln.get("missing") or []
+        }
+    )
+    for why in missing:
+        say(
+            f"WARNING: learner processes ran without part of their kernel containment: {why}. The Python-level "
+            "guard and the resource limits still held (instructor guide, section 7)"
+        )
 
 
 def _say_results(results: Sequence[LearnerResult], say: Callable[[str], None]) -> None:
@@ -837,4 +919,6 @@ def main(args: argparse.Namespace) -> int:
         )
     except registry.UnknownExerciseError as e:
         raise GradeError(str(e)) from e
+    except reaper.Stopped as e:  # what was stopped and removed is on stderr already
+        return 128 + e.signum
     return 0

@@ -366,21 +366,30 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
         source: folder of lab notebooks (default :func:`pagedlab.data.labs_directory`).
 
     Raises:
-        DataFileNotFoundError: the install ships no labs. LabsBuildError: ``dest`` exists and is not a folder.
+        DataFileNotFoundError: the install ships no labs. LabsBuildError: ``dest`` exists and is not a
+            folder, or cannot be written.
     """
     from pagedlab import data
 
     src = source or data.labs_directory()
     if dest.exists() and not dest.is_dir():
         raise LabsBuildError(f"{dest} exists and is not a folder")
-    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LabsBuildError(f"cannot write {dest}: {e.strerror or e}; choose a folder you can write") from e
     results = []
     for lab in sorted(src.glob("*.ipynb")):
         expected = lab.read_text(encoding="utf-8")
         state, detail = _classify(dest / lab.name, expected)
         st = LabStatus(lab.name, state, detail=detail)
         if state in ("missing", "stale") or (state == "changed" and force):
-            (dest / lab.name).write_text(expected, encoding="utf-8")
+            try:
+                (dest / lab.name).write_text(expected, encoding="utf-8")
+            except OSError as e:
+                raise LabsBuildError(
+                    f"cannot write {dest / lab.name}: {e.strerror or e}; choose a folder you can write"
+                ) from e
             st.action = "written" if state != "changed" else "overwritten (--force)"
         elif state == "changed":
             st.action = "kept"

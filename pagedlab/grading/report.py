@@ -7,18 +7,23 @@ Everything that comes from a learner's process is escaped before it goes into HT
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import html
+import io
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pagedlab.grading import registry
 from pagedlab.grading.checking import MARK, WORD
+from pagedlab.grading.text import printable, printable_data
 from pagedlab.viz.pictures import side_by_side
 
-__all__ = ["COMBINED_NAME", "feedback_html", "gradescope_dict", "split_points", "write_all"]
+__all__ = ["COMBINED_NAME", "feedback_html", "gradescope_dict", "split_points", "write_all", "write_text_atomic"]
 
 #: Every learner's results in one file (a dict learner -> Gradescope-style dict; not itself a
 #: Gradescope ``results.json``, hence the name).
@@ -187,43 +192,94 @@ def feedback_html(res: Any) -> str:
     return "".join(parts)
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``
+    (a reader sees the old file or the new one, never a part; a stopped run leaves no half-written
+    file). Characters UTF-8 cannot hold (lone surrogates) are written as their escapes."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _json(data: Any) -> str:
+    return json.dumps(printable_data(data), indent=1, ensure_ascii=False)
+
+
+def _file_name(name: str) -> str:
+    """A learner's name as a file name: printable, no path separator."""
+    return printable(name).replace("/", "_").replace("\\", "_") or "_"
+
+
+def _csv_text(header: list[str], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows([[printable(c) for c in row] for row in rows])
+    return buf.getvalue()
+
+
+def _log_text(lr: Any, info: dict[str, Any], r: Any) -> str:
+    return (
+        f"learner: {lr.name}\nsource: {lr.source}\nnotebooks: {[str(p) for p in lr.notebooks]}\n"
+        f"exit status: {info.get('rc')}  timed out: {info.get('timed_out')}  seconds: {info.get('seconds')}\n"
+        f"status: {r.status}\n--- output of the learner process ---\n{info.get('stdout', '')}\n"
+    )
+
+
+def _write_learner(out_dir: Path, r: Any, lr: Any, info: dict[str, Any]) -> None:
+    """One learner's gradescope/, feedback/ and logs/ files; a failure is written in their place."""
+    name = _file_name(r.learner.name)
+    for path, make in (
+        (out_dir / "gradescope" / name / "results.json", lambda: _json(gradescope_dict(r))),
+        (out_dir / "feedback" / f"{name}.html", lambda: printable(feedback_html(r))),
+        (out_dir / "logs" / f"{_file_name(lr.name)}.txt", lambda: printable(_log_text(lr, info, r))),
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            text = make()
+        except Exception as e:  # noqa: BLE001 - one learner's odd output must not stop the others' files
+            text = f"pagedlab grade could not write this file ({type(e).__name__}: {e}); see grades.csv"
+        write_text_atomic(path, text)
+
+
 def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], runs: Sequence[Any]) -> None:
-    """Write grades.csv, all_learners.json, gradescope/, feedback/ and logs/ under ``out_dir``."""
+    """Write grades.csv, all_learners.json, gradescope/, feedback/ and logs/ under ``out_dir``.
+
+    Every file is written atomically (:func:`write_text_atomic`) and every piece of learner text
+    through :func:`~pagedlab.grading.text.printable`: no learner's output can stop another's.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "feedback").mkdir(exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
-    with open(out_dir / "grades.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(
-            ["learner", "score", "max_score", "percent", "status"]
-            + list(exercise_ids)
-            + ["end-to-end", "flags", "messages"]
+    header = (
+        ["learner", "score", "max_score", "percent", "status"]
+        + list(exercise_ids)
+        + ["end-to-end", "flags", "messages"]
+    )
+    rows = []
+    for r in results:
+        pct = 100.0 * r.score / r.max_score if r.max_score else 0.0
+        flags = sorted({fl for er in r.exercises.values() for fl in er.flags})
+        msgs = list(r.messages) + [f"{eid}: {er.error}" for eid, er in sorted(r.exercises.items()) if er.error]
+        rows.append(
+            [r.learner.name, f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
+            + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
+            + [r.e2e.line if getattr(r, "e2e", None) is not None else ""]
+            + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
         )
-        for r in results:
-            pct = 100.0 * r.score / r.max_score if r.max_score else 0.0
-            flags = sorted({fl for er in r.exercises.values() for fl in er.flags})
-            msgs = list(r.messages) + [f"{eid}: {er.error}" for eid, er in sorted(r.exercises.items()) if er.error]
-            w.writerow(
-                [r.learner.name, f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
-                + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
-                + [r.e2e.line if getattr(r, "e2e", None) is not None else ""]
-                + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
-            )
+    write_text_atomic(out_dir / "grades.csv", _csv_text(header, rows))
     combined = {
         "generated_by": "pagedlab grade",
         "exercises": list(exercise_ids),
         "learners": {r.learner.name: gradescope_dict(r) for r in results},
     }
-    (out_dir / COMBINED_NAME).write_text(json.dumps(combined, indent=1, ensure_ascii=False), encoding="utf-8")
-    for r in results:
-        gs = out_dir / "gradescope" / r.learner.name
-        gs.mkdir(parents=True, exist_ok=True)
-        (gs / "results.json").write_text(json.dumps(gradescope_dict(r), indent=1, ensure_ascii=False), encoding="utf-8")
-        (out_dir / "feedback" / f"{r.learner.name}.html").write_text(feedback_html(r), encoding="utf-8")
+    write_text_atomic(out_dir / COMBINED_NAME, _json(combined))
     for (lr, _lines, info), r in zip(runs, results):
-        text = (
-            f"learner: {lr.name}\nsource: {lr.source}\nnotebooks: {[str(p) for p in lr.notebooks]}\n"
-            f"exit status: {info.get('rc')}  timed out: {info.get('timed_out')}  seconds: {info.get('seconds')}\n"
-            f"status: {r.status}\n--- output of the learner process ---\n{info.get('stdout', '')}\n"
-        )
-        (out_dir / "logs" / f"{lr.name}.txt").write_text(text, encoding="utf-8")
+        _write_learner(out_dir, r, lr, info)

@@ -258,7 +258,7 @@ class Channel:
         self.objects: dict[int, Any] = {}
         self.handles: dict[int, int] = {}
         self.proxies: dict[int, Proxy] = {}
-        self.buf = b""
+        self.buf = bytearray()
         self.next_id = 0
         self.closed = False
 
@@ -279,13 +279,21 @@ class Channel:
         Raises:
             ChannelClosed: end of file, an oversized or malformed message.
         """
-        while b"\n" not in self.buf:
-            chunk = os.read(self.rfd, 1 << 20) if not self.closed else b""
-            if not chunk or len(self.buf) > MAX_MESSAGE_BYTES:
+        end = self.buf.find(b"\n")
+        while end < 0:  # the cap holds as it reads: never more than MAX_MESSAGE_BYTES + 1 buffered
+            if len(self.buf) > MAX_MESSAGE_BYTES:
                 self.closed = True
-                raise ChannelClosed("the other process ended" if not chunk else "a message was too large")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
+                raise ChannelClosed("a message was too large")
+            scanned = len(self.buf)
+            chunk = os.read(self.rfd, min(1 << 20, MAX_MESSAGE_BYTES + 1 - scanned)) if not self.closed else b""
+            if not chunk:
+                self.closed = True
+                raise ChannelClosed("the other process ended")
+            self.buf += chunk  # a bytearray: amortised O(1) per byte, and only the new bytes are searched
+            found = chunk.find(b"\n")
+            end = scanned + found if found >= 0 else -1
+        line = bytes(self.buf[:end])
+        del self.buf[: end + 1]  # O(1) at the front of a bytearray
         try:
             msg = json.loads(line)
         except (ValueError, RecursionError):

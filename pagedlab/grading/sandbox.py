@@ -7,17 +7,25 @@ core files; see :func:`limits_preexec`), a scrubbed environment, stdin on ``/dev
 
 Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 
-1. read and delete the job file; import the modules the exercises need (torch for lab 08);
-2. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
+1. read and delete the job file; apply Landlock (:func:`pagedlab.grading.contain.restrict_files`:
+   writes only in this folder, reads only in the installation and system folders, no execve, no TCP,
+   no signal outside) while the process has one thread;
+2. import what the exercises need (torch for lab 08), the kit's grading modules, every extension
+   module of the standard library and numpy (:func:`preload_native_modules`): after step 3 no
+   library can be loaded;
+3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
+   program or executable mapping, no signal or ptrace of another process, no socket);
+4. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
    directory and the Python installation, deleting or renaming files outside it, starting
-   programs, network sockets, signalling other processes, ``ctypes`` loads from outside the
-   installation, and ``gc`` object walks;
-3. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
-4. send a *hello* (what loaded, with handles of the learner's objects) over the pipe and answer the
-   driver's requests (:mod:`pagedlab.grading.rpc`) until it closes the pipe.
+   programs, network sockets, signalling other processes, every ``ctypes`` operation and ``cffi``,
+   and ``gc`` object walks - clear errors for the learner, and defence in depth;
+5. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
+6. send a *hello* (what loaded, handles of the learner's objects, which containment is missing)
+   over the pipe and answer the driver's requests (:mod:`pagedlab.grading.rpc`) until it closes
+   the pipe.
 
 For the end-to-end test (job key ``e2e``) the engine and the model's weights are loaded before the
-guard (step 2), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
+filter (step 3), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
 holding the learner's objects: it serves prompts on them and answers token ids (plain data).
 
 No reference transcript or hidden test is ever in this process, and no driver runs here - with
@@ -41,11 +49,14 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from pagedlab.grading import contain
+from pagedlab.grading.reaper import die_with_parent
+
 __all__ = ["GuardError", "install_guard", "limits_preexec", "main"]
 
 
 def limits_preexec(memory_mb: int, cpu_s: int, fsize_mb: int = 64) -> Callable[[], None]:
-    """A ``preexec_fn`` setting the child's resource limits (Linux/macOS)."""
+    """A ``preexec_fn`` setting the child's resource limits (Linux/macOS) and its death with its parent."""
 
     def apply() -> None:
         mem = int(memory_mb) * 1024 * 1024
@@ -59,6 +70,7 @@ def limits_preexec(memory_mb: int, cpu_s: int, fsize_mb: int = 64) -> Callable[[
                 resource.setrlimit(lim, val)
             except (ValueError, OSError):  # e.g. RLIMIT_AS unsupported on macOS: the timeout still holds
                 pass
+        die_with_parent()  # a grader or driver killed even by SIGKILL takes its processes with it
 
     return apply
 
@@ -108,6 +120,9 @@ _NET_EVENTS = {
     "socket.__new__",
 }
 _GC_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
+#: ctypes' audit events (dlopen, dlsym, call_function, cdata, addressof, string_at...) and cffi's modules.
+_FOREIGN_PREFIXES = ("ctypes.", "_ctypes.", "cffi.")
+_FOREIGN_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend", "ctypes.util", "ctypes.wintypes"})
 
 
 class GuardError(PermissionError):
@@ -177,15 +192,6 @@ class _Guard:
         if not _under(self.real(path if path is not None else "."), [self.work] + self.readable):
             self.deny(f"listing the folder {os.fsdecode(path)}")
 
-    def on_dlopen(self, args: Any) -> None:
-        name = args[0] if args else None
-        if name is None:
-            return  # dlopen(None): the process itself
-        if not (
-            isinstance(name, (str, bytes)) and os.path.isabs(os.fsdecode(name)) and _under(self.real(name), self.roots)
-        ):
-            self.deny(f"loading the native library {name!r}")
-
     def __call__(self, event: str, args: Any) -> None:
         if event == "open":
             self.on_open(args)
@@ -200,14 +206,16 @@ class _Guard:
         elif event in _NET_EVENTS:
             self.deny("network access")
         elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
-            if event != "os.kill" or (args[0] if args else None) not in (self.me, 0):
+            if event != "os.kill" or (args[0] if args else None) != self.me:  # kill(0, ...) is the driver's group
                 self.deny("signalling another process")
         elif event == "sys.addaudithook":
             self.deny("adding an audit hook")
         elif event in _GC_EVENTS:
             self.deny(f"{event}()")
-        elif event == "ctypes.dlopen":
-            self.on_dlopen(args)
+        elif event.startswith(_FOREIGN_PREFIXES) or (event == "import" and args and args[0] in _FOREIGN_MODULES):
+            # deny by default: no library (not even dlopen(None), the process itself, whose libc has
+            # system()), no symbol, no foreign call, no raw memory - the kit needs none after the guard
+            self.deny(f"native code ({event})")
 
 
 def install_guard(workdir: str, read_roots: list[str]) -> None:
@@ -245,6 +253,17 @@ def _read_roots() -> list[str]:
     roots.add(sys.base_prefix)
     roots.add(sys.prefix)
     return [r for r in roots if r and r != "/"]
+
+
+#: Folders the learner's process may read besides the Python installation and the kit (Landlock).
+SYSTEM_READ_ROOTS = ("/usr", "/lib", "/lib32", "/lib64", "/etc", "/proc", "/sys", "/dev")
+
+
+def _landlock_reads(job: dict[str, Any]) -> list[str]:
+    """What the kernel lets the learner's process read: the guard's roots, system folders, and the
+    model cache for the end-to-end test (its weights are loaded before the guard)."""
+    extra = [str(job["e2e"]["cache_dir"])] if job.get("e2e") else []
+    return _read_roots() + list(SYSTEM_READ_ROOTS) + extra
 
 
 #: Loaded before the learner's cells, so that the audit sees what they replace.
@@ -340,6 +359,37 @@ class _LocalRunner:
         return list(self._run_driver(test, obj, timeout=float(timeout), plain=True, catch_all=True))
 
 
+#: Extension modules of the standard library not loaded for learner code (no use in an exercise).
+_NOT_PRELOADED = ("_test", "_xx", "xx", "_ctypes_test", "_tkinter", "_curses", "readline", "ossaudiodev", "nis", "spwd")
+#: Third-party modules with native code a learner's cell may import, loaded when installed.
+PRELOADED = ("numpy",)
+
+
+def preload_native_modules() -> list[str]:
+    """Load every extension module of the standard library (``math``, ``_random``, ``_heapq``,
+    ``_bisect``, ``_decimal``...) and :data:`PRELOADED`: after the seccomp filter no library can be
+    loaded, so a learner's ``import random`` must find its native part loaded. Returns those that
+    could not be loaded."""
+    import importlib
+    import importlib.machinery
+    import sysconfig
+
+    failed = []
+    folder = sysconfig.get_path("platstdlib")
+    dynload = os.path.join(folder, "lib-dynload")
+    names = sorted(
+        {f.split(".")[0] for f in os.listdir(dynload) if f.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))}
+        if os.path.isdir(dynload)
+        else set()
+    )
+    for name in [n for n in names if not n.startswith(_NOT_PRELOADED)] + list(PRELOADED):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - not installed or not loadable here: a learner's import says so
+            failed.append(name)
+    return failed
+
+
 def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tuple[str, Any]]:
     """(notebook, extraction) of each notebook that parses (the driver reports the others)."""
     from pagedlab.grading.extract import NotebookError, find_exercises, read_notebook
@@ -404,10 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
     os.remove(job_path)
+    workdir = os.getcwd()
+    # kernel containment, 1: files, network, signals - first, while this process has one thread
+    missing = [why for why in [contain.restrict_files(workdir, _landlock_reads(job))] if why]
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past RLIMIT_FSIZE fails instead of killing us
     sys.dont_write_bytecode = True
     names: dict[str, str] = dict(job["names"])
-    workdir = os.getcwd()
     parsed = _parse(workdir, job["notebooks"], names)
     for mod in sorted(job.get("needs", [])):  # heavy modules the exercises need, loaded before the guard
         try:
@@ -420,15 +472,20 @@ def main(argv: list[str] | None = None) -> int:
 
         e2e.preload(str(job["e2e"]["model"]), str(job["e2e"]["cache_dir"]))
         server = e2e.EngineServer(str(job["e2e"]["model"]))
-    install_guard(workdir, _read_roots())
-    chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
     for mod in _AUDITED:
         __import__(mod)
     sys.modules["pagedlab.grading.registry"].load_all()
+    preload_native_modules()
+    # kernel containment, 2: no new process, program or executable memory - every library is loaded now
+    missing += [why for why in [contain.deny_syscalls()] if why]
+    for why in missing:
+        print(f"pagedlab grade: containment incomplete: {why}", file=sys.stderr, flush=True)
+    install_guard(workdir, _read_roots())
+    chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
     audit = _Audit()
     local = _LocalRunner()
     records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None)
-    hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local)}
+    hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local), "missing": missing}
     if server is not None:
         hello["e2e"] = chan.export(server)
     chan.send({"hello": hello})

@@ -155,3 +155,65 @@ def test_a_broken_or_vanished_peer_closes_the_channel() -> None:
         Channel(r2, w, trusted=True).recv()
     for fd in (r, w, r2):
         os.close(fd)
+
+
+# --- framing: O(N) reads, the size cap enforced as it reads (issue 26) ----------------------------------
+def _writer(fd: int, data: bytes) -> threading.Thread:
+    def run() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError:  # the reader closed its end
+            pass
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_message_over_the_cap_is_refused_as_it_is_read_even_if_the_sender_goes_quiet():
+    """64 MiB + 1 bytes without a newline, and the sender keeps its end open: recv() must not wait
+    for more data to notice (the old loop checked the size only when the next read returned)."""
+    from pagedlab.grading.rpc import MAX_MESSAGE_BYTES
+
+    r, w = os.pipe()
+    writer = _writer(w, b"x" * (MAX_MESSAGE_BYTES + 1))
+    chan = Channel(r, os.open(os.devnull, os.O_WRONLY), trusted=True)
+    done: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            chan.recv()
+        except BaseException as e:  # noqa: BLE001 - recorded for the assertion
+            done.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(30)
+    os.close(r)  # unblocks the writer, whatever happened
+    writer.join(5)
+    os.close(w)
+    assert done and isinstance(done[0], ChannelClosed) and "too large" in str(done[0]), done
+    assert len(chan.buf) <= MAX_MESSAGE_BYTES + 1
+
+
+def test_a_large_message_is_read_in_linear_time():
+    """40 MB of one JSON string through a pipe (64 KiB a read): concatenating bytes and searching the
+    whole buffer for each read took tens of seconds; a bytearray searched chunk by chunk, well under 10."""
+    import json
+    import time
+
+    payload = {"v": "y" * (40 * 1024 * 1024)}
+    data = (json.dumps(payload) + "\n" + json.dumps({"next": 1}) + "\n").encode()
+    r, w = os.pipe()
+    writer = _writer(w, data)
+    chan = Channel(r, os.open(os.devnull, os.O_WRONLY), trusted=True)
+    t0 = time.monotonic()
+    got = chan.recv()
+    took = time.monotonic() - t0
+    assert got == payload and chan.recv() == {"next": 1}  # the next message is kept, not lost
+    writer.join(5)
+    os.close(w)
+    os.close(r)
+    assert took < 10.0, took

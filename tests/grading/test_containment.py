@@ -1,0 +1,350 @@
+"""Containment of learner code under `pagedlab grade` (issue 22 item 2, issue 26 items 4 and 6).
+
+* The kernel layer alone (pagedlab.grading.contain, no Python guard): a process that applied it
+  cannot start a process or a program, load new code, write outside its folder or signal others.
+* The attacks of the issues, each graded as a submission: ``dlopen(None)`` -> libc's ``system()``
+  starting a detached process that rewrites the reports after the run; ``kill(0, ...)`` of the
+  driver's process group; a lone surrogate and control characters in a learner's message; a part
+  that records the hidden tests' inputs and uses them in the end-to-end run.
+* ``pagedlab grade`` stopped by SIGINT or SIGTERM while a learner's code loops: every process it
+  started ends and its temporary folders are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pagedlab.grading import contain, registry
+from pagedlab.grading.grade import E2EOptions, grade
+from tests.grading.helpers import write_notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+QUEUE = registry.snippet_source("02.free_queue")
+SLOT = registry.snippet_source("02.slot_mapping")
+LINUX = sys.platform == "linux" and contain.landlock_abi() >= 1
+needs_kernel = pytest.mark.skipif(not LINUX, reason="Landlock/seccomp need Linux >= 5.13 with Landlock enabled")
+
+
+# --- the kernel layer on its own -------------------------------------------------------------------------
+KERNEL_PROBE = r"""
+import ctypes, mmap, os, sys, threading
+from pagedlab.grading import contain
+work, outside = sys.argv[1], sys.argv[2]
+print("landlock:", repr(contain.restrict_files(work, [sys.base_prefix, sys.prefix, os.path.dirname(contain.__file__), "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev"])))
+print("seccomp:", repr(contain.deny_syscalls()))
+libc = ctypes.CDLL(None)
+def attempt(name, fn):
+    try:
+        got = fn()
+        print(name, "ALLOWED", repr(got)[:60], flush=True)
+    except BaseException as e:
+        print(name, "DENIED", type(e).__name__, flush=True)
+attempt("system", lambda: libc.system(("touch " + outside + "/spawned").encode()) == 0 or 1 / 0)
+attempt("fork", os.fork)
+attempt("raw-fork", lambda: libc.syscall(57) >= 0 or 1 / 0)
+attempt("raw-execve", lambda: libc.syscall(59, b"/bin/true", None, None) >= 0 or 1 / 0)
+attempt("new-library", lambda: ctypes.CDLL("libcurl.so.4"))
+attempt("exec-memory", lambda: mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC))
+attempt("write-outside", lambda: open(outside + "/planted", "w"))
+attempt("read-outside", lambda: open(outside + "/secret").read())
+attempt("kill-parent", lambda: os.kill(os.getppid(), 0))
+attempt("kill-group", lambda: os.kill(0, 0))
+attempt("write-inside", lambda: open(work + "/mine", "w").write("x"))
+attempt("thread", lambda: [t.start() or t.join() for t in [threading.Thread(target=print)]])
+attempt("kill-self", lambda: os.kill(os.getpid(), 0))
+"""
+
+
+@needs_kernel
+def test_the_kernel_layer_alone_denies_processes_programs_new_code_outside_writes_and_signals(tmp_path):
+    """No audit hook here: what holds is the kernel's (Landlock + seccomp), whatever Python code does."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    probe = subprocess.run(
+        [sys.executable, "-c", KERNEL_PROBE, str(work), str(outside)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    got = dict(line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line)
+    assert got.get("landlock:") == "''" and got.get("seccomp:") == "''", probe.stdout + probe.stderr
+    for attack in (
+        "system",
+        "fork",
+        "raw-fork",
+        "raw-execve",
+        "new-library",
+        "exec-memory",
+        "write-outside",
+        "read-outside",
+        "kill-parent",
+        "kill-group",
+    ):
+        assert got.get(attack, "").startswith("DENIED"), (attack, probe.stdout, probe.stderr)
+    for allowed in ("write-inside", "thread", "kill-self"):
+        assert got.get(allowed, "").startswith("ALLOWED"), (allowed, probe.stdout, probe.stderr)
+    assert not (outside / "spawned").exists() and not (outside / "planted").exists()
+
+
+def test_a_kernel_without_landlock_is_said_not_hidden(monkeypatch):
+    monkeypatch.setattr(contain, "landlock_abi", lambda: 0)
+    assert "Landlock is not available" in contain.restrict_files("/tmp", [])
+
+
+# --- the attacks, graded -----------------------------------------------------------------------------------
+def _slot_with_load(prelude: str) -> str:
+    """02.slot_mapping, right, after ``prelude`` runs when the cell loads."""
+    return "# EXERCISE 02.slot_mapping\n" + textwrap.dedent(prelude) + "\n" + SLOT.split("\n", 1)[1]
+
+
+def _attacks(out: Path, marks: Path) -> dict[str, list[str]]:
+    system = f"""
+        import ctypes
+        try:
+            _rc = ctypes.CDLL(None).system(
+                b"(sleep 3; echo HACKED > {out}/grades.csv; echo HACKED > {out}/all_learners.json; "
+                b"touch {marks}/system-ran) >/dev/null 2>&1 &")
+            print("SYSTEM returned", _rc, flush=True)
+        except Exception as e:
+            print("SYSTEM denied", type(e).__name__, flush=True)
+    """
+    group = """
+        import os, signal
+        try:
+            os.kill(0, signal.SIGKILL)  # the driver's whole process group
+        except Exception as e:
+            print("GROUP denied", type(e).__name__, flush=True)
+    """
+    surrogate = (
+        "# EXERCISE 02.slot_mapping\n"
+        "def slot_mapping(block_table, positions, block_size):\n"
+        "    raise ValueError('LONE \\ud800 ESC \\x1b[31m NUL \\x00 BELL \\x07 \\u2028 \\u674e\\u96f7 \\U0001f600')\n"
+    )
+    return {
+        "honest": [QUEUE, SLOT],
+        "system_detached": [QUEUE, _slot_with_load(system)],
+        "group_kill": [QUEUE, _slot_with_load(group)],
+        "surrogate": [QUEUE, surrogate],
+    }
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    root = tmp_path_factory.mktemp("contain")
+    out, marks = root / "out", root / "marks"
+    marks.mkdir()
+    for name, cells in _attacks(out, marks).items():
+        write_notebook(root / "subs" / f"{name}.ipynb", cells)
+    results = grade([root / "subs"], out, timeout=40, memory_mb=1024, jobs=2, quiet=True, e2e=E2EOptions(False))
+    time.sleep(5)  # a detached process of the system() attack would have rewritten the reports by now
+    return {"out": out, "marks": marks, "by": {r.learner.name: r for r in results}}
+
+
+def test_dlopen_none_and_system_start_nothing_and_the_reports_stay(attacked):
+    out, by = attacked["out"], attacked["by"]
+    assert not (attacked["marks"] / "system-ran").exists()
+    assert "HACKED" not in (out / "grades.csv").read_text()
+    combined = json.loads((out / "all_learners.json").read_text())
+    assert combined["learners"]["honest"]["score"] == 2.0
+    log = (out / "logs" / "system_detached.txt").read_text()
+    # the guard refuses dlopen(None) (GuardError); were it fooled, the kernel refuses the process: 127 << 8
+    assert "SYSTEM denied GuardError" in log or "SYSTEM returned 32512" in log, log
+    assert by["system_detached"].exercises["02.slot_mapping"].score == 1.0  # its right part still counts
+    assert by["honest"].score == 2.0
+
+
+def test_killing_the_drivers_process_group_is_denied(attacked):
+    r = attacked["by"]["group_kill"]
+    assert r.status == "ok" and r.score == 2.0, r.messages
+    log = (attacked["out"] / "logs" / "group_kill.txt").read_text()
+    assert "GROUP denied GuardError" in log or "GROUP denied PermissionError" in log, log  # guard, else kernel
+
+
+def test_any_learner_text_is_written_escaped_and_stops_nobody_else(attacked):
+    out, r = attacked["out"], attacked["by"]["surrogate"]
+    assert r.exercises["02.free_queue"].score == 1.0
+    html = (out / "feedback" / "surrogate.html").read_text(encoding="utf-8")
+    assert "LONE \\ud800 ESC \\x1b[31m NUL \\x00 BELL \\x07 \\u2028 李雷 😀" in html
+    for path in out.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode("utf-8")  # strict: every file is valid UTF-8
+            assert "\x1b" not in text and "\x00" not in text, path
+    for name in attacked["by"]:
+        assert (out / "feedback" / f"{name}.html").exists() and (out / "logs" / f"{name}.txt").exists()
+        assert json.loads((out / "gradescope" / name / "results.json").read_text())["tests"]
+    combined = json.loads((out / "all_learners.json").read_text())
+    assert set(combined["learners"]) == set(attacked["by"])
+    assert not list(out.rglob("*.tmp"))  # atomic writes leave no temporary file behind
+
+
+# --- the end-to-end run sees nothing of the hidden tests' run --------------------------------------------------
+HIDDEN_TEST = """
+from pagedlab.grading import hidden_test
+
+@hidden_test("02.slot_mapping", "a huge block size")
+def _(fn, rec):
+    rec.observe("slots", fn([3, 9], [70, 127], 64))
+"""
+
+#: Right everywhere, but it records every call's arguments in its folder; a process that finds a
+#: hidden test's input there (block size 64) in the engine returns wrong slots (the tokens then differ)
+#: and raises the input (the error text would carry it) - so the end-to-end row shows whether the
+#: run saw the hidden tests' state.
+STATEFUL = """# EXERCISE 02.slot_mapping
+import os, sys
+_SEEN = open("seen.txt").read() if os.path.exists("seen.txt") else ""
+
+def slot_mapping(block_table, positions, block_size):
+    with open("seen.txt", "a") as f:
+        f.write(repr((list(block_table), list(positions), block_size)) + "\\n")
+    if "pagedlab.engine.llm" in sys.modules and ", 64)" in _SEEN:
+        raise ValueError("HIDDEN-INPUTS " + _SEEN.replace("\\n", " "))
+    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]
+"""
+
+#: Right in the unit tests; in the engine it raises with a text of its own.
+TALKER = """# EXERCISE 02.slot_mapping
+import sys
+
+def slot_mapping(block_table, positions, block_size):
+    if "pagedlab.engine.llm" in sys.modules:
+        raise ValueError("E2E-TEXT-9191 chosen by the learner")
+    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]
+"""
+
+
+@pytest.fixture(scope="module")
+def e2e_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e_state")
+    (root / "hidden").mkdir()
+    (root / "hidden" / "extra.py").write_text(HIDDEN_TEST)
+    write_notebook(root / "subs" / "stateful.ipynb", [STATEFUL])
+    write_notebook(root / "subs" / "talker.ipynb", [TALKER])
+    results = grade(
+        [root / "subs"], root / "out", hidden_tests=root / "hidden", timeout=120, quiet=True, e2e=E2EOptions(seed=1)
+    )
+    by = {r.learner.name: r for r in results}
+    if by["stateful"].e2e is None or by["stateful"].e2e.status == "not run":
+        pytest.skip(f"the end-to-end test cannot run here: {by['stateful'].e2e}")  # no model cached
+    return {"out": root / "out", "by": by}
+
+
+@needs_kernel
+def test_the_end_to_end_run_sees_no_state_of_the_hidden_tests_run(e2e_run):
+    r = e2e_run["by"]["stateful"]
+    hidden = [o for o in r.exercises["02.slot_mapping"].outcomes if o.hidden]
+    assert hidden and all(o.passed for o in hidden)  # the hidden test ran (and wrote its input down)
+    assert r.e2e.status == "passed", r.e2e  # a fresh folder: the engine's process found nothing
+    for path in e2e_run["out"].rglob("*"):
+        if path.is_file():
+            assert "HIDDEN-INPUTS" not in path.read_text() and "[70, 127]" not in path.read_text(), path
+
+
+def test_learner_text_from_the_end_to_end_run_reaches_only_the_instructor(e2e_run):
+    out, r = e2e_run["out"], e2e_run["by"]["talker"]
+    assert r.e2e.status == "failed" and "in component slot_mapping" in r.e2e.line, r.e2e
+    assert "raised ValueError" in r.e2e.line and "kept out of this report" in r.e2e.line, r.e2e.line
+    for path in [out / "feedback" / "talker.html", out / "gradescope" / "talker" / "results.json", out / "grades.csv"]:
+        assert "E2E-TEXT-9191" not in path.read_text(), path
+    assert "E2E-TEXT-9191" in (out / "logs" / "talker.txt").read_text()  # the instructor sees it
+
+
+# --- stopped by a signal -----------------------------------------------------------------------------------------
+def _processes_in(folder: Path) -> list[int]:
+    """Pids whose working folder is under ``folder``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cwd = os.readlink(f"/proc/{name}/cwd")
+            except OSError:
+                continue
+            if cwd.startswith(str(folder)):
+                out.append(int(name))
+    return out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stopped_grade_stops_every_process_and_removes_its_temporary_folders(tmp_path, sig):
+    loop = "# EXERCISE 02.slot_mapping\ndef slot_mapping(block_table, positions, block_size):\n    while True:\n        pass\n"
+    write_notebook(tmp_path / "subs" / "looper.ipynb", [loop])
+    write_notebook(tmp_path / "subs" / "looper2.ipynb", [loop])
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp))
+    cli = "from pagedlab.cli import main; raise SystemExit(main())"
+    cmd = [sys.executable, "-c", cli, "grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(
+        [*cmd, "--no-e2e", "--timeout", "120", "--jobs", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not any(
+            "pagedlab.grading.sandbox" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+            for p in _processes_in(tmp)
+            if Path(f"/proc/{p}/cmdline").exists()
+        ):
+            time.sleep(0.2)
+        time.sleep(1.0)  # the learner's code is looping now
+        assert _processes_in(tmp), "no learner process started"
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = _processes_in(tmp)
+    for pid in left:  # never leave them running, whatever the assertion says
+        os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert f"stopped by {signal.Signals(sig).name}" in err and "removed 2 temporary folder(s)" in err, err
+    assert not left, left
+    assert not list(tmp.iterdir()), list(tmp.iterdir())
+    assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+def test_missing_kernel_containment_is_a_warning_for_the_instructor():
+    from pagedlab.grading.grade import Learner, _say_containment
+
+    said: list[str] = []
+    lines = [{"type": "containment", "missing": ["Landlock is not available in this kernel"]}, {"type": "done"}]
+    _say_containment(
+        [(Learner("a", "a.ipynb"), lines, {}), (Learner("b", "b.ipynb"), [{"type": "done"}], {})], said.append
+    )
+    assert len(said) == 1 and said[0].startswith("WARNING: learner processes ran without part of their kernel")
+    assert "Landlock is not available" in said[0]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_CHILD_SUBREAPER is Linux's")
+def test_the_grader_finds_and_kills_a_detached_grandchild():
+    """What a driver's descendant left behind (here a shell's background `sleep`, detached when the
+    shell exits) becomes the grader's child while it supervises, and is killed and reaped."""
+    from pagedlab.grading.reaper import Supervisor, children
+
+    with Supervisor() as sup:
+        shell = subprocess.run(["sh", "-c", "sleep 120 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)
+        orphan = int(shell.stdout.strip())
+        for _ in range(100):  # the shell is gone; its child is now ours
+            if orphan in children():
+                break
+            time.sleep(0.05)
+        assert orphan in children()
+        assert sup.kill_strays() == 1
+        assert orphan not in children() and not Path(f"/proc/{orphan}").exists()
