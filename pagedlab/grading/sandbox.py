@@ -359,11 +359,13 @@ def _load(
     cell_timeout: float,
     chan: Any,
     into: dict[str, Any] | None = None,
+    provenance: Any = None,
 ) -> list[dict[str, Any]]:
     """Run the exercise cells of every notebook; one record per (notebook, exercise) found.
 
     ``into`` (exercise id -> object) receives the first loaded object of each exercise (the
-    end-to-end test's engine plugs them in)."""
+    end-to-end test's engine plugs them in); ``provenance`` (:class:`~pagedlab.grading.provenance.Provenance`)
+    flags an object that is the kit's reference."""
     from pagedlab.grading.extract import load_exercises
     from pagedlab.grading.runner import time_limit
 
@@ -389,6 +391,7 @@ def _load(
                         "ok": le.ok,
                         "error": le.error,
                         "notes": le.notes,
+                        "reference": provenance.check(eid, le.obj) if provenance is not None and le.ok else "",
                         "h": chan.export(le.obj) if le.ok else None,
                     }
                 )
@@ -427,7 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.modules["pagedlab.grading.registry"].load_all()
     audit = _Audit()
     local = _LocalRunner()
-    records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None)
+    from pagedlab.grading.provenance import Provenance
+
+    refs = Provenance(names)  # the references' fingerprints, before any learner cell runs
+    records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None, refs)
     hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local)}
     if server is not None:
         hello["e2e"] = chan.export(server)
