@@ -7,13 +7,15 @@
 
 The zip (upload it as a Gradescope "Autograder" configuration) holds:
 
-* ``setup.sh`` - Gradescope runs it once when it builds the image: a virtual environment in
-  ``/autograder/venv``, the kit installed from ``kit/`` with every dependency pinned by
-  ``constraints.txt`` (the kit's ``requirements.lock``), torch's CPU build, then
-  ``pagedlab fetch-model`` (the model file, verified);
-* ``run_autograder`` - Gradescope runs it for each submission: ``python -m
-  pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root,
-  ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
+* ``setup.sh`` - Gradescope runs it once, as root from ``/autograder/source``, when it builds the image: a
+  virtual environment in ``/autograder/venv``, the kit installed from ``kit/`` (its source, ``labs/`` and
+  ``data/`` included) with ``[triton]`` and every dependency pinned by ``constraints.txt`` (the kit's
+  ``requirements.lock``), torch's CPU build, ``pagedlab fetch-model`` into ``/autograder/pagedlab-cache``, then
+  :func:`prepare` (``--prepare``): the model converted and the end-to-end plan computed once
+  (``source/e2e_plan.json``), so that no submission's run does either;
+* ``run_autograder`` - Gradescope runs it for each submission: ``python -I -m
+  pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root of both
+  scripts, ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
 * ``hidden_tests/`` - the instructor's hidden-tests folder (only in the zip; never shown to learners);
 * ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits, the end-to-end
   test's settings (``pagedlab grade``'s ``--no-e2e``, ``--e2e-seed``, ``--e2e-points``).
