@@ -37,7 +37,7 @@ from pagedlab.grading.gradescope import CACHE_NAME, PLAN_NAME, build_bundle, val
 from pagedlab.model.fetch import model_path
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.slow, pytest.mark.gradescope, pytest.mark.model, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.gradescope, pytest.mark.model, pytest.mark.timeout(1800)]
 
 #: Gradescope's results.json keys (autograder specification, "Output format") and each test's keys.
 TOP_KEYS = {"score", "execution_time", "output", "output_format", "visibility", "stdout_visibility", "extra_data"}
@@ -139,7 +139,7 @@ def test_the_autograder_image_builds_and_grades(tmp_path: Path) -> None:
     build_env = dict(env, PAGEDLAB_PYTHON=base_python, PAGEDLAB_PIP_CACHE="1")
     if _local_torch_wheel(env):
         build_env["PAGEDLAB_TORCH_INDEX"] = ""  # the same torch CPU wheel, from the local folder pip is given
-    built = _run(["bash", "setup.sh"], root / "source", build_env, 600)
+    built = _run(["bash", "setup.sh"], root / "source", build_env, 900)
     build_s = time.monotonic() - start
     log = built.stdout
     print(f"--- setup.sh ({build_s:.0f} s), last lines ---\n" + "\n".join(log.splitlines()[-8:]))
