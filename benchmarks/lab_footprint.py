@@ -1,8 +1,10 @@
 """Peak kernel memory and run time of each lab, for sizing a JupyterHub (docs/instructor_guide.md).
 
 Runs each notebook of ``solutions/`` once, one at a time, headless (nbclient, "Run All"), and samples the
-kernel's process tree every 0.1 s with psutil: the peak of the summed RSS of the kernel and its children
-is the figure an instructor needs to budget memory per learner. Writes ``results/lab_footprint.json`` and
+kernel's process tree every 0.1 s with psutil (the peak of the summed RSS of the kernel and its children), and
+reads the kernel's own exact peak at the end (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` run in the kernel
+by an extra last cell; ``RUSAGE_CHILDREN`` for its largest child): the figures an instructor needs to budget
+memory per learner. Writes ``results/lab_footprint.json`` and
 ``results/lab_footprint.md``.
 
     python benchmarks/lab_footprint.py [--notebooks 00_welcome 03_copy_on_write] [--out benchmarks/results]
@@ -40,6 +42,7 @@ def _tree_rss(proc: psutil.Process) -> int:
 def run_one(path: Path, timeout_s: int) -> dict[str, float | str]:
     """Execute notebook ``path`` in a fresh kernel; return wall seconds and peak kernel RSS in MB."""
     nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(_MAXRSS_CELL))
     client = NotebookClient(
         nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
@@ -64,7 +67,26 @@ def run_one(path: Path, timeout_s: int) -> dict[str, float | str]:
     finally:
         stop.set()
         sampler.join()
-    return {"notebook": path.stem, "wall_s": round(time.perf_counter() - t0, 1), "peak_rss_mb": round(peak / 2**20)}
+    wall = round(time.perf_counter() - t0, 1)
+    text = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []))
+    fields = text.split()
+    if len(fields) != 3 or fields[0] != "PAGEDLAB_MAXRSS":
+        raise RuntimeError(f"{path.name}: the kernel did not report its peak RSS ({text!r})")
+    self_kb, children_kb = int(fields[1]), int(fields[2])
+    return {
+        "notebook": path.stem,
+        "wall_s": wall,
+        "peak_rss_mb": round(peak / 2**20),
+        "kernel_maxrss_mb": round(self_kb / 1024),
+        "children_maxrss_mb": round(children_kb / 1024),
+    }
+
+
+#: The extra last cell: the kernel's exact peak RSS (Linux: kB) and its largest child's.
+_MAXRSS_CELL = (
+    "import resource as _r\n"
+    "print('PAGEDLAB_MAXRSS', _r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss)"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for p in paths:
         row = run_one(p, args.timeout)
-        print(f"{row['notebook']:32s} {row['wall_s']:7.1f} s {row['peak_rss_mb']:6d} MB", flush=True)
+        print(
+            f"{row['notebook']:32s} {row['wall_s']:7.1f} s  kernel peak {row['kernel_maxrss_mb']:6d} MB"
+            f"  sampled tree {row['peak_rss_mb']:6d} MB  child {row['children_maxrss_mb']:5d} MB",
+            flush=True,
+        )
         rows.append(row)
     meta = {
         "cpus": os.cpu_count(),
@@ -91,8 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "lab_footprint.json").write_text(json.dumps({"meta": meta, "labs": rows}, indent=1) + "\n")
-    lines = ["| lab | Run All (s) | peak kernel RSS (MB) |", "|---|---:|---:|"]
-    lines += [f"| {r['notebook']} | {r['wall_s']} | {r['peak_rss_mb']} |" for r in rows]
+    lines = [
+        "| lab | Run All (s) | kernel peak RSS (MB, getrusage) | kernel + children, sampled (MB) |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [f"| {r['notebook']} | {r['wall_s']} | {r['kernel_maxrss_mb']} | {r['peak_rss_mb']} |" for r in rows]
     (args.out / "lab_footprint.md").write_text("\n".join(lines) + "\n")
     return 0
 

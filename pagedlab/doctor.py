@@ -55,25 +55,33 @@ PINNED: dict[str, str] = {
     "playwright": "1.65.2",
 }
 
-#: What each package is for; ``required`` means the library or `make test` cannot work without it.
-_PACKAGES: list[tuple[str, bool, str]] = [
-    ("torch", True, "the model's forward pass"),
-    ("transformers", True, "GGUF loading, tokenizer, HF parity test"),
-    ("gguf", True, "reading the GGUF file"),
-    ("accelerate", True, "transformers' GGUF loader"),
-    ("tokenizers", True, "tokenizer"),
-    ("numpy", True, "arrays"),
-    ("tqdm", True, "progress bars"),
-    ("ipywidgets", True, "lab widgets (kernel side)"),
-    ("matplotlib", True, "lab plots"),
-    ("jupyterlab", False, "`make lab`"),
-    ("jupyterlab_widgets", False, "widgets in JupyterLab (front end)"),
-    ("ipykernel", True, "notebook kernel"),
-    ("pytest", True, "`make test`"),
-    ("nbval", True, "notebook tests"),
-    ("playwright", False, "browser test"),
-    ("triton", False, "Triton kernels (Linux)"),
+#: What each package is for, and the extra of pyproject.toml that brings it (None: a dependency of the kit itself,
+#: required; "": optional on its own, an "info" line when missing). An extra that is not installed at all is one "info" line (its feature is not used here); an extra
+#: partly installed (its feature is in use) warns about each missing package.
+_PACKAGES: list[tuple[str, str | None, str]] = [
+    ("torch", None, "the model's forward pass"),
+    ("transformers", None, "GGUF loading, tokenizer, HF parity test"),
+    ("gguf", None, "reading the GGUF file"),
+    ("accelerate", None, "transformers' GGUF loader"),
+    ("tokenizers", None, "tokenizer"),
+    ("numpy", None, "arrays"),
+    ("tqdm", None, "progress bars"),
+    ("ipywidgets", None, "lab widgets (kernel side)"),
+    ("matplotlib", None, "lab plots"),
+    ("jupyterlab", "lab", "`make lab` / `jupyter lab` from this environment"),
+    ("jupyterlab_widgets", "lab", "widgets in JupyterLab (front end)"),
+    ("ipykernel", "", "this environment as a notebook kernel (Colab and hubs bring their own)"),
+    ("pytest", "test", "`make test`"),
+    ("nbval", "test", "the notebook tests of `make test`"),
+    ("playwright", "test", "the browser test"),
+    ("triton", "triton", "lab 08's Triton kernels and the engine's 'triton' backend (Linux)"),
 ]
+#: What each extra is for (the "info" line when it is not installed).
+EXTRAS: dict[str, str] = {
+    "lab": "running JupyterLab from this environment (not needed where the front end runs elsewhere: Colab, a hub)",
+    "test": "the kit's own test suite (`make test`)",
+    "triton": "lab 08's @triton.jit exercise and the 'triton' attention backend (Linux)",
+}
 
 
 @dataclasses.dataclass
@@ -122,29 +130,47 @@ def check_python() -> Check:
     return Check("python", OK, f"{v} ({sys.executable})")
 
 
+def _in_checkout() -> bool:
+    """This pagedlab runs from a clone of the kit (a Makefile and pyproject.toml next to the package)."""
+    root = Path(__file__).resolve().parent.parent
+    return (root / "Makefile").is_file() and (root / "pyproject.toml").is_file()
+
+
+def setup_fix(extra: str | None = None) -> str:
+    """How to install the kit (or one extra) the way this installation was made: a clone's ``make setup``, or pip."""
+    if _in_checkout():
+        return SETUP_FIX
+    return f"pip install 'pagedlab[{extra}]' (from where you installed pagedlab)" if extra else "reinstall pagedlab"
+
+
 def check_packages() -> list[Check]:
+    """One check per package of the kit itself (required), and per extra: one "info" line for an extra not
+    installed at all, a check per package of an extra that is installed (a missing one warns)."""
     out = []
     is_linux = sys.platform.startswith("linux")
-    for dist, required, why in _PACKAGES:
-        v = _version(dist)
-        want = PINNED.get(dist)
-        if dist == "triton":
-            required = False
-            if v is None and not is_linux:
-                out.append(
-                    Check(
-                        dist,
-                        INFO,
-                        f"not installed ({sys.platform}: no Triton wheels); the torch reference path runs instead",
-                    )
-                )
-                continue
-        if v is None:
-            out.append(
-                Check(dist, FAIL if required else WARN, f"not installed (needed for {why})", SETUP_FIX, required)
+    versions = {dist: _version(dist) for dist, _extra, _why in _PACKAGES}
+    for extra, feature in EXTRAS.items():
+        members = [d for d, e, _w in _PACKAGES if e == extra]
+        if all(versions[d] is None for d in members):
+            if extra == "triton" and not is_linux:
+                detail = f"not installed ({sys.platform}: no Triton wheels); the torch reference path runs instead"
+            else:
+                detail = f"not installed ({', '.join(members)}): needed only for {feature}; `pip install 'pagedlab[{extra}]'`"
+            out.append(Check(f"[{extra}]", INFO, detail))
+    for dist, extra_of, why in _PACKAGES:
+        v, want = versions[dist], PINNED.get(dist)
+        if extra_of and all(versions[d] is None for d, e, _w in _PACKAGES if e == extra_of):
+            continue  # said once above
+        if v is None and extra_of == "":
+            out.append(Check(dist, INFO, f"not installed (used for {why})"))
+        elif v is None:
+            required = extra_of is None
+            detail = f"not installed (needed for {why})" + (
+                f"; the [{extra_of}] extra is partly installed" if extra_of else ""
             )
+            out.append(Check(dist, FAIL if required else WARN, detail, setup_fix(extra_of), required))
         elif want and _base(v) != want:
-            out.append(Check(dist, WARN, f"{v}, the kit is tested with {want}", SETUP_FIX))
+            out.append(Check(dist, WARN, f"{v}, the kit is tested with {want}", setup_fix(extra_of)))
         else:
             out.append(Check(dist, OK, v))
     return out
@@ -200,6 +226,8 @@ def check_widgets() -> Check:
     )
     if kernel is None:
         return Check("widgets", FAIL, detail, fix, True)
+    if front is None and _version("jupyterlab") is None:
+        return Check("widgets", INFO, detail + " (the front end runs elsewhere: Colab, a hub's server environment)")
     if front is None:
         return Check("widgets", WARN, detail + " (fine if JupyterLab runs from another environment that has it)", fix)
     if (_major(kernel), _major(front)) != (8, 3) or (ext is not None and _major(ext) != 5):
@@ -333,18 +361,9 @@ _TRITON_PROBE = textwrap.dedent(
 
 def check_triton_interpreter(timeout: float = 180.0) -> Check:
     is_linux = sys.platform.startswith("linux")
-    if _version("triton") is None:
-        if is_linux:
-            return Check(
-                "triton-interpreter",
-                FAIL,
-                "triton is not installed; the kernel tests need it",
-                f"`pip install triton=={PINNED['triton']}` (or `make setup`)",
-                True,
-            )
-        return Check(
-            "triton-interpreter", INFO, f"skipped: no Triton on {sys.platform}; labs use the torch reference path"
-        )
+    if _version("triton") is None:  # the [triton] extra's line says so
+        where = "not installed" if is_linux else f"no Triton on {sys.platform}"
+        return Check("triton-interpreter", INFO, f"skipped: {where}; labs use the torch reference path")
     with tempfile.TemporaryDirectory(prefix="pagedlab-doctor-") as tmp:
         script = Path(tmp) / "triton_probe.py"  # @triton.jit needs the source in a file
         script.write_text(_TRITON_PROBE)
@@ -410,7 +429,8 @@ def run_checks(*, quick: bool = False, cache_dir: os.PathLike | None = None) -> 
     checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir), check_data()]
     if not quick:
         checks += [check_cuda(), check_native(), check_triton_interpreter()]
-    checks.append(check_chromium())
+    if _version("playwright") is not None:  # chromium matters only to the [test] extra's browser test
+        checks.append(check_chromium())
     return checks
 
 

@@ -137,3 +137,53 @@ def test_triton_interpreter_failure_is_reported(monkeypatch):
     monkeypatch.setattr(doctor, "_TRITON_PROBE", "raise SystemExit('boom: triton broken')")
     c = doctor.check_triton_interpreter()
     assert c.status == FAIL and "boom: triton broken" in c.detail and "triton==" in c.fix
+
+
+def _installed_only(monkeypatch, extras: set[str], *, checkout: bool) -> None:
+    """Simulate an installation holding the kit's own packages and those of ``extras`` (pyproject.toml's)."""
+    real = doctor._version
+    known = {d for d, _e, _w in doctor._PACKAGES}
+    keep = {d for d, e, _w in doctor._PACKAGES if e is None or e in extras} | {"ipykernel"}
+    monkeypatch.setattr(doctor, "_version", lambda d: real(d) if d in keep or d not in known else None)
+    monkeypatch.setattr(doctor, "_in_checkout", lambda: checkout)
+
+
+@pytest.mark.parametrize(
+    "install,extras",
+    [("pip + [lab] (own machine)", {"lab"}), ("JupyterHub (pip + [lab])", {"lab"}), ("Colab (pip, no extra)", set())],
+)
+def test_each_documented_install_passes_and_names_unused_extras_as_info(monkeypatch, capsys, tmp_path, install, extras):
+    """README / instructor guide installs: no [test] or [triton] extra, so no pytest/nbval/triton/chromium. The
+    doctor exits 0, says each missing extra once as "info" with its pip command, and never asks for `make setup`."""
+    import shutil
+
+    from pagedlab.model.fetch import model_path
+
+    if not model_path().is_file():
+        pytest.skip("the model is not cached here (`pagedlab fetch-model`)")
+    if install.startswith("JupyterHub"):  # the guide's shared, read-only model cache
+        shared = tmp_path / "srv-pagedlab"
+        shared.mkdir()
+        for p in model_path().parent.glob(model_path().name + "*"):
+            shutil.copy2(p, shared / p.name)
+        shared.chmod(0o555)
+        monkeypatch.setenv(ENV_CACHE_DIR, str(shared))
+    _installed_only(monkeypatch, extras, checkout=False)
+    assert doctor.main(args(quick=False)) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "FAIL" not in out and "make setup" not in out, out
+    for extra in {"test", "triton"} - extras:
+        assert f"info  [{extra}]" in out and f"pip install 'pagedlab[{extra}]'" in out, out
+    for dist in ("pytest", "nbval", "triton", "chromium"):
+        assert not any(line.split()[1:2] == [dist] for line in out.splitlines() if line.strip()), out
+    assert "skipped: not installed" in by_name(run_checks(quick=False))["triton-interpreter"].detail
+
+
+def test_a_partly_installed_extra_warns_about_what_is_missing(monkeypatch):
+    """Its feature is in use (pytest is there), so nbval's absence is said - as a warning, never a failure."""
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda d: None if d == "nbval" else real(d))
+    monkeypatch.setattr(doctor, "_in_checkout", lambda: False)
+    c = by_name(doctor.check_packages())["nbval"]
+    assert c.status == WARN and not c.required and "partly installed" in c.detail
+    assert c.fix == "pip install 'pagedlab[test]' (from where you installed pagedlab)"

@@ -379,6 +379,8 @@ def _exercises(lp: LearnerProcess, parsed: dict[str, Any], out: TextIO) -> list[
             continue
         cell = parsed[nb].cells.get(eid)
         flags = static_flags(cell.source, lp.names[eid], aliases[nb]) if cell is not None else []
+        if isinstance(r.get("reference"), str) and r["reference"]:  # provenance.Provenance, in the learner's process
+            flags.insert(0, r["reference"][:300])
         _write(
             out,
             {

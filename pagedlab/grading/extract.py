@@ -284,11 +284,27 @@ def _register_source(filename: str, src: str) -> None:
 Runner = Callable[[Callable[[], None]], object]
 
 
+def _runs(node: ast.stmt) -> bool:
+    """Whether a top-level statement of an exercise cell runs when the grader loads it: all do except asserts
+    (a learner's own spot checks), ``check(...)`` calls (the kit's tests, run by the grader anyway) and bare
+    names or constants (the cell's displayed value, no effect). A call such as ``setattr(Cls, "m", f)`` or
+    ``Cls.register(x)`` runs, as it does in the notebook."""
+    if isinstance(node, ast.Assert):
+        return False
+    if isinstance(node, ast.Expr):
+        value = node.value
+        if isinstance(value, (ast.Constant, ast.Name, ast.Attribute)):
+            return False
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "check":
+            return False
+    return True
+
+
 def _parse_exercises(ext: Extraction, label: str) -> tuple[dict[str, LoadedExercise], dict[str, ast.Module], set[str]]:
     """Parse every exercise cell: ``(results, trees, needed names)``.
 
     ``results`` has one entry per exercise (a syntax error is recorded in its ``error``); ``trees``
-    holds the parsed cells without bare expressions and asserts; ``needed`` is every name they use.
+    holds the parsed cells without what :func:`_runs` leaves out; ``needed`` is every name they use.
     """
     results: dict[str, LoadedExercise] = {}
     trees: dict[str, ast.Module] = {}
@@ -303,7 +319,7 @@ def _parse_exercises(ext: Extraction, label: str) -> tuple[dict[str, LoadedExerc
                 f"the exercise cell (cell {cell.index}) has a syntax error at line {e.lineno}: {e.msg}; it cannot run"
             )
             continue
-        tree.body = [n for n in tree.body if not isinstance(n, (ast.Expr, ast.Assert))]
+        tree.body = [n for n in tree.body if _runs(n)]
         trees[eid] = tree
         needed |= _used_names(tree)
     return results, trees, needed

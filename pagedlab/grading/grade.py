@@ -57,6 +57,7 @@ from pagedlab.grading import reaper, registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.judge import Outcome, judge
+from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
@@ -83,10 +84,16 @@ class GradeError(PagedLabError, ValueError):
 class Learner:
     """One learner's submission: their notebooks and what was odd about the files."""
 
+    #: The name the reports use: the file name without ``.ipynb``, or the folder's name, exactly (any script,
+    #: spaces kept), made unique with ``-2``, ``-3`` ... when two submissions have the same one.
     name: str
+    #: The file or folder submitted (grades.csv column ``file``).
     source: str
     notebooks: list[Path] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: The student's id, when known (Gradescope's ``submission_metadata.json``, nbgrader's
+    #: ``submitted/<student_id>/<assignment>/`` folders, ``--roster``); "" otherwise.
+    student_id: str = ""
 
 
 @dataclass
@@ -106,6 +113,11 @@ class ExerciseResult:
     #: For the instructor: what the cell does that a solution should not (imports the kit's reference,
     #: patches kit objects; see ``driver.static_flags``).
     flags: list[str] = field(default_factory=list)
+    #: The flag saying the object is the kit's own implementation (:mod:`pagedlab.grading.provenance`), or "".
+    reference: str = ""
+    #: Why the points its tests earned are not given ("" when they are): a reference hand-in, unless
+    #: ``--reference-earns-points``.
+    withheld: str = ""
     #: One judged outcome per test of the exercise, hidden tests included.
     outcomes: list[Outcome] = field(default_factory=list)
     score: float = 0.0
@@ -136,15 +148,22 @@ class LearnerResult:
 
 # --- discovery ------------------------------------------------------------------------------------------
 def _base_name(name: str) -> str:
-    """A file or folder name as a learner's name (safe in a file name)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "learner"
+    """A file or folder name as a learner's name: exactly as it is (any script, spaces), except for
+    characters no file name may hold (path separators, control characters), which become ``_``."""
+    out = re.sub(r"[\x00-\x1f\x7f/\\]", "_", name)
+    return out if out.strip(". ") else "learner"
 
 
-def _safe_name(name: str, taken: dict[str, int]) -> str:
+def _safe_name(name: str, taken: set[str]) -> str:
+    """``name`` (see :func:`_base_name`), or ``name-2``, ``name-3`` ... when taken: every learner's name is unique,
+    so no two submissions share a row, a feedback page or a results folder."""
     base = _base_name(name)
-    n = taken.get(base, 0)
-    taken[base] = n + 1
-    return base if n == 0 else f"{base}-{n + 1}"
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    taken.add(candidate)
+    return candidate
 
 
 def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
@@ -165,10 +184,33 @@ def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
     return out
 
 
+#: nbgrader's course folder of collected submissions: ``submitted/<student_id>/<assignment>/<notebook>.ipynb``.
+NBGRADER_SUBMITTED = "submitted"
+#: Files nbgrader's collect writes next to a submission's notebooks (not the learner's).
+NBGRADER_FILES = {"timestamp.txt"}
+
+
+def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
+    """One learner per ``<student_id>/<assignment>/`` of nbgrader's ``submitted/`` folder (ids kept)."""
+    out = []
+    for student in sorted(e for e in folder.iterdir() if e.is_dir() and not e.name.startswith(".")):
+        for assignment in sorted(e for e in student.iterdir() if e.is_dir() and not e.name.startswith(".")):
+            lr = Learner(_safe_name(f"{student.name}_{assignment.name}", taken), str(assignment))
+            lr.student_id = student.name
+            problems: list[str] = []
+            lr.notebooks = _notebooks_under(assignment, problems)
+            lr.problems = [m for m in problems if m.split(":", 1)[0] not in NBGRADER_FILES]
+            if not lr.notebooks:
+                lr.problems.append(f"{student.name}/{assignment.name}/: no notebook (.ipynb) inside")
+            out.append(lr)
+    return out
+
+
 def discover(paths: Sequence[Any]) -> list[Learner]:
-    """Learners from the command-line paths (see the module docstring)."""
+    """Learners from the command-line paths (see the module docstring); nbgrader's ``submitted/`` folder gives one
+    learner per student and assignment, with the student's id."""
     learners: list[Learner] = []
-    taken: dict[str, int] = {}
+    taken: set[str] = set()
 
     def add_file(p: Path) -> None:
         if p.suffix == ".ipynb":
@@ -188,6 +230,8 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
             )
         elif p.is_file():
             add_file(p)
+        elif p.is_dir() and p.resolve().name == NBGRADER_SUBMITTED:
+            learners += _nbgrader_learners(p, taken)
         elif p.is_dir():
             for entry in sorted(p.iterdir()):
                 if entry.name.startswith(".") or entry.name in SKIP_DIRS:
@@ -211,6 +255,47 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
     return learners
 
 
+def read_roster(path: Any) -> dict[str, str]:
+    """A roster CSV (``--roster``): a header row with a ``file`` column (the submitted file or folder: its name, or
+    its path as given to ``pagedlab grade``) and a ``student_id`` column; returns file -> student id.
+
+    Raises:
+        GradeError: no such file, no such columns, an empty id, or a file listed twice.
+    """
+    import csv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.DictReader(f))
+            columns = rows[0].keys() if rows else []
+    except OSError as e:
+        raise GradeError(f"--roster {path}: cannot be read ({e.strerror or e})") from e
+    if not {"file", "student_id"} <= set(columns):
+        raise GradeError(f"--roster {path}: needs a header row with the columns 'file' and 'student_id'")
+    out: dict[str, str] = {}
+    for i, row in enumerate(rows, start=2):
+        file, sid = (row.get("file") or "").strip(), (row.get("student_id") or "").strip()
+        if not file or not sid:
+            raise GradeError(f"--roster {path}, line {i}: an empty 'file' or 'student_id'")
+        if file in out:
+            raise GradeError(f"--roster {path}, line {i}: {file!r} is listed twice")
+        out[file] = sid
+    return out
+
+
+def apply_roster(learners: Sequence[Learner], roster: dict[str, str]) -> list[str]:
+    """Give each learner the student id of its roster row (matched by the submitted path as given, else by its
+    file or folder name, exactly); return a warning per roster row that matched no submission."""
+    used: set[str] = set()
+    for lr in learners:
+        for key in (lr.source, Path(lr.source).name):
+            if key in roster:
+                lr.student_id = roster[key]
+                used.add(key)
+                break
+    return [f"warning: --roster: no submission {f!r} (student {sid})" for f, sid in roster.items() if f not in used]
+
+
 def name_clashes(learners: Sequence[Learner]) -> list[str]:
     """One warning per discovered learner renamed ``name-N`` because another submission has the same name, e.g. two
     learner folders given on the command line that both hold ``02_block_pool.ipynb`` (each notebook of a
@@ -219,6 +304,8 @@ def name_clashes(learners: Sequence[Learner]) -> list[str]:
     for lr in learners:
         src = Path(lr.source)
         base = _base_name(src.stem if src.suffix == ".ipynb" else src.name)
+        if src.parent.parent.name == NBGRADER_SUBMITTED and lr.student_id:
+            base = _base_name(f"{lr.student_id}_{src.name}")
         if lr.name != base:
             out.append(
                 f"warning: two submissions are named {base!r}: {lr.source} is reported as {lr.name!r}. "
@@ -500,8 +587,11 @@ def _notebook_messages(ln: dict[str, Any], learner: Learner) -> list[str]:
     if isinstance(ln.get("error"), str):
         out.append(f"{nb}: {ln['error']}")
     elif isinstance(ln.get("found"), dict) and not ln["found"]:
+        lab = _lab_without_exercises(_orig_path(str(ln.get("notebook", "")), learner))
         out.append(
-            f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
+            f"{nb}: lab {lab} of this course has no graded exercises; nothing in it to grade"
+            if lab
+            else f"{nb}: no exercise cell of this course found (no '# EXERCISE <id>' line and no "
             "definition of an exercise's name). Is it from this course?"
         )
     notes = ln.get("notes")
@@ -518,6 +608,7 @@ def _take_exercise(er: ExerciseResult, ln: dict[str, Any], learner: Learner) -> 
     er.error = str(ln.get("error", ""))[:2000]
     er.notes = [str(x)[:500] for x in ln.get("notes", [])][:20] if isinstance(ln.get("notes"), list) else []
     er.flags = [str(x)[:300] for x in ln.get("flags", [])][:5] if isinstance(ln.get("flags"), list) else []
+    er.reference = next((f for f in er.flags if f.startswith(REFERENCE_FLAG)), "")
 
 
 def _read_lines(
@@ -579,9 +670,15 @@ def judge_learner(
     exercise_ids: list[str],
     memory_mb: int,
     timeout: float,
+    reference_earns_points: bool = True,
 ) -> LearnerResult:
-    """One learner's result from its driver's lines (untouched by learner code) and process info."""
-    res = LearnerResult(learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0))
+    """One learner's result from its driver's lines (untouched by learner code) and process info.
+
+    An exercise whose object is the kit's reference (:attr:`ExerciseResult.reference`) is flagged, and scores 0
+    when not ``reference_earns_points``."""
+    res = LearnerResult(
+        learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0), log=str(info.get("stdout", ""))
+    )
     if info.get("error"):
         res.messages.append(info["error"])
     done = any(ln.get("type") == "done" for ln in lines)
@@ -601,6 +698,12 @@ def judge_learner(
         if er.found:
             er.flags += audit
             _score_exercise(er, transcripts, done)
+            if er.reference and not reference_earns_points:
+                er.withheld = (
+                    f"0 points: the object handed in is the kit's reference implementation, not your own code "
+                    f"(its tests would have earned {er.score:g}; the instructor can allow it)"
+                )
+                er.score = 0.0
         elif not er.error:
             er.error = (
                 f"missing: no cell '# EXERCISE {eid}' defining {ex.name} was found"
@@ -610,6 +713,34 @@ def judge_learner(
     if res.status == "ok" and res.exercises and not any(e.found for e in res.exercises.values()):
         res.status = "error"
     return res
+
+
+#: A course lab's title line (the first markdown cell of ``solutions/NN_*.ipynb`` and ``labs/NN_*.ipynb``).
+_LAB_TITLE = re.compile(r"#\s*Lab\s+(\d\d)\b")
+
+
+def _lab_without_exercises(path: Path | None) -> str:
+    """``"00"`` when ``path`` is a lab of this course that has no exercise (lab 00, 09: its title line or the
+    ``pagedlab.generated_from`` of ``labs build`` says which), else ""."""
+    if path is None:
+        return ""
+    try:
+        if path.stat().st_size > MAX_RESULT_BYTES:
+            return ""
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        meta = str(nb.get("metadata", {}).get("pagedlab", {}).get("generated_from", ""))
+        first: dict[str, Any] = next((c for c in nb.get("cells", []) if c.get("cell_type") == "markdown"), {})
+        text = "".join(first.get("source", "")) if isinstance(first.get("source"), list) else str(first.get("source"))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ""
+    m = re.match(r"solutions/(\d\d)_", meta) or _LAB_TITLE.match(text.strip())
+    with_exercises = {ex.lab for ex in registry.all_exercises()}
+    return m.group(1) if m and m.group(1) not in with_exercises else ""
+
+
+def _orig_path(copied: str, learner: Learner) -> Path | None:
+    m = re.match(r"nb(\d+)_", copied)
+    return learner.notebooks[int(m.group(1))] if m and int(m.group(1)) < len(learner.notebooks) else None
 
 
 def _orig_name(copied: str, learner: Learner) -> str:
@@ -710,6 +841,9 @@ def grade(
     exercises: Sequence[str] | None = None,
     quiet: bool = False,
     e2e: E2EOptions | None = None,
+    e2e_plan: E2EPlan | None = None,
+    reference_earns_points: bool = True,
+    roster: Any | None = None,
 ) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
@@ -724,6 +858,11 @@ def grade(
         exercises: exercise ids to grade (default: every exercise found in any submission).
         quiet: print nothing.
         e2e: the end-to-end test's settings (default :class:`E2EOptions`: on, random prompts, 0 points).
+        e2e_plan: the end-to-end plan computed beforehand (a Gradescope image's, ``setup.sh``): used as it is
+            when the test is on, instead of serving the kit's reference again.
+        reference_earns_points: an exercise handed in as the kit's own implementation earns its tests' points
+            (the default; False: 0 points). Flagged either way.
+        roster: a roster CSV (:func:`read_roster`) giving the discovered submissions their student ids.
 
     Raises:
         GradeError: no submissions found, or a bad option.
@@ -737,7 +876,20 @@ def grade(
             print(text, flush=True)
 
     with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
-        return _grade(submissions, Path(out), hidden_tests, timeout, memory_mb, jobs, exercises, say, e2e)
+        return _grade(
+            submissions,
+            Path(out),
+            hidden_tests,
+            timeout,
+            memory_mb,
+            jobs,
+            exercises,
+            say,
+            e2e,
+            e2e_plan,
+            reference_earns_points,
+            roster,
+        )
 
 
 def _grade(
@@ -750,10 +902,14 @@ def _grade(
     exercises: Sequence[str] | None,
     say: Callable[[str], None],
     e2e: E2EOptions | None,
+    e2e_plan: E2EPlan | None,
+    reference_earns_points: bool,
+    roster: Any | None,
 ) -> list[LearnerResult]:
     from pagedlab.grading import report
 
     hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+    ids_by_file = read_roster(roster) if roster is not None else None
     use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
     paths = [s for s in submissions if not isinstance(s, Learner)]
     discovered = discover(paths) if paths else []
@@ -767,9 +923,11 @@ def _grade(
     )
     for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
         say(warning)
+    for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
+        say(warning)
     wanted = list(exercises) if exercises else None
     opts = e2e if e2e is not None else E2EOptions()
-    e2e_plan, e2e_note = _e2e_plan(opts)
+    e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
     say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
     job = e2e_plan.job() if e2e_plan is not None else None
     runs = [
@@ -778,7 +936,9 @@ def _grade(
     ]
     ids = wanted if wanted is not None else _exercises_found(runs)
     _say_containment(runs, say)
-    results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
+    results = [
+        judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points) for lr, lines, info in runs
+    ]
     for r, (_lr, lines, _info) in zip(results, runs):
         r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
     report.write_all(out_dir, results, ids, runs)
@@ -861,6 +1021,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_limit_arguments(parser, 120.0, 2048, "learner")
     parser.add_argument("--jobs", metavar="N", type=int, default=1, help="learners graded in parallel (default: 1)")
     parser.add_argument(
+        "--roster",
+        metavar="CSV",
+        default=None,
+        help="a CSV with columns 'file' (a submitted file or folder: its name or path) and 'student_id': "
+        "grades.csv then has each submission's student id",
+    )
+    parser.add_argument(
         "--exercises",
         metavar="ID",
         nargs="+",
@@ -868,6 +1035,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="grade these exercise ids (default: every exercise found in any submission)",
     )
     add_e2e_arguments(parser)
+    add_reference_argument(parser)
+
+
+def add_reference_argument(parser: argparse.ArgumentParser) -> None:
+    """``--reference-earns-points`` (``pagedlab grade`` and ``pagedlab gradescope-bundle``)."""
+    parser.add_argument(
+        "--reference-earns-points",
+        choices=("yes", "no"),
+        nargs="?",
+        const="yes",
+        default="yes",
+        help="does an exercise handed in as the kit's own implementation (use_reference, an import, a subclass, an "
+        "exec or a copy of the shipped solution) earn its tests' points? (default: yes; flagged either way)",
+    )
 
 
 def add_e2e_arguments(parser: argparse.ArgumentParser) -> None:
@@ -916,6 +1097,8 @@ def main(args: argparse.Namespace) -> int:
             args.jobs,
             args.exercises,
             e2e=opts,
+            reference_earns_points=args.reference_earns_points == "yes",
+            roster=args.roster,
         )
     except registry.UnknownExerciseError as e:
         raise GradeError(str(e)) from e

@@ -7,13 +7,15 @@
 
 The zip (upload it as a Gradescope "Autograder" configuration) holds:
 
-* ``setup.sh`` - Gradescope runs it once when it builds the image: a virtual environment in
-  ``/autograder/venv``, the kit installed from ``kit/`` with every dependency pinned by
-  ``constraints.txt`` (the kit's ``requirements.lock``), torch's CPU build, then
-  ``pagedlab fetch-model`` (the model file, verified);
-* ``run_autograder`` - Gradescope runs it for each submission: ``python -m
-  pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root,
-  ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
+* ``setup.sh`` - Gradescope runs it once, as root from ``/autograder/source``, when it builds the image: a
+  virtual environment in ``/autograder/venv``, the kit installed from ``kit/`` (its source, ``labs/`` and
+  ``data/`` included) with ``[triton]`` and every dependency pinned by ``constraints.txt`` (the kit's
+  ``requirements.lock``), torch's CPU build, ``pagedlab fetch-model`` into ``/autograder/pagedlab-cache``, then
+  :func:`prepare` (``--prepare``): the model converted and the end-to-end plan computed once
+  (``source/e2e_plan.json``), so that no submission's run does either;
+* ``run_autograder`` - Gradescope runs it for each submission: ``python -I -m
+  pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root of both
+  scripts, ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
 * ``hidden_tests/`` - the instructor's hidden-tests folder (only in the zip; never shown to learners);
 * ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits, the end-to-end
   test's settings (``pagedlab grade``'s ``--no-e2e``, ``--e2e-seed``, ``--e2e-points``).
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pagedlab.errors import PagedLabError
 
 if TYPE_CHECKING:
+    from pagedlab.grading.e2e import E2EPlan
     from pagedlab.grading.grade import E2EOptions
 
 __all__ = [
@@ -49,38 +52,53 @@ __all__ = [
     "add_arguments",
     "build_bundle",
     "main",
+    "prepare",
     "run",
     "validate_results",
 ]
 
 CONFIG_NAME = "pagedlab_autograder.json"
+#: The end-to-end plan (prompts and the kit's reference tokens), computed once by ``setup.sh``.
+PLAN_NAME = "e2e_plan.json"
+#: The image's model cache (``$PAGEDLAB_CACHE_DIR`` of both scripts), under the root.
+CACHE_NAME = "pagedlab-cache"
 #: Environment variable overriding the autograder root (default ``/autograder``).
 ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
 #: Files and folders of the kit's source tree that ``pip install`` needs.
 _KIT_FILES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "setup.cfg")
-_KIT_DIRS = ("pagedlab", "kernels", "data")
+_KIT_DIRS = ("pagedlab", "kernels", "data", "labs")
 _VISIBILITIES = {"visible", "hidden", "after_due_date", "after_published"}
 
 SETUP_SH = """#!/usr/bin/env bash
-# Gradescope runs this once, when it builds the autograder image (network available).
-# Installs pagedlab {version} with every dependency pinned (constraints.txt) and fetches the model.
+# Gradescope runs this once, as root, from /autograder/source, when it builds the autograder image.
+# Installs pagedlab {version}[triton] with every dependency pinned (constraints.txt), fetches the model,
+# converts it, and computes the end-to-end test's reference tokens, so that no submission's run does.
+# PAGEDLAB_AUTOGRADER_ROOT (default /autograder), PAGEDLAB_PYTHON (python3), PAGEDLAB_TORCH_INDEX (torch's
+# CPU wheel index; empty: none) and PAGEDLAB_PIP_CACHE=1 (keep pip's cache) are for testing the image.
 set -euo pipefail
 cd "$(dirname "$0")"
+ROOT="${{PAGEDLAB_AUTOGRADER_ROOT:-/autograder}}"
 PY="${{PAGEDLAB_PYTHON:-python3}}"
+TORCH_INDEX="${{PAGEDLAB_TORCH_INDEX-https://download.pytorch.org/whl/cpu}}"
+export PAGEDLAB_CACHE_DIR="$ROOT/{cache}"
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "pagedlab needs Python >= 3.11: choose a newer base image")'
 if ! "$PY" -m venv --help >/dev/null 2>&1; then apt-get update && apt-get install -y python3-venv; fi
-"$PY" -m venv /autograder/venv
-/autograder/venv/bin/python -m pip install --no-cache-dir -c constraints.txt \\
-    --extra-index-url https://download.pytorch.org/whl/cpu ./kit
-/autograder/venv/bin/pagedlab fetch-model
+"$PY" -m venv "$ROOT/venv"
+pip_args=(-c constraints.txt)
+if [ -z "${{PAGEDLAB_PIP_CACHE:-}}" ]; then pip_args+=(--no-cache-dir); fi
+if [ -n "$TORCH_INDEX" ]; then pip_args+=(--extra-index-url "$TORCH_INDEX"); fi
+"$ROOT/venv/bin/python" -m pip install --disable-pip-version-check "${{pip_args[@]}}" "./kit[triton]"
+"$ROOT/venv/bin/pagedlab" fetch-model --no-progress
+"$ROOT/venv/bin/python" -I -m pagedlab.grading.gradescope --prepare --root "$ROOT"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission; it always writes $ROOT/results/results.json.
 set -uo pipefail
-ROOT="${PAGEDLAB_AUTOGRADER_ROOT:-/autograder}"
-PY="${PAGEDLAB_AUTOGRADER_PYTHON:-/autograder/venv/bin/python}"
-exec "$PY" -m pagedlab.grading.gradescope --root "$ROOT"
+ROOT="${{PAGEDLAB_AUTOGRADER_ROOT:-/autograder}}"
+PY="${{PAGEDLAB_AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
+export PAGEDLAB_CACHE_DIR="${{PAGEDLAB_CACHE_DIR:-$ROOT/{cache}}}"
+exec "$PY" -I -m pagedlab.grading.gradescope --root "$ROOT"
 """
 
 
@@ -143,6 +161,7 @@ def build_bundle(
     timeout: float = 300.0,
     memory_mb: int = 4096,
     e2e: E2EOptions | None = None,
+    reference_earns_points: bool = True,
 ) -> Path:
     """Write the Gradescope autograder zip (see the module docstring); return its path.
 
@@ -154,6 +173,8 @@ def build_bundle(
         memory_mb: memory limit of the learner's process.
         e2e: the end-to-end test's settings, as ``pagedlab grade`` takes them (default: on, a random
             seed per submission, 0 points).
+        reference_earns_points: an exercise handed in as the kit's own implementation earns its points
+            (the default; False: 0 points). Flagged either way.
 
     Raises:
         BundleError: a bad option, a missing folder, or no kit source tree.
@@ -175,10 +196,17 @@ def build_bundle(
     root = _kit_root()
     out = Path(out_zip)
     out.parent.mkdir(parents=True, exist_ok=True)
-    config = {"exercises": ids, "timeout": timeout, "memory_mb": memory_mb, "e2e": asdict(e2e), "pagedlab": __version__}
+    config = {
+        "exercises": ids,
+        "timeout": timeout,
+        "memory_mb": memory_mb,
+        "e2e": asdict(e2e),
+        "reference_earns_points": reference_earns_points,
+        "pagedlab": __version__,
+    }
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        _script(zf, "setup.sh", SETUP_SH.format(version=__version__))
-        _script(zf, "run_autograder", RUN_AUTOGRADER)
+        _script(zf, "setup.sh", SETUP_SH.format(version=__version__, cache=CACHE_NAME))
+        _script(zf, "run_autograder", RUN_AUTOGRADER.format(cache=CACHE_NAME))
         zf.writestr("constraints.txt", _pinned(root / "requirements.lock"))
         zf.writestr(CONFIG_NAME, json.dumps(config, indent=1) + "\n")
         for name in _KIT_FILES + _KIT_DIRS:
@@ -219,18 +247,84 @@ def _failure_results(message: str, exercises: list[str]) -> dict[str, Any]:
     return {"score": 0.0, "output": message, "stdout_visibility": "hidden", "tests": tests}
 
 
+def prepare(root: Any | None = None) -> str:
+    """What ``setup.sh`` runs once, when Gradescope builds the image: convert the model and compute the
+    end-to-end plan (prompts and the kit's reference tokens) into ``<root>/source/e2e_plan.json``, so that
+    no submission's run does either. A zip whose settings leave the seed random draws it here, once per
+    image (every submission of the image is served the same prompts; learners never see the tokens).
+    Returns one line saying what was done.
+
+    Raises:
+        PagedLabError: the model is not cached (``pagedlab fetch-model`` first) or cannot be read.
+    """
+    import dataclasses
+    import secrets
+
+    from pagedlab.grading import e2e
+    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+    from pagedlab.grading.grade import E2EOptions
+    from pagedlab.model.loader import load_model
+
+    base = _root(root)
+    config = _config(base / "source")
+    load_model(None, tokenizer_only=True)  # converts the GGUF into the image's cache
+    opts = E2EOptions(**config.get("e2e", {}))
+    if not opts.enabled:
+        return "model converted; end-to-end test off"
+    use_interpreter_without_gpu()  # the triton configuration's reference, as grade() does
+    seed = opts.seed if opts.seed is not None else secrets.randbelow(2**31)
+    e2e_plan = e2e.plan(seed, opts.prompts, opts.tokens)
+    data = {"options": dataclasses.asdict(opts), "plan": e2e_plan.to_json()}
+    (base / "source" / PLAN_NAME).write_text(json.dumps(data), encoding="utf-8")
+    return f"model converted; {e2e_plan.describe()}"
+
+
+def _stored_plan(source: Path, opts: E2EOptions) -> E2EPlan | None:
+    """The plan ``setup.sh`` computed (:func:`prepare`), when it is there and made for ``opts`` and this
+    model file; None otherwise (a zip built before it existed: :func:`grade` computes one)."""
+    import dataclasses
+
+    from pagedlab.grading.e2e import E2EPlan
+    from pagedlab.model.fetch import default_cache_dir
+
+    try:
+        data = json.loads((source / PLAN_NAME).read_text(encoding="utf-8"))
+        plan = E2EPlan.from_json(data["plan"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    wanted = dataclasses.asdict(opts)
+    stored = data.get("options", {})
+    if any(stored.get(k) != wanted[k] for k in ("prompts", "tokens")) or opts.seed not in (None, stored.get("seed")):
+        return None
+    if not Path(plan.model).is_file():
+        return None
+    return dataclasses.replace(plan, cache_dir=str(default_cache_dir()))
+
+
+def _student_id(metadata: Path) -> str:
+    """The submitters' Gradescope user ids (``users[].id`` of ``submission_metadata.json``; a group: all of them,
+    joined by spaces), or "" when the file is missing or holds none."""
+    try:
+        users = json.loads(metadata.read_text(encoding="utf-8")).get("users") or []
+        return " ".join(str(u["id"]) for u in users if isinstance(u, dict) and u.get("id") is not None)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return ""
+
+
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
     from pagedlab.grading.grade import E2EOptions, Learner, _notebooks_under, grade
 
     sub = root / "submission"
-    learner = Learner("submission", str(sub))
+    learner = Learner("submission", str(sub), student_id=_student_id(root / "submission_metadata.json"))
     if sub.is_dir():
         learner.notebooks = _notebooks_under(sub, learner.problems)
     if not learner.notebooks:
         learner.problems.append("no notebook (.ipynb) in the submission: upload your lab notebook(s)")
     hidden = root / "source" / "hidden_tests"
+    opts = E2EOptions(**config.get("e2e", {}))
+    stored = _stored_plan(root / "source", opts) if opts.enabled else None
     with tempfile.TemporaryDirectory(prefix="pagedlab-gradescope-") as tmp:
         results = grade(
             [learner],
@@ -240,9 +334,20 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
             memory_mb=int(config.get("memory_mb", 4096)),
             exercises=exercises,
             quiet=True,
-            e2e=E2EOptions(**config.get("e2e", {})),
+            e2e=opts,
+            e2e_plan=stored,
+            reference_earns_points=bool(config.get("reference_earns_points", True)),
         )
-    return report.gradescope_dict(results[0])
+    data = report.gradescope_dict(results[0])
+    if opts.enabled:
+        data["extra_data"]["e2e_plan"] = (
+            f"computed when the image was built (seed {stored.seed})" if stored else "computed in this run"
+        )
+    return data
+
+
+def _root(root: Any | None) -> Path:
+    return Path(root or os.environ.get(ROOT_ENV) or "/autograder")
 
 
 def run(root: Any | None = None) -> Path:
@@ -253,7 +358,7 @@ def run(root: Any | None = None) -> Path:
     """
     from pagedlab.grading import registry
 
-    base = Path(root or os.environ.get(ROOT_ENV) or "/autograder")
+    base = _root(root)
     config = _config(base / "source")
     exercises = [str(e) for e in config.get("exercises") or [ex.id for ex in registry.all_exercises()]]
     try:
@@ -306,7 +411,7 @@ def validate_results(data: Any) -> list[str]:
 # --- CLI --------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
-    from pagedlab.grading.grade import add_e2e_arguments, add_limit_arguments
+    from pagedlab.grading.grade import add_e2e_arguments, add_limit_arguments, add_reference_argument
 
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
@@ -319,6 +424,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_limit_arguments(parser, 300.0, 4096, "submission")
     add_e2e_arguments(parser)
+    add_reference_argument(parser)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -331,7 +437,15 @@ def main(args: argparse.Namespace) -> int:
     except GradeError as e:
         raise BundleError(str(e)) from e
     try:
-        out = build_bundle(args.out, args.hidden_tests, args.exercises, args.timeout, args.memory, e2e)
+        out = build_bundle(
+            args.out,
+            args.hidden_tests,
+            args.exercises,
+            args.timeout,
+            args.memory,
+            e2e,
+            args.reference_earns_points == "yes",
+        )
     except registry.UnknownExerciseError as e:
         raise BundleError(str(e)) from e
     print(f"wrote {out}: upload it as the assignment's autograder on Gradescope")
@@ -342,7 +456,14 @@ def _run_main(argv: list[str]) -> int:
     """``python -m pagedlab.grading.gradescope --root DIR`` (what ``run_autograder`` calls)."""
     parser = argparse.ArgumentParser(prog="python -m pagedlab.grading.gradescope")
     parser.add_argument("--root", default=None, help=f"autograder root (default: ${ROOT_ENV} or /autograder)")
-    path = run(parser.parse_args(argv).root)
+    parser.add_argument(
+        "--prepare", action="store_true", help="build-time step of setup.sh: convert the model, compute the e2e plan"
+    )
+    args = parser.parse_args(argv)
+    if args.prepare:
+        print(f"pagedlab autograder image: {prepare(args.root)}")
+        return 0
+    path = run(args.root)
     print(f"wrote {path}")
     return 0
 

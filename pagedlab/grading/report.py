@@ -82,19 +82,46 @@ def _exercise_tests(eid: str, er: Any) -> list[dict[str, Any]]:
         ]
     hidden_no = _hidden_numbers(er)
     tests = []
+    withheld = getattr(er, "withheld", "")
     for o, share in zip(er.outcomes, split_points(er.max_score, len(er.outcomes))):
-        earned = o.passed or o.status == "internal"  # a test broken on the reference costs nobody
+        earned = (o.passed or o.status == "internal") and not withheld  # a test broken on the reference costs nobody
         tests.append(
             {
                 "name": _test_name(eid, o, hidden_no),
                 "score": share if earned else 0.0,
                 "max_score": share,
                 "status": "passed" if earned else "failed",
-                "output": _test_output(o),
+                "output": _test_output(o) + (f"\n{withheld}" if withheld else ""),
                 "visibility": "after_published" if o.hidden else "visible",
             }
         )
     return tests
+
+
+def _flags(res: Any) -> dict[str, list[str]]:
+    """exercise id -> its flags (for the instructor), only exercises with some."""
+    return {eid: list(er.flags) for eid, er in sorted(res.exercises.items()) if er.flags}
+
+
+def _instructor_test(res: Any) -> list[dict[str, Any]]:
+    """A 0-point test that only instructors see on Gradescope (visibility "hidden"): the flags, and the learner
+    process's exit status and last output (none when there is nothing to say)."""
+    flags = _flags(res)
+    lines = [f"{eid}: {f}" for eid, fl in flags.items() for f in fl]
+    if not lines and res.status == "ok":
+        return []
+    text = "\n".join([f"status: {res.status}", *lines])
+    if getattr(res, "log", ""):
+        text += "\n--- the learner process's output (end) ---\n" + res.log[-3000:]
+    return [
+        {
+            "name": "instructor: flags and log",
+            "score": 0.0,
+            "max_score": 0.0,
+            "output": text[:20000],
+            "visibility": "hidden",
+        }
+    ]
 
 
 def _e2e_test(res: Any) -> list[dict[str, Any]]:
@@ -121,12 +148,21 @@ def gradescope_dict(res: Any) -> dict[str, Any]:
     the messages about the submission's files (never text from a hidden test).
     """
     tests = [t for eid, er in sorted(res.exercises.items()) for t in _exercise_tests(eid, er)] + _e2e_test(res)
+    tests += _instructor_test(res)
     return {
         "score": round(sum(t["score"] for t in tests), 4),
         "output": "; ".join(res.messages)[:5000],
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {"learner": res.learner.name, "status": res.status},
+        "extra_data": {
+            "learner": res.learner.name,
+            "student_id": getattr(res.learner, "student_id", ""),
+            "file": res.learner.source,
+            "status": res.status,
+            "e2e": res.e2e.line if getattr(res, "e2e", None) is not None else "",
+            "reference": sorted(eid for eid, er in res.exercises.items() if getattr(er, "reference", "")),
+            "flags": _flags(res),
+        },
     }
 
 
@@ -166,6 +202,8 @@ def feedback_html(res: Any) -> str:
         )
         for f in er.flags:
             parts.append(f"<p class='flag'>⚠ {e(f)}</p>")
+        if getattr(er, "withheld", ""):
+            parts.append(f"<p class='flag' data-withheld='1'>⚠ {e(er.withheld)}</p>")
         for note in er.notes:
             parts.append(f"<p>{e(note)}</p>")
         if not er.found:
@@ -259,20 +297,22 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
     (out_dir / "feedback").mkdir(exist_ok=True)
     (out_dir / "logs").mkdir(exist_ok=True)
     header = (
-        ["learner", "score", "max_score", "percent", "status"]
+        ["learner", "student_id", "file", "score", "max_score", "percent", "status"]
         + list(exercise_ids)
-        + ["end-to-end", "flags", "messages"]
+        + ["end-to-end", "reference", "flags", "messages"]
     )
     rows = []
     for r in results:
         pct = 100.0 * r.score / r.max_score if r.max_score else 0.0
         flags = sorted({fl for er in r.exercises.values() for fl in er.flags})
         msgs = list(r.messages) + [f"{eid}: {er.error}" for eid, er in sorted(r.exercises.items()) if er.error]
+        reference = " ".join(sorted(eid for eid, er in r.exercises.items() if getattr(er, "reference", "")))
         rows.append(
-            [r.learner.name, f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
+            [r.learner.name, getattr(r.learner, "student_id", ""), str(r.learner.source)]
+            + [f"{r.score:g}", f"{r.max_score:g}", f"{pct:.1f}", r.status]
             + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
             + [r.e2e.line if getattr(r, "e2e", None) is not None else ""]
-            + ["; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
+            + [reference, "; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
         )
     write_text_atomic(out_dir / "grades.csv", _csv_text(header, rows))
     combined = {

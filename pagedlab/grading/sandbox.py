@@ -409,11 +409,13 @@ def _load(
     cell_timeout: float,
     chan: Any,
     into: dict[str, Any] | None = None,
+    provenance: Any = None,
 ) -> list[dict[str, Any]]:
     """Run the exercise cells of every notebook; one record per (notebook, exercise) found.
 
     ``into`` (exercise id -> object) receives the first loaded object of each exercise (the
-    end-to-end test's engine plugs them in)."""
+    end-to-end test's engine plugs them in); ``provenance`` (:class:`~pagedlab.grading.provenance.Provenance`)
+    flags an object that is the kit's reference."""
     from pagedlab.grading.extract import load_exercises
     from pagedlab.grading.runner import time_limit
 
@@ -439,6 +441,7 @@ def _load(
                         "ok": le.ok,
                         "error": le.error,
                         "notes": le.notes,
+                        "reference": provenance.check(eid, le.obj) if provenance is not None and le.ok else "",
                         "h": chan.export(le.obj) if le.ok else None,
                     }
                 )
@@ -475,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     for mod in _AUDITED:
         __import__(mod)
     sys.modules["pagedlab.grading.registry"].load_all()
+    from pagedlab.grading.provenance import Provenance
+
+    refs = Provenance(names)  # the references' fingerprints, before any learner cell runs or a guard is on
     preload_native_modules()
     # kernel containment, 2: no new process, program or executable memory - every library is loaded now
     missing += [why for why in [contain.deny_syscalls()] if why]
@@ -484,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
     audit = _Audit()
     local = _LocalRunner()
-    records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None)
+    records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None, refs)
     hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local), "missing": missing}
     if server is not None:
         hello["e2e"] = chan.export(server)

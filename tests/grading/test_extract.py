@@ -57,14 +57,14 @@ def test_renamed_function_syntax_error_and_sys_exit_are_per_exercise():
         "# EXERCISE 06.pick_victim\ndef pick_victim(running, policy)\n    return running[-1]\n",
         "# EXERCISE 06.crossover\nimport sys\nif True:\n    sys.exit(0)\ndef crossover_flops_per_s(p, k, b):\n"
         "    return 1.0\n",
-        "# EXERCISE 01.kv_bytes_per_token\nimport sys\nsys.exit(0)  # a bare call is a top-level expression: "
-        "not run\ndef kv_bytes_per_token(config):\n    return 0\n",
+        "# EXERCISE 01.kv_bytes_per_token\nimport sys\nsys.exit(0)  # a bare call runs, as in the notebook\n"
+        "def kv_bytes_per_token(config):\n    return 0\n",
     ]
     _, res = load(cells)
     assert "does not define slot_mapping; it defines slot_map" in res["02.slot_mapping"].error
     assert "syntax error at line 2" in res["06.pick_victim"].error
     assert "called sys.exit()" in res["06.crossover"].error
-    assert res["01.kv_bytes_per_token"].ok
+    assert "called sys.exit()" in res["01.kv_bytes_per_token"].error
 
 
 def test_a_raising_cell_is_reported_with_its_line():
@@ -138,3 +138,22 @@ def test_an_endless_loop_at_top_level_is_cut_by_the_runner():
     res = load_exercises(find_exercises(nb, NAMES), NAMES, run=limited)
     assert "did not finish in time" in res["02.slot_mapping"].error
     assert res["06.pick_victim"].ok
+
+
+def test_top_level_calls_in_an_exercise_cell_run_and_only_no_op_lines_are_left_out():
+    """A top-level expression statement used to be dropped silently, so a method attached with ``setattr`` was
+    missing under the grader (issue 22). Calls run; asserts, ``check(...)`` and a bare name do not."""
+    cell = (
+        "# EXERCISE 02.slot_mapping\n"
+        "def _impl(block_table, positions, block_size):\n"
+        "    return [block_table[p // block_size] * block_size + p % block_size for p in positions]\n"
+        "class _Holder: pass\n"
+        "setattr(_Holder, 'fn', staticmethod(_impl))\n"
+        "slot_mapping = _Holder.fn\n"
+        "assert slot_mapping([0], [0], 4) == [99], 'a spot check of its own'\n"
+        "check(slot_mapping)\n"
+        "slot_mapping\n"
+    )
+    res = load([cell])[1]["02.slot_mapping"]
+    assert res.ok, res.error
+    assert res.obj([3, 9], [0, 5], 4) == [12, 37]

@@ -223,7 +223,10 @@ def ex(run, learner, eid="02.slot_mapping"):
 
 def test_good_submission_gets_full_marks_despite_the_others(run):
     r = run["res"]["alice"]
-    assert all(not e.flags for e in r.exercises.values()), {k: e.flags for k, e in r.exercises.items()}
+    # alice hands in the solution cells: the kit's own code, flagged as such (and earning, the default); nothing else
+    assert all(e.flags == [e.reference] and e.reference for e in r.exercises.values()), {
+        k: e.flags for k, e in r.exercises.items()
+    }
     assert r.status == "ok" and r.score == r.max_score == 2.0, r.messages
     # 4 public + 1 hidden test for slot_mapping, all passed
     assert [o.passed for o in ex(run, "alice").outcomes] == [True] * 5
@@ -240,7 +243,8 @@ def test_outputs_are_written(run):
     assert combined["exercises"] == ["02.free_queue", "02.slot_mapping"]
     gs = json.loads((out / "gradescope" / "alice" / "results.json").read_text())
     assert gs["score"] == 2.0 and all(t["status"] == "passed" for t in gs["tests"])
-    assert {t["visibility"] for t in gs["tests"]} == {"visible", "after_published"}
+    assert {t["visibility"] for t in gs["tests"]} == {"visible", "after_published", "hidden"}  # hidden: flags
+    assert [t["name"] for t in gs["tests"] if t["visibility"] == "hidden"] == ["instructor: flags and log"]
     html = (out / "feedback" / "bob.html").read_text()
     assert "<svg" in html and "your state" in html and "IndexError" in html
     assert (out / "logs" / "alice.txt").exists()
