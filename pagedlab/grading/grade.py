@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from pagedlab.grading import registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.judge import Outcome, judge
+from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
@@ -509,9 +510,9 @@ def _read_lines(
 
 
 def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool], Any], done: bool) -> None:
-    """Judge every test of a found exercise against the reference; add up its score."""
+    """Judge every test of a found exercise against the reference; add up its score (of ``er.max_score``)."""
     ex = registry.get(er.exercise)
-    per_test = ex.points / max(1, len(ex.tests))
+    per_test = er.max_score / max(1, len(ex.tests))
     for test in ex.tests:
         got = transcripts.get((er.exercise, test.title, test.hidden))
         out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
@@ -535,8 +536,10 @@ def judge_learner(
     exercise_ids: list[str],
     memory_mb: int,
     timeout: float,
+    points: Mapping[str, float] | None = None,
 ) -> LearnerResult:
-    """One learner's result from its driver's lines (untouched by learner code) and process info."""
+    """One learner's result from its driver's lines (untouched by learner code) and process info;
+    ``points``: the instructor's per-exercise points (:mod:`pagedlab.grading.points`), else the registry's."""
     res = LearnerResult(learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0))
     if info.get("error"):
         res.messages.append(info["error"])
@@ -553,7 +556,7 @@ def judge_learner(
     for eid in exercise_ids:
         ex = registry.get(eid)
         er = res.exercises.setdefault(eid, ExerciseResult(eid))
-        er.max_score = ex.points
+        er.max_score = points_of(eid, points)
         if er.found:
             er.flags += audit
             _score_exercise(er, transcripts, done)
@@ -666,6 +669,7 @@ def grade(
     exercises: Sequence[str] | None = None,
     quiet: bool = False,
     e2e: E2EOptions | None = None,
+    points: Mapping[str, float] | None = None,
 ) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
@@ -680,6 +684,8 @@ def grade(
         exercises: exercise ids to grade (default: every exercise found in any submission).
         quiet: print nothing.
         e2e: the end-to-end test's settings (default :class:`E2EOptions`: on, random prompts, 0 points).
+        points: exercise id -> points (:func:`pagedlab.grading.points.parse_points`); the others keep
+            their registry points (1).
 
     Raises:
         GradeError: no submissions found, or a bad option.
@@ -716,7 +722,7 @@ def grade(
         for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job))
     ]
     ids = wanted if wanted is not None else _exercises_found(runs)
-    results = [judge_learner(lr, lines, info, ids, memory_mb, timeout) for lr, lines, info in runs]
+    results = [judge_learner(lr, lines, info, ids, memory_mb, timeout, points) for lr, lines, info in runs]
     for r, (_lr, lines, _info) in zip(results, runs):
         r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
     report.write_all(out_dir, results, ids, runs)
@@ -785,6 +791,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="grade these exercise ids (default: every exercise found in any submission)",
     )
+    add_points_argument(parser)
     add_e2e_arguments(parser)
 
 
@@ -834,6 +841,7 @@ def main(args: argparse.Namespace) -> int:
             args.jobs,
             args.exercises,
             e2e=opts,
+            points=parse_points(args.points),
         )
     except registry.UnknownExerciseError as e:
         raise GradeError(str(e)) from e
