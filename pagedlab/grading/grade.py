@@ -3,7 +3,7 @@
 ::
 
     pagedlab grade submissions/ [more paths...] [--hidden-tests DIR] [--out DIR]
-                   [--timeout S] [--memory MB] [--jobs N] [--exercises ID ...]
+                   [--timeout S] [--memory MB] [--jobs N] [--exercises ID ...] [--points ID=P|FILE.toml]
 
 SUBMISSIONS are notebook files (one learner each, named by the file name) and/or folders. A
 folder holds one entry per learner: a notebook (learner = file name without ``.ipynb``) or a
