@@ -3,7 +3,7 @@
 ::
 
     pagedlab grade submissions/ [more paths...] [--hidden-tests DIR] [--out DIR]
-                   [--timeout S] [--memory MB] [--jobs N] [--exercises ID ...]
+                   [--timeout S] [--memory MB] [--jobs N] [--exercises ID ...] [--points ID=P|FILE.toml]
 
 SUBMISSIONS are notebook files (one learner each, named by the file name) and/or folders. A
 folder holds one entry per learner: a notebook (learner = file name without ``.ipynb``) or a
@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY
 from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
+from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
@@ -644,9 +645,9 @@ def _read_lines(
 
 
 def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool], Any], done: bool) -> None:
-    """Judge every test of a found exercise against the reference; add up its score."""
+    """Judge every test of a found exercise against the reference; add up its score (of ``er.max_score``)."""
     ex = registry.get(er.exercise)
-    per_test = ex.points / max(1, len(ex.tests))
+    per_test = er.max_score / max(1, len(ex.tests))
     for test in ex.tests:
         got = transcripts.get((er.exercise, test.title, test.hidden))
         out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
@@ -671,11 +672,13 @@ def judge_learner(
     memory_mb: int,
     timeout: float,
     reference_earns_points: bool = True,
+    points: Mapping[str, float] | None = None,
 ) -> LearnerResult:
     """One learner's result from its driver's lines (untouched by learner code) and process info.
 
     An exercise whose object is the kit's reference (:attr:`ExerciseResult.reference`) is flagged, and scores 0
-    when not ``reference_earns_points``."""
+    when not ``reference_earns_points``; ``points``: the instructor's per-exercise points
+    (:mod:`pagedlab.grading.points`), else the registry's."""
     res = LearnerResult(
         learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0), log=str(info.get("stdout", ""))
     )
@@ -694,7 +697,7 @@ def judge_learner(
     for eid in exercise_ids:
         ex = registry.get(eid)
         er = res.exercises.setdefault(eid, ExerciseResult(eid))
-        er.max_score = ex.points
+        er.max_score = points_of(eid, points)
         if er.found:
             er.flags += audit
             _score_exercise(er, transcripts, done)
@@ -844,6 +847,7 @@ def grade(
     e2e_plan: E2EPlan | None = None,
     reference_earns_points: bool = True,
     roster: Any | None = None,
+    points: Mapping[str, float] | None = None,
 ) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
@@ -863,6 +867,8 @@ def grade(
         reference_earns_points: an exercise handed in as the kit's own implementation earns its tests' points
             (the default; False: 0 points). Flagged either way.
         roster: a roster CSV (:func:`read_roster`) giving the discovered submissions their student ids.
+        points: exercise id -> points (:func:`pagedlab.grading.points.parse_points`); the others keep
+            their registry points (1).
 
     Raises:
         GradeError: no submissions found, or a bad option.
@@ -889,6 +895,7 @@ def grade(
             e2e_plan,
             reference_earns_points,
             roster,
+            points,
         )
 
 
@@ -905,6 +912,7 @@ def _grade(
     e2e_plan: E2EPlan | None,
     reference_earns_points: bool,
     roster: Any | None,
+    points: Mapping[str, float] | None,
 ) -> list[LearnerResult]:
     from pagedlab.grading import report
 
@@ -937,7 +945,8 @@ def _grade(
     ids = wanted if wanted is not None else _exercises_found(runs)
     _say_containment(runs, say)
     results = [
-        judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points) for lr, lines, info in runs
+        judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points)
+        for lr, lines, info in runs
     ]
     for r, (_lr, lines, _info) in zip(results, runs):
         r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
@@ -1034,6 +1043,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="grade these exercise ids (default: every exercise found in any submission)",
     )
+    add_points_argument(parser)
     add_e2e_arguments(parser)
     add_reference_argument(parser)
 
@@ -1099,6 +1109,7 @@ def main(args: argparse.Namespace) -> int:
             e2e=opts,
             reference_earns_points=args.reference_earns_points == "yes",
             roster=args.roster,
+            points=parse_points(args.points),
         )
     except registry.UnknownExerciseError as e:
         raise GradeError(str(e)) from e

@@ -26,7 +26,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -279,13 +279,20 @@ def _classify(lab_path: Path, expected_text: str) -> tuple:
     return "stale", "an older generation; the solution changed since"
 
 
-def scan(solutions_dir: Path, labs_dir: Path, names: Sequence[str] | None = None) -> list[tuple[LabStatus, str | None]]:
+#: ``generate(solution, stem, source_path) -> notebook``: :func:`generate_lab`, or a
+#: :func:`pagedlab.grading.formats.generator` (``--format nbgrader|otter``).
+Generator = Callable[[dict[str, Any], str, str], dict[str, Any]]
+
+
+def scan(
+    solutions_dir: Path, labs_dir: Path, names: Sequence[str] | None = None, generate: Generator | None = None
+) -> list[tuple[LabStatus, str | None]]:
     """``(LabStatus, expected_text or None)`` for every solution notebook (and orphaned lab)."""
     out: list[tuple[LabStatus, str | None]] = []
     sol_paths = _solutions(solutions_dir, names)
     for sp in sol_paths:
         try:
-            lab = generate_lab(_load(sp), sp.stem, f"{solutions_dir.name}/{sp.name}")
+            lab = (generate or generate_lab)(_load(sp), sp.stem, f"{solutions_dir.name}/{sp.name}")
         except LabsBuildError as e:
             out.append((LabStatus(sp.name, "error", detail=str(e)), None))
             continue
@@ -324,9 +331,15 @@ def _write_lab(path: Path, text: str) -> None:
 
 
 def build(
-    solutions_dir: Path, labs_dir: Path, force: bool = False, names: Sequence[str] | None = None
+    solutions_dir: Path,
+    labs_dir: Path,
+    force: bool = False,
+    names: Sequence[str] | None = None,
+    generate: Generator | None = None,
 ) -> list[LabStatus]:
     """Write every missing or stale lab; keep (and report) changed ones unless ``force``.
+
+    ``generate``: how a solution becomes the written notebook (default :func:`generate_lab`).
 
     Raises:
         LabsBuildError: ``labs_dir`` is a file, or it or a lab in it cannot be written (read-only).
@@ -338,7 +351,7 @@ def build(
     except OSError as e:
         raise LabsBuildError(f"cannot create the labs folder {labs_dir}: {e.strerror or e}") from e
     results = []
-    for st, expected in scan(solutions_dir, labs_dir, names):
+    for st, expected in scan(solutions_dir, labs_dir, names, generate):
         if expected is not None:
             if st.state in ("missing", "stale"):
                 _write_lab(labs_dir / st.name, expected)
@@ -430,8 +443,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p = sub.add_parser(name, help=helptext, description=helptext)
         p.add_argument("notebooks", nargs="*", help="only these notebooks (names in solutions/)")
         p.add_argument("--solutions", type=Path, default=None, help="source folder (default: ./solutions)")
-        p.add_argument("--labs", type=Path, default=None, help="output folder (default: ./labs)")
+        p.add_argument("--labs", "--out", dest="labs", type=Path, default=None, help="output folder (default: ./labs)")
         if name == "build":
+            p.add_argument(
+                "--format",
+                choices=("labs", "nbgrader", "otter"),
+                default="labs",
+                help="labs: learner notebooks (default); nbgrader: a source assignment for `nbgrader "
+                "generate_assignment` (--out COURSE/source/ASSIGNMENT); otter: master notebooks for `otter assign`",
+            )
+            from pagedlab.grading.points import add_points_argument
+
+            add_points_argument(p)
             p.add_argument(
                 "--force",
                 action="store_true",
@@ -466,12 +489,22 @@ def main(args: argparse.Namespace) -> int:
         print(f"next: pagedlab fetch-model (once), then jupyter lab {args.dest}")
         return status
     solutions = args.solutions or _default_dir("solutions")
+    fmt = getattr(args, "format", "labs")
+    if fmt != "labs" and args.labs is None:
+        raise LabsBuildError(
+            f"--format {fmt} needs --out DIR"
+            + (" (nbgrader: COURSE/source/ASSIGNMENT)" if fmt == "nbgrader" else " (a folder for the master notebooks)")
+        )
     labs = args.labs or _default_dir("labs")
     if not solutions.is_dir():
         raise LabsBuildError(f"no solutions folder at {solutions}; run from the kit's root or pass --solutions")
     if args.labs_command == "build":
-        results = build(solutions, labs, force=args.force, names=args.notebooks)
-        print(f"pagedlab labs build: {solutions} -> {labs}")
+        from pagedlab.grading import formats
+        from pagedlab.grading.points import parse_points
+
+        generate = formats.generator(fmt, parse_points(args.points))
+        results = build(solutions, labs, force=args.force, names=args.notebooks, generate=generate)
+        print(f"pagedlab labs build{'' if fmt == 'labs' else ' --format ' + fmt}: {solutions} -> {labs}")
         for st in results:
             print(_line(st))
         kept = _report_kept(results)
