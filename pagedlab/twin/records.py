@@ -49,12 +49,16 @@ class EngineSettings:
     long_prefill_token_threshold: int = 0
     enable_prefix_caching: bool = False
     scheduling_policy: str = "fcfs"
-    max_model_len: int = 1024
+    #: None: what the pool holds, ``(num_gpu_blocks - 1) * block_size`` (vLLM 0.32 refuses to start when
+    #: one request of ``max_model_len`` tokens would not fit in the pool).
+    max_model_len: int | None = None
 
     def engine_args(self) -> dict[str, Any]:
         """The ``EngineArgs`` keywords both engines take."""
         d = dataclasses.asdict(self)
         d["num_gpu_blocks_override"] = d.pop("num_gpu_blocks")
+        if d["max_model_len"] is None:
+            d["max_model_len"] = (self.num_gpu_blocks - 1) * self.block_size
         return d
 
 
@@ -126,6 +130,7 @@ class Trace:
     steps: list[StepRecord] = field(default_factory=list)
     tokens: dict[str, list[list[int]]] = field(default_factory=dict)
     finish_reasons: dict[str, list[str | None]] = field(default_factory=dict)
+    num_free_blocks: int | None = None  #: free KV blocks before the first request (vLLM: less its null block)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -133,7 +138,7 @@ class Trace:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trace:
         steps = [StepRecord(**s) for s in d["steps"]]
-        return cls(d["engine"], d["workload"], steps, d["tokens"], d["finish_reasons"])
+        return cls(d["engine"], d["workload"], steps, d["tokens"], d["finish_reasons"], d.get("num_free_blocks"))
 
 
 @dataclass
@@ -173,7 +178,11 @@ def diff(left: Trace, right: Trace, *, schedule: bool = True, tokens: bool = Tru
     then each request's token ids and finish reasons. ``schedule=False`` compares only the outcome
     (tokens and finish reasons); ``tokens=False`` only the steps.
     """
-    found = _diff_steps(left, right) if schedule else None
+    found = None
+    if left.num_free_blocks != right.num_free_blocks:
+        found = Divergence(0, None, "num_free_blocks", left.num_free_blocks, right.num_free_blocks)
+    if found is None and schedule:
+        found = _diff_steps(left, right)
     if found is None and tokens:
         found = _diff_outcomes(left, right)
     if found is not None:
@@ -229,6 +238,8 @@ class Adapter(Protocol):
 
     def has_unfinished(self) -> bool: ...
 
+    def num_free_blocks(self) -> int: ...
+
     def step(self, record: StepRecord) -> list[tuple[str, list[list[int]], list[str | None], bool]]:
         """Run one engine step, filling ``record`` (scheduled, preempted, num_cached_tokens); return
         ``(request_id, token ids so far per completion, finish reason per completion, finished)`` of
@@ -244,7 +255,7 @@ def drive(workload: Workload, adapter: Adapter) -> Trace:
         RuntimeError: the engine has not finished after ``MAX_STEPS`` steps.
     """
     workload.check()
-    trace = Trace(adapter.name, workload.name)
+    trace = Trace(adapter.name, workload.name, num_free_blocks=adapter.num_free_blocks())
     by_arrival: dict[int, list[TwinRequest]] = {}
     by_abort: dict[int, list[str]] = {}
     for r in workload.requests:
