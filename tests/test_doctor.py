@@ -145,7 +145,7 @@ def test_vllm_check_warns_naming_make_vllm_when_absent(monkeypatch, tmp_path):
     monkeypatch.setenv(ENV_VLLM_PYTHON, str(tmp_path / "no-venv" / "bin" / "python"))
     c = doctor.check_vllm()
     assert c.status == WARN and not c.required and c.ok  # optional: never fails the doctor
-    assert "no vLLM environment" in c.detail and "make vllm" in c.fix and VLLM_REQUIREMENT in c.fix
+    assert "no vLLM interpreter" in c.detail and "make vllm" in c.fix and VLLM_REQUIREMENT in c.fix
 
 
 def test_vllm_check_rejects_an_environment_without_the_pinned_vllm(monkeypatch):

