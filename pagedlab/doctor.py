@@ -314,6 +314,22 @@ def check_cuda() -> Check:
     )
 
 
+def check_vllm() -> Check:
+    """Real vLLM beside the kit (``make vllm``): optional, so a warning when absent, never a failure."""
+    from pagedlab.twin import vllm_status
+    from pagedlab.vllm_version import VLLM_REQUIREMENT
+
+    ok, detail = vllm_status()
+    if ok:
+        return Check("vllm", OK, detail)
+    return Check(
+        "vllm",
+        WARN,
+        f"not available: {detail}",
+        f"`make vllm` ({VLLM_REQUIREMENT} in its own venv, ~3.4 GB; needed only by tests/twin and the vLLM lab cells)",
+    )
+
+
 def check_native() -> Check:
     """The CPU path's C kernels (``pagedlab.kernels.native``): built (or found built) and loaded, or why not.
 
@@ -428,7 +444,7 @@ def run_checks(*, quick: bool = False, cache_dir: os.PathLike | None = None) -> 
     """All checks, in display order. ``quick`` skips the ones that start torch/Triton."""
     checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir), check_data()]
     if not quick:
-        checks += [check_cuda(), check_native(), check_triton_interpreter()]
+        checks += [check_cuda(), check_native(), check_triton_interpreter(), check_vllm()]
     if _version("playwright") is not None:  # chromium matters only to the [test] extra's browser test
         checks.append(check_chromium())
     return checks

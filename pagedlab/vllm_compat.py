@@ -36,6 +36,9 @@ PROVIDED: dict[str, str] = {
     "vllm.entrypoints.llm": "pagedlab.engine.llm",
     "vllm.v1.metrics.reader": "pagedlab.engine.metrics",
 }
+#: Where ``FlexibleArgumentParser`` lives: vLLM 0.32 (``pagedlab.vllm_version``) has it only in
+#: ``vllm.utils.argparse_utils``; ``vllm.utils`` had it up to vLLM 0.11 and keeps it here for older scripts.
+ARGPARSE_MODULES = ("vllm.utils", "vllm.utils.argparse_utils")
 #: vLLM packages provided only as parents of the modules above (plus ``vllm.utils``).
 PACKAGES = ("vllm.engine", "vllm.entrypoints", "vllm.v1", "vllm.v1.engine", "vllm.v1.metrics")
 #: What ``from vllm import X`` gives: name -> (pagedlab module, attribute).
@@ -54,7 +57,7 @@ TOP_LEVEL: dict[str, tuple[str, str]] = {
 
 def provided_modules() -> list[str]:
     """Every ``vllm`` module name the runner provides, sorted."""
-    return sorted({"vllm", "vllm.utils", *PACKAGES, *PROVIDED})
+    return sorted({"vllm", *ARGPARSE_MODULES, *PACKAGES, *PROVIDED})
 
 
 class UnprovidedVLLMModuleError(ModuleNotFoundError):
@@ -95,11 +98,12 @@ def build_module(fullname: str) -> types.ModuleType:
             setattr(mod, name, getattr(importlib.import_module(where), attr))
         mod.__dict__["__version__"] = "pagedlab-compat"
         mod.__path__ = []
-    elif fullname == "vllm.utils":
+    elif fullname in ARGPARSE_MODULES:
         from pagedlab.engine.arg_utils import FlexibleArgumentParser
 
         mod.__dict__["FlexibleArgumentParser"] = FlexibleArgumentParser
-        mod.__path__ = []
+        if fullname == "vllm.utils":
+            mod.__path__ = []
     elif fullname in PACKAGES:
         mod.__path__ = []
     elif fullname in PROVIDED:

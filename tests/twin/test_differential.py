@@ -1,0 +1,72 @@
+"""The kit and real vLLM (``pagedlab.vllm_version``) schedule the same, step by step, and give the same greedy tokens.
+
+All named workloads run in one vLLM subprocess (one engine per distinct engine settings), once per session.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedlab.twin import Trace, compare, diff, run_on_kit, run_on_vllm
+from tests.twin import workloads as W
+
+NAMES = [w.name for w in W.named()]
+
+
+@pytest.fixture(scope="session")
+def twin_results() -> dict[str, tuple[Trace, Trace]]:
+    batch = [*W.named(), W.parallel_sampling()]
+    return {w.name: (k, v) for w, (k, v, _) in zip(batch, compare(batch))}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_schedule_and_tokens(twin_results: dict[str, tuple[Trace, Trace]], name: str) -> None:
+    kit, vllm = twin_results[name]
+    assert vllm.steps, "vLLM ran no step"
+    found = diff(kit, vllm)
+    assert found is None, f"{name}: first divergence at {found}"
+
+
+def test_the_workloads_exercise_what_they_are_named_for(twin_results: dict[str, tuple[Trace, Trace]]) -> None:
+    """Guard against a workload that silently stopped testing its case (both traces are equal, so read vLLM's)."""
+
+    def vllm(name: str) -> Trace:
+        return twin_results[name][1]
+
+    for name in ("pressure_fcfs", "pressure_priority"):
+        assert sum(len(s.preempted) for s in vllm(name).steps) >= 2, name
+    for name in ("prefix_shared_system", "prefix_repeated", "readme"):
+        assert any(n > 0 for s in vllm(name).steps for n in s.num_cached_tokens.values()), name
+    evict = {rid: n for s in vllm("prefix_eviction").steps for rid, n in s.num_cached_tokens.items()}
+    assert evict["e_again"] == 0  # its blocks were evicted by the distinct prompts in between
+    chunks = [n for s in vllm("chunked_long_threshold_48").steps for _, n in s.scheduled]
+    assert max(chunks) == 48
+    assert max(n for s in vllm("chunked_long_threshold_0").steps for _, n in s.scheduled) == 256
+    first = vllm("no_chunking_oversized").steps[0]
+    assert [r for r, _ in first.scheduled] == ["n0"]  # n1 (100 > 68 left) stops admission (vLLM 0.32)
+    assert all(len(s.scheduled) <= 2 for s in vllm("max_num_seqs_2").steps)
+    aborted = vllm("abort_mid_run")
+    assert aborted.finish_reasons["a0"] == ["abort"] and aborted.finish_reasons["a2"] == ["abort"]
+    assert 0 < len(aborted.tokens["a0"][0]) < 20
+
+
+def test_n_greater_than_one_gives_the_same_completions(twin_results: dict[str, tuple[Trace, Trace]]) -> None:
+    """n=2: vLLM v1 fans out into two child requests sharing the prompt through the prefix cache; the kit
+    forks copy-on-write (vLLM v0). The schedules differ by design; the completions must not."""
+    kit, vllm = twin_results["n_equals_2"]
+    assert all(len(c) == 2 for c in vllm.tokens.values())
+    assert diff(kit, vllm, schedule=False) is None
+
+
+def test_stop_is_checked_before_length() -> None:
+    """The last allowed token is a stop token: vLLM 0.32 says "stop" (``check_stop`` tests stop tokens
+    before max_tokens; vLLM 0.11 tested the length first and said "length")."""
+    probe = W.few_seqs()
+    probe.requests = probe.requests[:1]
+    tokens = run_on_kit(probe).tokens["q0"][0]
+    k = len(tokens)
+    probe.requests[0].sampling = W.greedy(k, stop_token_ids=[tokens[-1]])
+    probe.name = "length_before_stop"
+    (theirs,) = run_on_vllm([probe])
+    assert theirs.finish_reasons["q0"] == ["stop"]
+    assert diff(run_on_kit(probe), theirs) is None
