@@ -8,7 +8,7 @@ crash, a wrong answer or a silent truncation.
 
 Every op's test runs once per way of breaking its input (and once unbroken): ``PAGEDLAB_FUZZ_EXAMPLES`` valid
 cases per op (default 200) and a fortieth as many (at least 3) per break, so each break is drawn whatever
-hypothesis favours (1,100 cases in all by default, about 25 s on 2 cores). The same cases run
+hypothesis favours: 56 breaks, 1,280 cases in all by default (200 valid + 5 per break per op). The same cases run
 in a library built with AddressSanitizer and UBSan (``make asan``; ``test_native_asan.py`` in CI), where a
 read or write out of bounds that happens not to crash here is reported.
 """
