@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "sched": 2,
     "kernels": 3,
     "model": 4,
+    "parts": 4,  # the plug-in layer (slots, guards): imports core, sched, kernels; the engine imports it
     "engine": 5,
     "": 5,  # "" is the package root, ``pagedlab/__init__.py`` (the public API: LLM, ...)
     "sim": 6,

@@ -17,7 +17,7 @@ Each argument is in one of four groups:
 * **the kit's extensions** (teaching knobs vLLM does not have): ``num_gpu_blocks``,
   ``num_cpu_blocks``, ``prefix_cache``, ``preemption_mode``, ``scheduling``, ``attention_backend``,
   ``hash_seed``, ``trace``, ``device``, and ``components`` (Python only: the implementation of each
-  teachable part, ``pagedlab.engine.components.Components``; no CLI option).
+  teachable part, ``pagedlab.parts.slots.Components``; no CLI option).
 
 Any other name raises ``TypeError`` as vLLM's ``EngineArgs`` does ("unexpected keyword argument").
 """
