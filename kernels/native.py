@@ -178,8 +178,8 @@ def load() -> ctypes.CDLL | None:
                     lib, why = _build(compiler)
                 _state["why"] = why
                 _state["lib"] = lib
-    lib = _state["lib"]
-    return lib if isinstance(lib, ctypes.CDLL) else None
+    loaded = _state["lib"]
+    return loaded if isinstance(loaded, ctypes.CDLL) else None
 
 
 def unavailable_reason() -> str:

@@ -374,9 +374,9 @@ def total_device_memory(device: str | None) -> int:
 
 def _load(model: str | None) -> Any:
     """The loaded ``LlamaForCausalLM`` (shared with ``LLMEngine``'s cache, so it loads once)."""
-    import importlib
+    from pagedlab.model.loader import load_model_cached  # lazily: torch and the weights
 
-    return importlib.import_module("pagedlab.engine.llm_engine").load_model_cached(model)[0]
+    return load_model_cached(model)[0]
 
 
 class FlexibleArgumentParser(argparse.ArgumentParser):

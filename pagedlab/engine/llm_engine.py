@@ -33,6 +33,7 @@ from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
+from pagedlab.model.loader import load_model_cached
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
 from pagedlab.parts.build import build_parts
 from pagedlab.parts.slots import Components
@@ -41,33 +42,11 @@ from pagedlab.sampling_params import RequestOutputKind, SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
-
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 
 logger = logging.getLogger("pagedlab")
-
-
-@functools.lru_cache(maxsize=4)
-def _load_cached(path: str) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
-    from pagedlab.model.loader import load_model
-
-    net, tok, meta = load_model(path)
-    assert net is not None  # load_model returns None only with tokenizer_only=True
-    return net, tok, meta
-
-
-def load_model_cached(
-    model: str | os.PathLike[str] | None = None,
-) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
-    """``load_model`` memoised per resolved path, so many engines share one set of weights.
-
-    Raises: as ``pagedlab.model.loader.load_model``."""
-    from pagedlab.model.loader import resolve_model_path
-
-    return _load_cached(str(resolve_model_path(model)))
 
 
 def _token_id_list(ids: object, what: str) -> list[int]:
