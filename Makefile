@@ -3,7 +3,7 @@
 #   make lab     set up (venv + pinned packages + model), then start JupyterLab on labs/
 #   make demo    set up, then serve data/prompts.jsonl through the engine, headless
 #   make test    set up, then lint (ruff, mypy) and run the whole test suite (pytest tests/ + nbval on solutions/)
-#   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml)
+#   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml; kernels/ included)
 #   make asan    the C kernels built with AddressSanitizer + UBSan, running the fuzz cases (gcc's libasan)
 #
 # Every target is idempotent: once set up, the set-up steps take well under a second
@@ -41,7 +41,7 @@ ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model vllm lab demo test bench lint asan doctor lock clean distclean
+.PHONY: help setup model vllm lab demo test bench lint typecheck asan doctor lock clean distclean
 
 help:
 	@echo "pagedlab make targets:"
@@ -138,12 +138,22 @@ bench: setup
 	"$(VPY)" benchmarks/run_all.py $(BENCH_ARGS)
 
 # ruff (lint + format check) and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]).
+# mypy reads the package as it is installed: pagedlab.kernels lives in kernels/ (package-dir), which
+# mypy cannot map, so it checks a tree of links (build/mypy/pagedlab: every entry of pagedlab/, and
+# kernels/ as pagedlab/kernels) from inside it, with the same configuration.
+MYPY_TREE := build/mypy
 lint: setup
 	@"$(VPY)" -c 'import ruff, mypy' 2>/dev/null || { \
 	  echo "error: make lint needs ruff and mypy in $(VENV): $(VPY) -m pip install ruff mypy" >&2; exit 1; }
 	"$(VPY)" -m ruff check .
 	"$(VPY)" -m ruff format --check .
-	"$(VPY)" -m mypy
+	$(MAKE) --no-print-directory typecheck
+
+typecheck:
+	@rm -rf $(MYPY_TREE)/pagedlab && mkdir -p $(MYPY_TREE)/pagedlab
+	@for f in pagedlab/*; do ln -s "$(CURDIR)/$$f" $(MYPY_TREE)/pagedlab/; done
+	@ln -s "$(CURDIR)/kernels" $(MYPY_TREE)/pagedlab/kernels
+	cd $(MYPY_TREE) && "$(abspath $(VPY))" -m mypy --config-file "$(CURDIR)/pyproject.toml"
 
 # The C kernels (kernels/csrc) built with -fsanitize=address,undefined, running the fuzz cases of
 # tests/kernels/test_native_fuzz.py in a python with gcc's libasan preloaded (tests/kernels/test_native_asan.py,

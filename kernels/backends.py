@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import torch
 
@@ -55,10 +56,13 @@ def get_backend(name: str) -> AttentionBackend:
         ValueError: unknown backend name.
         ImportError: ``"triton"`` where Triton is not installed.
     """
+    mod: ModuleType
     if name == "torch":
         mod = reference
     elif name == "cpu":
-        from pagedlab.kernels import cpu as mod
+        from pagedlab.kernels import cpu
+
+        mod = cpu
     elif name == "triton":
         from pagedlab.kernels import ops  # lazily: imports Triton (set TRITON_INTERPRET=1 first on CPU)
 

@@ -247,8 +247,8 @@ def load() -> ctypes.CDLL | None:
                     _log.warning("pagedlab: C kernels: not loading %s; %s", "; ".join(refused), instead)
                 _state["why"] = why
                 _state["lib"] = lib
-    lib = _state["lib"]
-    return lib if isinstance(lib, ctypes.CDLL) else None
+    loaded = _state["lib"]
+    return loaded if isinstance(loaded, ctypes.CDLL) else None
 
 
 def unavailable_reason() -> str:

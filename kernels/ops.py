@@ -1,4 +1,5 @@
-"""The Triton kernels under the reference's names (backend selection: ``pagedlab.kernels.backends``).
+"""The Triton kernels under the reference's names (backend selection: ``pagedlab.kernels.backends``,
+which imports this module; this module does not import it back).
 
 ``pagedlab.kernels.ops.paged_decode_attention`` and friends have the same signatures
 and semantics as the PyTorch references in ``pagedlab.kernels.reference``, so the engine switches
@@ -10,7 +11,6 @@ imported (see ``pagedlab.kernels.runtime``).
 
 from __future__ import annotations
 
-from pagedlab.kernels.backends import default_backend, get_backend
 from pagedlab.kernels.cache_write import reshape_and_cache
 from pagedlab.kernels.decode_attention import choose_num_splits, paged_decode_attention
 from pagedlab.kernels.paged_kv import PagedKV
@@ -38,6 +38,4 @@ __all__ = [
     "interpreter_ready",
     "KernelUnavailableError",
     "choose_num_splits",
-    "get_backend",
-    "default_backend",
 ]

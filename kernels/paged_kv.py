@@ -28,7 +28,7 @@ import torch
 
 from pagedlab.errors import KernelInputError
 
-__all__ = ["PagedKV"]
+__all__ = ["PagedKV", "kit_slot_mapping"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,3 +89,10 @@ class PagedKV:
         if cu is not None:
             cu = cu[: end + 1] if start == 0 else cu[start : end + 1] - cu[start]
         return PagedKV(self.key_cache, self.value_cache, self.block_tables[start:end], self.seq_lens[start:end], cu)
+
+
+def kit_slot_mapping(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
+    """The flat KV slot of each position, ``block_table[pos // block_size] * block_size + pos % block_size``
+    (vLLM's slot mapping, in plain Python: the ``slot_mapping`` slot's kit part; ``ModelRunner`` computes
+    the same for a whole batch with tensors)."""
+    return [block_table[p // block_size] * block_size + p % block_size for p in positions]

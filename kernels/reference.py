@@ -61,6 +61,20 @@ def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> t
     return blocks.reshape(n * block_size, *cache.shape[2:])[:seq_len]
 
 
+def load_kv_tile(
+    cache: torch.Tensor, block_table: torch.Tensor, tile_start: int, tile_size: int, seq_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decode kernel's tile load (lab 08; the ``kv_tile_load`` slot's kit part): rows
+    ``[tile_size, num_kv_heads, head_dim]`` of positions ``tile_start ..`` and their mask
+    ``pos < seq_len``. Masked lanes read zeros and never index ``block_table``."""
+    block_size = cache.shape[1]
+    pos = tile_start + torch.arange(tile_size)
+    mask = pos < seq_len
+    logical = torch.where(mask, pos // block_size, torch.zeros_like(pos))
+    rows = cache[block_table[logical], pos % block_size]
+    return torch.where(mask[:, None, None], rows, torch.zeros((), dtype=cache.dtype)), mask
+
+
 def paged_decode_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
     """One query token per sequence attends to its whole cached context.
 

@@ -3,3 +3,63 @@
 import os
 
 os.environ.setdefault("PAGEDLAB_CHECK_INVARIANTS", "1")
+
+
+# --- one marker per lab: `pytest -m lab06` (declared in pyproject.toml) -------------------------------
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+
+#: Test files (or folders, ending in "/") that belong to a lab as a whole, relative to the repository.
+LAB_PATHS: dict[str, tuple[str, ...]] = {
+    "tests/analysis/test_lab02.py": ("lab02",),
+    "tests/analysis/test_lab03.py": ("lab03",),
+    "tests/analysis/test_lab04.py": ("lab04",),
+    "tests/analysis/test_contiguous_sharing.py": ("lab01", "lab03"),
+    "tests/core/test_block_pool.py": ("lab02",),
+    "tests/core/test_fork_swap.py": ("lab03", "lab06"),
+    "tests/core/test_hashing.py": ("lab07",),
+    "tests/core/test_prefix_cache.py": ("lab07",),
+    "tests/core/test_radix_cache.py": ("lab07",),
+    "tests/sched/": ("lab04", "lab05", "lab06"),
+    "tests/kernels/": ("lab08",),
+    "tests/engine/": ("lab09",),
+    "tests/compat/": ("lab09",),
+}
+#: Words in a test's id that say which lab's part it exercises (a slot name, an exercise's topic).
+LAB_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "lab01": ("fragmentation", "contiguous"),
+    "lab02": ("free_queue", "slot_mapping", "block_pool"),
+    "lab03": ("fork_cow", "copy_on_write", "append_token"),
+    "lab04": ("schedule_step", "continuous_batching"),
+    "lab05": ("budget", "chunk"),
+    "lab06": ("preempt", "pick_victim", "swap"),
+    "lab07": ("prefix", "radix", "match_prefix"),
+    "lab08": ("tile_load", "triton"),
+    "lab09": ("capstone", "my_engine"),
+}
+#: An exercise id in a test's id ("06.pick_victim") names its lab.
+_EXERCISE_ID = re.compile(r"(?<![\d.])0(\d)\.[a-z]")
+
+
+def lab_markers(rel_path: str, nodeid: str) -> set[str]:
+    """The lab markers of the test ``nodeid`` in the file ``rel_path`` (relative to the repository)."""
+    labs = {lab for path, lab_names in LAB_PATHS.items() if rel_path.startswith(path) for lab in lab_names}
+    m = re.match(r"solutions/0(\d)_", rel_path)
+    if m:
+        labs.add(f"lab0{m.group(1)}")
+    name = nodeid.lower()
+    labs |= {lab for lab, words in LAB_KEYWORDS.items() if any(w in name for w in words)}
+    labs |= {f"lab0{d}" for d in _EXERCISE_ID.findall(nodeid)}
+    return labs - {"lab00"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        try:
+            rel = item.path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+        for lab in sorted(lab_markers(rel, item.nodeid)):
+            item.add_marker(getattr(pytest.mark, lab))

@@ -1,8 +1,10 @@
-"""The layers point one way (docs/architecture.md): a module never imports a higher layer.
+"""The layers point one way (docs/architecture.md): a module never imports a higher layer, and no
+two modules import each other, directly or round a loop.
 
 Every ``import`` / ``from ... import`` statement of every module in ``pagedlab/`` and ``kernels/``
 (``pagedlab.kernels``) is read with ``ast`` - also the ones inside functions and under
-``TYPE_CHECKING`` - and its target's layer compared with the importer's.
+``TYPE_CHECKING``, and string imports (``importlib.import_module("pagedlab....")`` /
+``__import__`` with a literal) - and its target's layer compared with the importer's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ LAYERS: dict[str, int] = {
     "sched": 2,
     "kernels": 3,
     "model": 4,
+    "parts": 4,  # the plug-in layer (slots, guards): imports core, sched, kernels; the engine imports it
     "engine": 5,
     "": 5,  # "" is the package root, ``pagedlab/__init__.py`` (the public API: LLM, ...)
     "sim": 6,
@@ -70,7 +73,9 @@ def imported_modules(module: str, tree: ast.AST) -> set[str]:
     package = module if _is_package(module) else module.rpartition(".")[0]
     out: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call) and _string_import(node) is not None:
+            out.add(_string_import(node) or "")
+        elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -82,6 +87,42 @@ def imported_modules(module: str, tree: ast.AST) -> set[str]:
                 sub = f"{base}.{a.name}"
                 out.add(sub if sub in MODULES else base)
     return {m for m in out if m == "pagedlab" or m.startswith("pagedlab.")}
+
+
+def _string_import(call: ast.Call) -> str | None:
+    """The module a call ``importlib.import_module("x")`` / ``import_module("x")`` / ``__import__("x")``
+    with a literal name imports, else None."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name not in ("import_module", "__import__") or not call.args:
+        return None
+    arg = call.args[0]
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+
+
+def import_graph(trees: dict[str, ast.AST]) -> dict[str, set[str]]:
+    """Module -> the ``pagedlab`` modules it imports (the package root's edges included)."""
+    return {m: imported_modules(m, t) - {m} for m, t in trees.items()}
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph.get(m, ()))
+    return seen
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other round a loop (strongly connected components of
+    more than one module), each sorted."""
+    reach = {m: _reachable(graph, m) for m in graph}
+    groups = {tuple(sorted({m} | {n for n in reach[m] if m in reach.get(n, set())})) for m in graph}
+    return sorted(list(g) for g in groups if len(g) > 1)
 
 
 def layer_of(module: str) -> tuple[str, int]:
@@ -116,6 +157,30 @@ def test_every_module_has_a_layer_and_imports_only_downwards() -> None:
     assert problems == [], "\n".join(problems)
 
 
+def test_no_module_imports_itself_round_a_loop() -> None:
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in MODULES.items()}
+    circles = import_circles(import_graph(trees))
+    assert circles == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_sees_function_level_and_string_imports() -> None:
+    trees = {
+        "pagedlab.engine.arg_utils": ast.parse(
+            'import importlib\nimportlib.import_module("pagedlab.engine.llm_engine")'
+        ),
+        "pagedlab.engine.llm_engine": ast.parse("from pagedlab.engine.arg_utils import EngineArgs"),
+        "pagedlab.model.llama": ast.parse("def f():\n    from pagedlab.model.cpu_linear import unpack_linears"),
+        "pagedlab.model.cpu_linear": ast.parse("from pagedlab.model.llama import LlamaForCausalLM"),
+        "pagedlab.core.block_pool": ast.parse("from pagedlab.core import hashing"),
+    }
+    assert import_circles(import_graph(trees)) == [
+        ["pagedlab.engine.arg_utils", "pagedlab.engine.llm_engine"],
+        ["pagedlab.model.cpu_linear", "pagedlab.model.llama"],
+    ]
+    loop = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(loop) == [["a", "b", "c"]]
+
+
 @pytest.mark.parametrize(
     "module,source,message",
     [
@@ -130,6 +195,12 @@ def test_every_module_has_a_layer_and_imports_only_downwards() -> None:
         ("pagedlab.viz.pool", "from ..grading import check", "imports pagedlab.grading: only"),
         ("pagedlab.kernels.ops", "from pagedlab.model import attention", "imports pagedlab.model.attention"),
         ("pagedlab.core", "from .. import engine", "imports pagedlab.engine"),
+        (
+            "pagedlab.core.block_pool",
+            'import importlib\nimportlib.import_module("pagedlab.sched.scheduler")',
+            "lower layers never",
+        ),
+        ("pagedlab.parts.slots", "from pagedlab.engine.llm_engine import LLMEngine", "(parts, layer 4)"),
     ],
 )
 def test_the_checker_catches_an_upward_import(module: str, source: str, message: str) -> None:

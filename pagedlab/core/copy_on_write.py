@@ -10,7 +10,7 @@ copy is needed; this file holds the fork, the copy itself, and the sharing measu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pagedlab.core.block_pool import KVCacheBlock, distinct_blocks
 from pagedlab.trace import _active
@@ -20,31 +20,20 @@ if TYPE_CHECKING:
     from pagedlab.trace import Tracer
 
 
-class ForkCowOps(Protocol):
-    """The ``fork_cow`` slot (lab 03): how a fork shares a table and how a one-token append copies.
-
-    ``fork`` returns the child's table (the parent's blocks, each one reference more); ``append``
-    makes room for the token at position ``num_tokens`` in ``table`` (in place: a new block at the
-    end, or a private copy of a shared last block) and returns the ``(src, dst)`` block ids of a
-    copy, or None. Both work on the pool's ``ref_cnt``; neither may touch other tables.
-    """
-
-    def fork(self, parent_id: str, table: list[KVCacheBlock], num_tokens: int, child_id: str) -> list[KVCacheBlock]: ...
-    def append(self, request_id: str, table: list[KVCacheBlock], num_tokens: int) -> tuple[int, int] | None: ...
-
-
 class CopyOnWrite:
     """Copy-on-write of ``KVCacheManager``: the fork, the copy, and the queue of pending KV copies.
 
+    ``KVCacheManager`` calls two operations, :meth:`fork_table` and :meth:`extend`; a subclass may
+    do them another way (``pagedlab.parts.memory.GuardedForkCow`` runs lab 03's code there).
+
     Args:
         block_pool: the device pool.
+        block_size: tokens per block.
         tracer: optional tracer (``cow_copy`` events).
-        ops: a plugged-in ``fork_cow`` slot (None: the kit's code below). When set, ``fork`` goes
-            through ``ops.fork`` and a one-token append through ``ops.append`` (``append_one``).
     """
 
-    def __init__(self, block_pool: BlockPool, tracer: Tracer | None, ops: ForkCowOps | None = None) -> None:
-        self.block_pool, self.tracer, self.ops = block_pool, tracer, ops
+    def __init__(self, block_pool: BlockPool, block_size: int, tracer: Tracer | None = None) -> None:
+        self.block_pool, self.block_size, self.tracer = block_pool, block_size, tracer
         self.pending_copies: list[tuple[int, int]] = []
 
     def fork_table(
@@ -52,11 +41,33 @@ class CopyOnWrite:
     ) -> list[KVCacheBlock]:
         """The child's table: ``table``'s blocks, one reference more per *distinct* block (bug B10,
         docs/bugs.md#b10); nothing allocated. Held blocks are never in the free queue, so no queue move."""
-        if self.ops is not None:
-            return self.ops.fork(parent_id, table, num_tokens, child_id)
         for block in distinct_blocks(table):
             block.ref_cnt += 1
         return list(table)
+
+    def shared_targets(self, req_blocks: list[KVCacheBlock], start: int, end: int) -> list[int]:
+        """Indices of the held blocks that tokens ``[start, end)`` write into and others share: each
+        needs a private copy first (one new block each)."""
+        first, last = start // self.block_size, (end - 1) // self.block_size
+        return [i for i in range(first, min(last + 1, len(req_blocks))) if req_blocks[i].ref_cnt > 1]
+
+    def extend(
+        self,
+        request_id: str,
+        req_blocks: list[KVCacheBlock],
+        span: tuple[int, int],
+        copies: list[int],
+        num_new_blocks: int,
+    ) -> list[KVCacheBlock]:
+        """Make room in ``req_blocks`` (in place) for the tokens of ``span`` (``[start, end)``): a private
+        copy of each block at ``copies`` (:meth:`shared_targets`, taken before the allocation changed
+        anything), then ``num_new_blocks`` new blocks at the end (the caller checked there are enough
+        free). Returns the new blocks at the end."""
+        for i in copies:
+            self.copy(request_id, req_blocks, i)
+        new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=request_id)
+        req_blocks.extend(new_blocks)
+        return new_blocks
 
     def copy(self, request_id: str, req_blocks: list[KVCacheBlock], i: int) -> None:
         """Give ``request_id`` a private copy of ``req_blocks[i]`` (vLLM v0 ``append_slot`` CoW)."""
@@ -71,16 +82,6 @@ class CopyOnWrite:
         self.pending_copies.append((src, dst))
         if _active(self.tracer):
             self.tracer.record("cow_copy", request_id=request_id, src=src, dst=dst)
-
-    def append_one(self, request_id: str, req_blocks: list[KVCacheBlock], num_tokens: int) -> list[KVCacheBlock]:
-        """The plugged ``ops.append`` for the token at position ``num_tokens``; returns the new blocks
-        at the end of the table (the caller checked capacity). Only called when ``ops`` is set."""
-        assert self.ops is not None, "append_one needs a plugged fork_cow slot"
-        held = len(req_blocks)
-        pair = self.ops.append(request_id, req_blocks, num_tokens)
-        if pair is not None:
-            self._queue(request_id, pair[0], pair[1])
-        return req_blocks[held:]
 
     def take_pending_copies(self) -> list[tuple[int, int]]:
         """Return and clear the ``(src_block_id, dst_block_id)`` copies queued by CoW.

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
-from typing import Any, TypedDict, Unpack
+from typing import Any
 
 from pagedlab.config import CacheConfig, SchedulerConfig
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockHash, BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from pagedlab.core.block_pool import distinct_blocks as _distinct
-from pagedlab.core.copy_on_write import CopyOnWrite, ForkCowOps
+from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.prefix_cache import (
     HashPrefixCache,
     PrefixCacheStats,
@@ -46,18 +46,7 @@ from pagedlab.errors import ConfigError, InvalidRequestError
 from pagedlab.request import Request
 from pagedlab.trace import Tracer, _active
 
-__all__ = ["KVCacheManager", "KVCacheSlots", "PrefixCacheStats", "PrefixLookup", "cdiv", "find_longest_cache_hit"]
-
-
-class KVCacheSlots(TypedDict, total=False):
-    """The learner-pluggable parts of a ``KVCacheManager`` (its constructor documents each), as
-    ``from_config`` passes them on and the engine's components build them; one left out takes the
-    kit's default."""
-
-    free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None
-    prefix_lookup: PrefixLookup | None
-    radix_tree_factory: Callable[[int], RadixTree] | None
-    fork_cow_factory: Callable[[BlockPool, int], ForkCowOps] | None
+__all__ = ["KVCacheManager", "PrefixCacheStats", "PrefixLookup", "cdiv", "find_longest_cache_hit"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -86,11 +75,10 @@ class KVCacheManager:
         num_cpu_blocks: blocks of the CPU swap pool (vLLM v0 ``swap_space``), >= 0.
         hash_seed: seed of the chain root ``NONE_HASH``; None = the process's random root.
         tracer: optional ``pagedlab.trace.Tracer``.
-        free_queue_factory: the free-queue slot, passed to ``BlockPool``.
-        prefix_lookup: the prefix-lookup slot of the hash path (default ``find_longest_cache_hit``).
-        radix_tree_factory: the radix slot: ``block_size -> RadixTree`` (default the kit's ``RadixCache``).
-        fork_cow_factory: the fork_cow slot: ``(block_pool, block_size) -> ForkCowOps`` (default:
-            ``CopyOnWrite``'s own code).
+        free_queue_factory: builds the free queue, passed to ``BlockPool``.
+        prefix_lookup: the hash path's lookup (default ``find_longest_cache_hit``).
+        radix_tree_factory: ``block_size -> RadixTree`` (default the kit's ``RadixCache``).
+        cow_factory: ``(block_pool, block_size, tracer) -> CopyOnWrite`` (default ``CopyOnWrite``).
 
     Raises:
         ConfigError: a size is not a positive int, or ``prefix_cache`` is unknown.
@@ -109,7 +97,7 @@ class KVCacheManager:
         free_queue_factory: Callable[[list[KVCacheBlock]], FreeKVCacheBlockQueue] | None = None,
         prefix_lookup: PrefixLookup | None = None,
         radix_tree_factory: Callable[[int], RadixTree] | None = None,
-        fork_cow_factory: Callable[[BlockPool, int], ForkCowOps] | None = None,
+        cow_factory: Callable[[BlockPool, int, Tracer | None], CopyOnWrite] = CopyOnWrite,
     ) -> None:
         _check_int("block_size", block_size, 1)
         _check_int("num_gpu_blocks", num_gpu_blocks, 1)
@@ -130,8 +118,7 @@ class KVCacheManager:
         self.prefix: PrefixCacheStrategy = make_prefix_cache(
             kind, self.block_pool, block_size, tracer, self.none_hash, prefix_lookup, radix_tree_factory
         )
-        fork_cow = fork_cow_factory(self.block_pool, block_size) if fork_cow_factory is not None else None
-        self.cow = CopyOnWrite(self.block_pool, tracer, fork_cow)
+        self.cow = cow_factory(self.block_pool, block_size, tracer)
         self.swap_space = SwapSpace(num_cpu_blocks, block_size, self.block_pool, tracer)
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
 
@@ -180,7 +167,7 @@ class KVCacheManager:
         scheduler_config: SchedulerConfig,
         default_hash_seed: int | None = None,
         tracer: Tracer | None = None,
-        **slots: Unpack[KVCacheSlots],
+        **parts: Any,
     ) -> KVCacheManager:
         """The manager an engine (or the simulator) builds from its configs (shared by both).
 
@@ -189,7 +176,8 @@ class KVCacheManager:
             scheduler_config: gives ``max_model_len``.
             default_hash_seed: the hash seed when ``cache_config.hash_seed`` is None.
             tracer: as the constructor's.
-            slots: the pluggable parts (:class:`KVCacheSlots`), as the constructor's.
+            parts: the constructor's ``free_queue_factory``, ``prefix_lookup``, ``radix_tree_factory``
+                and ``cow_factory``, passed on.
 
         Raises:
             ConfigError: as the constructor.
@@ -204,7 +192,7 @@ class KVCacheManager:
             num_cpu_blocks=cc.num_cpu_blocks,
             hash_seed=cc.hash_seed if cc.hash_seed is not None else default_hash_seed,
             tracer=tracer,
-            **slots,
+            **parts,
         )
 
     # --- lookup -------------------------------------------------------------------------
@@ -278,8 +266,7 @@ class KVCacheManager:
         # Hit blocks still in the free queue are not free for this allocation.
         num_free_hits = sum(1 for b in hits if b.ref_cnt == 0)
         # Held blocks the new tokens write into that others share: copy them first.
-        first, last = start // self.block_size, (end - 1) // self.block_size
-        cow_idx = [i for i in range(first, min(last + 1, len(req_blocks))) if req_blocks[i].ref_cnt > 1]
+        cow_idx = self.cow.shared_targets(req_blocks, start, end)
         need = num_new_blocks + num_free_hits + len(cow_idx)
 
         self.prefix.lock_hit(request, hits)
@@ -292,19 +279,7 @@ class KVCacheManager:
         self.block_pool.touch(hits, owner=rid)
         req_blocks = self.req_to_blocks.setdefault(rid, req_blocks)
         req_blocks.extend(hits)
-        if (
-            self.cow.ops is not None
-            and num_new_tokens == 1
-            and not hits
-            and len(req_blocks) == cdiv(start, self.block_size)
-        ):
-            # A plugged fork_cow slot makes room for a one-token append itself (lab 03's append_token).
-            new_blocks = self.cow.append_one(rid, req_blocks, start)
-        else:
-            for i in cow_idx:
-                self.cow.copy(rid, req_blocks, i)
-            new_blocks = self.block_pool.get_new_blocks(num_new_blocks, owner=rid)
-            req_blocks.extend(new_blocks)
+        new_blocks = self.cow.extend(rid, req_blocks, (start, end), cow_idx, num_new_blocks)
         self.prefix.commit(request, req_blocks, len(hits), end)
         return new_blocks
 

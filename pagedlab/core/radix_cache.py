@@ -49,7 +49,7 @@ class TreeNode:
     """One edge of a radix tree (as SGLang ``TreeNode``): the engine's :class:`RadixCache` and lab 07's
     exercises (``pagedlab.grading.kit`` re-exports it; ``new_tree``, ``split_node``, ``lock``, ``unlock``
     there) build their trees of the same nodes, so a learner's functions run on the engine's own tree
-    (the ``radix`` slot, ``pagedlab.engine.components.GuardedRadixTree``).
+    (the ``radix`` slot, ``pagedlab.parts.radix.GuardedRadixTree``).
 
     Attributes:
         key: the tokens on this edge (in the engine's ``radix`` slot, one tuple per block of tokens).

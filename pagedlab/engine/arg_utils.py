@@ -21,7 +21,7 @@ Each argument is in one of four groups:
 * **the kit's extensions** (teaching knobs vLLM does not have): ``num_gpu_blocks``,
   ``num_cpu_blocks``, ``prefix_cache``, ``preemption_mode``, ``scheduling``, ``attention_backend``,
   ``hash_seed``, ``trace``, ``device``, and ``components`` (Python only: the implementation of each
-  teachable part, ``pagedlab.engine.components.Components``; no CLI option).
+  teachable part, ``pagedlab.parts.slots.Components``; no CLI option).
 
 Any other name raises ``TypeError`` as vLLM's ``EngineArgs`` does ("unexpected keyword argument").
 """
@@ -405,9 +405,9 @@ def total_device_memory(device: str | None) -> int:
 
 def _load(model: str | None) -> Any:
     """The loaded ``LlamaForCausalLM`` (shared with ``LLMEngine``'s cache, so it loads once)."""
-    import importlib
+    from pagedlab.model.loader import load_model_cached  # lazily: torch and the weights
 
-    return importlib.import_module("pagedlab.engine.llm_engine").load_model_cached(model)[0]
+    return load_model_cached(model)[0]
 
 
 class FlexibleArgumentParser(argparse.ArgumentParser):

@@ -30,43 +30,23 @@ from pagedlab.config import (
     check_seed,
 )
 from pagedlab.engine.arg_utils import EngineArgs
-from pagedlab.engine.components import Components, build_parts
 from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
+from pagedlab.model.loader import load_model_cached
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
+from pagedlab.parts.build import build_parts
+from pagedlab.parts.slots import Components
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sampling_params import RequestOutputKind, SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
-
     from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 
 logger = logging.getLogger("pagedlab")
-
-
-@functools.lru_cache(maxsize=4)
-def _load_cached(path: str) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
-    from pagedlab.model.loader import load_model
-
-    net, tok, meta = load_model(path)
-    assert net is not None  # load_model returns None only with tokenizer_only=True
-    return net, tok, meta
-
-
-def load_model_cached(
-    model: str | os.PathLike[str] | None = None,
-) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
-    """``load_model`` memoised per resolved path, so many engines share one set of weights.
-
-    Raises: as ``pagedlab.model.loader.load_model``."""
-    from pagedlab.model.loader import resolve_model_path
-
-    return _load_cached(str(resolve_model_path(model)))
 
 
 def _token_id_list(ids: object, what: str) -> list[int]:
@@ -378,7 +358,7 @@ class LLMEngine:
 
     def _install_components(self) -> None:
         """(Re)build the KV-cache manager and the scheduler, and set the model runner's hooks, from
-        ``self.components`` (``pagedlab.engine.components``): a learner's part runs behind its guard.
+        ``self.components`` (``pagedlab.parts``): a learner's part runs behind its guard.
         Called at construction and when a guard switches a slot back to the kit's part (idle engine)."""
         from pagedlab.core.kv_cache_manager import KVCacheManager
 
@@ -396,8 +376,10 @@ class LLMEngine:
         self.scheduler.pick_victim_fn = parts.pick_victim_fn
         self.scheduler.preempt_retry_fn = parts.preempt_retry_fn
         self.model_runner.slot_mapping_fn = parts.slot_mapping_fn
-        triton_tile = parts.triton_tile_load if self.model_runner.backend == "triton" else None
-        self.model_runner.kv_tile_load = triton_tile or parts.kv_tile_load  # lab 08's Triton load: triton backend only
+        # Lab 08's Triton tile load runs inside the Triton kernel: on the "triton" backend only.
+        override = parts.decode_override if self.model_runner.backend == "triton" else None
+        self.model_runner.decode_override = override
+        self.model_runner.kv_tile_load = None if override is not None else parts.kv_tile_load
 
     def _fall_back(self, err: ComponentError) -> None:
         """After ``err`` aborted a step: put the kit's part back in its slot and rebuild (the engine is idle).

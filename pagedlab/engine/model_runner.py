@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from pagedlab.model import cpu_linear
-from pagedlab.model.attention import AttentionMetadata, KVTileLoad
+from pagedlab.model.attention import AttentionMetadata, DecodeAttention, KVTileLoad
 from pagedlab.model.llama import LlamaForCausalLM
 from pagedlab.model.sampler import sample, top_logprobs
 from pagedlab.outputs import TokenLogprobs
@@ -70,9 +70,10 @@ class ModelRunner:
             else []
         )
         self.last_logprobs: dict[str, list[TokenLogprobs]] = {}
-        # Component slots (``pagedlab.engine.components``); None = the kit's vectorised code.
+        # Hooks for the engine's parts (``pagedlab.parts``); None = the kit's vectorised code / the backend's op.
         self.slot_mapping_fn: Callable[[list[int], list[int], int], list[int]] | None = None
         self.kv_tile_load: KVTileLoad | None = None
+        self.decode_override: DecodeAttention | None = None
 
     # --- moving blocks -------------------------------------------------------------------------
     @staticmethod
@@ -163,6 +164,7 @@ class ModelRunner:
             logits_indices=torch.tensor(logits_rows or [0], dtype=torch.int64, device=dev),
             backend=self.backend,
             kv_tile_load=self.kv_tile_load,
+            decode_override=self.decode_override,
         )
         logits = self.model(torch.tensor(input_ids, device=dev), pos.to(dev), self.kv_caches, meta)
         samplers = [s for s in order if s.samples]

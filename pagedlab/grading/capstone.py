@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from pagedlab import data
-from pagedlab.engine.components import Components, PreemptingStep
 from pagedlab.grading import registry
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
+from pagedlab.parts.schedule import PreemptingStep
+from pagedlab.parts.slots import Components
 
 __all__ = ["capstone", "CapstoneReport", "CAPSTONE_PROMPTS", "HF_FILE", "load_learner_parts", "record_hf_reference"]
 

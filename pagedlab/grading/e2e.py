@@ -438,8 +438,8 @@ def preload(model: str, cache_dir: str) -> None:
     import os
 
     from pagedlab.engine.llm import LLM  # noqa: F401 - imported for its side effect (the engine's modules)
-    from pagedlab.engine.llm_engine import load_model_cached
     from pagedlab.model.fetch import ENV_CACHE_DIR
+    from pagedlab.model.loader import load_model_cached
 
     old = os.environ.get(ENV_CACHE_DIR)
     os.environ[ENV_CACHE_DIR] = cache_dir

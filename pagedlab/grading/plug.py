@@ -21,7 +21,7 @@ wrapped in ``PreemptingStep`` and runs in ``LearnerPreemptingScheduler``, ahead 
 ``fork`` / ``append_token`` and lab 07's ``match_prefix`` / ``insert`` / ``evict`` each fill part of one
 slot (``ForkCowFns``, ``RadixOps``: the reference fills the rest, a later passing function replaces
 it) and run on the learner kit's ``RefCountedPool`` view of the engine's pool / ``TreeNode`` tree
-(``GuardedForkCow``, ``GuardedRadixTree`` in ``components``); every other exercise matches its
+(``GuardedForkCow``, ``GuardedRadixTree`` in ``pagedlab.parts``); every other exercise matches its
 slot's interface as is. A new
 exercise plugs in by adding a line to ``BRIDGES`` (its slot's interface is in ``components``).
 """
@@ -35,17 +35,13 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from pagedlab.engine.components import (
-    SLOTS,
-    Components,
-    ForkCowFns,
-    PreemptingStep,
-    PrefixLookupFn,
-    RadixOps,
-    ScheduleStepFn,
-)
 from pagedlab.grading import registry
 from pagedlab.grading.checking import changed_since_check, passed_check
+from pagedlab.parts.memory import ForkCowFns
+from pagedlab.parts.protocols import PrefixLookupFn, ScheduleStepFn
+from pagedlab.parts.radix import RadixOps
+from pagedlab.parts.schedule import PreemptingStep
+from pagedlab.parts.slots import SLOTS, Components
 
 __all__ = [
     "my_engine",

@@ -21,6 +21,9 @@ from pagedlab.kernels.paged_kv import PagedKV
 #: ``(cache, block_table, tile_start, tile_size, seq_len) -> (rows [tile, Hkv, D], mask [tile])``.
 KVTileLoad = Callable[[torch.Tensor, torch.Tensor, int, int, int], tuple[torch.Tensor, torch.Tensor]]
 
+#: ``(query [S, Hq, D], kv, scale) -> [S, Hq, D]``: a decode attention that replaces the backend's.
+DecodeAttention = Callable[[torch.Tensor, PagedKV, float], torch.Tensor]
+
 #: Lanes per tile of :func:`tiled_decode_attention`.
 DECODE_TILE = 64
 
@@ -38,8 +41,10 @@ class AttentionMetadata:
         num_decode_tokens: equals ``num_decodes``.
         logits_indices: int64 rows of the flat batch whose logits are sampled.
         backend: ``"torch"`` or ``"triton"``.
-        kv_tile_load: the decode kernel's K/V tile-load slot (``pagedlab.engine.components``);
+        kv_tile_load: the decode kernel's K/V tile-load slot (``pagedlab.parts``);
             when set, decode attention reads the cache only through it (:func:`tiled_decode_attention`).
+        decode_override: when set, decode attention is this call instead of the backend's (lab 08's
+            Triton tile load inside the kit's kernel, ``pagedlab.parts.kernel.GuardedTritonTileLoad``).
         decode_plan: the backend's per-step decode state (``plan_decode``), built by the first layer's
             :func:`paged_attention` and reused by the others; None until then.
     """
@@ -52,6 +57,7 @@ class AttentionMetadata:
     logits_indices: torch.Tensor
     backend: str = "torch"
     kv_tile_load: KVTileLoad | None = None
+    decode_override: DecodeAttention | None = None
     decode_plan: object | None = None
 
     @property
@@ -91,10 +97,8 @@ def _decode(ops: AttentionBackend, q: torch.Tensor, kv: PagedKV, meta: Attention
     """Decode attention of ``kv``'s sequences (all decodes) with the op ``meta`` selects: lab 08's Triton
     tile load inside the kernel, the learner's tile-load plan, or the backend's op (with its per-step
     plan, built by the first layer and kept in ``meta.decode_plan``)."""
-    whole = getattr(meta.kv_tile_load, "decode_attention", None)  # lab 08's Triton tile load runs in the kernel
-    if whole is not None:
-        out: torch.Tensor = whole(q, kv, scale)
-        return out
+    if meta.decode_override is not None:
+        return meta.decode_override(q, kv, scale)
     if meta.kv_tile_load is not None and kv.num_seqs:
         if meta.decode_plan is None:
             meta.decode_plan = plan_tile_loads(meta.kv_tile_load, kv)
@@ -103,7 +107,7 @@ def _decode(ops: AttentionBackend, q: torch.Tensor, kv: PagedKV, meta: Attention
     if ops.plan_decode is not None and kv.num_seqs:
         if meta.decode_plan is None:
             meta.decode_plan = ops.plan_decode(kv)
-        out = ops.paged_decode_attention(q, kv, scale, plan=meta.decode_plan)
+        out: torch.Tensor = ops.paged_decode_attention(q, kv, scale, plan=meta.decode_plan)
     else:
         out = ops.paged_decode_attention(q, kv, scale)
     return out

@@ -239,14 +239,16 @@ class LlamaForCausalLM(nn.Module):
     def load_hf_state_dict(self, sd: Mapping[str, torch.Tensor]) -> None:
         """Load weights named as HF's ``LlamaForCausalLM`` (``model.layers.0.self_attn.q_proj.weight`` ...).
 
-        A model packed for oneDNN (``pagedlab.model.cpu_linear``) is unpacked first.
-
         Raises:
             KeyError: a weight is missing from ``sd``.
+            ValueError: the model is packed for oneDNN (``pagedlab.model.cpu_linear.pack_linears``, which
+                replaces its layers); unpack it first with ``cpu_linear.unpack_linears``.
         """
-        from pagedlab.model.cpu_linear import unpack_linears
-
-        unpack_linears(self)
+        if self.packed_lm_head is not None or any(type(layer) is not LlamaDecoderLayer for layer in self.layers):
+            raise ValueError(
+                "load_hf_state_dict on a model packed for oneDNN: call "
+                "pagedlab.model.cpu_linear.unpack_linears(model) first"
+            )
 
         def g(name: str) -> torch.Tensor:
             return sd[name]

@@ -8,6 +8,7 @@ fetched from a hub: the GGUF comes from ``pagedlab fetch-model``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -195,3 +196,19 @@ def load_model(
     net = net.to_empty(device="cpu")
     net.load_hf_state_dict(load_file(str(out / "model.safetensors")))
     return net.eval(), tok, meta
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(path: str) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
+    net, tok, meta = load_model(path)
+    assert net is not None  # load_model returns None only with tokenizer_only=True
+    return net, tok, meta
+
+
+def load_model_cached(
+    model: str | os.PathLike[str] | None = None,
+) -> tuple[LlamaForCausalLM, PreTrainedTokenizerBase, dict[str, Any]]:
+    """``load_model`` memoised per resolved path, so many engines share one set of weights.
+
+    Raises: as :func:`load_model`."""
+    return _load_cached(str(resolve_model_path(model)))

@@ -131,6 +131,28 @@ def pick_victim(running: list[Request], policy: str) -> Request:
     return running[-1]
 
 
+def preempt_and_retry(
+    request: Request,
+    allocate: Callable[[], bool],
+    choose_victim: Callable[[], Request],
+    preempt: Callable[[Request], None],
+) -> bool:
+    """The preempt-and-retry loop (vLLM 0.11 ``Scheduler.schedule``, running requests): while the
+    allocation fails, preempt the chosen victim; stop when it succeeds or ``request`` itself was the
+    victim. Returns whether ``request`` got its slots."""
+    while not allocate():
+        preempt(choose_victim())
+        if request.status != RequestStatus.RUNNING:
+            return False
+    return True
+
+
+#: ``pick_victim``'s shape: ``(running, policy) -> victim``.
+PickVictim = Callable[[list[Request], str], Request]
+#: ``preempt_and_retry``'s shape: ``(request, allocate, choose_victim, preempt) -> got its slots``.
+PreemptRetry = Callable[[Request, Callable[[], bool], Callable[[], Request], Callable[[Request], None]], bool]
+
+
 class Scheduler:
     """Continuous batching over a ``KVCacheManager``.
 
@@ -164,13 +186,10 @@ class Scheduler:
         # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
         # object shared by the whole group. A request never forked has no entry.
         self._fork_groups: dict[str, list[Request]] = {}
-        # The victim-choice slot (``pagedlab.engine.components``); None = :func:`pick_victim`.
-        self.pick_victim_fn: Callable[[list[Request], str], Request] | None = None
-        # The preempt-and-retry slot: ``fn(request, allocate, choose_victim, preempt) -> bool``; None = the
-        # kit's loop in ``schedule``.
-        self.preempt_retry_fn: (
-            Callable[[Request, Callable[[], bool], Callable[[], Request], Callable[[Request], None]], bool] | None
-        ) = None
+        # The victim choice and the preempt-and-retry loop the running phase calls (the engine may
+        # put other functions of the same shape here: ``pagedlab.parts``).
+        self.pick_victim_fn: PickVictim = pick_victim
+        self.preempt_retry_fn: PreemptRetry = preempt_and_retry
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -270,9 +289,7 @@ class Scheduler:
         return min(self._cap_long_prefill(n), budget)
 
     def _pick_victim(self) -> Request:
-        if self.pick_victim_fn is not None:
-            return self.pick_victim_fn(self.running, self.config.policy)
-        return pick_victim(self.running, self.config.policy)
+        return self.pick_victim_fn(self.running, self.config.policy)
 
     def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]) -> int:
         """Preempt ``victim``; return the token budget refunded by unscheduling preempted requests.
@@ -308,26 +325,6 @@ class Scheduler:
         self._record("preempt", req=victim.request_id, mode="recompute")
         return refund
 
-    def _plugged_preempt_retry(
-        self, req: Request, n: int, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]
-    ) -> int:
-        """Run the plugged preempt-and-retry slot for ``req``; return the budget refunded by preemptions.
-
-        The slot gets ``allocate()`` (``allocate_slots(req, n)`` succeeded), ``choose_victim()`` and
-        ``preempt(victim)`` (recompute or swap, as ``preemption_mode`` says), and loops as the kit's
-        loop above does: preempt until the allocation succeeds or ``req`` itself was preempted.
-        """
-        assert self.preempt_retry_fn is not None
-        refund = [0]
-
-        def preempt(victim: Request) -> None:
-            refund[0] += self._preempt(victim, out, scheduled)
-
-        self.preempt_retry_fn(
-            req, lambda: self.kv_cache_manager.allocate_slots(req, n) is not None, self._pick_victim, preempt
-        )
-        return refund[0]
-
     def _admits_waiting(self) -> bool:
         """Whether step 3 may admit waiting requests (always, for continuous batching)."""
         return True
@@ -349,12 +346,11 @@ class Scheduler:
         budget = self._schedule_running(out, scheduled, self.config.max_num_batched_tokens)
         budget = self._schedule_swapped(out, scheduled, budget)
         budget = self._schedule_waiting(out, scheduled, budget)
-        return self._finish_schedule(out, list(scheduled.values()), budget)
+        return self.finish_schedule(out, list(scheduled.values()), budget)
 
     def _schedule_running(self, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest], budget: int) -> int:
         """Phase 1: each running request, in order, gets its missing tokens (clipped to the budget);
         when its slots do not fit, preempt victims and retry. Returns the budget left."""
-        kv = self.kv_cache_manager
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
@@ -362,19 +358,30 @@ class Scheduler:
             if n <= 0:
                 i += 1
                 continue
-            if self.preempt_retry_fn is None:
-                while kv.allocate_slots(req, n) is None:
-                    budget += self._preempt(self._pick_victim(), out, scheduled)
-                    if req.status != RequestStatus.RUNNING:
-                        break  # req itself (or its group) was preempted
-            else:
-                budget += self._plugged_preempt_retry(req, n, out, scheduled)
+            budget += self._allocate_or_preempt(req, n, out, scheduled)
             if req.status != RequestStatus.RUNNING:
-                break  # it preempted itself: stop here
+                break  # req itself (or its group) was preempted: stop here
             scheduled[req.request_id] = ScheduledRequest(req, req.num_computed_tokens, n)
             budget -= n
             i = self.running.index(req) + 1
         return budget
+
+    def _allocate_or_preempt(
+        self, req: Request, n: int, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest]
+    ) -> int:
+        """Allocate ``n`` slots for running ``req``, preempting victims until that succeeds or ``req``
+        itself was preempted (``preempt_retry_fn``); return the token budget the preemptions refunded."""
+        refund = 0
+
+        def preempt(victim: Request) -> None:
+            nonlocal refund
+            refund += self._preempt(victim, out, scheduled)
+
+        def allocate() -> bool:
+            return self.kv_cache_manager.allocate_slots(req, n) is not None
+
+        self.preempt_retry_fn(req, allocate, self._pick_victim, preempt)
+        return refund
 
     def _schedule_swapped(self, out: SchedulerOutput, scheduled: dict[str, ScheduledRequest], budget: int) -> int:
         """Phase 2: swapped fork groups come back whole (vLLM v0), only if nobody was preempted this
@@ -488,10 +495,11 @@ class Scheduler:
             self.config.max_num_batched_tokens,
         )
 
-    def _finish_schedule(
+    def finish_schedule(
         self, out: SchedulerOutput, scheduled: list[ScheduledRequest], token_budget: int | None
     ) -> SchedulerOutput:
-        """Collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
+        """The end of every step, whoever chose its requests (this class, ``StaticScheduler`` or a step
+        from ``pagedlab.parts``): collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
 
         ``token_budget`` is what is left of ``max_num_batched_tokens`` (None: no budget, static
         batching); with ``check_postconditions`` on, the step's postconditions are checked.

@@ -33,4 +33,4 @@ class StaticScheduler(Scheduler):
             if s is None:
                 break
             batch.append(s)
-        return self._finish_schedule(out, batch, None)
+        return self.finish_schedule(out, batch, None)

@@ -8,9 +8,12 @@ import time
 import pytest
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue
-from pagedlab.engine.components import SLOTS, Components, GuardedFreeQueue, LearnerStepScheduler
+from pagedlab.core.copy_on_write import CopyOnWrite
+from pagedlab.engine.components import SLOTS, Components
 from pagedlab.errors import ComponentError
-from pagedlab.sched.scheduler import Scheduler
+from pagedlab.parts.memory import GuardedFreeQueue
+from pagedlab.parts.schedule import LearnerStepScheduler
+from pagedlab.sched.scheduler import Scheduler, pick_victim, preempt_and_retry
 from tests.components.helpers import (
     PROMPTS,
     kit_tokens,
@@ -27,9 +30,11 @@ from tests.robust.helpers import assert_idle, tiny_engine
 def test_kit_parts_run_unwrapped():
     eng = tiny_engine()
     assert not eng.components.learner_slots
-    assert type(eng.scheduler) is Scheduler and eng.scheduler.pick_victim_fn is None
+    assert type(eng.scheduler) is Scheduler and type(eng.kv_cache_manager.cow) is CopyOnWrite
+    assert eng.scheduler.pick_victim_fn is pick_victim and eng.scheduler.preempt_retry_fn is preempt_and_retry
     assert type(eng.kv_cache_manager.block_pool.free_block_queue) is FreeKVCacheBlockQueue
     assert eng.model_runner.slot_mapping_fn is None and eng.model_runner.kv_tile_load is None
+    assert eng.model_runner.decode_override is None
 
 
 def test_solution_parts_serve_the_kits_tokens():
@@ -207,8 +212,8 @@ def test_components_must_be_a_components_object():
 
 
 def test_plugged_preempt_retry_serves_the_kits_tokens_under_pressure():
-    from pagedlab.engine.components import preempt_and_retry
     from pagedlab.request import RequestStatus
+    from pagedlab.sched.scheduler import preempt_and_retry
 
     calls = []
 

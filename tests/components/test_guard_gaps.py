@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pagedlab.engine.components import Components, load_kv_tile, pick_victim
+from pagedlab.engine.components import Components
 from pagedlab.errors import ComponentError
+from pagedlab.kernels.reference import load_kv_tile
+from pagedlab.sched.scheduler import pick_victim
 from tests.components.helpers import kit_tokens, run, solution
 from tests.robust.helpers import tiny_engine
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from pagedlab.engine.components import Components, LearnerPreemptingScheduler, PreemptingStep
+from pagedlab.engine.components import Components
 from pagedlab.errors import ComponentError
 from pagedlab.grading import registry
 from pagedlab.grading.plug import BRIDGES, components_for
+from pagedlab.parts.schedule import LearnerPreemptingScheduler, PreemptingStep
 from tests.components.helpers import PROMPTS, kit_tokens, run
 from tests.grading.helpers import variant
 from tests.robust.helpers import assert_idle, check_engine, tiny_engine

@@ -12,10 +12,12 @@ import pytest
 
 from pagedlab import SamplingParams
 from pagedlab.core.block_pool import BlockPool
-from pagedlab.engine.components import Components, Guard, GuardedRadixTree
+from pagedlab.engine.components import Components
 from pagedlab.errors import ComponentError
 from pagedlab.grading.checking import check
 from pagedlab.grading.plug import render_component_state, solution_components
+from pagedlab.parts.guard import Guard
+from pagedlab.parts.radix import GuardedRadixTree
 from tests.components import wrong_parts_07_03 as wrong
 from tests.components.helpers import PROMPTS, run
 from tests.robust.helpers import assert_idle, check_engine, tiny_engine

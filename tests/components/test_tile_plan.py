@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from pagedlab.engine.components import load_kv_tile
 from pagedlab.kernels.paged_kv import PagedKV
-from pagedlab.kernels.reference import paged_decode_attention
+from pagedlab.kernels.reference import load_kv_tile, paged_decode_attention
 from pagedlab.model.attention import DECODE_TILE, plan_tile_loads, tiled_decode_attention
 
 BLOCK_SIZE, NUM_BLOCKS, HKV, HQ, D = 16, 64, 2, 6, 8

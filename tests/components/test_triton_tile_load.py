@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagedlab.engine.components import Components, GuardedTritonTileLoad
+from pagedlab.engine.components import Components
 from pagedlab.errors import ComponentError, KernelInputError
 from pagedlab.grading import registry
 from pagedlab.kernels.runtime import kernels_can_run
+from pagedlab.parts.kernel import GuardedTritonTileLoad
 from tests.components.helpers import kit_tokens, run
 from tests.grading.helpers import variant
 from tests.robust.helpers import assert_idle, tiny_engine
@@ -32,7 +33,7 @@ def _engine(fn, **kw):
 def test_the_solution_runs_inside_the_kernel_and_serves_the_kits_tokens():
     calls = []
     eng = _engine(_load())
-    hook = eng.model_runner.kv_tile_load
+    hook = eng.model_runner.decode_override
     assert isinstance(hook, GuardedTritonTileLoad)
     orig = hook.decode_attention
 
@@ -48,7 +49,7 @@ def test_the_solution_runs_inside_the_kernel_and_serves_the_kits_tokens():
 
 def test_it_is_used_only_on_the_triton_backend():
     eng = tiny_engine(components=Components.kit().plug("triton_tile_load", _load()))  # torch backend
-    assert eng.model_runner.kv_tile_load is None
+    assert eng.model_runner.kv_tile_load is None and eng.model_runner.decode_override is None
     assert run(eng) == kit_tokens()
 
 
@@ -86,5 +87,5 @@ def test_a_wrong_load_is_caught_and_the_kit_takes_over(replacement, why):
         run(eng)
     assert info.value.component == "triton_tile_load" and why in info.value.invariant
     assert_idle(eng)
-    assert not eng.components.is_yours("triton_tile_load") and eng.model_runner.kv_tile_load is None
+    assert not eng.components.is_yours("triton_tile_load") and eng.model_runner.decode_override is None
     assert run(eng) == kit_tokens(**TRITON)

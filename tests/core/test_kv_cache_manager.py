@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.errors import ConfigError
 
@@ -247,8 +248,8 @@ def test_from_config_passes_the_tracer_and_every_pluggable_part_on() -> None:
     def lookup(*args: Any) -> Any:
         return find_longest_cache_hit(*args)
 
-    def cow(pool: Any, block_size: int) -> Any:
-        built["fork_cow"] = object()
+    def cow(pool: Any, block_size: int, tracer: Any) -> Any:
+        built["fork_cow"] = CopyOnWrite(pool, block_size, tracer)
         return built["fork_cow"]
 
     def radix(page_size: int) -> Any:
@@ -258,13 +259,13 @@ def test_from_config_passes_the_tracer_and_every_pluggable_part_on() -> None:
     tracer, sc = Tracer(), SchedulerConfig(max_model_len=64)
     cc = CacheConfig(block_size=4, num_gpu_blocks=8, enable_prefix_caching=True)
     m = KVCacheManager.from_config(
-        cc, sc, tracer=tracer, free_queue_factory=queue, prefix_lookup=lookup, fork_cow_factory=cow
+        cc, sc, tracer=tracer, free_queue_factory=queue, prefix_lookup=lookup, cow_factory=cow
     )
     assert m.tracer is tracer and m.block_pool.tracer is tracer
-    assert m.block_pool.free_block_queue is built["free_queue"] and m.cow.ops is built["fork_cow"]
+    assert m.block_pool.free_block_queue is built["free_queue"] and m.cow is built["fork_cow"]
     assert m.prefix.prefix_lookup is lookup
     radix_cc = CacheConfig(block_size=4, num_gpu_blocks=8, enable_prefix_caching=True, prefix_cache="radix")
     r = KVCacheManager.from_config(radix_cc, sc, radix_tree_factory=radix)
     assert r.prefix.tree is built["radix"] and r.tracer is None
     plain = KVCacheManager.from_config(cc, sc)  # left out: the kit's own parts
-    assert plain.prefix.prefix_lookup is find_longest_cache_hit and plain.cow.ops is None
+    assert plain.prefix.prefix_lookup is find_longest_cache_hit and type(plain.cow) is CopyOnWrite

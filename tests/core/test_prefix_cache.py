@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from pagedlab.core.block_pool import BlockPool, KVCacheBlock, distinct_blocks
+from pagedlab.core.block_pool import BlockPool, KVCacheBlock
+from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.core.prefix_cache import HashPrefixCache, NoPrefixCache, RadixPrefixCache
 
@@ -88,29 +91,20 @@ def test_hash_fork_shares_the_published_count_and_forget_drops_it():
     assert m.prefix.num_cached_block == {"p": 2}
 
 
-class KitLikeForkCow:
-    """A fork_cow hook doing what the kit does, recording its calls."""
+class RecordingCow(CopyOnWrite):
+    """A copy-on-write that does what the kit does, recording the manager's calls."""
 
-    def __init__(self, pool: BlockPool, block_size: int) -> None:
-        self.pool, self.block_size, self.calls = pool, block_size, []
+    def __init__(self, pool: BlockPool, block_size: int, tracer: Any) -> None:
+        super().__init__(pool, block_size, tracer)
+        self.calls: list[tuple[Any, ...]] = []
 
-    def fork(self, parent_id: str, table: list[KVCacheBlock], num_tokens: int, child_id: str) -> list[KVCacheBlock]:
+    def fork_table(self, parent_id: str, table: list[KVCacheBlock], num_tokens: int, child_id: str) -> list:
         self.calls.append(("fork", parent_id, child_id, num_tokens))
-        for b in distinct_blocks(table):
-            b.ref_cnt += 1
-        return list(table)
+        return super().fork_table(parent_id, table, num_tokens, child_id)
 
-    def append(self, request_id: str, table: list[KVCacheBlock], num_tokens: int) -> tuple[int, int] | None:
-        self.calls.append(("append", request_id, num_tokens))
-        if num_tokens % self.block_size == 0:
-            table.extend(self.pool.get_new_blocks(1))
-            return None
-        if table[-1].ref_cnt > 1:
-            src, dst = table[-1], self.pool.get_new_blocks(1)[0]
-            self.pool.free_blocks([src])
-            table[-1] = dst
-            return src.block_id, dst.block_id
-        return None
+    def extend(self, request_id: str, req_blocks: list, span: tuple[int, int], copies: list, n: int) -> list:
+        self.calls.append(("extend", request_id, span, list(copies), n))
+        return super().extend(request_id, req_blocks, span, copies, n)
 
 
 def _fork_and_decode(m: KVCacheManager) -> list:
@@ -127,24 +121,25 @@ def _fork_and_decode(m: KVCacheManager) -> list:
 
 
 @pytest.mark.parametrize("kw", [{}, {"enable_caching": True, "prefix_cache": "hash"}])
-def test_fork_cow_hook_gets_the_fork_and_every_one_token_append_and_matches_the_kit(kw):
-    hooks: list[KitLikeForkCow] = []
+def test_the_cow_factory_gets_every_fork_and_extension_and_matches_the_kit(kw):
+    hooks: list[RecordingCow] = []
 
-    def factory(pool: BlockPool, block_size: int) -> KitLikeForkCow:
-        hooks.append(KitLikeForkCow(pool, block_size))
+    def factory(pool: BlockPool, block_size: int, tracer: Any) -> RecordingCow:
+        hooks.append(RecordingCow(pool, block_size, tracer))
         return hooks[-1]
 
-    m = mgr(fork_cow_factory=factory, **kw)
+    m = mgr(cow_factory=factory, **kw)
     assert _fork_and_decode(m) == _fork_and_decode(mgr(**kw))
     (hook,) = hooks
-    assert hook.pool is m.block_pool and hook.block_size == 4
-    assert hook.calls == [  # the 10-token prefill is not an append; each decode of one token is
+    assert hook.block_pool is m.block_pool and hook.block_size == 4
+    assert hook.calls == [  # the 10-token prefill takes 3 blocks; the shared last block is copied once per table
+        ("extend", "p", (0, 10), [], 3),
         ("fork", "p", "k", 10),
-        ("append", "p", 10),
-        ("append", "k", 10),
-        ("append", "p", 11),
-        ("append", "k", 11),
-        ("append", "p", 12),
+        ("extend", "p", (10, 11), [2], 0),
+        ("extend", "k", (10, 11), [], 0),
+        ("extend", "p", (11, 12), [], 0),
+        ("extend", "k", (11, 12), [], 0),
+        ("extend", "p", (12, 13), [], 1),
     ]
 
 

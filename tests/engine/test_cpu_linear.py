@@ -193,3 +193,15 @@ def test_the_packed_layer_computes_the_readable_layer(ids: list[int]) -> None:
     assert torch.equal(got[1][0], torch.zeros_like(got[1][0]))  # nothing written outside the slots
     back = packed.to_layer(cfg)
     assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), readable.state_dict().values()))
+
+
+def test_loading_weights_into_a_packed_model_is_refused_until_it_is_unpacked() -> None:
+    """The readable model does not know its packed variant (no import of cpu_linear in llama.py): a
+    packed model is refused by name, and loads once unpacked."""
+    net = tiny_llama()
+    assert pack_linears(net) is True
+    with pytest.raises(ValueError, match="packed for oneDNN: call pagedlab.model.cpu_linear.unpack_linears"):
+        net.load_hf_state_dict({})
+    unpack_linears(net)
+    with pytest.raises(KeyError, match="model.embed_tokens.weight"):  # past the check: it reads the weights
+        net.load_hf_state_dict({})

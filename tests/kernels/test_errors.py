@@ -209,10 +209,10 @@ def test_cpu_without_interpreter_fails_clearly_in_a_fresh_process():
 
 @pytest.mark.no_interpreter_needed
 def test_backend_dispatch():
-    from pagedlab.kernels import ops, reference, triton_paged_decode_attention
+    from pagedlab.kernels import backends, reference, triton_paged_decode_attention
 
-    assert ops.get_backend("torch").paged_decode_attention is reference.paged_decode_attention
-    assert ops.get_backend("triton").paged_decode_attention is triton_paged_decode_attention
-    assert ops.default_backend("cpu") == "cpu"
+    assert backends.get_backend("torch").paged_decode_attention is reference.paged_decode_attention
+    assert backends.get_backend("triton").paged_decode_attention is triton_paged_decode_attention
+    assert backends.default_backend("cpu") == "cpu"
     with pytest.raises(ValueError, match="unknown attention backend"):
-        ops.get_backend("flash")
+        backends.get_backend("flash")

@@ -21,10 +21,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pagedlab.engine.components import load_kv_tile
 from pagedlab.errors import InvalidRequestError, KernelInputError
 from pagedlab.kernels import cpu, native, reference, trust
 from pagedlab.kernels.paged_kv import PagedKV
+from pagedlab.kernels.reference import load_kv_tile
 from pagedlab.kernels.testing import PagedCase
 from pagedlab.model.attention import plan_tile_loads, tiled_decode_attention
 from pagedlab.model.llama import apply_rope

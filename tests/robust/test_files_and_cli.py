@@ -31,11 +31,13 @@ def _read_only(*args: Any, **kwargs: Any) -> Any:
 def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if anything tries to load the model."""
     from pagedlab.engine import llm_engine
+    from pagedlab.model import loader
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the model was loaded before the input was validated")
 
     monkeypatch.setattr(llm_engine, "load_model_cached", refuse)
+    monkeypatch.setattr(loader, "load_model_cached", refuse)  # EngineArgs' memory estimate loads through it
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -1,0 +1,353 @@
+"""Guards of the scheduling slots: the step (labs 04-06, run as the engine's scheduler), the victim
+choice and the preempt-and-retry loop (lab 06). The schedulers here use ``Scheduler``'s public
+methods only (``finish_schedule``, the queues)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.parts.guard import Guard
+from pagedlab.parts.protocols import PickVictimFn, PreemptRetryFn, ScheduleStepFn
+from pagedlab.request import Request, RequestStatus
+from pagedlab.sched.scheduler import ScheduledRequest, Scheduler, SchedulerOutput
+
+__all__ = [
+    "guarded_pick_victim",
+    "guarded_preempt_retry",
+    "LearnerStepScheduler",
+    "PreemptingStep",
+    "LearnerPreemptingScheduler",
+]
+
+
+def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Request], str], Request]:
+    """``fn`` checked: returns one of the running requests and leaves the list as it was."""
+
+    def state(r: Request) -> tuple[Any, ...]:
+        return (r.status, r.num_computed_tokens, r.num_tokens, r.priority, r.arrival_time)
+
+    def call(running: list[Request], policy: str) -> Request:
+        before, states = list(running), [state(r) for r in running]
+        victim = guard.call(fn, running, policy)
+        if len(running) != len(before) or any(a is not b for a, b in zip(running, before)):
+            running[:] = before
+            raise guard.fail("it changed the running list (return the victim; the scheduler removes it)")
+        changed = [r.request_id for r, st in zip(running, states) if state(r) != st]
+        if changed:
+            raise guard.fail(
+                f"it changed request {changed[0]} (status, num_computed_tokens, ...): choosing a victim only "
+                "reads the requests; the scheduler preempts it"
+            )
+        if not any(victim is r for r in running):
+            raise guard.fail(f"it returned {victim!r}, which is not one of the running requests")
+        chosen: Request = victim
+        return chosen
+
+    return call
+
+
+def guarded_preempt_retry(fn: PreemptRetryFn, guard: Guard) -> PreemptRetryFn:
+    """``fn`` checked: preempts only running requests, only after a failed allocation, never after the
+    request itself went; returns True exactly when the request runs with its slots allocated."""
+
+    def call(
+        request: Request,
+        allocate: Callable[[], bool],
+        choose_victim: Callable[[], Request],
+        preempt: Callable[[Request], None],
+    ) -> bool:
+        last: list[bool | None] = [None]
+
+        def alloc() -> bool:
+            if request.status != RequestStatus.RUNNING:
+                raise guard.fail(f"it allocated for {request.request_id} after preempting it")
+            last[0] = allocate()
+            return bool(last[0])
+
+        def pre(victim: Request) -> None:
+            if not isinstance(victim, Request) or victim.status != RequestStatus.RUNNING:
+                raise guard.fail(f"it preempted {victim!r}, which is not a running request")
+            if request.status != RequestStatus.RUNNING or last[0] is not False:
+                raise guard.fail(
+                    "it preempted without a failed allocation just before (or after the request itself was preempted)"
+                )
+            preempt(victim)
+            last[0] = None
+
+        ok = guard.call(fn, request, alloc, choose_victim, pre)
+        guard.expect_type(ok, bool, "whether the request got its slots")
+        running = request.status == RequestStatus.RUNNING
+        if running and last[0] is not True:
+            raise guard.fail(
+                f"it returned while {request.request_id} still runs without its slots "
+                "(retry until allocate() succeeds or the request itself is preempted)"
+            )
+        if ok != running:
+            raise guard.fail(
+                f"it returned {ok}, but {request.request_id} is {'running with its slots' if running else 'preempted'}"
+            )
+        checked: bool = ok
+        return checked
+
+    return call
+
+
+class LearnerStepScheduler(Scheduler):
+    """The engine's scheduler with a learner's :class:`ScheduleStepFn` as its step.
+
+    The step gets the real ``running`` list, a deque of the waiting requests and the real
+    ``KVCacheManager``; afterwards the admitted requests leave the real waiting queue. It must
+    not preempt, so the engine gives it a pool large enough for its requests (``my_engine`` does).
+    Checked after every step: the running list only grew at its end, by the head of the waiting
+    queue in order; ``num_computed_tokens`` untouched; each scheduled request runs and is scheduled
+    1 .. missing tokens; the budget and ``max_num_seqs`` hold; every scheduled token has a KV slot.
+
+    Args (besides ``Scheduler``'s):
+        step_fn: the learner's step (the lab 04 signature is bridged by ``pagedlab.grading.plug``).
+        guard: the ``schedule_step`` guard.
+    """
+
+    def __init__(self, *args: Any, step_fn: ScheduleStepFn, guard: Guard, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.step_fn, self.guard = step_fn, guard
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(step=self.step_count)
+        if self.tracer is not None:
+            self.tracer.step = self.step_count
+        cfg = self.config
+        before, waiting = list(self.running), deque(self.waiting)
+        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting]}
+        result = self.guard.call(
+            self.step_fn,
+            self.running,
+            waiting,
+            self.kv_cache_manager,
+            cfg.max_num_seqs,
+            cfg.max_num_batched_tokens,
+            cfg.long_prefill_token_threshold,
+        )
+        self.guard.expect_type(result, dict, "the scheduled tokens")
+        self._admit(before)
+        if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
+            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
+        budget = cfg.max_num_batched_tokens - sum(s.num_tokens for s in scheduled)
+        if budget < 0:
+            raise self.guard.fail(
+                f"token budget exceeded: {sum(s.num_tokens for s in scheduled)} tokens "
+                f"> max_num_batched_tokens={cfg.max_num_batched_tokens}"
+            )
+        if len(self.running) > cfg.max_num_seqs:
+            raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
+        return self.finish_schedule(out, scheduled, budget)
+
+    def _admit(self, before: list[Request]) -> None:
+        """Move the requests the step appended to ``running`` out of the real waiting queue."""
+        if len(self.running) < len(before) or any(a is not b for a, b in zip(self.running, before)):
+            self.running[:] = before
+            raise self.guard.fail("it removed or reordered running requests (only append admitted ones)")
+        for req in self.running[len(before) :]:
+            if not len(self.waiting) or self.waiting.peek_request() is not req:
+                del self.running[len(before) :]
+                raise self.guard.fail(
+                    f"{req.request_id} was admitted out of order or was not waiting "
+                    "(admit the head of the waiting queue first)"
+                )
+            self.waiting.pop_request()
+            req.status = RequestStatus.RUNNING
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = 0
+
+    def _scheduled(self, rid: object, n: object) -> ScheduledRequest:
+        """The ScheduledRequest for one entry of the step's result, checked."""
+        req = self.requests.get(rid) if isinstance(rid, str) else None
+        if req is None or not isinstance(rid, str) or req not in self.running:
+            raise self.guard.fail(f"it scheduled {rid!r}, which is not a running request")
+        if not isinstance(n, int) or not 1 <= n <= req.num_tokens - req.num_computed_tokens:
+            raise self.guard.fail(
+                f"{rid}: {n!r} tokens scheduled, expected 1 .. "
+                f"{req.num_tokens - req.num_computed_tokens} (its missing tokens)"
+            )
+        end, bs = req.num_computed_tokens + n, self.cache_config.block_size
+        held = len(self.kv_cache_manager.get_block_ids(rid))
+        if held * bs < end:
+            full = self.kv_cache_manager.block_pool.get_num_free_blocks() == 0
+            why = (
+                " The pool is full: a step from lab 04/05 assumes every request fits; give the engine more "
+                "num_gpu_blocks, or plug lab 06's schedule_with_preemption, which preempts."
+                if full
+                else ""
+            )
+            raise self.guard.fail(
+                f"request {rid!r}: tokens up to {end} are scheduled but its blocks hold only {held * bs} "
+                f"(was allocate_slots called for it, and did it succeed?){why}",
+                state={
+                    "request": rid,
+                    "blocks": self.kv_cache_manager.get_block_ids(rid),
+                    "tokens": end,
+                    "block_size": bs,
+                },
+            )
+        return ScheduledRequest(req, req.num_computed_tokens, n)
+
+
+@dataclass(frozen=True)
+class PreemptingStep:
+    """Lab 06's whole step with preemption in the ``schedule_step`` slot (run by
+    :class:`LearnerPreemptingScheduler`): ``fn(running, waiting, swapped, kv_cache_manager,
+    max_num_seqs, policy, preemption_mode) -> ({request_id: tokens}, [preempted ids in order])``,
+    ``waiting`` and ``swapped`` being deques (exercise ``06.schedule_with_preemption``)."""
+
+    fn: Callable[..., tuple[dict[str, int], list[str]]]
+
+    #: Slots whose work this step does itself (the kit's parts there stay unused): see ``Components.owner``.
+    covers: ClassVar[dict[str, str]] = {
+        "preempt_retry": "in your schedule_with_preemption: it preempts, frees or swaps, and retries itself",
+        "pick_victim": "in your schedule_with_preemption: it chooses its victims itself",
+    }
+
+    @property
+    def __name__(self) -> str:
+        return str(getattr(self.fn, "__name__", "schedule_with_preemption"))
+
+
+class _RecordingKV:
+    """The ``KVCacheManager`` as a preempting step sees it: every call goes through, and the block
+    moves of ``swap_out`` / ``swap_in`` (which the step does not return) are kept for the model runner,
+    pending copy-on-write copies first, as ``Scheduler._preempt`` does."""
+
+    def __init__(self, kv: KVCacheManager, out: SchedulerOutput) -> None:
+        self._kv, self._out = kv, out
+        self.swapped_out: list[str] = []
+        self.swapped_in: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    def swap_out(self, requests: list[Request]) -> list[tuple[int, int]]:
+        self._out.add_moves("copy", self._kv.take_pending_copies())
+        moves = self._kv.swap_out(requests)
+        self._out.add_moves("swap_out", moves)
+        self.swapped_out += [r.request_id for r in requests]
+        return moves
+
+    def swap_in(self, requests: list[Request]) -> list[tuple[int, int]]:
+        self._out.add_moves("copy", self._kv.take_pending_copies())
+        moves = self._kv.swap_in(requests)
+        self._out.add_moves("swap_in", moves)
+        self.swapped_in += [r.request_id for r in requests]
+        return moves
+
+
+class LearnerPreemptingScheduler(LearnerStepScheduler):
+    """The engine's scheduler with lab 06's ``schedule_with_preemption`` (a :class:`PreemptingStep`) as its step.
+
+    The step gets the real ``running`` list, deques of the waiting and swapped requests and the
+    ``KVCacheManager`` (swap moves recorded for the model runner). Checked after every step, besides
+    :class:`LearnerStepScheduler`'s checks (budget, ``max_num_seqs``, a KV slot for every scheduled
+    token): each preempted request ran before the step and runs no more; a recomputed one holds no
+    block and has ``num_computed_tokens`` 0, a swapped one went through ``swap_out`` and holds no GPU
+    block; nothing was admitted or swapped in during a step that preempted; swapped requests come
+    back from the head of the swapped queue, in order. The kit then moves the victims in its own
+    queues (recompute: the head of ``waiting``; swap: the end of ``swapped``).
+    """
+
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(step=self.step_count)
+        if self.tracer is not None:
+            self.tracer.step = self.step_count
+        cfg, before = self.config, list(self.running)
+        waiting, swapped = deque(self.waiting), deque(self.swapped)
+        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting, *swapped]}
+        kv = _RecordingKV(self.kv_cache_manager, out)
+        fn = self.step_fn.fn if isinstance(self.step_fn, PreemptingStep) else self.step_fn
+        args = (self.running, waiting, swapped, kv, cfg.max_num_seqs, cfg.policy, cfg.preemption_mode)
+        result = self.guard.call(fn, *args)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise self.guard.fail(f"it returned {type(result).__name__}, expected (scheduled, preempted)")
+        sched, preempted = result
+        self.guard.expect_type(sched, dict, "the scheduled tokens")
+        self.guard.expect_type(preempted, list, "the preempted ids")
+        victims = self._take_victims(before, preempted, kv, waiting, swapped, out)
+        gone = {id(r) for r in victims}
+        if any(
+            computed[id(r)] != r.num_computed_tokens for r in computed_of(before, waiting, swapped) if id(r) not in gone
+        ):
+            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        if not victims:
+            self._admit(self._take_swapped_in(before, kv))
+        elif [id(r) for r in self.running] != [id(r) for r in before if id(r) not in gone]:
+            raise self.guard.fail("it admitted, swapped in or reordered requests in a step that preempted")
+        scheduled = [self._scheduled(rid, n) for rid, n in sched.items()]
+        budget = cfg.max_num_batched_tokens - sum(x.num_tokens for x in scheduled)
+        if budget < 0:
+            raise self.guard.fail(
+                f"token budget exceeded: {cfg.max_num_batched_tokens - budget} tokens > {cfg.max_num_batched_tokens}"
+            )
+        if len(self.running) > cfg.max_num_seqs:
+            raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
+        return self.finish_schedule(out, scheduled, budget)
+
+    def _take_victims(
+        self,
+        before: list[Request],
+        preempted: list[Any],
+        kv: _RecordingKV,
+        waiting: deque[Request],
+        swapped: deque[Request],
+        out: SchedulerOutput,
+    ) -> list[Request]:
+        """Check each preempted request and move it in the kit's queues; return them."""
+        victims: list[Request] = []
+        for rid in preempted:
+            req = next((r for r in before if r.request_id == rid), None)
+            if req is None or any(v is req for v in victims):
+                raise self.guard.fail(f"it preempted {rid!r}, which was not running (or twice)")
+            if any(r is req for r in self.running):
+                raise self.guard.fail(f"{rid} was preempted but is still in running")
+            if self.kv_cache_manager.get_block_ids(rid):
+                raise self.guard.fail(f"{rid} was preempted but still holds GPU blocks (free or swap_out it)")
+            if rid in kv.swapped_out:
+                if not any(r is req for r in swapped):
+                    raise self.guard.fail(f"{rid} was swapped out but not appended to swapped")
+                req.status = RequestStatus.SWAPPED
+                self.swapped.append(req)
+            else:
+                if req.num_computed_tokens != 0 or not any(r is req for r in waiting):
+                    raise self.guard.fail(
+                        f"{rid} was freed for recompute but not reset (num_computed_tokens 0) and put back in waiting"
+                    )
+                req.status = RequestStatus.PREEMPTED
+                self.waiting.prepend_request(req)
+            req.num_preemptions += 1
+            out.preempted.append(rid)
+            victims.append(req)
+        return victims
+
+    def _take_swapped_in(self, before: list[Request], kv: _RecordingKV) -> list[Request]:
+        """Move the requests the step swapped in (the head of ``swapped``, in order) to running; return
+        ``before`` plus them (the start of the running list :meth:`_admit` checks)."""
+        grown = list(before)
+        for req in self.running[len(before) :]:
+            if req.request_id not in kv.swapped_in:
+                break
+            if not self.swapped or self.swapped[0] is not req:
+                raise self.guard.fail(f"{req.request_id} was swapped in out of order (the head of swapped first)")
+            self.swapped.popleft()
+            req.status = RequestStatus.RUNNING
+            grown.append(req)
+        return grown
+
+
+def computed_of(*groups: Any) -> list[Request]:
+    """The requests of ``groups`` (lists / deques), each once."""
+    seen: dict[int, Request] = {}
+    for g in groups:
+        for r in g:
+            seen.setdefault(id(r), r)
+    return list(seen.values())
