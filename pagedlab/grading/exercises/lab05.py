@@ -70,7 +70,15 @@ def _test(title: str, arrivals: Sequence[Arrival], m: int, b: int, t: int, block
     @BUDGET.test(title)
     def _(fn: Any, rec: Any) -> None:
         sim = Sim(arrivals, blocks, bs)
-        run_workload(lambda s: fn(s.running, s.waiting, s.kv, m, b, t), rec, sim, _describe(m, b, t), _hint_for(b, t))
+        run_workload(
+            lambda s: fn(s.running, s.waiting, s.kv, m, b, t),
+            rec,
+            sim,
+            _describe(m, b, t),
+            _hint_for(b, t),
+            order_hint="the running requests (their decodes) first, in the order of `running`, then the waiting "
+            "prefills with what is left of the budget",
+        )
 
 
 # (title, arrivals, max_num_seqs, token budget, long_prefill_token_threshold[, num_gpu_blocks=64, block_size=4])
