@@ -393,6 +393,47 @@ class Guard:
             raise self.fail(f"it returned {type(value).__name__} for {what}, expected {names}")
 
 
+# --- contract checks the guards share (issue 23: what the exercises state, beyond the results) -------
+def check_changed_in_place(guard: Guard, what: str, given: Any, after: Any) -> None:
+    """``after`` must be the very object ``given``: the part changes it in place, the engine holds it.
+
+    Raises:
+        ComponentError: the part bound a new object instead.
+    """
+    if after is not given:
+        raise guard.fail(
+            f"it bound a new object to {what} instead of changing the one it was given in place (the engine "
+            "keeps that one, so the change would be lost)"
+        )
+
+
+def check_same_dtype(guard: Guard, what: str, got: torch.Tensor, source: torch.Tensor) -> None:
+    """``got`` keeps ``source``'s dtype (a tile of an fp16 cache is fp16).
+
+    Raises:
+        ComponentError: it does not.
+    """
+    if got.dtype != source.dtype:
+        raise guard.fail(f"{what} is {got.dtype}, but the cache is {source.dtype}: a tile keeps the cache's dtype")
+
+
+def check_batch_order(guard: Guard, running: Sequence[Request], scheduled: Sequence[Request]) -> None:
+    """The scheduled requests come in the order they run (``running``'s order: oldest first, then the
+    admitted ones), as the exercises state and the engine batches them.
+
+    Raises:
+        ComponentError: two scheduled requests are in the other order.
+    """
+    place = {id(r): i for i, r in enumerate(running)}
+    order = [place[id(r)] for r in scheduled if id(r) in place]
+    for a, b in zip(order, order[1:]):
+        if b < a:
+            raise guard.fail(
+                f"it scheduled {running[b].request_id} before {running[a].request_id}, which runs ahead of it: "
+                "walk the running requests in order, oldest first"
+            )
+
+
 # --- guarded learner parts, one per slot ----------------------------------------------------------
 def _queue_state(queue: Any, block: KVCacheBlock | None = None) -> dict[str, Any]:
     """Plain state for a picture: the queue's block ids front first (at most 64), the block at issue."""
@@ -683,6 +724,7 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
             )
         if mask.dtype != torch.bool:
             raise guard.fail(f"the mask is {mask.dtype}, expected torch.bool (the kernel selects lanes with it)")
+        check_same_dtype(guard, "the tile", rows, cache)
         if not torch.equal(mask, want_mask):
             raise guard.fail(f"the mask must be pos < seq_len ({seq_len}) for positions from {tile_start}")
         bad = (rows != want_rows).flatten(1).any(1).nonzero().flatten().tolist()
@@ -989,8 +1031,10 @@ class GuardedForkCow:
         starts = num_tokens % bs == 0
         shared = not starts and table[-1].ref_cnt > 1
         refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
-        seq = self.fns.seq(request_id, list(ids), num_tokens)
+        given = list(ids)
+        seq = self.fns.seq(request_id, given, num_tokens)
         pair = self.guard.call(self.fns.append_token, self.fns.pool_view(self.block_pool, bs), seq)
+        check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
         new = self._blocks(seq.block_table, ids)
         keep = len(ids) if starts else len(ids) - 1
         if [b.block_id for b in new[:keep]] != ids[:keep] or len(new) != keep + 1:
@@ -1113,6 +1157,7 @@ class LearnerStepScheduler(Scheduler):
         if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
         scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
+        check_batch_order(self.guard, self.running, [s.request for s in scheduled])
         budget = self._budget_left(scheduled)
         if len(self.running) > cfg.max_num_seqs:
             raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
@@ -1273,6 +1318,7 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         elif [id(r) for r in self.running] != [id(r) for r in before if id(r) not in gone]:
             raise self.guard.fail("it admitted, swapped in or reordered requests in a step that preempted")
         scheduled = [self._scheduled(rid, n) for rid, n in sched.items()]
+        check_batch_order(self.guard, self.running, [s.request for s in scheduled])
         budget = self._budget_left(scheduled)
         if len(self.running) > cfg.max_num_seqs:
             raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
