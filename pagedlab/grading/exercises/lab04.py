@@ -143,7 +143,7 @@ def run_workload(
     rec: Any,
     sim: Sim,
     describe: Callable[[Sim], str],
-    hint: Callable[[Any, Any, list[str]], str | None],
+    hint: Callable[[Any, Any, list[str], dict[str, int]], str | None],
     max_steps: int = 80,
     order_hint: str = (
         "walk `running` in order, oldest first (the engine batches in that order), then add the admitted "
@@ -156,16 +156,21 @@ def run_workload(
     free blocks and every request's ``num_computed_tokens`` (so a scheduler that skips
     ``allocate_slots``, calls it for a request it does not admit, or advances the requests itself
     fails), then the running and waiting lists after the engine's update.
-    ``hint(expected, got, running_before)`` explains a wrong dict; ``running_before`` lists the ids
-    running when the step began. Last, the order of the dict's keys (the engine batches in that order),
+    ``hint(expected, got, running_before, missing)`` explains a wrong dict; ``running_before`` lists the ids
+    running when the step began, ``missing`` each request's missing tokens then. Last, the order of the dict's keys (the engine batches in that order),
     explained by ``order_hint``.
     """
     while not sim.done() and sim.step_no < max_steps:
         sim.arrive()
         rec.step(f"step {sim.step_no}: {describe(sim)}")
         before = sim.ids(sim.running)
+        missing = {rid: r.num_tokens - r.num_computed_tokens for rid, r in sim.requests.items()}
         scheduled = call(sim)
-        rec.observe("scheduled {request_id: tokens}", scheduled, hint=lambda e, g, s, before=before: hint(e, g, before))
+        rec.observe(
+            "scheduled {request_id: tokens}",
+            scheduled,
+            hint=lambda e, g, s, before=before, missing=missing: hint(e, g, before, missing),
+        )
         rec.observe(
             "KV blocks held per request after the call",
             {rid: n for rid in sim.requests if (n := len(sim.kv.get_block_ids(rid)))},
@@ -204,13 +209,13 @@ def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
     )
 
 
-def _hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
+def _hint(expected: Any, got: Any, running_before: list[str], missing: dict[str, int]) -> str | None:
     if not isinstance(got, dict):
         return "return a dict {request_id: number of tokens}"
     if set(got) < set(expected):
-        missing = sorted(set(expected) - set(got))
+        absent = sorted(set(expected) - set(got))
         return (
-            f"{', '.join(missing)} should also run in this step. Continuous batching admits a waiting request as "
+            f"{', '.join(absent)} should also run in this step. Continuous batching admits a waiting request as "
             "soon as there is room (fewer than max_num_seqs running, allocate_slots succeeds) - it does not "
             "wait for the whole batch to finish - and every running request gets its missing tokens"
         )

@@ -30,8 +30,8 @@ def _describe(m: int, b: int, t: int) -> Callable[[Sim], str]:
     )
 
 
-def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], str | None]:
-    def hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
+def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str], dict[str, int]], str | None]:
+    def hint(expected: Any, got: Any, running_before: list[str], missing: dict[str, int]) -> str | None:
         if not isinstance(got, dict):
             return "return a dict {request_id: number of tokens}"
         vals = [v for v in got.values() if type(v) is int]
@@ -52,6 +52,15 @@ def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], st
                 f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
                 "allocate_slots returns None for the head of the queue the pool is full - stop, nobody behind "
                 "it may join"
+            )
+        cut = [r for r, n in got.items() if type(n) is int and n < missing.get(r, 0)]
+        charged = sum(missing.get(r, 0) if r in cut else n for r, n in got.items() if type(n) is int)
+        short = set(got) < set(expected) or any(got.get(r) != n for r, n in expected.items() if r in got)
+        if short and cut and sum(vals) < budget <= charged:
+            return (
+                f"the budget ran out too early: {cut[0]} got {got[cut[0]]} of the {missing[cut[0]]} tokens it "
+                "misses, but the budget was charged for all of them - charge the budget with the tokens you "
+                "schedule (the chunk), not with what the request misses"
             )
         if set(got) < set(expected):
             return (

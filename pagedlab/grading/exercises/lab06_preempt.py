@@ -154,6 +154,21 @@ def _preempted_hint(policy: str) -> Any:
     return hint
 
 
+def _blocks_hint(expected: Any, got: Any, state: Any) -> str:
+    """Explains the [GPU blocks, CPU blocks] per request: a request short of GPU blocks was never retried."""
+    if isinstance(expected, list) and isinstance(got, list) and len(got) == 2 and isinstance(got[0], dict):
+        short = [r for r, n in expected[0].items() if type(got[0].get(r, 0)) is int and got[0].get(r, 0) < n]
+        if short:
+            return (
+                f"{short[0]} holds fewer GPU blocks than the tokens scheduled for it need: after each preemption, "
+                "call allocate_slots again for the same request - retry until it succeeds (or it was the victim)"
+            )
+    return (
+        "recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
+        "allocate_slots only for requests you schedule"
+    )
+
+
 def _computed_hint(expected: Any, got: Any, state: Any) -> str:
     return (
         "a request preempted for recompute loses its KV: set its num_computed_tokens to 0 (its generated "
@@ -214,8 +229,7 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
             {rid: len(t) for rid, t in sim.kv.req_to_blocks.items() if t},
             {rid: len(t) for rid, t in sim.kv.req_to_cpu_blocks.items() if t},
         ],
-        hint="recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
-        "allocate_slots only for requests you schedule",
+        hint=_blocks_hint,
     )
     sim.apply(scheduled if isinstance(scheduled, dict) else {})
     applied = {e[0] for e in sim.history[-1]["scheduled"]}
