@@ -133,10 +133,14 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
     Returns:
         ``({name: object}, notes)``: the loaded objects under their exercise names (check results are
         recorded, so :func:`learner_components` plugs the passing ones) and one note per problem.
+        Triton's interpreter is switched on first where there is no GPU, so lab 08's ``@triton.jit`` helper
+        is defined runnable (the lab notebook's first cell, which sets it, is not an exercise cell).
     """
     from pagedlab.grading.checking import check
+    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
     from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 
+    use_interpreter_without_gpu()  # as `pagedlab grade` does: lab 08's Triton cell is defined below
     known = {ex.id for ex in registry.all_exercises()}
     names = exercise_names([eid for eid in BRIDGES if eid in known])
     ns: dict[str, Any] = {}

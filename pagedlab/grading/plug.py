@@ -73,6 +73,7 @@ def _schedule_step_bridge(fn: Callable[..., dict[str, int]]) -> ScheduleStepFn:
         return fn(running, waiting, kv_cache_manager, max_num_seqs)
 
     step.__name__ = getattr(fn, "__name__", "schedule_step")
+    setattr(step, "takes_token_budget", False)  # noqa: B010 - the guard reads it (parts.contracts.takes_token_budget)
     return step
 
 

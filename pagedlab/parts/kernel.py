@@ -9,6 +9,7 @@ import torch
 
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.reference import load_kv_tile
+from pagedlab.parts.contracts import check_same_dtype
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import KVTileLoadFn
 
@@ -43,6 +44,7 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
             )
         if mask.dtype != torch.bool:
             raise guard.fail(f"the mask is {mask.dtype}, expected torch.bool (the kernel selects lanes with it)")
+        check_same_dtype(guard, "the tile", rows, cache)
         if not torch.equal(mask, want_mask):
             raise guard.fail(f"the mask must be pos < seq_len ({seq_len}) for positions from {tile_start}")
         bad = (rows != want_rows).flatten(1).any(1).nonzero().flatten().tolist()

@@ -13,6 +13,7 @@ from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import find_longest_cache_hit
 from pagedlab.errors import ComponentError
 from pagedlab.kernels.paged_kv import kit_slot_mapping
+from pagedlab.parts.contracts import check_changed_in_place
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import FreeQueue, PrefixLookupFn, SlotMappingFn
 from pagedlab.trace import Tracer
@@ -318,8 +319,10 @@ class GuardedForkCow(CopyOnWrite):
         starts = num_tokens % bs == 0
         shared = not starts and table[-1].ref_cnt > 1
         refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
-        seq = self.fns.seq(request_id, list(ids), num_tokens)
+        given = list(ids)
+        seq = self.fns.seq(request_id, given, num_tokens)
         pair = self.guard.call(self.fns.append_token, self.fns.pool_view(self.block_pool, bs), seq)
+        check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
         new = self._blocks(seq.block_table, ids)
         keep = len(ids) if starts else len(ids) - 1
         if [b.block_id for b in new[:keep]] != ids[:keep] or len(new) != keep + 1:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.parts.contracts import check_batch_order, takes_token_budget
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import PickVictimFn, PreemptRetryFn, ScheduleStepFn
 from pagedlab.request import Request, RequestStatus
@@ -104,7 +105,8 @@ class LearnerStepScheduler(Scheduler):
     not preempt, so the engine gives it a pool large enough for its requests (``my_engine`` does).
     Checked after every step: the running list only grew at its end, by the head of the waiting
     queue in order; ``num_computed_tokens`` untouched; each scheduled request runs and is scheduled
-    1 .. missing tokens; the budget and ``max_num_seqs`` hold; every scheduled token has a KV slot.
+    1 .. missing tokens; the budget (for a step given it) and ``max_num_seqs`` hold; the batch is in running
+    order; every scheduled token has a KV slot.
 
     Args (besides ``Scheduler``'s):
         step_fn: the learner's step (the lab 04 signature is bridged by ``pagedlab.grading.plug``).
@@ -136,15 +138,25 @@ class LearnerStepScheduler(Scheduler):
         if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
         scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
-        budget = cfg.max_num_batched_tokens - sum(s.num_tokens for s in scheduled)
-        if budget < 0:
-            raise self.guard.fail(
-                f"token budget exceeded: {sum(s.num_tokens for s in scheduled)} tokens "
-                f"> max_num_batched_tokens={cfg.max_num_batched_tokens}"
-            )
+        check_batch_order(self.guard, self.running, [s.request for s in scheduled])
+        budget = self._budget_left(scheduled)
         if len(self.running) > cfg.max_num_seqs:
             raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
         return self.finish_schedule(out, scheduled, budget)
+
+    def _budget_left(self, scheduled: list[ScheduledRequest]) -> int | None:
+        """What the step left of ``max_num_batched_tokens``; None for a step that is not given the budget
+        (:func:`~pagedlab.parts.contracts.takes_token_budget`): it is not held to a setting it never sees.
+
+        Raises:
+            ComponentError: a step given the budget scheduled more tokens than it holds.
+        """
+        if not takes_token_budget(self.step_fn):
+            return None
+        total, limit = sum(s.num_tokens for s in scheduled), self.config.max_num_batched_tokens
+        if total > limit:
+            raise self.guard.fail(f"token budget exceeded: {total} tokens > max_num_batched_tokens={limit}")
+        return limit - total
 
     def _admit(self, before: list[Request]) -> None:
         """Move the requests the step appended to ``running`` out of the real waiting queue."""
@@ -204,6 +216,9 @@ class PreemptingStep:
     ``waiting`` and ``swapped`` being deques (exercise ``06.schedule_with_preemption``)."""
 
     fn: Callable[..., tuple[dict[str, int], list[str]]]
+
+    #: It is not given max_num_batched_tokens, so it is not held to it (:func:`takes_token_budget`).
+    takes_token_budget: ClassVar[bool] = False
 
     #: Slots whose work this step does itself (the kit's parts there stay unused): see ``Components.owner``.
     covers: ClassVar[dict[str, str]] = {
@@ -284,11 +299,8 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         elif [id(r) for r in self.running] != [id(r) for r in before if id(r) not in gone]:
             raise self.guard.fail("it admitted, swapped in or reordered requests in a step that preempted")
         scheduled = [self._scheduled(rid, n) for rid, n in sched.items()]
-        budget = cfg.max_num_batched_tokens - sum(x.num_tokens for x in scheduled)
-        if budget < 0:
-            raise self.guard.fail(
-                f"token budget exceeded: {cfg.max_num_batched_tokens - budget} tokens > {cfg.max_num_batched_tokens}"
-            )
+        check_batch_order(self.guard, self.running, [s.request for s in scheduled])
+        budget = self._budget_left(scheduled)
         if len(self.running) > cfg.max_num_seqs:
             raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
         return self.finish_schedule(out, scheduled, budget)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.viz._svg import COLORS, as_dict, attrs, esc, owner_color, svg_doc, text
+from pagedlab.viz.queues import _count
 
 _PAD, _WIDTH, _X0 = 16.0, 780.0, 72.0  # margins; bars, strip and chips start at _X0 (px)
 
@@ -94,6 +95,15 @@ def _batch_chips(scheduled: Sequence[Any], y: float) -> list[str]:
     return body
 
 
+def _after_the_step(cur: dict[str, Any]) -> str:
+    """``", 3 still running, 1 waiting"``: the queues once the step is done (``step_stats`` records them after
+    the step, so a request that finished in it is in the batch but no longer running), or ``""``."""
+    parts = [
+        f"{_count(cur[q])} {word}" for q, word in (("running", "still running"), ("waiting", "waiting")) if cur.get(q)
+    ]
+    return "".join(", " + p for p in parts)
+
+
 def render_kv_usage(
     step_stats: Sequence[Any], upto: int | None = None, *, num_gpu_blocks: int | None = None, title: str | None = None
 ) -> str:
@@ -123,9 +133,9 @@ def render_kv_usage(
     body += _batch_chips(cur.get("scheduled", ()), y0 + ch + 60)
     heading = title or "KV-cache blocks in use, step by step"
     summary = (
-        f"step {cur['step']}: {used} of {num_gpu_blocks} blocks in use "
-        f"({100 * used / max(num_gpu_blocks, 1):.0f}%), {len(cur.get('scheduled', ()))} requests in the batch"
-        + (f", {cur['waiting']} waiting" if cur.get("waiting") else "")
+        f"after step {cur['step']}: {used} of {num_gpu_blocks} blocks in use "
+        f"({100 * used / max(num_gpu_blocks, 1):.0f}%); {len(cur.get('scheduled', ()))} requests in its batch"
+        + _after_the_step(cur)
         + f"  ·  peak {peak}"
     )
     head = [

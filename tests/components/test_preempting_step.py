@@ -130,9 +130,31 @@ def test_a_wrong_step_is_caught_and_the_kit_takes_over(name):
     assert run(eng) == kit_tokens(**kw)
 
 
-def test_the_budget_is_guarded():
-    """Lab 06's step has no token budget: a prefill over ``max_num_batched_tokens`` is refused by the guard."""
-    eng = _engine(PreemptingStep(registry.snippet_object(EID)), max_num_batched_tokens=16)
-    with pytest.raises(ComponentError, match="token budget exceeded"):
+def _lab04_step(bridged: bool):
+    """Lab 04's solution in the ``schedule_step`` slot: bridged as ``my_engine`` plugs it (not given the budget),
+    or wrapped in the slot's own signature (given the budget, and ignoring it)."""
+    lab04 = registry.snippet_object("04.schedule_step")
+    if bridged:
+        return BRIDGES["04.schedule_step"][1](lab04)
+
+    def schedule_step(running, waiting, kv, max_num_seqs, max_num_batched_tokens, long_prefill_token_threshold):
+        return lab04(running, waiting, kv, max_num_seqs)
+
+    return schedule_step
+
+
+@pytest.mark.parametrize("part", ["06", "04"])
+def test_a_step_not_given_the_budget_is_not_blamed_for_it(part):
+    """Lab 04's and lab 06's steps take no token budget: four prompts prefilled together (36 tokens over a
+    16-token max_num_batched_tokens) are no fault of theirs, and they serve the kit's tokens (issue 23)."""
+    step = PreemptingStep(registry.snippet_object(EID)) if part == "06" else _lab04_step(bridged=True)
+    eng = _engine(step, max_num_batched_tokens=16)
+    assert run(eng, PROMPTS) == kit_tokens()
+    assert eng.components.is_yours("schedule_step")
+
+
+def test_a_step_given_the_budget_is_held_to_it():
+    eng = _engine(_lab04_step(bridged=False), max_num_batched_tokens=16)
+    with pytest.raises(ComponentError, match="token budget exceeded: .* tokens > max_num_batched_tokens=16"):
         run(eng, PROMPTS)
     assert_idle(eng)

@@ -224,7 +224,14 @@ def test_hidden_tests_run_only_when_asked_and_are_marked(tmp_path, capsys):
 def test_run_driver_records_plain_transcripts():
     ex = registry.get("02.slot_mapping")
     entries = run_driver(ex.tests[0], registry.snippet_object("02.slot_mapping"), plain=True)
-    assert [e["kind"] for e in entries] == ["step", "state", "obs", "end"]
+    assert [e["kind"] for e in entries] == [
+        "step",
+        "state",
+        "obs",
+        "obs",
+        "obs",
+        "end",
+    ]  # slots, then the inputs unchanged
     assert all("hint" not in e for e in entries)
 
 

@@ -149,3 +149,20 @@ def test_exercise_history_steps_keeps_preemptions_and_draws_an_empty_run() -> No
         empty_step(2),
     ]
     assert history_steps([]) == [empty_step(0)]
+
+
+def test_kv_usage_says_the_batch_was_the_step_and_the_queues_are_after_it(parse_svg):
+    """Issue 23: lab 09's frame showed "running (3)" beside "4 requests in the batch" with nothing to say
+    that step_stats records the queues after the step (a request that finished in it left running)."""
+    stats = [
+        StepStats(
+            0, [(r, 1, False) for r in "0123"], 0, 4, [], 4, 12, 0.1, running=3, waiting=1
+        )  # "3" finished in this step
+    ]
+    summary = next(
+        t for t in parse_svg(render_kv_usage(stats)).texts() if "blocks in use" in t and "step by step" not in t
+    )
+    assert summary.startswith("after step 0: 4 of 16 blocks in use")
+    assert "4 requests in its batch, 3 still running, 1 waiting" in summary
+    svg = parse_svg(render_queues(stats))
+    assert {g.get("data-queue"): g.get("data-count") for g in svg.all("g", "pl-queue")}["running"] == "3"

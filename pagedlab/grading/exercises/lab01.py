@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.analysis.contiguous import CATEGORIES, contiguous_replay_steps, contiguous_snapshot
+from pagedlab.grading.contract import observe_unchanged, read_only
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz.pictures import render_arena
@@ -85,6 +86,9 @@ def _kv_hint(expected: Any, got: Any, cfg: Any) -> str | None:
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not got or not isinstance(cfg, dict):
         return "return a number of bytes (an int)"
     r = got / expected
+    for unit, factor in (("KiB", 1024), ("KB", 1000), ("MiB", 2**20), ("MB", 10**6)):
+        if abs(r * factor - 1) < 1e-9:
+            return f"return bytes, not {unit}: drop the / {factor}"
     heads = cfg["num_attention_heads"]
     kv = cfg.get("num_key_value_heads") or heads
     hd_default = cfg["hidden_size"] // heads
@@ -120,7 +124,10 @@ def _kv_test(title: str, names: list[str]) -> None:
             cfg = CONFIGS[name]
             rec.step(f"kv_bytes_per_token(<{name} config>)")
             rec.state(dict(cfg))
-            rec.observe(f"bytes per token of {name}", fn(copy.deepcopy(cfg)), hint=_kv_hint)
+            given = copy.deepcopy(cfg)
+            before = read_only(config=given)
+            rec.observe(f"bytes per token of {name}", fn(given), hint=_kv_hint)
+            observe_unchanged(rec, before, config=given)
 
 
 KV = register(
@@ -192,9 +199,12 @@ WASTE = register(
 def _observe_snapshot(fn: Any, rec: Any, snap: dict[str, Any], label: str) -> None:
     rec.step(label)
     rec.state(snap)
-    result = fn(copy.deepcopy(snap))
+    given = copy.deepcopy(snap)
+    before = read_only(arena=given)
+    result = fn(given)
     rec.state(dict(snap, accounting=result if isinstance(result, dict) else None))
     rec.observe("slot accounting", result, hint=_waste_hint)
+    observe_unchanged(rec, before, arena=given)
 
 
 @WASTE.test("one request: used, reserved for later, and internal waste")

@@ -15,6 +15,7 @@ from types import MemberDescriptorType
 from typing import Any
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
+from pagedlab.grading.contract import observe_unchanged, read_only
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.viz.pictures import render_queue_rows
 
@@ -435,7 +436,10 @@ def _slot_case(
         "num_gpu_blocks": num_gpu_blocks,
     }
     rec.state(st)
-    rec.observe("slots", fn(list(block_table), list(positions), block_size), hint=_slot_hint)
+    table, pos = list(block_table), list(positions)
+    before = read_only(block_table=table, positions=pos)
+    rec.observe("slots", fn(table, pos, block_size), hint=_slot_hint)
+    observe_unchanged(rec, before, block_table=table, positions=pos)
 
 
 @SLOT.test("the tokens of a single block")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedlab.grading.contract import observe_same_object
 from pagedlab.grading.kit import RefCountedPool, Seq
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.grading.rpc import is_a, type_name
@@ -103,16 +104,24 @@ def _length_invariant(s: dict[str, Any]) -> str | None:
     bs = s["block_size"]
     for sid, table in s["tables"].items():
         n = s["num_tokens"].get(sid, 0)
-        if len(table) != -(-n // bs):
-            return f"{sid} has {n} tokens, so it needs {-(-n // bs)} blocks, but its block table holds {len(table)}"
+        need = -(-n // bs)
+        if len(table) != need:
+            extra = (
+                ": when a token goes into a shared block, the copy takes that block's place in the table (the "
+                "last entry is replaced); only a token that starts a new block adds an entry"
+                if len(table) == need + 1 and s.get("copies") and set(s["copies"][-1]) <= set(table)
+                else ""
+            )
+            return f"{sid} has {n} tokens, so it needs {need} blocks, but its block table holds {len(table)}{extra}"
     return None
 
 
 def _exercise(eid: str, name: str, summary: str) -> Exercise:
     ex = register(Exercise(eid, name, summary, render=_render, components=("cow", "allocator")))
+    # the table's length first: a block added where one should be replaced also breaks the ref counts
+    ex.invariants.append(("a block table holds ceil(num_tokens / block_size) blocks", _length_invariant))
     ex.invariants.append(("ref_cnt = number of sequences holding the block", _ref_invariant))
     ex.invariants.append(("a sequence writes only into a block it holds alone", _write_invariant))
-    ex.invariants.append(("a block table holds ceil(num_tokens / block_size) blocks", _length_invariant))
     return ex
 
 
@@ -226,6 +235,7 @@ def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
     w.wrote = None
     pos = seq.num_tokens
     rec.step(f"append_token(pool, {seq.seq_id}) - token {pos}, table {list(seq.block_table)}")
+    table = seq.block_table
     copy = append_token(w.pool, seq)
     if copy is not None:
         try:
@@ -243,6 +253,13 @@ def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
     rec.observe(f"{seq.seq_id}'s block table", list(seq.block_table))
     rec.observe("ref_cnt of every block", w.pool.ref_cnts())
     rec.observe("free blocks", w.pool.num_free_blocks)
+    observe_same_object(
+        rec,
+        f"{seq.seq_id}'s block table",
+        table,
+        seq.block_table,
+        "the engine keeps the sequence's table list and reads the new block from it",
+    )
 
 
 def _copy_hint(expected: Any, got: Any, state: Any) -> str | None:

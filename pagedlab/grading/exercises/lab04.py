@@ -25,9 +25,14 @@ Arrival = tuple[int, str, int, int]  # (step, request_id, prompt_len, max_tokens
 class Sim:
     """The engine loop around a scheduling function, with plain-data snapshots for the tests."""
 
-    def __init__(self, arrivals: Sequence[Arrival], num_gpu_blocks: int = 64, block_size: int = 4) -> None:
+    def __init__(
+        self, arrivals: Sequence[Arrival], num_gpu_blocks: int = 64, block_size: int = 4, tokens_per_step: int = 1
+    ) -> None:
         self.kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
         self.block_size = block_size
+        #: tokens a request gains when its chunk reaches its end (several, as when speculative decoding
+        #: accepts draft tokens): a running request then misses that many tokens, not one
+        self.tokens_per_step = tokens_per_step
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
         self.pending = sorted(arrivals)
@@ -65,8 +70,9 @@ class Sim:
                 req.num_computed_tokens = min(req.num_computed_tokens + n, req.num_tokens)
                 entries.append((rid, n, prefill))
                 if req.num_computed_tokens == req.num_tokens:
-                    req.append_output_token_ids(1 + req.num_output_tokens % 50)
                     assert req.max_tokens is not None  # arrive() always sets it (an Arrival's int)
+                    for _ in range(max(1, min(self.tokens_per_step, req.max_tokens - req.num_output_tokens))):
+                        req.append_output_token_ids(1 + req.num_output_tokens % 50)
                     if req.num_output_tokens >= req.max_tokens:
                         self.kv.free(req)
                         self.running = [r for r in self.running if r is not req]
@@ -137,8 +143,12 @@ def run_workload(
     rec: Any,
     sim: Sim,
     describe: Callable[[Sim], str],
-    hint: Callable[[Any, Any, list[str]], str | None],
+    hint: Callable[[Any, Any, list[str], dict[str, int]], str | None],
     max_steps: int = 80,
+    order_hint: str = (
+        "walk `running` in order, oldest first (the engine batches in that order), then add the admitted "
+        "requests in queue order"
+    ),
 ) -> None:
     """Step ``sim`` with ``call(sim) -> scheduled`` until every request finished, recording each step.
 
@@ -146,15 +156,21 @@ def run_workload(
     free blocks and every request's ``num_computed_tokens`` (so a scheduler that skips
     ``allocate_slots``, calls it for a request it does not admit, or advances the requests itself
     fails), then the running and waiting lists after the engine's update.
-    ``hint(expected, got, running_before)`` explains a wrong dict; ``running_before`` lists the ids
-    running when the step began.
+    ``hint(expected, got, running_before, missing)`` explains a wrong dict; ``running_before`` lists the ids
+    running when the step began, ``missing`` each request's missing tokens then. Last, the order of the dict's keys (the engine batches in that order),
+    explained by ``order_hint``.
     """
     while not sim.done() and sim.step_no < max_steps:
         sim.arrive()
         rec.step(f"step {sim.step_no}: {describe(sim)}")
         before = sim.ids(sim.running)
+        missing = {rid: r.num_tokens - r.num_computed_tokens for rid, r in sim.requests.items()}
         scheduled = call(sim)
-        rec.observe("scheduled {request_id: tokens}", scheduled, hint=lambda e, g, s, before=before: hint(e, g, before))
+        rec.observe(
+            "scheduled {request_id: tokens}",
+            scheduled,
+            hint=lambda e, g, s, before=before, missing=missing: hint(e, g, before, missing),
+        )
         rec.observe(
             "KV blocks held per request after the call",
             {rid: n for rid in sim.requests if (n := len(sim.kv.get_block_ids(rid)))},
@@ -171,6 +187,7 @@ def run_workload(
             hint="leave num_computed_tokens alone: the engine advances it after the step, once the tokens "
             "were computed",
         )
+        order = list(scheduled) if isinstance(scheduled, dict) else None
         sim.apply(scheduled)
         rec.state(sim.state())
         rec.observe(
@@ -179,6 +196,11 @@ def run_workload(
             hint="an admitted request moves from the front of `waiting` to the end of `running`",
         )
         rec.observe("waiting after the step", sim.ids(sim.waiting))
+        rec.observe(
+            "order of the scheduled requests",
+            order,
+            hint=order_hint,
+        )
 
 
 def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
@@ -187,13 +209,13 @@ def _describe(max_num_seqs: int) -> Callable[[Sim], str]:
     )
 
 
-def _hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
+def _hint(expected: Any, got: Any, running_before: list[str], missing: dict[str, int]) -> str | None:
     if not isinstance(got, dict):
         return "return a dict {request_id: number of tokens}"
     if set(got) < set(expected):
-        missing = sorted(set(expected) - set(got))
+        absent = sorted(set(expected) - set(got))
         return (
-            f"{', '.join(missing)} should also run in this step. Continuous batching admits a waiting request as "
+            f"{', '.join(absent)} should also run in this step. Continuous batching admits a waiting request as "
             "soon as there is room (fewer than max_num_seqs running, allocate_slots succeeds) - it does not "
             "wait for the whole batch to finish - and every running request gets its missing tokens"
         )
@@ -203,7 +225,10 @@ def _hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
             f"{', '.join(extra)} should not run in this step: at most max_num_seqs requests run, and when "
             "allocate_slots returns None for the head of the queue, nobody behind it may join"
         )
-    return "a running request gets num_tokens - num_computed_tokens tokens (its prompt first, then 1 per step)"
+    return (
+        "a running request gets all the tokens it misses, num_tokens - num_computed_tokens (its prompt first, "
+        "then what the engine appended since: usually 1 token, several when it appended several)"
+    )
 
 
 STEP = register(
@@ -218,11 +243,16 @@ STEP = register(
 
 
 def _workload_test(
-    title: str, arrivals: Sequence[Arrival], max_num_seqs: int, num_gpu_blocks: int = 64, block_size: int = 4
+    title: str,
+    arrivals: Sequence[Arrival],
+    max_num_seqs: int,
+    num_gpu_blocks: int = 64,
+    block_size: int = 4,
+    tokens_per_step: int = 1,
 ) -> None:
     @STEP.test(title)
     def _(fn: Any, rec: Any) -> None:
-        sim = Sim(arrivals, num_gpu_blocks, block_size)
+        sim = Sim(arrivals, num_gpu_blocks, block_size, tokens_per_step)
         run_workload(lambda s: fn(s.running, s.waiting, s.kv, max_num_seqs), rec, sim, _describe(max_num_seqs), _hint)
 
 
@@ -259,4 +289,12 @@ _workload_test(
     max_num_seqs=4,
     num_gpu_blocks=64,
     block_size=4,
+)
+_workload_test(
+    "running requests several tokens behind (3 tokens per step, as with speculative decoding): each gets all",
+    [(0, "r0", 5, 9), (0, "r1", 3, 7), (1, "r2", 6, 8)],
+    max_num_seqs=8,
+    num_gpu_blocks=64,
+    block_size=4,
+    tokens_per_step=3,
 )

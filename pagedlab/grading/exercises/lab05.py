@@ -30,8 +30,8 @@ def _describe(m: int, b: int, t: int) -> Callable[[Sim], str]:
     )
 
 
-def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], str | None]:
-    def hint(expected: Any, got: Any, running_before: list[str]) -> str | None:
+def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str], dict[str, int]], str | None]:
+    def hint(expected: Any, got: Any, running_before: list[str], missing: dict[str, int]) -> str | None:
         if not isinstance(got, dict):
             return "return a dict {request_id: number of tokens}"
         vals = [v for v in got.values() if type(v) is int]
@@ -53,6 +53,15 @@ def _hint_for(budget: int, threshold: int) -> Callable[[Any, Any, list[str]], st
                 "allocate_slots returns None for the head of the queue the pool is full - stop, nobody behind "
                 "it may join"
             )
+        cut = [r for r, n in got.items() if type(n) is int and n < missing.get(r, 0)]
+        charged = sum(missing.get(r, 0) if r in cut else n for r, n in got.items() if type(n) is int)
+        short = set(got) < set(expected) or any(got.get(r) != n for r, n in expected.items() if r in got)
+        if short and cut and sum(vals) < budget <= charged:
+            return (
+                f"the budget ran out too early: {cut[0]} got {got[cut[0]]} of the {missing[cut[0]]} tokens it "
+                "misses, but the budget was charged for all of them - charge the budget with the tokens you "
+                "schedule (the chunk), not with what the request misses"
+            )
         if set(got) < set(expected):
             return (
                 "there was budget left: a waiting request joins even if only part of its prompt fits "
@@ -70,7 +79,15 @@ def _test(title: str, arrivals: Sequence[Arrival], m: int, b: int, t: int, block
     @BUDGET.test(title)
     def _(fn: Any, rec: Any) -> None:
         sim = Sim(arrivals, blocks, bs)
-        run_workload(lambda s: fn(s.running, s.waiting, s.kv, m, b, t), rec, sim, _describe(m, b, t), _hint_for(b, t))
+        run_workload(
+            lambda s: fn(s.running, s.waiting, s.kv, m, b, t),
+            rec,
+            sim,
+            _describe(m, b, t),
+            _hint_for(b, t),
+            order_hint="the running requests (their decodes) first, in the order of `running`, then the waiting "
+            "prefills with what is left of the budget",
+        )
 
 
 # (title, arrivals, max_num_seqs, token budget, long_prefill_token_threshold[, num_gpu_blocks=64, block_size=4])

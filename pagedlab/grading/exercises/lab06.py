@@ -137,6 +137,14 @@ CROSS = register(
 )
 
 
+def _unit_factor(ratio: float) -> str:
+    """``"1e12"`` / ``"1024"`` ... when ``ratio`` (or its inverse) is a unit prefix's factor, else ""."""
+    for name, f in (("1e3", 1e3), ("1e6", 1e6), ("1e9", 1e9), ("1e12", 1e12), ("1024", 1024.0), ("2**20", 2.0**20)):
+        if abs(ratio / f - 1) < 1e-6 or abs(ratio * f - 1) < 1e-6:
+            return name
+    return ""
+
+
 def _cross_hint(expected: Any, got: Any, state: Any) -> str | None:
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not got:
         return "return a number of FLOP/s"
@@ -151,6 +159,12 @@ def _cross_hint(expected: Any, got: Any, state: Any) -> str | None:
         return "off by a factor of 8: pcie_bandwidth and kv_bytes_per_token are both in bytes - no bits involved"
     if abs(got * expected - 1) < 1e-3:
         return "upside down? Set swap time = recompute time and solve for the FLOP/s"
+    unit = _unit_factor(r)
+    if unit:
+        return (
+            f"off by a factor of {unit}: return plain FLOP/s and keep every input in its base unit - bytes and "
+            "bytes/s, no TFLOP/s, GB/s or KiB"
+        )
     if abs(r - 1) < 1e-3:
         return (
             f"close, but off by a relative {abs(r - 1):.1e} (the check allows 1e-9): a rounded constant, or "

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.grading.contract import observe_shape
 from pagedlab.grading.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.request import Request
@@ -83,11 +84,16 @@ PREEMPT = register(
 )
 
 
-def _scheduled_hint(expected: Any, got: Any, before: list[str]) -> str | None:
+def _scheduled_hint(expected: Any, got: Any, before: list[str], max_num_seqs: int) -> str | None:
     if not isinstance(got, dict):
         return "return a pair ({request_id: tokens}, [preempted ids])"
     extra = sorted(set(got) - set(expected))
     missing = sorted(set(expected) - set(got))
+    if extra and len(expected) >= max_num_seqs and any(r not in before for r in extra):
+        return (
+            f"{', '.join(r for r in extra if r not in before)} joined a full batch: at most max_num_seqs "
+            f"({max_num_seqs}) requests run - admit (or swap in) only while fewer than that are running"
+        )
     if extra and any(r not in before for r in extra):
         return (
             f"{', '.join(r for r in extra if r not in before)} joined in a step that preempted (or while a "
@@ -105,6 +111,14 @@ def _scheduled_hint(expected: Any, got: Any, before: list[str]) -> str | None:
             f"{', '.join(extra)} was preempted in this step: when the victim is the request you are allocating "
             "for, stop - schedule neither it nor any running request after it in this step"
         )
+    gone = [x for x in before if x not in expected and x not in got]
+    skipped = [r for r in missing if r in before and any(before.index(x) < before.index(r) for x in gone)]
+    if skipped:
+        return (
+            f"{', '.join(skipped)} was skipped: the victim sat earlier in `running` than the request you were "
+            "allocating for, so removing it moved every later request one place forward - after a preemption, "
+            "find where the current request is now before going on to the next one"
+        )
     if missing:
         return (
             f"{', '.join(missing)} should run in this step: retry allocate_slots after each preemption until it "
@@ -117,6 +131,11 @@ def _preempted_hint(policy: str) -> Any:
     def hint(expected: Any, got: Any, state: Any) -> str:
         if not isinstance(got, list):
             return "return the ids preempted in this step as a list, in the order you preempted them"
+        if isinstance(expected, list) and 0 < len(got) < len(expected) and got == expected[-len(got) :]:
+            return (
+                "only the last victim is listed: when several requests are preempted in one step, return every "
+                "one of them, in the order you preempted them"
+            )
         if isinstance(expected, list) and len(got) > len(expected) and got[: len(expected)] == expected:
             return (
                 "you preempted more requests than needed: a request preempted in this step left `running` and "
@@ -133,6 +152,21 @@ def _preempted_hint(policy: str) -> Any:
         )
 
     return hint
+
+
+def _blocks_hint(expected: Any, got: Any, state: Any) -> str:
+    """Explains the [GPU blocks, CPU blocks] per request: a request short of GPU blocks was never retried."""
+    if isinstance(expected, list) and isinstance(got, list) and len(got) == 2 and isinstance(got[0], dict):
+        short = [r for r, n in expected[0].items() if type(got[0].get(r, 0)) is int and got[0].get(r, 0) < n]
+        if short:
+            return (
+                f"{short[0]} holds fewer GPU blocks than the tokens scheduled for it need: after each preemption, "
+                "call allocate_slots again for the same request - retry until it succeeds (or it was the victim)"
+            )
+    return (
+        "recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
+        "allocate_slots only for requests you schedule"
+    )
 
 
 def _computed_hint(expected: Any, got: Any, state: Any) -> str:
@@ -165,9 +199,18 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         rec.fail(
             f"schedule_with_preemption must return a pair (scheduled, preempted); it returned {type(out).__name__}"
         )
+    observe_shape(
+        rec,
+        "the returned pair",
+        out,
+        "a tuple (dict, list) - the scheduled dict, then the list of preempted ids",
+        depth=1,
+    )
     rec.observe("preempted in this step", preempted, hint=_preempted_hint(policy))
     rec.observe(
-        "scheduled {request_id: tokens}", scheduled, hint=lambda e, g, s, before=before: _scheduled_hint(e, g, before)
+        "scheduled {request_id: tokens}",
+        scheduled,
+        hint=lambda e, g, s, before=before: _scheduled_hint(e, g, before, max_num_seqs),
     )
     rec.observe(
         "num_computed_tokens after the call",
@@ -186,8 +229,7 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
             {rid: len(t) for rid, t in sim.kv.req_to_blocks.items() if t},
             {rid: len(t) for rid, t in sim.kv.req_to_cpu_blocks.items() if t},
         ],
-        hint="recompute: kv_cache_manager.free(victim); swap: kv_cache_manager.swap_out([victim]); and "
-        "allocate_slots only for requests you schedule",
+        hint=_blocks_hint,
     )
     sim.apply(scheduled if isinstance(scheduled, dict) else {})
     applied = {e[0] for e in sim.history[-1]["scheduled"]}
@@ -280,4 +322,22 @@ _test(
     mode="swap",
     num_cpu_blocks=6,
     priorities={f"r{i}": (i * 5) % 3 for i in range(8)},
+)
+_test(
+    "more requests than max_num_seqs: the rest wait, and join as places free up",
+    [(0, f"r{i}", 3, 3) for i in range(5)] + [(2, "r5", 2, 2)],
+    32,
+    max_num_seqs=2,
+)
+_test(
+    "two requests cannot grow in one step: two victims, both listed and re-queued at the front",
+    [(0, f"r{i}", 4, 3) for i in range(4)],
+    4,
+)
+_test(
+    "priority: a victim earlier in running than the request allocating; the requests after it still run",
+    [(0, "r0", 3, 2), (0, "r1", 3, 2), (0, "r2", 4, 2), (0, "r3", 3, 2)],
+    4,
+    policy="priority",
+    priorities={"r0": 0, "r1": 2, "r2": 0, "r3": 0},
 )

@@ -18,6 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from pagedlab.grading.contract import observe_unchanged, read_only
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
@@ -153,7 +154,9 @@ def _tree_hint(expected: Any, got: Any, state: Any) -> str | None:
 # --- match_prefix --------------------------------------------------------------------------------------
 def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     rec.step(f"match_prefix(root, {key}, now={now})")
-    out = fn(root, list(key), now)
+    key = list(key)
+    before = read_only(key=key)
+    out = fn(root, key, now)
     try:
         value, node = out
     except (TypeError, ValueError):
@@ -164,6 +167,7 @@ def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
         _path_tokens(node, root),
         hint="last_node must cover exactly the matched tokens: split the node the match ends in (split_node)",
     )
+    observe_unchanged(rec, before, key=key)
     _record_tree(rec, root, f"after match_prefix({key[:8]}, now={now})")
 
 
@@ -213,12 +217,15 @@ def _(fn: Any, rec: Any) -> None:
 def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: int) -> None:
     value = list(range(slot0, slot0 + len(key)))
     rec.step(f"insert(root, {key}, slots {value[0] if value else ''}..., now={now})")
-    got = fn(root, list(key), list(value), now)
+    key = list(key)
+    before = read_only(key=key, value=value)
+    got = fn(root, key, value, now)
     rec.observe(
         "returned (tokens already cached)",
         got,
         hint="count the leading tokens of the key that were already in the tree",
     )
+    observe_unchanged(rec, before, key=key, value=value)
     _record_tree(rec, root, f"after insert({key[:8]}, now={now})")
 
 
@@ -290,6 +297,17 @@ def _evict_hint(expected: Any, got: Any, inner: set[int]) -> str:
     """Explains a wrong list of freed slots; ``inner`` holds the slots of nodes that had children before the call."""
     if not isinstance(got, list) or not isinstance(expected, list):
         return "return the list of slots freed (each evicted node's value, in eviction order)"
+    if any(isinstance(s, list) for s in got):
+        return (
+            "return one flat list of slots: add each evicted node's slots to it (extend, +=), not the node's "
+            "value list as one item"
+        )
+    early = [s for s in got if s in inner and s not in expected]
+    if early:
+        return (
+            f"slot {early[0]} belongs to a node that still had children when you evicted it: a parent becomes "
+            "a candidate only once its last child is gone (check that no children are left before pushing it)"
+        )
     if got[: len(expected)] == expected:
         return (
             f"the first {len(expected)} slots are right, then you evicted more: stop as soon as the tokens freed "

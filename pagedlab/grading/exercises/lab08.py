@@ -56,15 +56,36 @@ def _hint(expected: Any, got: Any, state: Any) -> str | None:
     )
 
 
+#: What an unused block-table entry holds in :func:`_case`'s padded tables (the engine pads a batch's tables
+#: to its longest one; nothing may read an entry past the sequence's last block).
+GARBAGE = 987_654
+
+
 def _case(
-    fn: Any, rec: Any, num_blocks: int, block_size: int, table: list[int], seq_len: int, tile_start: int, tile_size: int
+    fn: Any,
+    rec: Any,
+    num_blocks: int,
+    block_size: int,
+    table: list[int],
+    seq_len: int,
+    tile_start: int,
+    tile_size: int,
+    *,
+    dtype: str = "float32",
+    table_dtype: str = "int64",
+    pad: int = 0,
 ) -> None:
+    """One recorded call: a cache of ``dtype``, ``table`` (of ``table_dtype``) followed by ``pad`` entries
+    of :data:`GARBAGE`."""
     import torch
 
-    cache = make_cache(num_blocks, block_size)
+    cache = make_cache(num_blocks, block_size).to(getattr(torch, dtype))
+    table = list(table) + [GARBAGE] * pad
     rec.step(
         f"load_kv_tile(cache, block_table={table}, tile_start={tile_start}, tile_size={tile_size}, "
         f"seq_len={seq_len})  # block_size {block_size}"
+        + (f", a {dtype} cache" if dtype != "float32" else "")
+        + (f", an {table_dtype} table" if table_dtype != "int64" else "")
     )
     rec.state(
         {
@@ -76,7 +97,7 @@ def _case(
             "num_blocks": num_blocks,
         }
     )
-    given_cache, given_table = cache.clone(), torch.tensor(table, dtype=torch.int64)
+    given_cache, given_table = cache.clone(), torch.tensor(table, dtype=getattr(torch, table_dtype))
     out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
     try:
         rows, mask = out
@@ -125,3 +146,15 @@ def _(fn: Any, rec: Any) -> None:
             size = rng.choice([2, 4, 8])
             start = rng.randrange(0, seq_len + size, size) // size * size
             _case(fn, rec, 24, bs, table, seq_len, start, size)
+
+
+@TILE.test("fp16 and bf16 caches: the tile keeps the cache's dtype")
+def _(fn: Any, rec: Any) -> None:
+    _case(fn, rec, 6, 4, [3, 1], 7, 4, 4, dtype="float16")
+    _case(fn, rec, 6, 4, [3, 1], 7, 4, 4, dtype="bfloat16")
+
+
+@TILE.test("a padded block table: entries past the sequence hold garbage and are never read")
+def _(fn: Any, rec: Any) -> None:
+    _case(fn, rec, 8, 4, [2, 0, 5], 10, 8, 8, pad=2)
+    _case(fn, rec, 8, 4, [6], 3, 0, 8, pad=3, table_dtype="int32")

@@ -432,3 +432,17 @@ def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> 
 def _(fn: Any, rec: Any) -> None:
     _decode_case(fn, rec, [37, 3, 20], 4, 1)  # 3, 1 and 2 tiles of 16 lanes, a partial last block
     _decode_case(fn, rec, [33, 1], 2, 2)
+
+
+@TILE.test("what only a GPU would show, read from your helper's code: masked table load, other=0.0, int64 ids")
+def _(fn: Any, rec: Any) -> None:
+    from pagedlab.grading.exercises.triton_source_checks import CHECKS, raises_not_implemented, source_findings
+
+    if raises_not_implemented(fn):
+        raise NotImplementedError("triton_load_kv_tile is not written yet")
+    rec.step(
+        "reading triton_load_kv_tile's code: on a GPU these mistakes fault, leak undefined values or overflow; "
+        "the interpreter's runs above cannot show them"
+    )
+    for name, ok in source_findings(fn).items():
+        rec.observe(name, ok, hint=CHECKS[name])

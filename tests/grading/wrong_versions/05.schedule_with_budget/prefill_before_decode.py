@@ -1,7 +1,7 @@
 """Schedules waiting prefills before the running decodes: the prompt chunks eat the budget and decodes starve.
 
-caught by: decodes first, then prefill chunks with what is left of the budget
-hint: already running and got nothing
+caught by: a budget used up exactly: nobody else joins in that step
+hint: (their decodes) first, in the order of `running`
 not hint: chunk
 """
 REPLACE = [

@@ -1,0 +1,13 @@
+"""Walks the running requests newest first (reversed(running)).
+
+caught by: three requests arriving together: prefill, then decode one token per step
+hint: oldest first
+"""
+REPLACE = [
+    ("""\
+    for req in running:
+""",
+     """\
+    for req in reversed(running):
+"""),
+]

@@ -1,0 +1,8 @@
+"""Collects the preempted ids in a set (no order, no list).
+
+caught by: fcfs, recompute: the newest running request is preempted, re-queued at the front and starts over
+hint: the returned pair must be a tuple (dict, list)
+"""
+REPLACE = [
+    ("    return scheduled, preempted\n", "    return scheduled, set(preempted)\n"),
+]

@@ -1,0 +1,8 @@
+"""Returns [scheduled, preempted], a list, where the engine unpacks a tuple.
+
+caught by: fcfs, recompute: the newest running request is preempted, re-queued at the front and starts over
+hint: the returned pair must be a tuple (dict, list)
+"""
+REPLACE = [
+    ("    return scheduled, preempted\n", "    return [scheduled, preempted]\n"),
+]

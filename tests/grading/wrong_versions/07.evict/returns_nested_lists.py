@@ -1,0 +1,9 @@
+"""Appends each evicted node's value list to the result (freed.append(x.value)): a list of lists.
+
+caught by: the least recently used leaf goes first
+hint: one flat list of slots
+not hint: evict in LRU order
+"""
+REPLACE = [
+    ("        freed += x.value\n", "        freed.append(x.value)\n"),
+]

@@ -1,0 +1,8 @@
+"""Returns the tile upcast to float32 (rows.float()) "for accuracy".
+
+caught by: fp16 and bf16 caches: the tile keeps the cache's dtype
+hint: the tile keeps the cache's dtype
+"""
+REPLACE = [
+    ("    return rows, mask\n", "    return rows.float(), mask\n"),
+]
