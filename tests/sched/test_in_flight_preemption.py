@@ -4,7 +4,7 @@ still appended (``Scheduler.update_from_output`` delivers "stale" output, ``vllm
 ``_preempt_request`` / ``update_from_output``), and the request resumes with it."""
 
 from pagedlab.request import RequestStatus
-from tests.sched.test_scheduler import make, req
+from tests.sched.helpers import make, req
 
 
 def preempted_in_flight(b_max_tokens=8):
