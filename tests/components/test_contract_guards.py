@@ -74,8 +74,8 @@ def test_the_tile_load_guard_holds_an_fp16_tile_to_fp16(name: str | None) -> Non
     import torch
 
     from pagedlab.engine.components import Components
-    from pagedlab.parts.kernel import guarded_kv_tile_load
     from pagedlab.grading.exercises.lab08 import make_cache
+    from pagedlab.parts.kernel import guarded_kv_tile_load
 
     eid = "08.load_kv_tile"
     fn = registry.snippet_object(eid, _VERSIONS[(eid, name)].source if name else None)

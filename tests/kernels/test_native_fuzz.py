@@ -132,7 +132,7 @@ def decode_cases(draw: st.DrawFn, bad: str) -> DecodeCase | None:
     return broken_decode(draw, DecodeCase(query, kv, kwargs, bad))
 
 
-def broken_decode(draw: st.DrawFn, case: DecodeCase) -> DecodeCase | None:
+def broken_decode(draw: st.DrawFn, case: DecodeCase) -> DecodeCase | None:  # noqa: C901 - one branch per break
     """``case`` broken as ``case.bad`` says (None where its shapes leave no room)."""
     q, kv, kw, bad = case.query, case.kv, dict(case.kwargs), case.bad
     lens, table = kv.seq_lens.clone(), kv.block_tables.clone()

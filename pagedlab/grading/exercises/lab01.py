@@ -80,7 +80,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
-def _kv_hint(expected: Any, got: Any, cfg: Any) -> str | None:
+def _kv_hint(expected: Any, got: Any, cfg: Any) -> str | None:  # noqa: C901 - one branch per mistake it names
     if isinstance(got, float) and expected == got:
         return "return an int: use // (integer division) or int(...), not /"
     if not isinstance(got, (int, float)) or isinstance(got, bool) or not got or not isinstance(cfg, dict):
