@@ -32,6 +32,7 @@ from pagedlab.config import (
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.components import Components, build_parts
 from pagedlab.engine.exclusive import OneAtATime
+from pagedlab.engine.history import History
 from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
@@ -133,6 +134,12 @@ def _try_reset_prefix_cache(kv: KVCacheManager) -> bool:
         logger.debug("resetting the prefix cache after a failed step: %r", e)
         return False
 
+
+#: How many ``StepStats`` an engine keeps (``engine.step_stats``), the most recent ones: about 20 MB
+#: with 32 running requests; more than any lab's run has steps.
+STEP_STATS_KEPT = 10_000
+#: How many finished ``Request`` objects an engine keeps (``engine.finished_requests``), the most recent.
+FINISHED_REQUESTS_KEPT = 1_000
 
 _StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
 
@@ -376,8 +383,11 @@ class LLMEngine:
         # Output group of every member Request (fork children included), by the member's id.
         self._member_group: dict[str, _Group] = {}
         self._ids = itertools.count()
-        self.step_stats: list[StepStats] = []
-        self.finished_requests: list[Request] = []
+        # The last STEP_STATS_KEPT steps and FINISHED_REQUESTS_KEPT finished requests only: an engine
+        # serving for hours must not keep one record per step forever (``History``; assign a larger
+        # ``History(maxlen)`` to keep more).
+        self.step_stats: History[StepStats] = History(STEP_STATS_KEPT)
+        self.finished_requests: History[Request] = History(FINISHED_REQUESTS_KEPT)
         self.log_stats = log_stats
         self.stats = EngineStats()
         self._logprobs: dict[str, list[TokenLogprobs]] = {}
