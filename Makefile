@@ -32,11 +32,12 @@ LAB_ARGS    ?=
 PROMPTS     ?= data/prompts.jsonl
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
+SOAK_ARGS   ?= --minutes 30
 ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model lab demo test bench lint doctor lock clean distclean
+.PHONY: help setup model lab demo test bench soak lint doctor lock clean distclean
 
 help:
 	@echo "pagedlab make targets:"
@@ -44,6 +45,7 @@ help:
 	@echo "  make demo       set up and run the engine headless on $(PROMPTS)"
 	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "  make bench      set up and run the benchmarks/ scripts (BENCH_ARGS='--only bench_core.py')"
+	@echo "  make soak       set up and run the 30-minute memory soak (SOAK_ARGS='--minutes 10')"
 	@echo "  make lint       ruff (lint + format check) and mypy, as configured in pyproject.toml"
 	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
 	@echo "  make model      download and verify the SmolLM2-135M GGUF into the cache (~98 MB)"
@@ -112,6 +114,10 @@ test: lint
 
 bench: setup
 	"$(VPY)" benchmarks/run_all.py $(BENCH_ARGS)
+
+# Random requests and aborts on one engine; RSS start / 1 min / end and MB/min (benchmarks/soak.py).
+soak: setup
+	"$(VPY)" benchmarks/soak.py $(SOAK_ARGS)
 
 # ruff (lint + format check) and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]).
 lint: setup
