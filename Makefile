@@ -37,11 +37,12 @@ LAB_ARGS    ?=
 PROMPTS     ?= data/prompts.jsonl
 PYTEST_ARGS ?=
 BENCH_ARGS  ?=
+SOAK_ARGS   ?= --minutes 30
 ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model vllm lab demo test bench lint typecheck asan doctor lock clean distclean
+.PHONY: help setup model vllm lab demo test bench soak lint typecheck asan doctor lock clean distclean
 
 help:
 	@echo "pagedlab make targets:"
@@ -49,6 +50,7 @@ help:
 	@echo "  make demo       set up and run the engine headless on $(PROMPTS)"
 	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "  make bench      set up and run the benchmarks/ scripts (BENCH_ARGS='--only bench_core.py')"
+	@echo "  make soak       set up and run the 30-minute memory soak (SOAK_ARGS='--minutes 10')"
 	@echo "  make lint       ruff (lint + format check) and mypy, as configured in pyproject.toml"
 	@echo "  make asan       the C kernels under AddressSanitizer + UBSan: the fuzz cases, ASAN_EXAMPLES=$(ASAN_EXAMPLES) per op"
 	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
@@ -136,6 +138,10 @@ test: lint
 
 bench: setup
 	"$(VPY)" benchmarks/run_all.py $(BENCH_ARGS)
+
+# Random requests and aborts on one engine; RSS start / 1 min / end and MB/min (benchmarks/soak.py).
+soak: setup
+	"$(VPY)" benchmarks/soak.py $(SOAK_ARGS)
 
 # ruff (lint + format check) and mypy, configured in pyproject.toml ([tool.ruff], [tool.mypy]).
 # mypy reads the package as it is installed: pagedlab.kernels lives in kernels/ (package-dir), which

@@ -26,6 +26,13 @@ class DoubleFreeError(PagedLabError, RuntimeError):
     """A block's reference count would drop below zero (vLLM v0's "Double free!")."""
 
 
+class ReentrantCallError(PagedLabError, RuntimeError):
+    """``LLM.generate`` / ``chat`` / ``beam_search`` or ``LLMEngine.step`` was called while another of
+    them runs on the same engine (from inside it: a tokenizer, a logging hook, a callback; or from
+    another thread). Raised at once, before the second call touches anything: the running call
+    keeps its requests and results."""
+
+
 class ModelNotFoundError(PagedLabError, FileNotFoundError):
     """The model file or directory does not exist. Run ``pagedlab fetch-model``."""
 

@@ -127,11 +127,18 @@ def _fork_chosen(
 
 
 def beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSearchParams) -> BeamSearchOutput:
-    """Run one prompt's beam search on ``engine`` (an idle ``LLMEngine``).
+    """Run one prompt's beam search on ``engine`` (an idle ``LLMEngine``), holding ``engine.busy``
+    (it drives the scheduler and the model runner itself, as ``step`` does).
 
     Raises:
         InvalidRequestError: the prompt is invalid, or the engine is busy with other requests.
+        ReentrantCallError: a step or another beam search runs on ``engine`` (called from inside it).
     """
+    with engine.busy.hold("pagedlab.engine.beam_search"):
+        return _beam_search(engine, prompt_token_ids, params)
+
+
+def _beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSearchParams) -> BeamSearchOutput:
     if engine.has_unfinished_requests():
         raise InvalidRequestError("beam_search needs an idle engine (finish or abort other requests first)")
     W = params.beam_width

@@ -6,11 +6,13 @@ the shared names (``generate``, ``chat``, ``SamplingParams``, ``RequestOutput.ou
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pagedlab.engine.arg_utils import BUNDLED_MODEL, EngineArgs
+from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.llm_engine import LLMEngine, check_priority
 from pagedlab.engine.metrics import Metric
 from pagedlab.errors import InvalidRequestError
@@ -89,6 +91,21 @@ class LLM:
         kwargs.setdefault("disable_log_stats", True)
         self.engine_args = EngineArgs.from_kwargs(model, **kwargs)
         self.llm_engine = LLMEngine.from_engine_args(self.engine_args)
+        self._busy = OneAtATime()
+
+    @contextlib.contextmanager
+    def _one_call(self, what: str) -> Iterator[None]:
+        """Run ``what`` (generate, chat, beam_search) as the only call on this LLM and its engine.
+
+        Raises:
+            ReentrantCallError: at once (nothing checked or queued) while another of them, or an
+                engine step, runs: the running call keeps its requests and returns all its results.
+        """
+        with self._busy.hold(f"LLM.{what}"):  # another call on this LLM
+            engine_busy = self.llm_engine.busy  # a step (or a beam search) driven by anyone else
+            if engine_busy.holder is not None:
+                raise engine_busy.busy_error(f"LLM.{what}")
+            yield
 
     def get_tokenizer(self) -> Any:
         """The tokenizer (Hugging Face ``PreTrainedTokenizerFast``), as vLLM's."""
@@ -129,7 +146,21 @@ class LLM:
                 checked before anything is queued, so after an error no prompt of this call is
                 queued (the engine is exactly as before). A Ctrl-C or error while running aborts
                 this call's requests and frees their blocks before propagating.
+            ReentrantCallError: called while another generate, chat or beam_search (or a step)
+                runs on this engine, e.g. from a tokenizer or a callback inside it; raised at once,
+                and the running call is left intact.
         """
+        with self._one_call("generate"):
+            return self._generate(prompts, sampling_params, use_tqdm, priority)
+
+    def _generate(
+        self,
+        prompts: Prompt | Sequence[Prompt],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None,
+        use_tqdm: bool,
+        priority: list[int] | None = None,
+    ) -> list[RequestOutput]:
+        """``generate`` once this call holds the LLM (``_one_call``)."""
         batch = _prompt_list(prompts)
         if sampling_params is None:
             sampling_params = SamplingParams()
@@ -190,7 +221,19 @@ class LLM:
         Raises:
             InvalidRequestError: a conversation is not a non-empty list of dicts with a str
                 ``role`` and a str ``content`` (``None`` included); nothing is queued then.
+            ReentrantCallError: as ``generate``.
         """
+        with self._one_call("chat"):
+            return self._chat(messages, sampling_params, use_tqdm, add_generation_prompt)
+
+    def _chat(
+        self,
+        messages: Conversation | list[Conversation],
+        sampling_params: SamplingParams | Sequence[SamplingParams] | None,
+        use_tqdm: bool,
+        add_generation_prompt: bool,
+    ) -> list[RequestOutput]:
+        """``chat`` once this call holds the LLM (``_one_call``)."""
         convs: object = messages
         if isinstance(messages, list) and messages and isinstance(messages[0], dict):
             convs = [messages]
@@ -205,7 +248,7 @@ class LLM:
         ids = [self.apply_chat_template(m, add_generation_prompt) for m in checked]
         # RequestOutput.prompt is the rendered conversation, as vLLM's chat() returns it.
         prompts: list[Prompt] = [{"prompt": self.llm_engine.tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
-        return self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
+        return self._generate(prompts, sampling_params, use_tqdm)
 
     def apply_chat_template(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
         """Token ids of a conversation under the tokenizer's chat template."""
@@ -222,7 +265,14 @@ class LLM:
             params: ``BeamSearchParams(beam_width, max_tokens)``.
         Returns:
             One ``BeamSearchOutput`` per prompt (``.sequences`` best first, with block accounting).
+        Raises:
+            ReentrantCallError: as ``generate``.
         """
+        with self._one_call("beam_search"):
+            return self._beam_search(prompts, params)
+
+    def _beam_search(self, prompts: Prompt | Sequence[Prompt], params: BeamSearchParams) -> list[BeamSearchOutput]:
+        """``beam_search`` once this call holds the LLM (``_one_call``)."""
         from pagedlab.engine.beam_search import beam_search
 
         if not isinstance(params, BeamSearchParams):

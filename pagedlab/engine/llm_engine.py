@@ -30,6 +30,8 @@ from pagedlab.config import (
     check_seed,
 )
 from pagedlab.engine.arg_utils import EngineArgs
+from pagedlab.engine.exclusive import OneAtATime
+from pagedlab.engine.history import History
 from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
@@ -113,25 +115,34 @@ def _try_reset_prefix_cache(kv: KVCacheManager) -> bool:
         return False
 
 
+#: How many ``StepStats`` an engine keeps (``engine.step_stats``), the most recent ones: about 20 MB
+#: with 32 running requests; more than any lab's run has steps.
+STEP_STATS_KEPT = 10_000
+#: How many finished ``Request`` objects an engine keeps (``engine.finished_requests``), the most recent.
+FINISHED_REQUESTS_KEPT = 1_000
+
 _StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
 
 
 def _all_or_nothing(step: _StepFn) -> _StepFn:
     """Wrap ``LLMEngine.step``: if it raises anything (a bug, ``KeyboardInterrupt``, OOM), the engine
     is reset to a consistent idle state by ``_recover_from_failed_step`` and the exception propagates
-    unchanged."""
+    unchanged. A step called while another runs (``self.busy``) raises ``ReentrantCallError`` at once."""
 
     @functools.wraps(step)
     def wrapper(self: LLMEngine, *args: Any, **kwargs: Any) -> list[RequestOutput]:
-        try:
-            return step(self, *args, **kwargs)
-        except ComponentError as e:
-            self._recover_from_failed_step()
-            self._fall_back(e)
-            raise
-        except BaseException:
-            self._recover_from_failed_step()
-            raise
+        # A step re-entered (from a hook inside this one) fails here, before the recovery below
+        # could abort the running step's requests.
+        with self.busy.hold("LLMEngine.step"):
+            try:
+                return step(self, *args, **kwargs)
+            except ComponentError as e:
+                self._recover_from_failed_step()
+                self._fall_back(e)
+                raise
+            except BaseException:
+                self._recover_from_failed_step()
+                raise
 
     return cast(_StepFn, wrapper)
 
@@ -341,6 +352,8 @@ class LLMEngine:
     def _init_request_state(self, seed: int, log_stats: bool) -> None:
         """Empty request bookkeeping, step history and metrics; the engine's RNG seeded with ``seed``."""
         self.generator = torch.Generator().manual_seed(seed)
+        # Held by step() and beam search: a second one, from a hook inside or another thread, fails at once.
+        self.busy = OneAtATime()
         # Output groups by the caller's request id, and by the id of each member Request (fork
         # children included): groups are tracked structurally, request ids are never parsed.
         self._groups: dict[str, _Group] = {}
@@ -350,8 +363,11 @@ class LLMEngine:
         # Output group of every member Request (fork children included), by the member's id.
         self._member_group: dict[str, _Group] = {}
         self._ids = itertools.count()
-        self.step_stats: list[StepStats] = []
-        self.finished_requests: list[Request] = []
+        # The last STEP_STATS_KEPT steps and FINISHED_REQUESTS_KEPT finished requests only: an engine
+        # serving for hours must not keep one record per step forever (``History``; assign a larger
+        # ``History(maxlen)`` to keep more).
+        self.step_stats: History[StepStats] = History(STEP_STATS_KEPT)
+        self.finished_requests: History[Request] = History(FINISHED_REQUESTS_KEPT)
         self.log_stats = log_stats
         self.stats = EngineStats()
         self._logprobs: dict[str, list[TokenLogprobs]] = {}
@@ -622,6 +638,9 @@ class LLMEngine:
         Returns:
             As vLLM v1: a ``RequestOutput`` for every request that made progress in this step, with
             its completions so far (cumulative); ``finished`` is True on its last one.
+        Raises:
+            ReentrantCallError: called while a step (or a beam search) runs on this engine, from a
+                hook inside it or another thread; at once, the running step is left intact.
         """
         t0 = time.perf_counter()
         self.current_step = self.scheduler.step_count

@@ -72,15 +72,20 @@ class PackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None) if pack else weight.detach()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` ``[..., in_features]`` fp32 -> ``[..., out_features]``."""
-        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return out
+        """``x`` ``[..., in_features]`` fp32 -> ``[..., out_features]``; 2-D ``x`` runs padded to
+        :func:`padded_rows` rows."""
+        t = x.shape[0]
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(_pad_rows(x), self.packed, None, "none", [], "")
+        return out[:t] if x.dim() == 2 else out
 
     def binary(self, x: torch.Tensor, other: torch.Tensor, op: str) -> torch.Tensor:
         """``(x @ weight.T) <op> other`` in one oneDNN call: ``op`` is ``"add"`` or ``"mul"``; ``other``
-        has the output's shape ``[..., out_features]``."""
-        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise.binary(x, other, self.packed, None, op)
-        return out
+        has the output's shape ``[..., out_features]``. Padded as ``forward``."""
+        t = x.shape[0]
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise.binary(
+            _pad_rows(x), _pad_rows(other), self.packed, None, op
+        )
+        return out[:t] if x.dim() == 2 else out
 
     def to_linear(self) -> nn.Linear:
         """A plain ``nn.Linear`` with the same weight (exact: the reorder only permutes)."""
@@ -91,6 +96,26 @@ class PackedLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, oneDNN packed"
+
+
+def padded_rows(t: int) -> int:
+    """``t`` rounded up to a multiple of ``2 ** (bit_length(t) - 4)``: exact below 16, then 8 sizes per
+    power of two (at most 1/8 more rows).
+
+    oneDNN compiles (and caches, ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``) one kernel per matrix shape. An
+    engine's steps have every row count from 1 to ``max_num_batched_tokens``; unpadded, each new count
+    compiled new kernels and the process grew by ~0.35 MB per new shape without bound in practice
+    (``benchmarks/soak.py``: ~0.6 MB per step). Padded, a 512-token budget has 56 shapes.
+    """
+    step = 1 << max(t.bit_length() - 4, 0)
+    return -(-t // step) * step
+
+
+def _pad_rows(x: torch.Tensor) -> torch.Tensor:
+    """A 2-D ``x`` with zero rows appended up to :func:`padded_rows`; anything else unchanged."""
+    if x.dim() != 2 or (pad := padded_rows(x.shape[0]) - x.shape[0]) == 0:
+        return x
+    return F.pad(x, (0, 0, 0, pad))
 
 
 def pack_linears(model: LlamaForCausalLM) -> bool:

@@ -165,7 +165,7 @@ class _EngineReplay:
         self.t_start = time.perf_counter()
         self.base = requests[0].arrival_time if requests else 0.0
         self.skipped = 0.0
-        self.n_done = len(engine.finished_requests)
+        self.n_done = engine.finished_requests.total
         self.pending = deque(range(len(requests)))
 
     def now(self) -> float:
@@ -213,8 +213,8 @@ class _EngineReplay:
                 swapped=st.swapped,
             )
         )
-        new = self.engine.finished_requests[self.n_done :]
-        self.n_done = len(self.engine.finished_requests)
+        new = self.engine.finished_requests.since(self.n_done)
+        self.n_done = self.engine.finished_requests.total
         for req in new:
             if req.token_times:
                 self.result.requests.append(make_records(req, t0=self.t_start - self.skipped))

@@ -14,6 +14,7 @@ from pagedlab.model.cpu_linear import (
     apply_rope_flipped,
     onednn_available,
     pack_linears,
+    padded_rows,
     single_threaded,
     unpack_linears,
 )
@@ -23,7 +24,7 @@ from tests.kernels.test_engine_triton import tiny_llama
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN")
 
 
-@pytest.mark.parametrize("shape", [(0, 64), (1, 64), (7, 64), (3, 5, 64)])
+@pytest.mark.parametrize("shape", [(0, 64), (1, 64), (7, 64), (17, 64), (100, 64), (3, 5, 64)])
 def test_packed_linear_computes_x_times_weight_transposed(shape: tuple[int, ...]) -> None:
     torch.manual_seed(0)
     w, x = torch.randn(40, 64), torch.randn(*shape)
@@ -36,6 +37,22 @@ def test_packed_linear_computes_x_times_weight_transposed(shape: tuple[int, ...]
     shared = PackedLinear(w, pack=False)
     assert shared.packed.data_ptr() == w.data_ptr()  # no copy
     torch.testing.assert_close(shared(x), y, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_are_padded_to_few_shapes_and_the_padding_never_shows() -> None:
+    """oneDNN compiles a kernel per shape: an engine's steps run 1..budget rows, padded to few sizes
+    (issue 26: unpadded, the process grew by ~0.35 MB per new row count)."""
+    sizes = [padded_rows(t) for t in range(1, 513)]
+    assert all(t <= p <= t + max(t // 8, 0) for t, p in zip(range(1, 513), sizes))
+    assert sizes[:16] == list(range(1, 17)) and len(set(sizes)) == 56
+    torch.manual_seed(0)
+    w, x, other = torch.randn(40, 64), torch.randn(33, 64), torch.randn(33, 40)
+    lin = PackedLinear(w)
+    ref = x.double().matmul(w.double().t())
+    torch.testing.assert_close(lin(x), ref.float(), rtol=1e-5, atol=1e-5)
+    y = lin.binary(x, other, "add")
+    assert y.shape == (33, 40)
+    torch.testing.assert_close(y, (ref + other.double()).float(), rtol=1e-5, atol=1e-5)
 
 
 def test_packed_linear_rejects_what_it_cannot_pack() -> None:

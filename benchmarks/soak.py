@@ -1,0 +1,204 @@
+"""Soak: random requests and random aborts on one engine for ``--minutes``; does the memory stay flat?
+
+Keeps a random number of requests in flight on one ``LLMEngine`` (the bundled SmolLM2): random
+prompt lengths (some sharing a prefix, for the prefix cache), random sampling parameters (greedy or
+sampled, ``n`` of 1-2, stop strings, log-probabilities, seeds, ``max_tokens``), and aborts a random
+one now and then. Samples the process's RSS every ``--every`` seconds and reports RSS at the start
+(after a warm-up), after one minute, at the end, and the growth after the first minute in MB/min
+(end minus the 1-minute value, and a least-squares slope) and MB per 1,000 steps (a busy machine
+runs fewer steps per minute). Writes ``benchmarks/results/soak.json`` (``--out``).
+
+  make soak                                    # 30 minutes (SOAK_ARGS='--minutes 10' to change)
+  .venv/bin/python benchmarks/soak.py --minutes 10 --threads 2
+
+Native allocations are steered by the environment, recorded in the result:
+``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` (oneDNN's cache of compiled kernels, one per matrix shape; default
+1024) and ``MALLOC_ARENA_MAX`` (glibc malloc arenas). ``--tracemalloc`` lists the Python allocations
+that grew between the 1-minute mark and the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from pagedlab import LLMEngine, SamplingParams
+from pagedlab.engine.arg_utils import EngineArgs
+
+HERE = Path(__file__).resolve().parent
+ENV_KEYS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+
+
+def random_params(rng: random.Random) -> SamplingParams:
+    greedy = rng.random() < 0.5
+    return SamplingParams(
+        temperature=0.0 if greedy else 0.8,
+        top_p=1.0 if greedy else rng.choice([1.0, 0.9]),
+        max_tokens=rng.randint(1, 48),
+        n=1 if rng.random() < 0.8 else 2,
+        stop=["\n\n"] if rng.random() < 0.3 else None,
+        logprobs=rng.choice([None, None, None, 2]),
+        seed=rng.randint(0, 2**31) if rng.random() < 0.2 else None,
+        ignore_eos=rng.random() < 0.5,
+    )
+
+
+def random_prompt(rng: random.Random, prefix: list[int], vocab: int) -> list[int]:
+    tail = [rng.randrange(100, vocab) for _ in range(rng.randint(4, 200))]
+    return (prefix[: rng.randint(16, len(prefix))] + tail) if rng.random() < 0.4 else tail
+
+
+class Soak:
+    """The load: keeps ``target`` requests in flight (re-drawn now and then), aborts one at random."""
+
+    def __init__(self, engine: LLMEngine, seed: int) -> None:
+        self.engine, self.rng = engine, random.Random(seed)
+        self.vocab = engine.model_config.vocab_size
+        self.prefix = [self.rng.randrange(100, self.vocab) for _ in range(96)]
+        self.live: set[str] = set()
+        self.target = 8
+        self.steps = self.submitted = self.aborted = self.finished = 0
+
+    def step(self) -> None:
+        rng, eng = self.rng, self.engine
+        if rng.random() < 0.01:
+            self.target = rng.randint(1, 24)
+        while len(self.live) < self.target:
+            rid = f"soak-{self.submitted}"
+            eng.add_request(rid, {"prompt_token_ids": random_prompt(rng, self.prefix, self.vocab)}, random_params(rng))
+            self.live.add(rid)
+            self.submitted += 1
+        if self.live and rng.random() < 0.05:
+            victim = rng.choice(sorted(self.live))
+            eng.abort_request(victim)
+            self.live.discard(victim)
+            self.aborted += 1
+        for out in eng.step():
+            if out.finished:
+                self.live.discard(out.request_id)
+                self.finished += 1
+        self.steps += 1
+
+
+def rss_mb() -> float:
+    return float(psutil.Process().memory_info().rss) / 2**20
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(x, y)`` points (0 for fewer than two)."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mx, my = sum(p[0] for p in points) / n, sum(p[1] for p in points) / n
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
+
+
+def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
+    engine = LLMEngine.from_engine_args(EngineArgs(max_model_len=512, num_gpu_blocks_override=256, seed=seed))
+    soak = Soak(engine, seed)
+    for _ in range(20):  # warm-up: the first steps build the kernels and the allocator's pools
+        soak.step()
+    t0, samples = time.monotonic(), []
+    next_sample, snap1 = 0.0, None
+
+    def sample(t: float) -> None:
+        row = dict(
+            t_min=round(t / 60, 3),
+            rss_mb=round(rss_mb(), 1),
+            steps=soak.steps,
+            submitted=soak.submitted,
+            aborted=soak.aborted,
+            step_stats=len(engine.step_stats),
+            finished_requests=len(engine.finished_requests),
+        )
+        samples.append(row)
+        print(json.dumps(row), flush=True)
+
+    while (t := time.monotonic() - t0) < minutes * 60:
+        if t >= next_sample:
+            sample(t)
+            next_sample += every
+            if trace and snap1 is None and t >= 60:
+                snap1 = tracemalloc.take_snapshot()
+        soak.step()
+    sample(time.monotonic() - t0)
+    while engine.has_unfinished_requests():  # drain: the engine itself must end clean
+        engine.step()
+    kv = engine.kv_cache_manager
+    return summarize(samples, minutes, trace_top(snap1) if trace else None) | dict(
+        seed=seed,
+        env={k: os.environ.get(k) for k in ENV_KEYS},
+        threads=__import__("torch").get_num_threads(),
+        blocks_free_at_end=f"{kv.num_free_blocks}/{kv.num_gpu_blocks}",
+        requests={"submitted": soak.submitted, "aborted": soak.aborted, "finished": soak.finished},
+    )
+
+
+def summarize(samples: list[dict[str, Any]], minutes: float, top: list[str] | None) -> dict[str, Any]:
+    """RSS at start / 1 min / end and the growth after the first minute."""
+    start, end = samples[0], samples[-1]
+    after = [s for s in samples if s["t_min"] >= 1.0] or [end]
+    one = after[0]
+    span_min = max(end["t_min"] - one["t_min"], 1e-9)
+    steps = max(end["steps"] - one["steps"], 1)
+    return dict(
+        minutes=round(end["t_min"], 2),
+        rss_start_mb=start["rss_mb"],
+        rss_1min_mb=one["rss_mb"],
+        rss_end_mb=end["rss_mb"],
+        mb_per_min_after_1min=round((end["rss_mb"] - one["rss_mb"]) / span_min, 2),
+        mb_per_min_fit=round(slope([(s["t_min"], s["rss_mb"]) for s in after]), 2),
+        mb_per_1000_steps=round(1000 * (end["rss_mb"] - one["rss_mb"]) / steps, 2),
+        steps_per_min=round((end["steps"] - start["steps"]) / max(end["t_min"], 1e-9), 1),
+        tracemalloc_top=top,
+        samples=samples,
+    )
+
+
+def trace_top(before: Any) -> list[str]:
+    if before is None:
+        return ["(the run ended before the 1-minute snapshot)"]
+    diff = tracemalloc.take_snapshot().compare_to(before, "lineno")
+    return [str(d) for d in diff[:10]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=30.0, help="how long to run (default 30)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--every", type=float, default=15.0, help="seconds between RSS samples (default 15)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--tracemalloc", action="store_true", help="list Python allocations grown after 1 minute")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "soak.json")
+    args = ap.parse_args()
+    if args.minutes <= 0 or args.every <= 0:
+        ap.error("--minutes and --every must be > 0")
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    if args.tracemalloc:
+        tracemalloc.start(10)
+    result = run(args.minutes, args.seed, args.every, args.tracemalloc)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    keys = ("minutes", "rss_start_mb", "rss_1min_mb", "rss_end_mb", "mb_per_min_after_1min", "mb_per_min_fit")
+    print("soak: " + ", ".join(f"{k}={result[k]}" for k in keys + ("mb_per_1000_steps", "steps_per_min")))
+    for line in result["tracemalloc_top"] or []:
+        print("  " + line)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
