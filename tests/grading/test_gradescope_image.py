@@ -127,8 +127,11 @@ def test_the_autograder_image_builds_and_grades(tmp_path: Path) -> None:
     bundle = build_bundle(
         tmp_path / "autograder.zip", e2e=E2EOptions(points=1.0), timeout=420, reference_earns_points=True
     )
-    with zipfile.ZipFile(bundle) as zf:
+    with zipfile.ZipFile(bundle) as zf:  # as unzip does: with the files' modes (run_autograder is executable)
         zf.extractall(root / "source")
+        for info in zf.infolist():
+            if info.external_attr >> 16:
+                (root / "source" / info.filename).chmod((info.external_attr >> 16) & 0o777)
     (root / CACHE_NAME).mkdir()
     shutil.copy2(model_path(), root / CACHE_NAME / model_path().name)
     env = _env(root)
