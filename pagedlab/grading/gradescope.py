@@ -35,6 +35,7 @@ import os
 import sys
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -162,6 +163,7 @@ def build_bundle(
     memory_mb: int = 4096,
     e2e: E2EOptions | None = None,
     reference_earns_points: bool = True,
+    points: Mapping[str, float] | None = None,
 ) -> Path:
     """Write the Gradescope autograder zip (see the module docstring); return its path.
 
@@ -175,6 +177,8 @@ def build_bundle(
             seed per submission, 0 points).
         reference_earns_points: an exercise handed in as the kit's own implementation earns its points
             (the default; False: 0 points). Flagged either way.
+        points: exercise id -> points (``--points``, :func:`pagedlab.grading.points.parse_points`); the
+            others keep the registry's (1).
 
     Raises:
         BundleError: a bad option, a missing folder, or no kit source tree.
@@ -202,6 +206,7 @@ def build_bundle(
         "memory_mb": memory_mb,
         "e2e": asdict(e2e),
         "reference_earns_points": reference_earns_points,
+        "points": {eid: float(p) for eid, p in (points or {}).items()},
         "pagedlab": __version__,
     }
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -224,21 +229,23 @@ def _config(source: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _failure_results(message: str, exercises: list[str]) -> dict[str, Any]:
-    """A valid results.json giving 0 for every exercise, with ``message`` for the learner."""
+def _failure_results(message: str, exercises: list[str], points: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """A valid results.json giving 0 for every exercise (worth ``points``, else the registry's), with
+    ``message`` for the learner."""
     from pagedlab.grading import registry
+    from pagedlab.grading.points import points_of
 
     tests = []
     for eid in exercises:
         try:
-            points = registry.get(eid).points
+            worth = points_of(eid, points)
         except registry.UnknownExerciseError:
             continue
         tests.append(
             {
                 "name": eid,
                 "score": 0.0,
-                "max_score": points,
+                "max_score": worth,
                 "status": "failed",
                 "output": message,
                 "visibility": "visible",
@@ -337,6 +344,7 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
             e2e=opts,
             e2e_plan=stored,
             reference_earns_points=bool(config.get("reference_earns_points", True)),
+            points=config.get("points") or None,
         )
     data = report.gradescope_dict(results[0])
     if opts.enabled:
@@ -365,11 +373,15 @@ def run(root: Any | None = None) -> Path:
         data = _grade_submission(base, config, exercises)
     except Exception as e:  # noqa: BLE001 - Gradescope must get a results.json in every case
         data = _failure_results(
-            f"the autograder failed ({type(e).__name__}: {e}); please tell the instructor", exercises
+            f"the autograder failed ({type(e).__name__}: {e}); please tell the instructor",
+            exercises,
+            config.get("points") or None,
         )
+    from pagedlab.grading.report import write_text_atomic
+
     out = base / "results" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_text_atomic(out, json.dumps(data, indent=1, ensure_ascii=False))  # escaped, never half-written
     return out
 
 
@@ -412,6 +424,7 @@ def validate_results(data: Any) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
     from pagedlab.grading.grade import add_e2e_arguments, add_limit_arguments, add_reference_argument
+    from pagedlab.grading.points import add_points_argument
 
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
@@ -423,6 +436,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exercise ids graded (default: every exercise of the course)",
     )
     add_limit_arguments(parser, 300.0, 4096, "submission")
+    add_points_argument(parser)
     add_e2e_arguments(parser)
     add_reference_argument(parser)
 
@@ -431,6 +445,7 @@ def main(args: argparse.Namespace) -> int:
     """Build the zip; print where it is."""
     from pagedlab.grading import registry
     from pagedlab.grading.grade import GradeError, e2e_options
+    from pagedlab.grading.points import PointsError, parse_points
 
     try:
         e2e = e2e_options(args)
@@ -445,8 +460,9 @@ def main(args: argparse.Namespace) -> int:
             args.memory,
             e2e,
             args.reference_earns_points == "yes",
+            parse_points(args.points),
         )
-    except registry.UnknownExerciseError as e:
+    except (registry.UnknownExerciseError, PointsError) as e:
         raise BundleError(str(e)) from e
     print(f"wrote {out}: upload it as the assignment's autograder on Gradescope")
     return 0

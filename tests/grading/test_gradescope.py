@@ -245,3 +245,38 @@ def test_a_failing_autograder_still_writes_valid_results(tmp_path: Path) -> None
     assert [t["name"] for t in data["tests"]] == EXERCISES and sum(t["max_score"] for t in data["tests"]) == 2.0
     assert data["output"].startswith("the autograder failed (GradeError: --timeout must be > 0")
     assert all(t["output"] == data["output"] for t in data["tests"])
+
+
+def test_per_exercise_points_reach_the_bundle_and_every_results_json(tmp_path: Path) -> None:
+    """``--points`` in the bundle: its config holds them, a graded submission's tests sum to them (the right
+    answer earns all of its exercise's points, the wrong one none), and so does a failed run's results.json."""
+    from pagedlab.grading.gradescope import CONFIG_NAME, run
+    from pagedlab.grading.points import parse_points
+
+    points = parse_points(["02.free_queue=3,02.slot_mapping=2.5"])
+    zpath = build_bundle(tmp_path / "pts.zip", None, EXERCISES, timeout=60, memory_mb=1024, points=points)
+    with zipfile.ZipFile(zpath) as zf:
+        assert json.loads(zf.read(CONFIG_NAME))["points"] == {"02.free_queue": 3.0, "02.slot_mapping": 2.5}
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(zpath) as zf:
+        zf.extractall(root / "source")
+    (root / "submission").mkdir()
+    write_notebook(root / "submission" / "lab.ipynb", [SLOT])  # slot mapping right, no free queue
+    env = dict(os.environ, PAGEDLAB_AUTOGRADER_ROOT=str(root), PAGEDLAB_AUTOGRADER_PYTHON=sys.executable)
+    proc = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert validate_results(data) == [], data
+    worth: dict[str, float] = {}
+    for t in data["tests"]:
+        eid = next((e for e in EXERCISES if t["name"].startswith(e)), None)
+        if eid is not None:
+            worth[eid] = worth.get(eid, 0.0) + t["max_score"]
+    assert worth == pytest.approx({"02.free_queue": 3.0, "02.slot_mapping": 2.5}), data["tests"]
+    assert data["score"] == pytest.approx(2.5), data["tests"]
+
+    cfg = json.loads((root / "source" / CONFIG_NAME).read_text())
+    (root / "source" / CONFIG_NAME).write_text(json.dumps({**cfg, "timeout": -1}))
+    failed = json.loads(run(root).read_text())
+    assert validate_results(failed) == [] and failed["score"] == 0
+    assert {t["name"]: t["max_score"] for t in failed["tests"]} == {"02.free_queue": 3.0, "02.slot_mapping": 2.5}
