@@ -152,7 +152,8 @@ def _build(compiler: str) -> tuple[ctypes.CDLL | None, str, list[str]]:
     """Find a library that may be loaded (:mod:`pagedlab.kernels.trust`) or build one, and load it:
     ``(library, "", refused)`` or ``(None, why, refused)``; ``refused`` says why each library found was not
     loaded (a rebuilt library then replaces it, or a new one is built in the next folder)."""
-    errors, refused = [], []
+    errors: list[str] = []
+    refused: list[str] = []
     for flags in _flag_sets():
         try:
             paths = [library_path(compiler, flags, d) for d in library_dirs()]
@@ -235,7 +236,9 @@ def load() -> ctypes.CDLL | None:
     if "lib" not in _state:
         with _lock:
             if "lib" not in _state:
-                lib, why, refused = None, "", []
+                lib: ctypes.CDLL | None = None
+                why = ""
+                refused: list[str] = []
                 if os.environ.get(ENV_NATIVE, "1").strip() == "0":
                     why = f"turned off by {ENV_NATIVE}=0"
                 elif (compiler := _compiler()) is None:
