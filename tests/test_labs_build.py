@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from pagedlab.grading import labs_build as lb
+from pagedlab.grading import labs_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -240,8 +241,8 @@ def test_unbalanced_markers_are_errors(kit, source):
 
 def _cli(*argv):
     parser = argparse.ArgumentParser()
-    lb.add_arguments(parser)
-    return lb.main(parser.parse_args(list(argv)))
+    labs_cli.add_arguments(parser)
+    return labs_cli.main(parser.parse_args(list(argv)))
 
 
 def test_cli_build_and_check(kit, capsys):

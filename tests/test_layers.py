@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "inputs": 0,  # prompt types (TextPrompt, TokensPrompt), next to sampling_params
     "data": 0,  # paths of the bundled data files; imports only errors
     "paths": 0,  # the cache directory (model, built C kernels); standard library only
+    "vllm_version": 0,  # the one place naming the vLLM the kit follows (constants only)
     "core": 1,
     "sched": 2,
     "kernels": 3,
@@ -38,6 +39,7 @@ LAYERS: dict[str, int] = {
     "sim": 6,
     "viz": 6,
     "analysis": 6,
+    "twin": 6,  # the kit and real vLLM on one workload: uses the engine, like sim
     "demo": 7,
     "doctor": 7,
     "colab": 7,  # colab: notebook setup (model fetch), like doctor

@@ -21,11 +21,9 @@ exits 1 listing every lab that is missing, stale or changed.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -418,104 +416,3 @@ def check(solutions_dir: Path, labs_dir: Path, names: Sequence[str] | None = Non
 
 
 # --------------------------------------------------------------------------------- CLI
-def _default_dir(name: str) -> Path:
-    here = Path.cwd() / name
-    if here.is_dir():
-        return here
-    repo = Path(__file__).resolve().parents[2] / name  # editable install: the checkout
-    return repo if repo.is_dir() else here
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``labs build`` and ``labs check`` sub-commands."""
-    sub = parser.add_subparsers(dest="labs_command", metavar="{build,check,copy}", required=True)
-    cp = sub.add_parser(
-        "copy",
-        help="copy the learner notebooks shipped with the kit into a folder (never "
-        "overwrites an edited one without --force)",
-    )
-    cp.add_argument("dest", type=Path, help="folder to copy the labs into (created if missing)")
-    cp.add_argument("--force", action="store_true", help="also overwrite labs that were edited or run since copied")
-    for name, helptext in (
-        ("build", "regenerate labs/ from solutions/ (never overwrites a changed lab without --force)"),
-        ("check", "exit 1 if labs/ is out of date with solutions/"),
-    ):
-        p = sub.add_parser(name, help=helptext, description=helptext)
-        p.add_argument("notebooks", nargs="*", help="only these notebooks (names in solutions/)")
-        p.add_argument("--solutions", type=Path, default=None, help="source folder (default: ./solutions)")
-        p.add_argument("--labs", "--out", dest="labs", type=Path, default=None, help="output folder (default: ./labs)")
-        if name == "build":
-            p.add_argument(
-                "--format",
-                choices=("labs", "nbgrader", "otter"),
-                default="labs",
-                help="labs: learner notebooks (default); nbgrader: a source assignment for `nbgrader "
-                "generate_assignment` (--out COURSE/source/ASSIGNMENT); otter: master notebooks for `otter assign`",
-            )
-            from pagedlab.grading.points import add_points_argument
-
-            add_points_argument(p)
-            p.add_argument(
-                "--force",
-                action="store_true",
-                help="also overwrite labs that were edited or run since they were generated",
-            )
-
-
-def _line(st: LabStatus) -> str:
-    what = st.action or st.state
-    return f"  {st.name:<40} {what}" + (f": {st.detail}" if st.detail and st.state != "up-to-date" else "")
-
-
-def _report_kept(results: list[LabStatus]) -> int:
-    """Print the warning for labs kept because they were changed; 1 if there were any."""
-    kept = [st for st in results if st.action == "kept"]
-    if kept:
-        print(
-            f"{len(kept)} lab(s) changed since they were generated were NOT overwritten; "
-            "rename them to keep your work, or rerun with --force to replace them.",
-            file=sys.stderr,
-        )
-    return 1 if kept else 0
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.labs_command == "copy":
-        results = copy_labs(args.dest, force=args.force)
-        print(f"pagedlab labs copy: -> {args.dest}")
-        for st in results:
-            print(_line(st))
-        status = _report_kept(results)
-        print(f"next: pagedlab fetch-model (once), then jupyter lab {args.dest}")
-        return status
-    solutions = args.solutions or _default_dir("solutions")
-    fmt = getattr(args, "format", "labs")
-    if fmt != "labs" and args.labs is None:
-        raise LabsBuildError(
-            f"--format {fmt} needs --out DIR"
-            + (" (nbgrader: COURSE/source/ASSIGNMENT)" if fmt == "nbgrader" else " (a folder for the master notebooks)")
-        )
-    labs = args.labs or _default_dir("labs")
-    if not solutions.is_dir():
-        raise LabsBuildError(f"no solutions folder at {solutions}; run from the kit's root or pass --solutions")
-    if args.labs_command == "build":
-        from pagedlab.grading import formats
-        from pagedlab.grading.points import parse_points
-
-        generate = formats.generator(fmt, parse_points(args.points))
-        results = build(solutions, labs, force=args.force, names=args.notebooks, generate=generate)
-        print(f"pagedlab labs build{'' if fmt == 'labs' else ' --format ' + fmt}: {solutions} -> {labs}")
-        for st in results:
-            print(_line(st))
-        kept = _report_kept(results)
-        return 1 if kept or any(st.state == "error" for st in results) else 0
-    results = check(solutions, labs, names=args.notebooks)
-    bad = [st for st in results if st.state != "up-to-date"]
-    if not bad:
-        print(f"pagedlab labs check: {len(results)} lab(s) up to date with {solutions}")
-        return 0
-    print(f"pagedlab labs check: {len(bad)} of {len(results)} lab(s) out of date with {solutions}:")
-    for st in bad:
-        print(_line(st))
-    print("fix: run `pagedlab labs build` (add --force to replace changed labs)")
-    return 1
