@@ -149,3 +149,19 @@ def test_readme_puts_the_two_commands_first():
     quick = text.index("## Quick start")
     assert text.index("make lab", quick) < text.index("## ", quick + 5)
     assert text.index("make test", quick) < text.index("## ", quick + 5)
+
+
+def test_every_subpackage_is_listed_for_the_wheel():
+    """A subpackage missing from pyproject's ``packages`` installs nowhere but the checkout (the Gradescope
+    image's `pip install ./kit` failed with "No module named 'pagedlab.parts'")."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(p.parent.relative_to(root).parts)
+        for p in (root / "pagedlab").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert found <= listed, sorted(found - listed)

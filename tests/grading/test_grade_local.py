@@ -118,8 +118,11 @@ def test_patching_the_kits_helpers_of_the_local_drivers_is_flagged(graded):
     assert "assigns to the kit's objects (_l.probe_tile = ...)" in flags
     assert "pagedlab.grading.exercises.lab08_triton.decode_with_tile_loader" in flags  # the audit
     # The documented limit (instructor guide, section 7): in its own process the stub's code shaped its own
-    # observations (as a copy of the reference would); the flags are the instructor's cue.
-    assert tile.score == tile.max_score
+    # observations (as a copy of the reference would); the flags are the instructor's cue. Only the test that
+    # reads the helper's source (issue 23: what a GPU would show) still sees the stub.
+    by_status = {o.status for o in tile.outcomes if not o.passed}
+    assert by_status == {"not_implemented"} and sum(not o.passed for o in tile.outcomes) == 1, tile.outcomes
+    assert 0 < tile.score < tile.max_score
     assert r.exercises["02.free_queue"].score == 1.0
 
 
