@@ -29,7 +29,9 @@ def test_a_wrong_number_of_returned_values_is_named(returned: str, why: str) -> 
     fn = registry.snippet_object(EID, variant(EID, ("return tile, mask", returned)))
     res = check(fn, EID, show=False)
     text = res.text()
-    assert not res.passed and res.num_passed == 0, text
+    # every test that runs the helper fails; only the one reading its source (no run) may pass
+    ran = [o for o in res.outcomes if not o.title.startswith("what only a GPU would show")]
+    assert not res.passed and ran and not any(o.passed for o in ran), text
     assert "triton_load_kv_tile must return two values, (tile, mask)" in text, text
     assert why in text, text  # the original error stays visible
     assert "line 1104" not in text and "enumerate(slices)" not in text, text
