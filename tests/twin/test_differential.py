@@ -15,7 +15,7 @@ NAMES = [w.name for w in W.named()]
 
 @pytest.fixture(scope="session")
 def twin_results() -> dict[str, tuple[Trace, Trace]]:
-    batch = [*W.named(), W.parallel_sampling()]
+    batch = list(W.named())  # n > 1 greedy: refused by vLLM 0.32 (docs/vllm_differences.md)
     return {w.name: (k, v) for w, (k, v, _) in zip(batch, compare(batch))}
 
 
@@ -48,14 +48,6 @@ def test_the_workloads_exercise_what_they_are_named_for(twin_results: dict[str, 
     aborted = vllm("abort_mid_run")
     assert aborted.finish_reasons["a0"] == ["abort"] and aborted.finish_reasons["a2"] == ["abort"]
     assert 0 < len(aborted.tokens["a0"][0]) < 20
-
-
-def test_n_greater_than_one_gives_the_same_completions(twin_results: dict[str, tuple[Trace, Trace]]) -> None:
-    """n=2: vLLM v1 fans out into two child requests sharing the prompt through the prefix cache; the kit
-    forks copy-on-write (vLLM v0). The schedules differ by design; the completions must not."""
-    kit, vllm = twin_results["n_equals_2"]
-    assert all(len(c) == 2 for c in vllm.tokens.values())
-    assert diff(kit, vllm, schedule=False) is None
 
 
 def test_stop_is_checked_before_length() -> None:
