@@ -168,17 +168,27 @@ def steps_from_token_times(token_times: list[list[float]], prompt_lens: list[int
     return steps
 
 
-def run_pagedlab(prompts: list[list[int]], budgets: list[int], num_gpu_blocks: int) -> dict[str, Any]:
-    """Serve the workload with ``pagedlab.LLM``; records every pure decode step's batch and contexts."""
+def run_pagedlab(
+    prompts: list[list[int]], budgets: list[int], num_gpu_blocks: int, engine: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Serve the workload with ``pagedlab.LLM``; records every pure decode step's batch and contexts.
+
+    ``engine``: the ``LLM`` keywords instead of this benchmark's (bench_vllm.py passes vLLM's settings).
+    """
     from pagedlab import LLM, SamplingParams
     from pagedlab.sampling_params import RequestOutputKind
 
     # Prefix caching off: HF has none, and the comparison is of the engines' forward passes and batching.
     llm = LLM(
-        num_gpu_blocks=num_gpu_blocks,
-        max_num_seqs=64 if len(prompts) > 32 else 32,
-        max_num_batched_tokens=512,
-        enable_prefix_caching=False,
+        **(
+            engine
+            or dict(
+                num_gpu_blocks=num_gpu_blocks,
+                max_num_seqs=64 if len(prompts) > 32 else 32,
+                max_num_batched_tokens=512,
+                enable_prefix_caching=False,
+            )
+        )
     )
     eng = llm.llm_engine
     runner = eng.model_runner
@@ -205,6 +215,7 @@ def run_pagedlab(prompts: list[list[int]], budgets: list[int], num_gpu_blocks: i
     return {
         "wall_s": wall,
         "tokens": sum(len(o.outputs[0].token_ids) for o in outs),
+        "token_ids": [list(o.outputs[0].token_ids) for o in outs],
         "ttft": [o.pagedlab_metrics.ttft for o in outs],
         "tpot": [o.pagedlab_metrics.tpot for o in outs if o.pagedlab_metrics.tpot],
         "decode_steps": steps,
@@ -313,6 +324,7 @@ def run_mode(mode: str, name: str, scale: int, max_out: int) -> dict[str, Any]:
     else:
         raise SystemExit(f"unknown mode {mode}")
     ttft, tpot = r.pop("ttft"), r.pop("tpot")
+    r.pop("token_ids", None)
     return {
         "mode": mode,
         "workload": name,

