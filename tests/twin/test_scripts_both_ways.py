@@ -73,6 +73,16 @@ def _prefix_caching_metrics(kit: str, real: str) -> None:
         assert k[2]["metrics"][name] == r[2]["metrics"][name], name
 
 
+def _metrics(kit: str, real: str) -> None:
+    # temperature 0.8 without a seed, as basic.py: the prompts and completions count; then the counters that do
+    # not depend on what was sampled (vLLM prints more metrics than the kit: only these are compared)
+    assert _lines(kit, "Prompt:") == _lines(real, "Prompt:") and len(_lines(kit, "Prompt:")) == 4
+    assert len(_lines(kit, "Generated text:")) == len(_lines(real, "Generated text:")) == 4
+    for name in ("vllm:prompt_tokens (counter)", "vllm:request_success (counter)"):
+        mine, theirs = _lines(kit, name), _lines(real, name)
+        assert len(mine) == 1 and mine == theirs, (name, mine, theirs)
+
+
 def _readme_answer(kit: str, real: str) -> None:
     # the chat answer (greedy, 32 tokens) is the first line; then one line per metric, whose set differs
     assert kit.splitlines()[0] == real.splitlines()[0]
@@ -95,6 +105,7 @@ SCRIPTS: dict[str, tuple[Path | None, list[str], Callable[[str, str], None]]] = 
     "upstream generate.py": (UPSTREAM / "basic" / "generate.py", CLI_ARGS, _same_stdout),
     "upstream chat.py": (UPSTREAM / "basic" / "chat.py", CLI_ARGS, _same_stdout),
     "upstream automatic_prefix_caching.py": (UPSTREAM / "automatic_prefix_caching.py", [], _without_timings),
+    "upstream metrics.py": (UPSTREAM / "metrics.py", [], _metrics),
     "kit generate_cli.py": (KIT / "generate_cli.py", CLI_ARGS, _same_stdout),
     "kit chat_batch.py": (KIT / "chat_batch.py", [], _same_stdout),
     "kit prefix_caching_metrics.py": (KIT / "prefix_caching_metrics.py", [], _prefix_caching_metrics),
