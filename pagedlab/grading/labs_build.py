@@ -149,6 +149,13 @@ def fingerprint(nb: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _link_pages(markdown: str) -> str:
+    """``markdown`` with its links to a ``LAB_PAGES`` source pointed at the copy beside the labs."""
+    for name, source in LAB_PAGES.items():
+        markdown = markdown.replace(f"](../{source}", f"]({name}")
+    return markdown
+
+
 def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) -> dict[str, Any] | None:
     """The lab's version of solution cell number ``index``, or None when the lab drops it.
 
@@ -168,8 +175,7 @@ def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) 
     if BEGIN_SOLUTION in text or END_SOLUTION in text:
         text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
     if ctype == "markdown":
-        for name, source in LAB_PAGES.items():
-            text = text.replace(f"](../{source}", f"]({name}")
+        text = _link_pages(text)
     new: dict[str, Any] = {
         "cell_type": ctype,
         "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
@@ -387,6 +393,18 @@ def build(
     return results
 
 
+def _copy_pages(src: Path, dest: Path) -> None:
+    """The pages the notebooks link to (``LAB_PAGES``), from ``src`` into ``dest``: always the shipped text."""
+    for name in LAB_PAGES:
+        if (src / name).is_file():
+            try:
+                (dest / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
+            except OSError as e:
+                raise LabsBuildError(
+                    f"cannot write {dest / name}: {e.strerror or e}; choose a folder you can write"
+                ) from e
+
+
 def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> list[LabStatus]:
     """Copy the kit's learner notebooks (``labs/*.ipynb``, shipped in the wheel) into folder ``dest``.
 
@@ -430,12 +448,7 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
         results.append(st)
     if not results:
         raise LabsBuildError(f"no lab notebooks in {src}; reinstall pagedlab")
-    for name in LAB_PAGES:  # the pages the notebooks link to (a reference: always the shipped text)
-        if (src / name).is_file():
-            try:
-                (dest / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
-            except OSError as e:
-                raise LabsBuildError(f"cannot write {dest / name}: {e.strerror or e}; choose a folder you can write") from e
+    _copy_pages(src, dest)
     return results
 
 
