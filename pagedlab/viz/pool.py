@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pagedlab.viz._svg import COLORS, attrs, esc, legend, owner_color, svg_doc, text
+from pagedlab.viz._svg import COLORS, attrs, esc, legend, owner_color, svg_doc, text, text_width
 
 
 def block_state(block: dict[str, Any]) -> str:
@@ -243,8 +243,9 @@ def _pool_heading(
     num_pairs: int,
     pad: float,
     num_gone: int = 0,
-) -> tuple[str, list[str]]:
-    """The title and summary line; ``num_gone``: copies whose source was freed later in the step."""
+) -> tuple[str, list[str], float]:
+    """The title, its two lines and the width they need; ``num_gone``: copies whose source was freed
+    later in the step."""
     used = states["used"] + states["shared"]
     heading = title or f"Block pool - step {snapshot.get('step', 0)}"
     summary = (
@@ -253,10 +254,15 @@ def _pool_heading(
         + (f"  ·  {num_pairs} CoW copies" if num_pairs else "")
         + (f"  ·  {num_gone} CoW from a block freed later this step" if num_gone else "")
     )
-    return heading, [
-        text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
-        text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary"),
-    ]
+    need = 2 * pad + max(text_width(heading, 14, bold=True), text_width(summary, 11))
+    return (
+        heading,
+        [
+            text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+            text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary"),
+        ],
+        need,
+    )
 
 
 _ARROW_DEFS = (
@@ -325,7 +331,8 @@ def render_block_pool(
     if cpu:
         cpu_parts, y = _cpu_blocks(cpu, grid, y)
         body += cpu_parts
-    heading, head = _pool_heading(snapshot, title, states, n, len(pairs), grid.pad, len(all_pairs) - len(pairs))
+    heading, head, head_w = _pool_heading(snapshot, title, states, n, len(pairs), grid.pad, len(all_pairs) - len(pairs))
+    width = max(width, head_w)
     if show_legend:
         lg, h = _pool_legend(owners_seen, bool(pairs), grid.pad, y + 8, width - 2 * grid.pad)
         body += lg
