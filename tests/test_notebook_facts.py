@@ -4,9 +4,11 @@ lab's own code does."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from pagedlab.analysis.self_checks import SELF_CHECKS
 from pagedlab.grading import registry
@@ -64,3 +66,38 @@ def test_lab09_self_check_does_not_claim_a_one_line_port():
     answer = _answer("09", "What changes to run a pagedlab.LLM script on vllm.LLM?")
     assert answer != "one line (the import)"
     assert "extensions" in answer  # num_gpu_blocks, trace=True ... have no vLLM counterpart
+
+
+def _steps(*rows):
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(scheduled=list(sched), step_time=t) for sched, t in rows]
+
+
+def test_lab04_latency_anatomy_counts_the_decodes_that_waited_for_a_prefill():
+    from pagedlab.analysis.lab04 import latency_anatomy
+
+    steps = _steps(
+        ([("a", 5, True), ("b", 5, True)], 1.0),  # both prompts: a and b have a token after 1 step
+        ([("a", 1, False), ("b", 1, False)], 0.3),  # two decodes only
+        ([("a", 1, False), ("c", 8, True)], 0.9),  # a's decode waits for c's prefill (chunk 1 of 2)
+        ([("a", 1, False), ("c", 4, True)], 0.8),  # ...and for chunk 2: c's first token after 4 steps
+        ([("c", 1, False)], 0.2),
+    )
+    a = latency_anatomy(steps)
+    assert a["decode_with_prefill"] == 2 / 5  # 5 decodes, 2 of them in a step with a prefill
+    assert a["mixed_step_s"] == pytest.approx(0.85) and a["decode_only_step_s"] == pytest.approx(0.25)
+    assert a["decode_step_s_by_batch"] == {1: 0.2, 2: 0.3}
+    assert a["first_token_step_mean"] == (1 + 1 + 4) / 3
+    with pytest.raises(ValueError, match="at least one step"):
+        latency_anatomy([])
+
+
+def test_lab04_explains_why_continuous_measures_worse_per_token_with_computed_figures():
+    prose = "\n".join(_cells("04", "markdown"))
+    assert "worse* per token" in prose and "A decode waits for every newcomer's prefill" in prose
+    assert "a step with four decodes costs little more than a step with one" not in prose  # false on a CPU
+    # the figures the explanation rests on are printed by the notebook, from its own two runs
+    assert "print(explain_latency(runs))" in _cells("04", "code")
+    (explain,) = [c for c in _cells("04", "markdown") if "worse* per token" in c]
+    assert not re.search(r"\d+(\.\d+)?\s*(ms|s\b|%|x\b)", explain), "a typed figure in the explanation"
