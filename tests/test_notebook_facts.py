@@ -101,3 +101,22 @@ def test_lab04_explains_why_continuous_measures_worse_per_token_with_computed_fi
     assert "print(explain_latency(runs))" in _cells("04", "code")
     (explain,) = [c for c in _cells("04", "markdown") if "worse* per token" in c]
     assert not re.search(r"\d+(\.\d+)?\s*(ms|s\b|%|x\b)", explain), "a typed figure in the explanation"
+
+
+def test_lab04_decode_intensity_is_about_the_batch_size_and_stays_under_the_ridge():
+    from pagedlab.sim import H100, LLAMA_2_7B, decode_intensity, ridge_point
+
+    assert ridge_point(H100) == pytest.approx(H100.peak_flops / H100.hbm_bandwidth)  # about 295 FLOP/byte
+    short = decode_intensity(LLAMA_2_7B, H100, [1, 2, 4, 8], context_len=1)
+    for row in short:  # the weights dominate: about b FLOPs per byte, and tokens/s grows about b-fold
+        assert row["intensity"] == pytest.approx(row["batch"], rel=0.02)
+        assert row["tokens_per_s"] == pytest.approx(row["batch"] * short[0]["tokens_per_s"], rel=0.02)
+    long = decode_intensity(LLAMA_2_7B, H100, [64, 256, 1024], context_len=512)
+    assert all(r["bound"] == "memory" and r["intensity"] < ridge_point(H100) for r in long)  # the KV caps it
+    assert long[-1]["intensity"] < 2 * long[0]["intensity"]  # levels off: 16x the batch, not 2x the intensity
+    with pytest.raises(ValueError, match="batch sizes must be >= 1"):
+        decode_intensity(LLAMA_2_7B, H100, [0], context_len=8)
+    # lab 04 prints the table from the library, no typed figure in its prose
+    assert any("decode_intensity(LLAMA_2_7B, H100" in c for c in _cells("04", "code"))
+    (prose,) = [c for c in _cells("04", "markdown") if c.startswith("**Why batching is the lever.**")]
+    assert "ridge point" in prose and not re.search(r"\d{2,}\s*(FLOP|ms|tokens/s)", prose)
