@@ -120,3 +120,18 @@ def test_lab04_decode_intensity_is_about_the_batch_size_and_stays_under_the_ridg
     assert any("decode_intensity(LLAMA_2_7B, H100" in c for c in _cells("04", "code"))
     (prose,) = [c for c in _cells("04", "markdown") if c.startswith("**Why batching is the lever.**")]
     assert "ridge point" in prose and not re.search(r"\d{2,}\s*(FLOP|ms|tokens/s)", prose)
+
+
+def test_lab03_cow_copy_cost_reads_and_writes_a_block_of_every_layer():
+    from pagedlab.analysis.lab03 import cow_copy_cost
+    from pagedlab.sim import H100, LLAMA_2_7B, CostModel
+
+    cost = cow_copy_cost(LLAMA_2_7B, H100, block_size=16, num_copies=4, num_steps=10, batch=3, context_len=40)
+    assert cost["block_bytes"] == 16 * LLAMA_2_7B.kv_bytes_per_token == 16 * 512 * 1024  # 8 MiB (K and V, 32 layers)
+    assert cost["copy_us"] == pytest.approx(1e6 * 2 * cost["block_bytes"] / H100.hbm_bandwidth)  # read + write
+    assert cost["step_ms"] == pytest.approx(1e3 * CostModel(LLAMA_2_7B, H100).decode_step_time([40] * 3))
+    assert cost["share"] == pytest.approx(4 * cost["copy_us"] / (10 * 1000 * cost["step_ms"]))
+    assert cost["share"] < 0.01  # a copy moves one block, a step reads all the weights
+    with pytest.raises(ValueError, match="num_steps"):
+        cow_copy_cost(LLAMA_2_7B, H100, block_size=16, num_copies=1, num_steps=0, batch=3, context_len=40)
+    assert any("cow_copy_cost(LLAMA_2_7B, H100" in c for c in _cells("03", "code"))
