@@ -135,3 +135,46 @@ def test_lab03_cow_copy_cost_reads_and_writes_a_block_of_every_layer():
     with pytest.raises(ValueError, match="num_steps"):
         cow_copy_cost(LLAMA_2_7B, H100, block_size=16, num_copies=1, num_steps=0, batch=3, context_len=40)
     assert any("cow_copy_cost(LLAMA_2_7B, H100" in c for c in _cells("03", "code"))
+
+
+def test_lab02_sliding_window_blocks_frees_what_vllm_frees():
+    from pagedlab.analysis.lab02 import sliding_window_blocks
+
+    # vLLM's own example (get_num_skipped_tokens' docstring): window 4, 7 computed -> tokens 0-3 skipped
+    assert sliding_window_blocks(7, window=4, block_size=2) == {
+        "full": 4,
+        "sliding": 2,
+        "freed": 2,
+        "skipped_tokens": 4,
+    }
+    held = [sliding_window_blocks(n, window=4096, block_size=16)["sliding"] for n in range(0, 40000, 997)]
+    assert max(held) <= 4096 // 16 + 1  # stops growing with the window
+    assert sliding_window_blocks(32768, 4096, 16)["full"] == 2048
+    with pytest.raises(ValueError, match="window >= 1"):
+        sliding_window_blocks(10, window=0, block_size=16)
+    assert any("sliding_window_blocks(n, window=4096" in c for c in _cells("02", "code"))
+
+
+def test_lab02_sliding_window_rule_is_vllm_0_32s():
+    import json
+    import subprocess
+
+    from pagedlab.analysis.lab02 import sliding_window_blocks
+    from pagedlab.vllm_version import VLLM_VERSION, vllm_python
+
+    py = vllm_python()
+    if not py.exists():
+        pytest.skip(f"no vLLM interpreter at {py} (make vllm)")
+    grid = [(n, w) for n in (0, 1, 3, 4, 7, 16, 100, 4096, 4097, 9000) for w in (1, 4, 16, 4096)]
+    code = (
+        "import json, sys, types, vllm\n"
+        "from vllm.v1.core.single_type_kv_cache_manager import SlidingWindowManager as M\n"
+        "grid = json.loads(sys.argv[1])\n"
+        "f = lambda n, w: M.get_num_skipped_tokens(types.SimpleNamespace(sliding_window=w, extra_retained_tokens=0), n)\n"
+        "print(json.dumps([vllm.__version__, [f(n, w) for n, w in grid]]))\n"
+    )
+    out = subprocess.run([str(py), "-I", "-c", code, json.dumps(grid)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    version, skipped = json.loads(out.stdout.strip().splitlines()[-1])
+    assert version == VLLM_VERSION
+    assert skipped == [sliding_window_blocks(n, w, 16)["skipped_tokens"] for n, w in grid]
