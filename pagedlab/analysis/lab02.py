@@ -29,6 +29,7 @@ __all__ = [
     "tail_waste",
     "growth_per_tenfold",
     "render_paging_analogy",
+    "sliding_window_blocks",
 ]
 
 
@@ -257,3 +258,25 @@ def render_paging_analogy(
     height = 70 + max(len(block_table), len(page_table)) * 28
     height = max(height, 70 + num_gpu_blocks * 16)
     return svg_doc(640, height, body, cls="pl-paging", title="page table vs block table")
+
+
+def sliding_window_blocks(num_tokens: int, window: int, block_size: int) -> dict[str, int]:
+    """Blocks a sequence of ``num_tokens`` holds under full attention and under a sliding window of
+    ``window`` tokens, as vLLM 0.32.0's ``SlidingWindowManager`` frees them
+    (``vllm/v1/core/single_type_kv_cache_manager.py``): the next token attends to the last ``window``
+    tokens, so ``skipped = max(0, num_tokens - window + 1)`` tokens are never read again and every block
+    made only of skipped tokens (``skipped // block_size``) goes back to the pool (its table entry becomes
+    the null block).
+
+    Returns:
+        ``full`` (blocks under full attention), ``sliding`` (blocks still held), ``freed``, ``skipped_tokens``.
+    """
+    if num_tokens < 0 or window < 1 or block_size < 1:
+        raise ValueError(
+            f"sliding_window_blocks needs num_tokens >= 0, window >= 1, block_size >= 1, got "
+            f"{num_tokens=}, {window=}, {block_size=}"
+        )
+    full = -(-num_tokens // block_size)
+    skipped = max(0, num_tokens - window + 1)
+    freed = min(skipped // block_size, full)
+    return {"full": full, "sliding": full - freed, "freed": freed, "skipped_tokens": skipped}

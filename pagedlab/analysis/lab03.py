@@ -22,7 +22,7 @@ from pagedlab.viz.pictures import pool_snapshot
 if TYPE_CHECKING:
     from pagedlab.engine.llm_engine import LLMEngine
 
-__all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving"]
+__all__ = ["cow_story", "group_blocks", "parallel_sampling_sharing", "beam_search_sharing", "saving", "cow_copy_cost"]
 
 
 def cow_story(
@@ -176,3 +176,37 @@ def beam_search_sharing(
                 "text": res.sequences[0].text if res.sequences else "",
             }
     return out
+
+
+def cow_copy_cost(
+    model: Any, gpu: Any, block_size: int, num_copies: int, num_steps: int, batch: int, context_len: int
+) -> dict[str, float]:
+    """What copy-on-write costs at GPU scale: a copy reads and writes one block of every layer's K and V
+    (``block_size * model.kv_bytes_per_token`` bytes each way, at HBM bandwidth), against the decode steps
+    of the same run (``batch`` sequences of ``context_len`` tokens, the simulator's roofline).
+
+    Args:
+        model, gpu: a ``pagedlab.sim`` ``ModelSpec`` and ``GPUSpec``.
+        block_size: tokens per block. num_copies: copies in the run. num_steps: decode steps in the run.
+        batch, context_len: the decode steps' batch size and tokens of context per sequence.
+
+    Returns:
+        ``block_bytes``, ``copy_us`` (one copy), ``step_ms`` (one decode step) and ``share`` (all copies'
+        time over all steps' time).
+    """
+    from pagedlab.sim import CostModel
+
+    if min(block_size, num_steps, batch) < 1 or num_copies < 0 or context_len < 0:
+        raise ValueError(
+            "cow_copy_cost needs block_size, num_steps and batch >= 1 and num_copies, context_len >= 0, got "
+            f"{block_size=}, {num_steps=}, {batch=}, {num_copies=}, {context_len=}"
+        )
+    block_bytes = block_size * model.kv_bytes_per_token
+    copy_s = 2 * block_bytes / gpu.hbm_bandwidth
+    step_s = CostModel(model, gpu).decode_step_time([context_len] * batch)
+    return {
+        "block_bytes": float(block_bytes),
+        "copy_us": 1e6 * copy_s,
+        "step_ms": 1e3 * step_s,
+        "share": num_copies * copy_s / (num_steps * step_s),
+    }

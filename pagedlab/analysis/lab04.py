@@ -35,6 +35,8 @@ __all__ = [
     "side_by_side",
     "static_step",
     "batch_under_reservation",
+    "latency_anatomy",
+    "explain_latency",
 ]
 
 
@@ -214,6 +216,82 @@ class Run:
             "decode_tokens": sum(s.num_decode_tokens for s in st),
             "max_step_tokens": max((s.num_prefill_tokens + s.num_decode_tokens for s in st), default=0),
         }
+
+
+def latency_anatomy(step_stats: Sequence[Any], outputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Where a run's TTFT and TPOT come from, step by step (lab 04: why continuous batching can
+    measure *worse* per token than static batching on a CPU).
+
+    Args:
+        step_stats: the run's ``StepStats`` (``scheduled`` as ``(request_id, tokens, is_prefill)``,
+            ``step_time`` in seconds).
+        outputs: ``RequestOutput`` by id (for the TPOT and TTFT in seconds); optional.
+
+    Returns:
+        ``decode_with_prefill``: the share of (request, decode step) pairs whose step also carried
+        another request's prefill (the decode waited for it); ``mixed_step_s`` / ``decode_only_step_s``:
+        median step time of steps with a prefill and decodes / with decodes only;
+        ``decode_step_s_by_batch``: batch size -> median time of a decode-only step of that size;
+        ``first_token_step_mean``: mean number of steps until a request's first token (exact, unlike
+        seconds); ``tpot_median_s``, ``ttft_mean_s`` when ``outputs`` is given.
+    """
+    if not step_stats:
+        raise ValueError("latency_anatomy needs a run with at least one step (its step_stats is empty)")
+    decodes = waited = 0
+    mixed: list[float] = []
+    pure: dict[int, list[float]] = {}
+    first_token: dict[str, int] = {}
+    decoding: set[str] = set()
+    for k, st in enumerate(step_stats):
+        kinds = [bool(p) for _, _, p in st.scheduled]
+        n_dec = kinds.count(False)
+        decodes += n_dec
+        if any(kinds) and n_dec:
+            waited += n_dec
+            mixed.append(st.step_time)
+        elif n_dec:
+            pure.setdefault(n_dec, []).append(st.step_time)
+        for rid, _, is_prefill in st.scheduled:
+            if is_prefill and rid not in decoding:
+                first_token[rid] = k + 1  # its prompt's latest chunk: the first token after k + 1 steps
+            elif not is_prefill:
+                decoding.add(rid)
+    out: dict[str, Any] = {
+        "decode_with_prefill": waited / decodes if decodes else 0.0,
+        "mixed_step_s": statistics.median(mixed) if mixed else float("nan"),
+        "decode_only_step_s": statistics.median([t for ts in pure.values() for t in ts]) if pure else float("nan"),
+        "decode_step_s_by_batch": {b: statistics.median(ts) for b, ts in sorted(pure.items())},
+        "first_token_step_mean": statistics.fmean(first_token.values()),
+    }
+    if outputs:
+        ms = [o.pagedlab_metrics for o in outputs.values()]
+        tpots = [m.tpot for m in ms if m.tpot is not None]
+        out["tpot_median_s"] = statistics.median(tpots) if tpots else float("nan")
+        out["ttft_mean_s"] = statistics.fmean(m.ttft for m in ms)
+    return out
+
+
+def explain_latency(runs: dict[str, Run]) -> str:
+    """Lab 04's account of the ``static`` and ``continuous`` runs' TTFT and TPOT, every figure computed
+    by :func:`latency_anatomy` from the runs themselves."""
+    a = {name: latency_anatomy(r.step_stats, r.outputs) for name, r in runs.items()}
+    s, c = a["static"], a["continuous"]
+    by_batch = c["decode_step_s_by_batch"] | s["decode_step_s_by_batch"]
+    lo, hi = min(by_batch), max(by_batch)
+    lines = [
+        f"median TPOT: static {1000 * s['tpot_median_s']:.0f} ms, continuous {1000 * c['tpot_median_s']:.0f} ms "
+        f"({c['tpot_median_s'] / s['tpot_median_s']:.2f}x)",
+        f"decode steps that also carried a newcomer's prefill: static {100 * s['decode_with_prefill']:.0f}%, "
+        f"continuous {100 * c['decode_with_prefill']:.0f}%",
+        f"median step time, continuous run: with a prefill {1000 * c['mixed_step_s']:.0f} ms, "
+        f"decodes only {1000 * c['decode_only_step_s']:.0f} ms",
+        f"median decode-only step: {lo} in the batch {1000 * by_batch[lo]:.0f} ms, "
+        f"{hi} in the batch {1000 * by_batch[hi]:.0f} ms ({by_batch[hi] / by_batch[lo]:.2f}x)",
+        f"mean steps until the first token: static {s['first_token_step_mean']:.1f}, "
+        f"continuous {c['first_token_step_mean']:.1f}; "
+        f"mean TTFT: static {s['ttft_mean_s']:.2f} s, continuous {c['ttft_mean_s']:.2f} s",
+    ]
+    return "\n".join(lines)
 
 
 def run_requests(

@@ -7,7 +7,10 @@
   and docstring above the marker stay; a markdown answer becomes "*Your answer here.*");
 * the lines between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS`` removed (a cell left
   empty is dropped), and cells tagged ``hidden-tests`` or ``solution-only`` dropped;
-* outputs, execution counts, widget state and per-cell run metadata stripped.
+* outputs, execution counts, widget state and per-cell run metadata stripped;
+* links to a page of ``LAB_PAGES`` (``../docs/bugs.md#b8``) pointed at its copy beside the labs
+  (``bugs.md#b8``): Jupyter serves only the labs folder and the wheel ships no ``docs/``, so the page
+  is written into ``labs/`` by ``build`` and travels with the notebooks (wheel, ``labs copy``).
 
 The exercise id is the text after ``### BEGIN SOLUTION`` if any, else the cell's
 ``metadata.pagedlab.exercise`` (or nbgrader ``grade_id``), else ``<notebook>/<enclosing def>``.
@@ -39,6 +42,9 @@ DROP_TAGS = {"hidden-tests", "hidden_tests", "solution-only", "solution_only"}
 #: Cell metadata kept in labs (nbval / JupyterLab / nbgrader behaviour); the rest is run noise.
 KEEP_CELL_METADATA = ("tags", "editable", "deletable", "nbgrader", "pagedlab")
 MARKDOWN_ANSWER = "*Your answer here.*"
+#: Pages the notebooks link to, shipped beside the labs: name in the labs folder -> its source,
+#: relative to the repository root (the folder above ``solutions/``).
+LAB_PAGES = {"bugs.md": "docs/bugs.md"}
 
 
 class LabsBuildError(PagedLabError, ValueError):
@@ -143,6 +149,13 @@ def fingerprint(nb: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _link_pages(markdown: str) -> str:
+    """``markdown`` with its links to a ``LAB_PAGES`` source pointed at the copy beside the labs."""
+    for name, source in LAB_PAGES.items():
+        markdown = markdown.replace(f"](../{source}", f"]({name}")
+    return markdown
+
+
 def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) -> dict[str, Any] | None:
     """The lab's version of solution cell number ``index``, or None when the lab drops it.
 
@@ -161,6 +174,8 @@ def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) 
             return None
     if BEGIN_SOLUTION in text or END_SOLUTION in text:
         text = _stub_code(text, cell, stem, index) if ctype == "code" else _stub_markdown(text, stem, index)
+    if ctype == "markdown":
+        text = _link_pages(text)
     new: dict[str, Any] = {
         "cell_type": ctype,
         "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
@@ -287,6 +302,11 @@ def scan(
 ) -> list[tuple[LabStatus, str | None]]:
     """``(LabStatus, expected_text or None)`` for every solution notebook (and orphaned lab)."""
     out: list[tuple[LabStatus, str | None]] = []
+    for name, text in _pages(solutions_dir).items():
+        page = labs_dir / name
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            state = "stale" if page.is_file() else "missing"
+            out.append((LabStatus(name, state, detail=f"a copy of {LAB_PAGES[name]} the labs link to"), None))
     sol_paths = _solutions(solutions_dir, names)
     for sp in sol_paths:
         try:
@@ -321,6 +341,12 @@ def scan(
     return out
 
 
+def _pages(solutions_dir: Path) -> dict[str, str]:
+    """``LAB_PAGES`` found beside ``solutions_dir``: name in the labs folder -> its text."""
+    root = solutions_dir.parent
+    return {n: (root / s).read_text(encoding="utf-8") for n, s in LAB_PAGES.items() if (root / s).is_file()}
+
+
 def _write_lab(path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")
@@ -349,6 +375,9 @@ def build(
     except OSError as e:
         raise LabsBuildError(f"cannot create the labs folder {labs_dir}: {e.strerror or e}") from e
     results = []
+    for name, text in _pages(solutions_dir).items():
+        if not (labs_dir / name).is_file() or (labs_dir / name).read_text(encoding="utf-8") != text:
+            _write_lab(labs_dir / name, text)
     for st, expected in scan(solutions_dir, labs_dir, names, generate):
         if expected is not None:
             if st.state in ("missing", "stale"):
@@ -362,6 +391,18 @@ def build(
                     st.action = "kept"
         results.append(st)
     return results
+
+
+def _copy_pages(src: Path, dest: Path) -> None:
+    """The pages the notebooks link to (``LAB_PAGES``), from ``src`` into ``dest``: always the shipped text."""
+    for name in LAB_PAGES:
+        if (src / name).is_file():
+            try:
+                (dest / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
+            except OSError as e:
+                raise LabsBuildError(
+                    f"cannot write {dest / name}: {e.strerror or e}; choose a folder you can write"
+                ) from e
 
 
 def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> list[LabStatus]:
@@ -407,6 +448,7 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
         results.append(st)
     if not results:
         raise LabsBuildError(f"no lab notebooks in {src}; reinstall pagedlab")
+    _copy_pages(src, dest)
     return results
 
 

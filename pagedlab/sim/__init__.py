@@ -12,7 +12,7 @@
 Nothing here imports torch; the engine is imported only by ``replay_on_engine``.
 """
 
-from pagedlab.sim.cost_model import CostModel, StepCost, num_gpu_blocks
+from pagedlab.sim.cost_model import CostModel, StepCost, decode_intensity, num_gpu_blocks, ridge_point
 from pagedlab.sim.hardware import A100_80G, H100, H200, GPUSpec, get_gpu
 from pagedlab.sim.metrics import ReplayResult, RequestRecord, StepRecord, format_table, summarize
 from pagedlab.sim.models import (
@@ -68,6 +68,8 @@ __all__ = [
     "SMOLLM2_135M",
     "get_model",
     "CostModel",
+    "decode_intensity",
+    "ridge_point",
     "StepCost",
     "num_gpu_blocks",
     "simulate",

@@ -193,6 +193,44 @@ class CostModel:
         return self.model.num_params * self.gpu.pcie_bandwidth / self.model.kv_bytes_per_token
 
 
+def ridge_point(gpu: GPUSpec) -> float:
+    """FLOPs per HBM byte at which ``gpu``'s two roofs meet (peak FLOP/s / bandwidth): a step of lower
+    arithmetic intensity is memory-bound, one above it compute-bound."""
+    return gpu.peak_flops / gpu.hbm_bandwidth
+
+
+def decode_intensity(model: ModelSpec, gpu: GPUSpec, batch_sizes: Sequence[int], context_len: int) -> list[dict]:
+    """Why batching is the lever: the roofline of a pure decode step of ``b`` sequences of
+    ``context_len`` cached tokens, for each ``b`` in ``batch_sizes``.
+
+    A decode step reads every weight once (``2 * params`` bytes in 16 bits) and does ``2 * params`` FLOPs
+    per sequence, so its arithmetic intensity is about ``b`` FLOPs per byte while the weights dominate the
+    bytes: the step time barely grows with ``b`` and tokens/s grows almost ``b``-fold. Each sequence also
+    reads its own KV cache, which caps the intensity (the weights are shared, the KV is not), so a decode
+    step stays under the GPU's :func:`ridge_point`: memory-bound at any batch size.
+
+    Returns:
+        One dict per batch size: ``batch``, ``intensity`` (FLOP/byte), ``bound`` (``"memory"`` or
+        ``"compute"``), ``step_ms``, ``tokens_per_s``.
+    """
+    cm = CostModel(model, gpu)
+    out = []
+    for b in batch_sizes:
+        if b < 1:
+            raise ValueError(f"batch sizes must be >= 1, got {b}")
+        c = cm.step_cost([(context_len, 1)] * b)
+        out.append(
+            {
+                "batch": b,
+                "intensity": c.arithmetic_intensity,
+                "bound": c.bound,
+                "step_ms": 1000 * c.time,
+                "tokens_per_s": b / c.time,
+            }
+        )
+    return out
+
+
 def num_gpu_blocks(model: ModelSpec, gpu: GPUSpec, block_size: int = 16, gpu_memory_utilization: float = 0.9) -> int:
     """KV blocks that fit next to the weights: ``(memory x utilization - weights) / (block_size x kv)``.
 

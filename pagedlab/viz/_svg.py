@@ -112,6 +112,13 @@ def attrs(**kw: Any) -> str:
     return " ".join(parts)
 
 
+def text_width(s: Any, size: float, bold: bool = False) -> float:
+    """A generous estimate of the drawn width (px) of ``s`` at font ``size`` in ``FONT`` (DejaVu Sans
+    averages about 0.6 em a character, 0.68 em in bold): layouts size themselves with it so that no
+    title or label runs past the picture's edge."""
+    return len(str(s)) * size * (0.68 if bold else 0.6)
+
+
 def text(
     x: float,
     y: float,
@@ -173,7 +180,7 @@ def legend(x: float, y: float, items: list[tuple], max_width: float, size: int =
     """
     parts, cx, cy, row_h = [], x, y, 18
     for label, fill, stroke, dash in items:
-        w = 16 + 6 + int(len(str(label)) * size * 0.58) + 14
+        w = 16 + 6 + int(text_width(label, size)) + 14
         if cx + w > x + max_width and cx > x:
             cx, cy = x, cy + row_h
         d = f' stroke-dasharray="{dash}"' if dash else ""

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pagedlab.viz._svg import COLORS, as_dict, attrs, esc, legend, owner_color, svg_doc, text
+from pagedlab.viz._svg import COLORS, as_dict, attrs, esc, legend, owner_color, svg_doc, text, text_width
 
 
 def _is_events(items: Sequence[Any]) -> bool:
@@ -109,6 +109,7 @@ class _GanttLayout:
     label_w: float = 54.0
     top: float = 46.0
     bar_h: float = 70.0  # the tokens-per-step bars
+    min_width: float = 640.0  # at least the title's width
 
     @property
     def cw(self) -> float:
@@ -124,7 +125,7 @@ class _GanttLayout:
 
     @property
     def width(self) -> float:
-        return max(640.0, self.x0 + self.n * self.cw + self.pad)
+        return max(640.0, self.min_width, self.x0 + self.n * self.cw + self.pad)
 
     @property
     def chart_h(self) -> float:
@@ -283,7 +284,10 @@ def render_batch_gantt(
     last = n - 1 if upto is None else max(-1, min(int(upto), n - 1))
     reqs = sorted(dict.fromkeys(rid for s in st for rid, _, _ in s["scheduled"]), key=_req_key)
     row_of = {r: i for i, r in enumerate(reqs)}
-    lay = _GanttLayout(n, len(reqs))
+    heading = title or "Batch composition per step"
+    # the labels column holds the longest "req <id>" right of the owner mark (x0 - 6 is its right end)
+    label_w = max([54.0] + [5 + 4 + text_width(f"req {r}", 11) + 6 for r in reqs])
+    lay = _GanttLayout(n, len(reqs), label_w=label_w, min_width=2 * 16.0 + text_width(heading, 14, bold=True))
     body = _gantt_rows(lay, row_of)
     tokens_per_step = [
         (sum(nt for _, nt, p in s["scheduled"] if p), sum(nt for _, nt, p in s["scheduled"] if not p)) for s in st
@@ -299,7 +303,6 @@ def render_batch_gantt(
     bars, y = _token_bars(lay, st, tokens_per_step, last, max_num_batched_tokens)
     ticks, y = _step_ticks_and_legend(lay, st, y)
     cur = st[last] if 0 <= last < n else None
-    heading = title or "Batch composition per step"
     head = [
         text(lay.pad, 16, heading, size=14, weight="bold", cls="pl-title"),
         text(

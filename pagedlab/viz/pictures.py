@@ -12,7 +12,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text
+from pagedlab.viz._svg import COLORS, attrs, owner_color, svg_doc, text, text_width
 
 __all__ = ["render_queue_rows", "render_arena", "render_requests", "pool_snapshot", "side_by_side"]
 
@@ -21,8 +21,12 @@ def render_queue_rows(
     rows: Sequence[tuple[str, Sequence[Any], int | None]], title: str = "free queue", step: int = 0
 ) -> str:
     """Rows of boxes, front on the left: ``(label, items, index to mark red or None)``."""
-    cell, gap, left, top = 30.0, 4.0, 150.0, 40.0
-    width = left + max([len(items) for _, items, _ in rows] + [4]) * (cell + gap) + 20
+    cell, gap, top = 30.0, 4.0, 40.0
+    left = max([150.0] + [12 + text_width(label, 12) + 10 for label, _, _ in rows])
+    width = max(
+        left + max([len(items) for _, items, _ in rows] + [4]) * (cell + gap) + 20,
+        12 + text_width(title, 13, bold=True) + 12,
+    )
     height = top + len(rows) * (cell + 22) + 10
     body = [text(12, 18, title, size=13, weight="bold")]
     for r, (label, items, bad) in enumerate(rows):

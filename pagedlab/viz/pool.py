@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pagedlab.viz._svg import COLORS, attrs, esc, legend, owner_color, svg_doc, text
+from pagedlab.viz._svg import COLORS, attrs, esc, legend, owner_color, svg_doc, text, text_width
 
 
 def block_state(block: dict[str, Any]) -> str:
@@ -236,18 +236,33 @@ def _pool_legend(owners_seen: list[str], with_cow: bool, x: float, y: float, wid
 
 
 def _pool_heading(
-    snapshot: dict[str, Any], title: str | None, states: dict[str, int], n: int, num_pairs: int, pad: float
-) -> tuple[str, list[str]]:
+    snapshot: dict[str, Any],
+    title: str | None,
+    states: dict[str, int],
+    n: int,
+    num_pairs: int,
+    pad: float,
+    num_gone: int = 0,
+) -> tuple[str, list[str], float]:
+    """The title, its two lines and the width they need; ``num_gone``: copies whose source was freed
+    later in the step."""
     used = states["used"] + states["shared"]
     heading = title or f"Block pool - step {snapshot.get('step', 0)}"
     summary = (
         f"{used}/{n} blocks used  ·  {states['shared']} shared  ·  {states['cached']} cached-free  ·  "
-        f"{states['empty']} empty" + (f"  ·  {num_pairs} CoW copies" if num_pairs else "")
+        f"{states['empty']} empty"
+        + (f"  ·  {num_pairs} CoW copies" if num_pairs else "")
+        + (f"  ·  {num_gone} CoW from a block freed later this step" if num_gone else "")
     )
-    return heading, [
-        text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
-        text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary"),
-    ]
+    need = 2 * pad + max(text_width(heading, 14, bold=True), text_width(summary, 11))
+    return (
+        heading,
+        [
+            text(pad, 16, heading, size=14, weight="bold", cls="pl-title"),
+            text(pad, 33, summary, size=11, color=COLORS["muted"], cls="pl-summary"),
+        ],
+        need,
+    )
 
 
 _ARROW_DEFS = (
@@ -275,7 +290,8 @@ def render_block_pool(
 
     Args:
         snapshot: pool snapshot (see the module docstring).
-        cow_pairs: ``(src, dst)`` copies to draw; default :func:`cow_pairs_of` the snapshot.
+        cow_pairs: ``(src, dst)`` copies to draw; default :func:`cow_pairs_of` the snapshot. A copy whose
+            source is free in the snapshot (freed later in the same step) is counted in the summary, not drawn.
         highlight: block ids to underline; default the blocks this step's events touched.
         cols: blocks per row (default 16, or 32 for pools above 128 blocks).
         title: heading; default ``"Block pool - step N"``.
@@ -286,7 +302,11 @@ def render_block_pool(
         ``rect.pl-block`` elements (plus ``rect.pl-cpu-block`` for swapped-out blocks).
     """
     blocks, n = _all_blocks(snapshot)
-    pairs = list(cow_pairs) if cow_pairs is not None else cow_pairs_of(snapshot)
+    all_pairs = list(cow_pairs) if cow_pairs is not None else cow_pairs_of(snapshot)
+    # A frame shows the pool at the end of its step: a copy whose source was freed later in the same
+    # step (the last other beam holding it died) has no source left to draw an arrow from.
+    held = {int(b["block_id"]) for b in blocks if int(b.get("ref_cnt", 0)) > 0}
+    pairs = [(s, d) for s, d in all_pairs if s in held]
     cow_src, cow_dst = {s for s, _ in pairs}, {d for _, d in pairs}
     changed = set(highlight) if highlight is not None else changed_blocks_of(snapshot)
     ncols, cell = _grid_shape(max(n, 1), cols)
@@ -311,7 +331,8 @@ def render_block_pool(
     if cpu:
         cpu_parts, y = _cpu_blocks(cpu, grid, y)
         body += cpu_parts
-    heading, head = _pool_heading(snapshot, title, states, n, len(pairs), grid.pad)
+    heading, head, head_w = _pool_heading(snapshot, title, states, n, len(pairs), grid.pad, len(all_pairs) - len(pairs))
+    width = max(width, head_w)
     if show_legend:
         lg, h = _pool_legend(owners_seen, bool(pairs), grid.pad, y + 8, width - 2 * grid.pad)
         body += lg

@@ -160,3 +160,29 @@ def test_output_escapes_owner_names(parse_svg):
     }
     svg = parse_svg(render_block_pool(snap))
     assert svg.one("rect", "pl-block").get("data-owner") == '<evil & "x">'
+
+
+def test_copy_from_a_block_freed_in_the_same_step_is_not_drawn(parse_svg):
+    # Lab 03's beam frame: a beam copies the shared last block, then the last other beam holding it
+    # dies in the same step. The frame (end of step) must not draw an arrow out of a free block.
+    tr = Tracer()
+    kv = KVCacheManager(block_size=4, num_gpu_blocks=8, max_model_len=64, tracer=tr)
+    parent = Request("0", list(range(10)))
+    kv.allocate_slots(parent, 10)
+    parent.num_computed_tokens = 10
+    parent.append_output_token_ids([5])
+    child = Request("0#1", list(range(10)))
+    child.append_output_token_ids([6])
+    kv.fork(parent, child)
+    tr.next_step()
+    assert kv.allocate_slots(parent, 1) is not None  # CoW of the shared partial block
+    kv.free(child)  # the other beam dies in the same step: the copy's source is now free
+    snap = rebuild_snapshots(tr.events)[-1]
+    (src, dst), *_ = [(e["src"], e["dst"]) for e in snap["events"] if e["kind"] == "cow_copy"]
+    svg = parse_svg(render_block_pool(snap))
+    b = _by_id(svg)
+    assert b[src].get("data-state") in ("empty", "cached")
+    assert svg.all("line", "pl-cow") == []
+    assert b[src].get("data-cow") is None and b[dst].get("data-cow") is None
+    # ...but the frame still says a copy happened this step
+    assert "1 CoW from a block freed later this step" in svg.one("text", "pl-summary").text

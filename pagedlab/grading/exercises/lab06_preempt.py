@@ -127,6 +127,14 @@ def _scheduled_hint(expected: Any, got: Any, before: list[str], max_num_seqs: in
     return "a scheduled request gets num_tokens - num_computed_tokens tokens"
 
 
+def _swapped_back_hint(expected: Any, got: Any, state: Any) -> str:
+    back = ", ".join(str(r) for r in got) if isinstance(got, list) else str(got)
+    return (
+        f"{back} was swapped back in during a step that preempted: swapped requests come back (step 2) only in "
+        "a step that preempted nobody - a victim just swapped out waits in `swapped` for the next step"
+    )
+
+
 def _preempted_hint(policy: str) -> Any:
     def hint(expected: Any, got: Any, state: Any) -> str:
         if not isinstance(got, list):
@@ -192,7 +200,13 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         f"preemption_mode={mode!r}, max_num_seqs={max_num_seqs})"
     )
     before = sim.ids(sim.running)
+    swapped_before = sim.ids(sim.swapped)
     out = fn(sim.running, sim.waiting, sim.swapped, sim.kv, max_num_seqs, policy, mode)
+    # running again after being in the CPU pool (swapped before the call, or swapped out by it and
+    # back), in a step that preempted: always none for the reference, which swaps in only when it did not
+    victims = set(out[1]) if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list) else set()
+    was_swapped = set(swapped_before) | (victims if mode == "swap" else set())
+    came_back = [r for r in sim.ids(sim.running) if r in was_swapped] if victims else []
     try:
         scheduled, preempted = out
     except (TypeError, ValueError):
@@ -207,6 +221,7 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         depth=1,
     )
     rec.observe("preempted in this step", preempted, hint=_preempted_hint(policy))
+    rec.observe("swapped back in during this preempting step", came_back, hint=_swapped_back_hint)
     rec.observe(
         "scheduled {request_id: tokens}",
         scheduled,

@@ -10,7 +10,11 @@ observe tells them apart, so these checks read the helper's code instead (``JITF
 * every ``tl.load`` whose pointer involves the block-table argument has a ``mask``;
 * every masked ``tl.load`` whose pointer involves the cache argument has an ``other``;
 * every product with ``stride_block`` has a factor converted to ``tl.int64`` first (``.to(tl.int64)``
-  or ``tl.cast``, directly or through a name bound to it).
+  or ``tl.cast``, directly or through a name bound to it);
+* no mask (a ``tl.load``'s ``mask=``, or the mask returned) is converted to another type: a mask is the
+  comparison's bool (``int1``) block. The interpreter takes any nonzero lane as True; Triton 3.7's
+  ``tl.store`` refuses another type outright ("Mask must have boolean scalar type") and its ``tl.load``
+  hands the mask to the compiler's masked load, which is built for ``i1`` masks.
 
 The arguments are found by position (the cache pointer first, the block-table pointer second,
 ``stride_block`` sixth), so a helper that renamed them is read the same way.
@@ -39,6 +43,12 @@ CHECKS: dict[str, str] = {
         "convert the block ids with .to(tl.int64) before multiplying by stride_block: in int32, "
         "block_id * stride_block overflows once the cache holds more than 2**31 elements (a few GiB, any real "
         "GPU cache) and the lane reads the wrong address"
+    ),
+    "every mask is a bool (int1) block": (
+        "keep the mask as the comparison's bool (mask = pos < seq_len): a mask converted to an integer type "
+        "(.to(tl.int32)) passes the interpreter, which takes any nonzero lane as True, but Triton's compiler "
+        "expects an int1 mask (tl.store refuses any other: 'Mask must have boolean scalar type'), and the "
+        "returned mask is documented as bool"
     ),
 }
 
@@ -113,6 +123,35 @@ def _ids_widened(fn: ast.FunctionDef, stride_block: str) -> bool:
     return all(_is_widening(n.left, widened) or _is_widening(n.right, widened) for n in products)
 
 
+def _is_conversion(node: ast.AST, converted: set[str]) -> bool:
+    """``x.to(T)`` / ``tl.cast(x, T)`` with ``T`` other than ``tl.int1``, a name bound to one, or a
+    subscript of either (``mask[:, None]``)."""
+    if isinstance(node, ast.Subscript):
+        return _is_conversion(node.value, converted)
+    if isinstance(node, ast.Name):
+        return node.id in converted
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cast"):
+        types = [a for a in [*node.args, *(k.value for k in node.keywords)] if isinstance(a, ast.Attribute)]
+        return any(t.attr != "int1" for t in types)
+    return False
+
+
+def _masks_are_bool(fn: ast.FunctionDef, loads: list[ast.Call]) -> bool:
+    """No load's ``mask=`` and no returned mask (the return tuple's second element) is a conversion."""
+    converted: set[str] = set()
+    for _ in range(3):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and _is_conversion(node.value, converted):
+                converted |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    masks = [m for c in loads if (m := _arg(c, 1, "mask")) is not None]
+    masks += [
+        n.value.elts[1]
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) and len(n.value.elts) == 2
+    ]
+    return not any(_is_conversion(m, converted) for m in masks)
+
+
 def raises_not_implemented(load_tile: Any) -> bool:
     """Whether the helper's code still raises ``NotImplementedError`` (the lab's stub)."""
     src = _source(load_tile) or ""
@@ -145,4 +184,5 @@ def source_findings(load_tile: Any) -> dict[str, bool | str]:
         names[0]: all(_arg(c, 1, "mask") is not None for c in table_loads),
         names[1]: all(_arg(c, 2, "other") is not None for c in cache_loads if _arg(c, 1, "mask") is not None),
         names[2]: widened,
+        names[3]: _masks_are_bool(fn, loads),
     }
