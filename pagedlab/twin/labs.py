@@ -95,7 +95,11 @@ LAB09_STEPS_PER_SECOND = 8.0
 
 
 def _lab09() -> Workload:
-    """Lab 09's Azure slice (12 requests, scaled for a CPU, a shared 32-token system prompt), prefix caching on."""
+    """Lab 09's Azure slice (12 requests, scaled for a CPU, a shared 32-token system prompt), prefix caching on.
+
+    Answers are cut to 2-6 tokens (at least 2: the twin's vLLM side reads a request's first chunk from
+    vLLM's scheduler after the step, and a request that finishes in its first step has left it).
+    """
     from pagedlab.data import path as find_data
     from pagedlab.model.loader import load_model_cached
     from pagedlab.sim import load_azure, scale_for_cpu, synthesize_prompts
@@ -114,7 +118,7 @@ def _lab09() -> Workload:
         TwinRequest(
             str(i),
             system_ids + list(tail),
-            _greedy(max(1, min(r.output_len, 6))),
+            _greedy(max(2, min(r.output_len, 6))),
             arrival_step=round((r.arrival_time - t0) * LAB09_STEPS_PER_SECOND),
         )
         for i, (r, tail) in enumerate(zip(scaled, tails))
