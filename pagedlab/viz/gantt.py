@@ -259,12 +259,33 @@ def _gantt_summary(cur: dict[str, Any] | None, tokens: tuple[int, int]) -> str:
     )
 
 
+def _divergence_mark(
+    lay: _GanttLayout, st: list[dict[str, Any]], row_of: dict[str, int], step: int, request: str | None
+) -> list[str]:
+    """A red dashed outline over step ``step``'s column (or its cell in ``request``'s row)."""
+    k = next((i for i, s in enumerate(st) if s["step"] == step), None)
+    if k is None:
+        return []
+    x = lay.x0 + k * lay.cw
+    y, h = lay.top - 5, lay.chart_h + 10
+    if request is not None and str(request) in row_of:
+        y, h = lay.top + row_of[str(request)] * lay.rh - 2, lay.rh + 4
+    hooks = attrs(cls="pl-divergence", data_step=step, data_req=request)
+    return [
+        f'<rect {hooks} x="{x - 1.5:.1f}" y="{y:.1f}" width="{lay.cw + 3:.1f}" height="{h:.1f}" fill="none" '
+        f'stroke="{COLORS["preempt"]}" stroke-width="2.5" stroke-dasharray="4 2"><title>first divergence: step '
+        f"{step}{'' if request is None else ', request ' + esc(request)}</title></rect>"
+    ]
+
+
 def render_batch_gantt(
     steps: Sequence[Any],
     upto: int | None = None,
     *,
     max_num_batched_tokens: int | None = None,
     title: str | None = None,
+    mark_step: int | None = None,
+    mark_request: str | None = None,
 ) -> str:
     """Draw which requests ran in which step, and how (prefill chunk or decode).
 
@@ -274,6 +295,9 @@ def render_batch_gantt(
             frames line up.
         max_num_batched_tokens: draw the per-step token budget as a dashed line.
         title: heading.
+        mark_step: the step number (``steps[k]["step"]``) to outline in red as a ``rect.pl-divergence``
+            (e.g. where two engines' traces first differ); ``mark_request`` narrows the mark to that
+            request's row when the request is in the chart. Nothing is drawn for a step not in ``steps``.
 
     Returns:
         ``<svg class="pl-viz pl-gantt" data-step=...>`` with one ``rect.pl-cell`` per
@@ -300,6 +324,8 @@ def render_batch_gantt(
             f'width="{lay.cw:.1f}" height="{lay.chart_h + 6:.1f}" fill="none" stroke="{COLORS["highlight"]}" '
             f'stroke-width="2"/>'
         )
+    if mark_step is not None:
+        body += _divergence_mark(lay, st, row_of, mark_step, mark_request)
     bars, y = _token_bars(lay, st, tokens_per_step, last, max_num_batched_tokens)
     ticks, y = _step_ticks_and_legend(lay, st, y)
     cur = st[last] if 0 <= last < n else None

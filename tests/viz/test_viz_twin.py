@@ -1,0 +1,137 @@
+"""The twin view (pagedlab.viz.twin): two traces in the batch Gantt, the first divergence outlined in both;
+and the labs' "on real vLLM" cell where vLLM is not installed (it says how to install it, builds nothing)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pagedlab.twin.records import StepRecord, Trace, diff
+from pagedlab.viz.twin import render_twin, trace_steps, twin_player
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def _trace(engine: str, decode_at_3: int = 1, extra_token: bool = False) -> Trace:
+    """Two requests: a (prefill 40 in step 0, then decodes), b (arrives at step 1, prefill 37, then decodes)."""
+    steps = [
+        StepRecord(0, [["a", 40]]),
+        StepRecord(1, [["a", 1], ["b", 37]]),
+        StepRecord(2, [["a", 1], ["b", 1]]),
+        StepRecord(3, [["a", 1], ["b", decode_at_3]]),
+        StepRecord(4, [["a", 1], ["b", 1]], finished=[["a", "length"], ["b", "length"]]),
+    ]
+    toks = {"a": [[5, 6, 7, 8, 9]], "b": [[1, 2, 3, 4] + ([99] if extra_token else [])]}
+    return Trace(engine, "w", steps, toks, {"a": ["length"], "b": ["length"]}, num_free_blocks=8)
+
+
+def _parse(html: str) -> ET.Element:
+    return ET.fromstring(html)  # raises on malformed markup
+
+
+def _marks(root: ET.Element) -> list[ET.Element]:
+    return [el for el in root.iter(NS + "rect") if el.get("class") == "pl-divergence"]
+
+
+def _cell(svg: ET.Element, step: int, req: str) -> ET.Element:
+    return next(
+        el
+        for el in svg.iter(NS + "rect")
+        if el.get("class") == "pl-cell" and el.get("data-step") == str(step) and el.get("data-req") == req
+    )
+
+
+def test_the_first_divergence_is_outlined_on_its_step_and_request_in_both_charts() -> None:
+    kit, vllm = _trace("kit"), _trace("vllm", decode_at_3=2)
+    found = diff(kit, vllm)
+    assert found is not None and (found.step, found.request_id, found.field) == (3, "b", "scheduled")
+    root = _parse(render_twin(kit, vllm))
+    assert root.get("data-divergence-step") == "3" and root.get("data-divergence-req") == "b"
+    svgs = list(root.iter(NS + "svg"))
+    assert len(svgs) == 2
+    for svg in svgs:
+        (mark,) = _marks(svg)
+        assert (mark.get("data-step"), mark.get("data-req")) == ("3", "b")
+        cell = _cell(svg, 3, "b")  # the outline sits over step 3's column, on request b's row
+        mx, mw = float(mark.get("x")), float(mark.get("width"))
+        cx, cw = float(cell.get("x")), float(cell.get("width"))
+        assert mx <= cx and cx + cw <= mx + mw
+        my, mh = float(mark.get("y")), float(mark.get("height"))
+        cy, ch = float(cell.get("y")), float(cell.get("height"))
+        assert my <= cy and cy + ch <= my + mh
+        row_a = _cell(svg, 3, "a")  # ... narrowed to b's row: request a's cell of step 3 is outside it
+        ay, ah = float(row_a.get("y")), float(row_a.get("height"))
+        assert ay + ah <= my or ay >= my + mh
+        other = _cell(svg, 2, "b")  # ... and not over the step before
+        assert float(other.get("x")) + float(other.get("width")) <= mx + 1.6
+    summary = next(el for el in root.iter("div") if el.get("class") == "pl-twin-summary")
+    assert "step 3" in summary.text and "'b'" in summary.text and "scheduled" in summary.text
+
+
+def test_identical_traces_have_no_outline_and_say_so() -> None:
+    root = _parse(render_twin(_trace("kit"), _trace("vllm")))
+    assert _marks(root) == [] and root.get("data-divergence-step") == "-1"
+    summary = next(el for el in root.iter("div") if el.get("class") == "pl-twin-summary")
+    assert "same decisions at every one of 5 steps" in summary.text
+    rows = [el for el in root.iter("tr") if el.get("class") == "pl-twin-row"]
+    assert [(r.get("data-req"), r.get("data-differs")) for r in rows] == [("a", "0"), ("b", "0")]
+
+
+def test_a_token_divergence_marks_the_request_row_and_no_step() -> None:
+    root = _parse(render_twin(_trace("kit"), _trace("vllm", extra_token=True)))
+    assert _marks(root) == [] and root.get("data-divergence-step") == "-1"
+    rows = {r.get("data-req"): r.get("data-differs") for r in root.iter("tr") if r.get("class") == "pl-twin-row"}
+    assert rows == {"a": "0", "b": "1"}
+
+
+def test_steps_missing_on_one_side_are_drawn_empty_so_the_columns_line_up() -> None:
+    short = _trace("vllm")
+    short.steps = short.steps[:3]
+    cols = [0, 1, 2, 3, 4]
+    drawn = trace_steps(short, cols)
+    assert [s["step"] for s in drawn] == cols and drawn[3]["scheduled"] == [] and drawn[4]["scheduled"] == []
+    kinds = [(r, n, p) for s in trace_steps(_trace("kit")) for r, n, p in s["scheduled"] if s["step"] <= 1]
+    assert kinds == [("a", 40, True), ("a", 1, False), ("b", 37, True)]
+    root = _parse(render_twin(_trace("kit"), short))
+    (mark_kit, mark_vllm) = _marks(root)
+    assert mark_kit.get("data-step") == mark_vllm.get("data-step") == "3"
+
+
+def test_traces_of_different_workloads_are_refused() -> None:
+    other = _trace("vllm")
+    other.workload = "x"
+    with pytest.raises(ValueError, match="different workloads"):
+        render_twin(_trace("kit"), other)
+
+
+def test_the_player_opens_on_the_divergence_step() -> None:
+    player = twin_player(_trace("kit"), _trace("vllm", decode_at_3=2))
+    assert player.frames == [0, 1, 2, 3, 4]
+    assert player.slider.value == 3
+
+
+def test_the_lab_cell_without_vllm_prints_how_to_install_it(monkeypatch, capsys, tmp_path) -> None:
+    import pagedlab.twin.labs as labs
+    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT, VLLM_VERSION
+
+    monkeypatch.setenv(ENV_VLLM_PYTHON, str(tmp_path / "no-such-python"))
+
+    def no_build(lab: str):
+        raise AssertionError("the workload was built although vLLM is missing")
+
+    monkeypatch.setattr(labs, "lab_workload", no_build)
+    assert labs.on_vllm("04") is None
+    out = capsys.readouterr().out
+    assert f"Real vLLM {VLLM_VERSION} is not installed" in out and "`make vllm`" in out
+    assert VLLM_REQUIREMENT in out and str(tmp_path / "no-such-python") in out
+    assert labs.run_script_on_vllm(tmp_path / "serve.py") is None
+    assert "`make vllm`" in capsys.readouterr().out
+
+
+def test_every_lab_with_a_cell_has_a_workload_and_others_are_refused() -> None:
+    from pagedlab.twin.labs import LAB_WORKLOADS, lab_workload
+
+    assert sorted(LAB_WORKLOADS) == ["02", "04", "05", "06", "07", "09"]
+    with pytest.raises(ValueError, match="no twin workload for lab '03'"):
+        lab_workload("03")
