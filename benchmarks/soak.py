@@ -3,18 +3,23 @@
 Keeps a random number of requests in flight on one ``LLMEngine`` (the bundled SmolLM2): random
 prompt lengths (some sharing a prefix, for the prefix cache), random sampling parameters (greedy or
 sampled, ``n`` of 1-2, stop strings, log-probabilities, seeds, ``max_tokens``), and aborts a random
-one now and then. Samples the process's RSS every ``--every`` seconds and reports RSS at the start
-(after a warm-up), after one minute, at the end, and the growth after the first minute in MB/min
-(end minus the 1-minute value, and a least-squares slope) and MB per 1,000 steps (a busy machine
-runs fewer steps per minute). Writes ``benchmarks/results/soak.json`` (``--out``).
+one now and then. Samples the process's RSS (and glibc's heap: live vs freed-but-held, see
+``pagedlab.engine.malloc.heap_mb``) every ``--every`` seconds and reports RSS at the start (after a
+warm-up), after one minute, at the end, and the growth after the first minute in MB/min (end minus
+the 1-minute value, and a least-squares slope), MB per 1,000 steps and per 1,000 requests (a busy
+machine runs fewer steps per minute). That span is also cut in two halves: caches that fill while
+the run warms up (oneDNN's kernels, one per padded matrix shape) grow the first half and leave the
+second flat (a plateau); a leak grows both. Writes ``benchmarks/results/soak.json`` (``--out``).
 
   make soak                                    # 30 minutes (SOAK_ARGS='--minutes 10' to change)
   .venv/bin/python benchmarks/soak.py --minutes 10 --threads 2
+  .venv/bin/python benchmarks/soak.py --minutes 10 --trim-every 0   # as before malloc_trim
 
-Native allocations are steered by the environment, recorded in the result:
-``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` (oneDNN's cache of compiled kernels, one per matrix shape; default
-1024) and ``MALLOC_ARENA_MAX`` (glibc malloc arenas). ``--tracemalloc`` lists the Python allocations
-that grew between the 1-minute mark and the end.
+The settings in effect are recorded in the result: the engine's ``MALLOC_TRIM_EVERY`` (steps between
+``malloc_trim`` calls, ``--trim-every``), ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` (oneDNN's cache of
+compiled kernels; default 1024) and glibc's ``MALLOC_*`` variables, which act only when set before the
+process starts. ``--tracemalloc`` lists the Python allocations that grew between the 1-minute mark
+and the end.
 """
 
 from __future__ import annotations
@@ -31,11 +36,21 @@ from typing import Any
 
 import psutil
 
-from pagedlab import LLMEngine, SamplingParams
-from pagedlab.engine.arg_utils import EngineArgs
-
 HERE = Path(__file__).resolve().parent
-ENV_KEYS = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "MALLOC_ARENA_MAX", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+sys.path.insert(0, str(HERE.parent))  # this checkout's pagedlab, not an installed one
+
+from pagedlab import LLMEngine, SamplingParams  # noqa: E402
+from pagedlab.engine import llm_engine, malloc  # noqa: E402
+from pagedlab.engine.arg_utils import EngineArgs  # noqa: E402
+
+ENV_KEYS = (
+    "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
+    "MALLOC_ARENA_MAX",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+)
 
 
 def random_params(rng: random.Random) -> SamplingParams:
@@ -120,6 +135,7 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
             aborted=soak.aborted,
             step_stats=len(engine.step_stats),
             finished_requests=len(engine.finished_requests),
+            **malloc.heap_mb(),
         )
         samples.append(row)
         print(json.dumps(row), flush=True)
@@ -138,27 +154,49 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
     return summarize(samples, minutes, trace_top(snap1) if trace else None) | dict(
         seed=seed,
         env={k: os.environ.get(k) for k in ENV_KEYS},
+        malloc_trim_every=llm_engine.MALLOC_TRIM_EVERY,
         threads=__import__("torch").get_num_threads(),
         blocks_free_at_end=f"{kv.num_free_blocks}/{kv.num_gpu_blocks}",
         requests={"submitted": soak.submitted, "aborted": soak.aborted, "finished": soak.finished},
     )
 
 
+def growth(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
+    """RSS growth from sample ``a`` to ``b``: MB/min, MB per 1,000 steps, MB per 1,000 requests submitted."""
+    mb = b["rss_mb"] - a["rss_mb"]
+    return dict(
+        mb=round(mb, 1),
+        mb_per_min=round(mb / max(b["t_min"] - a["t_min"], 1e-9), 2),
+        mb_per_1000_steps=round(1000 * mb / max(b["steps"] - a["steps"], 1), 2),
+        mb_per_1000_requests=round(1000 * mb / max(b["submitted"] - a["submitted"], 1), 2),
+    )
+
+
 def summarize(samples: list[dict[str, Any]], minutes: float, top: list[str] | None) -> dict[str, Any]:
-    """RSS at start / 1 min / end and the growth after the first minute."""
+    """RSS at start / 1 min / end, the growth after the first minute, and that growth split in halves.
+
+    A cache that fills while the run warms up (oneDNN kernels per shape, allocator pools) grows RSS
+    early and then stays flat: a plateau, not a leak. So the span after the first minute is also cut
+    in two at its middle sample: growth in the second half near 0 is a plateau; a leak grows in both.
+    """
     start, end = samples[0], samples[-1]
     after = [s for s in samples if s["t_min"] >= 1.0] or [end]
     one = after[0]
-    span_min = max(end["t_min"] - one["t_min"], 1e-9)
-    steps = max(end["steps"] - one["steps"], 1)
+    mid = after[len(after) // 2]
+    whole = growth(one, end)
     return dict(
         minutes=round(end["t_min"], 2),
         rss_start_mb=start["rss_mb"],
         rss_1min_mb=one["rss_mb"],
+        rss_mid_mb=mid["rss_mb"],
         rss_end_mb=end["rss_mb"],
-        mb_per_min_after_1min=round((end["rss_mb"] - one["rss_mb"]) / span_min, 2),
+        mb_per_min_after_1min=whole["mb_per_min"],
         mb_per_min_fit=round(slope([(s["t_min"], s["rss_mb"]) for s in after]), 2),
-        mb_per_1000_steps=round(1000 * (end["rss_mb"] - one["rss_mb"]) / steps, 2),
+        mb_per_1000_steps=whole["mb_per_1000_steps"],
+        mb_per_1000_requests=whole["mb_per_1000_requests"],
+        first_half=growth(one, mid) | dict(t_min=[one["t_min"], mid["t_min"]]),
+        second_half=growth(mid, end) | dict(t_min=[mid["t_min"], end["t_min"]]),
+        mb_per_min_fit_second_half=round(slope([(s["t_min"], s["rss_mb"]) for s in after[len(after) // 2 :]]), 2),
         steps_per_min=round((end["steps"] - start["steps"]) / max(end["t_min"], 1e-9), 1),
         tracemalloc_top=top,
         samples=samples,
@@ -179,6 +217,12 @@ def main() -> int:
     ap.add_argument("--every", type=float, default=15.0, help="seconds between RSS samples (default 15)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--tracemalloc", action="store_true", help="list Python allocations grown after 1 minute")
+    ap.add_argument(
+        "--trim-every",
+        type=int,
+        default=None,
+        help=f"steps between malloc_trim calls (default the engine's, {llm_engine.MALLOC_TRIM_EVERY}; 0: never)",
+    )
     ap.add_argument("--out", type=Path, default=HERE / "results" / "soak.json")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0:
@@ -187,6 +231,8 @@ def main() -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if args.trim_every is not None:
+        llm_engine.MALLOC_TRIM_EVERY = args.trim_every
     if args.tracemalloc:
         tracemalloc.start(10)
     result = run(args.minutes, args.seed, args.every, args.tracemalloc)
@@ -194,6 +240,8 @@ def main() -> int:
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     keys = ("minutes", "rss_start_mb", "rss_1min_mb", "rss_end_mb", "mb_per_min_after_1min", "mb_per_min_fit")
     print("soak: " + ", ".join(f"{k}={result[k]}" for k in keys + ("mb_per_1000_steps", "steps_per_min")))
+    for half in ("first_half", "second_half"):
+        print(f"  {half}: " + ", ".join(f"{k}={v}" for k, v in result[half].items()))
     for line in result["tracemalloc_top"] or []:
         print("  " + line)
     print(f"wrote {args.out}")

@@ -29,6 +29,7 @@ from pagedlab.config import (
     check_kv_cache_fits,
     check_seed,
 )
+from pagedlab.engine import malloc
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.history import History
@@ -120,6 +121,10 @@ def _try_reset_prefix_cache(kv: KVCacheManager) -> bool:
 STEP_STATS_KEPT = 10_000
 #: How many finished ``Request`` objects an engine keeps (``engine.finished_requests``), the most recent.
 FINISHED_REQUESTS_KEPT = 1_000
+#: Every this many steps an engine returns the C heap's freed pages to the system (``malloc_trim``,
+#: ``pagedlab.engine.malloc``): each step frees tensors of new sizes that glibc would otherwise keep.
+#: A trim takes ~10-20 ms on SmolLM2 (< 1% of 50 steps); 0 turns it off.
+MALLOC_TRIM_EVERY = 50
 
 _StepFn = TypeVar("_StepFn", bound=Callable[..., list[RequestOutput]])
 
@@ -688,7 +693,13 @@ class LLMEngine:
                 outputs.append(o)
         outputs += self._partial_outputs(flat, {o.request_id for o in outputs})
         self.step_stats.append(self._make_step_stats(out, t0, t_sched))
+        self._trim_heap()
         return outputs
+
+    def _trim_heap(self) -> None:
+        """Every ``MALLOC_TRIM_EVERY`` steps, hand the C heap's freed pages back (``pagedlab.engine.malloc``)."""
+        if MALLOC_TRIM_EVERY and self.step_stats.total % MALLOC_TRIM_EVERY == 0:
+            malloc.trim()
 
     def _make_step_stats(self, out: SchedulerOutput, t0: float, t_sched: float) -> StepStats:
         """This step's ``StepStats``; takes (and resets) the manager's prefix-cache stats."""
