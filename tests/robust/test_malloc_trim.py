@@ -72,3 +72,28 @@ def test_malloc_trim_every_0_never_trims(monkeypatch: pytest.MonkeyPatch) -> Non
     for _ in range(5):
         eng.step()
     assert calls == []
+
+
+GUARDED = """
+import sys, tempfile
+from pagedlab.engine import malloc
+before = malloc._libc() if sys.argv[1] == "resolved-before" else None  # the handle taken before the guard
+from pagedlab.grading.sandbox import install_guard
+install_guard(tempfile.mkdtemp(), [])
+print(malloc.trim(), malloc.trim())
+"""
+
+
+@glibc
+@pytest.mark.parametrize("when", ["resolved-before", "first-use-inside"])
+def test_trim_does_nothing_where_the_grader_refuses_foreign_calls(when: str) -> None:
+    """``pagedlab grade``'s learner process serves with the engine and denies every ctypes operation
+    (``GuardError``, a ``PermissionError``): a trim there must do nothing, not stop the learner's run."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", GUARDED, when], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # first use inside: dlopen(None) is refused, so no handle and no trim; a handle taken before the guard
+    # still calls malloc_trim (a plain foreign call raises no audit event; the guard denies dlopen and dlsym)
+    assert done.stdout.split() == (["False", "False"] if when == "first-use-inside" else ["True", "True"])
