@@ -218,6 +218,7 @@ class LearnerProcess:
 
     def __init__(self, job: dict[str, Any], names: dict[str, str], e2e: dict[str, Any] | None = None) -> None:
         self.job, self.names, self.e2e_job = job, names, e2e
+        self.time_scale = float(job.get("time_scale", 1.0))  # $PAGEDLAB_GRADE_TIME_SCALE (grade.time_scale)
         self.pristine = os.path.realpath(job["learner_dir"])  # the grader's copies; the learner never writes here
         self.workdir = ""  # this process's own scratch folder (a fresh one per start)
         self.missing: list[str] = []  # kernel containment the learner's process could not apply
@@ -414,7 +415,7 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
                     "message": why or "your exercise cell did not load again in a fresh process",
                 }
             ]
-    limit = min(RPC_SLACK * test.timeout, timeout)
+    limit = min(RPC_SLACK * test.timeout * lp.time_scale, timeout)
     if registry.get(eid).runs_in_learner_process:
         entries = _run_in_learner(lp, eid, test, limit)
     else:

@@ -63,6 +63,7 @@ from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 
 __all__ = [
+    "TIME_SCALE_ENV",
     "GradeError",
     "Learner",
     "LearnerResult",
@@ -71,6 +72,7 @@ __all__ = [
     "discover",
     "grade",
     "main",
+    "time_scale",
 ]
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024
@@ -423,6 +425,31 @@ def _copy_notebooks(learner: Learner, folder: str, run: _Run) -> list[str]:
     return names
 
 
+#: Environment variable multiplying every test's time limit (a slow or heavily shared grading machine).
+TIME_SCALE_ENV = "PAGEDLAB_GRADE_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """``$PAGEDLAB_GRADE_TIME_SCALE`` (default 1): the factor applied to each test's time limit (not to
+    ``--timeout``, the learner's total). On a machine where many jobs share few cores, a test that calls
+    the learner's code hundreds of times across the process boundary waits for the scheduler at every
+    call, and can exceed its limit although the code is right.
+
+    Raises:
+        GradeError: the variable is set to something other than a number >= 1.
+    """
+    raw = os.environ.get(TIME_SCALE_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1.0 or value == float("inf"):
+        raise GradeError(f"${TIME_SCALE_ENV} must be a number >= 1 (a factor on each test's time limit), got {raw!r}")
+    return value
+
+
 def start_learner(
     learner: Learner,
     exercises: list[str] | None,
@@ -439,6 +466,7 @@ def start_learner(
     only (``preexec_fn`` is not safe with threads around).
     """
     extra = E2E_ALLOWANCE_S if e2e_job else 0.0  # the end-to-end test has its own time, after the tests
+    scale = time_scale()
     run = _Run(learner, timeout + extra)
     if not learner.notebooks:
         return run
@@ -450,7 +478,8 @@ def start_learner(
         "learner_dir": learner_dir,
         "exercises": exercises,
         "hidden_dir": str(hidden) if hidden else None,
-        "test_timeout": min(30.0, max(1.0, timeout / 4)),
+        "test_timeout": min(30.0, max(1.0, timeout / 4)) * scale,
+        "time_scale": scale,
         "memory_mb": memory_mb,
         "cpu_s": int(timeout + extra) + 2,
         "result": "result.jsonl",

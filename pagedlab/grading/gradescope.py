@@ -274,11 +274,13 @@ def prepare(root: Any | None = None) -> str:
 
     base = _root(root)
     config = _config(base / "source")
+    # first: the conversion below imports triton (through torch), and the triton configuration's reference
+    # needs the interpreter switched on before that, as grade() does
+    use_interpreter_without_gpu()
     load_model(None, tokenizer_only=True)  # converts the GGUF into the image's cache
     opts = E2EOptions(**config.get("e2e", {}))
     if not opts.enabled:
         return "model converted; end-to-end test off"
-    use_interpreter_without_gpu()  # the triton configuration's reference, as grade() does
     seed = opts.seed if opts.seed is not None else secrets.randbelow(2**31)
     e2e_plan = e2e.plan(seed, opts.prompts, opts.tokens)
     data = {"options": dataclasses.asdict(opts), "plan": e2e_plan.to_json()}

@@ -50,6 +50,10 @@ def _env(root: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
     env["PAGEDLAB_AUTOGRADER_ROOT"] = str(root)
+    # a CI machine shared by many jobs: a test calling the learner's code hundreds of times across the process
+    # boundary waits for the scheduler at each call (07.insert's random test ran past 30 s at a load of 20 on 2
+    # cores); each test's limit x4, the submission's total (the bundle's timeout) unchanged
+    env.setdefault("PAGEDLAB_GRADE_TIME_SCALE", "4")
     return env
 
 
@@ -111,7 +115,7 @@ def _autograde(root: Path, notebooks: dict[str, Any], env: dict[str, str]) -> tu
         else:
             nbformat.write(nb, str(root / "submission" / name))
     start = time.monotonic()
-    proc = _run([str(root / "run_autograder")], root, env, 420)
+    proc = _run([str(root / "run_autograder")], root, env, 900)
     seconds = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout[-4000:]
     data = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
@@ -148,6 +152,7 @@ def test_the_autograder_image_builds_and_grades(tmp_path: Path) -> None:
     print(f"--- setup.sh ({build_s:.0f} s), last lines ---\n" + "\n".join(log.splitlines()[-8:]))
     assert built.returncode == 0, log[-6000:]
     assert "pagedlab autograder image: model converted; end-to-end:" in log
+    assert "not run: triton kernel" not in log, log[-3000:]  # the plan holds the triton configuration's reference
     py = root / "venv" / "bin" / "python"
     where = subprocess.run(
         [

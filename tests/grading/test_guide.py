@@ -61,3 +61,14 @@ def test_the_guide_says_how_hub_learners_get_the_labs_and_sizes_30_learners() ->
     assert "30 learners" in sizing and "getrusage" in sizing
     labs = re.findall(r"^\| (\d\d)_\w+ \|", sizing, flags=re.M)
     assert labs == [p.name[:2] for p in sorted((ROOT / "solutions").glob("*.ipynb"))], labs
+
+
+def test_every_lab_of_the_sizing_table_is_measured_and_the_limit_covers_the_largest() -> None:
+    """No row left to be measured (a '-'), and the recommended ``mem_limit`` covers the largest kernel tree."""
+    text = GUIDE.read_text(encoding="utf-8")
+    sizing = text[text.index("### Sizing a JupyterHub") : text.index("### A shared model cache")]
+    rows = [r.split("|")[2:5] for r in re.findall(r"^\| \d\d_\w+ \|.*$", sizing, flags=re.M)]
+    assert rows and all(re.match(r"\s*\d+(\.\d+)?\b", cell) for row in rows for cell in row), rows
+    tree_mb = max(int(re.match(r"\s*(\d+)", row[2]).group(1)) for row in rows)  # type: ignore[union-attr]
+    limit_gb = float(re.search(r'mem_limit = "(\d+(?:\.\d+)?)G"', sizing).group(1))  # type: ignore[union-attr]
+    assert limit_gb * 1024 >= tree_mb + 84, (limit_gb, tree_mb)  # + the learner's Jupyter server
