@@ -20,6 +20,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 BUDGET_S = float(os.environ.get("PAGEDLAB_NOTEBOOK_BUDGET_S", "60"))
 _OUT = Path(__file__).resolve().parents[1] / "tests" / "artifacts" / "notebook_times.json"
 _times: dict = {}
@@ -74,3 +76,21 @@ def pytest_terminal_summary(terminalreporter):
     for nb, e in sorted(_times.items()):
         flag = "  OVER BUDGET" if e["seconds"] > BUDGET_S else ""
         terminalreporter.write_line(f"{nb:<40} {e['seconds']:6.1f} s  {e['cells']} cells{flag}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The labs' "On real vLLM" cells take their not-installed branch in this run (``PAGEDLAB_LAB_VLLM=off``,
+    ``pagedlab.twin.labs``): ``tests/twin/test_lab_cells.py`` runs every lab's workload on real vLLM in one
+    vLLM start, where each notebook would start its own. The kernel nbval starts inherits it; set
+    ``PAGEDLAB_LAB_VLLM=on`` to run the cells on vLLM here too."""
+    if _notebook_of(item.nodeid) is None:
+        yield
+        return
+    before = os.environ.get("PAGEDLAB_LAB_VLLM")
+    os.environ.setdefault("PAGEDLAB_LAB_VLLM", "off")
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PAGEDLAB_LAB_VLLM", None)

@@ -155,11 +155,29 @@ def lab_workload(lab: str) -> Workload:
 def install_hint(why: str) -> str:
     """What the lab cell prints where real vLLM is not usable: why, and the command that installs it."""
     return (
-        f"Real vLLM {VLLM_VERSION} is not installed here, so this cell did not run on it ({why}).\n"
+        f"Real vLLM {VLLM_VERSION} did not run this cell: {why}.\n"
         f"To run it: `make vllm` in the kit's checkout installs {VLLM_REQUIREMENT} (the CPU build, about "
         "3.5 minutes, 3.4 GB) into its own .venv-vllm and prepares the fp32 model folder vLLM loads; then "
-        "re-run this cell."
+        f"re-run this cell (with {LAB_VLLM_ENV} unset or 'on')."
     )
+
+
+#: ``PAGEDLAB_LAB_VLLM=off`` keeps the labs' vLLM cells on their not-installed branch even where vLLM is
+#: installed: the test suite's notebook run sets it (``solutions/conftest.py``), because
+#: ``tests/twin/test_lab_cells.py`` runs every lab's workload on real vLLM in one vLLM start instead of one
+#: per notebook.
+LAB_VLLM_ENV = "PAGEDLAB_LAB_VLLM"
+
+
+def _lab_vllm_status(vllm_status: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+    import os
+
+    setting = os.environ.get(LAB_VLLM_ENV, "on").strip().lower()
+    if setting not in ("on", "off"):
+        raise ValueError(f"{LAB_VLLM_ENV} must be 'on' or 'off', got {setting!r}")
+    if setting == "off":
+        return False, f"switched off by {LAB_VLLM_ENV}=off"
+    return vllm_status()
 
 
 def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | None] | None:
@@ -174,7 +192,7 @@ def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | 
     """
     from pagedlab.twin import compare, vllm_status
 
-    ok, why = vllm_status()
+    ok, why = _lab_vllm_status(vllm_status)
     if not ok:
         print(install_hint(why))
         return None
@@ -217,7 +235,7 @@ def run_script_on_vllm(script: str | Path, args: list[str] | None = None, *, tim
     from pagedlab.twin.hf_model import hf_model_dir
     from pagedlab.vllm_version import vllm_python
 
-    ok, why = vllm_status()
+    ok, why = _lab_vllm_status(vllm_status)
     if not ok:
         print(install_hint(why))
         return None

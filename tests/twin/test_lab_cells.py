@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import json
 
-from pagedlab.twin.labs import first_shared_tokens, on_vllm, run_script_on_vllm
+from pagedlab.twin import compare
+from pagedlab.twin.labs import LAB_WORKLOADS, first_shared_tokens, lab_workload, on_vllm, run_script_on_vllm
 from pagedlab.viz.twin import render_twin
+
+
+def test_every_labs_workload_schedules_identically_on_vllm() -> None:
+    """The six labs' cells in one vLLM start (the notebook run switches them off: solutions/conftest.py)."""
+    labs = sorted(LAB_WORKLOADS)
+    results = compare([lab_workload(lab) for lab in labs])
+    for lab, (kit, vllm, found) in zip(labs, results):
+        assert found is None, f"lab {lab}: first divergence at {found}"
+        assert len(vllm.steps) == len(kit.steps) > 0 and vllm.tokens == kit.tokens, lab
 
 
 def test_lab07s_cell_runs_its_workload_on_vllm_with_the_same_decisions() -> None:

@@ -116,6 +116,7 @@ def test_the_lab_cell_without_vllm_prints_how_to_install_it(monkeypatch, capsys,
     from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT, VLLM_VERSION
 
     monkeypatch.setenv(ENV_VLLM_PYTHON, str(tmp_path / "no-such-python"))
+    monkeypatch.delenv(labs.LAB_VLLM_ENV, raising=False)
 
     def no_build(lab: str):
         raise AssertionError("the workload was built although vLLM is missing")
@@ -123,10 +124,28 @@ def test_the_lab_cell_without_vllm_prints_how_to_install_it(monkeypatch, capsys,
     monkeypatch.setattr(labs, "lab_workload", no_build)
     assert labs.on_vllm("04") is None
     out = capsys.readouterr().out
-    assert f"Real vLLM {VLLM_VERSION} is not installed" in out and "`make vllm`" in out
+    assert f"Real vLLM {VLLM_VERSION} did not run this cell: no vLLM interpreter" in out and "`make vllm`" in out
     assert VLLM_REQUIREMENT in out and str(tmp_path / "no-such-python") in out
     assert labs.run_script_on_vllm(tmp_path / "serve.py") is None
     assert "`make vllm`" in capsys.readouterr().out
+
+
+def test_the_lab_cells_can_be_switched_off_and_refuse_a_bad_setting(monkeypatch, capsys) -> None:
+    """PAGEDLAB_LAB_VLLM=off (the suite's notebook run) takes the not-installed branch without asking vLLM."""
+    import pagedlab.twin as twin
+    import pagedlab.twin.labs as labs
+
+    def no_probe() -> tuple[bool, str]:
+        raise AssertionError("vLLM was probed although the cells are switched off")
+
+    monkeypatch.setattr(twin, "vllm_status", no_probe)
+    monkeypatch.setenv(labs.LAB_VLLM_ENV, "off")
+    assert labs.on_vllm("04") is None and labs.run_script_on_vllm("serve.py") is None
+    out = capsys.readouterr().out
+    assert out.count("switched off by PAGEDLAB_LAB_VLLM=off") == 2 and "`make vllm`" in out
+    monkeypatch.setenv(labs.LAB_VLLM_ENV, "maybe")
+    with pytest.raises(ValueError, match="PAGEDLAB_LAB_VLLM must be 'on' or 'off'"):
+        labs.on_vllm("04")
 
 
 def test_every_lab_with_a_cell_has_a_workload_and_others_are_refused() -> None:
