@@ -478,15 +478,9 @@ class LLMEngine:
         if bad:
             raise InvalidRequestError(f"prompt token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
         sc = self.scheduler_config
-        # With chunking off a prompt runs in one step, unless long_prefill_token_threshold caps it
-        # first (vLLM 0.11 applies the threshold before the "does it fit the budget" check).
-        t = sc.long_prefill_token_threshold
-        first_chunk = min(n_prompt, t) if t > 0 else n_prompt
-        if (
-            self.scheduling == "continuous"
-            and not sc.enable_chunked_prefill
-            and first_chunk > sc.max_num_batched_tokens
-        ):
+        # With chunking off a prompt runs in one step. long_prefill_token_threshold cannot be counted on
+        # to cut it: vLLM 0.32 lifts it for a lone request (``Scheduler._step_long_prefill_cap``).
+        if self.scheduling == "continuous" and not sc.enable_chunked_prefill and n_prompt > sc.max_num_batched_tokens:
             raise InvalidRequestError(
                 f"the prompt has {n_prompt} tokens but enable_chunked_prefill=False schedules a prompt whole and "
                 f"one step holds max_num_batched_tokens={sc.max_num_batched_tokens}; it could never run. "

@@ -3,7 +3,8 @@
 Every step closes the gap ``num_tokens - num_computed_tokens`` of as many requests as fit:
 
 1. RUNNING requests first, in order, each getting ``min(gap, long_prefill_token_threshold,
-   token budget)`` tokens. If the KV-cache manager cannot allocate, a victim is preempted
+   token budget)`` tokens (the threshold only when the step starts with more than one unfinished
+   request: vLLM 0.32 lifts it for a lone request, which has nobody to starve). If the KV-cache manager cannot allocate, a victim is preempted
    (fcfs: the newest running request; priority: the largest ``(priority, arrival_time)``)
    until it can, or until the request itself was the victim.
 2. SWAPPED requests are swapped back in (vLLM v0; v1 has no swap), only if nothing was
@@ -180,6 +181,9 @@ class Scheduler:
         self.swapped: deque[Request] = deque()
         self.step_count = 0
         self._rejected: list[Request] = []
+        # This step's long-prefill cap (``schedule`` sets it; 0 = none): the configured threshold, or 0
+        # when the step starts with a lone unfinished request.
+        self._long_prefill_cap = scheduler_config.long_prefill_token_threshold
         # Postcondition checks after every step (vLLM asserts them); off unless the environment
         # sets PAGEDLAB_CHECK_INVARIANTS (the test suite does), so they cost nothing in the labs.
         self.check_postconditions = os.environ.get(CHECK_INVARIANTS_ENV, "0") not in ("", "0")
@@ -279,9 +283,21 @@ class Scheduler:
             self.tracer.record(kind, **data)
 
     # --- the step ----------------------------------------------------------------------------
-    def _cap_long_prefill(self, n: int) -> int:
-        """``n`` capped by ``long_prefill_token_threshold`` when it is set (> 0)."""
+    def _step_long_prefill_cap(self) -> int:
+        """The long-prefill cap for the step about to be scheduled: ``long_prefill_token_threshold``, or 0
+        (no cap) when only one request is unfinished (running, waiting or swapped).
+
+        vLLM 0.32.0 ``Scheduler.schedule`` (``vllm/v1/core/sched/scheduler.py``, lines 640-649): "When it
+        is the only request there is nobody to starve, so let it use the whole budget"; it counts
+        ``get_request_counts()`` (running + waiting) once, before the running phase. vLLM 0.11 capped
+        every request. The kit's swapped requests (an extension, no vLLM counterpart) count as competing.
+        """
         t = self.config.long_prefill_token_threshold
+        return t if self.get_num_unfinished_requests() > 1 else 0
+
+    def _cap_long_prefill(self, n: int) -> int:
+        """``n`` capped by this step's long-prefill cap when there is one (> 0)."""
+        t = self._long_prefill_cap
         return t if 0 < t < n else n
 
     def _clip(self, n: int, budget: int) -> int:
@@ -343,6 +359,7 @@ class Scheduler:
         if self.tracer is not None:
             self.tracer.step = self.step_count
         scheduled: dict[str, ScheduledRequest] = {}
+        self._long_prefill_cap = self._step_long_prefill_cap()
         budget = self._schedule_running(out, scheduled, self.config.max_num_batched_tokens)
         budget = self._schedule_swapped(out, scheduled, budget)
         budget = self._schedule_waiting(out, scheduled, budget)
@@ -454,8 +471,8 @@ class Scheduler:
         hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
         n = req.num_tokens - num_hit
         if budget is not None:
-            # vLLM 0.11 ``Scheduler.schedule``: cap by the threshold *before* the "does the
-            # unchunked prefill fit the budget" check, then clip to the budget.
+            # vLLM ``Scheduler.schedule`` (0.11 and 0.32): cap by the threshold *before* the "does
+            # the unchunked prefill fit the budget" check, then clip to the budget.
             n = self._cap_long_prefill(n)
             if not self.config.enable_chunked_prefill and n > self.config.max_num_batched_tokens:
                 self._reject_unschedulable(req, n)

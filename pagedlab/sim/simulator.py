@@ -66,8 +66,8 @@ def _rejection(r: TraceRequest, sc: SchedulerConfig, cc: CacheConfig) -> str | N
     need = -(-total // cc.block_size)
     if need > cc.num_gpu_blocks:
         return f"needs {need} blocks, the whole pool has {cc.num_gpu_blocks}"
-    t = sc.long_prefill_token_threshold
-    if not sc.enable_chunked_prefill and (min(r.prompt_len, t) if t > 0 else r.prompt_len) > sc.max_num_batched_tokens:
+    # the threshold does not cut a lone request's prompt (vLLM 0.32), so it cannot make a prompt fit
+    if not sc.enable_chunked_prefill and r.prompt_len > sc.max_num_batched_tokens:
         return f"{r.prompt_len}-token prompt exceeds max_num_batched_tokens={sc.max_num_batched_tokens} (no chunking)"
     return None
 

@@ -63,10 +63,16 @@ class VLLMAdapter:
         self._seen: set[str] = set()  # cleared by reset() between workloads
         self._last: Any = None
         self._preempted: list[str] = []
+        self._computed: dict[str, int] = {}
         schedule, preempt = self.sched.schedule, self.sched._preempt_request
 
         def recorded_schedule(*a: Any, **k: Any) -> Any:
             self._last = schedule(*a, **k)
+            # read now: a request that finishes in this step (max_tokens=1, an abort) has left
+            # ``sched.requests`` by the time ``engine.step`` returns
+            self._computed = {
+                rid: int(self.sched.requests[rid].num_computed_tokens) for rid in self._last.num_scheduled_tokens
+            }
             return self._last
 
         def recorded_preempt(request: Any, *a: Any, **k: Any) -> Any:
@@ -112,7 +118,7 @@ class VLLMAdapter:
                     self._seen.add(rid)
                     # vLLM 0.32's Request keeps no num_cached_tokens: a first chunk starts after the prefix
                     # hit, and schedule() has already advanced num_computed_tokens by the chunk.
-                    record.num_cached_tokens[rid] = int(self.sched.requests[rid].num_computed_tokens) - int(n)
+                    record.num_cached_tokens[rid] = self._computed[rid] - int(n)
         record.preempted.extend(self._preempted)
         return [
             (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)

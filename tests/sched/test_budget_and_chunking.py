@@ -26,24 +26,43 @@ def test_long_prefill_token_threshold_caps_each_chunk():
     assert chunks[1][0] == ("a", 5, 5) and chunks[2][0] == ("a", 10, 2)
 
 
+def test_a_lone_request_is_not_capped_by_the_threshold():
+    # vLLM 0.32.0 ``Scheduler.schedule``: the threshold applies only when more than one request is
+    # unfinished (running + waiting) as the step starts; a lone prefill takes the whole budget. 0.11 capped it.
+    s, _ = make(max_num_batched_tokens=100, long_prefill_token_threshold=5)
+    s.add_request(req("a", 12))
+    assert [(x.request.request_id, x.num_tokens) for x in step(s).scheduled] == [("a", 12)]
+    s2, _ = make(max_num_batched_tokens=12, long_prefill_token_threshold=5)
+    s2.add_request(req("a", 30))
+    assert [(x.request.request_id, x.num_tokens) for x in step(s2).scheduled] == [("a", 12)]  # the budget
+    s2.add_request(req("b", 3))  # a is running, b waits: two unfinished requests, a is capped again
+    assert [(x.request.request_id, x.num_tokens) for x in step(s2).scheduled] == [("a", 5), ("b", 3)]
+    s2.finish_requests("b", RequestStatus.FINISHED_ABORTED)  # alone again: only the budget limits a
+    assert [(x.request.request_id, x.num_tokens) for x in step(s2).scheduled] == [("a", 12)]
+
+
 def test_without_chunked_prefill_the_threshold_applies_before_the_fit_check():
-    # vLLM 0.11: n = min(gap, threshold) first; only an n above the budget is refused. A 12-token
+    # vLLM (0.11 and 0.32): n = min(gap, threshold) first; only an n above the budget is refused. A 12-token
     # prompt with threshold 5 fits a budget of 8 as a 5-token chunk; a 9-token gap capped to 9 would not.
+    # A second request keeps the threshold on (a lone request is not capped, vLLM 0.32).
     s, kv = make(max_num_batched_tokens=8, long_prefill_token_threshold=5, enable_chunked_prefill=False)
     s.add_request(req("a", 12))
+    s.add_request(req("z", 3))
     out = s.schedule()
-    assert [(x.request.request_id, x.start, x.num_tokens) for x in out.scheduled] == [("a", 0, 5)]
+    assert [(x.request.request_id, x.start, x.num_tokens) for x in out.scheduled] == [("a", 0, 5), ("z", 0, 3)]
     assert s.requests["a"].num_computed_tokens == 5 and s.requests["a"].status == RequestStatus.RUNNING
     assert len(s.waiting) == 0 and kv.get_block_ids("a") != []
     s2, kv2 = make(max_num_batched_tokens=8, long_prefill_token_threshold=10, enable_chunked_prefill=False)
     b = req("b", 12)
     s2.add_request(b)
+    s2.add_request(req("y", 3))
     before = kv2.num_free_blocks
     out2 = s2.schedule()
     # A capped chunk above max_num_batched_tokens can never be scheduled: it is rejected (the
     # progress guarantee, issue 16) rather than clipped to the budget or left waiting forever.
-    assert out2.scheduled == [] and out2.rejected == [b] and b.status == RequestStatus.FINISHED_ABORTED
-    assert len(s2.waiting) == 0 and not s2.requests and kv2.num_free_blocks == before
+    assert out2.rejected == [b] and b.status == RequestStatus.FINISHED_ABORTED
+    assert [x.request.request_id for x in out2.scheduled] == ["y"]
+    assert "b" not in s2.requests and kv2.num_free_blocks == before - 1
 
 
 def test_postconditions_are_checked_every_step_in_tests():

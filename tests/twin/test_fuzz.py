@@ -1,24 +1,32 @@
 """Property run: random small workloads schedule the same on the kit and on real vLLM, step by step.
 
 Hypothesis draws the whole batch at once (``FUZZ_COUNT`` workloads, default 200) so that vLLM starts
-once per engine configuration: each workload takes one of ``CONFIGS`` (small pools, budgets from 33
-tokens up, ``max_num_seqs`` 1-4, ``long_prefill_token_threshold``, chunked prefill on/off, prefix caching
-on/off, fcfs/priority) and draws requests sized to it: random prompt lengths sharing prefixes (so the
-prefix cache has something to hit), output lengths, arrival steps, priorities and aborts, with one
-request just below the whole pool (so preemption is common). No shrinking (each example costs a vLLM
-run): a failure prints the first diverging workload as JSON, which ``pagedlab.twin.compare`` replays.
+once per engine configuration: each workload takes one of ``CONFIGS`` (pools of 3-5 usable blocks, just
+above one request; budgets from 33 tokens up, ``max_num_seqs`` 1-4, ``long_prefill_token_threshold``,
+chunked prefill on/off, prefix caching on/off, fcfs/priority) and draws requests sized to it: prompt
+lengths under one block, of several blocks and just below the whole pool, shared prefixes of 0-70 tokens
+and exact repeats (so the prefix cache has whole blocks to hit), output lengths, arrival steps,
+priorities and aborts.
+
+The batch is drawn from one ``random.Random`` that Hypothesis seeds (``st.randoms``): with one example
+per run, Hypothesis's first example is its *simplest* one, and drawing every field through Hypothesis
+made that a batch of 1-token workloads (no preemption, no prefix hit). The test asserts over the whole
+batch that some workloads preempt and some hit the prefix cache, so such a degeneration fails loudly.
+No shrinking (each example costs a vLLM run): a failure prints the first diverging workload as JSON,
+which ``pagedlab.twin.compare`` replays.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from pagedlab.twin import EngineSettings, TwinRequest, Workload, compare
+from pagedlab.twin import EngineSettings, StepRecord, Trace, TwinRequest, Workload, compare
 
 FUZZ_COUNT = int(os.environ.get("PAGEDLAB_TWIN_FUZZ", "200"))
 BLOCK = 32  # vLLM 0.32's CPU attention: multiples of 32
@@ -47,31 +55,38 @@ CONFIGS = [
 ]
 
 
-@st.composite
-def workloads(draw: st.DrawFn, index: int) -> Workload:
-    engine = CONFIGS[draw(st.integers(0, len(CONFIGS) - 1))]
+def random_workload(rng: random.Random, index: int) -> Workload:
+    """One small workload on one of ``CONFIGS``: 1-5 requests whose lengths reach the whole pool."""
+    engine = rng.choice(CONFIGS)
     room = engine.engine_args()["max_model_len"]
-    reqs = []
-    for i in range(draw(st.integers(1, 5))):
-        big = i == 0 and draw(st.booleans())  # one request just below the whole pool
-        total = draw(st.integers(room - BLOCK + 1, room) if big else st.integers(2, room))
-        max_tokens = draw(st.integers(1, min(12, total - 1)))
+    reqs: list[TwinRequest] = []
+    for i in range(rng.randint(1, 5)):
+        kind = rng.choice(["short", "blocks", "blocks", "pool"])
+        lo, hi = {"short": (2, BLOCK), "blocks": (BLOCK + 1, room), "pool": (room - BLOCK + 1, room)}[kind]
+        total = rng.randint(lo, hi)
+        max_tokens = rng.randint(1, min(12, total - 1))
         n_prompt = total - max_tokens
-        prefix = PREFIXES[draw(st.integers(0, 2))][: draw(st.integers(0, min(70, n_prompt)))]
-        own = [draw(st.integers(100, 49000)) for _ in range(n_prompt - len(prefix))]
-        arrival = draw(st.integers(0, 6))
-        abort = draw(st.integers(arrival, arrival + 10)) if draw(st.integers(0, 5)) == 0 else None
+        if reqs and rng.random() < 0.2:  # an earlier prompt again (cut to fit)
+            prompt = rng.choice(reqs).prompt_token_ids[:n_prompt]
+        else:
+            shared = rng.choice([0, rng.randint(0, 70), BLOCK, 2 * BLOCK, 70])
+            prefix = rng.choice(PREFIXES)[: min(shared, n_prompt)]
+            prompt = prefix + [rng.randint(100, 49000) for _ in range(n_prompt - len(prefix))]
+        arrival = rng.randint(0, 6)
+        abort = rng.randint(arrival, arrival + 10) if rng.random() < 1 / 6 else None
         sampling = {"temperature": 0.0, "max_tokens": max_tokens, "ignore_eos": True}
-        reqs.append(TwinRequest(f"w{index}r{i}", prefix + own, sampling, arrival, draw(st.integers(0, 3)), abort))
+        reqs.append(TwinRequest(f"w{index}r{i}", prompt, sampling, arrival, rng.randint(0, 3), abort))
     return Workload(f"fuzz{index}", engine, reqs)
 
 
 @st.composite
 def batches(draw: st.DrawFn) -> list[Workload]:
-    return [draw(workloads(i)) for i in range(FUZZ_COUNT)]
+    rng = draw(st.randoms(use_true_random=True))
+    return [random_workload(rng, i) for i in range(FUZZ_COUNT)]
 
 
-@settings(
+#: One example, Hypothesis's first (reproducible: derandomized), no shrinking (each example costs a vLLM run).
+ONE_BATCH = settings(
     max_examples=1,
     phases=[Phase.generate],
     derandomize=True,
@@ -79,20 +94,54 @@ def batches(draw: st.DrawFn) -> list[Workload]:
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
+
+
+@ONE_BATCH
+@given(batches())
+def test_the_batch_is_varied(batch: list[Workload]) -> None:
+    """The drawn batch itself, before vLLM runs: multi-block and short prompts, every config, shared prefixes."""
+    lengths = [len(r.prompt_token_ids) for w in batch for r in w.requests]
+    assert len(batch) == FUZZ_COUNT and max(lengths) > 3 * BLOCK and min(lengths) < BLOCK
+    assert sum(n > BLOCK for n in lengths) >= len(lengths) // 3, "few prompts longer than one block"
+    used = {json.dumps(w.engine.engine_args(), sort_keys=True) for w in batch}
+    assert used == {json.dumps(c.engine_args(), sort_keys=True) for c in CONFIGS}
+    assert sum(len(w.requests) > 1 for w in batch) >= FUZZ_COUNT // 2, "mostly lone requests"
+    shared = [w for w in batch if len({tuple(r.prompt_token_ids[:BLOCK]) for r in w.requests}) < len(w.requests)]
+    assert len(shared) >= FUZZ_COUNT // 10, "few workloads whose requests share a first block"
+
+
 @pytest.mark.xfail(
-    strict=True, reason="open: the drawn workloads degenerate to 1-token requests (0 preemptions, 0 hits) (stop 27)"
+    strict=True,
+    reason="open: on the varied batch's first 40 workloads vLLM 0.32.0 (8 preempt, 7 hit, 22 chunk) and the kit "
+    "diverge in 9; first: fuzz0 step 6, the kit schedules w0r1 8 tokens, vLLM nothing (PAGEDLAB_TWIN_FUZZ=40)",
 )
+@ONE_BATCH
 @given(batches())
 def test_random_workloads_schedule_identically(batch: list[Workload]) -> None:
     results = compare(batch)
     failures = [(w, d) for w, (_, _, d) in zip(batch, results) if d is not None]
     steps = sum(len(v.steps) for _, v, _ in results)
-    preemptions = sum(len(s.preempted) for _, v, _ in results for s in v.steps)
-    hits = sum(1 for _, v, _ in results for s in v.steps for n in s.num_cached_tokens.values() if n > 0)
-    print(f"twin fuzz: {len(batch)} workloads, {steps} vLLM steps, {preemptions} preemptions, {hits} prefix hits")
-    assert preemptions > 0 and hits > 0, "the random workloads no longer exercise preemption and prefix caching"
+    preempting = sum(any(s.preempted for s in v.steps) for _, v, _ in results)
+    hitting = sum(any(n > 0 for s in v.steps for n in s.num_cached_tokens.values()) for _, v, _ in results)
+    chunked = sum(
+        any(n > 1 and r in _seen_before(v, s) for s in v.steps for r, n in s.scheduled) for _, v, _ in results
+    )
+    print(
+        f"twin fuzz: {len(batch)} workloads, {steps} vLLM steps; workloads with a preemption {preempting}, "
+        f"a prefix hit {hitting}, a continued prefill chunk {chunked}"
+    )
+    # over the whole batch (vLLM's traces; the kit's equal them where nothing diverges): degeneration fails here
+    least = max(1, len(batch) // 20)
+    assert preempting >= least, f"only {preempting}/{len(batch)} workloads preempt (want >= {least})"
+    assert hitting >= least, f"only {hitting}/{len(batch)} workloads hit the prefix cache (want >= {least})"
+    assert chunked >= least, f"only {chunked}/{len(batch)} workloads chunk a prefill (want >= {least})"
     if failures:
         w, d = failures[0]
         raise AssertionError(
             f"{len(failures)}/{len(batch)} workloads diverge; first: {w.name} at {d}\n{json.dumps(w.to_dict())}"
         )
+
+
+def _seen_before(trace: Trace, step: StepRecord) -> set[str]:
+    """Requests scheduled in an earlier step of ``trace`` than ``step`` and not newly admitted in it."""
+    return {r for s in trace.steps if s.step < step.step for r, _ in s.scheduled} - set(step.num_cached_tokens)

@@ -25,7 +25,13 @@ def ids(rng: random.Random, n: int) -> list[int]:
     return [rng.randrange(100, VOCAB) for _ in range(n)]
 
 
-def readme(num_prompts: int = 8, max_tokens: int = 24, prefix_caching: bool = True) -> Workload:
+def readme(num_prompts: int = 8, max_tokens: int = 24, prefix_caching: bool = True, repeats: int = 4) -> Workload:
+    """The README's prompts (``data/prompts.jsonl``, chat template), then ``repeats`` of them asked again.
+
+    The 8 prompts share only their 24-token chat header, under one 32-token block (the block size vLLM
+    0.32's CPU attention needs), so on their own they can never hit the prefix cache. The repeats arrive at
+    step 2, while the first ones still run: their first block (header and question) is a hit of 32 tokens.
+    """
     from pagedlab.engine.llm_engine import load_model_cached
 
     tok = load_model_cached(None)[1]
@@ -35,6 +41,9 @@ def readme(num_prompts: int = 8, max_tokens: int = 24, prefix_caching: bool = Tr
         enc = tok.apply_chat_template(row["messages"], add_generation_prompt=True, tokenize=True, return_dict=True)
         prompt = [int(t) for t in enc["input_ids"]]
         reqs.append(TwinRequest(row["id"], prompt, greedy(min(row.get("max_tokens", 64), max_tokens))))
+    reqs += [
+        TwinRequest(f"{r.request_id}_again", r.prompt_token_ids, r.sampling, arrival_step=2) for r in reqs[:repeats]
+    ]
     name = "readme" + ("" if prefix_caching else "_no_prefix_caching")
     return Workload(name, EngineSettings(num_gpu_blocks=65, enable_prefix_caching=prefix_caching), reqs)
 
