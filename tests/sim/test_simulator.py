@@ -77,11 +77,15 @@ def test_chunked_prefill_lowers_max_step_time(code):
     sc = dict(max_num_seqs=256, max_num_batched_tokens=16384, max_model_len=16384)
     whole = simulate(code, SchedulerConfig(**sc))
     chunked = simulate(code, SchedulerConfig(long_prefill_token_threshold=256, **sc))
-    w, c = whole.summary(), chunked.summary()
-    assert c["max_step_time"] < 0.5 * w["max_step_time"]
+    # vLLM 0.32 lifts the threshold for a lone unfinished request (nobody to starve: it takes the whole
+    # budget), so the bound holds on the steps that batch several sequences - the ones where a long prompt
+    # would stall others; there the longest step is at most half as long as without the threshold.
+    shared = [st for st in chunked.steps if st.num_seqs > 1]
+    assert max(st.step_time for st in shared) < 0.5 * whole.summary()["max_step_time"]
     # Decodes no longer stall behind a long prompt: the worst inter-token gap shrinks too.
     assert max(r.max_itl or 0 for r in chunked.requests) < 0.5 * max(r.max_itl or 0 for r in whole.requests)
-    assert all(st.num_prefill_tokens <= 256 * st.num_seqs for st in chunked.steps)
+    assert all(st.num_prefill_tokens <= 256 * st.num_seqs for st in shared)
+    assert any(st.num_prefill_tokens > 256 for st in chunked.steps if st.num_seqs == 1)  # a lone prompt, uncapped
 
 
 @pytest.mark.parametrize("scheduling", ["continuous", "static"])
