@@ -102,7 +102,7 @@ class SchedulerConfig:
         preemption_mode: ``"recompute"`` (vLLM v1) or ``"swap"`` (vLLM v0 only).
         watermark: fraction of the GPU KV blocks kept free when admitting a WAITING or PREEMPTED
             request while at least one request is running (vLLM 0.32 ``SchedulerConfig.watermark``:
-            ``int(watermark * num_gpu_blocks)`` blocks on top of the request's own); running
+            ``int(watermark * (num_gpu_blocks + 1))`` blocks (vLLM's pool size, null block counted) on top of the request's own); running
             requests' allocations ignore it; 0.0 (the default) disables it; ``0 <= watermark < 1``.
     """
 

@@ -1,7 +1,8 @@
 """vLLM 0.32's KV watermark (``SchedulerConfig.watermark``): admitting a WAITING or PREEMPTED request
 needs ``int(watermark * num_blocks)`` blocks free on top of its own, but only while some request is
 running (``allocate_slots(..., has_scheduled_reqs=bool(self.running))``,
-``vllm/v1/core/kv_cache_manager.py``); running requests' allocations ignore it."""
+``vllm/v1/core/kv_cache_manager.py``); running requests' allocations ignore it. vLLM's ``num_blocks``
+counts its null block: the kit's 10 usable blocks are vLLM's 11 (``num_gpu_blocks_override=11``)."""
 
 import math
 
@@ -30,7 +31,7 @@ def test_a_waiting_request_that_fits_is_held_back_by_the_watermark_while_another
     # b needs 7 blocks, 8 are free once a is in: admitted without a watermark ...
     s, _ = two_requests(0.0, 28)
     assert admitted(step(s)) == ["a", "b"]
-    # ... but 7 + int(0.2 * 10) = 9 > 8 with watermark=0.2: b waits behind the running a
+    # ... but 7 + int(0.2 * 11) = 9 > 8 with watermark=0.2: b waits behind the running a
     s, _ = two_requests(0.2, 28)
     assert admitted(step(s)) == ["a"]
     assert s.requests["b"].status == RequestStatus.WAITING
@@ -60,10 +61,10 @@ def test_a_running_requests_decode_ignores_the_watermark():
     assert len(kv.get_block_ids("a")) == 9
 
 
-@pytest.mark.parametrize(("watermark", "b_admitted"), [(0.29, True), (0.3, False)])
+@pytest.mark.parametrize(("watermark", "b_admitted"), [(0.27, True), (0.28, False)])
 def test_the_watermark_is_int_of_fraction_times_blocks(watermark, b_admitted):
-    # b needs 6 blocks, 8 free: int(0.29 * 10) = 2 -> 6 + 2 <= 8 admits (round/ceil would give 3);
-    # int(0.3 * 10) = 3 -> 9 > 8 holds it back
+    # b needs 6 blocks, 8 free: int(0.27 * 11) = 2 -> 6 + 2 <= 8 admits (round/ceil would give 3);
+    # int(0.28 * 11) = 3 -> 9 > 8 holds it back (counting 10 blocks, not vLLM's 11, would give 2)
     s, _ = two_requests(watermark, 24)
     assert ("b" in admitted(step(s))) is b_admitted
 
