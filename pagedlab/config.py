@@ -100,6 +100,10 @@ class SchedulerConfig:
         enable_chunked_prefill: split prompts longer than the remaining budget (vLLM v1: always on).
         policy: ``"fcfs"`` or ``"priority"`` (lower value = more important).
         preemption_mode: ``"recompute"`` (vLLM v1) or ``"swap"`` (vLLM v0 only).
+        watermark: fraction of the GPU KV blocks kept free when admitting a WAITING or PREEMPTED
+            request while at least one request is running (vLLM 0.32 ``SchedulerConfig.watermark``:
+            ``int(watermark * (num_gpu_blocks + 1))`` blocks (vLLM's pool size, null block counted) on top of the request's own); running
+            requests' allocations ignore it; 0.0 (the default) disables it; ``0 <= watermark < 1``.
     """
 
     max_num_seqs: int = 32
@@ -109,6 +113,7 @@ class SchedulerConfig:
     enable_chunked_prefill: bool = True
     policy: SchedulingPolicy = "fcfs"
     preemption_mode: PreemptionMode = "recompute"
+    watermark: float = 0.0
 
     def __post_init__(self) -> None:
         _positive_int("max_num_seqs", self.max_num_seqs)
@@ -118,6 +123,9 @@ class SchedulerConfig:
         _flag("enable_chunked_prefill", self.enable_chunked_prefill)
         _one_of("policy", self.policy, SchedulingPolicy)
         _one_of("preemption_mode", self.preemption_mode, PreemptionMode)
+        w = self.watermark
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0.0 <= w < 1.0:
+            raise ConfigError(f"watermark must be a float with 0.0 <= watermark < 1.0, got {w!r}")
 
 
 def available_memory_bytes(device: str = "cpu") -> int | None:

@@ -228,6 +228,7 @@ class KVCacheManager:
         num_new_tokens: int,
         num_new_computed_tokens: int = 0,
         new_computed_blocks: list[KVCacheBlock] | None = None,
+        watermark_blocks: int = 0,
     ) -> list[KVCacheBlock] | None:
         """Make room for ``num_new_tokens`` tokens after the computed ones (as vLLM v1 ``allocate_slots``).
 
@@ -246,6 +247,9 @@ class KVCacheManager:
             num_new_tokens: tokens to compute this step, >= 1.
             num_new_computed_tokens: prefix-hit tokens (from ``get_computed_blocks``).
             new_computed_blocks: the hit blocks (from ``get_computed_blocks``).
+            watermark_blocks: blocks that must stay free after this allocation (vLLM 0.32
+                ``required_blocks = num_blocks_to_allocate + watermark_blocks``); the scheduler
+                passes them only when admitting a waiting request next to running ones.
 
         Returns:
             The newly popped blocks (possibly empty), or None when the pool is too short
@@ -270,7 +274,7 @@ class KVCacheManager:
         need = num_new_blocks + num_free_hits + len(cow_idx)
 
         self.prefix.lock_hit(request, hits)
-        if need > self.block_pool.get_num_free_blocks() + self.prefix.num_evictable_blocks():
+        if need + watermark_blocks > self.block_pool.get_num_free_blocks() + self.prefix.num_evictable_blocks():
             if hits:  # undo this call's lock only: a request that holds blocks keeps the lock of its earlier hit
                 self.prefix.forget(rid)
             return None

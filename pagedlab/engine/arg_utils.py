@@ -131,6 +131,7 @@ class EngineArgs:
     scheduling_policy: str = "fcfs"
     enable_chunked_prefill: bool | None = None
     long_prefill_token_threshold: int = 0
+    watermark: float = 0.0
     hf_token: str | None = None
     compilation_config: Any = None
     async_scheduling: bool = False
@@ -254,6 +255,7 @@ class EngineArgs:
             max_num_batched_tokens=default(self.max_num_batched_tokens, 512),
             max_model_len=self.max_model_len,
             long_prefill_token_threshold=self.long_prefill_token_threshold,
+            watermark=self.watermark,
             enable_chunked_prefill=default(self.enable_chunked_prefill, True),
             policy=self.scheduling_policy,
             preemption_mode=self.preemption_mode,

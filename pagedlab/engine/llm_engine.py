@@ -214,7 +214,7 @@ class LLMEngine:
         block_size, num_gpu_blocks, num_cpu_blocks, enable_prefix_caching, prefix_cache,
         hash_seed: see ``CacheConfig``.
         max_num_seqs, max_num_batched_tokens, max_model_len, long_prefill_token_threshold,
-        enable_chunked_prefill, policy, preemption_mode: see ``SchedulerConfig``.
+        enable_chunked_prefill, policy, preemption_mode, watermark: see ``SchedulerConfig``.
         scheduling: ``"continuous"`` (iteration-level) or ``"static"`` (baseline).
         attention_backend: ``"torch"`` (reference), ``"triton"`` or ``"cpu"``; default
             ``pagedlab.kernels.backends.default_backend(device)``: triton on CUDA, cpu on a CPU.
@@ -265,6 +265,7 @@ class LLMEngine:
         model_name: str | None = None,
         components: Components | None = None,
         max_logprobs: int = 20,
+        watermark: float = 0.0,
     ) -> None:
         # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 26 of them);
         # the body builds the configs, the model runner and the parts, each in a helper.
@@ -290,6 +291,7 @@ class LLMEngine:
             enable_chunked_prefill=enable_chunked_prefill,
             policy=policy,
             preemption_mode=preemption_mode,
+            watermark=watermark,
         )
         if preemption_mode == "swap" and num_cpu_blocks == 0:
             raise ConfigError("preemption_mode='swap' needs num_cpu_blocks > 0 (the swap space)")

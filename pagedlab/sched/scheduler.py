@@ -480,7 +480,7 @@ class Scheduler:
             if not self.config.enable_chunked_prefill and n > budget:
                 return None
             n = min(n, budget)
-        if kv.allocate_slots(req, n, num_hit, hit_blocks) is None:
+        if kv.allocate_slots(req, n, num_hit, hit_blocks, self._watermark_blocks()) is None:
             return None
         if req.num_computed_tokens == 0:  # it was looked up: count it, once
             kv.record_prefix_cache_stats(req, hit_blocks)
@@ -491,6 +491,16 @@ class Scheduler:
             req.num_cached_tokens = num_hit
         self.running.append(req)
         return ScheduledRequest(req, num_hit, n)
+
+    def _watermark_blocks(self) -> int:
+        """Blocks a waiting request's admission must leave free (vLLM 0.32 ``KVCacheManager``:
+        ``int(watermark * num_blocks)``, applied only when ``has_scheduled_reqs=bool(self.running)``).
+        vLLM's ``num_blocks`` counts its null block, one more than the kit's usable ``num_gpu_blocks``
+        (``EngineArgs``: ``num_gpu_blocks_override=n`` gives ``n - 1``), so the same settings keep the
+        same number of blocks free on both engines."""
+        if not self.running:
+            return 0
+        return int(self.config.watermark * (self.kv_cache_manager.num_gpu_blocks + 1))
 
     def _reject_unschedulable(self, req: Request, num_tokens: int) -> None:
         """Abort the waiting head ``req``, which needs ``num_tokens`` in one step with chunking off.

@@ -49,6 +49,8 @@ class EngineSettings:
     long_prefill_token_threshold: int = 0
     enable_prefix_caching: bool = False
     scheduling_policy: str = "fcfs"
+    #: vLLM's ``SchedulerConfig.watermark`` (fraction of the pool kept free when admitting).
+    watermark: float = 0.0
     #: None: what the pool holds, ``(num_gpu_blocks - 1) * block_size`` (vLLM 0.32 refuses to start when
     #: one request of ``max_model_len`` tokens would not fit in the pool).
     max_model_len: int | None = None
