@@ -1,6 +1,6 @@
 """Property run: random small workloads schedule the same on the kit and on real vLLM, step by step.
 
-Hypothesis draws the whole batch at once (``FUZZ_COUNT`` workloads, default 200) so that vLLM starts
+Hypothesis draws the whole batch at once (``FUZZ_COUNT`` workloads, default 40 while it diverges: below) so that vLLM starts
 once per engine configuration: each workload takes one of ``CONFIGS`` (pools of 3-5 usable blocks, just
 above one request; budgets from 33 tokens up, ``max_num_seqs`` 1-4, ``long_prefill_token_threshold``,
 chunked prefill on/off, prefix caching on/off, fcfs/priority) and draws requests sized to it: prompt
@@ -28,7 +28,10 @@ from hypothesis import strategies as st
 
 from pagedlab.twin import EngineSettings, StepRecord, Trace, TwinRequest, Workload, compare
 
-FUZZ_COUNT = int(os.environ.get("PAGEDLAB_TWIN_FUZZ", "200"))
+#: 40 by default while the run diverges (the xfail below): each workload costs ~3-15 s of this 2-core CPU, and
+#: the 200 the issue asks for (``PAGEDLAB_TWIN_FUZZ=200``; the first 40 are the same workloads) would add
+#: 10-50 minutes to ``make test`` for a known failure. Back to 200 with the fix.
+FUZZ_COUNT = int(os.environ.get("PAGEDLAB_TWIN_FUZZ", "40"))
 BLOCK = 32  # vLLM 0.32's CPU attention: multiples of 32
 PREFIXES = [[1000 + 7 * i + j for j in range(70)] for i in range(3)]
 
@@ -113,7 +116,10 @@ def test_the_batch_is_varied(batch: list[Workload]) -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="open: on the varied batch's first 40 workloads vLLM 0.32.0 (8 preempt, 7 hit, 22 chunk) and the kit "
-    "diverge in 9; first: fuzz0 step 6, the kit schedules w0r1 8 tokens, vLLM nothing (PAGEDLAB_TWIN_FUZZ=40)",
+    "diverge in 9; first: fuzz0 step 6, the kit schedules w0r1 8 tokens, vLLM nothing. Cause (read from fuzz0's "
+    "and fuzz2's traces): vLLM 0.32 admits a waiting request only when its whole sequence fits the free blocks "
+    "(SchedulerConfig.scheduler_reserve_full_isl=True, allocate_slots(full_sequence_must_fit=...), "
+    "v1/core/kv_cache_manager.py:519-538), the kit when its first chunk does, so the kit over-admits and preempts",
 )
 @ONE_BATCH
 @given(batches())
