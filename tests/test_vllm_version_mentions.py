@@ -33,7 +33,7 @@ def _markdown(nb: Path) -> str:
 def test_every_lab_names_the_version_the_kit_follows_from_its_one_place(nb: Path) -> None:
     text = _markdown(nb)
     assert f"`pagedlab/vllm_version.py` (`VLLM_VERSION`, {VLLM_VERSION};" in text, nb.name
-    assert 'means vLLM 0.11' not in text, nb.name
+    assert "means vLLM 0.11" not in text, nb.name
     quoted = [next(g for g in m.groups() if g) for m in QUOTES.finditer(text.replace("\n", " "))]
     assert quoted, nb.name
     assert set(quoted) == {VLLM_VERSION}, (nb.name, quoted)
