@@ -37,6 +37,7 @@ from typing import Any
 __all__ = [
     "E2E_ALLOWANCE_S",
     "E2E_CONFIG_LIMIT_S",
+    "E2E_TRITON_LIMIT_S",
     "E2E_MEMORY_MB",
     "E2EPlan",
     "E2EResult",
@@ -54,9 +55,13 @@ E2E_MEMORY_MB = 3072
 #: Seconds one configuration may take in the learner's process (the engine's own guards stop a part
 #: after 5 s per call); the driver's backstop adds 10 s and then kills the process.
 E2E_CONFIG_LIMIT_S = 30.0
+#: Seconds the ``triton kernel`` configuration may take: 1 prompt x 3 tokens through Triton's interpreter, whose
+#: first call traces every kernel (measured 16 s on this kit's 2-core CPU with another job running; it went over
+#: 30 s in a CI run of the Gradescope image, and the reference solution lost the end-to-end point).
+E2E_TRITON_LIMIT_S = 120.0
 #: Seconds added to a learner's ``--timeout`` for the end-to-end test (it runs after every unit test,
-#: so it never costs them time): a fresh process with the model (~6 s) and up to 3 configurations.
-E2E_ALLOWANCE_S = 60.0
+#: so it never costs them time): a fresh process with the model (~6 s), up to 3 configurations and the Triton one.
+E2E_ALLOWANCE_S = 60.0 + E2E_TRITON_LIMIT_S
 #: Schedule steps that cannot preempt: the forced-preemption configuration runs the kit's scheduler.
 NON_PREEMPTING_STEPS = frozenset({"04.schedule_step", "05.schedule_with_budget"})
 #: Slots whose parts run only when requests are preempted.
@@ -83,6 +88,7 @@ class Config:
     kit_preemptions: int = 0
     num_prompts: int = 0
     max_tokens: int = 0
+    limit_s: float = 0.0  #: seconds this configuration may take in the learner's process (0: the run's limit)
 
 
 @dataclass
@@ -113,6 +119,7 @@ class E2EPlan:
                     "reference": c.reference,
                     "prompt_ids": self.prompt_ids[: c.num_prompts or None],
                     "max_tokens": c.max_tokens or self.max_tokens,
+                    "limit_s": c.limit_s,
                 }
                 for c in self.configs
             ],
@@ -206,7 +213,13 @@ def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Con
     installed, or no ``TRITON_INTERPRET=1`` on a machine without a GPU), why not."""
     from pagedlab.errors import PagedLabError
 
-    cfg = Config("triton kernel", {**base, "attention_backend": "triton"}, num_prompts=1, max_tokens=3)
+    cfg = Config(
+        "triton kernel",
+        {**base, "attention_backend": "triton"},
+        num_prompts=1,
+        max_tokens=3,
+        limit_s=E2E_TRITON_LIMIT_S,
+    )
     try:
         cfg.reference, _ = _kit_tokens(path, ids[:1], 3, **cfg.engine_kwargs)
     except (PagedLabError, ImportError) as err:
@@ -403,18 +416,21 @@ def _blame(
     return ""
 
 
-def run_e2e(server: Any, eids: list[str], job: dict[str, Any], limit: float) -> list[dict[str, Any]]:
+def run_e2e(server: Any, eids: list[str], job: dict[str, Any], base_limit: float) -> list[dict[str, Any]]:
     """Serve every configuration on the learner's parts; one ``e2e`` result line per configuration.
 
     Args:
         server: the proxy of the learner process's :class:`EngineServer`.
         eids: the plugged exercises (see :func:`passed_parts`).
         job: :meth:`E2EPlan.job`.
-        limit: seconds one configuration may take in the learner's process.
+        base_limit: seconds one configuration may take in the learner's process, unless the configuration has its
+            own ``limit_s`` (the Triton one), which is multiplied by ``job["time_scale"]`` (``base_limit`` already is).
     """
     lines = []
+    scale = float(job.get("time_scale", 1.0))
     for cfg, used in configs_for(eids, job["configs"]):
         prompt_ids, max_tokens = cfg.get("prompt_ids", job["prompt_ids"]), cfg.get("max_tokens", job["max_tokens"])
+        limit = float(cfg.get("limit_s") or 0.0) * scale or base_limit
         r = _serve(server, used, prompt_ids, max_tokens, cfg["engine_kwargs"], limit)
         line = {"type": "e2e", "config": cfg["name"], "parts": slots_of(used), **r, "blame": ""}
         at = first_mismatch(r["tokens"], cfg["reference"]) if r["tokens"] is not None else None

@@ -465,8 +465,8 @@ def start_learner(
     (:meth:`~pagedlab.grading.e2e.E2EPlan.job`) turns the end-to-end test on. Called from the main thread
     only (``preexec_fn`` is not safe with threads around).
     """
-    extra = E2E_ALLOWANCE_S if e2e_job else 0.0  # the end-to-end test has its own time, after the tests
     scale = time_scale()
+    extra = E2E_ALLOWANCE_S * scale if e2e_job else 0.0  # the end-to-end test has its own time, after the tests
     run = _Run(learner, timeout + extra)
     if not learner.notebooks:
         return run
@@ -483,7 +483,7 @@ def start_learner(
         "memory_mb": memory_mb,
         "cpu_s": int(timeout + extra) + 2,
         "result": "result.jsonl",
-        "e2e": dict(e2e_job, limit=E2E_CONFIG_LIMIT_S) if e2e_job else None,
+        "e2e": dict(e2e_job, limit=E2E_CONFIG_LIMIT_S * scale, time_scale=scale) if e2e_job else None,
     }
     with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
         json.dump(job, f)
