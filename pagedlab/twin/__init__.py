@@ -18,6 +18,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pagedlab.twin.records import Divergence, EngineSettings, StepRecord, Trace, TwinRequest, Workload, diff
 from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION, vllm_python
@@ -33,6 +34,7 @@ __all__ = [
     "compare",
     "diff",
     "run_on_kit",
+    "run_in_vllm",
     "run_on_vllm",
     "vllm_status",
 ]
@@ -68,6 +70,40 @@ def vllm_status() -> tuple[bool, str]:
     return True, f"{VLLM_REQUIREMENT} at {py}; model {hf_model_dir()}"
 
 
+def run_in_vllm(side: Path, job: dict[str, Any], timeout: float, what: str) -> dict[str, Any]:
+    """Run ``side`` (a file that needs only the standard library and vLLM) under vLLM's interpreter as
+    ``python -I SIDE OUT.json`` with ``job`` as JSON on stdin, in-process there
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=0``); return what it wrote to OUT.json, checked to come from the vLLM
+    the kit follows (its ``"vllm_version"``).
+
+    Raises:
+        RuntimeError: it timed out, failed (its last output lines are in the message), wrote nothing, or ran
+            another vLLM version.
+    """
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    with tempfile.TemporaryDirectory(prefix="pagedlab-twin-") as tmp:
+        out = Path(tmp) / "out.json"
+        try:
+            done = subprocess.run(
+                [str(vllm_python()), "-I", str(side), str(out)],
+                input=json.dumps(job),
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+                env=env,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise RuntimeError(f"vLLM did not finish {what} in {timeout:.0f} s") from e
+        if done.returncode != 0 or not out.exists():
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+            raise RuntimeError(f"{side.name} failed under vLLM (exit {done.returncode}):\n{tail}")
+        result: dict[str, Any] = json.loads(out.read_text())
+    if result.get("vllm_version") != VLLM_VERSION:
+        raise RuntimeError(f"vLLM {result.get('vllm_version')} ran, the kit follows {VLLM_VERSION}")
+    return result
+
+
 def run_on_vllm(workloads: list[Workload]) -> list[Trace]:
     """Traces of ``workloads`` on real vLLM, in one subprocess.
 
@@ -82,30 +118,10 @@ def run_on_vllm(workloads: list[Workload]) -> list[Trace]:
         raise VLLMUnavailableError(why)
     for w in workloads:
         w.check()
-    job = json.dumps({"model": str(hf_model_dir()), "workloads": [w.to_dict() for w in workloads]})
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    with tempfile.TemporaryDirectory(prefix="pagedlab-twin-") as tmp:
-        out = Path(tmp) / "traces.json"
-        engines = len({json.dumps(w.engine.engine_args(), sort_keys=True) for w in workloads})
-        timeout = TIMEOUT_PER_ENGINE * engines + TIMEOUT_PER_WORKLOAD * len(workloads)
-        try:
-            done = subprocess.run(
-                [str(vllm_python()), "-I", str(_SIDE), str(out)],
-                input=job,
-                capture_output=True,
-                text=True,
-                cwd=tmp,
-                env=env,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise RuntimeError(f"vLLM did not finish {len(workloads)} workload(s) in {timeout:.0f} s") from e
-        if done.returncode != 0 or not out.exists():
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
-            raise RuntimeError(f"the vLLM side failed (exit {done.returncode}):\n{tail}")
-        result = json.loads(out.read_text())
-    if result["vllm_version"] != VLLM_VERSION:
-        raise RuntimeError(f"vLLM {result['vllm_version']} ran, the kit follows {VLLM_VERSION}")
+    job = {"model": str(hf_model_dir()), "workloads": [w.to_dict() for w in workloads]}
+    engines = len({json.dumps(w.engine.engine_args(), sort_keys=True) for w in workloads})
+    timeout = TIMEOUT_PER_ENGINE * engines + TIMEOUT_PER_WORKLOAD * len(workloads)
+    result = run_in_vllm(_SIDE, job, timeout, f"{len(workloads)} workload(s)")
     return [Trace.from_dict(t) for t in result["traces"]]
 
 

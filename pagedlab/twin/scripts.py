@@ -20,9 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,9 +49,8 @@ def run_scripts_on_vllm(scripts: list[tuple[str | Path, list[str]]]) -> list[Scr
         FileNotFoundError: a script does not exist.
         RuntimeError: the vLLM process itself failed or timed out (a failing script is a run with rc != 0).
     """
-    from pagedlab.twin import VLLMUnavailableError, vllm_status
+    from pagedlab.twin import VLLMUnavailableError, run_in_vllm, vllm_status
     from pagedlab.twin.hf_model import hf_model_dir
-    from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 
     ok, why = vllm_status()
     if not ok:
@@ -65,28 +62,8 @@ def run_scripts_on_vllm(scripts: list[tuple[str | Path, list[str]]]) -> list[Scr
             raise FileNotFoundError(f"no such script: {path}")
         todo.append({"path": str(path), "args": [str(a) for a in args]})
     job = {"model": str(hf_model_dir()), "scripts": todo}
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     timeout = TIMEOUT_START + TIMEOUT_PER_SCRIPT * len(scripts)
-    with tempfile.TemporaryDirectory(prefix="pagedlab-scripts-") as tmp:
-        out = Path(tmp) / "runs.json"
-        try:
-            done = subprocess.run(
-                [str(vllm_python()), "-I", __file__, str(out)],
-                input=json.dumps(job),
-                capture_output=True,
-                text=True,
-                cwd=tmp,
-                env=env,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise RuntimeError(f"vLLM did not finish {len(scripts)} script(s) in {timeout:.0f} s") from e
-        if done.returncode != 0 or not out.exists():
-            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
-            raise RuntimeError(f"the vLLM script runner failed (exit {done.returncode}):\n{tail}")
-        result = json.loads(out.read_text())
-    if result["vllm_version"] != VLLM_VERSION:
-        raise RuntimeError(f"vLLM {result['vllm_version']} ran, the kit follows {VLLM_VERSION}")
+    result = run_in_vllm(Path(__file__), job, timeout, f"{len(scripts)} script(s)")
     return [ScriptRun(**r) for r in result["runs"]]
 
 
