@@ -9,6 +9,9 @@
   for V), so small blocks pay a fixed per-copy cost many times.
 * :func:`cpu_speeds` - this machine's memory-copy bandwidth and matmul FLOP/s, measured in well
   under a second, to place the CPU engine on the same swap/recompute scale as the GPUs.
+* :func:`thrashing_curve` - preemptions and the prefill work they redo as the KV pool shrinks.
+* :func:`watermark_curve` - the same counts on one pool as the scheduler's KV watermark
+  (vLLM 0.32.0's ``SchedulerConfig.watermark``) rises.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ import math
 import time
 from typing import Any
 
-__all__ = ["pressure_player", "swap_traffic", "swap_time_with_copies", "cpu_speeds", "thrashing_curve"]
+__all__ = [
+    "pressure_player",
+    "swap_traffic",
+    "swap_time_with_copies",
+    "cpu_speeds",
+    "thrashing_curve",
+    "watermark_curve",
+]
 
 
 def _snapshot_per_step(events: list[dict[str, Any]], steps: list[int]) -> list[dict[str, Any]]:
@@ -118,9 +128,11 @@ def thrashing_curve(
 
     Returns:
         One dict per pool size, in the order given: ``num_gpu_blocks``, ``preemptions``,
-        ``finished``, ``preemptions_per_finished``, ``recomputed_frac`` (prefill tokens computed
-        beyond the prompts, over the prompt tokens: the work preemption threw away and redid),
-        ``makespan_s`` and ``mean_batch`` (requests per step).
+        ``finished``, ``preemptions_per_finished``, ``recomputed_tokens`` (prefill tokens computed
+        beyond the prompts: the work preemption threw away and redid), ``recomputed_frac`` (the
+        same over the prompt tokens),
+        ``makespan_s``, ``steps`` (engine steps), ``output_throughput`` (generated tokens per
+        simulated second) and ``mean_batch`` (requests per step).
 
     Raises:
         ValueError: a pool that cannot hold the longest request, or no requests.
@@ -128,29 +140,93 @@ def thrashing_curve(
     from pagedlab.config import CacheConfig
     from pagedlab.sim import simulate
 
-    reqs = list(requests)
-    if not reqs:
-        raise ValueError("thrashing_curve needs at least one request")
-    longest = max(-(-(r.prompt_len + r.output_len) // block_size) for r in reqs)
+    reqs = _pressure_requests(requests, "thrashing_curve")
     out: list[dict[str, float]] = []
     for n in pool_sizes:
-        if n < longest:
-            raise ValueError(f"a pool of {n} blocks cannot hold the longest request ({longest} blocks)")
+        _check_pool(reqs, n, block_size)
         res = simulate(
             reqs, cache_config=CacheConfig(block_size=block_size, num_gpu_blocks=n), model=model, hardware=hardware
         )
-        prompts = sum(r.prompt_len for r in res.requests)
-        prefill = sum(s.num_prefill_tokens for s in res.steps)
-        pre = sum(r.num_preemptions for r in res.requests)
+        out.append({"num_gpu_blocks": n, **_pressure_counts(res)})
+    return out
+
+
+def watermark_curve(
+    requests: Any, watermarks: Any, num_gpu_blocks: int, model: Any, hardware: Any, block_size: int = 16
+) -> list[dict[str, float]]:
+    """Preemptions, the prefill work they redo, and the time to serve ``requests``, per KV watermark.
+
+    Replays ``requests`` (``pagedlab.sim.TraceRequest``, arrival order) through the real
+    scheduler and KV-cache manager on the simulator's clock, on one pool of ``num_gpu_blocks``
+    blocks (recompute preemption, as vLLM v1), once per ``SchedulerConfig.watermark``: vLLM
+    0.32.0's rule, applied by ``Scheduler._watermark_blocks`` - a waiting or preempted request is
+    admitted only if ``int(watermark * num_blocks)`` blocks stay free beyond its own, counting
+    vLLM's null block (``num_gpu_blocks + 1``), and only while some request is running.
+
+    Returns:
+        One dict per watermark, in the order given: ``watermark``, ``watermark_blocks`` (the blocks
+        held back), ``num_gpu_blocks`` and the counts of :func:`thrashing_curve` (``preemptions``,
+        ``finished``, ``preemptions_per_finished``, ``recomputed_tokens``, ``recomputed_frac``,
+        ``makespan_s``, ``steps``, ``output_throughput``, ``mean_batch``).
+
+    Raises:
+        ValueError: no requests, no watermarks, a watermark outside ``[0, 1)`` (from
+            ``SchedulerConfig``), or a pool that cannot hold the longest request.
+    """
+    from pagedlab.config import CacheConfig, SchedulerConfig
+    from pagedlab.sim import simulate
+
+    reqs = _pressure_requests(requests, "watermark_curve")
+    ws = list(watermarks)
+    if not ws:
+        raise ValueError("watermark_curve needs at least one watermark")
+    _check_pool(reqs, num_gpu_blocks, block_size)
+    longest = max(r.prompt_len + r.output_len for r in reqs)
+    cache = CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks)
+    out: list[dict[str, float]] = []
+    for w in ws:
+        # simulate's own defaults (vLLM's LLM: 256 sequences, 8192 tokens a step), plus the watermark
+        sc = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, max_model_len=longest, watermark=w)
+        res = simulate(reqs, scheduler_config=sc, cache_config=cache, model=model, hardware=hardware)
         out.append(
             {
-                "num_gpu_blocks": n,
-                "preemptions": pre,
-                "finished": len(res.requests),
-                "preemptions_per_finished": pre / len(res.requests),
-                "recomputed_frac": (prefill - prompts) / prompts,
-                "makespan_s": max(r.finished_time for r in res.requests) - min(r.arrival_time for r in res.requests),
-                "mean_batch": sum(s.num_seqs for s in res.steps) / len(res.steps),
+                "watermark": w,
+                "watermark_blocks": int(w * (num_gpu_blocks + 1)),
+                "num_gpu_blocks": num_gpu_blocks,
+                **_pressure_counts(res),
             }
         )
     return out
+
+
+def _pressure_requests(requests: Any, who: str) -> list[Any]:
+    reqs = list(requests)
+    if not reqs:
+        raise ValueError(f"{who} needs at least one request")
+    return reqs
+
+
+def _check_pool(reqs: list[Any], num_gpu_blocks: int, block_size: int) -> None:
+    longest = max(-(-(r.prompt_len + r.output_len) // block_size) for r in reqs)
+    if num_gpu_blocks < longest:
+        raise ValueError(f"a pool of {num_gpu_blocks} blocks cannot hold the longest request ({longest} blocks)")
+
+
+def _pressure_counts(res: Any) -> dict[str, float]:
+    """What a replay under memory pressure cost: preemptions and the prefill they redid, time, batch."""
+    from pagedlab.sim import summarize
+
+    summary = summarize(res)
+    prompts = sum(r.prompt_len for r in res.requests)
+    prefill = sum(s.num_prefill_tokens for s in res.steps)
+    return {
+        "preemptions": summary["num_preemptions"],
+        "finished": len(res.requests),
+        "preemptions_per_finished": summary["num_preemptions"] / len(res.requests),
+        "recomputed_tokens": prefill - prompts,
+        "recomputed_frac": (prefill - prompts) / prompts,
+        "makespan_s": summary["makespan"],
+        "steps": summary["num_steps"],
+        "output_throughput": summary["output_throughput"],
+        "mean_batch": sum(s.num_seqs for s in res.steps) / len(res.steps),
+    }

@@ -170,6 +170,35 @@ def test_thrashing_curve_counts_preemptions_and_redone_prefill() -> None:
         thrashing_curve([], (6,), LLAMA_2_7B, H100)
 
 
+def test_watermark_curve_trades_preemptions_for_steps() -> None:
+    from pagedlab.analysis.lab06 import thrashing_curve, watermark_curve
+    from pagedlab.sim import H100, LLAMA_2_7B
+    from pagedlab.sim.traces import TraceRequest
+
+    reqs = [TraceRequest(arrival_time=0.001 * i, prompt_len=40, output_len=60) for i in range(12)]
+    rows = watermark_curve(reqs, (0.0, 0.25, 0.5), 15, LLAMA_2_7B, H100)
+    assert [r["watermark"] for r in rows] == [0.0, 0.25, 0.5]
+    # int(w * 16): vLLM 0.32.0 counts its null block (15 usable blocks would give 3 and 7)
+    assert [r["watermark_blocks"] for r in rows] == [0, 4, 8]
+    assert all(r["num_gpu_blocks"] == 15 and r["finished"] == 12 for r in rows)
+    pre, redone = [r["preemptions"] for r in rows], [r["recomputed_tokens"] for r in rows]
+    assert pre[0] > pre[1] > pre[2] == 0 and redone[0] > redone[1] > redone[2] == 0
+    steps, makespan = [r["steps"] for r in rows], [r["makespan_s"] for r in rows]
+    assert steps[0] < steps[1] < steps[2] and makespan[0] < makespan[1] < makespan[2]
+    assert [r["output_throughput"] for r in rows] == pytest.approx([12 * 60 / m for m in makespan])
+    assert all(r["recomputed_tokens"] == pytest.approx(r["recomputed_frac"] * 12 * 40) for r in rows)
+    (plain,) = thrashing_curve(reqs, (15,), LLAMA_2_7B, H100)  # no watermark: the plain replay
+    assert {k: rows[0][k] for k in plain} == plain
+    with pytest.raises(ValueError, match="watermark"):
+        watermark_curve(reqs, (1.0,), 15, LLAMA_2_7B, H100)
+    with pytest.raises(ValueError, match="at least one watermark"):
+        watermark_curve(reqs, (), 15, LLAMA_2_7B, H100)
+    with pytest.raises(ValueError, match="cannot hold the longest request"):
+        watermark_curve(reqs, (0.0,), 6, LLAMA_2_7B, H100)
+    with pytest.raises(ValueError, match="at least one request"):
+        watermark_curve([], (0.0,), 15, LLAMA_2_7B, H100)
+
+
 def test_batch_under_reservation_caps_the_batch_at_the_seats() -> None:
     from pagedlab.analysis.lab04 import batch_under_reservation
     from pagedlab.sim.traces import TraceRequest

@@ -72,6 +72,13 @@ FALLBACK_TEXTS = [
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.model]
 
 
+def _is_widget_model_message(text: str) -> bool:
+    """A browser console line saying a widget view's model is missing (ipywidgets 8's manager: "Model not
+    found", "widget model not found", "Could not create a view for model id ...")."""
+    t = text.lower()
+    return "model not found" in t or "could not create a view for model" in t
+
+
 def _chromium() -> str | None:
     env = os.environ.get("PAGEDLAB_CHROMIUM")
     for cand in [env] if env else ["/usr/bin/chromium", "/usr/bin/chromium-browser"]:
@@ -330,8 +337,10 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
     page = context.new_page()
     page.set_default_timeout(60_000)
     console_errors: list = []
+    widget_console: list = []  # any console level: the widget manager logs a missing model as a warning or error
     page.on("pageerror", lambda e: console_errors.append(str(e)))
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
+    page.on("console", lambda m: widget_console.append(m.text) if _is_widget_model_message(m.text) else None)
     try:
         timings.update(_open_and_run_all(page, lab_server, notebook, t_start))
 
@@ -401,12 +410,17 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
         text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
         for bad in FALLBACK_TEXTS:
             assert bad not in text, f"{notebook.name}: {bad!r} appeared while playing"
+        assert not widget_console, (
+            f"{notebook.name}: {len(widget_console)} browser console message(s) about missing widget models "
+            "(a view of a widget whose model the kernel closed or never sent):\n" + "\n".join(widget_console[:5])
+        )
         timings["total_s"] = round(time.monotonic() - t_start, 1)
         report["notebooks"][notebook.name] = {
             "ok": True,
             **timings,
             "widgets": widgets_report,
             "console_errors": console_errors[:20],
+            "widget_console": widget_console[:20],
         }
     except BaseException:
         try:
@@ -414,7 +428,12 @@ def test_notebook_runs_and_widgets_play(report, lab_server, browser, notebook):
             (SHOTS / f"{stem}_failure.html").write_text(page.content())
         except Exception:
             pass
-        report["notebooks"][notebook.name] = {"ok": False, **timings, "console_errors": console_errors[:20]}
+        report["notebooks"][notebook.name] = {
+            "ok": False,
+            **timings,
+            "console_errors": console_errors[:20],
+            "widget_console": widget_console[:20],
+        }
         raise
     finally:
         context.close()
