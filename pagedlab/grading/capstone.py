@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
 from pagedlab import data
-from pagedlab.grading import registry
+from pagedlab.grading import registry, serve
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
 from pagedlab.parts.schedule import PreemptingStep
 from pagedlab.parts.slots import Components
@@ -47,9 +46,15 @@ CAPSTONE_PROMPTS: list[str] = [
 ]
 MAX_TOKENS = 6
 HF_FILE = "capstone_hf_greedy.json"
-_ENGINE = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0, "enable_prefix_caching": False}
 
-#: (check, engine arguments, slots that must be the kit's in this run and why)
+
+def _engine() -> dict[str, Any]:
+    """The capstone's engine: ``serve.BASE`` with prefix caching off (the caching rows turn it on)."""
+    return {**serve.BASE, "enable_prefix_caching": False}
+
+
+#: (check, engine arguments, slots that must be the kit's in this run and why). A row with a
+#: ``preemption_mode`` runs on :func:`~pagedlab.grading.serve.forced_preemption`'s pool.
 INVARIANCE: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("block_size 1", {"block_size": 1, "num_gpu_blocks": 2048}, {}),
     ("block_size 16, caching off", {"block_size": 16}, {}),
@@ -66,12 +71,12 @@ INVARIANCE: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ),
     (
         "forced recompute preemption",
-        {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "recompute"},
+        {"preemption_mode": "recompute"},
         {"schedule_step": "your step does not preempt"},
     ),
     (
         "forced swap preemption",
-        {"num_gpu_blocks": 22, "block_size": 4, "preemption_mode": "swap", "num_cpu_blocks": 64},
+        {"preemption_mode": "swap", "num_cpu_blocks": 64},
         {"schedule_step": "your step does not preempt"},
     ),
 ]
@@ -160,15 +165,6 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
     return ns, notes
 
 
-def _tokens(llm: Any, prompts: list[list[int]]) -> tuple[list[list[int]], float]:
-    from pagedlab import SamplingParams
-
-    t0 = time.perf_counter()
-    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params)
-    return [list(o.outputs[0].token_ids) for o in outs], time.perf_counter() - t0
-
-
 def _run(
     check_name: str,
     comps: Components,
@@ -178,35 +174,24 @@ def _run(
     hf: list[list[int]],
 ) -> Row:
     """One invariance run: ``comps`` with the ``kit_only`` slots given back to the kit."""
-    from pagedlab import LLM
-    from pagedlab.errors import ComponentError
-
     notes = []
-    if kw.get("attention_backend") != "triton" and comps.is_yours("triton_tile_load"):
+    kw = {**_engine(), **kw}
+    if "preemption_mode" in kw:
+        kw, _ = serve.forced_preemption(prompts, MAX_TOKENS, kw)
+    if not serve.runs_under("triton_tile_load", kw) and comps.is_yours("triton_tile_load"):
         comps = comps.with_kit("triton_tile_load")  # it runs only inside the Triton kernel: not in this row
     for slot, why in kit_only.items():
         preempts = isinstance(comps.parts[slot].impl, PreemptingStep) and "preemption_mode" in kw
         if comps.is_yours(slot) and not preempts:  # lab 06's whole step preempts: it stays in those rows
             comps = comps.with_kit(slot)
             notes.append(f"kit's {slot}: {why}")
-    llm = LLM(components=comps, **{**_ENGINE, **kw})
-    try:
-        got, dt = _tokens(llm, prompts)
-    except ComponentError as e:
-        return Row(check_name, False, _used(comps, kw), 0.0, str(e).splitlines()[0])
-    preempted = sum(len(s.preempted) for s in llm.llm_engine.step_stats)
-    if "preemption_mode" in kw and not preempted:
-        return Row(check_name, False, _used(comps, kw), dt, "no preemption happened: the check did not run")
-    return Row(check_name, got == hf, _used(comps, kw), dt, "; ".join(notes), preempted)
-
-
-def _used(comps: Components, kw: dict[str, Any]) -> list[str]:
-    """The learner's slots that run under the engine settings ``kw``: the prefix lookup only with hash
-    prefix caching, the radix tree only with radix caching (the Triton load is handled by ``_run``)."""
-    caching = kw.get("enable_prefix_caching", _ENGINE["enable_prefix_caching"])
-    kind = kw.get("prefix_cache", "hash")
-    idle = {"prefix_lookup": not caching or kind != "hash", "radix": not caching or kind != "radix"}
-    return [s for s in comps.learner_slots if not idle.get(s, False)]
+    used = [s for s in comps.learner_slots if serve.runs_under(s, kw)]
+    res = serve.serve_and_compare(comps, [], kw, MAX_TOKENS, prompt_ids=prompts, reference=hf)
+    if res.error:
+        return Row(check_name, False, used, 0.0, res.error.splitlines()[0])
+    if "preemption_mode" in kw and not res.preempted:
+        return Row(check_name, False, used, res.seconds, f"{serve.DID_NOT_RUN['preempted']}: the check did not run")
+    return Row(check_name, res.same, used, res.seconds, "; ".join(notes), res.preempted)
 
 
 def hf_reference() -> list[list[int]]:
@@ -223,11 +208,14 @@ def _time_both(report: CapstoneReport, kit: Any, yours: Any, prompts: list[list[
     from pagedlab.errors import ComponentError
 
     try:
-        _tokens(kit, prompts[:1]), _tokens(yours, prompts[:1])  # warm both up
+        (
+            serve.generate_ids(kit, prompts[:1], MAX_TOKENS),
+            serve.generate_ids(yours, prompts[:1], MAX_TOKENS),
+        )  # warm both up
         kit_s, yours_s = [], []
         for _ in range(2):
-            kit_s.append(_tokens(kit, prompts)[1])
-            yours_s.append(_tokens(yours, prompts)[1])
+            kit_s.append(serve.generate_ids(kit, prompts, MAX_TOKENS)[1])
+            yours_s.append(serve.generate_ids(yours, prompts, MAX_TOKENS)[1])
     except ComponentError as e:
         report.notes.append(f"speed not measured: {str(e).splitlines()[0]}")
         return
@@ -250,7 +238,7 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
     comps, more = learner_components(namespace)
     comps = replace(comps, render=render_component_state)
     report = CapstoneReport(comps, notes + more)
-    kit = LLM(**_ENGINE)
+    kit = LLM(**_engine())
     prompts = [kit.apply_chat_template([{"role": "user", "content": p}]) for p in CAPSTONE_PROMPTS]
     hf = hf_reference()
     for name, kw, kit_only in INVARIANCE:
@@ -261,7 +249,7 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
         report.rows.append(
             _run("Triton kernel, 1 prompt", comps, {"attention_backend": "triton"}, {}, prompts[:1], hf[:1])
         )
-    _time_both(report, kit, LLM(components=comps, **_ENGINE), prompts)
+    _time_both(report, kit, LLM(components=comps, **_engine()), prompts)
     if show:
         print(report.text())
     return report

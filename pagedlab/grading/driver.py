@@ -76,6 +76,7 @@ GRADING_INTERNALS = frozenset(
         "gradescope",
         "labs_build",
         "e2e",
+        "serve",
     }
 )
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})

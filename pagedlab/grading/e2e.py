@@ -28,11 +28,13 @@ interpreter on CPU; skipped when Triton cannot run in the grader's process).
 
 from __future__ import annotations
 
-import math
 import random
 import secrets
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from pagedlab.grading import serve
+from pagedlab.grading.serve import first_mismatch
 
 __all__ = [
     "E2E_ALLOWANCE_S",
@@ -62,10 +64,6 @@ E2E_TRITON_LIMIT_S = 120.0
 #: Seconds added to a learner's ``--timeout`` for the end-to-end test (it runs after every unit test,
 #: so it never costs them time): a fresh process with the model (~6 s), up to 3 configurations and the Triton one.
 E2E_ALLOWANCE_S = 60.0 + E2E_TRITON_LIMIT_S
-#: Schedule steps that cannot preempt: the forced-preemption configuration runs the kit's scheduler.
-NON_PREEMPTING_STEPS = frozenset({"04.schedule_step", "05.schedule_with_budget"})
-#: Slots whose parts run only when requests are preempted.
-PREEMPTION_SLOTS = frozenset({"pick_victim", "preempt_retry", "schedule_step"})
 
 
 # --- the grader: prompts, configurations, reference tokens --------------------------------------------
@@ -178,33 +176,10 @@ def choose_prompts(seed: int, n: int) -> list[str]:
     return random.Random(seed).sample(pool, n)
 
 
-def _kit_tokens(model: str, prompt_ids: list[list[int]], max_tokens: int, **kwargs: Any) -> tuple[list[list[int]], int]:
-    """The kit's engine's greedy tokens per prompt and its number of preemptions."""
-    from pagedlab import SamplingParams
-    from pagedlab.engine.llm import LLM
-
-    llm = LLM(model, **kwargs)
-    outs = llm.generate([list(p) for p in prompt_ids], SamplingParams(temperature=0, max_tokens=max_tokens))
-    return [list(o.outputs[0].token_ids) for o in outs], sum(
-        o.pagedlab_metrics.num_preemptions for o in outs if o.pagedlab_metrics
-    )
-
-
-def _preemption_config(path: str, ids: list[list[int]], max_tokens: int, base: dict[str, Any]) -> Config:
-    """The forced-preemption configuration: blocks of 4 tokens and a pool that admits the first two
-    prompts but cannot hold their answers, so the kit's engine preempts (checked: the largest such
-    pool where the kit's run really preempts; never below the longest request's own need)."""
-    bs = 4
-    need = [math.ceil((len(p) + max_tokens) / bs) for p in ids]
-    start = sum(math.ceil(len(p) / bs) for p in ids[:2])
-    cfg = Config("forced preemption", {})
-    for pool in range(max(start, max(need)), max(need) - 1, -1):
-        kwargs = {**base, "block_size": bs, "num_gpu_blocks": pool, "enable_prefix_caching": False}
-        cfg = Config("forced preemption", kwargs)
-        cfg.reference, cfg.kit_preemptions = _kit_tokens(path, ids, max_tokens, **kwargs)
-        if cfg.kit_preemptions > 0:
-            break
-    return cfg
+def _kit_config(name: str, path: str, ids: list[list[int]], tokens: int, kwargs: dict[str, Any], **more: Any) -> Config:
+    """A configuration with the kit's engine's tokens and preemptions on it (``serve.serve`` on the kit's parts)."""
+    kit = serve.serve(None, ids, tokens, model=path, **kwargs)
+    return Config(name, kwargs, kit.tokens or [], kit.preempted, **more)
 
 
 def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Config | str:
@@ -213,19 +188,14 @@ def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Con
     installed, or no ``TRITON_INTERPRET=1`` on a machine without a GPU), why not."""
     from pagedlab.errors import PagedLabError
 
-    cfg = Config(
-        "triton kernel",
-        {**base, "attention_backend": "triton"},
-        num_prompts=1,
-        max_tokens=3,
-        limit_s=E2E_TRITON_LIMIT_S,
-    )
+    kwargs = {**base, **serve.run_of("", "triton_tile_load").serve}
     try:
-        cfg.reference, _ = _kit_tokens(path, ids[:1], 3, **cfg.engine_kwargs)
+        return _kit_config(
+            "triton kernel", path, ids[:1], 3, kwargs, num_prompts=1, max_tokens=3, limit_s=E2E_TRITON_LIMIT_S
+        )
     except (PagedLabError, ImportError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"triton kernel (Triton cannot run here: {first})"
-    return cfg
 
 
 def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, model: str | None = None) -> E2EPlan:
@@ -242,7 +212,6 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
         ModelNotFoundError: the model is not cached (``pagedlab fetch-model``).
     """
     from pagedlab.engine.llm import LLM
-    from pagedlab.grading.plug import _ENGINE_DEFAULTS
     from pagedlab.model.loader import resolve_model_path
 
     if max_tokens < 1:
@@ -250,16 +219,17 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     prompts = choose_prompts(seed, num_prompts)
     path = str(resolve_model_path(model))
-    base = dict(_ENGINE_DEFAULTS)
+    base = dict(serve.BASE)
     kit = LLM(path, **base)
     ids = [kit.apply_chat_template([{"role": "user", "content": p}]) for p in prompts]
+    # one request at a time, so that later prompts hit the chat template's cached blocks
+    caching = {**base, **serve.run_of("", "prefix_lookup").serve, "max_num_seqs": 1}
+    preempting, kit_run = serve.forced_preemption(ids, max_tokens, base, model=path)
     configs = [
-        Config("default", base),
-        Config("prefix caching", {**base, "max_num_seqs": 1, "enable_prefix_caching": True}),
+        _kit_config("default", path, ids, max_tokens, base),
+        _kit_config("prefix caching", path, ids, max_tokens, caching),
+        Config("forced preemption", preempting, kit_run.tokens or [], kit_run.preempted),
     ]
-    for c in configs:
-        c.reference, c.kit_preemptions = _kit_tokens(path, ids, max_tokens, **c.engine_kwargs)
-    configs.append(_preemption_config(path, ids, max_tokens, base))
     triton = _triton_config(path, ids, base)
     if isinstance(triton, Config):
         configs.append(triton)
@@ -318,9 +288,12 @@ def configs_for(eids: list[str], configs: list[dict[str, Any]]) -> list[tuple[di
         if c["name"] == "triton kernel" and "triton_tile_load" not in slots:
             continue
         used = list(eids)
-        if c["name"] == "forced preemption":
-            used = [e for e in eids if e not in NON_PREEMPTING_STEPS]
-            if not PREEMPTION_SLOTS & set(slots_of(used)):
+        if c["name"] == "forced preemption":  # the kit's step runs there in place of one that cannot preempt
+            from pagedlab.grading.plug import slot_of
+
+            runs = {e: serve.run_of(e, slot_of(e) or "") for e in eids}
+            used = [e for e in eids if not runs[e].cannot_preempt]
+            if not any(runs[e].preempts for e in used):
                 continue
         out.append((c, used))
     return out
@@ -352,15 +325,6 @@ def _reply(got: Any, n_prompts: int) -> dict[str, Any]:
     if tokens is None and error is None:
         raise ValueError("neither tokens nor an error")
     return {"tokens": tokens, "table": table[:4000], "error": error}
-
-
-def first_mismatch(tokens: list[list[int]], reference: list[list[int]]) -> tuple[int, int] | None:
-    """(prompt, token index) of the first difference, or None when identical."""
-    for i, (mine, kit) in enumerate(zip(tokens, reference)):
-        if mine != kit:
-            j = next((k for k, (a, b) in enumerate(zip(mine, kit)) if a != b), min(len(mine), len(kit)))
-            return i, j
-    return None
 
 
 def _serve(
@@ -488,8 +452,6 @@ class EngineServer:
             prompt_ids: token ids per prompt; max_tokens: tokens per prompt.
             engine_kwargs: ``LLM`` arguments; limit: seconds for the whole run.
         """
-        from pagedlab import SamplingParams
-        from pagedlab.engine.llm import LLM
         from pagedlab.errors import ComponentError
         from pagedlab.grading.plug import components_for, render_component_state
         from pagedlab.grading.runner import TimeLimitExceeded, time_limit
@@ -507,14 +469,12 @@ class EngineServer:
         tokens: list[list[int]] | None = None
         try:
             with time_limit(float(limit)):
-                llm = LLM(self.model, components=comps, **dict(engine_kwargs))
-                outs = llm.generate(
-                    [list(p) for p in prompt_ids],
-                    SamplingParams(temperature=0, max_tokens=int(max_tokens)),
+                got = serve.serve(
+                    comps, [list(p) for p in prompt_ids], int(max_tokens), model=self.model, **engine_kwargs
                 )
-                tokens = [[int(t) for t in o.outputs[0].token_ids] for o in outs]
-        except ComponentError as e:
-            error = {"component": e.component, "step": e.step, "invariant": e.invariant, "message": str(e)[:2000]}
+            tokens, e = got.tokens, got.error
+            if isinstance(e, ComponentError):
+                error = {"component": e.component, "step": e.step, "invariant": e.invariant, "message": str(e)[:2000]}
         except TimeLimitExceeded:
             error = {"message": f"the engine did not finish within {float(limit):g} s (an endless loop?)"}
         except Exception as e:  # noqa: BLE001 - any failure of the learner's parts becomes a row

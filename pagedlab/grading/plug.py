@@ -31,12 +31,13 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
-from pagedlab.grading import registry
+from pagedlab.grading import registry, serve
 from pagedlab.grading.checking import changed_since_check, passed_check
+from pagedlab.grading.serve import Comparison
 from pagedlab.parts.memory import ForkCowFns
 from pagedlab.parts.protocols import PrefixLookupFn, ScheduleStepFn
 from pagedlab.parts.radix import RadixOps
@@ -49,7 +50,7 @@ __all__ = [
     "learner_components",
     "BRIDGES",
     "LAB_PROMPTS",
-    "compare_outputs",
+    "Comparison",
     "render_component_state",
     "components_for",
 ]
@@ -255,30 +256,6 @@ def render_component_state(slot: str, state: dict[str, Any]) -> str:
     return ""
 
 
-_ENGINE_DEFAULTS: dict[str, Any] = {"num_gpu_blocks": 128, "max_model_len": 512, "seed": 0}
-#: Engine settings ``serve_with`` uses so that the part actually runs, by exercise id or else by slot. A
-#: victim is only chosen when the pool is too small for every request: the 3 lab prompts (~37 tokens each
-#: with the chat template) need 10 blocks of 4 each to start, so a 20-block pool admits two, and their
-#: 11th block does not fit: preemption. A 16-token budget cuts every prompt into chunks.
-SERVE_SETTINGS: dict[str, dict[str, Any]] = {
-    "pick_victim": {"num_gpu_blocks": 20, "block_size": 4},
-    "preempt_retry": {"num_gpu_blocks": 20, "block_size": 4},
-    "06.schedule_with_preemption": {"num_gpu_blocks": 20, "block_size": 4},  # by exercise: 04/05 share its slot
-    "05.schedule_with_budget": {"max_num_batched_tokens": 16},
-    "prefix_lookup": {"enable_prefix_caching": True},
-    "radix": {"enable_prefix_caching": True, "prefix_cache": "radix", "num_gpu_blocks": 4},  # a 4-block pool evicts
-    "triton_tile_load": {"attention_backend": "triton"},  # it runs only in the Triton kernel
-}
-
-#: What must happen in ``serve_with``'s run for the part to have run (else the ✅ would say nothing).
-SERVE_MUST: dict[str, tuple[str, str]] = {
-    "pick_victim": ("preempted", "no preemption happened"),
-    "preempt_retry": ("preempted", "no preemption happened"),
-    "06.schedule_with_preemption": ("preempted", "no preemption happened"),
-    "05.schedule_with_budget": ("prefill_chunks", "no prompt was cut into chunks"),
-}
-
-
 def my_engine(
     namespace: dict[str, Any] | None = None, *, show: bool = True, time_limit_s: float = 5.0, **llm_kwargs: Any
 ) -> Any:
@@ -302,62 +279,7 @@ def my_engine(
         print(comps.table())
         for note in notes:
             print("  note - " + note)
-    return LLM(components=comps, **{**_ENGINE_DEFAULTS, **llm_kwargs})
-
-
-@dataclass
-class Comparison:
-    """Outputs of two engines on the same prompts: ``same`` when every token matches."""
-
-    prompts: list[str]
-    mine: list[list[int]]
-    kit: list[list[int]]
-    error: str = ""
-    preempted: int = 0  #: preemptions in the run with ``mine``'s parts
-    prefill_chunks: int = 0  #: prefill pieces beyond one per request (chunked prefill) in that run
-
-    @property
-    def same(self) -> bool:
-        return not self.error and self.mine == self.kit
-
-
-_KIT_OUTPUTS: dict[tuple[Any, ...], list[list[int]]] = {}
-
-
-def _generate(llm: Any, prompts: list[str], max_tokens: int, n: int = 1) -> list[list[int]]:
-    """Greedy tokens per prompt (with ``n > 1``, its completions' tokens one after the other)."""
-    from pagedlab import SamplingParams
-
-    chats = [{"prompt_token_ids": llm.apply_chat_template([{"role": "user", "content": p}])} for p in prompts]
-    outs = llm.generate(chats, SamplingParams(n=n, temperature=0, max_tokens=max_tokens))
-    return [[t for c in o.outputs for t in c.token_ids] for o in outs]
-
-
-def compare_outputs(
-    comps: Components, prompts: list[str] | None = None, max_tokens: int = 8, n: int = 1, **llm_kwargs: Any
-) -> Comparison:
-    """Serve ``prompts`` (greedy, chat user turns, ``n`` completions each) on an engine built from ``comps``
-    and on the kit's; compare.
-
-    A guard's ``ComponentError`` is caught and kept in ``Comparison.error``.
-    """
-    from pagedlab.engine.llm import LLM
-    from pagedlab.errors import ComponentError
-
-    prompts = list(prompts or LAB_PROMPTS)
-    kw = {**_ENGINE_DEFAULTS, **llm_kwargs}
-    key = (tuple(prompts), max_tokens, n, tuple(sorted(kw.items())))
-    if key not in _KIT_OUTPUTS:
-        _KIT_OUTPUTS[key] = _generate(LLM(**kw), prompts, max_tokens, n)
-    llm = LLM(components=comps, **kw)
-    try:
-        mine = _generate(llm, prompts, max_tokens, n)
-    except ComponentError as e:
-        return Comparison(prompts, [], _KIT_OUTPUTS[key], error=str(e))
-    stats = llm.llm_engine.step_stats
-    prefills = [rid for s in stats for rid, _, is_prefill in s.scheduled if is_prefill]
-    preempted = sum(len(s.preempted) for s in stats)
-    return Comparison(prompts, mine, _KIT_OUTPUTS[key], "", preempted, len(prefills) - len(set(prefills)))
+    return LLM(components=comps, **{**serve.BASE, **llm_kwargs})
 
 
 def serve_with(
@@ -382,15 +304,20 @@ def serve_with(
     if not comps.is_yours(slot):
         print(f"Not served with your {ex.name}: " + (notes[0].split("because ", 1)[-1] if notes else "not plugged"))
         return None
-    kw = {**SERVE_SETTINGS.get(ex.id, SERVE_SETTINGS.get(slot, {})), **llm_kwargs}
-    n_completions = 2 if slot == "fork_cow" else 1  # a fork happens only for n > 1
-    res = compare_outputs(replace(comps, render=render_component_state), prompts, max_tokens, n_completions, **kw)
+    run = serve.run_of(ex.id, slot)
+    texts = list(prompts or LAB_PROMPTS)
+    ids = serve.chat_ids(texts)
+    kw = serve.settings_for(ex.id, slot, ids, max_tokens, **llm_kwargs)
+    comps = replace(comps, render=render_component_state)
+    res = serve.serve_and_compare(comps, texts, kw, max_tokens, run.completions, prompt_ids=ids)
     n = len(res.prompts)
-    must = SERVE_MUST.get(ex.id) or SERVE_MUST.get(slot)
+    must = run.must_show
     if res.error:
         print(f"❌ SmolLM2 with your {ex.name} ({slot}) stopped: {res.error}")
-    elif res.same and must is not None and not getattr(res, must[0]):
-        print(f"⚠️ SmolLM2 served {n} prompts identically, but {must[1]}: your {ex.name} did not run (settings {kw})")
+    elif res.same and must and not getattr(res, must):
+        print(
+            f"⚠️ SmolLM2 served {n} prompts identically, but {serve.DID_NOT_RUN[must]}: your {ex.name} did not run (settings {kw})"
+        )
     elif res.same:
         print(
             f"✅ SmolLM2 served {n} prompts with your {ex.name} as the engine's {slot}: "
@@ -398,7 +325,7 @@ def serve_with(
             + (f" ({res.preempted} preemptions, {res.prefill_chunks} extra prefill chunks)." if must else ".")
         )
     else:
-        bad = next(i for i in range(n) if res.mine[i] != res.kit[i])
+        bad = (res.first_difference or (0, 0))[0]
         print(
             f"❌ SmolLM2 with your {ex.name} ({slot}) answered prompt {bad} differently from the kit's engine: "
             f"{res.mine[bad]} vs {res.kit[bad]}"

@@ -226,11 +226,11 @@ def test_a_triton_configuration_that_cannot_run_is_said_not_dropped(monkeypatch)
     """Where Triton cannot run (not installed, or no interpreter on a CPU machine) the plan says so in its
     line, instead of leaving the "triton kernel" configuration out silently."""
 
-    def no_triton(model, prompt_ids, max_tokens, **kwargs):
-        assert kwargs["attention_backend"] == "triton"
+    def no_triton(components, prompt_ids, max_tokens, **kwargs):
+        assert components is None and kwargs["attention_backend"] == "triton"  # the kit's parts
         raise ImportError("No module named 'triton'")
 
-    monkeypatch.setattr(e2e, "_kit_tokens", no_triton)
+    monkeypatch.setattr(e2e.serve, "serve", no_triton)
     assert e2e._triton_config("m", [[1, 2]], {}) == "triton kernel (Triton cannot run here: No module named 'triton')"
     plan = e2e.E2EPlan(1, ["a"], [[1]], 3, [e2e.Config("default", {}, [[5]])], "m", "c", ("triton kernel (why)",))
     assert plan.describe().endswith("configurations: default; not run: triton kernel (why)")
