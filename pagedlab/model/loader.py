@@ -188,14 +188,38 @@ def load_model(
         tok = AutoTokenizer.from_pretrained(out)
     if tokenizer_only:
         return None, tok, meta
+    return _net(LlamaConfig(**meta["llama"]), out / "model.safetensors"), tok, meta
+
+
+def _net(cfg: LlamaConfig, weights: Path) -> LlamaForCausalLM:
+    """A ``LlamaForCausalLM`` of ``cfg`` (eval mode, CPU) holding the HF-named weights of ``weights`` (safetensors)."""
     from safetensors.torch import load_file
 
-    cfg = LlamaConfig(**meta["llama"])
     with torch.device("meta"):
         net = LlamaForCausalLM(cfg)
     net = net.to_empty(device="cpu")
-    net.load_hf_state_dict(load_file(str(out / "model.safetensors")))
-    return net.eval(), tok, meta
+    net.load_hf_state_dict(load_file(str(weights)))
+    return net.eval()
+
+
+def load_hf_folder(folder: str | os.PathLike[str]) -> LlamaForCausalLM:
+    """An fp32 ``LlamaForCausalLM`` (eval mode) with the weights of a Hugging Face Llama folder
+    (``config.json`` + ``model.safetensors``, as ``save_pretrained`` writes it; the folder vLLM loads).
+
+    Raises:
+        ModelNotFoundError: the folder lacks ``config.json`` or ``model.safetensors``.
+        ModelFileCorruptError: the config is not a Llama model's.
+    """
+    path = Path(folder).expanduser()
+    for name in ("config.json", "model.safetensors"):
+        if not (path / name).is_file():
+            raise ModelNotFoundError(f"{path} is not a Hugging Face model folder: no {name}")
+    from transformers import AutoConfig
+
+    hf = AutoConfig.from_pretrained(path)
+    if hf.model_type != "llama":
+        raise ModelFileCorruptError(f"{path} holds a {hf.model_type!r} model; pagedlab runs Llama models")
+    return _net(LlamaConfig.from_hf(hf), path / "model.safetensors")
 
 
 @functools.lru_cache(maxsize=4)

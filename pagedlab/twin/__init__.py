@@ -104,8 +104,9 @@ def run_in_vllm(side: Path, job: dict[str, Any], timeout: float, what: str) -> d
     return result
 
 
-def run_on_vllm(workloads: list[Workload]) -> list[Trace]:
-    """Traces of ``workloads`` on real vLLM, in one subprocess.
+def run_on_vllm(workloads: list[Workload], model: str | os.PathLike[str] | None = None) -> list[Trace]:
+    """Traces of ``workloads`` on real vLLM, in one subprocess, with the Hugging Face model folder ``model``
+    (None: SmolLM2, ``hf_model.hf_model_dir()``).
 
     Raises:
         VLLMUnavailableError: vLLM or the model folder is not installed (the message says how to fix it).
@@ -118,28 +119,32 @@ def run_on_vllm(workloads: list[Workload]) -> list[Trace]:
         raise VLLMUnavailableError(why)
     for w in workloads:
         w.check()
-    job = {"model": str(hf_model_dir()), "workloads": [w.to_dict() for w in workloads]}
+    job = {"model": str(hf_model_dir() if model is None else model), "workloads": [w.to_dict() for w in workloads]}
     engines = len({json.dumps(w.engine.engine_args(), sort_keys=True) for w in workloads})
     timeout = TIMEOUT_PER_ENGINE * engines + TIMEOUT_PER_WORKLOAD * len(workloads)
     result = run_in_vllm(_SIDE, job, timeout, f"{len(workloads)} workload(s)")
     return [Trace.from_dict(t) for t in result["traces"]]
 
 
-def run_on_kit(workload: Workload) -> Trace:
-    """The kit's trace of ``workload`` (``pagedlab.twin.kit_side``)."""
+def run_on_kit(workload: Workload, model: str | os.PathLike[str] | None = None) -> Trace:
+    """The kit's trace of ``workload`` (``pagedlab.twin.kit_side``), with the Hugging Face model folder
+    ``model`` (None: the kit's SmolLM2)."""
     from pagedlab.twin.kit_side import run_on_kit as run
 
-    return run(workload)
+    return run(workload, model=model)
 
 
 def compare(
-    workloads: Workload | list[Workload], *, schedule: bool = True
+    workloads: Workload | list[Workload], *, schedule: bool = True, model: str | os.PathLike[str] | None = None
 ) -> list[tuple[Trace, Trace, Divergence | None]]:
     """Each workload on the kit and on vLLM: ``(kit trace, vLLM trace, first divergence or None)``.
 
     ``schedule=False`` compares only tokens and finish reasons (where the kit schedules differently by
-    design, e.g. ``n > 1``, which the kit forks copy-on-write as vLLM v0 did).
+    design, e.g. ``n > 1``, which the kit forks copy-on-write as vLLM v0 did). ``model``: a Hugging Face
+    Llama folder both engines load (e.g. ``pagedlab.twin.tiny_model.ensure_tiny_model()``); None: SmolLM2.
     """
     batch = [workloads] if isinstance(workloads, Workload) else list(workloads)
-    theirs = run_on_vllm(batch)
-    return [(k, v, diff(k, v, schedule=schedule)) for k, v in ((run_on_kit(w), t) for w, t in zip(batch, theirs))]
+    theirs = run_on_vllm(batch, model)
+    return [
+        (k, v, diff(k, v, schedule=schedule)) for k, v in ((run_on_kit(w, model), t) for w, t in zip(batch, theirs))
+    ]

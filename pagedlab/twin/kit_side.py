@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from pagedlab.engine.arg_utils import EngineArgs
 from pagedlab.engine.llm_engine import LLMEngine
+from pagedlab.model.llama import LlamaForCausalLM
+from pagedlab.model.loader import load_hf_folder
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import SchedulerOutput
 from pagedlab.twin.records import StepRecord, Trace, TwinRequest, Workload, drive
 
-__all__ = ["KitAdapter", "run_on_kit"]
+__all__ = ["KitAdapter", "hf_folder_model", "run_on_kit"]
 
 
 class KitAdapter:
@@ -65,6 +71,17 @@ class KitAdapter:
         ]
 
 
-def run_on_kit(workload: Workload, **extra: Any) -> Trace:
-    """The kit's trace of ``workload`` (``extra``: more ``EngineArgs``, e.g. the kit's extensions)."""
+@functools.lru_cache(maxsize=2)
+def hf_folder_model(folder: str) -> tuple[LlamaForCausalLM, int | None]:
+    """The kit's model of a Hugging Face folder and its ``eos_token_id``, loaded once per folder."""
+    eos = json.loads((Path(folder) / "config.json").read_text()).get("eos_token_id")
+    return load_hf_folder(folder), eos
+
+
+def run_on_kit(workload: Workload, model: str | os.PathLike[str] | None = None, **extra: Any) -> Trace:
+    """The kit's trace of ``workload`` with the Hugging Face model folder ``model`` (None: the kit's
+    SmolLM2); ``extra``: more ``EngineArgs``, e.g. the kit's extensions."""
+    if model is not None:
+        net, eos = hf_folder_model(str(Path(model).resolve()))
+        extra = {"model": net, "eos_token_id": eos, **extra}
     return drive(workload, KitAdapter(workload, **extra))
