@@ -140,7 +140,7 @@ def _pool_step(left: Trace, right: Trace, found: Divergence | None, widget: str)
     if ids is not None and ids.step is not None:
         return ids.step
     if widget == "prefix":
-        hit = next((r.step for r in steps if any(r.hit_block_ids.values())), None)
+        hit = next((r.step for r in steps if any((r.hit_block_ids or {}).values())), None)
         if hit is not None:
             return hit
     return min(steps, key=lambda r: (r.num_free_blocks, r.step)).step
