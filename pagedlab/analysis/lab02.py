@@ -41,10 +41,12 @@ def block_table_of(events: Sequence[dict[str, Any]], request_id: str) -> list[in
     return [b for e in events if e["kind"] == "alloc" and e.get("owner") == request_id for b in e["block_ids"]]
 
 
-def render_pool_and_queue(snapshot: dict[str, Any], max_shown: int = 32) -> str:
+def render_pool_and_queue(
+    snapshot: dict[str, Any], max_shown: int = 32, *, title: str | None = None, **pool_kwargs: Any
+) -> str:
     """The block pool of a ``pagedlab.trace`` snapshot, then its free queue, front (next to be handed
-    out) on the left. Two SVGs in one HTML string."""
-    pool = render_block_pool(snapshot, title=f"Block pool after step {snapshot.get('step', 0)}")
+    out) on the left. Two SVGs in one HTML string. ``pool_kwargs`` go to ``render_block_pool``."""
+    pool = render_block_pool(snapshot, title=title or f"Block pool after step {snapshot.get('step', 0)}", **pool_kwargs)
     q = list(snapshot.get("free_queue", ()))
     shown = q[:max_shown] + (["…"] if len(q) > max_shown else [])
     queue = render_queue_rows(

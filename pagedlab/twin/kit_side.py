@@ -14,7 +14,7 @@ from pagedlab.model.llama import LlamaForCausalLM
 from pagedlab.model.loader import load_hf_folder
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import SchedulerOutput
-from pagedlab.twin.records import StepRecord, Trace, TwinRequest, Workload, drive
+from pagedlab.twin.records import StepRecord, Trace, TwinRequest, Workload, drive, record_pool
 
 __all__ = ["KitAdapter", "hf_folder_model", "run_on_kit"]
 
@@ -29,14 +29,24 @@ class KitAdapter:
         self.engine = LLMEngine.from_engine_args(args)
         self._seen: set[str] = set()
         self._last: SchedulerOutput | None = None
+        self._pool: tuple[dict[str, list[int]], list[int], list[int]] = ({}, [], [])
         sched = self.engine.scheduler
         schedule = sched.schedule
 
         def recorded_schedule() -> SchedulerOutput:
             self._last = schedule()
+            self._pool = self._read_pool()
             return self._last
 
         sched.schedule = recorded_schedule  # type: ignore[method-assign]
+
+    def _read_pool(self) -> tuple[dict[str, list[int]], list[int], list[int]]:
+        """Block tables, free queue (front first) and hashed blocks, as ``records.record_pool`` takes them."""
+        kvm = self.engine.kv_cache_manager
+        tables = {rid: kvm.get_block_ids(rid) for rid in kvm.req_to_blocks}
+        pool = kvm.block_pool
+        free = [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]
+        return tables, free, [b.block_id for b in pool.blocks if b.block_hash is not None]
 
     def add(self, request: TwinRequest) -> None:
         params = SamplingParams(**request.sampling)
@@ -65,6 +75,7 @@ class KitAdapter:
                     self._seen.add(rid)
                     record.num_cached_tokens[rid] = max(s.request.num_cached_tokens, 0)
             record.preempted.extend(out.preempted)
+            record_pool(record, *self._pool, self.engine.cache_config.block_size)
         return [
             (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)
             for o in outputs

@@ -2,7 +2,8 @@
 
 ``on_vllm("04")`` builds lab 04's workload (:data:`LAB_WORKLOADS`), runs it on the kit and on the vLLM
 the kit follows (``pagedlab.vllm_version``; one vLLM start, in a subprocess, ``pagedlab.twin.compare``)
-and shows both traces in the batch Gantt, the first divergence outlined (``pagedlab.viz.twin``). Where
+and shows both traces in the lab's widget (:data:`LAB_WIDGETS`: the batch Gantt, or for labs 02 and 07
+the block pool), the first divergence outlined (``pagedlab.viz.twin``). Where
 vLLM is not installed it prints why and how to install it (``make vllm``) and returns None, so the lab
 runs everywhere.
 
@@ -21,7 +22,15 @@ from typing import Any
 from pagedlab.twin.records import Divergence, EngineSettings, Trace, TwinRequest, Workload
 from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION
 
-__all__ = ["LAB_WORKLOADS", "first_shared_tokens", "install_hint", "lab_workload", "on_vllm", "run_script_on_vllm"]
+__all__ = [
+    "LAB_WIDGETS",
+    "LAB_WORKLOADS",
+    "first_shared_tokens",
+    "install_hint",
+    "lab_workload",
+    "on_vllm",
+    "run_script_on_vllm",
+]
 
 
 def _greedy(max_tokens: int) -> dict[str, Any]:
@@ -133,6 +142,9 @@ def _vocab_size() -> int:
     return int(load_model_cached(None)[0].config.vocab_size)
 
 
+#: The widget each lab's cell draws the two traces in (``pagedlab.viz.twin.WIDGETS``): the lab's own.
+LAB_WIDGETS: dict[str, str] = {"02": "pool", "04": "gantt", "05": "gantt", "06": "gantt", "07": "prefix", "09": "gantt"}
+
 #: Lab number -> the builder of its twin workload.
 LAB_WORKLOADS: dict[str, Callable[[], Workload]] = {
     "02": _lab02,
@@ -212,6 +224,7 @@ def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | 
                     found,
                     max_num_batched_tokens=workload.engine.max_num_batched_tokens,
                     title=f"lab {str(lab).zfill(2)} on the kit and on vLLM {VLLM_VERSION}",
+                    widget=LAB_WIDGETS[str(lab).zfill(2)],
                 )
             )
         )

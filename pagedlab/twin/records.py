@@ -27,6 +27,8 @@ __all__ = [
     "Workload",
     "diff",
     "drive",
+    "first_block_id_difference",
+    "record_pool",
 ]
 
 #: Steps after which :func:`drive` gives up (a workload that never finishes is a bug on one side).
@@ -114,6 +116,19 @@ class StepRecord:
         preempted: request ids preempted in this step, in order.
         num_cached_tokens: ``request_id -> num_cached_tokens`` for requests scheduled for the first time.
         finished: ``[request_id, finish_reason]`` of requests that ended in this step (aborts included).
+
+    The pool, as ``schedule()`` left it (after its allocations and preemptions, before this step's
+    finished requests are freed); None where an adapter does not record it. Block ids are the kit's:
+    vLLM 0.32's ids less one, since its block 0 is the null block that never holds KV (``BlockPool.__init__``
+    pops it), so both engines number their ``num_gpu_blocks - 1`` KV blocks ``0 ..`` (the null block, were it
+    ever seen, would read ``-1``).
+
+        block_ids: ``request_id -> block table`` of every request holding blocks.
+        num_free_blocks: free blocks (the free queue's length).
+        free_queue: the free queue's block ids, front (handed out next) first.
+        hashed_blocks: ids of blocks that carry a prefix-cache hash (in use or cached-and-free), ascending.
+        hit_block_ids: ``request_id -> the blocks its prefix-cache hit reused`` for requests scheduled for
+            the first time (the first ``num_cached_tokens // block_size`` entries of its block table).
     """
 
     step: int
@@ -121,6 +136,33 @@ class StepRecord:
     preempted: list[str] = field(default_factory=list)
     num_cached_tokens: dict[str, int] = field(default_factory=dict)
     finished: list[list[Any]] = field(default_factory=list)
+    block_ids: dict[str, list[int]] | None = None
+    num_free_blocks: int | None = None
+    free_queue: list[int] | None = None
+    hashed_blocks: list[int] | None = None
+    hit_block_ids: dict[str, list[int]] | None = None
+
+
+#: The pool fields of :class:`StepRecord`, in the order :func:`diff` compares them.
+POOL_FIELDS = ("num_free_blocks", "block_ids", "hit_block_ids", "free_queue", "hashed_blocks")
+
+
+def record_pool(
+    record: StepRecord,
+    tables: dict[str, list[int]],
+    free_queue: list[int],
+    hashed: list[int],
+    block_size: int,
+) -> None:
+    """Fill ``record``'s pool fields from one engine's state (block ids already in the kit's numbering);
+    call after ``record.num_cached_tokens`` is set for the step's new requests."""
+    record.block_ids = {rid: list(ids) for rid, ids in tables.items() if ids}
+    record.free_queue = list(free_queue)
+    record.num_free_blocks = len(free_queue)
+    record.hashed_blocks = sorted(hashed)
+    record.hit_block_ids = {
+        rid: list(tables.get(rid, []))[: n // block_size] for rid, n in record.num_cached_tokens.items()
+    }
 
 
 @dataclass
@@ -176,7 +218,8 @@ def _first_list_difference(
 def diff(left: Trace, right: Trace, *, schedule: bool = True, tokens: bool = True) -> Divergence | None:
     """The first divergence between two traces, or None when they agree.
 
-    Steps are compared in order, field by field (scheduled, preempted, num_cached_tokens, finished);
+    Steps are compared in order, field by field (scheduled, preempted, finished, num_cached_tokens, then
+    the pool both traces recorded, block ids up to a renaming: ``_diff_pool``);
     then each request's token ids and finish reasons. ``schedule=False`` compares only the outcome
     (tokens and finish reasons); ``tokens=False`` only the steps.
     """
@@ -207,11 +250,72 @@ def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
             x, y = a.num_cached_tokens.get(rid), b.num_cached_tokens.get(rid)
             if x != y:
                 return Divergence(a.step, rid, "num_cached_tokens", x, y)
+        found = _diff_pool(a, b)
+        if found is not None:
+            return found
     if len(left.steps) != len(right.steps):
         longer = left.steps if len(left.steps) > len(right.steps) else right.steps
         extra = longer[min(len(left.steps), len(right.steps))]
         ln, rn = len(left.steps), len(right.steps)
         return Divergence(extra.step, None, "number of steps", ln, rn)
+    return None
+
+
+def _diff_pool(a: StepRecord, b: StepRecord) -> Divergence | None:
+    """The first pool difference of one step that both records carry, block ids compared up to a renaming.
+
+    vLLM 0.32 puts a freed block without a hash at the free queue's front (``BlockPool.free_blocks``,
+    ``v1/core/block_pool.py:793-801``, LIFO), the kit keeps 0.11's tail (docs/vllm_differences.md), so
+    after the first such free the two engines hand out different ids for the same decision. What must
+    agree is: the free count, which requests hold how many blocks, which blocks they share (one kit id
+    maps to one vLLM id within the step, both ways), which of them a prefix hit reused, and how many
+    blocks carry a hash. :func:`first_block_id_difference` finds where the ids themselves first differ.
+    """
+    if a.block_ids is None or b.block_ids is None:
+        return None
+    if a.num_free_blocks != b.num_free_blocks:
+        return Divergence(a.step, None, "num_free_blocks", a.num_free_blocks, b.num_free_blocks)
+    found = _renaming_difference(a, b)
+    if found is not None:
+        return found
+    nx, ny = len(a.hashed_blocks or ()), len(b.hashed_blocks or ())
+    if nx != ny:
+        return Divergence(a.step, None, "number of hashed blocks", nx, ny)
+    return None
+
+
+def _renaming_difference(a: StepRecord, b: StepRecord) -> Divergence | None:
+    """Block tables and hit lists of different lengths, or not one renaming of ids (kit -> vLLM, 1:1)."""
+    renaming: dict[int, int] = {}
+    inverse: dict[int, int] = {}
+    for name in ("block_ids", "hit_block_ids"):
+        x_map, y_map = getattr(a, name) or {}, getattr(b, name) or {}
+        for rid in sorted(set(x_map) | set(y_map)):
+            x, y = x_map.get(rid, []), y_map.get(rid, [])
+            if len(x) != len(y):
+                return Divergence(a.step, rid, f"{name} (count)", x, y)
+            for i, j in zip(x, y):
+                if renaming.setdefault(i, j) != j or inverse.setdefault(j, i) != i:
+                    return Divergence(a.step, rid, f"{name} (which blocks are shared)", x, y)
+    return None
+
+
+def first_block_id_difference(left: Trace, right: Trace) -> Divergence | None:
+    """The first step at which the recorded block ids themselves differ (:data:`POOL_FIELDS` order, per
+    request for the tables), or None. Not a divergence of decisions: see :func:`_diff_pool`."""
+    right_steps = {r.step: r for r in right.steps}
+    for a in left.steps:
+        b = right_steps.get(a.step)
+        if b is None:
+            continue
+        for name in POOL_FIELDS:
+            x, y = getattr(a, name), getattr(b, name)
+            if x is None or y is None or x == y:
+                continue
+            if isinstance(x, dict):
+                rid = next(r for r in sorted(set(x) | set(y)) if x.get(r) != y.get(r))
+                return Divergence(a.step, rid, name, x.get(rid), y.get(rid), left.engine, right.engine)
+            return Divergence(a.step, None, name, x, y, left.engine, right.engine)
     return None
 
 

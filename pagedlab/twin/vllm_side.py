@@ -64,6 +64,7 @@ class VLLMAdapter:
         self._last: Any = None
         self._preempted: list[str] = []
         self._computed: dict[str, int] = {}
+        self._pool: tuple[dict[str, list[int]], list[int], list[int]] = ({}, [], [])
         schedule, preempt = self.sched.schedule, self.sched._preempt_request
 
         def recorded_schedule(*a: Any, **k: Any) -> Any:
@@ -73,6 +74,7 @@ class VLLMAdapter:
             self._computed = {
                 rid: int(self.sched.requests[rid].num_computed_tokens) for rid in self._last.num_scheduled_tokens
             }
+            self._pool = self._read_pool()
             return self._last
 
         def recorded_preempt(request: Any, *a: Any, **k: Any) -> Any:
@@ -81,6 +83,19 @@ class VLLMAdapter:
 
         self.sched.schedule = recorded_schedule
         self.sched._preempt_request = recorded_preempt
+
+    def _read_pool(self) -> tuple[dict[str, list[int]], list[int], list[int]]:
+        """Block tables, free queue and hashed blocks, in the kit's numbering (vLLM's id - 1; see
+        ``records.StepRecord``). vLLM 0.32: the tables are ``SingleTypeKVCacheManager.req_to_blocks``
+        (``v1/core/single_type_kv_cache_manager.py:125``), read without indexing: it is a defaultdict, and
+        ``get_block_ids`` of a request holding nothing would insert an entry that ``:656`` tests for."""
+        kvm = self.sched.kv_cache_manager
+        (manager,) = kvm.coordinator.single_type_managers
+        tables = {rid: [b.block_id - 1 for b in blocks] for rid, blocks in manager.req_to_blocks.items()}
+        pool = kvm.block_pool
+        free = [b.block_id - 1 for b in pool.free_block_queue.get_all_free_blocks()]
+        hashed = [b.block_id - 1 for b in pool.blocks if b.block_hash is not None and not b.is_null]
+        return tables, free, hashed
 
     def reset(self) -> None:
         """Start a new workload on the same engine: nothing running, an empty prefix cache."""
@@ -119,6 +134,7 @@ class VLLMAdapter:
                     # vLLM 0.32's Request keeps no num_cached_tokens: a first chunk starts after the prefix
                     # hit, and schedule() has already advanced num_computed_tokens by the chunk.
                     record.num_cached_tokens[rid] = self._computed[rid] - int(n)
+            records.record_pool(record, *self._pool, int(self.sched.cache_config.block_size))
         record.preempted.extend(self._preempted)
         return [
             (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)

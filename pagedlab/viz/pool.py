@@ -280,6 +280,7 @@ def render_block_pool(
     cols: int | None = None,
     title: str | None = None,
     show_legend: bool = True,
+    mark: Iterable[int] | None = None,
 ) -> str:
     """Draw the physical block pool of one snapshot.
 
@@ -296,6 +297,8 @@ def render_block_pool(
         cols: blocks per row (default 16, or 32 for pools above 128 blocks).
         title: heading; default ``"Block pool - step N"``.
         show_legend: draw the owner/state legend.
+        mark: block ids to outline in red (``rect.pl-divergence`` with ``data-block-id``): where two
+            engines' pools differ (``pagedlab.viz.twin``).
 
     Returns:
         An ``<svg class="pl-viz pl-pool" data-step=...>`` string with exactly ``num_gpu_blocks``
@@ -309,6 +312,7 @@ def render_block_pool(
     pairs = [(s, d) for s, d in all_pairs if s in held]
     cow_src, cow_dst = {s for s, _ in pairs}, {d for _, d in pairs}
     changed = set(highlight) if highlight is not None else changed_blocks_of(snapshot)
+    marked = {int(b) for b in mark or ()}
     ncols, cell = _grid_shape(max(n, 1), cols)
     grid = _Grid(ncols, cell, max(2.0, cell * 0.1))
     width = max(600.0, grid.pad * 2 + ncols * (cell + grid.gap))
@@ -325,6 +329,12 @@ def render_block_pool(
         centers[bid] = (x0 + cell / 2, y0 + cell / 2)
         cow = "dst" if bid in cow_dst else ("src" if bid in cow_src else None)
         body += _block_svg(b, x0, y0, cell, cow, bid in changed)
+        if bid in marked:
+            body.append(
+                f'<rect class="pl-divergence" data-block-id="{bid}" x="{x0 - 2:.1f}" y="{y0 - 2:.1f}" '
+                f'width="{cell + 4:.1f}" height="{cell + 4:.1f}" rx="4" fill="none" stroke="{COLORS["preempt"]}" '
+                'stroke-width="3"/>'
+            )
     y += (-(-n // ncols) if n else 0) * (cell + grid.gap)
     body += _cow_arrows(pairs, centers)
     cpu = list(snapshot.get("cpu_blocks", ()))

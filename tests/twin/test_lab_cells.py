@@ -1,7 +1,9 @@
 """The labs' "On real vLLM" cells against real vLLM (deselected with one loud skip where it is missing).
 
 The cell of lab 07 (``pagedlab.twin.labs.on_vllm``): the kit and vLLM schedule its workload identically,
-prefix hits included, and the renderer draws the two traces without a divergence mark. Lab 09's
+prefix hits included, and the renderer draws the two traces without a divergence mark. Every lab's
+pool (block tables, free queue, hashed blocks) agrees with vLLM's: the same ids until the first free, up to
+vLLM 0.32's LIFO reuse of freed blocks after it. Lab 09's
 ``serve.py`` runs unchanged on vLLM through ``pagedlab/twin/script_on_vllm.py``.
 """
 
@@ -9,8 +11,9 @@ from __future__ import annotations
 
 import json
 
-from pagedlab.twin import compare
+from pagedlab.twin import Trace, compare
 from pagedlab.twin.labs import LAB_WORKLOADS, first_shared_tokens, lab_workload, on_vllm, run_script_on_vllm
+from pagedlab.twin.records import first_block_id_difference
 from pagedlab.viz.twin import render_twin
 
 
@@ -19,8 +22,33 @@ def test_every_labs_workload_schedules_identically_on_vllm() -> None:
     labs = sorted(LAB_WORKLOADS)
     results = compare([lab_workload(lab) for lab in labs])
     for lab, (kit, vllm, found) in zip(labs, results):
-        assert found is None, f"lab {lab}: first divergence at {found}"
+        assert found is None, f"lab {lab}: first divergence at {found}"  # pools included, ids up to a renaming
         assert len(vllm.steps) == len(kit.steps) > 0 and vllm.tokens == kit.tokens, lab
+        _check_pools(lab, kit, vllm)
+    kit, vllm, _ = results[labs.index("02")]
+    # lab 02: request 0 (blocks 0, 1) finishes at step 7; at step 8 request 2 gets vLLM 0.32's front of the
+    # free queue, request 0's blocks tail first (prepend_n), and the kit's front, blocks 4 and 5
+    ids = first_block_id_difference(kit, vllm)
+    assert ids is not None and (ids.step, ids.request_id, ids.field) == (8, "2", "block_ids")
+    assert (ids.left, ids.right) == ([4, 5], [1, 0])
+    assert vllm.steps[8].free_queue == [4, 5, 6, 7] and kit.steps[8].free_queue == [6, 7, 1, 0]
+
+
+def _check_pools(lab: str, kit: Trace, vllm: Trace) -> None:
+    """Both sides recorded every step's pool, the same free counts, and the very same block ids (the null
+    block mapped out) up to the first step after a block was freed (docs/vllm_differences.md)."""
+    first_free = next(s.step for s in kit.steps if s.finished or s.preempted)
+    for a, b in zip(kit.steps, vllm.steps):
+        assert a.block_ids is not None and b.block_ids is not None, (lab, a.step)
+        assert a.num_free_blocks == b.num_free_blocks == len(b.free_queue), (lab, a.step)
+        assert all(0 <= i < vllm.num_free_blocks for ids in b.block_ids.values() for i in ids), (lab, a.step)
+        if a.step <= first_free:
+            assert (a.block_ids, a.free_queue, a.hashed_blocks, a.hit_block_ids) == (
+                b.block_ids,
+                b.free_queue,
+                b.hashed_blocks,
+                b.hit_block_ids,
+            ), (lab, a.step)
 
 
 def test_lab07s_cell_runs_its_workload_on_vllm_with_the_same_decisions() -> None:
@@ -33,6 +61,13 @@ def test_lab07s_cell_runs_its_workload_on_vllm_with_the_same_decisions() -> None
     assert sorted(hits) == ["q02-again", "q04-again", "q05-again"] and all(n >= 32 for n in hits.values())
     html = render_twin(kit, vllm, found)
     assert 'data-divergence-step="-1"' in html and "pl-divergence" not in html
+    # the hits are the first round's hashed first blocks, on vLLM as on the kit
+    first = {rid: ids for rid, ids in vllm.steps[0].block_ids.items()}
+    again = next(s for s in vllm.steps if s.hit_block_ids and "q02-again" in s.hit_block_ids)
+    assert again.hit_block_ids == {f"{r}-again": first[r][:1] for r in ("q02", "q04", "q05")}
+    assert set(vllm.steps[0].hashed_blocks) == {ids[0] for ids in first.values()}
+    pools = render_twin(kit, vllm, found, widget="prefix")
+    assert f'class="pl-twin-pools" data-step="{again.step}"' in pools and "prefix hits this step: q02-again" in pools
 
 
 SCRIPT = """\

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pagedlab.twin.records import StepRecord, Trace, diff
+from pagedlab.twin.records import StepRecord, Trace, diff, first_block_id_difference
 from pagedlab.viz.twin import render_twin, trace_steps, twin_player
 
 NS = "{http://www.w3.org/2000/svg}"
@@ -154,3 +154,109 @@ def test_every_lab_with_a_cell_has_a_workload_and_others_are_refused() -> None:
     assert sorted(LAB_WORKLOADS) == ["02", "04", "05", "06", "07", "09"]
     with pytest.raises(ValueError, match="no twin workload for lab '03'"):
         lab_workload("03")
+
+
+# ------------------------------------------------------------------ labs 02 and 07: the pool widgets
+
+
+def _pool_trace(engine: str, b_blocks: list[int], queue: list[int]) -> Trace:
+    """Two requests in a pool of 6 blocks; a hits block 0 (cached) in step 1; b's table and the free queue
+    at step 1 are the parameters."""
+    s0 = StepRecord(0, [["a", 40]], num_cached_tokens={"a": 0})
+    from pagedlab.twin.records import record_pool
+
+    record_pool(s0, {"a": [0, 1]}, [2, 3, 4, 5], [0], 32)
+    s1 = StepRecord(1, [["a", 1], ["b", 37]], num_cached_tokens={"b": 32}, finished=[["a", "length"]])
+    rest = [x for x in range(6) if x not in {0, 1, *b_blocks}]
+    record_pool(s1, {"a": [0, 1], "b": b_blocks}, queue if queue else rest, [0], 32)
+    return Trace(engine, "p", [s0, s1], {"a": [[1]], "b": [[2]]}, {"a": ["length"], "b": ["length"]}, 6)
+
+
+def _pool_svgs(root: ET.Element) -> dict[str, ET.Element]:
+    return {
+        div.get("data-engine"): next(s for s in div.iter(NS + "svg") if "pl-pool" in s.get("class", ""))
+        for div in root.iter("div")
+        if div.get("class") == "pl-twin-pool"
+    }
+
+
+@pytest.mark.parametrize("widget", ["pool", "prefix"])
+def test_a_block_id_difference_alone_is_named_explained_and_outlined_on_both_pools(widget: str) -> None:
+    kit, vllm = _pool_trace("kit", [0, 2], []), _pool_trace("vllm", [0, 3], [])
+    assert diff(kit, vllm) is None  # the same decisions: b holds a's block 0 and one block of its own
+    ids = first_block_id_difference(kit, vllm)
+    assert ids is not None and (ids.step, ids.request_id, ids.field) == (1, "b", "block_ids")
+    root = _parse(render_twin(kit, vllm, widget=widget))
+    assert root.get("data-widget") == widget and root.get("data-divergence-step") == "-1"
+    (note,) = [d for d in root.iter("div") if d.get("class") == "pl-twin-ids"]
+    assert note.get("data-step") == "1" and note.get("data-req") == "b"
+    assert "block_ids: kit=[0, 2] vs vllm=[0, 3]" in "".join(note.itertext())
+    assert "block_pool.py:793-801" in "".join(note.itertext())
+    (pools,) = [d for d in root.iter("div") if d.get("class") == "pl-twin-pools"]
+    assert pools.get("data-step") == "1" and pools.get("data-differing-blocks") == "2 3"
+    svgs = _pool_svgs(root)
+    assert sorted(svgs) == ["kit", "vllm"]
+    for engine, svg in svgs.items():
+        assert sorted(m.get("data-block-id") for m in _marks(svg)) == ["2", "3"]
+        owner = {
+            b.get("data-block-id"): b.get("data-owner") for b in svg.iter(NS + "rect") if b.get("class") == "pl-block"
+        }
+        assert len(owner) == 6 and owner["0"] == "a b" and owner["1"] == "a"
+        assert owner["2" if engine == "kit" else "3"] == "b" and owner["3" if engine == "kit" else "2"] == ""
+
+
+def test_sharing_a_different_block_is_a_divergence_named_and_outlined() -> None:
+    kit, vllm = _pool_trace("kit", [0, 2], []), _pool_trace("vllm", [1, 2], [])
+    found = diff(kit, vllm)
+    assert found is not None and (found.step, found.request_id) == (1, "b")
+    assert found.field == "block_ids (which blocks are shared)"
+    root = _parse(render_twin(kit, vllm, widget="prefix"))
+    assert root.get("data-divergence-step") == "1" and root.get("data-divergence-field") == found.field
+    summary = next(d for d in root.iter("div") if d.get("class") == "pl-twin-summary")
+    assert "first divergence: step 1, request 'b', block_ids (which blocks are shared)" in "".join(summary.itertext())
+    for svg in _pool_svgs(root).values():
+        assert sorted(m.get("data-block-id") for m in _marks(svg)) == ["0", "1"]
+
+
+def test_the_free_count_and_the_number_of_hit_blocks_are_compared() -> None:
+    kit, vllm = _pool_trace("kit", [0, 2], []), _pool_trace("vllm", [0, 2], [])
+    vllm.steps[1].num_free_blocks = 2
+    assert (diff(kit, vllm).step, diff(kit, vllm).field) == (1, "num_free_blocks")
+    vllm = _pool_trace("vllm", [0, 2], [])
+    vllm.steps[1].hit_block_ids = {"b": []}
+    assert diff(kit, vllm).field == "hit_block_ids (count)"
+
+
+def test_the_pool_widget_shows_the_free_queue_and_marks_a_reordered_queue() -> None:
+    kit, vllm = _pool_trace("kit", [0, 2], [3, 4, 5]), _pool_trace("vllm", [0, 2], [4, 3, 5])
+    assert diff(kit, vllm) is None
+    ids = first_block_id_difference(kit, vllm)
+    assert ids is not None and (ids.step, ids.field) == (1, "free_queue")
+    root = _parse(render_twin(kit, vllm, widget="pool"))
+    assert "free queue (3)" in "".join(root.itertext())
+    for svg in _pool_svgs(root).values():
+        assert sorted(m.get("data-block-id") for m in _marks(svg)) == ["3", "4"]
+
+
+def test_the_prefix_widget_underlines_and_lists_the_hit_blocks_and_agreeing_pools_mark_nothing() -> None:
+    kit, vllm = _pool_trace("kit", [0, 2], []), _pool_trace("vllm", [0, 2], [])
+    assert diff(kit, vllm) is None and first_block_id_difference(kit, vllm) is None
+    root = _parse(render_twin(kit, vllm, widget="prefix"))
+    assert root.get("data-divergence-step") == "-1" and not _marks(root)
+    assert not [d for d in root.iter("div") if d.get("class") == "pl-twin-ids"]
+    (pools,) = [d for d in root.iter("div") if d.get("class") == "pl-twin-pools"]
+    assert pools.get("data-step") == "1" and pools.get("data-differing-blocks") == ""  # the first hit's step
+    assert "prefix hits this step: b ← blocks [0]" in "".join(root.itertext())
+    for svg in _pool_svgs(root).values():
+        changed = [el for el in svg.iter(NS + "rect") if el.get("class") == "pl-changed"]
+        assert len(changed) == 1
+        block0 = next(b for b in svg.iter(NS + "rect") if b.get("data-block-id") == "0")
+        assert block0.get("data-state") == "shared" and block0.get("data-hashed") == "1"
+
+
+def test_pool_widgets_refuse_traces_without_pools_and_unknown_widgets() -> None:
+    kit, vllm = _trace("kit"), _trace("vllm")
+    with pytest.raises(ValueError, match="recorded no pool"):
+        render_twin(kit, vllm, widget="pool")
+    with pytest.raises(ValueError, match="unknown widget"):
+        render_twin(kit, vllm, widget="radix")
