@@ -96,3 +96,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             red=True,
             bold=True,
         )
+
+
+@pytest.fixture(scope="session")
+def kit_wheel(tmp_path_factory: pytest.TempPathFactory):
+    """The kit's wheel, built once per session from a clean copy of this checkout (tests/_kitwheel.py)."""
+    from tests._kitwheel import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("kit-wheel"))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -23,8 +22,6 @@ import pytest
 from pagedlab.model.fetch import ENV_CACHE_DIR, model_path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: What the wheel is built from (pyproject.toml's packages and package-dir, plus README and LICENSE).
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "pagedlab", "kernels", "data", "labs")
 pytestmark = [pytest.mark.slow]
 
 
@@ -33,37 +30,10 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> 
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def installed(tmp_path_factory: pytest.TempPathFactory, kit_wheel: Path) -> dict[str, Path]:
     """A venv outside the repo holding only the freshly built pagedlab wheel (deps via .pth)."""
     tmp = tmp_path_factory.mktemp("wheel")
-    src = tmp / "src"  # a clean copy: pip builds in-tree, and a stale build/ would leak in
-    src.mkdir()
-    for name in SOURCES:
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
-        copy(
-            ROOT / name,
-            src / name,
-            **({"ignore": shutil.ignore_patterns("__pycache__")} if (ROOT / name).is_dir() else {}),
-        )
-    built = _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp / "dist"),
-            str(src),
-        ],
-        cwd=tmp,
-        env=dict(os.environ),
-        timeout=300,
-    )
-    assert built.returncode == 0, built.stderr
-    wheel = next((tmp / "dist").glob("pagedlab-*.whl"))
+    wheel = kit_wheel
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"

@@ -232,6 +232,41 @@ def test_the_end_to_end_options_reach_the_grader(
         assert seen.pop() == expected
 
 
+def test_run_autograder_runs_the_installed_kit_not_a_planted_one(bundle: Path, tmp_path: Path) -> None:
+    """``run_autograder`` starts Python isolated (``-I``): a ``pagedlab`` package in the folder it is run from or on
+    ``$PYTHONPATH`` (a submission could bring one) is not what runs; the installed kit writes results.json."""
+    from pagedlab.grading.gradescope import CONFIG_NAME
+
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extractall(root / "source")
+    (root / "submission").mkdir()
+    write_notebook(root / "submission" / "lab.ipynb", [SLOT])
+    config = json.loads((root / "source" / CONFIG_NAME).read_text())
+    (root / "source" / CONFIG_NAME).write_text(json.dumps(config | {"timeout": -1}))  # fails at once, still writes
+    marker = tmp_path / "planted-ran"
+    for where in (root, tmp_path / "path"):
+        (where / "pagedlab").mkdir(parents=True)
+        (where / "pagedlab" / "__init__.py").write_text(
+            f"open({str(marker)!r}, 'a').write({str(where)!r} + '\\n')\nraise SystemExit(7)\n"
+        )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"PAGEDLAB_AUTOGRADER_ROOT": str(root), "PAGEDLAB_AUTOGRADER_PYTHON": sys.executable}
+    env["PYTHONPATH"] = str(tmp_path / "path")
+    done = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert not marker.exists(), f"a planted pagedlab ran from: {marker.read_text()}"
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert validate_results(data) == [] and data["output"].startswith("the autograder failed (GradeError: --timeout")
+
+
 def test_a_failing_autograder_still_writes_valid_results(tmp_path: Path) -> None:
     from pagedlab.grading.gradescope import CONFIG_NAME, run
 
