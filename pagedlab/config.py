@@ -104,6 +104,10 @@ class SchedulerConfig:
             request while at least one request is running (vLLM 0.32 ``SchedulerConfig.watermark``:
             ``int(watermark * (num_gpu_blocks + 1))`` blocks (vLLM's pool size, null block counted) on top of the request's own); running
             requests' allocations ignore it; 0.0 (the default) disables it; ``0 <= watermark < 1``.
+        scheduler_reserve_full_isl: admit a WAITING or PREEMPTED request only when blocks for its
+            whole known sequence (prompt, plus tokens generated before a preemption) fit, not only
+            its first chunk's (vLLM 0.32.0 ``SchedulerConfig.scheduler_reserve_full_isl``, default
+            True, ``vllm/config/scheduler.py:190``); False restores the first-chunk rule.
     """
 
     max_num_seqs: int = 32
@@ -114,6 +118,7 @@ class SchedulerConfig:
     policy: SchedulingPolicy = "fcfs"
     preemption_mode: PreemptionMode = "recompute"
     watermark: float = 0.0
+    scheduler_reserve_full_isl: bool = True
 
     def __post_init__(self) -> None:
         _positive_int("max_num_seqs", self.max_num_seqs)
@@ -121,6 +126,7 @@ class SchedulerConfig:
         _positive_int("max_model_len", self.max_model_len)
         _positive_int("long_prefill_token_threshold", self.long_prefill_token_threshold, allow_zero=True)
         _flag("enable_chunked_prefill", self.enable_chunked_prefill)
+        _flag("scheduler_reserve_full_isl", self.scheduler_reserve_full_isl)
         _one_of("policy", self.policy, SchedulingPolicy)
         _one_of("preemption_mode", self.preemption_mode, PreemptionMode)
         w = self.watermark

@@ -229,6 +229,7 @@ class KVCacheManager:
         num_new_computed_tokens: int = 0,
         new_computed_blocks: list[KVCacheBlock] | None = None,
         watermark_blocks: int = 0,
+        full_sequence_must_fit: bool = False,
     ) -> list[KVCacheBlock] | None:
         """Make room for ``num_new_tokens`` tokens after the computed ones (as vLLM v1 ``allocate_slots``).
 
@@ -250,6 +251,11 @@ class KVCacheManager:
             watermark_blocks: blocks that must stay free after this allocation (vLLM 0.32
                 ``required_blocks = num_blocks_to_allocate + watermark_blocks``); the scheduler
                 passes them only when admitting a waiting request next to running ones.
+            full_sequence_must_fit: refuse (return None) unless blocks for the request's whole
+                known sequence, ``min(request.num_tokens, max_model_len)`` tokens, fit too, not
+                only this chunk's (vLLM 0.32.0 ``vllm/v1/core/kv_cache_manager.py:522-538``; the
+                scheduler passes ``SchedulerConfig.scheduler_reserve_full_isl`` when admitting).
+                See ``_num_blocks_for_full_sequence``.
 
         Returns:
             The newly popped blocks (possibly empty), or None when the pool is too short
@@ -273,8 +279,12 @@ class KVCacheManager:
         cow_idx = self.cow.shared_targets(req_blocks, start, end)
         need = num_new_blocks + num_free_hits + len(cow_idx)
 
+        if full_sequence_must_fit:
+            need_full = self._num_blocks_for_full_sequence(request, hits, req_blocks, num_free_hits + len(cow_idx))
+        else:
+            need_full = 0
         self.prefix.lock_hit(request, hits)
-        if need + watermark_blocks > self.block_pool.get_num_free_blocks() + self.prefix.num_evictable_blocks():
+        if max(need, need_full) + watermark_blocks > self.num_free_blocks:
             if hits:  # undo this call's lock only: a request that holds blocks keeps the lock of its earlier hit
                 self.prefix.forget(rid)
             return None
@@ -286,6 +296,27 @@ class KVCacheManager:
         new_blocks = self.cow.extend(rid, req_blocks, (start, end), cow_idx, num_new_blocks)
         self.prefix.commit(request, req_blocks, len(hits), end)
         return new_blocks
+
+    def _num_blocks_for_full_sequence(
+        self, request: Request, hits: list[KVCacheBlock], req_blocks: list[KVCacheBlock], num_taken_blocks: int
+    ) -> int:
+        """Blocks the request's whole known sequence still needs: the admission check of
+        ``full_sequence_must_fit`` (vLLM 0.32.0 ``vllm/v1/core/kv_cache_manager.py:522-538``).
+
+        vLLM counts ``cdiv(min(request.num_tokens, max_model_len), block_size)`` blocks, less the
+        blocks the request holds and its prefix hits, plus the hits that sit in the free queue
+        (``SingleTypeKVCacheManager.get_num_blocks_to_allocate``,
+        ``vllm/v1/core/single_type_kv_cache_manager.py:213-267``; touching them takes them out of
+        the free queue). ``apply_admission_cap`` clamps only sliding-window / chunked-local
+        layers and ``prefill_end`` matters only to Mamba, so neither changes this count for the
+        kit's full-attention layers. ``request.num_tokens`` is the prompt for a new request and
+        prompt + generated tokens for a recompute-preempted one being resumed; tokens it may
+        still generate are not reserved. ``num_taken_blocks`` (free-queue hits and, a kit
+        extension vLLM v1 lacks, copy-on-write targets) is counted as in the chunk's check.
+        """
+        full_num_tokens = min(request.num_tokens, self.max_model_len)
+        held = len(hits) + len(req_blocks)
+        return max(0, cdiv(full_num_tokens, self.block_size) - held) + num_taken_blocks
 
     def _check_allocation(
         self,

@@ -132,6 +132,7 @@ class EngineArgs:
     enable_chunked_prefill: bool | None = None
     long_prefill_token_threshold: int = 0
     watermark: float = 0.0
+    scheduler_reserve_full_isl: bool = True
     hf_token: str | None = None
     compilation_config: Any = None
     async_scheduling: bool = False
@@ -256,6 +257,7 @@ class EngineArgs:
             max_model_len=self.max_model_len,
             long_prefill_token_threshold=self.long_prefill_token_threshold,
             watermark=self.watermark,
+            scheduler_reserve_full_isl=self.scheduler_reserve_full_isl,
             enable_chunked_prefill=default(self.enable_chunked_prefill, True),
             policy=self.scheduling_policy,
             preemption_mode=self.preemption_mode,

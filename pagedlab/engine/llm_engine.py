@@ -214,7 +214,8 @@ class LLMEngine:
         block_size, num_gpu_blocks, num_cpu_blocks, enable_prefix_caching, prefix_cache,
         hash_seed: see ``CacheConfig``.
         max_num_seqs, max_num_batched_tokens, max_model_len, long_prefill_token_threshold,
-        enable_chunked_prefill, policy, preemption_mode, watermark: see ``SchedulerConfig``.
+        enable_chunked_prefill, policy, preemption_mode, watermark, scheduler_reserve_full_isl: see
+            ``SchedulerConfig``.
         scheduling: ``"continuous"`` (iteration-level) or ``"static"`` (baseline).
         attention_backend: ``"torch"`` (reference), ``"triton"`` or ``"cpu"``; default
             ``pagedlab.kernels.backends.default_backend(device)``: triton on CUDA, cpu on a CPU.
@@ -266,8 +267,9 @@ class LLMEngine:
         components: Components | None = None,
         max_logprobs: int = 20,
         watermark: float = 0.0,
+        scheduler_reserve_full_isl: bool = True,
     ) -> None:
-        # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 26 of them);
+        # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 27 of them);
         # the body builds the configs, the model runner and the parts, each in a helper.
         check_seed(seed)  # before the model loads
         if isinstance(max_logprobs, bool) or not isinstance(max_logprobs, int) or max_logprobs < -1:
@@ -292,6 +294,7 @@ class LLMEngine:
             policy=policy,
             preemption_mode=preemption_mode,
             watermark=watermark,
+            scheduler_reserve_full_isl=scheduler_reserve_full_isl,
         )
         if preemption_mode == "swap" and num_cpu_blocks == 0:
             raise ConfigError("preemption_mode='swap' needs num_cpu_blocks > 0 (the swap space)")

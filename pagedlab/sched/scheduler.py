@@ -465,7 +465,8 @@ class Scheduler:
         Prefix-cache hits are looked up first (only for a request with nothing computed), so
         the chunk is sized *after* the hit length is known (bug B8, docs/bugs.md#b8). ``budget=None``
         schedules the whole remaining prompt (static batching). Returns None, changing
-        nothing, when the request does not fit.
+        nothing, when the request does not fit: with ``scheduler_reserve_full_isl`` (vLLM 0.32.0's
+        default) its whole known sequence must fit, not only this chunk.
         """
         kv = self.kv_cache_manager
         hit_blocks, num_hit = kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else ([], 0)
@@ -480,7 +481,13 @@ class Scheduler:
             if not self.config.enable_chunked_prefill and n > budget:
                 return None
             n = min(n, budget)
-        if kv.allocate_slots(req, n, num_hit, hit_blocks, self._watermark_blocks()) is None:
+        # vLLM 0.32.0 ``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py:1270) passes
+        # ``full_sequence_must_fit=self.scheduler_reserve_full_isl`` when admitting from the waiting queue.
+        full = self.config.scheduler_reserve_full_isl
+        if (
+            kv.allocate_slots(req, n, num_hit, hit_blocks, self._watermark_blocks(), full_sequence_must_fit=full)
+            is None
+        ):
             return None
         if req.num_computed_tokens == 0:  # it was looked up: count it, once
             kv.record_prefix_cache_stats(req, hit_blocks)

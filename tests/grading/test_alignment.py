@@ -181,7 +181,14 @@ def _nodes(root):
 
 
 def _library_schedule(
-    arrivals, m: int, b: int, t: int, blocks: int, bs: int, unfinished: list[int] | None = None
+    arrivals,
+    m: int,
+    b: int,
+    t: int,
+    blocks: int,
+    bs: int,
+    unfinished: list[int] | None = None,
+    reserve_full_isl: bool = True,
 ) -> list[dict[str, int]]:
     from pagedlab.config import CacheConfig, SchedulerConfig
     from pagedlab.core.kv_cache_manager import KVCacheManager
@@ -190,7 +197,13 @@ def _library_schedule(
     from pagedlab.sched.scheduler import Scheduler
 
     sched = Scheduler(
-        SchedulerConfig(max_num_seqs=m, max_num_batched_tokens=b, max_model_len=4096, long_prefill_token_threshold=t),
+        SchedulerConfig(
+            max_num_seqs=m,
+            max_num_batched_tokens=b,
+            max_model_len=4096,
+            long_prefill_token_threshold=t,
+            scheduler_reserve_full_isl=reserve_full_isl,
+        ),
         CacheConfig(block_size=bs, num_gpu_blocks=blocks),
         KVCacheManager(bs, blocks, 4096),
     )
@@ -285,6 +298,22 @@ def test_lab05_keeps_the_threshold_for_a_lone_request_where_the_scheduler_lifts_
     arrivals = [(0, "r0", 20, 1)]
     assert _exercise_schedule(lambda s: fn(s.running, s.waiting, s.kv, 4, 16, 6), arrivals, 64, 4)[0] == {"r0": 6}
     assert _library_schedule(arrivals, 4, 16, 6, 64, 4)[0] == {"r0": 16}
+
+
+def test_lab05_admits_on_the_first_chunk_where_the_scheduler_needs_the_whole_prompt():
+    """The other kept difference (solutions/05, docs/vllm_differences.md): vLLM 0.32.0 admits a waiting
+    request only when blocks for its whole prompt are free (``scheduler_reserve_full_isl=True``); the
+    exercise admits it when its first chunk fits. r1 (36 tokens, 9 blocks of 4) arrives while r0 holds 2
+    of 10 blocks: the exercise gives it a 7-token chunk at step 1, the scheduler makes it wait for r0 to
+    finish; with ``scheduler_reserve_full_isl=False`` the two agree step for step."""
+    fn = ref("05.schedule_with_budget")
+    arrivals = [(0, "r0", 6, 3), (1, "r1", 36, 1)]
+    got = _exercise_schedule(lambda s: fn(s.running, s.waiting, s.kv, 4, 8, 0), arrivals, 10, 4)
+    assert got == _library_schedule(arrivals, 4, 8, 0, 10, 4, reserve_full_isl=False)
+    lib = _library_schedule(arrivals, 4, 8, 0, 10, 4)
+    assert got[0] == lib[0] == {"r0": 6}
+    assert got[1] == {"r0": 1, "r1": 7} and lib[1] == {"r0": 1}
+    assert lib[3] == {"r1": 8}  # admitted once r0 has finished and all 10 blocks are free
 
 
 @pytest.mark.parametrize(

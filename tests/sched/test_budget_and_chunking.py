@@ -74,7 +74,7 @@ def test_postconditions_are_checked_every_step_in_tests():
     s, kv = make(max_num_batched_tokens=16)
     assert s.check_postconditions
     s.add_request(req("a", 6))
-    kv.allocate_slots = lambda r, n, *a: []  # "allocates" without giving the tokens a slot
+    kv.allocate_slots = lambda r, n, *a, **kw: []  # "allocates" without giving the tokens a slot
     with pytest.raises(AssertionError, match="step 0: a: tokens up to 6 but only 0 blocks"):
         s.schedule()
     s2, _ = make(max_num_batched_tokens=16, max_num_seqs=1)

@@ -30,7 +30,6 @@ import json
 import os
 import random
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -121,14 +120,6 @@ def test_the_batch_is_varied(batch: list[Workload]) -> None:
     assert len(shared) >= FUZZ_COUNT // 10, "few workloads whose requests share a first block"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: on the varied batch's 200 workloads vLLM 0.32.0 (24 preempt, 25 hit, 109 chunk) and the kit "
-    "diverge in 54 (9 of the first 40, as on SmolLM2); first: fuzz0 step 6, the kit schedules w0r1 8 tokens, "
-    "vLLM nothing. Cause (read from fuzz0's and fuzz2's traces): vLLM 0.32 admits a waiting request only when "
-    "its whole sequence fits the free blocks (SchedulerConfig.scheduler_reserve_full_isl=True, allocate_slots(full_sequence_must_fit=...), "
-    "v1/core/kv_cache_manager.py:519-538), the kit when its first chunk does, so the kit over-admits and preempts",
-)
 @ONE_BATCH
 @given(batches())
 def test_random_workloads_schedule_identically(batch: list[Workload]) -> None:
