@@ -236,6 +236,9 @@ def diff(left: Trace, right: Trace, *, schedule: bool = True, tokens: bool = Tru
 
 
 def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
+    # where the tables or the free queue first differ by id: from then on the engines may evict differently
+    ids_differ = first_block_id_difference(left, right, ("block_ids", "free_queue"))
+    ids_agree_before = ids_differ.step if ids_differ is not None else None
     for a, b in zip(left.steps, right.steps):
         if a.step != b.step:
             return Divergence(
@@ -250,7 +253,7 @@ def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
             x, y = a.num_cached_tokens.get(rid), b.num_cached_tokens.get(rid)
             if x != y:
                 return Divergence(a.step, rid, "num_cached_tokens", x, y)
-        found = _diff_pool(a, b)
+        found = _diff_pool(a, b, count_hashed=ids_agree_before is None or a.step < ids_agree_before)
         if found is not None:
             return found
     if len(left.steps) != len(right.steps):
@@ -261,7 +264,7 @@ def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
     return None
 
 
-def _diff_pool(a: StepRecord, b: StepRecord) -> Divergence | None:
+def _diff_pool(a: StepRecord, b: StepRecord, *, count_hashed: bool = True) -> Divergence | None:
     """The first pool difference of one step that both records carry, block ids compared up to a renaming.
 
     vLLM 0.32 puts a freed block without a hash at the free queue's front (``BlockPool.free_blocks``,
@@ -269,7 +272,11 @@ def _diff_pool(a: StepRecord, b: StepRecord) -> Divergence | None:
     after the first such free the two engines hand out different ids for the same decision. What must
     agree is: the free count, which requests hold how many blocks, which blocks they share (one kit id
     maps to one vLLM id within the step, both ways), which of them a prefix hit reused, and how many
-    blocks carry a hash. :func:`first_block_id_difference` finds where the ids themselves first differ.
+    blocks carry a hash (``count_hashed``: only before the first step whose ids differ, because from then
+    on the kit may evict a cached block where vLLM reuses the unhashed one it put at the front, so the
+    number of blocks still cached may differ while every decision agrees; a difference in what is then
+    *hit* shows in ``num_cached_tokens`` and ``hit_block_ids``, which stay compared).
+    :func:`first_block_id_difference` finds where the ids themselves first differ.
     """
     if a.block_ids is None or b.block_ids is None:
         return None
@@ -279,7 +286,7 @@ def _diff_pool(a: StepRecord, b: StepRecord) -> Divergence | None:
     if found is not None:
         return found
     nx, ny = len(a.hashed_blocks or ()), len(b.hashed_blocks or ())
-    if nx != ny:
+    if count_hashed and nx != ny:
         return Divergence(a.step, None, "number of hashed blocks", nx, ny)
     return None
 
@@ -300,15 +307,15 @@ def _renaming_difference(a: StepRecord, b: StepRecord) -> Divergence | None:
     return None
 
 
-def first_block_id_difference(left: Trace, right: Trace) -> Divergence | None:
-    """The first step at which the recorded block ids themselves differ (:data:`POOL_FIELDS` order, per
-    request for the tables), or None. Not a divergence of decisions: see :func:`_diff_pool`."""
+def first_block_id_difference(left: Trace, right: Trace, fields: tuple[str, ...] = POOL_FIELDS) -> Divergence | None:
+    """The first step at which the recorded block ids themselves differ (``fields`` in :data:`POOL_FIELDS`
+    order, per request for the tables), or None. Not a divergence of decisions: see :func:`_diff_pool`."""
     right_steps = {r.step: r for r in right.steps}
     for a in left.steps:
         b = right_steps.get(a.step)
         if b is None:
             continue
-        for name in POOL_FIELDS:
+        for name in fields:
             x, y = getattr(a, name), getattr(b, name)
             if x is None or y is None or x == y:
                 continue

@@ -219,9 +219,23 @@ def _served_in_labs() -> list[tuple[str, str, dict[str, Any]]]:
             src = "".join(cell["source"])
             if cell["cell_type"] != "code" or "serve_with(" not in src:
                 continue
-            for node in ast.walk(ast.parse(src)):
+            tree = ast.parse(src)
+            # a keyword given by name (lab 08: ``prompts=SERVE_PROMPTS``) takes the value the cell assigns
+            # it on this machine: no GPU here
+            named = {
+                t.id: eval(compile(ast.Expression(a.value), nb.name, "eval"), {"__builtins__": {}, "HAS_GPU": False})
+                for a in ast.walk(tree)
+                if isinstance(a, ast.Assign)
+                for t in a.targets
+                if isinstance(t, ast.Name) and t.id.isupper()
+            }
+            for node in ast.walk(tree):
                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "serve_with":
-                    kw = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+                    kw = {
+                        k.arg: named[k.value.id] if isinstance(k.value, ast.Name) else ast.literal_eval(k.value)
+                        for k in node.keywords
+                        if k.arg
+                    }
                     calls.append((nb.name, node.args[0].id, kw))  # type: ignore[attr-defined]
     return calls
 
