@@ -337,7 +337,8 @@ def _(Queue: Any, rec: Any) -> None:
         _op(q, pool, rec, op, arg)
     for _ in range(6):
         _op(q, pool, rec, "popleft")
-    for op, arg in [("prepend_n", []), ("prepend_n", [2, 7]), ("append", 4), ("prepend_n", [1])]:
+    emptied: list[tuple[str, Any]] = [("prepend_n", []), ("prepend_n", [2, 7]), ("append", 4), ("prepend_n", [1])]
+    for op, arg in emptied:
         _op(q, pool, rec, op, arg)  # onto the emptied queue
 
 
