@@ -11,7 +11,9 @@ Kinds recorded by ``pagedlab.core`` (fields besides ``step`` and ``kind``):
 ``init``              ``num_gpu_blocks``, ``num_cpu_blocks``, ``block_size`` (``None`` from a bare pool)
 ``alloc``             ``block_ids`` popped from the free-queue front (ref 0 -> 1), ``owner``
 ``touch``             ``block_ids`` whose ref went +1 (removed from the free queue if it was 0), ``owner``
-``free``              ``block_ids`` whose ref went -1, in the order freed; 0 -> appended at the tail; ``owner``;
+``free``              ``block_ids`` whose ref went -1, in the order freed; ``to_front`` / ``to_tail``: those
+                      that reached 0, as ``BlockPool.free_blocks`` queued them (prepended in this order /
+                      appended in this order; vLLM 0.32.0's rule lives there only); ``owner``;
                       ``cpu_block_ids`` when a swapped-out request is freed
 ``cache``             ``block_ids`` published to the prefix cache (``block_hashes`` hex, hash path) or
                       adopted by the radix tree (``owner="radix"``, ``from_owner`` = request handing over)
@@ -123,12 +125,19 @@ class _PoolState:
                 self.owners[b].append(owner)
 
     def _on_free(self, ev: dict[str, Any], ids: Any, owner: Any) -> None:
+        front, tail = list(ev.get("to_front", ())), list(ev.get("to_tail", ()))
         for b in ids:
             self.ref[b] -= 1
             if owner in self.owners[b]:
                 self.owners[b].remove(owner)
-            if self.ref[b] == 0:
-                self.queue[b] = None
+        reached_zero = sorted({b for b in ids if self.ref[b] == 0})
+        if sorted(front + tail) != reached_zero:
+            raise ValueError(
+                f"free event of step {ev.get('step')}: blocks {reached_zero} reached 0 references but the event "
+                f"queues to_front={front}, to_tail={tail} (each freed block must be named in one of them)"
+            )
+        # the event says where each block went (the rule is BlockPool.free_blocks'); replay it
+        self.queue = dict.fromkeys([*front, *self.queue, *tail])
         for c in ev.get("cpu_block_ids", ()):  # a swapped-out request was freed
             entry = self.cpu[c]
             entry["ref_cnt"] -= 1

@@ -26,9 +26,10 @@ __all__ = ["RefCountedPool", "Seq", "TreeNode", "new_tree", "split_node", "lock"
 class RefCountedPool:
     """``num_blocks`` KV blocks of ``block_size`` tokens with reference counts (vLLM semantics).
 
-    A block is free when its ``ref_cnt`` is 0. ``allocate()`` hands out the least recently freed
-    block; ``free()`` drops one reference and returns the block to the free queue when none is
-    left. Built on ``pagedlab.core.block_pool.BlockPool``.
+    A block is free when its ``ref_cnt`` is 0. ``allocate()`` hands out the free queue's front;
+    ``free()`` drops one reference and, when none is left, puts the block at that front (no prefix
+    caching here, so vLLM 0.32.0's ``BlockPool.free_blocks`` reuses it first; vLLM 0.11.0 appended it).
+    Built on ``pagedlab.core.block_pool.BlockPool``.
 
     Attributes:
         block_size: tokens per block.

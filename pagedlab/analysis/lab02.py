@@ -51,7 +51,7 @@ def render_pool_and_queue(
     shown = q[:max_shown] + (["…"] if len(q) > max_shown else [])
     queue = render_queue_rows(
         [(f"free queue ({len(q)})", shown, None)],
-        title="free queue: popleft() takes the front; freed blocks join the back",
+        title="free queue: popleft() takes the front; freed, unhashed blocks rejoin it there",
         step=int(snapshot.get("step", 0)),
     )
     return pool + queue

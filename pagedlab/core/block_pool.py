@@ -82,11 +82,12 @@ class KVCacheBlock:
 class FreeKVCacheBlockQueue:
     """Doubly linked list of free blocks in eviction order (as vLLM v1 ``FreeKVCacheBlockQueue``).
 
-    The front is the least recently used block and is reused first. The queue does not sort;
-    callers keep the order by appending freed blocks at the tail, a request's blocks in reverse
-    so the tail of a hash chain is evicted before its shared head. A ``deque`` would do for
-    popleft/append, but a prefix hit on a free block must pull it out of the *middle* in O(1),
-    hence the intrusive links and the two sentinels (no ``None`` checks at the ends).
+    The front is reused first. The queue does not sort; ``BlockPool.free_blocks`` keeps the order:
+    a freed block with a prefix-cache hash joins the tail (LRU: a request's blocks in reverse, so the
+    tail of a hash chain is evicted before its shared head), one without a hash joins the *front*
+    (``prepend_n``, reused first), as vLLM 0.32.0. A ``deque`` would do for popleft/append, but a
+    prefix hit on a free block must pull it out of the *middle* in O(1), hence the intrusive links
+    and the two sentinels (no ``None`` checks at the ends).
 
     Args:
         blocks: initial free blocks, front first (block-id order at pool creation).
@@ -154,6 +155,29 @@ class FreeKVCacheBlockQueue:
         """Append ``blocks`` at the tail in the order given."""
         for block in blocks:
             self.append(block)
+
+    def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
+        """Put ``blocks`` at the front in the order given: ``blocks[0]`` is the next one handed out.
+
+        As vLLM 0.32.0 ``FreeKVCacheBlockQueue.prepend_n`` (``vllm/v1/core/kv_cache_utils.py:426``):
+        the blocks are linked to each other and spliced in between the head sentinel and the old
+        front, O(len(blocks)) whatever the queue's length; an empty list changes nothing. vLLM 0.11's
+        queue had no ``prepend_n`` (every freed block was appended).
+        """
+        if not blocks:
+            return
+        for block in blocks:
+            assert block.prev_free_block is None, f"block {block.block_id} is already in the free queue"
+        first = self.fake_free_list_head.next_free_block
+        assert first is not None  # at worst the tail sentinel
+        prev = self.fake_free_list_head
+        for block in blocks:
+            prev.next_free_block = block
+            block.prev_free_block = prev
+            prev = block
+        prev.next_free_block = first
+        first.prev_free_block = prev
+        self.num_free_blocks += len(blocks)
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         """All free blocks, front (LRU) first. O(n); for tests and snapshots."""
@@ -309,10 +333,15 @@ class BlockPool:
             self.tracer.record("touch", block_ids=[b.block_id for b in blocks], owner=owner)
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock], owner: str | None = None) -> None:
-        """Drop one reference per block; blocks reaching 0 join the queue tail in the order given.
+        """Drop one reference per block; blocks reaching 0 go back to the free queue. Hashes are kept.
 
-        As vLLM v1 ``BlockPool.free_blocks`` (0.11: every freed block goes to the tail, so with
-        a request's blocks passed in reverse, its chain tail is evicted first). Hashes are kept.
+        As vLLM 0.32.0 ``BlockPool.free_blocks`` (``vllm/v1/core/block_pool.py:774-805``): a block
+        reaching 0 references that has no hash, or any such block when caching is off
+        (``block.block_hash is None or not self.enable_caching``, line 793), goes to the queue's
+        **front** (``prepend_n``, line 801: "LIFO reuse of non-cached blocks"); one with a hash goes
+        to the **tail** (``append_n``, line 803: LRU, so with a request's blocks passed in reverse its
+        chain tail is evicted first). Both keep the order of ``ordered_blocks``, a block named twice
+        at the place where it reaches 0. vLLM 0.11 appended every freed block to the tail.
 
         Raises:
             DoubleFreeError: some block would go below 0 references (checked first; nothing changes).
@@ -324,12 +353,25 @@ class BlockPool:
             drops[block.block_id] = drops.get(block.block_id, 0) + 1
             if drops[block.block_id] > block.ref_cnt:
                 raise DoubleFreeError(f"double free of block {block.block_id} (ref_cnt {block.ref_cnt})")
+        evict_first: list[KVCacheBlock] = []  # no hash: never a prefix hit, reused first
+        evict_last: list[KVCacheBlock] = []  # hashed: cached until the LRU front reaches it
         for block in ordered_blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                self.free_block_queue.append(block)
+                if block.block_hash is None or not self.enable_caching:
+                    evict_first.append(block)
+                else:
+                    evict_last.append(block)
+        self.free_block_queue.prepend_n(evict_first)
+        self.free_block_queue.append_n(evict_last)
         if ordered_blocks and _active(self.tracer):
-            self.tracer.record("free", block_ids=[b.block_id for b in ordered_blocks], owner=owner)
+            self.tracer.record(
+                "free",
+                block_ids=[b.block_id for b in ordered_blocks],
+                to_front=[b.block_id for b in evict_first],
+                to_tail=[b.block_id for b in evict_last],
+                owner=owner,
+            )
 
     # --- accounting ---------------------------------------------------------------------
     def get_num_free_blocks(self) -> int:

@@ -43,7 +43,8 @@ class GuardedFreeQueue:
 
     Invariants: a handed-out block is out of the queue (both links None) and unused (``ref_cnt 0``);
     a removed block's neighbours are linked to each other; an appended block sits at the tail,
-    linked both ways; ``num_free_blocks`` moves by exactly one per block.
+    linked both ways; prepended blocks sit at the front in the order given, linked both ways, before
+    the old front; ``num_free_blocks`` moves by exactly one per block.
     """
 
     def __init__(self, inner: FreeQueue, guard: Guard) -> None:
@@ -131,6 +132,29 @@ class GuardedFreeQueue:
     def append_n(self, blocks: list[KVCacheBlock]) -> None:
         for block in blocks:
             self.append(block)
+
+    def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
+        blocks = list(blocks)
+        before = self.inner.num_free_blocks
+        # the old front, where the queue keeps vLLM's sentinel name (O(1); other names skip this part)
+        old_front = getattr(getattr(self.inner, "fake_free_list_head", None), "next_free_block", None)
+        self.guard.call(self.inner.prepend_n, list(blocks))
+        ids = [b.block_id for b in blocks]
+        if blocks:
+            chain = [blocks[0].prev_free_block, *blocks, blocks[-1].next_free_block]
+            head, after = chain[0], chain[-1]
+            linked = all(
+                x is not None and y is not None and x.next_free_block is y and y.prev_free_block is x
+                for x, y in zip(chain, chain[1:])
+            )
+            at_front = head is not None and head.block_id == -1 and head.prev_free_block is None
+            if not linked or not at_front or after is None or (old_front is not None and after is not old_front):
+                raise self.guard.fail(
+                    f"prepend_n(blocks {ids}) did not put them at the front in that order, linked both ways, "
+                    "before the old front",
+                    state=_queue_state(self.inner, blocks[0]),
+                )
+        self._check_count(before, len(blocks), f"prepend_n(blocks {ids})", blocks[0] if blocks else None)
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         blocks = self.guard.call(self.inner.get_all_free_blocks)

@@ -25,14 +25,17 @@ __all__ = [
 
 
 class FreeQueue(Protocol):
-    """The free-block queue of lab 02 (vLLM 0.11 ``FreeKVCacheBlockQueue``): built from the initial
-    blocks (front first), links threaded through ``prev_free_block`` / ``next_free_block``."""
+    """The free-block queue of lab 02 (vLLM 0.32.0 ``FreeKVCacheBlockQueue``): built from the initial
+    blocks (front first), links threaded through ``prev_free_block`` / ``next_free_block``. The block
+    pool appends freed blocks that carry a hash and ``prepend_n``s the others (vLLM 0.11's had no
+    ``prepend_n``: every freed block was appended)."""
 
     num_free_blocks: int
 
     def popleft(self) -> KVCacheBlock: ...
     def remove(self, block: KVCacheBlock) -> None: ...
     def append(self, block: KVCacheBlock) -> None: ...
+    def prepend_n(self, blocks: list[KVCacheBlock]) -> None: ...
     def get_all_free_blocks(self) -> list[KVCacheBlock]: ...
 
 

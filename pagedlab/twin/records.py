@@ -219,7 +219,7 @@ def diff(left: Trace, right: Trace, *, schedule: bool = True, tokens: bool = Tru
     """The first divergence between two traces, or None when they agree.
 
     Steps are compared in order, field by field (scheduled, preempted, finished, num_cached_tokens, then
-    the pool both traces recorded, block ids up to a renaming: ``_diff_pool``);
+    the pool both traces recorded: what decisions change, then the block ids themselves, ``_diff_pool``);
     then each request's token ids and finish reasons. ``schedule=False`` compares only the outcome
     (tokens and finish reasons); ``tokens=False`` only the steps.
     """
@@ -236,9 +236,6 @@ def diff(left: Trace, right: Trace, *, schedule: bool = True, tokens: bool = Tru
 
 
 def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
-    # where the tables or the free queue first differ by id: from then on the engines may evict differently
-    ids_differ = first_block_id_difference(left, right, ("block_ids", "free_queue"))
-    ids_agree_before = ids_differ.step if ids_differ is not None else None
     for a, b in zip(left.steps, right.steps):
         if a.step != b.step:
             return Divergence(
@@ -253,7 +250,7 @@ def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
             x, y = a.num_cached_tokens.get(rid), b.num_cached_tokens.get(rid)
             if x != y:
                 return Divergence(a.step, rid, "num_cached_tokens", x, y)
-        found = _diff_pool(a, b, count_hashed=ids_agree_before is None or a.step < ids_agree_before)
+        found = _diff_pool(a, b)
         if found is not None:
             return found
     if len(left.steps) != len(right.steps):
@@ -264,19 +261,17 @@ def _diff_steps(left: Trace, right: Trace) -> Divergence | None:
     return None
 
 
-def _diff_pool(a: StepRecord, b: StepRecord, *, count_hashed: bool = True) -> Divergence | None:
-    """The first pool difference of one step that both records carry, block ids compared up to a renaming.
+def _diff_pool(a: StepRecord, b: StepRecord) -> Divergence | None:
+    """The first pool difference of one step that both records carry.
 
-    vLLM 0.32 puts a freed block without a hash at the free queue's front (``BlockPool.free_blocks``,
-    ``v1/core/block_pool.py:793-801``, LIFO), the kit keeps 0.11's tail (docs/vllm_differences.md), so
-    after the first such free the two engines hand out different ids for the same decision. What must
-    agree is: the free count, which requests hold how many blocks, which blocks they share (one kit id
-    maps to one vLLM id within the step, both ways), which of them a prefix hit reused, and how many
-    blocks carry a hash (``count_hashed``: only before the first step whose ids differ, because from then
-    on the kit may evict a cached block where vLLM reuses the unhashed one it put at the front, so the
-    number of blocks still cached may differ while every decision agrees; a difference in what is then
-    *hit* shows in ``num_cached_tokens`` and ``hit_block_ids``, which stay compared).
-    :func:`first_block_id_difference` finds where the ids themselves first differ.
+    First what a decision changes: the free count, which requests hold how many blocks, and which blocks
+    they share or a prefix hit reused (one kit id maps to one vLLM id within the step, both ways); then
+    the ids themselves, in :data:`POOL_FIELDS` order: block tables, hit blocks, the free queue (front
+    first) and the hashed blocks. The kit frees blocks as vLLM 0.32.0 does (``BlockPool.free_blocks``,
+    ``v1/core/block_pool.py:774-805``: no hash to the queue's front, hashed to its tail), so every id
+    agrees at every step. (Before the kit followed it, it kept vLLM 0.11's tail for every block, ids
+    were compared only up to a renaming, and the number of hashed blocks only before the first id
+    difference: ``prefix_eviction`` kept 6 cached blocks on the kit, 7 on vLLM.)
     """
     if a.block_ids is None or b.block_ids is None:
         return None
@@ -285,10 +280,7 @@ def _diff_pool(a: StepRecord, b: StepRecord, *, count_hashed: bool = True) -> Di
     found = _renaming_difference(a, b)
     if found is not None:
         return found
-    nx, ny = len(a.hashed_blocks or ()), len(b.hashed_blocks or ())
-    if count_hashed and nx != ny:
-        return Divergence(a.step, None, "number of hashed blocks", nx, ny)
-    return None
+    return _first_id_difference(a, b, POOL_FIELDS[1:])
 
 
 def _renaming_difference(a: StepRecord, b: StepRecord) -> Divergence | None:
@@ -307,22 +299,30 @@ def _renaming_difference(a: StepRecord, b: StepRecord) -> Divergence | None:
     return None
 
 
+def _first_id_difference(a: StepRecord, b: StepRecord, fields: tuple[str, ...]) -> Divergence | None:
+    """The first of ``fields`` whose recorded ids differ in one step (per request for the tables), or None."""
+    for name in fields:
+        x, y = getattr(a, name), getattr(b, name)
+        if x is None or y is None or x == y:
+            continue
+        if isinstance(x, dict):
+            rid = next(r for r in sorted(set(x) | set(y)) if x.get(r) != y.get(r))
+            return Divergence(a.step, rid, name, x.get(rid), y.get(rid))
+        return Divergence(a.step, None, name, x, y)
+    return None
+
+
 def first_block_id_difference(left: Trace, right: Trace, fields: tuple[str, ...] = POOL_FIELDS) -> Divergence | None:
     """The first step at which the recorded block ids themselves differ (``fields`` in :data:`POOL_FIELDS`
-    order, per request for the tables), or None. Not a divergence of decisions: see :func:`_diff_pool`."""
+    order, per request for the tables), or None. :func:`diff` reports it too (see :func:`_diff_pool`);
+    this finds it even after an earlier divergence of decisions."""
     right_steps = {r.step: r for r in right.steps}
     for a in left.steps:
         b = right_steps.get(a.step)
-        if b is None:
-            continue
-        for name in fields:
-            x, y = getattr(a, name), getattr(b, name)
-            if x is None or y is None or x == y:
-                continue
-            if isinstance(x, dict):
-                rid = next(r for r in sorted(set(x) | set(y)) if x.get(r) != y.get(r))
-                return Divergence(a.step, rid, name, x.get(rid), y.get(rid), left.engine, right.engine)
-            return Divergence(a.step, None, name, x, y, left.engine, right.engine)
+        found = None if b is None else _first_id_difference(a, b, fields)
+        if found is not None:
+            found.left_engine, found.right_engine = left.engine, right.engine
+            return found
     return None
 
 

@@ -103,6 +103,13 @@ class VLLMAdapter:
             raise RuntimeError("the previous workload left unfinished requests on vLLM")
         if not self.engine.reset_prefix_cache():
             raise RuntimeError("vLLM refused to reset its prefix cache between workloads")
+        # A fresh engine's free queue is in block-id order (the kit's is too); the previous workload's frees
+        # left it permuted (vLLM 0.32 prepends unhashed blocks, BlockPool.free_blocks), and reset_prefix_cache
+        # keeps the order. Put it back, so every workload starts from a fresh engine's queue, ids and all.
+        queue = self.sched.kv_cache_manager.block_pool.free_block_queue
+        blocks = sorted(queue.get_all_free_blocks(), key=lambda b: b.block_id)
+        queue.popleft_n(len(blocks))
+        queue.append_n(blocks)
         self._seen.clear()
 
     def add(self, request: Any) -> None:

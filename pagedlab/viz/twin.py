@@ -120,14 +120,6 @@ def pool_differences(left: dict[str, Any], right: dict[str, Any], *, queue_order
     return [b for b in range(n) if state(left, lq, b) != state(right, rq, b)]
 
 
-#: Why block ids may differ where no decision does (``pagedlab.twin.records._diff_pool``).
-BLOCK_ID_NOTE = (
-    "not a different decision: vLLM 0.32.0 puts a freed block without a hash at the free queue's front "
-    "(LIFO, BlockPool.free_blocks, v1/core/block_pool.py:793-801), the kit at its tail as vLLM 0.11 did "
-    "(docs/vllm_differences.md); the twin checks the tables up to this renaming"
-)
-
-
 def _pool_step(left: Trace, right: Trace, found: Divergence | None, widget: str) -> int:
     """The step the pool widgets open on: the divergence, else the first block-id difference, else
     (prefix) the first hit, else the fullest pool."""
@@ -275,8 +267,7 @@ def render_twin(
             charts.insert(
                 0,
                 f'<div class="pl-twin-ids" data-step="{ids.step}" data-req="{esc(ids.request_id or "")}" '
-                f'style="color:{COLORS["preempt"]}">block ids first differ at {esc(str(ids))}'
-                f"{'' if found is not None else ': ' + esc(BLOCK_ID_NOTE)}</div>",
+                f'style="color:{COLORS["preempt"]}">block ids first differ at {esc(str(ids))}</div>',
             )
     else:
         charts = _gantts(left, right, cols, upto, max_num_batched_tokens, at, req)

@@ -164,6 +164,51 @@ def test_free_queue_remove_is_guarded():
     _assert_recovered(eng, "free_queue")
 
 
+class PrependReversed(FreeKVCacheBlockQueue):
+    """prepend_n() puts the blocks at the front one at a time: reversed."""
+
+    def prepend_n(self, blocks):
+        for block in blocks:
+            super().prepend_n([block])
+
+
+class PrependKeepsOldFrontPrev(FreeKVCacheBlockQueue):
+    """prepend_n() links the new blocks forward but leaves the old front's prev at the head sentinel."""
+
+    def prepend_n(self, blocks):
+        if not blocks:
+            return
+        first = self.fake_free_list_head.next_free_block
+        prev = self.fake_free_list_head
+        for block in blocks:
+            prev.next_free_block, block.prev_free_block, prev = block, prev, block
+        prev.next_free_block = first
+        self.num_free_blocks += len(blocks)
+
+
+class PrependUncounted(FreeKVCacheBlockQueue):
+    """prepend_n() links the blocks in but does not count them."""
+
+    def prepend_n(self, blocks):
+        super().prepend_n(blocks)
+        self.num_free_blocks -= len(blocks)
+
+
+@pytest.mark.parametrize(
+    "impl,words",
+    [
+        (PrependReversed, "did not put them at the front in that order"),
+        (PrependKeepsOldFrontPrev, "did not put them at the front in that order"),
+        (PrependUncounted, "num_free_blocks went from"),
+    ],
+)
+def test_free_queue_prepend_n_is_guarded(impl, words):
+    # the engine frees a finished request's unhashed blocks with prepend_n (vLLM 0.32.0): several at once
+    eng, err = _trip(Components.kit().plug("free_queue", impl))
+    assert err.component == "free_queue" and words in err.invariant, err.invariant
+    _assert_recovered(eng, "free_queue")
+
+
 @pytest.mark.parametrize(
     "slot,impl,words",
     [

@@ -62,16 +62,73 @@ def test_over_allocation_raises_and_changes_nothing():
     assert pool.snapshot() == before
 
 
-def test_free_appends_at_tail_in_given_order_and_touch_removes_from_middle():
+def _queue(pool):
+    return [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]
+
+
+def test_queue_prepend_n_puts_blocks_at_the_front_in_order():
+    blocks = [KVCacheBlock(i) for i in range(6)]
+    q = FreeKVCacheBlockQueue(blocks[:2])
+    q.prepend_n([])
+    assert [b.block_id for b in q.get_all_free_blocks()] == [0, 1] and q.num_free_blocks == 2
+    q.prepend_n([blocks[4], blocks[2], blocks[5]])
+    assert [b.block_id for b in q.get_all_free_blocks()] == [4, 2, 5, 0, 1] and q.num_free_blocks == 5
+    assert blocks[0].prev_free_block is blocks[5] and blocks[5].next_free_block is blocks[0]  # spliced both ways
+    assert q.fake_free_list_head.next_free_block is blocks[4] and blocks[4].prev_free_block is q.fake_free_list_head
+    q.append(blocks[3])
+    assert [b.block_id for b in q.popleft_n(6)] == [4, 2, 5, 0, 1, 3]
+    q.prepend_n([blocks[1], blocks[0]])  # onto an empty queue: before the tail sentinel
+    assert [b.block_id for b in q.get_all_free_blocks()] == [1, 0]
+    assert q.fake_free_list_tail.prev_free_block is blocks[0] and q.num_free_blocks == 2
+
+
+def test_free_puts_unhashed_blocks_at_the_front_and_touch_removes_from_middle():
+    # vLLM 0.32.0 BlockPool.free_blocks: no hash -> front (prepend_n), in the order given
     pool = BlockPool(6, enable_caching=True)
     a = pool.get_new_blocks(3)  # 0,1,2 ; queue 3,4,5
     pool.free_blocks(reversed(a))
-    assert [b.block_id for b in pool.free_block_queue.get_all_free_blocks()] == [3, 4, 5, 2, 1, 0]
-    pool.touch([pool.blocks[5]])
-    assert [b.block_id for b in pool.free_block_queue.get_all_free_blocks()] == [3, 4, 2, 1, 0]
-    assert pool.blocks[5].ref_cnt == 1
-    pool.touch([pool.blocks[5]])
-    assert pool.blocks[5].ref_cnt == 2
+    assert _queue(pool) == [2, 1, 0, 3, 4, 5]
+    pool.touch([pool.blocks[4]])
+    assert _queue(pool) == [2, 1, 0, 3, 5]
+    assert pool.blocks[4].ref_cnt == 1
+    pool.touch([pool.blocks[4]])
+    assert pool.blocks[4].ref_cnt == 2
+    check_pool(pool)
+
+
+def test_free_splits_one_list_hashed_to_the_tail_unhashed_to_the_front():
+    pool = BlockPool(6, enable_caching=True)
+    blocks = pool.get_new_blocks(4)  # 0..3 ; queue 4,5
+    pool.cache_full_blocks(_Req([b"h0", b"h1"]), blocks, 0, 2, 4)  # 0 and 1 hashed
+    pool.free_blocks(reversed(blocks))  # 3, 2, 1, 0
+    assert _queue(pool) == [3, 2, 4, 5, 1, 0]
+    assert pool.get_cached_block(b"h1") is blocks[1]  # the cached chain waits at the tail, its tail first
+    assert [b.block_id for b in pool.get_new_blocks(3)] == [3, 2, 4]  # the unhashed ones are reused first
+    assert pool.get_cached_block(b"h0") is blocks[0] and pool.get_cached_block(b"h1") is blocks[1]
+    check_pool(pool)
+
+
+def test_free_with_caching_off_puts_every_block_at_the_front():
+    # `block.block_hash is None or not self.enable_caching`: a block that somehow has a hash still goes first
+    pool = BlockPool(5, enable_caching=False)
+    blocks = pool.get_new_blocks(3)  # 0,1,2 ; queue 3,4
+    blocks[0].block_hash = b"stale"  # not published (caching off), but set
+    pool.free_blocks([blocks[0], blocks[2], blocks[1]])
+    assert _queue(pool) == [0, 2, 1, 3, 4]
+    blocks[0].reset_hash()
+    check_pool(pool)
+
+
+def test_free_a_block_named_twice_joins_where_it_reaches_zero_and_an_empty_free_changes_nothing():
+    pool = BlockPool(5, enable_caching=True)
+    a, b, c = pool.get_new_blocks(3)  # queue 3,4
+    pool.touch([a])  # a: 2 references
+    before = pool.snapshot()
+    pool.free_blocks([])
+    assert pool.snapshot() == before
+    pool.free_blocks([a, b, a, c])  # a reaches 0 at its second mention, after b
+    assert _queue(pool) == [1, 0, 2, 3, 4]
+    assert [x.ref_cnt for x in pool.blocks] == [0] * 5
     check_pool(pool)
 
 
@@ -102,7 +159,7 @@ def test_lazy_eviction_drops_hash_only_on_reuse():
     # Free but cached: still findable.
     assert pool.get_cached_block(b"h0") is blocks[0]
     assert pool.get_cached_block(b"h1") is blocks[1]
-    (reused,) = pool.get_new_blocks(1)  # the tail (h1) was freed first, so it goes first
+    (reused,) = pool.get_new_blocks(1)  # hashed: both to the tail, h1 (freed first) first, so it goes first
     assert reused is blocks[1] and reused.block_hash is None
     assert pool.get_cached_block(b"h1") is None
     assert pool.get_cached_block(b"h0") is blocks[0]

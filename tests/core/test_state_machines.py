@@ -52,10 +52,11 @@ class _FakeReq:
 
 class BlockPoolMachine(RuleBasedStateMachine):
     N = 8
+    CACHING = True
 
     def __init__(self):
         super().__init__()
-        self.pool = BlockPool(self.N, enable_caching=True)
+        self.pool = BlockPool(self.N, enable_caching=self.CACHING)
         self.queue = list(range(self.N))  # model of the free queue, LRU first
         self.ref = [0] * self.N
         self.hash = {}  # block_id -> hash
@@ -99,10 +100,14 @@ class BlockPoolMachine(RuleBasedStateMachine):
                 assert self.pool.snapshot() == before
             return
         self.pool.free_blocks([self.pool.blocks[b] for b in bs])
+        # vLLM 0.32.0's rule: reaching 0, an unhashed block (any block, caching off) goes to the front,
+        # a hashed one to the tail, each group in the order freed
+        front, tail = [], []
         for b in bs:
             self.ref[b] -= 1
             if self.ref[b] == 0:
-                self.queue.append(b)
+                (tail if self.CACHING and b in self.hash else front).append(b)
+        self.queue = front + self.queue + tail
 
     @rule(b=st.integers(0, N - 1), h=st.sampled_from([b"a", b"b", b"c"]))
     def cache(self, b, h):
@@ -110,7 +115,8 @@ class BlockPoolMachine(RuleBasedStateMachine):
         if self.ref[b] == 0 or b in self.hash:
             return
         self.pool.cache_full_blocks(_FakeReq(h), [self.pool.blocks[b]], 0, 1, 4)
-        self.hash[b] = h
+        if self.CACHING:  # with caching off nothing is published
+            self.hash[b] = h
 
     @rule(h=st.sampled_from([b"a", b"b", b"c"]))
     def lookup(self, h):
@@ -126,6 +132,10 @@ class BlockPoolMachine(RuleBasedStateMachine):
         check_pool(self.pool)
         assert [b.block_id for b in self.pool.free_block_queue.get_all_free_blocks()] == self.queue
         assert [b.ref_cnt for b in self.pool.blocks] == self.ref
+
+
+class BlockPoolNoCachingMachine(BlockPoolMachine):
+    CACHING = False
 
 
 # --- KVCacheManager ----------------------------------------------------------------------
@@ -428,6 +438,7 @@ class PagedRadixMachine(RadixMachine):
 
 MACHINES = [
     (BlockPoolMachine, 60, 50),
+    (BlockPoolNoCachingMachine, 30, 50),
     (NoCacheMachine, 50, 60),
     (HashMachine, 100, 60),
     (RadixManagerMachine, 100, 60),

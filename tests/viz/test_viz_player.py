@@ -124,7 +124,7 @@ def test_pool_player_from_events():
         {"step": 0, "kind": "init", "num_gpu_blocks": 4},
         {"step": 0, "kind": "alloc", "block_ids": [0, 1], "owner": "0"},
         {"step": 1, "kind": "alloc", "block_ids": [2], "owner": "1"},
-        {"step": 2, "kind": "free", "block_ids": [1, 0], "owner": "0"},
+        {"step": 2, "kind": "free", "block_ids": [1, 0], "to_front": [1, 0], "to_tail": [], "owner": "0"},
     ]
     p = viz.pool_player(events)
     assert p.num_frames == 3

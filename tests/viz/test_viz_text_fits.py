@@ -55,9 +55,9 @@ def _pool_snapshot(n_blocks: int = 8, free: int = 6) -> dict:
 
 
 def test_lab02_free_queue_title_fits_with_a_short_queue():
-    # lab 02's frame: "free queue: popleft() takes the front; freed blocks join the back" over 6 blocks
+    # lab 02's frame: "free queue: popleft() takes the front; freed, unhashed blocks rejoin it there" over 6 blocks
     html = render_pool_and_queue(_pool_snapshot())
-    assert any("freed blocks join the back" in s for _, _, s, _ in text_boxes(html))
+    assert any("freed, unhashed blocks rejoin it there" in s for _, _, s, _ in text_boxes(html))
     assert clipped(html) == []
 
 

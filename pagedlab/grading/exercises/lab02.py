@@ -1,7 +1,8 @@
 """Lab 02 - block pool and block table.
 
-* ``02.free_queue`` - ``FreeKVCacheBlockQueue``: the doubly linked LRU free list of vLLM v1, with
-  O(1) ``popleft`` / ``append`` / ``remove``. Reference: ``pagedlab.core.block_pool``.
+* ``02.free_queue`` - ``FreeKVCacheBlockQueue``: the doubly linked free list of vLLM v1, with
+  O(1) ``popleft`` / ``append`` / ``remove`` and vLLM 0.32.0's ``prepend_n`` (O(1) per block given:
+  the block pool puts freed blocks without a hash at the front). Reference: ``pagedlab.core.block_pool``.
   The O(1) test counts link reads/writes and ``==`` comparisons on instrumented blocks (no
   wall-clock timing): a queue of 1024 blocks must cost as few as one of 16.
 * ``02.slot_mapping`` - ``slot_mapping(block_table, positions, block_size)``.
@@ -88,11 +89,16 @@ class Pool:
         return i is not None and self.blocks[i] is obj
 
     def walk(self) -> list[int]:
-        """Queue order from the links: start at the block whose prev is not one of ours."""
+        """Queue order from the links: start at the block whose prev is not one of ours (when several
+        are, at the one the head sentinel they point to links next: the others are stale or mislinked)."""
         linked = [b for b in self.blocks if _raw_prev(b) is not None or _raw_next(b) is not None]
         fronts = [b for b in linked if not self._is_ours(_raw_prev(b))]
         if len(fronts) != 1:
-            return []
+            heads = {id(p): p for b in fronts if (p := _raw_prev(b)) is not None}
+            starts = [n for p in heads.values() for n in [_raw_next(p)] if any(n is f for f in fronts)]
+            if len(starts) != 1:
+                return []
+            fronts = starts
         out, seen, b = [], set(), fronts[0]
         while self._is_ours(b) and b.block_id not in seen:
             seen.add(b.block_id)
@@ -148,7 +154,7 @@ FQ = register(
     Exercise(
         "02.free_queue",
         "FreeKVCacheBlockQueue",
-        "the LRU free list of KV blocks: doubly linked, O(1) popleft / append / remove",
+        "the free list of KV blocks: doubly linked, O(1) popleft / append / remove, prepend_n",
         reference=lambda: FreeKVCacheBlockQueue,
         render=_queue_render,
         components=("free_queue", "allocator", "block_pool"),
@@ -159,7 +165,7 @@ FQ = register(
 @FQ.invariant("a block leaving the queue has both links cleared")
 def _(s: dict[str, Any]) -> str | None:
     stale = [i for i in s["linked"] if i not in s["queue"]]
-    if len(s["fronts"]) > 1:
+    if len(s["fronts"]) > 1 and any(i not in s["queue"] for i in s["fronts"]):
         return (
             f"blocks {s['fronts']} each look like the front of the queue (their prev_free_block is not a queued "
             "block): a block taken out still has links, or the links are broken"
@@ -207,7 +213,24 @@ _LIFO_HINT = (
 )
 
 
-def _show_queue(q: Any, pool: Pool, rec: Any, what: str, hint: str) -> None:
+def _prepend_hint(blocks: list[int]) -> Any:
+    """The hint of the queue after ``prepend_n(blocks)``: it names how the order went wrong."""
+
+    def hint(expected: Any, got: Any, state: Any) -> str:
+        k = len(blocks)
+        if isinstance(got, list) and k > 1 and got[:k] == blocks[::-1]:
+            return (
+                f"prepend_n({blocks}) keeps the order given: blocks[0] becomes the front. Your queue starts "
+                f"{got[:k]}, the blocks reversed (putting them at the front one at a time does that)"
+            )
+        if isinstance(got, list) and k and got[-k:] == blocks:
+            return f"prepend_n({blocks}) puts the blocks at the FRONT of the queue, not at the back"
+        return f"after prepend_n({blocks}) the queue starts with exactly those blocks, then the old front"
+
+    return hint
+
+
+def _show_queue(q: Any, pool: Pool, rec: Any, what: str, hint: Any) -> None:
     """Record the pool's state and observe the queue's order, front first, as ``what``."""
     st = pool.state(q)
     rec.state(st)
@@ -221,12 +244,18 @@ def _popleft_raises(q: Any, pool: Pool, rec: Any, step: str, hint: str) -> None:
     rec.state(pool.state(q))
 
 
-def _op(q: Any, pool: Pool, rec: Any, op: str, arg: int | None = None, hint: Any = None) -> None:
+def _op(q: Any, pool: Pool, rec: Any, op: str, arg: Any = None, hint: Any = None) -> None:
     if op == "popleft":
         rec.step("q.popleft()")
         rec.observe("block returned", pool.bid(q.popleft()), hint=hint or _LIFO_HINT)
     elif arg is None:
         raise ValueError(f"_op({op!r}) needs a block index")
+    elif op == "prepend_n":
+        ids = list(arg)
+        rec.step(f"q.prepend_n(blocks {ids})")
+        q.prepend_n([pool.blocks[i] for i in ids])
+        _show_queue(q, pool, rec, "free queue, front first", _prepend_hint(ids))
+        return
     elif op == "append":
         rec.step(f"q.append(block {arg})")
         q.append(pool.blocks[arg])
@@ -289,6 +318,30 @@ def _(Queue: Any, rec: Any) -> None:
         _op(q, pool, rec, op, arg)
 
 
+@FQ.test("prepend_n puts blocks at the front, in the order given")
+def _(Queue: Any, rec: Any) -> None:
+    pool = Pool(8)
+    q = _new(Queue, pool, rec, range(4))
+    for op, arg in [
+        ("prepend_n", [6]),
+        ("prepend_n", [5, 7, 4]),
+        ("prepend_n", []),
+        ("popleft", None),
+        ("remove", 7),
+        ("append", 7),
+        ("popleft", None),
+        ("popleft", None),
+        ("remove", 0),
+        ("prepend_n", [0, 5]),
+    ]:
+        _op(q, pool, rec, op, arg)
+    for _ in range(6):
+        _op(q, pool, rec, "popleft")
+    emptied: list[tuple[str, Any]] = [("prepend_n", []), ("prepend_n", [2, 7]), ("append", 4), ("prepend_n", [1])]
+    for op, arg in emptied:
+        _op(q, pool, rec, op, arg)  # onto the emptied queue
+
+
 @FQ.test("popleft on an empty queue raises ValueError")
 def _(Queue: Any, rec: Any) -> None:
     pool = Pool(2)
@@ -307,7 +360,16 @@ def _(Queue: Any, rec: Any) -> None:
     q = _new(Queue, pool, rec, [])
     hint = "a queue created from no blocks is empty: popleft raises ValueError"
     _popleft_raises(q, pool, rec, "q.popleft() on a queue created empty", hint)
-    for op, arg in [("append", 2), ("append", 0), ("popleft", None), ("remove", 0), ("append", 1)]:
+    for op, arg in [
+        ("append", 2),
+        ("append", 0),
+        ("popleft", None),
+        ("remove", 0),
+        ("prepend_n", []),
+        ("prepend_n", [0, 2]),
+        ("append", 1),
+        ("popleft", None),
+    ]:
         _op(q, pool, rec, op, arg)
 
 
@@ -342,9 +404,14 @@ def _(Queue: Any, rec: Any) -> None:
             out = [i for i in range(12) if i not in inside]
             if not out:
                 continue
-            b = rng.choice(out)
-            _op(q, pool, rec, "append", b)
-            inside.append(b)
+            if r < 0.8:
+                b = rng.choice(out)
+                _op(q, pool, rec, "append", b)
+                inside.append(b)
+            else:  # vLLM 0.32's free of blocks without a hash: several at once, at the front
+                some = rng.sample(out, rng.randint(0, min(3, len(out))))
+                _op(q, pool, rec, "prepend_n", some)
+                inside[:0] = some
 
 
 @FQ.test("every operation is O(1): it touches a constant number of blocks")
@@ -358,6 +425,10 @@ def _(Queue: Any, rec: Any) -> None:
             ("q.append(block 0)", lambda: q.append(pool.blocks[0])),
             (f"q.remove(block {n - 1})", lambda: q.remove(pool.blocks[n - 1])),
             ("q.popleft()", lambda: q.popleft()),
+            (
+                f"q.prepend_n(blocks [{n // 2}, {n - 1}])",
+                lambda: q.prepend_n([pool.blocks[n // 2], pool.blocks[n - 1]]),
+            ),
         ]:
             rec.step(f"{label} on a queue of {n} blocks")
             _Counter.n = 0

@@ -5,10 +5,12 @@ from pagedlab.core.block_pool import KVCacheBlock
 class FreeKVCacheBlockQueue:
     """The free blocks, in eviction order: a doubly linked list threaded through the blocks.
 
-    The front is the least recently used block: ``popleft()`` hands it out. ``append(block)`` puts a
-    freed block at the back. ``remove(block)`` takes a block out of the middle in O(1) (a prefix-cache
-    hit on a block that is still free). No method may walk the list: each touches a constant number
-    of blocks, whatever the queue's length (``get_all_free_blocks`` is the only O(n) one).
+    ``popleft()`` hands out the front block. ``append(block)`` puts a freed block at the back, where a
+    cached block waits its turn (least recently used first). ``prepend_n(blocks)`` puts freed blocks at
+    the front, to be reused first (blocks with nothing cached, as vLLM 0.32.0 frees them).
+    ``remove(block)`` takes a block out of the middle in O(1) (a prefix-cache hit on a block that is
+    still free). No method may walk the list: each touches a constant number of blocks per block it
+    is given, whatever the queue's length (``get_all_free_blocks`` is the only O(n) one).
 
     Links live in the blocks: ``block.prev_free_block`` and ``block.next_free_block``. Two sentinel
     blocks (``KVCacheBlock(-1)``) sit at the ends, so every queued block has both links set; a
@@ -58,6 +60,20 @@ class FreeKVCacheBlockQueue:
         block.next_free_block = self.fake_free_list_tail
         self.fake_free_list_tail.prev_free_block = block
         self.num_free_blocks += 1
+        ### END SOLUTION
+
+    def prepend_n(self, blocks):
+        """Put ``blocks`` at the front in the order given: ``blocks[0]`` is handed out next."""
+        ### BEGIN SOLUTION
+        prev = self.fake_free_list_head
+        first = prev.next_free_block
+        for block in blocks:
+            prev.next_free_block = block
+            block.prev_free_block = prev
+            prev = block
+        prev.next_free_block = first
+        first.prev_free_block = prev
+        self.num_free_blocks += len(blocks)
         ### END SOLUTION
 
     def get_all_free_blocks(self):
