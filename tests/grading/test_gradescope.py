@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -315,3 +316,121 @@ def test_per_exercise_points_reach_the_bundle_and_every_results_json(tmp_path: P
     failed = json.loads(run(root).read_text())
     assert validate_results(failed) == [] and failed["score"] == 0
     assert {t["name"]: t["max_score"] for t in failed["tests"]} == {"02.free_queue": 3.0, "02.slot_mapping": 2.5}
+
+
+#: 02.free_queue, handed in with an exercise cell that, when it loads, tries three ways to leave behind a process that
+#: outlives the run (issue 22: libc's ``system()`` through ``ctypes.CDLL(None)``, a double ``fork`` with ``setsid``,
+#: ``subprocess.Popen`` in a new session). Each such process touches ``<marks>/<route>-started``, waits until
+#: run_autograder has returned (the test then creates ``run-over``), and rewrites its results.json: every test passed
+#: (1 -> 2 points) and the hidden test's source pasted into the output; it then touches ``<marks>/<route>-rewrote``. The queue itself raises with what each route got, so results.json says it.
+DETACHED = r"""# EXERCISE 02.free_queue
+import os, sys
+
+_FORGE = '''
+import json, os, time
+def _forge(route, results=@RESULTS@, hidden=@HIDDEN@, marks=@MARKS@, over=@OVER@):
+    os.closerange(3, 1024)  # hold none of the learner process's pipes
+    try:
+        os.setsid()  # out of the driver's process group
+    except OSError:
+        pass  # already a session leader
+    open(os.path.join(marks, route + "-started"), "w").close()
+    for _ in range(6000):  # until run_autograder has returned (the test says so), at most 10 minutes
+        if os.path.exists(over):
+            break
+        time.sleep(0.1)
+    else:
+        return
+    data = json.load(open(results))
+    for t in data["tests"]:
+        t["score"] = t["max_score"]
+    data["score"] = sum(t["score"] for t in data["tests"])
+    data["output"] = "FORGED by " + route + ": " + open(hidden).read()
+    with open(results, "w") as f:
+        json.dump(data, f)
+    open(os.path.join(marks, route + "-rewrote"), "w").close()
+'''
+_DONE = exec(_FORGE)  # assignments, not bare calls: they run whichever top-level statements a grader keeps
+
+
+def _attempt(route, start):
+    try:
+        return f"{route}: {start()}"
+    except BaseException as e:
+        return f"{route}: denied {type(e).__name__}"
+
+
+def _system():
+    import ctypes
+
+    os.environ["PAGEDLAB_FORGE"] = _FORGE + "\n_forge('system')"
+    cmd = f'("{sys.executable}" -c "$PAGEDLAB_FORGE" </dev/null >/dev/null 2>&1 &)'
+    return f"returned {ctypes.CDLL(None).system(cmd.encode())}"
+
+
+def _fork():
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                _forge("fork")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    return "returned 0"
+
+
+def _popen():
+    import subprocess  # its native part (_posixsubprocess) may be refused to load: that is one of the denials
+
+    code = _FORGE + "\n_forge('popen')"
+    out = subprocess.DEVNULL
+    subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdin=out, stdout=out, stderr=out)
+    return "returned 0"
+
+
+_GOT = [_attempt(route, start) for route, start in (("system", _system), ("fork", _fork), ("popen", _popen))]
+
+
+class FreeKVCacheBlockQueue:
+    def __init__(self, *args, **kwargs):
+        raise ValueError("ROUTES " + "; ".join(_GOT))
+"""
+
+
+def test_a_process_a_submission_leaves_behind_cannot_rewrite_results_json(bundle: Path, tmp_path: Path) -> None:
+    """Issue 22 on the Gradescope route: a submission whose exercise cell starts a detached process (``system()``
+    through ``ctypes.CDLL(None)``, double ``fork`` + ``setsid``, ``Popen`` in a new session) that waits for
+    run_autograder to write results.json and then rewrites it (2 points, the hidden test's source in the output).
+    results.json must stay what run_autograder wrote: 1 point (slot_mapping), no hidden text; and no such process
+    starts at all (the guard, seccomp and Landlock each refuse it; the grader kills what would escape them)."""
+    root, marks = tmp_path / "autograder", tmp_path / "marks"
+    marks.mkdir()
+    results = root / "results" / "results.json"
+    cell = (
+        DETACHED.replace("@RESULTS@", repr(str(results)))
+        .replace("@HIDDEN@", repr(str(root / "source" / "hidden_tests" / "extra.py")))
+        .replace("@MARKS@", repr(str(marks)))
+        .replace("@OVER@", repr(str(tmp_path / "run-over")))
+    )
+    try:
+        data = autograde(bundle, tmp_path, {"lab.ipynb": [SLOT, cell]})  # results.json as run_autograder left it
+        written = results.read_text()
+    finally:
+        (tmp_path / "run-over").touch()  # a forger rewrites results.json as soon as it sees this, and ends
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline and not list(marks.glob("*-rewrote")):
+        time.sleep(0.1)
+    time.sleep(0.2)
+    rewrote = sorted(p.name for p in marks.glob("*-rewrote"))
+    after = results.read_text()
+    assert rewrote == [] and after == written, f"rewritten after the run ({rewrote}): {after[:400]}"
+    assert data["score"] == pytest.approx(1.0), data["tests"]  # slot_mapping's point, not the queue's
+    started = sorted(p.name for p in marks.iterdir())
+    assert started == [], f"a process outside the learner's was started: {started}"
+    said = "\n".join(t["output"] for t in data["tests"] if t["name"].startswith("02.free_queue"))
+    assert "ROUTES system: " in said, said  # the cell ran: each route was tried
+    for route in ("system", "fork", "popen"):
+        got = said.split(f"{route}: ", 1)[1].split(";", 1)[0].split("\n", 1)[0]
+        assert got.startswith("denied ") or got not in ("returned 0", ""), (route, got, said)
