@@ -375,12 +375,15 @@ def preload_native_modules() -> list[str]:
     import sysconfig
 
     failed = []
-    folder = sysconfig.get_path("platstdlib")
-    dynload = os.path.join(folder, "lib-dynload")
+    # In a venv (Gradescope's /autograder/venv, the kit's .venv) sysconfig's platstdlib is the venv's own
+    # lib/pythonX.Y, which has no lib-dynload: the base interpreter's is on sys.path (and under base_exec_prefix).
+    base = sysconfig.get_path(
+        "platstdlib", vars={"platbase": sys.base_exec_prefix, "installed_platbase": sys.base_exec_prefix}
+    )
+    folders = {p for p in sys.path if os.path.basename(p) == "lib-dynload"} | {os.path.join(base, "lib-dynload")}
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     names = sorted(
-        {f.split(".")[0] for f in os.listdir(dynload) if f.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))}
-        if os.path.isdir(dynload)
-        else set()
+        {f.split(".")[0] for d in folders if os.path.isdir(d) for f in os.listdir(d) if f.endswith(suffixes)}
     )
     for name in [n for n in names if not n.startswith(_NOT_PRELOADED)] + list(PRELOADED):
         try:

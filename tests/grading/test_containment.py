@@ -132,8 +132,14 @@ def _attacks(out: Path, marks: Path) -> dict[str, list[str]]:
         "def slot_mapping(block_table, positions, block_size):\n"
         "    raise ValueError('LONE \\ud800 ESC \\x1b[31m NUL \\x00 BELL \\x07 \\u2028 \\u674e\\u96f7 \\U0001f600')\n"
     )
+    stdlib = """
+        import array, cmath, unicodedata, zlib, subprocess
+        print("STDLIB loaded", len(array.array("i", [1, 2])), cmath.sqrt(-1), unicodedata.name("a"),
+              len(zlib.compress(b"x")), flush=True)
+    """
     return {
         "honest": [QUEUE, SLOT],
+        "stdlib": [QUEUE, _slot_with_load(stdlib)],
         "system_detached": [QUEUE, _slot_with_load(system)],
         "group_kill": [QUEUE, _slot_with_load(group)],
         "surrogate": [QUEUE, surrogate],
@@ -163,6 +169,15 @@ def test_dlopen_none_and_system_start_nothing_and_the_reports_stay(attacked):
     assert "SYSTEM denied GuardError" in log or "SYSTEM returned 32512" in log, log
     assert by["system_detached"].exercises["02.slot_mapping"].score == 1.0  # its right part still counts
     assert by["honest"].score == 2.0
+
+
+def test_the_standard_librarys_native_modules_import_in_a_learner_cell(attacked):
+    """The guide says the standard library is loaded: its extension modules (lib-dynload, outside the venv
+    the grader runs in) are preloaded before the seccomp filter forbids loading new code."""
+    r = attacked["by"]["stdlib"]
+    log = (attacked["out"] / "logs" / "stdlib.txt").read_text()
+    assert "STDLIB loaded 2 1j LATIN SMALL LETTER A" in log, log
+    assert r.status == "ok" and r.score == 2.0, r.messages
 
 
 def test_killing_the_drivers_process_group_is_denied(attacked):
