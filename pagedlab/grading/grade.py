@@ -562,13 +562,6 @@ def _stop_all(runs: list[_Run], supervisor: reaper.Supervisor, why: BaseExceptio
     )
 
 
-def run_learner(
-    learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float, memory_mb: int
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
-    return run_learners([learner], exercises, hidden, timeout, memory_mb, 1)[0]
-
-
 def _remove_tree(path: str) -> None:
     def fix(func: Any, p: str, _exc: Any) -> None:  # the learner may have removed permissions in its folder
         try:
@@ -776,10 +769,8 @@ def _orig_path(copied: str, learner: Learner) -> Path | None:
 
 
 def _orig_name(copied: str, learner: Learner) -> str:
-    m = re.match(r"nb(\d+)_", copied)
-    if m and int(m.group(1)) < len(learner.notebooks):
-        return learner.notebooks[int(m.group(1))].name
-    return copied
+    path = _orig_path(copied, learner)
+    return path.name if path is not None else copied
 
 
 # --- the run ----------------------------------------------------------------------------------------------
@@ -910,79 +901,50 @@ def grade(
         if not quiet:
             print(text, flush=True)
 
-    with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
-        return _grade(
-            submissions,
-            Path(out),
-            hidden_tests,
-            timeout,
-            memory_mb,
-            jobs,
-            exercises,
-            say,
-            e2e,
-            e2e_plan,
-            reference_earns_points,
-            roster,
-            points,
-        )
-
-
-def _grade(
-    submissions: Sequence[Any],
-    out_dir: Path,
-    hidden_tests: Any | None,
-    timeout: float,
-    memory_mb: int,
-    jobs: int,
-    exercises: Sequence[str] | None,
-    say: Callable[[str], None],
-    e2e: E2EOptions | None,
-    e2e_plan: E2EPlan | None,
-    reference_earns_points: bool,
-    roster: Any | None,
-    points: Mapping[str, float] | None,
-) -> list[LearnerResult]:
     from pagedlab.grading import report
 
-    hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
-    ids_by_file = read_roster(roster) if roster is not None else None
-    use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
-    paths = [s for s in submissions if not isinstance(s, Learner)]
-    discovered = discover(paths) if paths else []
-    learners = [s for s in submissions if isinstance(s, Learner)] + discovered
-    if not learners:
-        raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    say(
-        f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
-        + (", with hidden tests" if hidden else "")
-    )
-    for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
-        say(warning)
-    for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
-        say(warning)
-    wanted = list(exercises) if exercises else None
-    opts = e2e if e2e is not None else E2EOptions()
-    e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
-    say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
-    job = e2e_plan.job() if e2e_plan is not None else None
-    runs = [
-        (lr, lines, info)
-        for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job))
-    ]
-    ids = wanted if wanted is not None else _exercises_found(runs)
-    _say_containment(runs, say)
-    results = [
-        judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points)
-        for lr, lines, info in runs
-    ]
-    for r, (_lr, lines, _info) in zip(results, runs):
-        r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
-    report.write_all(out_dir, results, ids, runs)
-    _say_results(results, say)
-    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
-    return results
+    with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
+        out_path = Path(out)
+        hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+        ids_by_file = read_roster(roster) if roster is not None else None
+        use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
+        paths = [s for s in submissions if not isinstance(s, Learner)]
+        discovered = discover(paths) if paths else []
+        learners = [s for s in submissions if isinstance(s, Learner)] + discovered
+        if not learners:
+            raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
+        out_path.mkdir(parents=True, exist_ok=True)
+        say(
+            f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+            + (", with hidden tests" if hidden else "")
+        )
+        for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
+            say(warning)
+        for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
+            say(warning)
+        wanted = list(exercises) if exercises else None
+        opts = e2e if e2e is not None else E2EOptions()
+        e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
+        say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
+        job = e2e_plan.job() if e2e_plan is not None else None
+        runs = [
+            (lr, lines, info)
+            for lr, (lines, info) in zip(
+                learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job)
+            )
+        ]
+        ids = wanted if wanted is not None else _exercises_found(runs)
+        _say_containment(runs, say)
+        results = [
+            judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points)
+            for lr, lines, info in runs
+        ]
+        for r, (_lr, lines, _info) in zip(results, runs):
+            r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
+        report.write_all(out_path, results, ids, runs)
+        _say_results(results, say)
+        say(f"wrote {out_path / 'grades.csv'}, {out_path / report.COMBINED_NAME}, {out_path / 'feedback'}/")
+        return results
 
 
 def _say_containment(
