@@ -39,6 +39,7 @@ __all__ = [
     "Extraction",
     "LoadedExercise",
     "read_notebook",
+    "cell_source",
     "find_exercises",
     "load_exercises",
     "MARKER_RE",
@@ -123,7 +124,8 @@ def read_notebook(path: Any) -> dict[str, Any]:
     return nb
 
 
-def _source(cell: dict[str, Any]) -> str:
+def cell_source(cell: dict[str, Any]) -> str:
+    """A notebook cell's source as one string (nbformat allows a string or a list of lines)."""
     src = cell.get("source", "")
     if isinstance(src, list):
         return "".join(s for s in src if isinstance(s, str))
@@ -177,7 +179,7 @@ def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
     for i, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        src = _source(cell)
+        src = cell_source(cell)
         eid, how = _marker(cell, src)
         if eid is not None:
             if eid in ext.cells:

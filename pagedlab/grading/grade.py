@@ -56,6 +56,7 @@ from pagedlab.errors import PagedLabError
 from pagedlab.grading import reaper, registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+from pagedlab.grading.extract import cell_source
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
@@ -755,7 +756,7 @@ def _lab_without_exercises(path: Path | None) -> str:
         nb = json.loads(path.read_text(encoding="utf-8"))
         meta = str(nb.get("metadata", {}).get("pagedlab", {}).get("generated_from", ""))
         first: dict[str, Any] = next((c for c in nb.get("cells", []) if c.get("cell_type") == "markdown"), {})
-        text = "".join(first.get("source", "")) if isinstance(first.get("source"), list) else str(first.get("source"))
+        text = cell_source(first)
     except (OSError, ValueError, AttributeError, TypeError):
         return ""
     m = re.match(r"solutions/(\d\d)_", meta) or _LAB_TITLE.match(text.strip())

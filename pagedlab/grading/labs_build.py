@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.errors import PagedLabError
+from pagedlab.grading.extract import cell_source
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -52,17 +53,6 @@ class LabsBuildError(PagedLabError, ValueError):
 
 
 # --------------------------------------------------------------------------------- generation
-def _source(cell: dict[str, Any]) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else str(src)
-
-
-def _split_source(text: str) -> list[str]:
-    """Notebook-style source: a list of lines, each but the last ending in a newline."""
-    lines = text.splitlines(keepends=True)
-    return lines
-
-
 def _exercise_id(marker_rest: str, cell: dict[str, Any], lines_before: list[str], stem: str, index: int) -> str:
     if marker_rest.strip():
         return marker_rest.strip()
@@ -142,7 +132,7 @@ def fingerprint(nb: dict[str, Any]) -> str:
     execution counts are left out, so opening and saving an untouched lab keeps the fingerprint.
     """
     cells = [
-        [c.get("cell_type"), _source(c), c.get("outputs", []) if c.get("cell_type") == "code" else []]
+        [c.get("cell_type"), cell_source(c), c.get("outputs", []) if c.get("cell_type") == "code" else []]
         for c in nb.get("cells", [])
     ]
     blob = json.dumps(cells, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -166,7 +156,7 @@ def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) 
     tags = set(meta.get("tags", []))
     if tags & DROP_TAGS:
         return None
-    text = _source(cell)
+    text = cell_source(cell)
     ctype = cell.get("cell_type", "code")
     if BEGIN_HIDDEN in text or END_HIDDEN in text:
         text = _drop_hidden(text, stem, index)
@@ -179,7 +169,7 @@ def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) 
     new: dict[str, Any] = {
         "cell_type": ctype,
         "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
-        "source": _split_source(text),
+        "source": text.splitlines(keepends=True),
     }
     if "id" in cell:
         new["id"] = cell["id"]
