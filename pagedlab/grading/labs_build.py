@@ -337,11 +337,26 @@ def _pages(solutions_dir: Path) -> dict[str, str]:
     return {n: (root / s).read_text(encoding="utf-8") for n, s in LAB_PAGES.items() if (root / s).is_file()}
 
 
-def _write_lab(path: Path, text: str) -> None:
+_BUILD_HINT = "pass --labs DIR (a writable folder)"
+_COPY_HINT = "choose a folder you can write"
+
+
+def _write_lab(path: Path, text: str, hint: str = _BUILD_HINT) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as e:
-        raise LabsBuildError(f"cannot write {path}: {e.strerror or e}; pass --labs DIR (a writable folder)") from e
+        raise LabsBuildError(f"cannot write {path}: {e.strerror or e}; {hint}") from e
+
+
+def _update(path: Path, st: LabStatus, expected: str, force: bool, hint: str = _BUILD_HINT) -> LabStatus:
+    """Write ``expected`` to ``path`` when ``st`` is missing or stale, or changed and ``force``; a changed one
+    is otherwise kept (its ``action`` says which)."""
+    if st.state in ("missing", "stale") or (st.state == "changed" and force):
+        _write_lab(path, expected, hint)
+        st.action = "overwritten (--force)" if st.state == "changed" else "written"
+    elif st.state == "changed":
+        st.action = "kept"
+    return st
 
 
 def build(
@@ -369,17 +384,7 @@ def build(
         if not (labs_dir / name).is_file() or (labs_dir / name).read_text(encoding="utf-8") != text:
             _write_lab(labs_dir / name, text)
     for st, expected in scan(solutions_dir, labs_dir, names, generate):
-        if expected is not None:
-            if st.state in ("missing", "stale"):
-                _write_lab(labs_dir / st.name, expected)
-                st.action = "written"
-            elif st.state == "changed":
-                if force:
-                    _write_lab(labs_dir / st.name, expected)
-                    st.action = "overwritten (--force)"
-                else:
-                    st.action = "kept"
-        results.append(st)
+        results.append(_update(labs_dir / st.name, st, expected, force) if expected is not None else st)
     return results
 
 
@@ -387,12 +392,7 @@ def _copy_pages(src: Path, dest: Path) -> None:
     """The pages the notebooks link to (``LAB_PAGES``), from ``src`` into ``dest``: always the shipped text."""
     for name in LAB_PAGES:
         if (src / name).is_file():
-            try:
-                (dest / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
-            except OSError as e:
-                raise LabsBuildError(
-                    f"cannot write {dest / name}: {e.strerror or e}; choose a folder you can write"
-                ) from e
+            _write_lab(dest / name, (src / name).read_text(encoding="utf-8"), _COPY_HINT)
 
 
 def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> list[LabStatus]:
@@ -419,23 +419,12 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise LabsBuildError(f"cannot write {dest}: {e.strerror or e}; choose a folder you can write") from e
+        raise LabsBuildError(f"cannot write {dest}: {e.strerror or e}; {_COPY_HINT}") from e
     results = []
     for lab in sorted(src.glob("*.ipynb")):
         expected = lab.read_text(encoding="utf-8")
         state, detail = _classify(dest / lab.name, expected)
-        st = LabStatus(lab.name, state, detail=detail)
-        if state in ("missing", "stale") or (state == "changed" and force):
-            try:
-                (dest / lab.name).write_text(expected, encoding="utf-8")
-            except OSError as e:
-                raise LabsBuildError(
-                    f"cannot write {dest / lab.name}: {e.strerror or e}; choose a folder you can write"
-                ) from e
-            st.action = "written" if state != "changed" else "overwritten (--force)"
-        elif state == "changed":
-            st.action = "kept"
-        results.append(st)
+        results.append(_update(dest / lab.name, LabStatus(lab.name, state, detail=detail), expected, force, _COPY_HINT))
     if not results:
         raise LabsBuildError(f"no lab notebooks in {src}; reinstall pagedlab")
     _copy_pages(src, dest)
