@@ -34,6 +34,7 @@ import builtins
 import contextlib
 import json
 import os
+import pkgutil
 import re
 import shutil
 import signal
@@ -42,6 +43,7 @@ import sys
 import tempfile
 from typing import Any, TextIO
 
+from pagedlab import grading
 from pagedlab.grading import e2e, registry
 from pagedlab.grading.e2e import E2E_MEMORY_MB
 from pagedlab.grading.extract import (
@@ -58,28 +60,11 @@ from pagedlab.grading.text import printable
 
 __all__ = ["LearnerProcess", "main", "static_flags"]
 
-#: pagedlab.grading modules a learner's exercise cell has no business importing.
-GRADING_INTERNALS = frozenset(
-    {
-        "registry",
-        "runner",
-        "recorder",
-        "judge",
-        "checking",
-        "extract",
-        "sandbox",
-        "driver",
-        "rpc",
-        "grade",
-        "report",
-        "references",
-        "exercises",
-        "gradescope",
-        "labs_build",
-        "e2e",
-        "serve",
-    }
-)
+#: The modules of pagedlab.grading that notebooks import (``check`` and ``use_reference`` come from the package
+#: itself). Every other module of the package is the grader's internals: a learner's exercise cell has no
+#: business importing them. Derived from the package, so a new module is flagged without being listed here.
+LEARNER_FACING = frozenset({"kit", "plug", "capstone"})
+GRADING_INTERNALS = frozenset(m.name for m in pkgutil.iter_modules(grading.__path__)) - LEARNER_FACING
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})
 #: Time limits here are this many times a test's own (check()'s): every call into the learner's
 #: code, and every attribute the driver reads from its objects, crosses processes (~0.1 ms each) and,
