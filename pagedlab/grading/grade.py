@@ -191,7 +191,18 @@ def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
 #: nbgrader's course folder of collected submissions: ``submitted/<student_id>/<assignment>/<notebook>.ipynb``.
 NBGRADER_SUBMITTED = "submitted"
 #: Files nbgrader's collect writes next to a submission's notebooks (not the learner's).
-NBGRADER_FILES = {"timestamp.txt"}
+NBGRADER_FILES = frozenset({"timestamp.txt"})
+
+
+def _folder_learner(folder: Path, name: str, label: str, ignore: frozenset[str] = frozenset()) -> Learner:
+    """The learner ``name`` whose work is every notebook under ``folder`` (``label``: the folder in messages;
+    ``ignore``: file names not reported as skipped)."""
+    problems: list[str] = []
+    lr = Learner(name, str(folder), _notebooks_under(folder, problems))
+    lr.problems = [m for m in problems if m.split(":", 1)[0] not in ignore]
+    if not lr.notebooks:
+        lr.problems.append(f"{label}/: no notebook (.ipynb) inside")
+    return lr
 
 
 def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
@@ -199,13 +210,9 @@ def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
     out = []
     for student in sorted(e for e in folder.iterdir() if e.is_dir() and not e.name.startswith(".")):
         for assignment in sorted(e for e in student.iterdir() if e.is_dir() and not e.name.startswith(".")):
-            lr = Learner(_safe_name(f"{student.name}_{assignment.name}", taken), str(assignment))
+            name = _safe_name(f"{student.name}_{assignment.name}", taken)
+            lr = _folder_learner(assignment, name, f"{student.name}/{assignment.name}", NBGRADER_FILES)
             lr.student_id = student.name
-            problems: list[str] = []
-            lr.notebooks = _notebooks_under(assignment, problems)
-            lr.problems = [m for m in problems if m.split(":", 1)[0] not in NBGRADER_FILES]
-            if not lr.notebooks:
-                lr.problems.append(f"{student.name}/{assignment.name}/: no notebook (.ipynb) inside")
             out.append(lr)
     return out
 
@@ -216,22 +223,19 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
     learners: list[Learner] = []
     taken: set[str] = set()
 
+    def skip(p: Path, name: str, why: str) -> None:
+        learners.append(Learner(_safe_name(name, taken), str(p), problems=[why]))
+
     def add_file(p: Path) -> None:
         if p.suffix == ".ipynb":
             learners.append(Learner(_safe_name(p.stem, taken), str(p), [p]))
         else:
-            learners.append(
-                Learner(
-                    _safe_name(p.name, taken), str(p), problems=[f"{p.name}: not a notebook (.ipynb); nothing to grade"]
-                )
-            )
+            skip(p, p.name, f"{p.name}: not a notebook (.ipynb); nothing to grade")
 
     for raw in paths:
         p = Path(raw)
         if not p.exists():
-            learners.append(
-                Learner(_safe_name(p.name or str(p), taken), str(p), problems=[f"{p}: no such file or folder"])
-            )
+            skip(p, p.name or str(p), f"{p}: no such file or folder")
         elif p.is_file():
             add_file(p)
         elif p.is_dir() and p.resolve().name == NBGRADER_SUBMITTED:
@@ -241,19 +245,9 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
                 if entry.name.startswith(".") or entry.name in SKIP_DIRS:
                     continue
                 if entry.is_symlink():
-                    learners.append(
-                        Learner(
-                            _safe_name(entry.name, taken),
-                            str(entry),
-                            problems=[f"{entry.name}: a symbolic link, skipped"],
-                        )
-                    )
+                    skip(entry, entry.name, f"{entry.name}: a symbolic link, skipped")
                 elif entry.is_dir():
-                    lr = Learner(_safe_name(entry.name, taken), str(entry))
-                    lr.notebooks = _notebooks_under(entry, lr.problems)
-                    if not lr.notebooks:
-                        lr.problems.append(f"{entry.name}/: no notebook (.ipynb) inside")
-                    learners.append(lr)
+                    learners.append(_folder_learner(entry, _safe_name(entry.name, taken), entry.name))
                 else:
                     add_file(entry)
     return learners
