@@ -315,7 +315,7 @@ def name_clashes(learners: Sequence[Learner]) -> list[str]:
 
 # --- running one learner ----------------------------------------------------------------------------------
 def _scrubbed_env(workdir: str) -> dict[str, str]:
-    env = {
+    return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
         "TMPDIR": workdir,
@@ -328,7 +328,6 @@ def _scrubbed_env(workdir: str) -> dict[str, str]:
         "TRITON_INTERPRET": "1",
         "PYTHONHASHSEED": "0",
     }
-    return env
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
