@@ -290,9 +290,9 @@ def configs_for(eids: list[str], configs: list[dict[str, Any]]) -> list[tuple[di
             continue
         used = list(eids)
         if c["name"] == "forced preemption":  # the kit's step runs there in place of one that cannot preempt
-            from pagedlab.grading.plug import slot_of
+            from pagedlab.grading.plug import BRIDGES
 
-            runs = {e: serve.run_of(e, slot_of(e) or "") for e in eids}
+            runs = {e: serve.run_of(e, BRIDGES.get(e, ("",))[0]) for e in eids}
             used = [e for e in eids if not runs[e].cannot_preempt]
             if not any(runs[e].preempts for e in used):
                 continue
