@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MAX_ITEMS", "Fail", "Recorder", "error_entry", "time_limit_entry", "to_plain"]
+__all__ = ["MAX_ITEMS", "Fail", "Recorder", "error_entry", "safe_str", "time_limit_entry", "to_plain"]
 
 #: Largest number of scalars one recorded value may hold (bigger ones are cut and marked).
 MAX_ITEMS = 100_000
@@ -228,7 +228,7 @@ class Recorder:
         if isinstance(exc, Fail):
             self.entries.append({"kind": "fail", "message": exc.message, "invariant": exc.invariant})
             return
-        self.entries.append(error_entry(type(exc).__name__, _safe_str(exc)[:2000], _where(exc)))
+        self.entries.append(error_entry(type(exc).__name__, safe_str(exc)[:2000], _where(exc)))
 
     def finish(self) -> None:
         self.entries.append({"kind": "end"})
@@ -261,7 +261,8 @@ def _where(exc: BaseException) -> str:
     return remote[:300] if isinstance(remote, str) else learner_frame(exc)
 
 
-def _safe_str(exc: BaseException) -> str:
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when its ``__str__`` raises (learner code's exceptions may)."""
     try:
         return str(exc)
     except Exception:  # noqa: BLE001
