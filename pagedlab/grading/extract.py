@@ -43,6 +43,7 @@ __all__ = [
     "find_exercises",
     "load_exercises",
     "MARKER_RE",
+    "marker_id",
     "MAX_NOTEBOOK_BYTES",
 ]
 
@@ -132,13 +133,16 @@ def cell_source(cell: dict[str, Any]) -> str:
     return src if isinstance(src, str) else ""
 
 
+def marker_id(src: str) -> str | None:
+    """The id of a cell's ``# EXERCISE <id>`` line, which must be its first non-empty line (None: no marker)."""
+    m = MARKER_RE.match(next((line for line in src.splitlines() if line.strip()), ""))
+    return m.group(1) if m else None
+
+
 def _marker(cell: dict[str, Any], src: str) -> tuple[str | None, str]:
-    for line in src.splitlines():
-        if line.strip():
-            m = MARKER_RE.match(line)
-            if m:
-                return m.group(1), "marker"
-            break
+    eid = marker_id(src)
+    if eid is not None:
+        return eid, "marker"
     meta = cell.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("pagedlab"), dict):
         eid = meta["pagedlab"].get("exercise")

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from pagedlab.grading.extract import MARKER_RE, cell_source
+from pagedlab.grading.extract import cell_source, marker_id
 from pagedlab.grading.labs_build import (
     BEGIN_SOLUTION,
     DROP_TAGS,
@@ -80,13 +80,7 @@ def _clean(cell: dict[str, Any], source: str | None = None) -> dict[str, Any]:
 
 def _exercise_of(cell: dict[str, Any]) -> str | None:
     """The exercise id of an exercise cell (its first non-empty line is ``# EXERCISE <id>``)."""
-    if cell.get("cell_type") != "code":
-        return None
-    for line in cell_source(cell).splitlines():
-        if line.strip():
-            m = MARKER_RE.match(line)
-            return m.group(1) if m else None
-    return None
+    return marker_id(cell_source(cell)) if cell.get("cell_type") == "code" else None
 
 
 def _check_cell_index(cells: list[dict[str, Any]], start: int, name: str) -> int | None:
