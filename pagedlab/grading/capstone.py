@@ -239,13 +239,11 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
     comps = replace(comps, render=render_component_state)
     report = CapstoneReport(comps, notes + more)
     kit = LLM(**_engine())
-    prompts = [kit.apply_chat_template([{"role": "user", "content": p}]) for p in CAPSTONE_PROMPTS]
+    prompts = serve.chat_ids(CAPSTONE_PROMPTS)
     hf = hf_reference()
     for name, kw, kit_only in INVARIANCE:
         report.rows.append(_run(name, comps, kw, kit_only, prompts, hf))
-    if comps.is_yours(
-        "triton_tile_load"
-    ):  # lab 08's @triton.jit load in the kit's kernel (interpreted on CPU: 1 prompt)
+    if comps.is_yours("triton_tile_load"):  # lab 08's @triton.jit load in the kit's kernel (interpreted: 1 prompt)
         report.rows.append(
             _run("Triton kernel, 1 prompt", comps, {"attention_backend": "triton"}, {}, prompts[:1], hf[:1])
         )

@@ -34,6 +34,7 @@ import builtins
 import contextlib
 import json
 import os
+import pkgutil
 import re
 import shutil
 import signal
@@ -42,6 +43,7 @@ import sys
 import tempfile
 from typing import Any, TextIO
 
+from pagedlab import grading
 from pagedlab.grading import e2e, registry
 from pagedlab.grading.e2e import E2E_MEMORY_MB
 from pagedlab.grading.extract import (
@@ -50,6 +52,7 @@ from pagedlab.grading.extract import (
     read_notebook,
     strip_magics,
 )
+from pagedlab.grading.recorder import error_entry, time_limit_entry
 from pagedlab.grading.rpc import Channel, ChannelClosed
 from pagedlab.grading.runner import TimeLimitExceeded, run_driver, time_limit
 from pagedlab.grading.sandbox import limits_preexec
@@ -57,28 +60,11 @@ from pagedlab.grading.text import printable
 
 __all__ = ["LearnerProcess", "main", "static_flags"]
 
-#: pagedlab.grading modules a learner's exercise cell has no business importing.
-GRADING_INTERNALS = frozenset(
-    {
-        "registry",
-        "runner",
-        "recorder",
-        "judge",
-        "checking",
-        "extract",
-        "sandbox",
-        "driver",
-        "rpc",
-        "grade",
-        "report",
-        "references",
-        "exercises",
-        "gradescope",
-        "labs_build",
-        "e2e",
-        "serve",
-    }
-)
+#: The modules of pagedlab.grading that notebooks import (``check`` and ``use_reference`` come from the package
+#: itself). Every other module of the package is the grader's internals: a learner's exercise cell has no
+#: business importing them. Derived from the package, so a new module is flagged without being listed here.
+LEARNER_FACING = frozenset({"kit", "plug", "capstone"})
+GRADING_INTERNALS = frozenset(m.name for m in pkgutil.iter_modules(grading.__path__)) - LEARNER_FACING
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})
 #: Time limits here are this many times a test's own (check()'s): every call into the learner's
 #: code, and every attribute the driver reads from its objects, crosses processes (~0.1 ms each) and,
@@ -408,14 +394,7 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
     if not lp.alive() or eid not in lp.objects:
         why = lp.start() if not lp.alive() else ""
         if why or eid not in lp.objects:
-            return [
-                {
-                    "kind": "error",
-                    "type": "ProcessEnded",
-                    "where": "",
-                    "message": why or "your exercise cell did not load again in a fresh process",
-                }
-            ]
+            return [error_entry("ProcessEnded", why or "your exercise cell did not load again in a fresh process")]
     limit = min(RPC_SLACK * test.timeout * lp.time_scale, timeout)
     if registry.get(eid).runs_in_learner_process:
         entries = _run_in_learner(lp, eid, test, limit)
@@ -424,12 +403,7 @@ def _run_one(lp: LearnerProcess, eid: str, test: Any, timeout: float) -> list[di
     if lp.chan is not None and lp.chan.closed:
         lp.stop()
         if entries and entries[-1].get("kind") == "error":
-            entries[-1] = {
-                "kind": "error",
-                "type": "ProcessEnded",
-                "where": "",
-                "message": describe_exit(lp.proc.returncode if lp.proc else None),
-            }
+            entries[-1] = error_entry("ProcessEnded", describe_exit(lp.proc.returncode if lp.proc else None))
     elif entries and entries[-1].get("where") == "<time limit>":
         lp.stop()  # it is still running the learner's loop
     return entries
@@ -468,29 +442,14 @@ def _run_in_learner(lp: LearnerProcess, eid: str, test: Any, limit: float) -> li
         with time_limit(limit + 5.0):  # the learner's process enforces ``limit`` itself; this is the backstop
             got = lp.local.run(eid, test.title, lp.objects[eid], limit)
     except TimeLimitExceeded:
-        return [
-            {"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>", "limit": limit}
-        ]
+        return [time_limit_entry(limit)]
     except BaseException as e:  # noqa: BLE001 - ChannelClosed included: _run_one says why the process ended
-        return [
-            {
-                "kind": "error",
-                "type": type(e).__name__,
-                "where": "",
-                "message": f"the kit's test could not run in the process running your code: {str(e)[:500]}",
-            }
-        ]
+        why = f"the kit's test could not run in the process running your code: {str(e)[:500]}"
+        return [error_entry(type(e).__name__, why)]
     try:
         return _learner_transcript(got)
     except ValueError as e:
-        return [
-            {
-                "kind": "error",
-                "type": "ProtocolError",
-                "where": "",
-                "message": f"the process running your code sent a malformed transcript ({e})",
-            }
-        ]
+        return [error_entry("ProtocolError", f"the process running your code sent a malformed transcript ({e})")]
 
 
 def _run_tests(
@@ -509,7 +468,7 @@ def _run_tests(
             if test.hidden != hidden:
                 continue
             if eid in timed_out:  # one endless loop per exercise is enough to wait for
-                entries = [{"kind": "error", "type": "TimeoutError", "message": "skipped", "where": "<skipped>"}]
+                entries = [error_entry("TimeoutError", "skipped", "<skipped>")]
             else:
                 entries = _run_one(lp, eid, test, timeout)
                 if entries and entries[-1].get("where") == "<time limit>":
@@ -585,21 +544,8 @@ def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[s
     lp = LearnerProcess(job, {eid: names[eid] for eid in parts}, job["e2e"])
     why = lp.start()
     if why or lp.e2e is None:
-        _write(
-            out,
-            {
-                "type": "e2e",
-                "config": "default",
-                "parts": e2e.slots_of(parts),
-                "tokens": None,
-                "table": "",
-                "error": {
-                    "message": f"the engine could not be started with your parts: {why or 'no engine'}",
-                    "fatal": 1,
-                },
-                "blame": "",
-            },
-        )
+        failed = e2e.no_tokens(f"the engine could not be started with your parts: {why or 'no engine'}", fatal=True)
+        _write(out, {"type": "e2e", "config": "default", "parts": e2e.slots_of(parts), **failed, "blame": ""})
         lp.stop()
         return
     try:

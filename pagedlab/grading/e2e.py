@@ -45,6 +45,7 @@ __all__ = [
     "E2EResult",
     "EngineServer",
     "judge_e2e",
+    "no_tokens",
     "passed_parts",
     "plan",
     "preload",
@@ -289,9 +290,9 @@ def configs_for(eids: list[str], configs: list[dict[str, Any]]) -> list[tuple[di
             continue
         used = list(eids)
         if c["name"] == "forced preemption":  # the kit's step runs there in place of one that cannot preempt
-            from pagedlab.grading.plug import slot_of
+            from pagedlab.grading.plug import BRIDGES
 
-            runs = {e: serve.run_of(e, slot_of(e) or "") for e in eids}
+            runs = {e: serve.run_of(e, BRIDGES.get(e, ("",))[0]) for e in eids}
             used = [e for e in eids if not runs[e].cannot_preempt]
             if not any(runs[e].preempts for e in used):
                 continue
@@ -327,6 +328,11 @@ def _reply(got: Any, n_prompts: int) -> dict[str, Any]:
     return {"tokens": tokens, "table": table[:4000], "error": error}
 
 
+def no_tokens(message: str, fatal: bool = False) -> dict[str, Any]:
+    """A serve reply without tokens: ``message`` says why; ``fatal``: the learner's process is gone, stop there."""
+    return {"tokens": None, "table": "", "error": {"message": message, **({"fatal": 1} if fatal else {})}}
+
+
 def _serve(
     server: Any, eids: list[str], prompt_ids: list[list[int]], max_tokens: int, kwargs: dict[str, Any], limit: float
 ) -> dict[str, Any]:
@@ -337,28 +343,13 @@ def _serve(
         with time_limit(limit + 10.0):  # the learner's process enforces ``limit`` itself
             got = server.serve(eids, prompt_ids, max_tokens, kwargs, limit)
     except TimeLimitExceeded:
-        return {
-            "tokens": None,
-            "table": "",
-            "error": {
-                "message": f"the process running your code stopped answering (over {limit + 10:g} s)",
-                "fatal": 1,
-            },
-        }
+        return no_tokens(f"the process running your code stopped answering (over {limit + 10:g} s)", fatal=True)
     except BaseException as e:  # noqa: BLE001 - ChannelClosed included: the process died
-        return {
-            "tokens": None,
-            "table": "",
-            "error": {"message": f"the process running your code ended: {type(e).__name__}", "fatal": 1},
-        }
+        return no_tokens(f"the process running your code ended: {type(e).__name__}", fatal=True)
     try:
         return _reply(got, len(prompt_ids))
     except ValueError as e:
-        return {
-            "tokens": None,
-            "table": "",
-            "error": {"message": f"the process running your code sent a malformed reply ({e})"},
-        }
+        return no_tokens(f"the process running your code sent a malformed reply ({e})")
 
 
 def _blame(
@@ -458,11 +449,7 @@ class EngineServer:
 
         missing = [e for e in eids if e not in self.objects]
         if missing:
-            return {
-                "tokens": None,
-                "table": "",
-                "error": {"message": f"not loaded in this process: {', '.join(missing)}"},
-            }
+            return no_tokens(f"not loaded in this process: {', '.join(missing)}")
         comps = components_for({e: self.objects[e] for e in eids})
         comps = replace(comps, time_limit_s=min(5.0, float(limit)), render=render_component_state)
         error: dict[str, Any] | None = None

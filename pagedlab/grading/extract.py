@@ -39,9 +39,11 @@ __all__ = [
     "Extraction",
     "LoadedExercise",
     "read_notebook",
+    "cell_source",
     "find_exercises",
     "load_exercises",
     "MARKER_RE",
+    "marker_id",
     "MAX_NOTEBOOK_BYTES",
 ]
 
@@ -123,20 +125,24 @@ def read_notebook(path: Any) -> dict[str, Any]:
     return nb
 
 
-def _source(cell: dict[str, Any]) -> str:
+def cell_source(cell: dict[str, Any]) -> str:
+    """A notebook cell's source as one string (nbformat allows a string or a list of lines)."""
     src = cell.get("source", "")
     if isinstance(src, list):
         return "".join(s for s in src if isinstance(s, str))
     return src if isinstance(src, str) else ""
 
 
+def marker_id(src: str) -> str | None:
+    """The id of a cell's ``# EXERCISE <id>`` line, which must be its first non-empty line (None: no marker)."""
+    m = MARKER_RE.match(next((line for line in src.splitlines() if line.strip()), ""))
+    return m.group(1) if m else None
+
+
 def _marker(cell: dict[str, Any], src: str) -> tuple[str | None, str]:
-    for line in src.splitlines():
-        if line.strip():
-            m = MARKER_RE.match(line)
-            if m:
-                return m.group(1), "marker"
-            break
+    eid = marker_id(src)
+    if eid is not None:
+        return eid, "marker"
     meta = cell.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("pagedlab"), dict):
         eid = meta["pagedlab"].get("exercise")
@@ -177,7 +183,7 @@ def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
     for i, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        src = _source(cell)
+        src = cell_source(cell)
         eid, how = _marker(cell, src)
         if eid is not None:
             if eid in ext.cells:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from pagedlab.grading.extract import MARKER_RE
+from pagedlab.grading.extract import cell_source, marker_id
 from pagedlab.grading.labs_build import (
     BEGIN_SOLUTION,
     DROP_TAGS,
@@ -57,11 +57,6 @@ def grade_id(exercise_id: str) -> str:
     return "ex" + re.sub(r"[^A-Za-z0-9_]", "_", exercise_id)
 
 
-def _source(cell: dict[str, Any]) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else str(src)
-
-
 def _cell(cell_type: str, source: str, metadata: dict[str, Any] | None = None, cid: str = "") -> dict[str, Any]:
     new: dict[str, Any] = {"cell_type": cell_type, "metadata": metadata or {}, "source": source.splitlines(True)}
     if cid:
@@ -75,7 +70,9 @@ def _cell(cell_type: str, source: str, metadata: dict[str, Any] | None = None, c
 def _clean(cell: dict[str, Any], source: str | None = None) -> dict[str, Any]:
     """The cell without outputs and run metadata (its nbgrader metadata too: this module sets it)."""
     meta = {k: v for k, v in cell.get("metadata", {}).items() if k in KEEP_CELL_METADATA and k != "nbgrader"}
-    new = _cell(cell.get("cell_type", "code"), _source(cell) if source is None else source, meta, cell.get("id", ""))
+    new = _cell(
+        cell.get("cell_type", "code"), cell_source(cell) if source is None else source, meta, cell.get("id", "")
+    )
     if "attachments" in cell and new["cell_type"] in ("markdown", "raw"):
         new["attachments"] = cell["attachments"]
     return new
@@ -83,13 +80,7 @@ def _clean(cell: dict[str, Any], source: str | None = None) -> dict[str, Any]:
 
 def _exercise_of(cell: dict[str, Any]) -> str | None:
     """The exercise id of an exercise cell (its first non-empty line is ``# EXERCISE <id>``)."""
-    if cell.get("cell_type") != "code":
-        return None
-    for line in _source(cell).splitlines():
-        if line.strip():
-            m = MARKER_RE.match(line)
-            return m.group(1) if m else None
-    return None
+    return marker_id(cell_source(cell)) if cell.get("cell_type") == "code" else None
 
 
 def _check_cell_index(cells: list[dict[str, Any]], start: int, name: str) -> int | None:
@@ -100,7 +91,7 @@ def _check_cell_index(cells: list[dict[str, Any]], start: int, name: str) -> int
         c = cells[j]
         if _exercise_of(c) is not None:
             return None
-        if c.get("cell_type") == "code" and pattern.match(_source(c)):
+        if c.get("cell_type") == "code" and pattern.match(cell_source(c)):
             return j
     return None
 
@@ -117,7 +108,7 @@ def _plan(solution: dict[str, Any], stem: str) -> tuple[list[dict[str, Any]], di
     cells = [c for c in solution.get("cells", []) if not set(c.get("metadata", {}).get("tags", [])) & DROP_TAGS]
     plan: dict[int, tuple[str, int | None]] = {}
     for i, c in enumerate(cells):
-        if c.get("cell_type") == "markdown" and BEGIN_SOLUTION in _source(c):
+        if c.get("cell_type") == "markdown" and BEGIN_SOLUTION in cell_source(c):
             raise LabsBuildError(f"{stem}.ipynb: a markdown cell has a solution region; nbgrader/otter need code cells")
         eid = _exercise_of(c)
         if eid is None:
@@ -188,7 +179,7 @@ def nbgrader_source(
             out.append(_nbgrader_test_cell(eid, points_of(eid, points), c.get("id", "")))
             continue
         new = _clean(c)
-        if i in plan or (c.get("cell_type") == "code" and BEGIN_SOLUTION in _source(c)):
+        if i in plan or (c.get("cell_type") == "code" and BEGIN_SOLUTION in cell_source(c)):
             gid = grade_id(plan[i][0]) if i in plan else f"{grade_id(stem)}_cell{i}"
             new["metadata"]["nbgrader"] = {
                 "grade": False,
@@ -228,7 +219,7 @@ def _otter_question(eid: str, cell: dict[str, Any], points: float) -> list[dict[
     call, message = _test_lines(eid, registry.get(eid).name)
     gid = grade_id(eid)
     test = f"from pagedlab.grading import check\n_result = {call}, show=False)\nassert _result.passed, {message}"
-    solution = _OTTER_MARKER.sub(lambda m: f"{m.group(1)}# {m.group(2)} SOLUTION", _source(cell))
+    solution = _OTTER_MARKER.sub(lambda m: f"{m.group(1)}# {m.group(2)} SOLUTION", cell_source(cell))
     return [
         _cell("raw", f"# BEGIN QUESTION\nname: {gid}\npoints: {points:g}", cid=f"{gid}-q"),
         _cell("raw", "# BEGIN SOLUTION", cid=f"{gid}-s"),
@@ -256,7 +247,7 @@ def otter_source(
             eid = plan[i][0]
             out += _otter_question(eid, c, points_of(eid, points))
             continue
-        if BEGIN_SOLUTION in _source(c) or END_SOLUTION in _source(c):
+        if BEGIN_SOLUTION in cell_source(c) or END_SOLUTION in cell_source(c):
             raise LabsBuildError(f"{stem}.ipynb cell {i}: a solution region outside a '# EXERCISE <id>' cell")
         out.append(_clean(c))
     return _finish(solution, out, stem, source_path, "otter")

@@ -56,6 +56,7 @@ from pagedlab.errors import PagedLabError
 from pagedlab.grading import reaper, registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+from pagedlab.grading.extract import cell_source
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
@@ -190,7 +191,18 @@ def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
 #: nbgrader's course folder of collected submissions: ``submitted/<student_id>/<assignment>/<notebook>.ipynb``.
 NBGRADER_SUBMITTED = "submitted"
 #: Files nbgrader's collect writes next to a submission's notebooks (not the learner's).
-NBGRADER_FILES = {"timestamp.txt"}
+NBGRADER_FILES = frozenset({"timestamp.txt"})
+
+
+def _folder_learner(folder: Path, name: str, label: str, ignore: frozenset[str] = frozenset()) -> Learner:
+    """The learner ``name`` whose work is every notebook under ``folder`` (``label``: the folder in messages;
+    ``ignore``: file names not reported as skipped)."""
+    problems: list[str] = []
+    lr = Learner(name, str(folder), _notebooks_under(folder, problems))
+    lr.problems = [m for m in problems if m.split(":", 1)[0] not in ignore]
+    if not lr.notebooks:
+        lr.problems.append(f"{label}/: no notebook (.ipynb) inside")
+    return lr
 
 
 def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
@@ -198,13 +210,9 @@ def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
     out = []
     for student in sorted(e for e in folder.iterdir() if e.is_dir() and not e.name.startswith(".")):
         for assignment in sorted(e for e in student.iterdir() if e.is_dir() and not e.name.startswith(".")):
-            lr = Learner(_safe_name(f"{student.name}_{assignment.name}", taken), str(assignment))
+            name = _safe_name(f"{student.name}_{assignment.name}", taken)
+            lr = _folder_learner(assignment, name, f"{student.name}/{assignment.name}", NBGRADER_FILES)
             lr.student_id = student.name
-            problems: list[str] = []
-            lr.notebooks = _notebooks_under(assignment, problems)
-            lr.problems = [m for m in problems if m.split(":", 1)[0] not in NBGRADER_FILES]
-            if not lr.notebooks:
-                lr.problems.append(f"{student.name}/{assignment.name}/: no notebook (.ipynb) inside")
             out.append(lr)
     return out
 
@@ -215,22 +223,19 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
     learners: list[Learner] = []
     taken: set[str] = set()
 
+    def skip(p: Path, name: str, why: str) -> None:
+        learners.append(Learner(_safe_name(name, taken), str(p), problems=[why]))
+
     def add_file(p: Path) -> None:
         if p.suffix == ".ipynb":
             learners.append(Learner(_safe_name(p.stem, taken), str(p), [p]))
         else:
-            learners.append(
-                Learner(
-                    _safe_name(p.name, taken), str(p), problems=[f"{p.name}: not a notebook (.ipynb); nothing to grade"]
-                )
-            )
+            skip(p, p.name, f"{p.name}: not a notebook (.ipynb); nothing to grade")
 
     for raw in paths:
         p = Path(raw)
         if not p.exists():
-            learners.append(
-                Learner(_safe_name(p.name or str(p), taken), str(p), problems=[f"{p}: no such file or folder"])
-            )
+            skip(p, p.name or str(p), f"{p}: no such file or folder")
         elif p.is_file():
             add_file(p)
         elif p.is_dir() and p.resolve().name == NBGRADER_SUBMITTED:
@@ -240,19 +245,9 @@ def discover(paths: Sequence[Any]) -> list[Learner]:
                 if entry.name.startswith(".") or entry.name in SKIP_DIRS:
                     continue
                 if entry.is_symlink():
-                    learners.append(
-                        Learner(
-                            _safe_name(entry.name, taken),
-                            str(entry),
-                            problems=[f"{entry.name}: a symbolic link, skipped"],
-                        )
-                    )
+                    skip(entry, entry.name, f"{entry.name}: a symbolic link, skipped")
                 elif entry.is_dir():
-                    lr = Learner(_safe_name(entry.name, taken), str(entry))
-                    lr.notebooks = _notebooks_under(entry, lr.problems)
-                    if not lr.notebooks:
-                        lr.problems.append(f"{entry.name}/: no notebook (.ipynb) inside")
-                    learners.append(lr)
+                    learners.append(_folder_learner(entry, _safe_name(entry.name, taken), entry.name))
                 else:
                     add_file(entry)
     return learners
@@ -320,7 +315,7 @@ def name_clashes(learners: Sequence[Learner]) -> list[str]:
 
 # --- running one learner ----------------------------------------------------------------------------------
 def _scrubbed_env(workdir: str) -> dict[str, str]:
-    env = {
+    return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": workdir,
         "TMPDIR": workdir,
@@ -333,7 +328,6 @@ def _scrubbed_env(workdir: str) -> dict[str, str]:
         "TRITON_INTERPRET": "1",
         "PYTHONHASHSEED": "0",
     }
-    return env
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -562,13 +556,6 @@ def _stop_all(runs: list[_Run], supervisor: reaper.Supervisor, why: BaseExceptio
     )
 
 
-def run_learner(
-    learner: Learner, exercises: list[str] | None, hidden: Path | None, timeout: float, memory_mb: int
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run one learner's notebooks in a sandboxed subprocess; return (result lines, process info)."""
-    return run_learners([learner], exercises, hidden, timeout, memory_mb, 1)[0]
-
-
 def _remove_tree(path: str) -> None:
     def fix(func: Any, p: str, _exc: Any) -> None:  # the learner may have removed permissions in its folder
         try:
@@ -762,7 +749,7 @@ def _lab_without_exercises(path: Path | None) -> str:
         nb = json.loads(path.read_text(encoding="utf-8"))
         meta = str(nb.get("metadata", {}).get("pagedlab", {}).get("generated_from", ""))
         first: dict[str, Any] = next((c for c in nb.get("cells", []) if c.get("cell_type") == "markdown"), {})
-        text = "".join(first.get("source", "")) if isinstance(first.get("source"), list) else str(first.get("source"))
+        text = cell_source(first)
     except (OSError, ValueError, AttributeError, TypeError):
         return ""
     m = re.match(r"solutions/(\d\d)_", meta) or _LAB_TITLE.match(text.strip())
@@ -776,10 +763,8 @@ def _orig_path(copied: str, learner: Learner) -> Path | None:
 
 
 def _orig_name(copied: str, learner: Learner) -> str:
-    m = re.match(r"nb(\d+)_", copied)
-    if m and int(m.group(1)) < len(learner.notebooks):
-        return learner.notebooks[int(m.group(1))].name
-    return copied
+    path = _orig_path(copied, learner)
+    return path.name if path is not None else copied
 
 
 # --- the run ----------------------------------------------------------------------------------------------
@@ -910,79 +895,50 @@ def grade(
         if not quiet:
             print(text, flush=True)
 
-    with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
-        return _grade(
-            submissions,
-            Path(out),
-            hidden_tests,
-            timeout,
-            memory_mb,
-            jobs,
-            exercises,
-            say,
-            e2e,
-            e2e_plan,
-            reference_earns_points,
-            roster,
-            points,
-        )
-
-
-def _grade(
-    submissions: Sequence[Any],
-    out_dir: Path,
-    hidden_tests: Any | None,
-    timeout: float,
-    memory_mb: int,
-    jobs: int,
-    exercises: Sequence[str] | None,
-    say: Callable[[str], None],
-    e2e: E2EOptions | None,
-    e2e_plan: E2EPlan | None,
-    reference_earns_points: bool,
-    roster: Any | None,
-    points: Mapping[str, float] | None,
-) -> list[LearnerResult]:
     from pagedlab.grading import report
 
-    hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
-    ids_by_file = read_roster(roster) if roster is not None else None
-    use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
-    paths = [s for s in submissions if not isinstance(s, Learner)]
-    discovered = discover(paths) if paths else []
-    learners = [s for s in submissions if isinstance(s, Learner)] + discovered
-    if not learners:
-        raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    say(
-        f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
-        + (", with hidden tests" if hidden else "")
-    )
-    for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
-        say(warning)
-    for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
-        say(warning)
-    wanted = list(exercises) if exercises else None
-    opts = e2e if e2e is not None else E2EOptions()
-    e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
-    say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
-    job = e2e_plan.job() if e2e_plan is not None else None
-    runs = [
-        (lr, lines, info)
-        for lr, (lines, info) in zip(learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job))
-    ]
-    ids = wanted if wanted is not None else _exercises_found(runs)
-    _say_containment(runs, say)
-    results = [
-        judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points)
-        for lr, lines, info in runs
-    ]
-    for r, (_lr, lines, _info) in zip(results, runs):
-        r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
-    report.write_all(out_dir, results, ids, runs)
-    _say_results(results, say)
-    say(f"wrote {out_dir / 'grades.csv'}, {out_dir / report.COMBINED_NAME}, {out_dir / 'feedback'}/")
-    return results
+    with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
+        out_path = Path(out)
+        hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+        ids_by_file = read_roster(roster) if roster is not None else None
+        use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
+        paths = [s for s in submissions if not isinstance(s, Learner)]
+        discovered = discover(paths) if paths else []
+        learners = [s for s in submissions if isinstance(s, Learner)] + discovered
+        if not learners:
+            raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
+        out_path.mkdir(parents=True, exist_ok=True)
+        say(
+            f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+            + (", with hidden tests" if hidden else "")
+        )
+        for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
+            say(warning)
+        for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
+            say(warning)
+        wanted = list(exercises) if exercises else None
+        opts = e2e if e2e is not None else E2EOptions()
+        e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
+        say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
+        job = e2e_plan.job() if e2e_plan is not None else None
+        runs = [
+            (lr, lines, info)
+            for lr, (lines, info) in zip(
+                learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job)
+            )
+        ]
+        ids = wanted if wanted is not None else _exercises_found(runs)
+        _say_containment(runs, say)
+        results = [
+            judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points)
+            for lr, lines, info in runs
+        ]
+        for r, (_lr, lines, _info) in zip(results, runs):
+            r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
+        report.write_all(out_path, results, ids, runs)
+        _say_results(results, say)
+        say(f"wrote {out_path / 'grades.csv'}, {out_path / report.COMBINED_NAME}, {out_path / 'feedback'}/")
+        return results
 
 
 def _say_containment(

@@ -158,15 +158,10 @@ def explain_difference(what: str, expected: Any, got: Any, path: Path_) -> list[
     sub_e = _at(expected, path)
     sub_g = _at(got, path)
     if last == "<type>":
-        if where:
-            lines.append(
-                f"{what}{where}: expected {_type_word(sub_e)} ({describe(sub_e)}), "
-                f"got {_type_word(sub_g)} ({describe(sub_g)})"
-            )
-        else:
-            lines.append(
-                f"{what}: expected {_type_word(sub_e)} ({describe(sub_e)}), got {_type_word(sub_g)} ({describe(sub_g)})"
-            )
+        lines.append(
+            f"{what}{where}: expected {_type_word(sub_e)} ({describe(sub_e)}), "
+            f"got {_type_word(sub_g)} ({describe(sub_g)})"
+        )
         if _kind(sub_g) == "unplain":
             lines.append("(return plain Python values - int, str, list, tuple, dict - not custom objects)")
         return lines

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.errors import PagedLabError
+from pagedlab.grading.extract import cell_source
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -52,17 +53,6 @@ class LabsBuildError(PagedLabError, ValueError):
 
 
 # --------------------------------------------------------------------------------- generation
-def _source(cell: dict[str, Any]) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else str(src)
-
-
-def _split_source(text: str) -> list[str]:
-    """Notebook-style source: a list of lines, each but the last ending in a newline."""
-    lines = text.splitlines(keepends=True)
-    return lines
-
-
 def _exercise_id(marker_rest: str, cell: dict[str, Any], lines_before: list[str], stem: str, index: int) -> str:
     if marker_rest.strip():
         return marker_rest.strip()
@@ -142,7 +132,7 @@ def fingerprint(nb: dict[str, Any]) -> str:
     execution counts are left out, so opening and saving an untouched lab keeps the fingerprint.
     """
     cells = [
-        [c.get("cell_type"), _source(c), c.get("outputs", []) if c.get("cell_type") == "code" else []]
+        [c.get("cell_type"), cell_source(c), c.get("outputs", []) if c.get("cell_type") == "code" else []]
         for c in nb.get("cells", [])
     ]
     blob = json.dumps(cells, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -166,7 +156,7 @@ def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) 
     tags = set(meta.get("tags", []))
     if tags & DROP_TAGS:
         return None
-    text = _source(cell)
+    text = cell_source(cell)
     ctype = cell.get("cell_type", "code")
     if BEGIN_HIDDEN in text or END_HIDDEN in text:
         text = _drop_hidden(text, stem, index)
@@ -179,7 +169,7 @@ def _lab_cell(cell: dict[str, Any], index: int, stem: str, nbformat_minor: int) 
     new: dict[str, Any] = {
         "cell_type": ctype,
         "metadata": {k: meta[k] for k in KEEP_CELL_METADATA if k in meta},
-        "source": _split_source(text),
+        "source": text.splitlines(keepends=True),
     }
     if "id" in cell:
         new["id"] = cell["id"]
@@ -347,11 +337,26 @@ def _pages(solutions_dir: Path) -> dict[str, str]:
     return {n: (root / s).read_text(encoding="utf-8") for n, s in LAB_PAGES.items() if (root / s).is_file()}
 
 
-def _write_lab(path: Path, text: str) -> None:
+_BUILD_HINT = "pass --labs DIR (a writable folder)"
+_COPY_HINT = "choose a folder you can write"
+
+
+def _write_lab(path: Path, text: str, hint: str = _BUILD_HINT) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as e:
-        raise LabsBuildError(f"cannot write {path}: {e.strerror or e}; pass --labs DIR (a writable folder)") from e
+        raise LabsBuildError(f"cannot write {path}: {e.strerror or e}; {hint}") from e
+
+
+def _update(path: Path, st: LabStatus, expected: str, force: bool, hint: str = _BUILD_HINT) -> LabStatus:
+    """Write ``expected`` to ``path`` when ``st`` is missing or stale, or changed and ``force``; a changed one
+    is otherwise kept (its ``action`` says which)."""
+    if st.state in ("missing", "stale") or (st.state == "changed" and force):
+        _write_lab(path, expected, hint)
+        st.action = "overwritten (--force)" if st.state == "changed" else "written"
+    elif st.state == "changed":
+        st.action = "kept"
+    return st
 
 
 def build(
@@ -379,17 +384,7 @@ def build(
         if not (labs_dir / name).is_file() or (labs_dir / name).read_text(encoding="utf-8") != text:
             _write_lab(labs_dir / name, text)
     for st, expected in scan(solutions_dir, labs_dir, names, generate):
-        if expected is not None:
-            if st.state in ("missing", "stale"):
-                _write_lab(labs_dir / st.name, expected)
-                st.action = "written"
-            elif st.state == "changed":
-                if force:
-                    _write_lab(labs_dir / st.name, expected)
-                    st.action = "overwritten (--force)"
-                else:
-                    st.action = "kept"
-        results.append(st)
+        results.append(_update(labs_dir / st.name, st, expected, force) if expected is not None else st)
     return results
 
 
@@ -397,12 +392,7 @@ def _copy_pages(src: Path, dest: Path) -> None:
     """The pages the notebooks link to (``LAB_PAGES``), from ``src`` into ``dest``: always the shipped text."""
     for name in LAB_PAGES:
         if (src / name).is_file():
-            try:
-                (dest / name).write_text((src / name).read_text(encoding="utf-8"), encoding="utf-8")
-            except OSError as e:
-                raise LabsBuildError(
-                    f"cannot write {dest / name}: {e.strerror or e}; choose a folder you can write"
-                ) from e
+            _write_lab(dest / name, (src / name).read_text(encoding="utf-8"), _COPY_HINT)
 
 
 def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> list[LabStatus]:
@@ -429,23 +419,12 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise LabsBuildError(f"cannot write {dest}: {e.strerror or e}; choose a folder you can write") from e
+        raise LabsBuildError(f"cannot write {dest}: {e.strerror or e}; {_COPY_HINT}") from e
     results = []
     for lab in sorted(src.glob("*.ipynb")):
         expected = lab.read_text(encoding="utf-8")
         state, detail = _classify(dest / lab.name, expected)
-        st = LabStatus(lab.name, state, detail=detail)
-        if state in ("missing", "stale") or (state == "changed" and force):
-            try:
-                (dest / lab.name).write_text(expected, encoding="utf-8")
-            except OSError as e:
-                raise LabsBuildError(
-                    f"cannot write {dest / lab.name}: {e.strerror or e}; choose a folder you can write"
-                ) from e
-            st.action = "written" if state != "changed" else "overwritten (--force)"
-        elif state == "changed":
-            st.action = "kept"
-        results.append(st)
+        results.append(_update(dest / lab.name, LabStatus(lab.name, state, detail=detail), expected, force, _COPY_HINT))
     if not results:
         raise LabsBuildError(f"no lab notebooks in {src}; reinstall pagedlab")
     _copy_pages(src, dest)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pagedlab.grading import formats
 from pagedlab.grading.labs_build import LabsBuildError, LabStatus, build, check, copy_labs
-from pagedlab.grading.points import parse_points
+from pagedlab.grading.points import add_points_argument, parse_points
 
 __all__ = ["add_arguments", "main"]
 
@@ -49,8 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 help="labs: learner notebooks (default); nbgrader: a source assignment for `nbgrader "
                 "generate_assignment` (--out COURSE/source/ASSIGNMENT); otter: master notebooks for `otter assign`",
             )
-            from pagedlab.grading.points import add_points_argument
-
             add_points_argument(p)
             p.add_argument(
                 "--force",

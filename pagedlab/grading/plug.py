@@ -333,12 +333,6 @@ def serve_with(
     return res
 
 
-def slot_of(exercise_id: str) -> str | None:
-    """The slot an exercise fills (None: none)."""
-    entry = BRIDGES.get(exercise_id)
-    return entry[0] if entry else None
-
-
 assert all(slot in SLOTS for slot, _ in BRIDGES.values())
 
 

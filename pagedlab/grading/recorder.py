@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MAX_ITEMS", "Fail", "Recorder", "to_plain"]
+__all__ = ["MAX_ITEMS", "Fail", "Recorder", "error_entry", "safe_str", "time_limit_entry", "to_plain"]
 
 #: Largest number of scalars one recorded value may hold (bigger ones are cut and marked).
 MAX_ITEMS = 100_000
@@ -228,9 +228,7 @@ class Recorder:
         if isinstance(exc, Fail):
             self.entries.append({"kind": "fail", "message": exc.message, "invariant": exc.invariant})
             return
-        self.entries.append(
-            {"kind": "error", "type": type(exc).__name__, "message": _safe_str(exc)[:2000], "where": _where(exc)}
-        )
+        self.entries.append(error_entry(type(exc).__name__, safe_str(exc)[:2000], _where(exc)))
 
     def finish(self) -> None:
         self.entries.append({"kind": "end"})
@@ -245,6 +243,17 @@ class Recorder:
         return out
 
 
+def error_entry(type_name: str, message: str, where: str = "", **more: Any) -> dict[str, Any]:
+    """An ``error`` entry (see :class:`Recorder`): what ends a transcript when the code under test raised,
+    ran past its time limit (``where="<time limit>"``) or its process ended."""
+    return {"kind": "error", "type": type_name, "message": message, "where": where, **more}
+
+
+def time_limit_entry(limit: float | None) -> dict[str, Any]:
+    """The ``error`` entry of a test stopped at its time limit (``limit`` seconds)."""
+    return error_entry("TimeoutError", "time limit", "<time limit>", limit=limit)
+
+
 def _where(exc: BaseException) -> str:
     """Where ``exc`` was raised in learner code: sent along by the learner's process
     (:mod:`pagedlab.grading.rpc`), or found in this process's traceback."""
@@ -252,7 +261,8 @@ def _where(exc: BaseException) -> str:
     return remote[:300] if isinstance(remote, str) else learner_frame(exc)
 
 
-def _safe_str(exc: BaseException) -> str:
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when its ``__str__`` raises (learner code's exceptions may)."""
     try:
         return str(exc)
     except Exception:  # noqa: BLE001

@@ -4,31 +4,16 @@
 
     from pagedlab.grading import use_reference
     use_reference("free_queue")        # FreeKVCacheBlockQueue now names the reference class
-    fork, append_token = use_reference("cow").values()
+    refs = use_reference("cow")          # two exercises: {"fork": ..., "append_token": ...}
 
 The reference objects are installed under their learner-facing names in the calling namespace
 (the notebook's globals), so the following cells - and the next exercises - run on them. The
 function also returns them: the object itself for a single exercise, else ``{name: object}``.
 
-Components (see :func:`components`): every exercise id (``"02.free_queue"``), every learner-facing
-name (``"FreeKVCacheBlockQueue"``), and these groups:
-
-=====================  =====================================================================
-``kv_bytes``           01.kv_bytes_per_token
-``waste``              01.waste_accounting
-``free_queue``         02.free_queue
-``slot_mapping``       02.slot_mapping
-``allocator``          02.free_queue, 02.slot_mapping, 03.fork, 03.append_token
-``block_pool``         02.free_queue
-``cow``                03.fork, 03.append_token
-``scheduler``          04.schedule_step, 05.schedule_with_budget, 06.pick_victim
-``schedule_step``      04.schedule_step
-``chunked_prefill``    05.schedule_with_budget (also ``budget``)
-``pick_victim``        06.pick_victim (also ``victim``)
-``crossover``          06.crossover
-``radix``              07.match_prefix, 07.insert, 07.evict
-``kernel``             08.load_kv_tile (also ``load_kv_tile``)
-=====================  =====================================================================
+Components: every exercise id (``"02.free_queue"``), every learner-facing name
+(``"FreeKVCacheBlockQueue"``), and the group names the exercises declare (``Exercise.components``:
+``"cow"`` for 03.fork and 03.append_token, ``"scheduler"``, ``"radix"``...). :func:`components`
+derives the table from the registry; ``print(components())`` shows it.
 
 A submission that hands in a reference object is flagged by ``pagedlab grade``.
 """

@@ -79,10 +79,6 @@ class Test:
     timeout: float = 10.0
     source: str = ""
 
-    @property
-    def key(self) -> str:
-        return ("hidden: " if self.hidden else "") + self.title
-
 
 @dataclass
 class Exercise:
@@ -160,10 +156,6 @@ class Exercise:
             if self.id not in _reference_cache:
                 _reference_cache[self.id] = self.reference() if self.reference else snippet_object(self.id)
             return _reference_cache[self.id]
-
-    @property
-    def snippet(self) -> Path:
-        return snippet_path(self.id)
 
 
 _REGISTRY: dict[str, Exercise] = {}

@@ -37,6 +37,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pagedlab.grading.recorder import safe_str
+
 __all__ = ["MAX_MESSAGE_BYTES", "Channel", "ChannelClosed", "Proxy", "RemoteError", "is_a", "type_name"]
 
 #: A larger message from the other side is a protocol error (the channel is closed).
@@ -233,10 +235,7 @@ def _exc_from(data: dict[str, Any]) -> BaseException:
 
 
 def _exc_to(e: BaseException, where: str) -> dict[str, Any]:
-    try:
-        msg = str(e)[:2000]
-    except Exception:  # noqa: BLE001
-        msg = f"<{type(e).__name__} whose message cannot be shown>"
+    msg = safe_str(e)[:2000]
     bases = [c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins"]
     return {"type": type(e).__name__, "module": type(e).__module__, "bases": bases, "msg": msg, "where": where}
 

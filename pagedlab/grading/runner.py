@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from pagedlab.grading.recorder import Recorder
+from pagedlab.grading.recorder import Recorder, time_limit_entry
 
 __all__ = ["TimeLimitExceeded", "reference_transcript", "run_driver", "time_limit"]
 
@@ -73,9 +73,7 @@ def run_driver(
             else:
                 rec.finish()
     except TimeLimitExceeded:
-        rec.entries.append(
-            {"kind": "error", "type": "TimeoutError", "message": "time limit", "where": "<time limit>", "limit": limit}
-        )
+        rec.entries.append(time_limit_entry(limit))
     return rec.plain_entries() if plain else rec.entries
 
 
