@@ -298,16 +298,7 @@ def _open_and_run_all(page, lab_server: str, notebook: Path, t_start: float) -> 
     """
     timings = {}
     page.goto(f"{lab_server}/lab/tree/solutions/{notebook.name}?token={TOKEN}&reset", timeout=90_000)
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jp-NotebookPanel-toolbar .jp-KernelName')]"
-        ".some(e => /Python/.test(e.textContent))",
-        timeout=90_000,
-    )
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.jp-StatusBar-TextItem')].some(e => /Idle/.test(e.textContent))",
-        timeout=120_000,
-    )
+    _wait_kernel_idle(page)
     timings["open_s"] = round(time.monotonic() - t_start, 1)
 
     t_run = time.monotonic()
