@@ -291,6 +291,34 @@ def _processes_in(folder: Path) -> list[int]:
     return out
 
 
+def _tree(pid: int) -> list[int]:
+    """Every descendant of ``pid`` now (children, their children ...), from /proc."""
+    from pagedlab.grading.reaper import children
+
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that still runs (a zombie has ended: only its exit status is left)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+    except OSError:
+        return ""
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stopped_grade_stops_every_process_and_removes_its_temporary_folders(tmp_path, sig):
@@ -313,24 +341,24 @@ def test_a_stopped_grade_stops_every_process_and_removes_its_temporary_folders(t
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not any(
-            "pagedlab.grading.sandbox" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
-            for p in _processes_in(tmp)
-            if Path(f"/proc/{p}/cmdline").exists()
+            "pagedlab.grading.sandbox" in _cmdline(p) for p in _processes_in(tmp)
         ):
             time.sleep(0.2)
         time.sleep(1.0)  # the learner's code is looping now
         assert _processes_in(tmp), "no learner process started"
+        tree = _tree(proc.pid)  # every process the grader started: drivers and the learners' processes under them
+        assert any("pagedlab.grading.sandbox" in _cmdline(p) for p in tree), [_cmdline(p) for p in tree]
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    left = _processes_in(tmp)
+    left = sorted(set(_processes_in(tmp)) | {p for p in tree if _running(p)})
     for pid in left:  # never leave them running, whatever the assertion says
         os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert f"stopped by {signal.Signals(sig).name}" in err and "removed 2 temporary folder(s)" in err, err
-    assert not left, left
+    assert not left, [(p, _cmdline(p)) for p in left]
     assert not list(tmp.iterdir()), list(tmp.iterdir())
     assert not (tmp_path / "out" / "grades.csv").exists()
 
