@@ -392,8 +392,12 @@ def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
     _tensor(name, t)
     if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise KernelInputError(f"{name} must hold integers (block ids, lengths), got {_describe(t)}")
-    if t.dtype != torch.int32 and t.numel():
-        big = (t > 2**31 - 1) | (t < -(2**31))
+    info = torch.iinfo(t.dtype)
+    if (info.min < -(2**31) or info.max > INT32_MAX) and t.numel():  # int64, uint32, uint64: may not fit
+        # Compared as int64 (a wider unsigned value as float64, which orders it right): a Python bound against
+        # a narrower tensor would be cast to its dtype, and torch has no comparison for uint32/uint64.
+        wide = t.to(torch.int64 if info.max <= 2**63 - 1 else torch.float64)
+        big = (wide > INT32_MAX) | (wide < -(2**31))
         if bool(big.any()):
             row = int(big.reshape(len(t), -1).any(1).nonzero()[0])
             raise KernelInputError(f"{name} of sequence {row} holds a value outside int32: {t[row].tolist()}")

@@ -226,6 +226,20 @@ def test_int64_values_past_int32_are_refused_not_wrapped(built: None, field: str
         raise AssertionError("the wrapped value was used")
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+def test_tables_and_lengths_of_any_integer_dtype_are_read_as_their_values(built: None, dtype: torch.dtype) -> None:
+    """Was: int8/int16 tables refused as 'holding a value outside int32' (the bound 2**31 - 1, cast to int16,
+    became -1), uint16/32/64 ones raised torch's NotImplementedError (no comparison for them)."""
+    q, _, clean = decode_inputs([5, 9], 2, 3, 16, 4)
+    tables, lens = clean.block_tables.clamp(min=0).to(dtype), clean.seq_lens.to(dtype)
+    got = native.paged_decode_attention(q, PagedKV(clean.key_cache, clean.value_cache, tables, lens), 0.25)
+    torch.testing.assert_close(got, reference.paged_decode_attention(q, clean, 0.25), rtol=1e-5, atol=1e-6)
+    if torch.iinfo(dtype).max > 2**31 - 1:  # a value past int32 is refused, not wrapped
+        tables[1, 0] = 2**31
+        with pytest.raises(KernelInputError, match=r"block_tables of sequence 1 holds a value outside int32"):
+            native.paged_decode_attention(q, PagedKV(clean.key_cache, clean.value_cache, tables, lens), 0.25)
+
+
 def test_an_empty_table_with_tokens_to_read_is_refused(built: None) -> None:
     code = (  # in a child process: the bug was a segmentation fault (a [S, 0] table has row stride 1)
         "import torch\nfrom pagedlab.errors import KernelInputError\nfrom pagedlab.kernels import native\n"
