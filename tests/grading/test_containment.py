@@ -204,6 +204,25 @@ def test_any_learner_text_is_written_escaped_and_stops_nobody_else(attacked):
     assert not list(out.rglob("*.tmp"))  # atomic writes leave no temporary file behind
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name that is not UTF-8 (Linux allows any bytes)")
+def test_a_learners_file_name_is_escaped_on_the_console_too(tmp_path):
+    """The learner's name (their file's name) is printed in the score lines: a byte that is not UTF-8 (a lone
+    surrogate in Python) made `pagedlab grade` end in UnicodeEncodeError on a strict UTF-8 console, after the
+    reports; a C1 control (CSI, 0x9b) reached the instructor's terminal as it was."""
+    write_notebook(tmp_path / "subs" / "plain.ipynb", [SLOT])
+    write_notebook(tmp_path / "subs" / "tmp.ipynb", [SLOT])
+    odd = b"/odd\xff" + "\u009b2J.ipynb".encode()  # a byte that is not UTF-8, then U+009B in UTF-8
+    os.rename(tmp_path / "subs" / "tmp.ipynb", os.fsencode(tmp_path / "subs") + odd)
+    env = dict(os.environ, PYTHONIOENCODING="utf-8:strict")
+    cli = "from pagedlab.cli import main; raise SystemExit(main())"
+    cmd = [sys.executable, "-c", cli, "grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--no-e2e"]
+    done = subprocess.run(cmd, env=env, capture_output=True, cwd=ROOT, timeout=300)
+    out = done.stdout.decode("utf-8")  # strict: the console got UTF-8 only
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert "  odd\\udcff\\x9b2J " in out and "\x9b" not in out and "  plain " in out, out
+    assert sorted(p.name for p in (tmp_path / "out" / "feedback").iterdir()) == ["odd_udcff_x9b2J.html", "plain.html"]
+
+
 # --- the end-to-end run sees nothing of the hidden tests' run --------------------------------------------------
 HIDDEN_TEST = """
 from pagedlab.grading import hidden_test
