@@ -16,8 +16,8 @@ The library is built once per machine with the C compiler found (``$CC``, else `
 (keyed by the source, compiler, flags and CPU; a per-user temp folder when the cache is read-only),
 with its sha256 beside it, and loaded with ``ctypes`` only from a folder of this user's or root's that no
 one else can write, and only while its content matches the checksum (``pagedlab.kernels.trust``); a
-library that fails (planted by another user, truncated, of another build) is never loaded: another is
-built, with one warning line saying why. Where that is not possible
+library that fails (planted by another user, truncated, of another build: its ELF symbols are read before
+loading) is never loaded: another is built, with one warning line saying why. Where that is not possible
 (no compiler, e.g. Windows without build tools; a failed build; ``PAGEDLAB_NATIVE=0``) the ``"cpu"``
 path runs its torch ops instead, with the same results: :func:`load` returns None and
 :func:`unavailable_reason` says why (``pagedlab doctor`` shows it).
@@ -173,9 +173,10 @@ def _build(compiler: str) -> tuple[ctypes.CDLL | None, str, list[str]]:
 
 def _open(path: Path) -> tuple[ctypes.CDLL | None, str]:
     """``path`` loaded, its functions typed: ``(library, "")``, else ``(None, why)``: checked by
-    :func:`trust.library_problem` before ``dlopen`` (never loaded when it fails), then its symbols (a
-    library of another build is closed again)."""
-    problem = trust.library_problem(path)
+    :func:`trust.library_problem` before ``dlopen``, its ELF symbols included (never loaded when it fails:
+    a library of another build runs no code); a library of another format whose functions are missing once
+    loaded (macOS) is closed again."""
+    problem = trust.library_problem(path, _SIGNATURES)
     if problem:
         return None, problem
     try:
@@ -392,8 +393,12 @@ def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
     _tensor(name, t)
     if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         raise KernelInputError(f"{name} must hold integers (block ids, lengths), got {_describe(t)}")
-    if t.dtype != torch.int32 and t.numel():
-        big = (t > 2**31 - 1) | (t < -(2**31))
+    info = torch.iinfo(t.dtype)
+    if (info.min < -(2**31) or info.max > INT32_MAX) and t.numel():  # int64, uint32, uint64: may not fit
+        # Compared as int64 (a wider unsigned value as float64, which orders it right): a Python bound against
+        # a narrower tensor would be cast to its dtype, and torch has no comparison for uint32/uint64.
+        wide = t.to(torch.int64 if info.max <= 2**63 - 1 else torch.float64)
+        big = (wide > INT32_MAX) | (wide < -(2**31))
         if bool(big.any()):
             row = int(big.reshape(len(t), -1).any(1).nonzero()[0])
             raise KernelInputError(f"{name} of sequence {row} holds a value outside int32: {t[row].tolist()}")

@@ -10,7 +10,10 @@ its code in the user's process. So a library is loaded only when
   and no one else can write to them;
 * its content is the one written at build time: the sha256 in ``<library>.sha256`` (``sha256sum``'s
   format) beside it. A truncated copy (an interrupted ``cp`` of a shared cache) would otherwise crash the
-  process with SIGBUS inside ``dlopen``; a changed one would run other code.
+  process with SIGBUS inside ``dlopen``; a changed one would run other code;
+* it defines the functions the caller will look up, read from its ELF dynamic symbol table before it is
+  opened (:func:`elf_symbols`): a library of another build is never loaded, so none of its code (its
+  constructors) runs. A library in another format (macOS's Mach-O) is checked after loading instead.
 
 Each check returns ``""`` when the path passes, else the reason, one line. Without POSIX owners (Windows)
 only the checksum is checked.
@@ -21,9 +24,18 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import struct
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CHECKSUM_SUFFIX", "private_folder", "folder_problem", "library_problem", "write_checksum"]
+__all__ = [
+    "CHECKSUM_SUFFIX",
+    "private_folder",
+    "folder_problem",
+    "library_problem",
+    "write_checksum",
+    "elf_symbols",
+]
 
 CHECKSUM_SUFFIX = ".sha256"
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
@@ -89,10 +101,10 @@ def write_checksum(path: Path) -> None:
     os.replace(tmp, sidecar)
 
 
-def library_problem(path: Path) -> str:
+def library_problem(path: Path, symbols: Iterable[str] = ()) -> str:
     """Why the library at ``path`` must not be loaded ("" if it may): its folder or it or its checksum
-    file could have been written by another user, or its content is not the checksum's (a phrase to
-    follow the library's name)."""
+    file could have been written by another user, its content is not the checksum's, or (an ELF library)
+    it does not define all of ``symbols`` (a phrase to follow the library's name)."""
     sidecar = path.with_name(path.name + CHECKSUM_SUFFIX)
     problem = folder_problem(path.parent)
     try:
@@ -105,10 +117,60 @@ def library_problem(path: Path) -> str:
             return problem
         want = sidecar.read_text().split()[:1]
         got = _sha256(path)
+        if want != [got]:
+            return f"does not match its checksum ({path.stat().st_size} bytes: truncated or changed)"
+        defined = elf_symbols(path.read_bytes()) if symbols else None
     except FileNotFoundError as e:
         return f"{Path(e.filename).name if e.filename else path.name} is missing"
     except (OSError, UnicodeDecodeError) as e:
         return str(getattr(e, "strerror", None) or e)
-    if want != [got]:
-        return f"does not match its checksum ({path.stat().st_size} bytes: truncated or changed)"
-    return ""
+    except ValueError as e:  # an ELF file whose tables do not read
+        return f"not a shared library this kit can read ({e})"
+    missing = [name for name in symbols if defined is not None and name not in defined]
+    return f"another build: it lacks {', '.join(missing)}" if missing else ""
+
+
+_SHT_DYNSYM, _SHN_UNDEF = 11, 0
+
+
+def elf_symbols(data: bytes) -> set[str] | None:
+    """The names an ELF file defines in its dynamic symbol table (what ``dlsym`` can find), read without
+    loading it; None when ``data`` is not ELF.
+
+    Raises:
+        ValueError: an ELF file whose section or symbol tables lie outside it (cut short) or make no sense.
+    """
+    if data[:4] != b"\x7fELF":
+        return None
+    try:
+        wide, order = {1: False, 2: True}[data[4]], {1: "<", 2: ">"}[data[5]]
+        # ELF header: e_shoff, then e_shentsize and e_shnum; section header: sh_type, sh_offset, sh_size,
+        # sh_link, sh_entsize; symbol: st_name and st_shndx (ELF64 / ELF32 layouts).
+        shoff, shentsize, shnum = (
+            (struct.unpack_from(order + "Q", data, 0x28)[0], *struct.unpack_from(order + "HH", data, 0x3A))
+            if wide
+            else (struct.unpack_from(order + "I", data, 0x20)[0], *struct.unpack_from(order + "HH", data, 0x2E))
+        )
+        fmt = order + ("4xI16xQQI12xQ" if wide else "4xI8xIII8xI")  # type, offset, size, link, entsize
+
+        def section(i: int) -> tuple[int, int, int, int, int]:
+            if not 0 <= i < shnum:
+                raise ValueError(f"section {i} of {shnum}")
+            return struct.unpack_from(fmt, data, shoff + i * shentsize)
+
+        names: set[str] = set()
+        for i in range(shnum):
+            kind, offset, size, link, entsize = section(i)
+            if kind != _SHT_DYNSYM:
+                continue
+            _, str_offset, str_size, _, _ = section(link)
+            if entsize < (24 if wide else 16) or offset + size > len(data) or str_offset + str_size > len(data):
+                raise ValueError("a symbol table outside the file")
+            for at in range(offset, offset + size - entsize + 1, entsize):
+                name_at, shndx = struct.unpack_from(order + ("I2xH" if wide else "I10xH"), data, at)
+                if shndx != _SHN_UNDEF and name_at < str_size:
+                    end = data.find(b"\0", str_offset + name_at, str_offset + str_size)
+                    names.add(data[str_offset + name_at : end if end >= 0 else str_offset + str_size].decode())
+        return names
+    except (KeyError, IndexError, struct.error, UnicodeDecodeError) as e:
+        raise ValueError(f"unreadable ELF tables: {e}") from None

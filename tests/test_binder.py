@@ -180,3 +180,4 @@ def test_shared_read_only_cache_recipe(wheelhouse: Path, tmp_path: Path) -> None
     guide = (ROOT / "docs" / "instructor_guide.md").read_text()
     assert "PAGEDLAB_CACHE_DIR=/srv/pagedlab pagedlab fetch-model" in guide
     assert "chmod -R a+rX,a-w /srv/pagedlab" in guide
+    assert "sudo chown -R root: /srv/pagedlab" in guide  # a learner loads the C kernels from root's folders only

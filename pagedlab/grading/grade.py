@@ -62,6 +62,7 @@ from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
+from pagedlab.grading.text import printable
 
 __all__ = [
     "TIME_SCALE_ENV",
@@ -892,8 +893,8 @@ def grade(
     """
 
     def say(text: str) -> None:
-        if not quiet:
-            print(text, flush=True)
+        if not quiet:  # learner names and texts escaped: a lone surrogate cannot stop the run on a UTF-8 console
+            print(printable(text), flush=True)
 
     from pagedlab.grading import report
 

@@ -263,10 +263,26 @@ def _solutions(solutions_dir: Path, names: Sequence[str] | None) -> list[Path]:
     return paths
 
 
-def _classify(lab_path: Path, expected_text: str) -> tuple:
+_BUILD_HINT = "pass --labs DIR (a writable folder)"
+_COPY_HINT = "choose a folder you can write"
+
+
+def _classify(lab_path: Path, expected_text: str, hint: str = _BUILD_HINT) -> tuple:
+    """``(state, detail)`` of the notebook at ``lab_path`` against ``expected_text``.
+
+    Raises:
+        LabsBuildError: ``lab_path`` cannot be read (a folder of that name, no permission), one line.
+    """
     if not lab_path.exists():
         return "missing", ""
-    current_text = lab_path.read_text(encoding="utf-8")
+    try:
+        raw = lab_path.read_bytes()
+    except OSError as e:
+        raise LabsBuildError(f"cannot write {lab_path}: {e.strerror or e}; {hint}") from e
+    try:
+        current_text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "changed", "the file is not UTF-8 text"
     if current_text == expected_text:
         return "up-to-date", ""
     try:
@@ -335,10 +351,6 @@ def _pages(solutions_dir: Path) -> dict[str, str]:
     """``LAB_PAGES`` found beside ``solutions_dir``: name in the labs folder -> its text."""
     root = solutions_dir.parent
     return {n: (root / s).read_text(encoding="utf-8") for n, s in LAB_PAGES.items() if (root / s).is_file()}
-
-
-_BUILD_HINT = "pass --labs DIR (a writable folder)"
-_COPY_HINT = "choose a folder you can write"
 
 
 def _write_lab(path: Path, text: str, hint: str = _BUILD_HINT) -> None:
@@ -423,7 +435,7 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
     results = []
     for lab in sorted(src.glob("*.ipynb")):
         expected = lab.read_text(encoding="utf-8")
-        state, detail = _classify(dest / lab.name, expected)
+        state, detail = _classify(dest / lab.name, expected, _COPY_HINT)
         results.append(_update(dest / lab.name, LabStatus(lab.name, state, detail=detail), expected, force, _COPY_HINT))
     if not results:
         raise LabsBuildError(f"no lab notebooks in {src}; reinstall pagedlab")

@@ -204,6 +204,25 @@ def test_any_learner_text_is_written_escaped_and_stops_nobody_else(attacked):
     assert not list(out.rglob("*.tmp"))  # atomic writes leave no temporary file behind
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name that is not UTF-8 (Linux allows any bytes)")
+def test_a_learners_file_name_is_escaped_on_the_console_too(tmp_path):
+    """The learner's name (their file's name) is printed in the score lines: a byte that is not UTF-8 (a lone
+    surrogate in Python) made `pagedlab grade` end in UnicodeEncodeError on a strict UTF-8 console, after the
+    reports; a C1 control (CSI, 0x9b) reached the instructor's terminal as it was."""
+    write_notebook(tmp_path / "subs" / "plain.ipynb", [SLOT])
+    write_notebook(tmp_path / "subs" / "tmp.ipynb", [SLOT])
+    odd = b"/odd\xff" + "\u009b2J.ipynb".encode()  # a byte that is not UTF-8, then U+009B in UTF-8
+    os.rename(tmp_path / "subs" / "tmp.ipynb", os.fsencode(tmp_path / "subs") + odd)
+    env = dict(os.environ, PYTHONIOENCODING="utf-8:strict")
+    cli = "from pagedlab.cli import main; raise SystemExit(main())"
+    cmd = [sys.executable, "-c", cli, "grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--no-e2e"]
+    done = subprocess.run(cmd, env=env, capture_output=True, cwd=ROOT, timeout=300)
+    out = done.stdout.decode("utf-8")  # strict: the console got UTF-8 only
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    assert "  odd\\udcff\\x9b2J " in out and "\x9b" not in out and "  plain " in out, out
+    assert sorted(p.name for p in (tmp_path / "out" / "feedback").iterdir()) == ["odd_udcff_x9b2J.html", "plain.html"]
+
+
 # --- the end-to-end run sees nothing of the hidden tests' run --------------------------------------------------
 HIDDEN_TEST = """
 from pagedlab.grading import hidden_test
@@ -291,6 +310,34 @@ def _processes_in(folder: Path) -> list[int]:
     return out
 
 
+def _tree(pid: int) -> list[int]:
+    """Every descendant of ``pid`` now (children, their children ...), from /proc."""
+    from pagedlab.grading.reaper import children
+
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that still runs (a zombie has ended: only its exit status is left)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+    except OSError:
+        return ""
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stopped_grade_stops_every_process_and_removes_its_temporary_folders(tmp_path, sig):
@@ -313,24 +360,24 @@ def test_a_stopped_grade_stops_every_process_and_removes_its_temporary_folders(t
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not any(
-            "pagedlab.grading.sandbox" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
-            for p in _processes_in(tmp)
-            if Path(f"/proc/{p}/cmdline").exists()
+            "pagedlab.grading.sandbox" in _cmdline(p) for p in _processes_in(tmp)
         ):
             time.sleep(0.2)
         time.sleep(1.0)  # the learner's code is looping now
         assert _processes_in(tmp), "no learner process started"
+        tree = _tree(proc.pid)  # every process the grader started: drivers and the learners' processes under them
+        assert any("pagedlab.grading.sandbox" in _cmdline(p) for p in tree), [_cmdline(p) for p in tree]
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    left = _processes_in(tmp)
+    left = sorted(set(_processes_in(tmp)) | {p for p in tree if _running(p)})
     for pid in left:  # never leave them running, whatever the assertion says
         os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert f"stopped by {signal.Signals(sig).name}" in err and "removed 2 temporary folder(s)" in err, err
-    assert not left, left
+    assert not left, [(p, _cmdline(p)) for p in left]
     assert not list(tmp.iterdir()), list(tmp.iterdir())
     assert not (tmp_path / "out" / "grades.csv").exists()
 

@@ -226,6 +226,20 @@ def test_int64_values_past_int32_are_refused_not_wrapped(built: None, field: str
         raise AssertionError("the wrapped value was used")
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8, torch.uint16, torch.uint32, torch.uint64])
+def test_tables_and_lengths_of_any_integer_dtype_are_read_as_their_values(built: None, dtype: torch.dtype) -> None:
+    """Was: int8/int16 tables refused as 'holding a value outside int32' (the bound 2**31 - 1, cast to int16,
+    became -1), uint16/32/64 ones raised torch's NotImplementedError (no comparison for them)."""
+    q, _, clean = decode_inputs([5, 9], 2, 3, 16, 4)
+    tables, lens = clean.block_tables.clamp(min=0).to(dtype), clean.seq_lens.to(dtype)
+    got = native.paged_decode_attention(q, PagedKV(clean.key_cache, clean.value_cache, tables, lens), 0.25)
+    torch.testing.assert_close(got, reference.paged_decode_attention(q, clean, 0.25), rtol=1e-5, atol=1e-6)
+    if torch.iinfo(dtype).max > 2**31 - 1:  # a value past int32 is refused, not wrapped
+        tables[1, 0] = 2**31
+        with pytest.raises(KernelInputError, match=r"block_tables of sequence 1 holds a value outside int32"):
+            native.paged_decode_attention(q, PagedKV(clean.key_cache, clean.value_cache, tables, lens), 0.25)
+
+
 def test_an_empty_table_with_tokens_to_read_is_refused(built: None) -> None:
     code = (  # in a child process: the bug was a segmentation fault (a [S, 0] table has row stride 1)
         "import torch\nfrom pagedlab.errors import KernelInputError\nfrom pagedlab.kernels import native\n"
@@ -539,24 +553,44 @@ def test_a_changed_library_or_one_without_its_checksum_is_rebuilt(
     assert line.startswith(f"pagedlab: C kernels: not loading {so}: {reason}")
 
 
-def test_a_library_of_another_build_lacking_the_symbols_is_rebuilt(
-    fresh: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+def test_a_library_of_another_build_lacking_the_symbols_is_rebuilt_without_running_any_of_its_code(
+    fresh: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Its symbols are read from the file (ELF) before it is opened: its constructor never runs. Was: loaded,
+    found wanting and closed again, its constructor run (before that: AttributeError out of load())."""
     own, _ = fresh
     compiler = native._compiler()
     assert compiler is not None
     own.mkdir(parents=True)
+    marker = tmp_path / "foreign-code-ran"
     source = own.parent / "foreign.c"
-    source.write_text("int foreign(void) { return 1; }\n")
+    source.write_text(f'#include <stdio.h>\nint foreign(void) {{ return 1; }}\n__attribute__((constructor)) static '
+                      f'void ran(void) {{ FILE *f = fopen("{marker}", "w"); if (f) fclose(f); }}\n')  # fmt: skip
     path = native.library_path(compiler, native._FLAG_SETS[0], own)
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(path), str(source)], check=True, timeout=120)
     trust.write_checksum(path)  # a genuine library of this user's, of another build: only its symbols differ
+    assert trust.elf_symbols(path.read_bytes()) is None or "foreign" in trust.elf_symbols(path.read_bytes())
     with caplog.at_level(logging.WARNING, logger="pagedlab.kernels.native"):
         lib = native.load()
     assert lib is not None and Path(lib._name) == path, native.unavailable_reason()
     assert not hasattr(lib, "foreign") and hasattr(lib, "paged_decode_attention_f32")
     (line,) = [r.getMessage() for r in caplog.records]
     assert f"{path}: another build" in line and "paged_decode_attention_f32" in line
+    if sys.platform == "linux":  # an ELF library: refused before dlopen
+        assert not marker.exists(), "the foreign library was loaded: its constructor ran"
+        assert "it lacks paged_decode_attention_f32, lane_decode_attention_f32" in line
+
+
+def test_elf_symbols_reads_the_dynamic_symbols_and_refuses_a_cut_table(library_built: Path) -> None:
+    data = library_built.read_bytes()
+    if data[:4] != b"\x7fELF":
+        pytest.skip("not an ELF platform")
+    assert set(native._SIGNATURES) <= trust.elf_symbols(data)  # type: ignore[operator]
+    assert "malloc" not in trust.elf_symbols(data)  # type: ignore[operator]  # used, not defined: undefined
+    assert trust.elf_symbols(b"#!/bin/sh\n") is None
+    for cut in (20, 64, len(data) // 2):
+        with pytest.raises(ValueError, match="unreadable ELF tables|outside the file"):
+            trust.elf_symbols(data[:cut])
 
 
 def test_the_library_name_hashes_the_cpu_so_mixed_nodes_never_share_one(
