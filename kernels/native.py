@@ -292,8 +292,8 @@ def paged_decode_attention(
             ``seq_len`` beyond its table row, naming the sequence.
     """
     lib = _library()
-    key_cache, value_cache = kv.key_cache, kv.value_cache
     num_seqs, num_q_heads, head_dim = _check(query, kv)
+    key_cache, value_cache = kv.key_cache, kv.value_cache
     _tensor("block_tables", kv.block_tables, 2)
     tables, lens = as_int32("block_tables", kv.block_tables), as_int32("seq_lens", kv.seq_lens)
     threads = _count("num_threads", torch.get_num_threads() if num_threads is None else num_threads, 1, MAX_THREADS)
@@ -407,6 +407,8 @@ def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
 
 def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
     """``(num_seqs, num_q_heads, head_dim)`` of inputs the decode kernels can read, else KernelInputError."""
+    if not isinstance(kv, PagedKV):
+        raise KernelInputError(f"kv must be a pagedlab.kernels.paged_kv.PagedKV, got {type(kv).__name__}")
     _tensor("query", query, 3, torch.float32)
     for name, cache in (("key_cache", kv.key_cache), ("value_cache", kv.value_cache)):
         _tensor(name, cache, 4, torch.float32)

@@ -160,6 +160,10 @@ WRONG_DECODE_INPUTS: dict[str, tuple[Callable[[torch.Tensor, PagedKV], tuple[tor
         lambda q, kv: (q, kv),
         r"sequence 1: seq_len=9 is above the max_seq_len",
     ),
+    "caches in a tuple, not a PagedKV": (
+        lambda q, kv: (q, (kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)),  # type: ignore[return-value]
+        "kv must be a pagedlab.kernels.paged_kv.PagedKV, got tuple",
+    ),
 }
 
 
