@@ -139,20 +139,31 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
 
 
+def _native_library(env: dict[str, str], cwd: Path) -> str:
+    """The C kernel library a learner's process loads (its path), or why none."""
+    probe = "from pagedlab.kernels import native; lib = native.load(); print(lib._name if lib else native.unavailable_reason())"
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
 @pytest.mark.slow
 @pytest.mark.model
 def test_shared_read_only_cache_recipe(wheelhouse: Path, tmp_path: Path) -> None:
     """docs/instructor_guide.md, "A shared model cache": prefetch + convert once, then learners only read."""
     shared = tmp_path / "srv-pagedlab"
     pagedlab = str(Path(sys.executable).parent / "pagedlab")
-    admin = _offline_env(shared, wheelhouse)
+    # a temp folder of its own: a library some earlier run left in $TMPDIR/pagedlab-<uid>/native would be found
+    # before one is built into the shared cache (the machine of a fresh hub has none)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(mode=0o700)
+    admin = _offline_env(shared, wheelhouse, TMPDIR=str(tmp))
     for cmd in ([pagedlab, "fetch-model"], [pagedlab, "generate", "--limit", "1", "--max-tokens", "1", "--quiet"]):
         done = subprocess.run(cmd, env=admin, cwd=tmp_path, capture_output=True, text=True, check=False, timeout=600)
         assert done.returncode == 0, done.stderr[-2000:]
     subprocess.run(["chmod", "-R", "a+rX,a-w", str(shared)], check=True)
     before = _tree(shared)
     learner = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    learner.update({ENV_CACHE_DIR: str(shared), "PIP_NO_INDEX": "1", "OMP_WAIT_POLICY": "PASSIVE"})
+    learner.update({ENV_CACHE_DIR: str(shared), "PIP_NO_INDEX": "1", "OMP_WAIT_POLICY": "PASSIVE", "TMPDIR": str(tmp)})
     try:
         run = subprocess.run(
             [pagedlab, "generate", "--limit", "2", "--max-tokens", "4"],
@@ -171,8 +182,18 @@ def test_shared_read_only_cache_recipe(wheelhouse: Path, tmp_path: Path) -> None
             text=True,
             check=False,
         )
+        used = _native_library(learner, tmp_path)
+        if os.geteuid() == 0:  # the folder left to another user than root (the step the recipe's chown undoes)
+            subprocess.run(["chown", "-R", "12345:12345", str(shared)], check=True)
+            try:
+                elsewhere = _native_library(learner, tmp_path)
+            finally:
+                subprocess.run(["chown", "-R", "0:0", str(shared)], check=True)
+            assert not elsewhere.startswith(str(shared)), elsewhere  # a folder someone else owns is not trusted
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(shared)], check=True)
+    # learners load the C kernels built into the shared cache (owned by root, or by themselves)
+    assert used.startswith(str(shared / "native") + os.sep), used
     assert run.returncode == 0, run.stderr[-2000:]
     assert "[q00] What is the capital of France?" in run.stdout
     assert str(shared) in doctor.stdout

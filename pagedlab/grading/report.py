@@ -105,10 +105,11 @@ def _flags(res: Any) -> dict[str, list[str]]:
 
 def _instructor_test(res: Any) -> list[dict[str, Any]]:
     """A 0-point test that only instructors see on Gradescope (visibility "hidden"): the flags, and the learner
-    process's exit status and last output (none when there is nothing to say)."""
+    process's exit status and last output (none when there is nothing to say). The output is there even when
+    all went well: it holds what the report keeps from learners (the end-to-end run's own error text)."""
     flags = _flags(res)
     lines = [f"{eid}: {f}" for eid, fl in flags.items() for f in fl]
-    if not lines and res.status == "ok":
+    if not lines and res.status == "ok" and not str(getattr(res, "log", "") or "").strip():
         return []
     text = "\n".join([f"status: {res.status}", *lines])
     if getattr(res, "log", ""):

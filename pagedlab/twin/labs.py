@@ -27,6 +27,7 @@ __all__ = [
     "LAB_WORKLOADS",
     "first_shared_tokens",
     "install_hint",
+    "lab_vllm_status",
     "lab_workload",
     "on_vllm",
     "run_script_on_vllm",
@@ -181,8 +182,16 @@ def install_hint(why: str) -> str:
 LAB_VLLM_ENV = "PAGEDLAB_LAB_VLLM"
 
 
-def _lab_vllm_status(vllm_status: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
+def lab_vllm_status() -> tuple[bool, str]:
+    """Whether the labs' "On real vLLM" cells run vLLM here: ``pagedlab.twin.vllm_status`` unless
+    ``PAGEDLAB_LAB_VLLM=off`` (benchmarks/lab_footprint.py names its results by it).
+
+    Raises:
+        ValueError: ``PAGEDLAB_LAB_VLLM`` is neither 'on' nor 'off'.
+    """
     import os
+
+    from pagedlab.twin import vllm_status
 
     setting = os.environ.get(LAB_VLLM_ENV, "on").strip().lower()
     if setting not in ("on", "off"):
@@ -202,9 +211,9 @@ def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | 
         ValueError: no workload for ``lab``.
         RuntimeError: the vLLM process failed (``pagedlab.twin.run_on_vllm``).
     """
-    from pagedlab.twin import compare, vllm_status
+    from pagedlab.twin import compare
 
-    ok, why = _lab_vllm_status(vllm_status)
+    ok, why = lab_vllm_status()
     if not ok:
         print(install_hint(why))
         return None
@@ -244,11 +253,10 @@ def run_script_on_vllm(script: str | Path, args: list[str] | None = None, *, tim
     import os
     import subprocess
 
-    from pagedlab.twin import vllm_status
     from pagedlab.twin.hf_model import hf_model_dir
     from pagedlab.vllm_version import vllm_python
 
-    ok, why = _lab_vllm_status(vllm_status)
+    ok, why = lab_vllm_status()
     if not ok:
         print(install_hint(why))
         return None

@@ -290,9 +290,17 @@ def test_learner_text_from_the_end_to_end_run_reaches_only_the_instructor(e2e_ru
     out, r = e2e_run["out"], e2e_run["by"]["talker"]
     assert r.e2e.status == "failed" and "in component slot_mapping" in r.e2e.line, r.e2e
     assert "raised ValueError" in r.e2e.line and "kept out of this report" in r.e2e.line, r.e2e.line
-    for path in [out / "feedback" / "talker.html", out / "gradescope" / "talker" / "results.json", out / "grades.csv"]:
+    for path in [out / "feedback" / "talker.html", out / "grades.csv"]:
         assert "E2E-TEXT-9191" not in path.read_text(), path
     assert "E2E-TEXT-9191" in (out / "logs" / "talker.txt").read_text()  # the instructor sees it
+    # on Gradescope: not in what the learner sees, and in the instructor-only test (the one place an instructor
+    # reads it there: run_autograder's folders are gone after the run), though nothing was flagged
+    gs = json.loads((out / "gradescope" / "talker" / "results.json").read_text())
+    shown = [gs["output"]] + [t["output"] for t in gs["tests"] if t["visibility"] != "hidden"]
+    assert not any("E2E-TEXT-9191" in text for text in shown), shown
+    instructor = [t for t in gs["tests"] if t["visibility"] == "hidden"]
+    assert not gs["extra_data"]["flags"] and r.status == "ok", (gs["extra_data"], r.status)
+    assert len(instructor) == 1 and "E2E-TEXT-9191" in instructor[0]["output"], gs["tests"]
 
 
 # --- stopped by a signal -----------------------------------------------------------------------------------------

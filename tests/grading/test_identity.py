@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from pagedlab.grading import registry
-from pagedlab.grading.grade import E2EOptions, GradeError, add_arguments, apply_roster, discover, grade, read_roster
+from pagedlab.grading.grade import (
+    E2EOptions,
+    GradeError,
+    LearnerResult,
+    add_arguments,
+    apply_roster,
+    discover,
+    grade,
+    read_roster,
+)
 from tests.grading.helpers import stub_source, variant, write_notebook
 
 SLOT = variant("02.slot_mapping", ("pos", "position"))  # correct, and not the kit's code
@@ -119,7 +128,7 @@ def test_gradescope_takes_the_student_id_from_submission_metadata(
 
     def fake_grade(learners: Any, out: Any, hidden: Any, **kw: Any) -> Any:
         seen.append(learners[0].student_id)
-        raise RuntimeError("stop here")
+        return [LearnerResult(learners[0])]  # graded: nothing found (the id is what is looked at)
 
     monkeypatch.setattr(grade_module, "grade", fake_grade)
     root = tmp_path / "autograder"
@@ -128,7 +137,8 @@ def test_gradescope_takes_the_student_id_from_submission_metadata(
     write_notebook(root / "submission" / "lab.ipynb", [SLOT])
     meta = {"users": [{"email": "a@x.org", "id": 1234, "name": "A"}, {"email": "b@x.org", "id": 5678, "name": "B"}]}
     (root / "submission_metadata.json").write_text(json.dumps(meta))
-    run(root)
+    written = json.loads(run(root).read_text(encoding="utf-8"))
+    assert written["extra_data"]["student_id"] == "1234 5678", written["extra_data"]  # reaches results.json
     (root / "submission_metadata.json").write_text("{not json")
     run(root)
     assert seen == ["1234 5678", ""]
