@@ -312,12 +312,17 @@ def _stored_plan(source: Path, opts: E2EOptions) -> E2EPlan | None:
 
 def _student_id(metadata: Path) -> str:
     """The submitters' Gradescope user ids (``users[].id`` of ``submission_metadata.json``; a group: all of them,
-    joined by spaces), or "" when the file is missing or holds none."""
+    joined by spaces), or "" when the file is missing, unreadable or holds none - said in one line on stderr
+    (Gradescope shows it to the instructor in the autograder output), never silently."""
     try:
         users = json.loads(metadata.read_text(encoding="utf-8")).get("users") or []
-        return " ".join(str(u["id"]) for u in users if isinstance(u, dict) and u.get("id") is not None)
-    except (OSError, ValueError, AttributeError, TypeError):
-        return ""
+        ids = " ".join(str(u["id"]) for u in users if isinstance(u, dict) and u.get("id") is not None)
+        why = "" if ids else "it names no users[].id"
+    except (OSError, ValueError, AttributeError, TypeError) as e:
+        ids, why = "", f"{type(e).__name__}: {e}"
+    if why:
+        print(f"pagedlab: no student id from {metadata} ({why}); the student_id field stays empty", file=sys.stderr)
+    return ids
 
 
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:

@@ -119,7 +119,7 @@ def test_the_roster_matches_the_path_as_given_before_the_name(tmp_path: Path) ->
 
 
 def test_gradescope_takes_the_student_id_from_submission_metadata(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from pagedlab.grading import grade as grade_module
     from pagedlab.grading.gradescope import CONFIG_NAME, run
@@ -139,7 +139,10 @@ def test_gradescope_takes_the_student_id_from_submission_metadata(
     (root / "submission_metadata.json").write_text(json.dumps(meta))
     written = json.loads(run(root).read_text(encoding="utf-8"))
     assert written["extra_data"]["student_id"] == "1234 5678", written["extra_data"]  # reaches results.json
+    assert "no student id" not in capsys.readouterr().err
     (root / "submission_metadata.json").write_text("{not json")
     run(root)
     assert seen == ["1234 5678", ""]
+    err = capsys.readouterr().err  # said, not silently dropped (Gradescope shows stderr to the instructor)
+    assert "no student id from" in err and "submission_metadata.json (JSONDecodeError" in err, err
     assert registry.get("02.slot_mapping").points == 1
