@@ -151,13 +151,20 @@ def _flag_sets() -> tuple[list[str], ...]:
 def _build(compiler: str) -> tuple[ctypes.CDLL | None, str, list[str]]:
     """Find a library that may be loaded (:mod:`pagedlab.kernels.trust`) or build one, and load it:
     ``(library, "", refused)`` or ``(None, why, refused)``; ``refused`` says why each library found was not
-    loaded (a rebuilt library then replaces it, or a new one is built in the next folder)."""
+    loaded (a rebuilt library then replaces it, or a new one is built in the next folder). Folders are
+    tried in order: one that is this user's and writable but holds no library yet is built in, rather than
+    loading a copy left in a later folder (so an administrator's first run fills the shared cache even when
+    an earlier run left a library in the temp folder)."""
     errors: list[str] = []
     refused: list[str] = []
     for flags in _flag_sets():
         try:
             paths = [library_path(compiler, flags, d) for d in library_dirs()]
-            for path in (p for p in paths if p.exists()):
+            for path in paths:
+                if not path.exists():
+                    if not trust.private_folder(path.parent) and os.access(path.parent, os.W_OK):
+                        break  # ours to build in: _compile below builds here
+                    continue
                 lib, problem = _open(path)
                 if lib is not None:
                     return lib, "", refused

@@ -439,6 +439,23 @@ def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> tuple[Path, Path]:
     return own, shared
 
 
+def test_an_empty_own_cache_is_built_in_before_a_copy_left_in_the_temp_folder_is_used(
+    fresh: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shared-cache recipe (instructor guide): the administrator's ``pagedlab generate`` must build into
+    ``$PAGEDLAB_CACHE_DIR/native`` even when an earlier run left a library in their temp folder."""
+    own, shared = fresh
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setattr(native, "library_dirs", lambda: [blocked / "native", shared])
+    assert Path(native.load()._name).parent == shared  # an earlier run, its cache not writable then
+    monkeypatch.setattr(native, "library_dirs", lambda: [own, shared])
+    monkeypatch.setattr(native, "_state", {})
+    lib = native.load()
+    assert lib is not None and Path(lib._name).parent == own, native.unavailable_reason()
+    assert sorted(p.suffix for p in own.iterdir()) == [".sha256", ".so"]
+
+
 def planted_library(folder: Path, marker: Path) -> list[Path]:
     """A library whose loading creates ``marker``, under every name the kit looks for in ``folder``, each
     with a correct checksum beside it (anyone can compute one)."""
@@ -458,7 +475,11 @@ def planted_library(folder: Path, marker: Path) -> list[Path]:
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="simulating another user takes root")
 @pytest.mark.parametrize("how", ["folder writable by all", "folder of another uid", "parent folder of another uid"])
 def test_a_library_planted_in_the_shared_temp_folder_is_never_loaded(
-    fresh: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+    fresh: tuple[Path, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    how: str,
 ) -> None:
     own, shared = fresh
     marker = tmp_path / "planted-code-ran"
@@ -471,9 +492,17 @@ def test_a_library_planted_in_the_shared_temp_folder_is_never_loaded(
         lib = native.load()
     assert not marker.exists(), "the planted library's code ran"
     assert lib is not None and Path(lib._name).parent == own, native.unavailable_reason()  # built in the own cache
+    assert not caplog.records  # the own cache comes first and was built in: the temp folder was not even read
+    own_lib = Path(lib._name)  # now the own cache is not there to build in: the planted copy is looked at, refused
+    monkeypatch.setattr(native, "library_dirs", lambda: [tmp_path / "a-file" / "native", shared])
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(native, "_state", {})
+    with caplog.at_level(logging.WARNING, logger="pagedlab.kernels.native"):
+        assert native.load() is None
+    assert not marker.exists(), "the planted library's code ran"
     (line,) = [r.getMessage() for r in caplog.records]
     assert str(planted[0]) in line and ("uid 4242" in line or "written by other users" in line)
-    assert "\n" not in line and f"using {lib._name}" in line
+    assert "\n" not in line and own_lib.exists()
 
 
 def test_the_temp_folder_is_made_private_and_one_made_by_another_user_is_not_used(
