@@ -488,7 +488,9 @@ class LLMEngine:
 
         Raises:
             InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, ``n`` above ``max_num_seqs``, ``logprobs`` above ``max_logprobs``, a
+                outside the vocabulary, ``n`` above ``max_num_seqs`` (a fork group runs its n sequences
+                together; under ``parallel_sampling="requests"`` they run independently, as in vLLM v1, and
+                each must fit on its own), ``logprobs`` above ``max_logprobs``, a
                 request that can never fit in the whole KV pool, or (with ``enable_chunked_prefill=False``) a prompt longer than
                 ``max_num_batched_tokens``.
         """
@@ -514,7 +516,9 @@ class LLMEngine:
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
                 f"max_model_len={max_len}; shorten the prompt or raise max_model_len"
             )
-        if params.n > self.scheduler_config.max_num_seqs:
+        # A fork group runs its n sequences together; vLLM v1's n child requests run independently
+        together = params.n if self.parallel_sampling == "fork" else 1
+        if together > self.scheduler_config.max_num_seqs:
             raise InvalidRequestError(
                 f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
                 f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs"
@@ -522,7 +526,7 @@ class LLMEngine:
         self._check_logprobs(params)
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
         max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
-        need = -(-min(n_prompt + max_tokens, max_len) // bs) * params.n
+        need = -(-min(n_prompt + max_tokens, max_len) // bs) * together
         if need > pool:
             raise InvalidRequestError(
                 f"this request needs up to {need} KV blocks ({n_prompt} prompt + {max_tokens} output tokens, "

@@ -70,6 +70,23 @@ def test_each_child_takes_one_seat_and_no_fork_happens():
     assert not set(tables[0]) & set(tables[1]) and engine.kv_cache_manager.take_pending_copies() == []
 
 
+def test_more_children_than_seats_or_than_the_pool_holds_at_once_queue_as_in_vllm():
+    """vLLM v1's children are independent requests: n above max_num_seqs, or n sequences that do not fit
+    in the pool together, wait their turn (a fork group must run together, so ``fork`` refuses both)."""
+    from pagedlab import LLMEngine, SamplingParams
+    from pagedlab.errors import InvalidRequestError
+
+    engine = _engine(max_num_seqs=2, num_gpu_blocks=2)  # 2 blocks of 32: one 40 + 6 token sequence at a time
+    _, final = _run(engine, n=3)
+    assert final is not None and [len(c.token_ids) for c in final.outputs] == [6, 6, 6]
+    firsts = [next(i for i, s in enumerate(engine.step_stats) if (f"{k}_r", 40, True) in s.scheduled) for k in range(3)]
+    assert firsts[0] < firsts[1] < firsts[2]  # one after another
+    for n, blocks in ((3, 20), (2, 2)):
+        fork = LLMEngine(block_size=32, num_gpu_blocks=blocks, max_num_seqs=2)
+        with pytest.raises(InvalidRequestError):
+            fork.add_request("r", {"prompt_token_ids": PROMPT}, SamplingParams(n=n, temperature=0.9, max_tokens=6))
+
+
 def test_aborting_the_prompt_aborts_every_child():
     from pagedlab import SamplingParams
 
