@@ -57,7 +57,8 @@ class SamplingParams:
 
     Attributes:
         n: completions per prompt (int >= 1). ``n > 1`` forks the request and shares its prompt
-            blocks copy-on-write (vLLM v0 semantics; v1 fans out through prefix caching).
+            blocks copy-on-write (vLLM v0 semantics); with the engine's ``parallel_sampling="requests"``
+            it fans out into n requests sharing the prompt through prefix caching, as vLLM v1.
         presence_penalty: in [-2, 2]; subtracted from the logit of every token already generated.
         frequency_penalty: in [-2, 2]; subtracted once per earlier occurrence in the output.
         repetition_penalty: > 0; logits of tokens in the prompt or output are divided by it when

@@ -146,6 +146,7 @@ class EngineArgs:
     prefix_cache: str = "hash"
     preemption_mode: str = "recompute"
     scheduling: str = "continuous"
+    parallel_sampling: str = "fork"  # "requests": n > 1 as vLLM v1's child requests (LLMEngine's doc)
     attention_backend: str | None = None
     hash_seed: int | None = None
     trace: bool = False
@@ -262,6 +263,7 @@ class EngineArgs:
             policy=self.scheduling_policy,
             preemption_mode=self.preemption_mode,
             scheduling=self.scheduling,
+            parallel_sampling=self.parallel_sampling,
             attention_backend=self.attention_backend,
             device=self.device,
             seed=default(self.seed, 0),

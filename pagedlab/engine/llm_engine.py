@@ -91,6 +91,10 @@ def _device_and_backend(device: str | None, attention_backend: str | None) -> tu
     return device, attention_backend
 
 
+#: ``LLMEngine(parallel_sampling=...)``: vLLM v0's copy-on-write fork, or vLLM v1's n child requests.
+PARALLEL_SAMPLING = ("fork", "requests")
+
+
 def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
     """One generator per completion, seeded ``seed + i``; None without a seed.
 
@@ -227,6 +231,13 @@ class LLMEngine:
         model_name: the ``model_name`` label of ``get_metrics()``.
         max_logprobs: most log-probabilities a request may ask for per token (vLLM's engine argument,
             default 20; -1: the whole vocabulary); a request asking for more is refused.
+        parallel_sampling: how an ``n > 1`` request runs. ``"fork"`` (default, vLLM v0; what Lab 03
+            teaches): one request prefills the prompt, samples its n first tokens from the last row and
+            forks into n completions sharing its blocks copy-on-write. ``"requests"`` (vLLM 0.32's v1
+            engine, ``vllm/v1/engine/parallel_sampling.py`` ``ParentRequest``): n independent requests
+            ``"{i}_{request_id}"`` for i in 0..n-1, queued in that order, each with ``n=1`` and, for a
+            seeded request, ``seed + i``; they share the prompt only through the prefix cache. Outputs
+            are one ``RequestOutput`` with n completions either way.
         components: the implementation of each teachable part (``pagedlab.engine.components``);
             default: the kit's. A learner's part runs behind a guard; when it breaks an invariant the
             step raises ``ComponentError`` and the engine switches that part back to the kit's.
@@ -268,6 +279,7 @@ class LLMEngine:
         max_logprobs: int = 20,
         watermark: float = 0.0,
         scheduler_reserve_full_isl: bool = True,
+        parallel_sampling: str = "fork",
     ) -> None:
         # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 27 of them);
         # the body builds the configs, the model runner and the parts, each in a helper.
@@ -300,6 +312,11 @@ class LLMEngine:
             raise ConfigError("preemption_mode='swap' needs num_cpu_blocks > 0 (the swap space)")
         if scheduling not in ("continuous", "static"):
             raise ConfigError(f"scheduling must be 'continuous' or 'static', got {scheduling!r}")
+        if parallel_sampling not in PARALLEL_SAMPLING:
+            raise ConfigError(
+                f"parallel_sampling must be {' or '.join(map(repr, PARALLEL_SAMPLING))}, got {parallel_sampling!r}"
+            )
+        self.parallel_sampling = parallel_sampling
         if components is not None and not isinstance(components, Components):
             raise ConfigError(
                 f"components must be a pagedlab.engine.components.Components, got {components!r} "
@@ -471,7 +488,9 @@ class LLMEngine:
 
         Raises:
             InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, ``n`` above ``max_num_seqs``, ``logprobs`` above ``max_logprobs``, a
+                outside the vocabulary, ``n`` above ``max_num_seqs`` (a fork group runs its n sequences
+                together; under ``parallel_sampling="requests"`` they run independently, as in vLLM v1, and
+                each must fit on its own), ``logprobs`` above ``max_logprobs``, a
                 request that can never fit in the whole KV pool, or (with ``enable_chunked_prefill=False``) a prompt longer than
                 ``max_num_batched_tokens``.
         """
@@ -497,7 +516,9 @@ class LLMEngine:
                 f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
                 f"max_model_len={max_len}; shorten the prompt or raise max_model_len"
             )
-        if params.n > self.scheduler_config.max_num_seqs:
+        # A fork group runs its n sequences together; vLLM v1's n child requests run independently
+        together = params.n if self.parallel_sampling == "fork" else 1
+        if together > self.scheduler_config.max_num_seqs:
             raise InvalidRequestError(
                 f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
                 f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs"
@@ -505,7 +526,7 @@ class LLMEngine:
         self._check_logprobs(params)
         bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
         max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
-        need = -(-min(n_prompt + max_tokens, max_len) // bs) * params.n
+        need = -(-min(n_prompt + max_tokens, max_len) // bs) * together
         if need > pool:
             raise InvalidRequestError(
                 f"this request needs up to {need} KV blocks ({n_prompt} prompt + {max_tokens} output tokens, "
@@ -547,14 +568,40 @@ class LLMEngine:
         now = time.perf_counter() if arrival_time is None else arrival_time
         # Any string is a valid id; only when a live request (e.g. a fork child) already uses it
         # does the internal Request get a fresh one. Outputs always carry the caller's id.
-        req = self._make_request(self._fresh_request_id(request_id), ids, params, now, priority, cache_salt)
-        if gens is not None:
-            self._gens[req.request_id] = gens
-        group = _Group(request_id, text, ids, params.n, now, [req])
+        if params.n > 1 and self.parallel_sampling == "requests":
+            members = self._child_requests(request_id, ids, params, gens, now, priority, cache_salt)
+        else:
+            members = [self._make_request(self._fresh_request_id(request_id), ids, params, now, priority, cache_salt)]
+            if gens is not None:
+                self._gens[members[0].request_id] = gens
+        group = _Group(request_id, text, ids, params.n, now, members)
         self._groups[request_id] = group
-        self._member_group[req.request_id] = group
-        self.scheduler.add_request(req)
+        for req in members:
+            self._member_group[req.request_id] = group
+            self.scheduler.add_request(req)
         return request_id
+
+    def _child_requests(
+        self,
+        request_id: str,
+        ids: list[int],
+        params: SamplingParams,
+        gens: list[torch.Generator] | None,
+        now: float,
+        priority: int,
+        cache_salt: str | None,
+    ) -> list[Request]:
+        """The n requests of an ``n > 1`` prompt under ``parallel_sampling="requests"``, as vLLM 0.32's
+        ``ParentRequest.get_child_info``: id ``f"{i}_{request_id}"``, ``n=1``, seed ``seed + i``."""
+        members = []
+        for i in range(params.n):
+            seed = None if params.seed is None else params.seed + i
+            child = dataclasses.replace(params, n=1, seed=seed)
+            req = self._make_request(self._fresh_request_id(f"{i}_{request_id}"), ids, child, now, priority, cache_salt)
+            if gens is not None:
+                self._gens[req.request_id] = [gens[i]]
+            members.append(req)
+        return members
 
     def _check_logprobs(self, params: SamplingParams) -> None:
         """Refuse ``logprobs`` above ``max_logprobs`` (-1 on either side: the whole vocabulary), as vLLM

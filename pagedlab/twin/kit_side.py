@@ -14,7 +14,7 @@ from pagedlab.model.llama import LlamaForCausalLM
 from pagedlab.model.loader import load_hf_folder
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import SchedulerOutput
-from pagedlab.twin.records import StepRecord, Trace, TwinRequest, Workload, drive, record_pool
+from pagedlab.twin.records import Completion, StepRecord, Trace, TwinRequest, Workload, drive, record_pool
 
 __all__ = ["KitAdapter", "hf_folder_model", "run_on_kit"]
 
@@ -25,6 +25,9 @@ class KitAdapter:
     name = "kit"
 
     def __init__(self, workload: Workload, **extra: Any) -> None:
+        # n > 1 as vLLM 0.32 runs it (n child requests sharing the prompt through the prefix cache), not
+        # the kit's default copy-on-write fork
+        extra = {"parallel_sampling": "requests", **extra}
         args = EngineArgs(**workload.engine.engine_args(), enforce_eager=True, dtype="float32", seed=0, **extra)
         self.engine = LLMEngine.from_engine_args(args)
         self._seen: set[str] = set()
@@ -63,7 +66,7 @@ class KitAdapter:
     def has_unfinished(self) -> bool:
         return self.engine.has_unfinished_requests()
 
-    def step(self, record: StepRecord) -> list[tuple[str, list[list[int]], list[str | None], bool]]:
+    def step(self, record: StepRecord) -> list[tuple[str, list[Completion], bool]]:
         self._last = None
         outputs = self.engine.step()
         out = self._last
@@ -77,7 +80,7 @@ class KitAdapter:
             record.preempted.extend(out.preempted)
             record_pool(record, *self._pool, self.engine.cache_config.block_size)
         return [
-            (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)
+            (o.request_id, [(c.index, list(c.token_ids), c.finish_reason) for c in o.outputs], o.finished)
             for o in outputs
         ]
 

@@ -340,6 +340,10 @@ def _diff_outcomes(left: Trace, right: Trace) -> Divergence | None:
 # ----------------------------------------------------------------------------------------- driver
 
 
+#: One completion of an engine's output: ``(CompletionOutput.index, token ids so far, finish reason)``.
+Completion = tuple[int, list[int], str | None]
+
+
 class Adapter(Protocol):
     """What :func:`drive` needs of an engine (each side implements it over its own ``LLMEngine``)."""
 
@@ -353,10 +357,12 @@ class Adapter(Protocol):
 
     def num_free_blocks(self) -> int: ...
 
-    def step(self, record: StepRecord) -> list[tuple[str, list[list[int]], list[str | None], bool]]:
+    def step(self, record: StepRecord) -> list[tuple[str, list[Completion], bool]]:
         """Run one engine step, filling ``record`` (scheduled, preempted, num_cached_tokens); return
-        ``(request_id, token ids so far per completion, finish reason per completion, finished)`` of
-        each request the step produced output for."""
+        ``(request_id, completions, finished)`` for each output the step produced, a completion being
+        ``(index, token ids so far, finish reason)``. An output may carry only some of a request's
+        completions (vLLM 0.32 reports each child of an ``n > 1`` request on its own): :func:`drive`
+        merges them by index."""
         ...
 
 
@@ -377,6 +383,7 @@ def drive(workload: Workload, adapter: Adapter) -> Trace:  # noqa: C901 - one br
             by_abort.setdefault(r.abort_step, []).append(r.request_id)
     last_event = max([*by_arrival, *by_abort, 0])
     pending_done = {r.request_id for r in workload.requests}
+    completions: dict[str, dict[int, tuple[list[int], str | None]]] = {}
     for step in range(MAX_STEPS):
         for r in by_arrival.get(step, []):
             adapter.add(r)
@@ -389,9 +396,12 @@ def drive(workload: Workload, adapter: Adapter) -> Trace:  # noqa: C901 - one br
                 trace.tokens.setdefault(rid, [])
                 pending_done.discard(rid)
         if adapter.has_unfinished():
-            for rid, toks, reasons, finished in adapter.step(record):
-                trace.tokens[rid] = toks
+            for rid, outs, finished in adapter.step(record):
+                got = completions.setdefault(rid, {})
+                got.update((index, (toks, reason)) for index, toks, reason in outs)
+                trace.tokens[rid] = [got[i][0] for i in sorted(got)]
                 if finished:
+                    reasons = [got[i][1] for i in sorted(got)]
                     trace.finish_reasons[rid] = reasons
                     record.finished.append([rid, reasons[0] if len(set(reasons)) == 1 else reasons])
                     pending_done.discard(rid)

@@ -121,7 +121,20 @@ class VLLMAdapter:
         )
 
     def abort(self, request_id: str) -> None:
-        self.engine.abort_request([request_id])
+        """Abort ``request_id``; an ``n > 1`` request's children one at a time, in index order.
+
+        vLLM 0.32's ``Scheduler.finish_requests`` frees the ids of one call in ``set`` order
+        (``v1/core/sched/scheduler.py:2668``), which follows Python's per-process string-hash seed: the
+        children's freed blocks would reach the free queue in an order that changes from run to run. One
+        call per child (``internal=True``, the ids ``OutputProcessor.external_req_ids`` lists in index
+        order) gives the one order the kit uses (its group's members, in index order).
+        """
+        children = list(self.engine.output_processor.external_req_ids.get(request_id, []))
+        if len(children) > 1:
+            for child in children:
+                self.engine.abort_request([child], internal=True)
+        else:
+            self.engine.abort_request([request_id])
 
     def num_free_blocks(self) -> int:
         return int(self.sched.kv_cache_manager.block_pool.get_num_free_blocks())
@@ -129,7 +142,7 @@ class VLLMAdapter:
     def has_unfinished(self) -> bool:
         return bool(self.engine.has_unfinished_requests())
 
-    def step(self, record: Any) -> list[tuple[str, list[list[int]], list[str | None], bool]]:
+    def step(self, record: Any) -> list[tuple[str, list[tuple[int, list[int], str | None]], bool]]:
         self._last, self._preempted = None, []
         outputs = self.engine.step()
         out = self._last
@@ -144,7 +157,7 @@ class VLLMAdapter:
             records.record_pool(record, *self._pool, int(self.sched.cache_config.block_size))
         record.preempted.extend(self._preempted)
         return [
-            (o.request_id, [list(c.token_ids) for c in o.outputs], [c.finish_reason for c in o.outputs], o.finished)
+            (o.request_id, [(c.index, list(c.token_ids), c.finish_reason) for c in o.outputs], o.finished)
             for o in outputs
         ]
 

