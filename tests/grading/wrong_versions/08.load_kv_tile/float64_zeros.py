@@ -2,6 +2,8 @@
 
 caught by: a tile inside one block
 hint: the tile keeps the cache's dtype
+pattern: returns another container or number type
+engine: the engine runs the tile load on a float64 slot cache (model.attention.plan_tile_loads), so float64 zeros keep its dtype
 """
 REPLACE = [
     ('torch.zeros((), dtype=cache.dtype)',
