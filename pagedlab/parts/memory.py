@@ -66,10 +66,18 @@ class GuardedFreeQueue:
 
     def popleft(self) -> KVCacheBlock:
         before = self.inner.num_free_blocks
+        # the front, where the queue keeps vLLM's sentinel name (other names skip this check)
+        front = getattr(getattr(self.inner, "fake_free_list_head", None), "next_free_block", None)
         block = self.guard.call(self.inner.popleft)
         self.guard.expect_type(block, KVCacheBlock, "popleft()")
         if block.block_id < 0:
             raise self.guard.fail("popleft() handed out a sentinel block (id -1)", state=_queue_state(self.inner))
+        if isinstance(front, KVCacheBlock) and front.block_id >= 0 and block is not front:
+            raise self.guard.fail(
+                f"popleft() handed out block {block.block_id}, not the front block {front.block_id}: the least "
+                "recently freed block goes first",
+                state=_queue_state(self.inner, block),
+            )
         if block.prev_free_block is not None or block.next_free_block is not None:
             raise self.guard.fail(
                 f"popleft() handed out block {block.block_id} with its free-queue links still set",
@@ -347,6 +355,13 @@ class GuardedForkCow(CopyOnWrite):
         seq = self.fns.seq(request_id, given, num_tokens)
         pair = self.guard.call(self.fns.append_token, self.fns.pool_view(self.block_pool, bs), seq)
         check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
+        if getattr(seq, "num_tokens", None) != num_tokens + 1:
+            raise self._fail(
+                f"after append_token the sequence has num_tokens={getattr(seq, 'num_tokens', None)!r}, expected "
+                f"{num_tokens + 1}: count the token (seq.num_tokens += 1)",
+                ids,
+                seq,
+            )
         new = self._blocks(seq.block_table, ids)
         keep = len(ids) if starts else len(ids) - 1
         if [b.block_id for b in new[:keep]] != ids[:keep] or len(new) != keep + 1:
