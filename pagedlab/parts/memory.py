@@ -41,7 +41,8 @@ def _queue_state(queue: Any, block: KVCacheBlock | None = None) -> dict[str, Any
 class GuardedFreeQueue:
     """A learner's free queue, checked after every operation the block pool makes on it.
 
-    Invariants: a handed-out block is out of the queue (both links None) and unused (``ref_cnt 0``);
+    Invariants: ``popleft`` hands out the front block (when the queue keeps vLLM's ``fake_free_list_head``);
+    a handed-out block is out of the queue (both links None) and unused (``ref_cnt 0``);
     a removed block's neighbours are linked to each other; an appended block sits at the tail,
     linked both ways; prepended blocks sit at the front in the order given, linked both ways, before
     the old front; ``num_free_blocks`` moves by exactly one per block.
@@ -273,7 +274,8 @@ class GuardedForkCow(CopyOnWrite):
     request's block table, checked after every call.
 
     Invariants: fork allocates nothing, leaves the parent as it was, gives the child the parent's table
-    and length, and adds exactly one reference per block; append keeps every block before the last,
+    and length, and adds exactly one reference per block; append changes the sequence's table in place,
+    counts the token (``num_tokens + 1``), keeps every block before the last,
     adds a block exactly when the token starts one, copies the last block exactly when it is shared
     (the pair is (old, new)), leaves the block the token goes into unshared (``ref_cnt == 1``), and
     moves reference counts and the free count by exactly that.

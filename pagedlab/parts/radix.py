@@ -55,10 +55,12 @@ class GuardedRadixTree:
 
     Invariants checked (the guard names the slot, the step and the broken one, with the tree):
     the links (``child.parent is node``, children keyed by ``key[0]``, no empty key), one value per
-    key element; a match is a path from the root spelling a prefix of the key, its values those of
-    the path; an insert leaves the whole key in the tree with the new values after the span that was
-    present, and returns that span; an eviction removes only unlocked nodes (whole subtrees), frees
-    exactly their values, and frees enough while unlocked nodes remain.
+    key element; the key and value lists handed in are unchanged; a match is a path from the root spelling
+    a prefix of the key, its values those of the path; an insert leaves the whole key in the tree with the
+    new values after the span that was present, and returns that span; both stamp ``now`` on every node of
+    the path, the root included; an eviction removes only unlocked nodes (whole subtrees), frees exactly
+    their values, frees enough while unlocked nodes remain, stops once enough is freed and keeps no
+    unlocked leaf used less recently than one it removed.
 
     Args:
         ops: the functions (:class:`RadixOps`).

@@ -111,8 +111,10 @@ class LearnerStepScheduler(Scheduler):
     not preempt, so the engine gives it a pool large enough for its requests (``my_engine`` does).
     Checked after every step: the running list only grew at its end, by the head of the waiting
     queue in order; ``num_computed_tokens`` untouched; each scheduled request runs and is scheduled
-    1 .. missing tokens; the budget (for a step given it) and ``max_num_seqs`` hold; the batch is in running
-    order; every scheduled token has a KV slot.
+    1 .. missing tokens; the budget and ``long_prefill_token_threshold`` (for a step given them) and
+    ``max_num_seqs`` hold; the batch is in running order and skips no running request ahead of a scheduled
+    one; no waiting request holds a block; something is scheduled when nothing runs and a request waits
+    (else the engine would wait forever); every scheduled token has a KV slot.
 
     Args (besides ``Scheduler``'s):
         step_fn: the learner's step (the lab 04 signature is bridged by ``pagedlab.grading.plug``).
@@ -313,11 +315,14 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
     The step gets the real ``running`` list, deques of the waiting and swapped requests and the
     ``KVCacheManager`` (swap moves recorded for the model runner). Checked after every step, besides
     :class:`LearnerStepScheduler`'s checks (budget, ``max_num_seqs``, a KV slot for every scheduled
-    token): each preempted request ran before the step and runs no more; a recomputed one holds no
-    block and has ``num_computed_tokens`` 0, a swapped one went through ``swap_out`` and holds no GPU
-    block; nothing was admitted or swapped in during a step that preempted; swapped requests come
-    back from the head of the swapped queue, in order. The kit then moves the victims in its own
-    queues (recompute: the head of ``waiting``; swap: the end of ``swapped``).
+    token): each preempted request ran before the step, runs no more and is the policy's victim
+    (``pick_victim``) among those still running; no request left running unlisted; a recomputed one holds no
+    block, has ``num_computed_tokens`` 0 and was put at the front of the step's ``waiting`` as it was
+    preempted, a swapped one went through ``swap_out``, holds no GPU block and was appended to ``swapped``;
+    nothing was admitted or swapped in during a step that preempted; swapped requests come back from the
+    head of the swapped queue, in order, and no waiting request joins while one is swapped out. The kit
+    then moves the victims in its own queues (recompute: the head of ``waiting``; swap: the end of
+    ``swapped``).
     """
 
     def schedule(self) -> SchedulerOutput:
