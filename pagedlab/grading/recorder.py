@@ -28,7 +28,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MAX_ITEMS", "Fail", "Recorder", "error_entry", "safe_str", "time_limit_entry", "to_plain"]
+__all__ = ["MAX_ITEMS", "Fail", "Recorder", "error_entry", "safe_str", "time_limit_entry", "to_plain", "where_raised"]
 
 #: Largest number of scalars one recorded value may hold (bigger ones are cut and marked).
 MAX_ITEMS = 100_000
@@ -228,7 +228,7 @@ class Recorder:
         if isinstance(exc, Fail):
             self.entries.append({"kind": "fail", "message": exc.message, "invariant": exc.invariant})
             return
-        self.entries.append(error_entry(type(exc).__name__, safe_str(exc)[:2000], _where(exc)))
+        self.entries.append(error_entry(type(exc).__name__, safe_str(exc)[:2000], where_raised(exc)))
 
     def finish(self) -> None:
         self.entries.append({"kind": "end"})
@@ -254,7 +254,7 @@ def time_limit_entry(limit: float | None) -> dict[str, Any]:
     return error_entry("TimeoutError", "time limit", "<time limit>", limit=limit)
 
 
-def _where(exc: BaseException) -> str:
+def where_raised(exc: BaseException) -> str:
     """Where ``exc`` was raised in learner code: sent along by the learner's process
     (:mod:`pagedlab.grading.rpc`), or found in this process's traceback."""
     remote = getattr(exc, "remote_where", None)

@@ -11,8 +11,16 @@ import torch
 
 from pagedlab.parts.guard import Guard
 from pagedlab.request import Request
+from pagedlab.sched.scheduler import pick_victim
 
-__all__ = ["check_changed_in_place", "check_same_dtype", "check_batch_order", "takes_token_budget"]
+__all__ = [
+    "check_changed_in_place",
+    "check_same_dtype",
+    "check_batch_order",
+    "check_no_running_skipped",
+    "check_victim_policy",
+    "takes_token_budget",
+]
 
 
 def check_changed_in_place(guard: Guard, what: str, given: Any, after: Any) -> None:
@@ -53,6 +61,44 @@ def check_batch_order(guard: Guard, running: Sequence[Request], scheduled: Seque
                 f"it scheduled {running[b].request_id} before {running[a].request_id}, which runs ahead of it: "
                 "walk the running requests in order, oldest first"
             )
+
+
+def check_no_running_skipped(guard: Guard, running: Sequence[Request], scheduled: set[int]) -> None:
+    """Of the requests that ran before the step and still run (``running``, in order), the scheduled ones
+    (``id()``s in ``scheduled``) come first: the pass gives each running request its tokens in turn and, when
+    it stops (the budget is spent, the request itself was preempted), leaves out only the ones after it.
+
+    Raises:
+        ComponentError: a running request was left out while one after it was scheduled.
+    """
+    for i, r in enumerate(running):
+        later = next((x for x in running[i + 1 :] if id(x) in scheduled), None)
+        if id(r) not in scheduled and later is not None:
+            raise guard.fail(
+                f"it skipped {r.request_id}, which runs ahead of {later.request_id} (scheduled): each running "
+                "request gets its tokens in turn; a pass that stops leaves out only the requests after it"
+            )
+
+
+def check_victim_policy(guard: Guard, running: Sequence[Request], policy: str, victim: Request) -> None:
+    """``victim`` is the request ``policy`` preempts among ``running`` (the kit's
+    :func:`~pagedlab.sched.scheduler.pick_victim`: fcfs the end of the list, priority the largest
+    ``(priority, arrival_time)``).
+
+    Raises:
+        ComponentError: another request was chosen.
+    """
+    want = pick_victim(list(running), policy)
+    if victim is not want:
+        rule = (
+            "the largest (priority, arrival_time): a larger value is less important"
+            if policy == "priority"
+            else "the end of the running list, the request admitted last"
+        )
+        raise guard.fail(
+            f"it preempted {victim.request_id}, but {policy!r} preempts {want.request_id} ({rule}) among "
+            f"{[r.request_id for r in running]}"
+        )
 
 
 def takes_token_budget(step_fn: Any) -> bool:

@@ -82,6 +82,25 @@ class GuardedTritonTileLoad:
 
     def __init__(self, fn: Any, guard: Guard) -> None:
         self.fn, self.guard = fn, guard
+        self._source_read = False
+
+    def _check_source(self) -> None:
+        """Once: what only a GPU would show, read from the helper's code (:mod:`pagedlab.parts.triton_source`):
+        the interpreter this engine runs on a CPU reads past a table, gives 0 for a masked lane without
+        ``other`` and never overflows int32, so these mistakes serve correctly here and fail on a GPU. A source
+        that cannot be read is not held against the helper.
+
+        Raises:
+            ComponentError: a check fails (its hint says what a GPU would do).
+        """
+        if self._source_read:
+            return
+        from pagedlab.parts.triton_source import CHECKS, source_findings
+
+        self._source_read = True
+        failed = [name for name, ok in source_findings(self.fn).items() if ok is False]
+        if failed:
+            raise self.guard.fail(f"read from its code, on a GPU: {failed[0]} fails - {CHECKS[failed[0]]}")
 
     def __call__(self, query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
         """:meth:`decode_attention` (the model's ``AttentionMetadata.decode_override``)."""
@@ -97,6 +116,8 @@ class GuardedTritonTileLoad:
         """
         from pagedlab.kernels.decode_attention import paged_decode_attention
         from pagedlab.kernels.reference import paged_decode_attention as reference
+
+        self._check_source()
 
         def run() -> torch.Tensor:
             out: torch.Tensor = paged_decode_attention(query, kv, scale, load_tile=self.fn)

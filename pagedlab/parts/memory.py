@@ -41,7 +41,8 @@ def _queue_state(queue: Any, block: KVCacheBlock | None = None) -> dict[str, Any
 class GuardedFreeQueue:
     """A learner's free queue, checked after every operation the block pool makes on it.
 
-    Invariants: a handed-out block is out of the queue (both links None) and unused (``ref_cnt 0``);
+    Invariants: ``popleft`` hands out the front block (when the queue keeps vLLM's ``fake_free_list_head``);
+    a handed-out block is out of the queue (both links None) and unused (``ref_cnt 0``);
     a removed block's neighbours are linked to each other; an appended block sits at the tail,
     linked both ways; prepended blocks sit at the front in the order given, linked both ways, before
     the old front; ``num_free_blocks`` moves by exactly one per block.
@@ -66,10 +67,18 @@ class GuardedFreeQueue:
 
     def popleft(self) -> KVCacheBlock:
         before = self.inner.num_free_blocks
+        # the front, where the queue keeps vLLM's sentinel name (other names skip this check)
+        front = getattr(getattr(self.inner, "fake_free_list_head", None), "next_free_block", None)
         block = self.guard.call(self.inner.popleft)
         self.guard.expect_type(block, KVCacheBlock, "popleft()")
         if block.block_id < 0:
             raise self.guard.fail("popleft() handed out a sentinel block (id -1)", state=_queue_state(self.inner))
+        if isinstance(front, KVCacheBlock) and front.block_id >= 0 and block is not front:
+            raise self.guard.fail(
+                f"popleft() handed out block {block.block_id}, not the front block {front.block_id}: the least "
+                "recently freed block goes first",
+                state=_queue_state(self.inner, block),
+            )
         if block.prev_free_block is not None or block.next_free_block is not None:
             raise self.guard.fail(
                 f"popleft() handed out block {block.block_id} with its free-queue links still set",
@@ -265,7 +274,8 @@ class GuardedForkCow(CopyOnWrite):
     request's block table, checked after every call.
 
     Invariants: fork allocates nothing, leaves the parent as it was, gives the child the parent's table
-    and length, and adds exactly one reference per block; append keeps every block before the last,
+    and length, and adds exactly one reference per block; append changes the sequence's table in place,
+    counts the token (``num_tokens + 1``), keeps every block before the last,
     adds a block exactly when the token starts one, copies the last block exactly when it is shared
     (the pair is (old, new)), leaves the block the token goes into unshared (``ref_cnt == 1``), and
     moves reference counts and the free count by exactly that.
@@ -347,6 +357,13 @@ class GuardedForkCow(CopyOnWrite):
         seq = self.fns.seq(request_id, given, num_tokens)
         pair = self.guard.call(self.fns.append_token, self.fns.pool_view(self.block_pool, bs), seq)
         check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
+        if getattr(seq, "num_tokens", None) != num_tokens + 1:
+            raise self._fail(
+                f"after append_token the sequence has num_tokens={getattr(seq, 'num_tokens', None)!r}, expected "
+                f"{num_tokens + 1}: count the token (seq.num_tokens += 1)",
+                ids,
+                seq,
+            )
         new = self._blocks(seq.block_table, ids)
         keep = len(ids) if starts else len(ids) - 1
         if [b.block_id for b in new[:keep]] != ids[:keep] or len(new) != keep + 1:

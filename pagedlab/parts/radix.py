@@ -55,10 +55,12 @@ class GuardedRadixTree:
 
     Invariants checked (the guard names the slot, the step and the broken one, with the tree):
     the links (``child.parent is node``, children keyed by ``key[0]``, no empty key), one value per
-    key element; a match is a path from the root spelling a prefix of the key, its values those of
-    the path; an insert leaves the whole key in the tree with the new values after the span that was
-    present, and returns that span; an eviction removes only unlocked nodes (whole subtrees), frees
-    exactly their values, and frees enough while unlocked nodes remain.
+    key element; the key and value lists handed in are unchanged; a match is a path from the root spelling
+    a prefix of the key, its values those of the path; an insert leaves the whole key in the tree with the
+    new values after the span that was present, and returns that span; both stamp ``now`` on every node of
+    the path, the root included; an eviction removes only unlocked nodes (whole subtrees), frees exactly
+    their values, frees enough while unlocked nodes remain, stops once enough is freed and keeps no
+    unlocked leaf used less recently than one it removed.
 
     Args:
         ops: the functions (:class:`RadixOps`).
@@ -135,10 +137,41 @@ class GuardedRadixTree:
             node = child
         return values
 
+    def _check_unchanged(self, op: str, **given: tuple[list[Any], list[Any]]) -> None:
+        """Each ``name=(the list handed to op, what it held)`` is unchanged: the exercises only read them."""
+        for name, (handed, held) in given.items():
+            if handed != held:
+                raise self._fail(
+                    f"{op} changed the {name} list it was given (now {len(handed)} elements, was {len(held)}): it "
+                    f"only reads its {name} - work on a copy (list({name})) or an index"
+                )
+
+    def _nodes_along(self, pages: list[Hashable]) -> list[Any]:
+        """The root and every node the path of ``pages`` (a prefix in the tree) goes through."""
+        node, nodes, i = self.root, [self.root], 0
+        while i < len(pages) and pages[i] in node.children:
+            node = node.children[pages[i]]
+            nodes.append(node)
+            i += len(node.key)
+        return nodes
+
+    def _check_stamped(self, op: str, nodes: list[Any], now: int) -> None:
+        """Every node of the path ``op`` walked carries ``now`` (the LRU eviction order reads it)."""
+        stale = [n for n in nodes if n.last_access_time != now]
+        if stale:
+            where = "the root" if stale[0] is self.root else repr(stale[0])
+            raise self._fail(
+                f"after {op}(now={now}), {where} on the path has last_access_time {stale[0].last_access_time}: "
+                "stamp last_access_time = now on every node the walk goes through, the root included (eviction "
+                "takes the least recently used first)"
+            )
+
     def match_prefix(self, key: Sequence[int], extra_key: Hashable | None = None) -> tuple[list[int], Any]:
         """``ops.match_prefix`` on the block-pages of ``key``; returns per-token slots and the last node."""
         pages = self._pages(key, extra_key)
-        got = self.guard.call(self.ops.match_prefix, self.root, list(pages), self._tick())
+        given, now = list(pages), self._tick()
+        got = self.guard.call(self.ops.match_prefix, self.root, given, now)
+        self._check_unchanged("match_prefix", key=(given, pages))
         if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
             raise self._fail(f"match_prefix returned {type(got).__name__}, expected (value list, last node)")
         value, node = got
@@ -155,6 +188,7 @@ class GuardedRadixTree:
             raise self._fail(
                 f"match_prefix matched {len(value)} elements; the longest cached prefix has {len(self._peek(pages))}"
             )
+        self._check_stamped("match_prefix", self._nodes_along(pages[: len(value)]), now)
         return self._slots(value), node
 
     def insert(self, key: Sequence[int], value: Sequence[int] | None = None, extra_key: Hashable | None = None) -> int:
@@ -163,7 +197,9 @@ class GuardedRadixTree:
         slots = list(value) if value is not None else list(key)
         ids = [s // self.page_size for s in slots[: len(pages) * self.page_size : self.page_size]]
         present = self._peek(pages)
-        n = self.guard.call(self.ops.insert, self.root, list(pages), list(ids), self._tick())
+        given_key, given_value, now = list(pages), list(ids), self._tick()
+        n = self.guard.call(self.ops.insert, self.root, given_key, given_value, now)
+        self._check_unchanged("insert", key=(given_key, pages), value=(given_value, ids))
         self.guard.expect_type(n, int, "the tokens already present")
         self._check_links("insert")
         after = self._peek(pages)
@@ -171,6 +207,7 @@ class GuardedRadixTree:
             raise self._fail(f"insert returned {n}, but {len(present)} leading elements of the key were in the tree")
         if after != present + ids[len(present) :]:
             raise self._fail("after insert the key is not in the tree with the old values, then the new ones")
+        self._check_stamped("insert", self._nodes_along(pages), now)
         inserted: int = n * self.page_size
         return inserted
 
@@ -183,6 +220,31 @@ class GuardedRadixTree:
         """The kit's ``unlock``."""
         self.ops.unlock(node)
         return 0
+
+    def _check_lru(self, before: dict[int, Any], after: set[int], removed: list[Any], locked: dict[int, int]) -> None:
+        """No unlocked leaf that stays was used less recently than a node evicted (least recently used first)."""
+        if not removed:
+            return
+        kept = [
+            n
+            for i, n in before.items()
+            if i in after
+            and n is not self.root
+            and not n.children
+            and locked[i] == 0
+            and i not in self._parents(removed)
+        ]
+        newest = max(removed, key=lambda n: n.last_access_time)
+        older = [n for n in kept if n.last_access_time < newest.last_access_time]
+        if older:
+            raise self._fail(
+                f"evict removed {newest!r} but kept {older[0]!r}, used less recently: evict the least recently "
+                "used leaf first (smallest last_access_time)"
+            )
+
+    @staticmethod
+    def _parents(nodes: list[Any]) -> set[int]:
+        return {id(n.parent) for n in nodes}
 
     def evictable_size(self) -> int:
         """Tokens in unlocked nodes (each evictable once its children go)."""
@@ -206,6 +268,15 @@ class GuardedRadixTree:
             )
         if len(freed) < want and self.evictable_size():
             raise self._fail(f"evict freed {len(freed)} of {want} elements while unlocked leaves remain")
+        # the last node evicted is one whose parent stayed (a parent goes after its children): without it,
+        # whichever it was, the rest must still be short of what was asked
+        tops = [n for n in removed if all(n.parent is not m for m in removed)]
+        if tops and len(freed) - max(len(n.key) for n in tops) >= want:
+            raise self._fail(
+                f"evict freed {len(freed)} elements when {want} were asked: it went on after enough was freed "
+                "(count the tokens of each evicted node, stop once they reach num_tokens)"
+            )
+        self._check_lru(before, after, removed, locked)
         if freed:
             evict_callback(self._slots(freed))
         return len(freed) * self.page_size

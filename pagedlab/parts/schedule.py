@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.parts.contracts import check_batch_order, takes_token_budget
+from pagedlab.parts.contracts import (
+    check_batch_order,
+    check_no_running_skipped,
+    check_victim_policy,
+    takes_token_budget,
+)
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import PickVictimFn, PreemptRetryFn, ScheduleStepFn
 from pagedlab.request import Request, RequestStatus
@@ -45,6 +50,7 @@ def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Reques
             )
         if not any(victim is r for r in running):
             raise guard.fail(f"it returned {victim!r}, which is not one of the running requests")
+        check_victim_policy(guard, running, policy, victim)
         chosen: Request = victim
         return chosen
 
@@ -105,8 +111,10 @@ class LearnerStepScheduler(Scheduler):
     not preempt, so the engine gives it a pool large enough for its requests (``my_engine`` does).
     Checked after every step: the running list only grew at its end, by the head of the waiting
     queue in order; ``num_computed_tokens`` untouched; each scheduled request runs and is scheduled
-    1 .. missing tokens; the budget (for a step given it) and ``max_num_seqs`` hold; the batch is in running
-    order; every scheduled token has a KV slot.
+    1 .. missing tokens; the budget and ``long_prefill_token_threshold`` (for a step given them) and
+    ``max_num_seqs`` hold; the batch is in running order and skips no running request ahead of a scheduled
+    one; no waiting request holds a block; something is scheduled when nothing runs and a request waits
+    (else the engine would wait forever); every scheduled token has a KV slot.
 
     Args (besides ``Scheduler``'s):
         step_fn: the learner's step (the lab 04 signature is bridged by ``pagedlab.grading.plug``).
@@ -138,11 +146,37 @@ class LearnerStepScheduler(Scheduler):
         if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
         scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
+        self._check_step(before, scheduled)
+        return self.finish_schedule(out, scheduled, self._budget_left(scheduled))
+
+    def _check_step(self, before: list[Request], scheduled: list[ScheduledRequest]) -> None:
+        """What every learner step must leave, whatever it is given: the batch in running order, no running
+        request skipped, at most ``max_num_seqs`` running, no block held by a waiting request, progress.
+
+        Raises:
+            ComponentError: one of them does not hold.
+        """
+        cfg = self.config
         check_batch_order(self.guard, self.running, [s.request for s in scheduled])
-        budget = self._budget_left(scheduled)
+        alive = [r for r in before if any(r is x for x in self.running)]
+        check_no_running_skipped(self.guard, alive, {id(s.request) for s in scheduled})
         if len(self.running) > cfg.max_num_seqs:
             raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
-        return self.finish_schedule(out, scheduled, budget)
+        for req in self.waiting:
+            held = self.kv_cache_manager.get_block_ids(req.request_id)
+            if held:
+                raise self.guard.fail(
+                    f"{req.request_id} is still waiting but holds {len(held)} KV block(s): reserve slots only for "
+                    "a request you admit (check max_num_seqs before allocate_slots)"
+                )
+        if not scheduled and not self.running and (len(self.waiting) or self.swapped):
+            head = self.swapped[0] if self.swapped else self.waiting.peek_request()
+            raise self.guard.fail(
+                f"it scheduled nothing while no request runs and {head.request_id} waits "
+                f"({head.num_tokens - head.num_computed_tokens} tokens to compute, "
+                f"{self.kv_cache_manager.num_free_blocks} free blocks): the engine would wait forever - a request "
+                "at the head of the queue that fits is admitted (a prompt longer than the budget in chunks)"
+            )
 
     def _budget_left(self, scheduled: list[ScheduledRequest]) -> int | None:
         """What the step left of ``max_num_batched_tokens``; None for a step that is not given the budget
@@ -156,6 +190,13 @@ class LearnerStepScheduler(Scheduler):
         total, limit = sum(s.num_tokens for s in scheduled), self.config.max_num_batched_tokens
         if total > limit:
             raise self.guard.fail(f"token budget exceeded: {total} tokens > max_num_batched_tokens={limit}")
+        cap = self.config.long_prefill_token_threshold
+        over = next((s for s in scheduled if 0 < cap < s.num_tokens), None)
+        if over is not None:
+            raise self.guard.fail(
+                f"{over.request.request_id} got {over.num_tokens} tokens in one step > long_prefill_token_threshold="
+                f"{cap}: every chunk, a running request's included, is capped by it"
+            )
         return limit - total
 
     def _admit(self, before: list[Request]) -> None:
@@ -178,6 +219,15 @@ class LearnerStepScheduler(Scheduler):
     def _scheduled(self, rid: object, n: object) -> ScheduledRequest:
         """The ScheduledRequest for one entry of the step's result, checked."""
         req = self.requests.get(rid) if isinstance(rid, str) else None
+        if req is not None and not any(req is r for r in self.running) and req.status == RequestStatus.WAITING:
+            raise self.guard.fail(
+                f"it scheduled {rid!r} but left it out of the running list it was given: append an admitted "
+                "request to that very list (running.append) - a new list bound to `running` is lost"
+            )
+        if req is not None and req.status in (RequestStatus.PREEMPTED, RequestStatus.SWAPPED):
+            raise self.guard.fail(
+                f"it scheduled {rid!r}, which it preempted in this step: drop a victim from the step's schedule"
+            )
         if req is None or not isinstance(rid, str) or req not in self.running:
             raise self.guard.fail(f"it scheduled {rid!r}, which is not a running request")
         if not isinstance(n, int) or not 1 <= n <= req.num_tokens - req.num_computed_tokens:
@@ -265,11 +315,14 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
     The step gets the real ``running`` list, deques of the waiting and swapped requests and the
     ``KVCacheManager`` (swap moves recorded for the model runner). Checked after every step, besides
     :class:`LearnerStepScheduler`'s checks (budget, ``max_num_seqs``, a KV slot for every scheduled
-    token): each preempted request ran before the step and runs no more; a recomputed one holds no
-    block and has ``num_computed_tokens`` 0, a swapped one went through ``swap_out`` and holds no GPU
-    block; nothing was admitted or swapped in during a step that preempted; swapped requests come
-    back from the head of the swapped queue, in order. The kit then moves the victims in its own
-    queues (recompute: the head of ``waiting``; swap: the end of ``swapped``).
+    token): each preempted request ran before the step, runs no more and is the policy's victim
+    (``pick_victim``) among those still running; no request left running unlisted; a recomputed one holds no
+    block, has ``num_computed_tokens`` 0 and was put at the front of the step's ``waiting`` as it was
+    preempted, a swapped one went through ``swap_out``, holds no GPU block and was appended to ``swapped``;
+    nothing was admitted or swapped in during a step that preempted; swapped requests come back from the
+    head of the swapped queue, in order, and no waiting request joins while one is swapped out. The kit
+    then moves the victims in its own queues (recompute: the head of ``waiting``; swap: the end of
+    ``swapped``).
     """
 
     def schedule(self) -> SchedulerOutput:
@@ -288,6 +341,13 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         sched, preempted = result
         self.guard.expect_type(sched, dict, "the scheduled tokens")
         self.guard.expect_type(preempted, list, "the preempted ids")
+        unlisted = [r for r in before if r.request_id not in preempted and not any(r is x for x in self.running)]
+        if unlisted:
+            self.running[:] = before
+            raise self.guard.fail(
+                f"{unlisted[0].request_id} left running but is not in the preempted list: return every victim "
+                "of the step, in the order preempted"
+            )
         victims = self._take_victims(before, preempted, kv, waiting, swapped, out)
         gone = {id(r) for r in victims}
         if any(
@@ -295,15 +355,18 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         ):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
         if not victims:
-            self._admit(self._take_swapped_in(before, kv))
+            back = self._take_swapped_in(before, kv)
+            if self.swapped and len(self.running) > len(back):
+                raise self.guard.fail(
+                    f"it admitted {self.running[len(back)].request_id} while {self.swapped[0].request_id} is "
+                    "swapped out: swapped requests come back first, waiting ones join only when none is left"
+                )
+            self._admit(back)
         elif [id(r) for r in self.running] != [id(r) for r in before if id(r) not in gone]:
             raise self.guard.fail("it admitted, swapped in or reordered requests in a step that preempted")
         scheduled = [self._scheduled(rid, n) for rid, n in sched.items()]
-        check_batch_order(self.guard, self.running, [s.request for s in scheduled])
-        budget = self._budget_left(scheduled)
-        if len(self.running) > cfg.max_num_seqs:
-            raise self.guard.fail(f"{len(self.running)} requests run > max_num_seqs={cfg.max_num_seqs}")
-        return self.finish_schedule(out, scheduled, budget)
+        self._check_step(before, scheduled)
+        return self.finish_schedule(out, scheduled, self._budget_left(scheduled))
 
     def _take_victims(
         self,
@@ -315,11 +378,15 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         out: SchedulerOutput,
     ) -> list[Request]:
         """Check each preempted request and move it in the kit's queues; return them."""
+        self._check_requeued(preempted, kv, waiting, swapped)
         victims: list[Request] = []
         for rid in preempted:
             req = next((r for r in before if r.request_id == rid), None)
             if req is None or any(v is req for v in victims):
                 raise self.guard.fail(f"it preempted {rid!r}, which was not running (or twice)")
+            check_victim_policy(
+                self.guard, [r for r in before if not any(r is v for v in victims)], self.config.policy, req
+            )
             if any(r is req for r in self.running):
                 raise self.guard.fail(f"{rid} was preempted but is still in running")
             if self.kv_cache_manager.get_block_ids(rid):
@@ -340,6 +407,34 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
             out.preempted.append(rid)
             victims.append(req)
         return victims
+
+    def _check_requeued(
+        self, preempted: list[Any], kv: _RecordingKV, waiting: deque[Request], swapped: deque[Request]
+    ) -> None:
+        """The victims sit where the step puts them: each recompute victim at the front of ``waiting`` as it
+        was preempted (so the last one first), the swapped ones at the end of ``swapped`` in order. The engine
+        then moves them in its own queues from ``preempted``.
+
+        Raises:
+            ComponentError: a victim is elsewhere in the step's queues.
+        """
+        recomputed = [r for r in preempted if r not in kv.swapped_out]
+        ids = [r.request_id for r in waiting][: len(recomputed)]
+        if (
+            len(recomputed) == len(set(recomputed))
+            and ids != recomputed[::-1]
+            and set(recomputed) <= {r.request_id for r in waiting}
+        ):
+            raise self.guard.fail(
+                f"waiting begins {ids} after preempting {recomputed} for recompute: put each victim at the FRONT "
+                "of waiting as you preempt it (waiting.appendleft), the last one preempted first"
+            )
+        out = [r for r in preempted if r in kv.swapped_out]
+        tail = [r.request_id for r in swapped][len(swapped) - len(out) :] if out else []
+        if tail != out and set(out) <= {r.request_id for r in swapped}:
+            raise self.guard.fail(
+                f"swapped ends {tail} after swapping out {out}: append each victim to swapped, in order"
+            )
 
     def _take_swapped_in(self, before: list[Request], kv: _RecordingKV) -> list[Request]:
         """Move the requests the step swapped in (the head of ``swapped``, in order) to running; return

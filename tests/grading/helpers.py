@@ -63,6 +63,24 @@ def load_json(path: Path) -> Any:
 # --- wrong versions (tests/grading/wrong_versions/<exercise id>/<name>.py) ---------------------------
 WRONG_VERSIONS_DIR = Path(__file__).resolve().parent / "wrong_versions"
 
+#: The kinds of mistake issue 23 found the exercises' tests missing, each to be stood for by at least three
+#: wrong versions (``pattern:`` lines) that check() fails with a hint naming the mistake.
+PATTERNS: tuple[str, ...] = (
+    "changes an input it only reads",
+    "rebinds what it must change in place",
+    "returns another container or number type",
+    "more requests than max_num_seqs",
+    "two victims in one step",
+    "a priority victim before the current request",
+    "running requests several tokens behind",
+    "running requests walked out of order",
+    "a prompt shorter than its prefix hit",
+    "fp16 / bf16 caches",
+    "int64 block ids",
+    "garbage past the sequence",
+    "what only a GPU would show (Triton)",
+)
+
 
 @dataclass(frozen=True)
 class WrongVersion:
@@ -70,7 +88,9 @@ class WrongVersion:
 
     The file's docstring says the mistake (first line), then ``caught by: <test title>`` (the test
     whose failure ``check()`` must report first) and optionally ``hint: <text>`` lines (each must
-    appear in that failure's message) and ``not hint: <text>`` lines (none may appear). The rest of
+    appear in that failure's message) and ``not hint: <text>`` lines (none may appear); ``pattern: <name>``
+    lines name the kinds of mistake of issue 23 it stands for (:data:`PATTERNS`), an ``engine: <why>`` line
+    why the engine serves it like its own part when plugged (``tests/grading/plugged.py``). The rest of
     the file is either ``REPLACE = [(old, new), ...]`` - edits of the solution cell, each ``old``
     must occur - or, without ``REPLACE``, a whole exercise cell.
     """
@@ -82,6 +102,8 @@ class WrongVersion:
     hints: tuple[str, ...]
     not_hints: tuple[str, ...]
     source: str
+    patterns: tuple[str, ...] = ()
+    engine: str = ""
 
 
 def _parse_wrong_version(exercise: str, path: Path) -> WrongVersion:
@@ -91,7 +113,7 @@ def _parse_wrong_version(exercise: str, path: Path) -> WrongVersion:
     if not doc:
         raise ValueError(f"{path}: no docstring naming the mistake")
     lines = doc.splitlines()
-    fields: dict[str, list[str]] = {"caught by": [], "hint": [], "not hint": []}
+    fields: dict[str, list[str]] = {"caught by": [], "hint": [], "not hint": [], "pattern": [], "engine": []}
     for ln in lines[1:]:
         key, sep, value = ln.partition(":")
         if sep and key.strip() in fields:
@@ -115,6 +137,8 @@ def _parse_wrong_version(exercise: str, path: Path) -> WrongVersion:
         tuple(fields["hint"]),
         tuple(fields["not hint"]),
         source,
+        tuple(fields["pattern"]),
+        " ".join(fields["engine"]),
     )
 
 
@@ -148,4 +172,33 @@ def wrong_versions_table(versions: Sequence[WrongVersion]) -> str:
         + " |"
         for v in versions
     ]
-    return "\n".join(head + rows) + "\n"
+    pats = [
+        "",
+        "## The kinds of mistake of issue 23",
+        "",
+        "Each kind the exercises' tests once missed, with the wrong versions that stand for it (their `pattern:` "
+        "line); CI asserts at least three per kind, each failing `check()` with its hint.",
+        "",
+        "| kind of mistake | wrong versions | exercises |",
+        "|---|---|---|",
+    ]
+    for p in PATTERNS:
+        mine = [v for v in versions if p in v.patterns]
+        pats.append(
+            f"| {p} | {len(mine)}: "
+            + ", ".join(f"`{v.name}`" for v in mine)
+            + " | "
+            + ", ".join(sorted({f"`{v.exercise}`" for v in mine}))
+            + " |"
+        )
+    return "\n".join(head + rows + pats) + "\n"
+
+
+#: Where docs/wrong_versions.md's engine section (tests/grading/test_wrong_versions_plugged.py) begins.
+PLUGGED_HEADING = "## Plugged into the engine"
+
+
+def doc_parts(text: str) -> tuple[str, str]:
+    """docs/wrong_versions.md split into the check() part and the engine part (from :data:`PLUGGED_HEADING`)."""
+    i = text.find("\n\n" + PLUGGED_HEADING)
+    return (text, "") if i < 0 else (text[: i + 1], text[i + 2 :])

@@ -12,7 +12,7 @@ import pytest
 
 from pagedlab.grading import registry
 from pagedlab.grading.checking import CheckResult, check
-from tests.grading.helpers import WrongVersion, wrong_versions, wrong_versions_table
+from tests.grading.helpers import PATTERNS, WrongVersion, doc_parts, wrong_versions, wrong_versions_table
 
 VERSIONS = wrong_versions()
 DOC = Path(__file__).resolve().parents[2] / "docs" / "wrong_versions.md"
@@ -81,10 +81,25 @@ def test_failures_come_with_a_picture_of_the_state(eid: str) -> None:
     assert any(p.startswith("<svg") and "pl-viz" in p for p in pictures), eid
 
 
+def test_every_pattern_of_issue_23_has_three_wrong_versions_with_a_hint() -> None:
+    """Issue 23's kinds of mistake (inputs changed, rebinding, return types, sizes beyond the defaults, lab 08's
+    dtypes, int64 ids, garbage, the GPU-only Triton pitfalls): each stood for by >= 3 wrong versions, each
+    failing check() with a hint (test_wrong_version_fails_at_the_named_test checks the hint is in the message)."""
+    named = {p for v in VERSIONS for p in v.patterns}
+    assert named <= set(PATTERNS), f"unknown pattern names: {named - set(PATTERNS)}"
+    for p in PATTERNS:
+        mine = [v for v in VERSIONS if p in v.patterns]
+        assert len(mine) >= 3, f"{p!r}: only {[v.name for v in mine]}"
+        assert all(v.hints for v in mine), f"{p!r}: {[v.name for v in mine if not v.hints]} name no hint"
+
+
 def test_docs_table_is_current() -> None:
     table = wrong_versions_table(VERSIONS)
+    old = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
     if os.environ.get("PAGEDLAB_REGEN_DOCS"):
-        DOC.write_text(table, encoding="utf-8")
-    assert DOC.exists() and DOC.read_text(encoding="utf-8") == table, (
+        rest = doc_parts(old)[1]
+        DOC.write_text(table + ("\n" + rest if rest else ""), encoding="utf-8")
+        old = DOC.read_text(encoding="utf-8")
+    assert doc_parts(old)[0] == table, (
         "docs/wrong_versions.md is stale: run PAGEDLAB_REGEN_DOCS=1 pytest tests/grading/test_wrong_versions.py"
     )

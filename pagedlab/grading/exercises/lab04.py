@@ -138,6 +138,19 @@ def _blocks_hint(expected: Any, got: Any, state: Any) -> str | None:
     return None
 
 
+def _running_hint(expected: Any, got: Any, waiting: list[str]) -> str:
+    """Explains a wrong running list; names requests taken off ``waiting`` that never reached the caller's ``running``."""
+    lost = [r for r in expected if isinstance(got, list) and r not in got and r not in waiting]
+    if lost:
+        return (
+            f"{', '.join(lost)} left `waiting` but {'is' if len(lost) == 1 else 'are'} not in the `running` list you "
+            "were given: append to that "
+            "very list (running.append(request)) - binding a new list to the name `running` inside your function "
+            "is lost when it returns, the engine keeps its own list"
+        )
+    return "an admitted request moves from the front of `waiting` to the end of `running`"
+
+
 def run_workload(
     call: Callable[[Sim], Any],
     rec: Any,
@@ -190,10 +203,11 @@ def run_workload(
         order = list(scheduled) if isinstance(scheduled, dict) else None
         sim.apply(scheduled)
         rec.state(sim.state())
+        waiting_now = sim.ids(sim.waiting)
         rec.observe(
             "running after the step",
             sim.ids(sim.running),
-            hint="an admitted request moves from the front of `waiting` to the end of `running`",
+            hint=lambda e, g, s, waiting=waiting_now: _running_hint(e, g, waiting),
         )
         rec.observe("waiting after the step", sim.ids(sim.waiting))
         rec.observe(

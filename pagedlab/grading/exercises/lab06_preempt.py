@@ -144,6 +144,11 @@ def _preempted_hint(policy: str) -> Any:
                 "only the last victim is listed: when several requests are preempted in one step, return every "
                 "one of them, in the order you preempted them"
             )
+        if isinstance(expected, list) and 0 < len(got) < len(expected) and got == expected[: len(got)]:
+            return (
+                f"you stopped preempting after {', '.join(map(str, got))}: while allocate_slots still fails, "
+                "preempt the next victim and retry - a step may preempt several requests"
+            )
         if isinstance(expected, list) and len(got) > len(expected) and got[: len(expected)] == expected:
             return (
                 "you preempted more requests than needed: a request preempted in this step left `running` and "
@@ -185,11 +190,30 @@ def _computed_hint(expected: Any, got: Any, state: Any) -> str:
     )
 
 
-def _waiting_hint(expected: Any, got: Any, state: Any) -> str:
+def _waiting_hint(expected: Any, got: Any, victims: set[str]) -> str:
+    k = len(victims)
+    if k >= 2 and isinstance(got, list) and set(got[:k]) == victims and got[:k] != expected[:k]:
+        return (
+            "several victims in one step: put each at the FRONT of waiting as you preempt it "
+            "(appendleft, one victim at a time), so the last one preempted - under fcfs the older request - is admitted "
+            "first again"
+        )
     return (
         "a request preempted for recompute goes back to the FRONT of waiting (waiting.appendleft), so it is the "
         "first to be admitted again"
     )
+
+
+def _running_swapped_hint(got: Any, victims: set[str]) -> str:
+    """Explains wrong running / swapped lists; names a victim still in the caller's ``running``."""
+    still = sorted(r for r in victims if isinstance(got, list) and got and isinstance(got[0], list) and r in got[0])
+    if still:
+        return (
+            f"{', '.join(still)} was preempted but is still in the `running` list you were given: remove it from "
+            "that very list (running.remove(victim)) - binding a new list to the name `running` inside your "
+            "function is lost when it returns, the engine keeps its own list"
+        )
+    return "the victim leaves running; swapped (swap mode, the CPU pool has room) or waiting (recompute)"
 
 
 def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mode: str) -> None:
@@ -232,11 +256,15 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         {rid: r.num_computed_tokens for rid, r in sim.requests.items()},
         hint=_computed_hint,
     )
-    rec.observe("waiting after the call", sim.ids(sim.waiting), hint=_waiting_hint)
+    rec.observe(
+        "waiting after the call",
+        sim.ids(sim.waiting),
+        hint=lambda e, g, s, victims=victims: _waiting_hint(e, g, victims),
+    )
     rec.observe(
         "running, swapped after the call",
         [sim.ids(sim.running), sim.ids(sim.swapped)],
-        hint="the victim leaves running; swapped (swap mode, the CPU pool has room) or waiting (recompute)",
+        hint=lambda e, g, s, victims=victims: _running_swapped_hint(g, victims),
     )
     rec.observe(
         "GPU blocks, CPU blocks held per request after the call",

@@ -98,7 +98,21 @@ def _case(
         }
     )
     given_cache, given_table = cache.clone(), torch.tensor(table, dtype=getattr(torch, table_dtype))
-    out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
+    try:
+        out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
+    except IndexError as e:
+        if tile_start + tile_size <= seq_len:
+            raise
+        from pagedlab.grading.recorder import safe_str, where_raised
+
+        where = where_raised(e)
+        rec.fail(
+            f"your code raised IndexError: {safe_str(e)}" + (f"\n  at {where}" if where else "") + "\n  hint: a lane "
+            "past seq_len looked up the block table beyond the sequence's last block"
+            + (f" (a padding entry, {GARBAGE})" if pad else "")
+            + ": masked lanes must not look it up - give them block 0 (torch.where(mask, pos // block_size, 0)), "
+            "then zero their rows"
+        )
     try:
         rows, mask = out
     except (TypeError, ValueError):
@@ -108,7 +122,8 @@ def _case(
     rec.observe(
         "rows dtype",
         str(getattr(rows, "dtype", type(rows).__name__)),
-        hint="the tile keeps the cache's dtype (cache.dtype): make any zeros you mix in of that dtype",
+        hint="the tile keeps the cache's dtype (cache.dtype): make anything you mix into the rows of that dtype - "
+        "zeros, or a mask you multiply by (a float32 operand turns an fp16 or bf16 tile into float32)",
     )
     rec.observe(
         "cache and block_table after the call (unchanged)",

@@ -436,7 +436,7 @@ def _(fn: Any, rec: Any) -> None:
 
 @TILE.test("what only a GPU would show, read from your helper's code: masked table load, other=0.0, int64 ids")
 def _(fn: Any, rec: Any) -> None:
-    from pagedlab.grading.exercises.triton_source_checks import CHECKS, raises_not_implemented, source_findings
+    from pagedlab.parts.triton_source import CHECKS, raises_not_implemented, source_findings
 
     if raises_not_implemented(fn):
         raise NotImplementedError("triton_load_kv_tile is not written yet")

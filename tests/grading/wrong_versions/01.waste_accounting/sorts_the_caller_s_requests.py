@@ -2,6 +2,7 @@
 
 caught by: requests listed out of address order
 hint: your function changed `arena`
+pattern: changes an input it only reads
 """
 REPLACE = [
     ("""    for r in sorted(snapshot["requests"], key=lambda r: r["start"]):\n""",

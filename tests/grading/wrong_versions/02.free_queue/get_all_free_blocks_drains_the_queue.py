@@ -2,6 +2,8 @@
 
 caught by: get_all_free_blocks lists the queue front first
 hint: get_all_free_blocks only reads
+pattern: changes an input it only reads
+engine: the engine never calls get_all_free_blocks while it serves (traces, widgets and the vLLM twin read the queue; not the scheduler)
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """__init__ links blocks[0] to the head sentinel without checking that there is a block: an empty queue breaks.
 
 caught by: an empty queue: popleft raises, then blocks can be appended
+engine: the engine builds its queue over the whole pool, never over an empty list of blocks
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: every operation is O(1): it touches a constant number of blocks
 hint: costs O(n)
+engine: slower, not wrong: the same block leaves the queue (check() counts the blocks each operation touches)
 """
 REPLACE = [
     ("""\

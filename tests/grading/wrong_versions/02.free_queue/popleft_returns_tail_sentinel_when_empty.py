@@ -2,6 +2,7 @@
 
 caught by: popleft on an empty queue raises ValueError
 hint: raise ValueError
+engine: the engine checks num_free_blocks before it pops, so it never pops an empty queue
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: the tokens of a single block
 hint: your function changed `positions`
+pattern: changes an input it only reads
 """
 REPLACE = [
     ("    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]\n",

@@ -2,6 +2,8 @@
 
 caught by: random block tables, positions in any order, block sizes 1, 3 and 16
 hint: your function changed `positions`
+pattern: changes an input it only reads
+engine: the engine hands slot_mapping positions already in order, so sorting them changes nothing
 """
 REPLACE = [
     ("    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]\n",

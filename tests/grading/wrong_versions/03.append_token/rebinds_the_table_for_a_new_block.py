@@ -2,6 +2,7 @@
 
 caught by: a token that starts a new block allocates one
 hint: block table in place
+pattern: rebinds what it must change in place
 """
 REPLACE = [
     ("        seq.block_table.append(pool.allocate())\n", "        seq.block_table = seq.block_table + [pool.allocate()]\n"),

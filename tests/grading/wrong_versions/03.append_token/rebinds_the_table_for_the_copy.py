@@ -2,6 +2,7 @@
 
 caught by: a shared last block is copied before the write; its last owner then writes in place
 hint: block table in place
+pattern: rebinds what it must change in place
 """
 REPLACE = [
     ("            seq.block_table[-1] = new\n", "            seq.block_table = seq.block_table[:-1] + [new]\n"),

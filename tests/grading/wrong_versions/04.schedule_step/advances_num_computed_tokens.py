@@ -2,6 +2,7 @@
 
 caught by: three requests arriving together: prefill, then decode one token per step
 hint: leave num_computed_tokens alone
+pattern: changes an input it only reads
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: max_num_seqs caps the batch; a finished request's place is refilled
 hint: a request left waiting must hold no blocks
+pattern: more requests than max_num_seqs
 """
 REPLACE = [
     ("""\

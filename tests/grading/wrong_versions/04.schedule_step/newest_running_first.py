@@ -2,6 +2,7 @@
 
 caught by: three requests arriving together: prefill, then decode one token per step
 hint: oldest first
+pattern: running requests walked out of order
 """
 REPLACE = [
     ("""\

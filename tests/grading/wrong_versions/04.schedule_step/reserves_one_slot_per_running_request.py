@@ -2,6 +2,8 @@
 
 caught by: running requests several tokens behind (3 tokens per step, as with speculative decoding): each gets all
 hint: running ones included
+pattern: running requests several tokens behind
+engine: a running request misses one token a step in this engine (no speculative decoding, and lab 04's step takes no budget, so no prefill is cut): one slot is all it needs
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: a random workload of 12 requests, step by step
 hint: oldest first
+pattern: running requests walked out of order
 """
 REPLACE = [
     ("""\

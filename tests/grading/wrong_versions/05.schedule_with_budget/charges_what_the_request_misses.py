@@ -3,6 +3,7 @@
 caught by: a random workload, step by step
 hint: the budget was charged for all of them
 not hint: the budget shrinks by that much
+engine: it schedules fewer tokens a step, never more than the budget: a slower schedule within every contract the engine checks; check() compares the schedule
 """
 REPLACE = [
     ("""\

@@ -3,6 +3,7 @@
 caught by: a budget used up exactly: nobody else joins in that step
 hint: (their decodes) first, in the order of `running`
 not hint: chunk
+pattern: running requests walked out of order
 """
 REPLACE = [
     ("""\

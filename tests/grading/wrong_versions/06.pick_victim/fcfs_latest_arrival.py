@@ -2,6 +2,7 @@
 
 caught by: fcfs: a request re-admitted after a preemption is at the end now
 hint: a request that was preempted and re-admitted sits there
+engine: under fcfs the engine's running list stays in arrival order (a victim, the latest arrival, is re-admitted ahead of any newer request), so the latest arrival is the end of the list
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: priority: the least important request goes first, even one scheduled earlier in the step
 hint: drop it from the step's schedule when you preempt it
+pattern: a priority victim before the current request
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: swap: the victim moves to the CPU pool and comes back before any waiting request
 hint: only the last victim is listed
+pattern: two victims in one step
 """
 REPLACE = [
     ("""\

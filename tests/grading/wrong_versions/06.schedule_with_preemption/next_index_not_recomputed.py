@@ -2,6 +2,7 @@
 
 caught by: priority: a victim earlier in running than the request allocating; the requests after it still run
 hint: was skipped: the victim sat earlier in `running`
+pattern: a priority victim before the current request
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: fcfs, recompute: the newest running request is preempted, re-queued at the front and starts over
 hint: the returned pair must be a tuple (dict, list)
+pattern: returns another container or number type
 """
 REPLACE = [
     ("    return scheduled, preempted\n", "    return [scheduled, preempted]\n"),

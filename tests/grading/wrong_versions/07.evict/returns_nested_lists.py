@@ -3,6 +3,7 @@
 caught by: the least recently used leaf goes first
 hint: one flat list of slots
 not hint: evict in LRU order
+pattern: returns another container or number type
 """
 REPLACE = [
     ("        freed += x.value\n", "        freed.append(x.value)\n"),

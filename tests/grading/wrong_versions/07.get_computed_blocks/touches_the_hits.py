@@ -2,6 +2,7 @@
 
 caught by: a cached prefix hits whole blocks; the request's partial last block is computed
 hint: lookup only: do not touch the hits
+pattern: changes an input it only reads
 """
 REPLACE = [
     ('    return blocks, len(blocks) * block_size',

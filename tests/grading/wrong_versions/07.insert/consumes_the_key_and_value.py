@@ -2,6 +2,7 @@
 
 caught by: a key already cached: existing slots are kept, its length is returned
 hint: your function changed `key`
+pattern: changes an input it only reads
 """
 REPLACE = [
     ("    key, value = list(key), list(value)\n", ""),

@@ -2,6 +2,7 @@
 
 caught by: a whole node matches; the path is stamped with now
 hint: your function changed `key`
+pattern: changes an input it only reads
 """
 REPLACE = [
     ("    key = list(key)\n", ""),

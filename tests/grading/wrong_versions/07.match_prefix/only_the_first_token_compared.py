@@ -2,6 +2,7 @@
 
 caught by: a match that ends inside a node splits it
 hint: the slots of every matched token
+pattern: a prompt shorter than its prefix hit
 """
 REPLACE = [
     ("""\

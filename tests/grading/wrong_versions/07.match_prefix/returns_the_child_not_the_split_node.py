@@ -2,6 +2,7 @@
 
 caught by: a match that ends inside a node splits it
 hint: split the node the match ends in
+pattern: a prompt shorter than its prefix hit
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: a tile inside one block
 hint: a bool per lane
+pattern: returns another container or number type
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: the last tile: positions past seq_len are masked and never look up the table
 hint: loading a tile only reads
+pattern: changes an input it only reads
 """
 REPLACE = [
     ("""\

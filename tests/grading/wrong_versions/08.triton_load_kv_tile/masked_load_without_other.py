@@ -2,6 +2,7 @@
 
 caught by: what only a GPU would show, read from your helper's code: masked table load, other=0.0, int64 ids
 hint: needs other=0.0
+pattern: what only a GPU would show (Triton)
 """
 REPLACE = [
     ('tile = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask[:, None], other=0.0)',
