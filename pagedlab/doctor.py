@@ -132,8 +132,9 @@ def check_python() -> Check:
 
 def _in_checkout() -> bool:
     """This pagedlab runs from a clone of the kit (a Makefile and pyproject.toml next to the package)."""
-    root = Path(__file__).resolve().parent.parent
-    return (root / "Makefile").is_file() and (root / "pyproject.toml").is_file()
+    from pagedlab import vllm_version
+
+    return vllm_version.in_checkout()
 
 
 def setup_fix(extra: str | None = None) -> str:
@@ -327,16 +328,12 @@ def check_vllm() -> Check:
 def vllm_fix() -> str:
     """How to get real vLLM beside this installation: a clone's ``make vllm``, or by hand for a pip install
     (the same three steps the Makefile's ``vllm`` target runs, and the variable that points the kit at it)."""
-    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT
+    from pagedlab.vllm_version import VLLM_REQUIREMENT, install_steps
 
     why = "~3.4 GB; needed only by tests/twin and the labs' 'On real vLLM' cells"
     if _in_checkout():
         return f"`make vllm` ({VLLM_REQUIREMENT} in its own venv, {why})"
-    return (
-        f"in its own venv ({why}): `python3 -m venv ~/.venv-vllm && ~/.venv-vllm/bin/pip install '{VLLM_REQUIREMENT}'"
-        " && ~/.venv-vllm/bin/pip uninstall -y torchvision torchaudio torchcodec`, then in this environment"
-        f" `python -m pagedlab.twin.hf_model` and `export {ENV_VLLM_PYTHON}=~/.venv-vllm/bin/python`"
-    )
+    return f"in its own venv ({why}): {install_steps(checkout=False)}"
 
 
 def check_native() -> Check:

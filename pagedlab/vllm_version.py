@@ -16,6 +16,8 @@ __all__ = [
     "VLLM_REQUIREMENT",
     "VLLM_VENV",
     "VLLM_VERSION",
+    "in_checkout",
+    "install_steps",
     "vllm_python",
 ]
 
@@ -39,3 +41,26 @@ def vllm_python() -> Path:
     if env:
         return Path(env).expanduser()
     return Path(__file__).resolve().parent.parent / VLLM_VENV / "bin" / "python"
+
+
+def in_checkout() -> bool:
+    """This pagedlab runs from a clone of the kit (a Makefile and pyproject.toml next to the package), not
+    from a pip install (where ``make vllm`` and ``<checkout>/.venv-vllm`` do not exist)."""
+    root = Path(__file__).resolve().parent.parent
+    return (root / "Makefile").is_file() and (root / "pyproject.toml").is_file()
+
+
+def install_steps(checkout: bool | None = None) -> str:
+    """How to install the vLLM the kit follows beside this installation: a clone's ``make vllm``, or, for a
+    pip install, the steps that target runs, by hand, and the variable that points the kit at it.
+
+    Args:
+        checkout: which of the two; None: :func:`in_checkout`.
+    """
+    if in_checkout() if checkout is None else checkout:
+        return f"`make vllm` in the kit's checkout installs {VLLM_REQUIREMENT} into its own {VLLM_VENV}"
+    return (
+        f"`python3 -m venv ~/{VLLM_VENV} && ~/{VLLM_VENV}/bin/pip install '{VLLM_REQUIREMENT}'"
+        f" && ~/{VLLM_VENV}/bin/pip uninstall -y torchvision torchaudio torchcodec`, then in this environment"
+        f" `python -m pagedlab.twin.hf_model` and `export {ENV_VLLM_PYTHON}=~/{VLLM_VENV}/bin/python`"
+    )

@@ -235,6 +235,7 @@ class EngineArgs:
         u = self.gpu_memory_utilization
         if u is not None and not 0 < u <= 1:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {u}")
+        check_model_arg(self.model)
         check_model_name(self.model)
 
     def engine_kwargs(self) -> dict[str, Any]:
@@ -274,7 +275,7 @@ class EngineArgs:
             model_name=self.served_model_name or (self.model if isinstance(self.model, str) else None) or BUNDLED_MODEL,
         )
         kw["tokenizer"] = load_tokenizer_arg(self.tokenizer, self.model)
-        if not isinstance(model, (str, type(None))):  # a model instance: used as it is
+        if not isinstance(model, (str, os.PathLike, type(None))):  # a model instance: used as it is
             net = model
             if self.eos_token_id is not None:
                 kw["eos_token_id"] = self.eos_token_id
@@ -331,6 +332,24 @@ class EngineArgs:
         if self.preemption_mode != "swap":
             return 0  # vLLM v1 allocates no swap space either
         return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size)
+
+
+def check_model_arg(model: Any) -> None:
+    """Refuse a ``model`` that is neither a name or path (str, ``os.PathLike``), None, nor a model
+    instance (a ``torch.nn.Module``, as tests pass a tiny ``LlamaForCausalLM``).
+
+    Raises:
+        ConfigError: any other type (``LLM(model=123)`` was an AttributeError on ``.config``).
+    """
+    if model is None or isinstance(model, (str, os.PathLike)):
+        return
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigError(
+            f"model must be a model name, a .gguf path (str or os.PathLike), None or a LlamaForCausalLM, "
+            f"got {type(model).__name__} {model!r}"[:300]
+        )
 
 
 def check_model_name(model: Any) -> None:
@@ -409,7 +428,7 @@ def total_device_memory(device: str | None) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
-def _load(model: str | None) -> Any:
+def _load(model: str | os.PathLike[str] | None) -> Any:
     """The loaded ``LlamaForCausalLM`` (shared with ``LLMEngine``'s cache, so it loads once)."""
     from pagedlab.model.loader import load_model_cached  # lazily: torch and the weights
 

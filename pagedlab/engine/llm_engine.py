@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import math
 import operator
 import os
 import time
@@ -30,7 +31,7 @@ from pagedlab.config import (
     check_seed,
 )
 from pagedlab.engine import malloc
-from pagedlab.engine.arg_utils import EngineArgs
+from pagedlab.engine.arg_utils import EngineArgs, check_model_arg
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.history import History
 from pagedlab.engine.metrics import EngineStats, Metric
@@ -73,6 +74,25 @@ def check_priority(priority: object) -> None:
     """Raise ``InvalidRequestError`` unless ``priority`` is an int (not a bool)."""
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise InvalidRequestError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
+
+
+def check_arrival_time(arrival_time: object) -> None:
+    """Raise ``InvalidRequestError`` unless ``arrival_time`` is None or a finite number of seconds (not a bool).
+
+    Checked at submission: the first step computes TTFT from it, and a bad one raised there, aborting
+    every request in flight (the step's all-or-nothing recovery)."""
+    if arrival_time is None:
+        return
+    if isinstance(arrival_time, bool) or not isinstance(arrival_time, (int, float)) or not math.isfinite(arrival_time):
+        raise InvalidRequestError(
+            f"arrival_time must be None or a finite number of seconds (time.perf_counter()'s clock), "
+            f"got {_typed(arrival_time)}"
+        )
+
+
+def _typed(value: object) -> str:
+    """``"int 7"``: a value with its type's name, for error messages."""
+    return f"{type(value).__name__} {value!r}"
 
 
 def _device_and_backend(device: str | None, attention_backend: str | None) -> tuple[str, str]:
@@ -363,6 +383,7 @@ class LLMEngine:
             # must then be token ids unless a tokenizer is given.
             self.tokenizer = tokenizer
             return model, {"eos_token_id": eos_token_id}
+        check_model_arg(model)
         net, loaded, meta = load_model_cached(model)
         self.tokenizer = tokenizer if tokenizer is not None else loaded
         return net, meta
@@ -443,7 +464,13 @@ class LLMEngine:
         Raises:
             ConfigError: an argument pagedlab cannot honour (see ``EngineArgs.check``).
             ModelNotFoundError: a model other than the bundled SmolLM2 or a local GGUF.
+            TypeError: ``engine_args`` is not an ``EngineArgs`` (``LLMEngine(**kwargs)`` takes keywords).
         """
+        if not isinstance(engine_args, EngineArgs):
+            raise TypeError(
+                f"from_engine_args takes an EngineArgs, got {type(engine_args).__name__}: "
+                "LLMEngine.from_engine_args(EngineArgs(**kwargs)), or LLMEngine(**kit_kwargs)"
+            )
         engine_args.check()
         return cls(**engine_args.engine_kwargs())
 
@@ -551,12 +578,14 @@ class LLMEngine:
             priority: int, lower is served first under ``policy="priority"``.
         Raises:
             InvalidRequestError: see ``_tokenize`` and ``validate_request``; also a duplicate id, a
-                non-int priority or a seed torch's generator cannot take. Nothing is queued then.
+                non-int priority, an ``arrival_time`` that is not a finite number or a seed torch's
+                generator cannot take. Nothing is queued then.
         """
         params = params or SamplingParams()
         if not isinstance(params, SamplingParams):
             raise InvalidRequestError(f"params must be SamplingParams, got {type(params).__name__}")
         check_priority(priority)
+        check_arrival_time(arrival_time)
         if request_id is not None and str(request_id) in self._groups:
             raise InvalidRequestError(f"request id {str(request_id)!r} is already in use")
         text, ids = self._tokenize(prompt)
@@ -663,8 +692,27 @@ class LLMEngine:
         Args:
             request_id: one id or a list of ids (vLLM v1 takes a list). Unknown or already
                 finished ids are skipped, as in vLLM.
+        Raises:
+            InvalidRequestError: an id that is not a str (``add_request`` keeps ``str(id)``, so an int
+                would never match and its request would run on); nothing is aborted then.
         """
-        for rid in [request_id] if isinstance(request_id, str) else list(request_id):
+        rids = [request_id] if isinstance(request_id, str) else request_id
+        if not isinstance(rids, (list, tuple, set, frozenset)):
+            raise InvalidRequestError(
+                f"abort_request takes a request id (str) or a list of them, got {_typed(request_id)}"
+                + (
+                    f" (add_request keeps the id {request_id!r} as {str(request_id)!r})"
+                    if isinstance(request_id, int)
+                    else ""
+                )
+            )
+        for rid in rids:
+            if not isinstance(rid, str):
+                raise InvalidRequestError(
+                    f"request ids are strings: abort_request got {_typed(rid)}"
+                    + (f" (add_request keeps the id {rid!r} as {str(rid)!r})" if isinstance(rid, int) else "")
+                )
+        for rid in rids:
             group = self._groups.get(rid)
             if group is None:
                 continue

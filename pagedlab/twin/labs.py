@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pagedlab import vllm_version
 from pagedlab.twin.records import Divergence, EngineSettings, Trace, TwinRequest, Workload
 from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION
 
@@ -167,11 +168,17 @@ def lab_workload(lab: str) -> Workload:
 
 def install_hint(why: str) -> str:
     """What the lab cell prints where real vLLM is not usable: why, and the command that installs it."""
+    then = f"then re-run this cell (with {LAB_VLLM_ENV} unset or 'on')."
+    if not vllm_version.in_checkout():  # a pip install: no Makefile, so the steps `make vllm` runs, by hand
+        return (
+            f"Real vLLM {VLLM_VERSION} did not run this cell: {why}.\n"
+            f"To run it, install {VLLM_REQUIREMENT} (the CPU build, 3.4 GB) in its own venv: "
+            f"{vllm_version.install_steps(checkout=False)}; {then}"
+        )
     return (
         f"Real vLLM {VLLM_VERSION} did not run this cell: {why}.\n"
         f"To run it: `make vllm` in the kit's checkout installs {VLLM_REQUIREMENT} (the CPU build, about "
-        "3.5 minutes, 3.4 GB) into its own .venv-vllm and prepares the fp32 model folder vLLM loads; then "
-        f"re-run this cell (with {LAB_VLLM_ENV} unset or 'on')."
+        f"3.5 minutes, 3.4 GB) into its own .venv-vllm and prepares the fp32 model folder vLLM loads; {then}"
     )
 
 

@@ -124,3 +124,17 @@ def test_the_end_to_end_test_takes_the_table_the_base_and_the_preemption_search(
     server.objects = {"02.slot_mapping": solution("02.slot_mapping")}
     got = server.serve(["02.slot_mapping"], [PROMPT], 3, by["default"], 30.0)
     assert got["tokens"] == [[7, 7, 7]] and got["error"] is None and recorded[-1]["num_gpu_blocks"] == 77
+
+
+def test_a_comparison_shows_as_one_line_under_the_serve_with_verdict() -> None:
+    """``serve_with(...)`` ends the labs' cells, so Jupyter shows its return value under the verdict line. Found
+    by solving lab 02 as a learner: the dataclass repr printed every prompt and every token id of both runs."""
+    same = serve.Comparison(
+        ["What is 2 + 2?", "Hi"], [[504, 2988] * 4, [1, 2]], [[504, 2988] * 4, [1, 2]], seconds=0.5766
+    )
+    assert repr(same) == "Comparison(2 prompts, 10 tokens, same, 0.58 s)"
+    differ = serve.Comparison(["a", "b"], [[1, 2], [3, 4]], [[1, 2], [3, 5]])
+    assert repr(differ) == "Comparison(2 prompts, 4 tokens, differ at (1, 1), 0.00 s)"
+    stopped = serve.Comparison(["a"], [], [[1]], error="invariant broken")
+    assert repr(stopped) == "Comparison(1 prompt, 0 tokens, error='invariant broken', 0.00 s)"
+    assert same.mine == [[504, 2988] * 4, [1, 2]] and same.same  # the data stays there for whoever asks

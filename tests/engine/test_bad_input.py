@@ -243,3 +243,49 @@ def test_beam_search_with_huge_max_tokens_stops_at_max_model_len(engine):
     assert len(out.sequences) == 2 and max(len(s.tokens) for s in out.sequences) == 4, out.sequences
     assert not engine.has_unfinished_requests() and engine.kv_cache_manager.num_free_blocks == 64
     _serve_one(engine)
+
+
+@pytest.mark.parametrize("arrival_time", ["now", float("nan"), float("inf"), True, [0.0]])
+def test_a_bad_arrival_time_is_refused_at_submission_not_in_a_later_step(arrival_time):
+    """Found by trying the kit as a learner: ``add_request(..., arrival_time="now")`` was accepted, and the
+    next ``step()`` raised TypeError computing TTFT, which (all or nothing) aborted every other request in
+    flight. Now it is refused at submission and the request already running finishes."""
+    from tests.robust.helpers import assert_idle, greedy, run_to_completion, tiny_engine
+
+    engine = tiny_engine()
+    engine.add_request("ok", [1, 2, 3], greedy(4))
+    with pytest.raises(InvalidRequestError, match="arrival_time must be None or a finite number of seconds"):
+        engine.add_request("bad", [1, 2, 3], greedy(4), arrival_time=arrival_time)
+    assert list(engine.scheduler.requests) == ["ok"]
+    outs = run_to_completion(engine, 20)
+    assert list(outs) == ["ok"] and outs["ok"].outputs[0].finish_reason == "length"
+    assert_idle(engine)
+    engine.add_request("given", [1, 2, 3], greedy(2), arrival_time=0)  # a number (int too) is still accepted
+    assert engine.scheduler.requests["given"].arrival_time == 0
+
+
+@pytest.mark.parametrize("model", [123, 4.5, ["model.gguf"], b"model.gguf"])
+def test_a_model_of_the_wrong_type_is_a_config_error_naming_it(model):
+    """Found by trying the kit as a learner: ``LLM(model=123)`` raised AttributeError: 'int' object has no
+    attribute 'config' (taken for a model instance), ``LLMEngine(123)`` a bare TypeError from pathlib."""
+    for make in (lambda: LLM(model=model), lambda: LLMEngine(model)):
+        with pytest.raises(
+            ConfigError, match=f"model must be a model name, a .gguf path .* got {type(model).__name__}"
+        ):
+            make()
+
+
+def test_a_model_given_as_a_path_object_is_loaded_by_every_pool_sizing(tmp_path):
+    """``LLM(model=pathlib.Path(...))`` was taken for a model instance: a pool sized from memory then failed
+    on the Path's ``.config``."""
+    from pathlib import Path
+
+    from pagedlab.model.fetch import model_path
+
+    llm = LLM(model=Path(model_path()), kv_cache_memory_bytes=40 * 737_280)
+    assert llm.llm_engine.cache_config.num_gpu_blocks == 39  # vLLM's null block is counted in the budget
+
+
+def test_from_engine_args_names_a_wrong_argument_type():
+    with pytest.raises(TypeError, match="from_engine_args takes an EngineArgs, got dict"):
+        LLMEngine.from_engine_args({"max_num_seqs": 2})

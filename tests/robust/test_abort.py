@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pagedlab import LLMEngine
+from pagedlab.errors import InvalidRequestError
 from pagedlab.request import RequestStatus
 from tests.robust.helpers import (
     assert_idle,
@@ -81,4 +82,38 @@ def test_abort_in_every_state(state: str, kw: dict[str, Any], n: int) -> None:
     engine.abort_request("no-such-request")  # unknown: a no-op
     outs = run_to_completion(engine, 60)
     assert set(outs) == {"other"} and outs["other"].outputs[0].token_ids == _reference()
+    assert_idle(engine)
+
+
+@pytest.mark.parametrize(
+    "ids, match",
+    [
+        ([7], r"request ids are strings: abort_request got int 7 \(add_request keeps the id 7 as '7'\)"),
+        (7, r"abort_request takes a request id \(str\) or a list of them, got int 7 \(add_request keeps"),
+        (None, r"abort_request takes a request id \(str\) or a list of them, got NoneType None"),
+        (["7", None], r"request ids are strings: abort_request got NoneType None"),
+    ],
+)
+def test_abort_with_an_id_that_is_not_a_str_is_refused_and_aborts_nothing(ids: Any, match: str) -> None:
+    """Found by trying the kit as a learner: ``add_request(7, ...)`` keeps the id as '7', and
+    ``abort_request([7])`` then skipped it silently (the request ran on to the end); ``abort_request(7)``
+    raised "'int' object is not iterable". Now a non-str id is refused, before anything is aborted (a list
+    mixing a good id with a bad one aborts neither)."""
+    engine = tiny_engine()
+    assert engine.add_request(7, {"prompt_token_ids": OTHER}, greedy(6)) == "7"
+    engine.step()
+    with pytest.raises(InvalidRequestError, match=match):
+        engine.abort_request(ids)
+    assert engine.scheduler.requests["7"].status == RequestStatus.RUNNING  # not aborted
+    outs = run_to_completion(engine, 50)
+    assert outs["7"].outputs[0].token_ids == _reference() and outs["7"].outputs[0].finish_reason == "length"
+    assert_idle(engine)
+
+
+def test_abort_of_an_unknown_str_id_is_skipped_as_in_vllm() -> None:
+    """vLLM's ``abort_request`` skips ids it does not know (one may have finished meanwhile): so does the kit."""
+    engine = tiny_engine()
+    engine.add_request("a", {"prompt_token_ids": OTHER}, greedy(6))
+    engine.abort_request(["nope", "a"])
+    assert not engine.has_unfinished_requests()
     assert_idle(engine)

@@ -4,6 +4,7 @@ and the labs' "on real vLLM" cell where vLLM is not installed (it says how to in
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -128,6 +129,28 @@ def test_the_lab_cell_without_vllm_prints_how_to_install_it(monkeypatch, capsys,
     assert VLLM_REQUIREMENT in out and str(tmp_path / "no-such-python") in out
     assert labs.run_script_on_vllm(tmp_path / "serve.py") is None
     assert "`make vllm`" in capsys.readouterr().out
+
+
+def test_the_lab_cell_of_a_pip_install_gives_the_steps_it_can_run(monkeypatch, capsys) -> None:
+    """Found by trying the kit as a learner through pip: the lab cell said "no vLLM interpreter at
+    <site-packages>/.venv-vllm/bin/python (run `make vllm` ...)" and "`make vllm` in the kit's checkout",
+    where there is neither a checkout nor a Makefile. It now says the variable is unset and gives the
+    steps by hand, as `pagedlab doctor` does."""
+    import pagedlab.twin as twin
+    import pagedlab.twin.labs as labs
+    from pagedlab import vllm_version
+    from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT
+
+    monkeypatch.delenv(ENV_VLLM_PYTHON, raising=False)
+    monkeypatch.delenv(labs.LAB_VLLM_ENV, raising=False)
+    monkeypatch.setattr(vllm_version, "in_checkout", lambda: False)
+    monkeypatch.setattr(twin, "vllm_python", lambda: Path("/nowhere/.venv-vllm/bin/python"))  # as beside a pip install
+    assert labs.on_vllm("04") is None
+    out = capsys.readouterr().out
+    assert "make" not in out and ".venv-vllm/bin/python" not in out.split("\n")[0], out
+    assert f"no vLLM interpreter: {ENV_VLLM_PYTHON} is not set (`pagedlab doctor` gives the steps)" in out
+    assert f"pip install '{VLLM_REQUIREMENT}'" in out and "python -m pagedlab.twin.hf_model" in out
+    assert f"export {ENV_VLLM_PYTHON}=" in out and "re-run this cell" in out
 
 
 def test_the_lab_cells_can_be_switched_off_and_refuse_a_bad_setting(monkeypatch, capsys) -> None:
