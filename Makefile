@@ -32,6 +32,8 @@ TORCH_INDEX ?= auto
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 
 LAB_DIR     ?= labs
+# Jupyter config for the learners' JupyterLab (nbgrader's instructor extensions off: lab-config/README.md); empty: none
+LAB_CONFIG  ?= lab-config
 PORT        ?= 8888
 LAB_ARGS    ?=
 PROMPTS     ?= data/prompts.jsonl
@@ -126,6 +128,7 @@ lab: setup
 	  echo "==> no display: open the http://127.0.0.1:...?token=... URL printed below in your browser"; \
 	  echo "    (remote machine: ssh -N -L $(PORT):127.0.0.1:$(PORT) user@host, then open the URL locally)"; \
 	fi; \
+	if [ -n "$(LAB_CONFIG)" ]; then export JUPYTER_CONFIG_PATH="$(CURDIR)/$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; fi; \
 	set -x; exec "$(VENV)/bin/jupyter" lab $$flags $(LAB_ARGS)
 
 demo: setup
