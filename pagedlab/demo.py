@@ -116,10 +116,15 @@ def _sampling_params(args: argparse.Namespace, path: Any, lines: list[tuple[int,
     """One ``SamplingParams`` per prompt line, every setting checked before the model loads.
 
     Raises:
-        InvalidRequestError: a setting is invalid; the message starts with ``file:line``.
+        InvalidRequestError: a command-line option is invalid (the message names it), or a line's own
+            ``max_tokens`` is (the message starts with ``file:line``).
     """
     from pagedlab import SamplingParams
 
+    try:  # the options first: a bad --temperature is the command line's, not the prompts file's
+        SamplingParams(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens or 1)
+    except InvalidRequestError as e:
+        raise InvalidRequestError(f"--temperature / --seed / --max-tokens: {e}") from None
     params = []
     for lineno, r in lines:
         try:

@@ -233,3 +233,23 @@ def test_colab_setup_asks_for_a_restart_when_old_ipywidgets_is_loaded(monkeypatc
         "pagedlab ready in Colab"
     )
     assert fake.calls == ["fetch", "fetch", "widgets"]
+
+
+def test_a_bad_command_line_option_is_named_not_blamed_on_the_prompts_file(tmp_path):
+    """``pagedlab generate --temperature -1`` said ``prompts.jsonl:1: temperature must be non-negative``."""
+    import argparse
+
+    from pagedlab import demo
+    from pagedlab.errors import InvalidRequestError
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "Hi"}\n')
+    lines = demo._read_prompt_lines(prompts)
+    args = argparse.Namespace(temperature=-1.0, seed=None, max_tokens=None)
+    with pytest.raises(InvalidRequestError, match="^--temperature / --seed / --max-tokens: temperature") as info:
+        demo._sampling_params(args, prompts, lines)
+    assert str(prompts) not in str(info.value)
+    prompts.write_text('{"prompt": "Hi", "max_tokens": 0}\n')  # a line's own bad setting still names the line
+    args.temperature = 0.0
+    with pytest.raises(InvalidRequestError, match=r"p\.jsonl:1: "):
+        demo._sampling_params(args, prompts, demo._read_prompt_lines(prompts))
