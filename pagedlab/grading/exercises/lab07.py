@@ -152,6 +152,21 @@ def _tree_hint(expected: Any, got: Any, state: Any) -> str | None:
 
 
 # --- match_prefix --------------------------------------------------------------------------------------
+def _last_node_hint(expected: Any, got: Any, state: Any) -> str:
+    """A last_node above the match's end (split done, its parent returned) from one below it (no split)."""
+    if (
+        isinstance(got, list)
+        and isinstance(expected, list)
+        and len(got) < len(expected)
+        and got == expected[: len(got)]
+    ):
+        return (
+            "last_node stops short of the last matched token: return the node whose path ends exactly where the "
+            "match ends (after a split, the node split_node gives back, not its parent)"
+        )
+    return "last_node must cover exactly the matched tokens: split the node the match ends in (split_node)"
+
+
 def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     rec.step(f"match_prefix(root, {key}, now={now})")
     key = list(key)
@@ -162,11 +177,7 @@ def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     except (TypeError, ValueError):
         rec.fail(f"match_prefix must return a pair (value, last_node); it returned {type(out).__name__}")
     rec.observe("matched slots", value, hint="the slots of every matched token, in order, across the nodes walked")
-    rec.observe(
-        "tokens from the root to last_node",
-        _path_tokens(node, root),
-        hint="last_node must cover exactly the matched tokens: split the node the match ends in (split_node)",
-    )
+    rec.observe("tokens from the root to last_node", _path_tokens(node, root), hint=_last_node_hint)
     observe_unchanged(rec, before, key=key)
     _record_tree(rec, root, f"after match_prefix({key[:8]}, now={now})")
 
