@@ -86,6 +86,9 @@ class CacheConfig:
         _positive_int("num_cpu_blocks", self.num_cpu_blocks, allow_zero=True)
         _flag("enable_prefix_caching", self.enable_prefix_caching)
         _one_of("prefix_cache", self.prefix_cache, PrefixCacheKind)
+        h = self.hash_seed
+        if h is not None and (isinstance(h, bool) or not isinstance(h, int)):
+            raise ConfigError(f"hash_seed must be an int or None, got {h!r}")
 
 
 @dataclass

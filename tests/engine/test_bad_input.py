@@ -107,6 +107,8 @@ def test_generate_validates_all_prompts_before_queueing_any():
         ({"seed": True}, "seed must be an int, got bool True"),
         ({"seed": 2**64}, r"seed must be in \[-2\*\*63, 2\*\*64\), got 18446744073709551616"),
         ({"seed": -(2**63) - 1}, r"seed must be in \[-2\*\*63, 2\*\*64\), got -9223372036854775809"),
+        ({"hash_seed": 1.5}, "hash_seed must be an int or None, got 1.5"),  # found by a fresh learner: accepted
+        ({"hash_seed": "7"}, "hash_seed must be an int or None, got '7'"),
     ],
 )
 def test_bad_engine_config(kwargs, match):
