@@ -101,13 +101,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--max-tokens", type=_positive, default=None, help="override every prompt's max_tokens")
     p.add_argument("--limit", type=_positive, default=None, help="only the first N prompts")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int_at_least(0), default=0)
-    p.add_argument("--block-size", type=_positive, default=16)
-    p.add_argument("--num-gpu-blocks", type=_positive, default=512)
-    p.add_argument("--max-num-seqs", type=_positive, default=32)
-    p.add_argument("--max-num-batched-tokens", type=_positive, default=512)
-    p.add_argument("--enable-prefix-caching", action="store_true")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy; default 0)")
+    p.add_argument("--seed", type=int_at_least(0), default=0, help="sampling seed (default 0)")
+    p.add_argument("--block-size", type=_positive, default=16, help="tokens per KV block (default 16)")
+    p.add_argument("--num-gpu-blocks", type=_positive, default=512, help="KV blocks in the pool (default 512)")
+    p.add_argument("--max-num-seqs", type=_positive, default=32, help="most requests in one step (default 32)")
+    p.add_argument(
+        "--max-num-batched-tokens", type=_positive, default=512, help="most tokens in one step (default 512)"
+    )
+    p.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="reuse the KV blocks of a shared prompt prefix (default off here; on in vLLM 0.32's V1 engine)",
+    )
     p.add_argument("--model", default=None, help="GGUF path (default: SmolLM2-135M-Instruct)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
 

@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from pagedlab.config import CacheConfig
+from pagedlab.config import CacheConfig, available_memory_bytes
 from pagedlab.errors import ConfigError, ModelNotFoundError
 
 #: The model pagedlab serves (its bundled GGUF), by its hub name.
@@ -315,11 +315,20 @@ class EngineArgs:
         per_block = kv_bytes_per_block(net.config, block_size)
         if self.kv_cache_memory_bytes is not None:
             budget = int(self.kv_cache_memory_bytes)
+            _check_budget_fits(budget, self.device, "kv_cache_memory_bytes", lambda free: str(free))
         elif self.gpu_memory_utilization is not None:
-            if not 0 < self.gpu_memory_utilization <= 1:
-                raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+            u = self.gpu_memory_utilization
+            if not 0 < u <= 1:
+                raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {u}")
             weights = sum(p.numel() * p.element_size() for p in net.parameters())
-            budget = int(total_device_memory(self.device) * self.gpu_memory_utilization) - weights
+            total = total_device_memory(self.device)
+            budget = int(total * u) - weights
+            _check_budget_fits(
+                budget,
+                self.device,
+                "gpu_memory_utilization",
+                lambda free: f"{int(100 * (free + weights) / total) / 100:.2f}",
+            )
         else:
             return None
         return blocks_for_budget(budget, per_block)
@@ -417,6 +426,22 @@ def blocks_for_budget(budget_bytes: int, bytes_per_block: int) -> int:
             f"{bytes_per_block} bytes; raise gpu_memory_utilization or kv_cache_memory_bytes"
         )
     return int(n)
+
+
+def _check_budget_fits(budget: int, device: str | None, knob: str, largest: Any) -> None:
+    """Refuse a KV budget larger than the free memory, naming the size the caller gave (``knob``) and
+    ``largest(free_bytes)``, the largest value of it that fits (the pool check after it would name
+    ``num_gpu_blocks``, which this caller never set)."""
+    import torch
+
+    where = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    free = available_memory_bytes(where)
+    if free is None or budget <= free:
+        return
+    raise ConfigError(
+        f"{knob} gives a KV cache of {budget / 2**30:.2f} GiB on {where} but only {free / 2**30:.2f} GiB is "
+        f"available. Lower {knob} to at most {largest(free)}"
+    )
 
 
 def total_device_memory(device: str | None) -> int:

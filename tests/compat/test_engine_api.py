@@ -97,6 +97,27 @@ def test_gpu_memory_utilization_sizes_from_device_memory(monkeypatch):
         EngineArgs(gpu_memory_utilization=0.9)._num_gpu_blocks(net, 16)
 
 
+def test_a_vllm_budget_over_the_free_memory_names_the_knob_that_was_given(monkeypatch):
+    """A fresh learner's finding: ``LLM(gpu_memory_utilization=1.0)`` was refused with "Lower num_gpu_blocks",
+    a knob they never set. The refusal names the size given and its largest value that fits, before any
+    pool is built."""
+    net = arg_utils._load(None)
+    weights = sum(p.numel() * p.element_size() for p in net.parameters())
+    monkeypatch.setattr(arg_utils, "total_device_memory", lambda device: 4 * 2**30)
+    monkeypatch.setattr(arg_utils, "available_memory_bytes", lambda device: 2**30)
+    largest = int(100 * (2**30 + weights) / (4 * 2**30)) / 100
+    with pytest.raises(
+        ConfigError, match=rf"^gpu_memory_utilization gives .* Lower gpu_memory_utilization to at most {largest:.2f}$"
+    ) as e:
+        EngineArgs(gpu_memory_utilization=0.9, device="cpu")._num_gpu_blocks(net, 16)
+    assert "num_gpu_blocks" not in str(e.value)
+    ok = EngineArgs(gpu_memory_utilization=largest, device="cpu")._num_gpu_blocks(net, 16)  # the value said fits
+    assert ok == (int(4 * 2**30 * largest) - weights) // 737280 - 1
+    with pytest.raises(ConfigError, match=rf"Lower kv_cache_memory_bytes to at most {2**30}$"):
+        EngineArgs(kv_cache_memory_bytes=2**30 + 1, device="cpu")._num_gpu_blocks(net, 16)
+    assert EngineArgs(kv_cache_memory_bytes=2**30, device="cpu")._num_gpu_blocks(net, 16) == 2**30 // 737280 - 1
+
+
 def test_swap_space_in_gib_becomes_cpu_blocks():
     net = arg_utils._load(None)
     assert EngineArgs(swap_space=0.5, preemption_mode="swap")._num_cpu_blocks(net, 16) == 2**29 // 737280

@@ -264,3 +264,19 @@ def test_replay_out_that_cannot_be_written(
     rc, err = _cli(["replay", str(trace), "--limit", "2", "--no-progress", "--out", str(out)], capsys)
     assert rc == 1 and f"--out {out}: cannot write the results there" in err and "Traceback" not in err
     assert replayed == []  # refused before any replay ran
+
+
+def test_generate_flags_have_help_and_prefix_caching_turns_both_ways() -> None:
+    """A fresh learner's finding: ``--enable-prefix-caching`` had no off switch (vLLM 0.32's CLI has
+    ``--no-enable-prefix-caching``) and the engine flags no help."""
+    import argparse
+
+    from pagedlab import demo
+
+    p = argparse.ArgumentParser()
+    demo.add_arguments(p)
+    assert p.parse_args([]).enable_prefix_caching is False
+    assert p.parse_args(["--enable-prefix-caching"]).enable_prefix_caching is True
+    assert p.parse_args(["--enable-prefix-caching", "--no-enable-prefix-caching"]).enable_prefix_caching is False
+    silent = [a.option_strings for a in p._actions if a.option_strings and not a.help]
+    assert silent == [], silent

@@ -146,6 +146,8 @@ def test_a_pool_above_the_free_ram_is_refused_on_both(tmp_path: Path) -> None:
     assert line.startswith("override REFUSED") and "less than desired CPU memory utilization (1.0" in line, (
         done.stdout[-2000:] + done.stderr[-2000:]
     )
-    with pytest.raises(ConfigError, match=r"the KV cache needs .* but only .* GiB is available"):
+    with pytest.raises(
+        ConfigError, match=r"^gpu_memory_utilization gives a KV cache of .* but only .* GiB is available"
+    ):
         LLM(gpu_memory_utilization=1.0)
     assert LLM(gpu_memory_utilization=1.0, num_gpu_blocks_override=8).llm_engine.cache_config.num_gpu_blocks == 7
