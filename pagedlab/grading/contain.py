@@ -16,8 +16,11 @@ runs; every thread and every process it could start inherit them, and nothing ca
    ``personality`` is refused, it could make readable memory executable), no other process's memory or signals
    (``ptrace``, ``process_vm_readv/writev``, ``kill``/``tgkill``/``rt_sigqueueinfo`` of another pid,
    ``tkill``, pidfds), no new session or process group, no sockets, no namespaces, no ``io_uring``,
-   ``bpf``, ``perf_event_open`` or ``userfaultfd``. A refused call fails with ``EPERM``; a call of
-   another architecture's syscall table kills the process.
+   ``bpf``, ``perf_event_open`` or ``userfaultfd``, and no change to any file's mode, owner, times or
+   extended attributes (the ``chmod``, ``chown``, ``utime`` and ``setxattr``/``removexattr`` families,
+   by path, by descriptor or relative to a folder descriptor: Landlock does not cover them, and a mode
+   taken off the interpreter or the kit would break every later learner's run). A refused call fails
+   with ``EPERM``; a call of another architecture's syscall table kills the process.
 
 Both are plain syscalls made through ctypes; where the kernel lacks one (Landlock needs Linux >= 5.13
 with Landlock enabled, seccomp filters Linux >= 3.5) the functions return why, and the caller says so
@@ -75,7 +78,48 @@ _NR: dict[str, tuple[int | None, int | None]] = {
     "landlock_create_ruleset": (444, 444),
     "landlock_add_rule": (445, 445),
     "landlock_restrict_self": (446, 446),
+    # file metadata: Landlock restricts none of these (mode, owner, times, extended attributes)
+    "chmod": (90, None),
+    "fchmod": (91, 52),
+    "fchmodat": (268, 53),
+    "fchmodat2": (452, 452),
+    "chown": (92, None),
+    "fchown": (93, 55),
+    "lchown": (94, None),
+    "fchownat": (260, 54),
+    "utime": (132, None),
+    "utimes": (235, None),
+    "futimesat": (261, None),
+    "utimensat": (280, 88),
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
 }
+#: Syscalls that change a file's metadata; Landlock leaves them alone, so seccomp refuses them all (the learner's
+#: own folder included: seccomp sees no paths, and nothing an exercise needs changes a mode, owner or time).
+_METADATA = (
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+)
 
 
 def _nr(name: str) -> int | None:
@@ -233,6 +277,7 @@ def _program(pid: int) -> list[tuple[int, int, int, int]]:
         "bpf",
         "perf_event_open",
         "userfaultfd",
+        *_METADATA,
     ]
     for name in refused:
         n = nr(name)

@@ -14,9 +14,11 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
    module of the standard library and numpy (:func:`preload_native_modules`): after step 3 no
    library can be loaded;
 3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
-   program or executable mapping, no signal or ptrace of another process, no socket);
+   program or executable mapping, no signal or ptrace of another process, no socket, no change to a
+   file's mode, owner, times or extended attributes);
 4. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
-   directory and the Python installation, deleting or renaming files outside it, starting
+   directory and the Python installation, deleting or renaming files outside it or changing their
+   metadata (by path, by descriptor or relative to a folder's descriptor), starting
    programs, network sockets, signalling other processes, every ``ctypes`` operation and ``cffi``,
    and ``gc`` object walks - clear errors for the learner, and defence in depth;
 5. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
@@ -97,6 +99,28 @@ _FS_EVENTS = {
     "os.lchflags",
     "os.lchmod",
     "os.lchown",
+    "os.setxattr",
+    "os.removexattr",
+}
+#: Where the paths of an event are in its audit arguments: (path, its dir_fd) pairs; a path may be a file
+#: descriptor (``os.fchmod(fd)`` audits as ``os.chmod``), and a relative one is relative to its dir_fd when that is
+#: given. Events not listed: their first two arguments that are paths (str, bytes, PathLike), relative to the
+#: working folder.
+_FS_PATHS: dict[str, tuple[tuple[int, int | None], ...]] = {
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.utime": ((0, 3),),
+    "os.mkdir": ((0, 2),),
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.replace": ((0, 2), (1, 3)),
+    "os.link": ((0, 2), (1, 3)),
+    "os.symlink": ((0, None), (1, 2)),
+    "os.truncate": ((0, None),),
+    "os.setxattr": ((0, None),),
+    "os.removexattr": ((0, None),),
+    "shutil.rmtree": ((0, 1),),
 }
 _SPAWN_EVENTS = {
     "subprocess.Popen",
@@ -173,6 +197,35 @@ class _Guard:
             return ""
         return os.path.realpath(p if os.path.isabs(p) else os.path.join(os.getcwd(), p))
 
+    @staticmethod
+    def fd_path(fd: int) -> str:
+        """The file an open descriptor refers to ("" if it cannot be told: then it counts as outside)."""
+        try:
+            return os.path.realpath(os.readlink(f"/proc/self/fd/{int(fd)}"))
+        except (OSError, ValueError, OverflowError):
+            return ""
+
+    def target(self, path: Any, dir_fd: Any) -> str | None:
+        """The real path an event acts on: ``path`` itself, a descriptor's file, or ``path`` under ``dir_fd``
+        (None: the argument is not a path)."""
+        if isinstance(path, int) and not isinstance(path, bool):
+            return self.fd_path(path)
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return None
+        p = os.fsdecode(path)
+        if not os.path.isabs(p) and isinstance(dir_fd, int) and not isinstance(dir_fd, bool) and dir_fd >= 0:
+            base = self.fd_path(dir_fd)
+            return os.path.realpath(os.path.join(base, p)) if base else ""
+        return self.real(p)
+
+    @staticmethod
+    def describe(path: Any, target: str) -> str:
+        if isinstance(path, int):
+            return f"file descriptor {path} ({target or 'unknown file'})"
+        return (
+            os.fsdecode(path) if not target or os.path.isabs(os.fsdecode(path)) else f"{os.fsdecode(path)} ({target})"
+        )
+
     def on_open(self, args: Any) -> None:
         path, mode, flags = (list(args) + [None, None, None])[:3]
         if path is None or isinstance(path, int):
@@ -198,9 +251,15 @@ class _Guard:
         elif event in ("os.listdir", "os.scandir"):
             self.on_listdir(args)
         elif event in _FS_EVENTS:
-            for a in args[:2]:
-                if isinstance(a, (str, bytes, os.PathLike)) and not _under(self.real(a), [self.work]):
-                    self.deny(f"{event} on {os.fsdecode(a)}")
+            listed = event in _FS_PATHS
+            for i, dir_i in _FS_PATHS.get(event, ((0, None), (1, None))):
+                a = args[i] if len(args) > i else None
+                if not listed and isinstance(a, int):  # e.g. os.chflags(path, flags): an int there is no file
+                    continue
+                dir_fd = args[dir_i] if dir_i is not None and len(args) > dir_i else None
+                target = self.target(a, dir_fd)
+                if target is not None and not _under(target, [self.work]):
+                    self.deny(f"{event} on {self.describe(a, target)}")
         elif event in _SPAWN_EVENTS:
             self.deny("starting another program")
         elif event in _NET_EVENTS:

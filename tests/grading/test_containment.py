@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -98,6 +100,69 @@ def test_the_kernel_layer_alone_denies_processes_programs_new_code_outside_write
     assert not (outside / "spawned").exists() and not (outside / "planted").exists()
 
 
+METADATA_PROBE = r"""
+import os, sys
+from pagedlab.grading import contain
+work, outside, readable = sys.argv[1], sys.argv[2], sys.argv[3]
+print("landlock:", repr(contain.restrict_files(work, [sys.base_prefix, sys.prefix, os.path.dirname(contain.__file__), readable, "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev"])))
+print("seccomp:", repr(contain.deny_syscalls()))
+fd = os.open(readable + "/kitfile", os.O_RDONLY)
+folder = os.open(readable, os.O_RDONLY)
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, "ALLOWED", flush=True)
+    except OSError as e:
+        print(name, "DENIED", e.errno, flush=True)
+attempt("chmod-path-outside", lambda: os.chmod(outside + "/secret", 0o600))
+attempt("fchmod-readable", lambda: os.fchmod(fd, 0o600))
+attempt("fchmodat-readable", lambda: os.chmod("kitfile", 0o600, dir_fd=folder))
+attempt("fchown-readable", lambda: os.chown(fd, os.getuid(), os.getgid()))
+attempt("futimens-readable", lambda: os.utime(fd, (0, 0)))
+attempt("utimensat-outside", lambda: os.utime(outside + "/secret", (0, 0)))
+attempt("fsetxattr-readable", lambda: os.setxattr(fd, "user.pagedlab", b"1"))
+attempt("chmod-inside", lambda: os.chmod(work + "/mine", 0o600))
+attempt("write-inside", lambda: open(work + "/mine2", "w").write("x"))
+"""
+
+
+@needs_kernel
+def test_the_kernel_layer_alone_refuses_changing_a_files_mode_owner_times_or_attributes(tmp_path):
+    """Landlock covers no file metadata: without seccomp's refusal, learner code that got past the guard could
+    take the execute bit off the grader's interpreter (every later learner's run then fails to start) or change
+    the kit's files, by path or through a descriptor it may open for reading (found by a fresh instructor's trial)."""
+    work, outside, readable = tmp_path / "work", tmp_path / "outside", tmp_path / "readable"
+    for d in (work, outside, readable):
+        d.mkdir()
+    (work / "mine").write_text("m")
+    for f in (outside / "secret", readable / "kitfile"):
+        f.write_text("s")
+        f.chmod(0o644)
+    before = {f: (f.stat().st_mode, f.stat().st_mtime_ns) for f in (outside / "secret", readable / "kitfile")}
+    probe = subprocess.run(
+        [sys.executable, "-c", METADATA_PROBE, str(work), str(outside), str(readable)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    got = dict(line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line)
+    assert got.get("landlock:") == "''" and got.get("seccomp:") == "''", probe.stdout + probe.stderr
+    for attack in (
+        "chmod-path-outside",
+        "fchmod-readable",
+        "fchmodat-readable",
+        "fchown-readable",
+        "futimens-readable",
+        "utimensat-outside",
+        "fsetxattr-readable",
+        "chmod-inside",  # seccomp sees no paths: the learner's own files too (no exercise needs it)
+    ):
+        assert got.get(attack) == "DENIED 1", (attack, probe.stdout, probe.stderr)  # EPERM, from the filter
+    assert got.get("write-inside") == "ALLOWED", probe.stdout + probe.stderr
+    assert {f: (f.stat().st_mode, f.stat().st_mtime_ns) for f in before} == before
+
+
 def test_a_kernel_without_landlock_is_said_not_hidden(monkeypatch):
     monkeypatch.setattr(contain, "landlock_abi", lambda: 0)
     assert "Landlock is not available" in contain.restrict_files("/tmp", [])
@@ -109,7 +174,7 @@ def _slot_with_load(prelude: str) -> str:
     return "# EXERCISE 02.slot_mapping\n" + textwrap.dedent(prelude) + "\n" + SLOT.split("\n", 1)[1]
 
 
-def _attacks(out: Path, marks: Path) -> dict[str, list[str]]:
+def _attacks(out: Path, marks: Path, probe: Path) -> dict[str, list[str]]:
     system = f"""
         import ctypes
         try:
@@ -137,8 +202,28 @@ def _attacks(out: Path, marks: Path) -> dict[str, list[str]]:
         print("STDLIB loaded", len(array.array("i", [1, 2])), cmath.sqrt(-1), unicodedata.name("a"),
               len(zlib.compress(b"x")), flush=True)
     """
+    metadata = f"""
+        import os
+        def _metadata_attacks():
+            target = {str(probe / "kitfile")!r}
+            folder = os.path.dirname(target)
+            for name, attack in [
+                ("fchmod", lambda: os.fchmod(os.open(target, os.O_RDONLY), 0o600)),
+                ("chmod-dir-fd", lambda: os.chmod("kitfile", 0o600, dir_fd=os.open(folder, os.O_RDONLY))),
+                ("futime", lambda: os.utime(os.open(target, os.O_RDONLY), (0, 0))),
+                ("fchown", lambda: os.chown(os.open(target, os.O_RDONLY), os.getuid(), os.getgid())),
+                ("fsetxattr", lambda: os.setxattr(os.open(target, os.O_RDONLY), "user.pagedlab", b"1")),
+            ]:
+                try:
+                    attack()
+                    print("METADATA", name, "SUCCEEDED", flush=True)
+                except Exception as e:
+                    print("METADATA", name, "denied", type(e).__name__, e, flush=True)
+        _metadata_attacks()
+    """
     return {
         "honest": [QUEUE, SLOT],
+        "metadata": [QUEUE, _slot_with_load(metadata)],
         "stdlib": [QUEUE, _slot_with_load(stdlib)],
         "system_detached": [QUEUE, _slot_with_load(system)],
         "group_kill": [QUEUE, _slot_with_load(group)],
@@ -151,11 +236,30 @@ def attacked(tmp_path_factory):
     root = tmp_path_factory.mktemp("contain")
     out, marks = root / "out", root / "marks"
     marks.mkdir()
-    for name, cells in _attacks(out, marks).items():
-        write_notebook(root / "subs" / f"{name}.ipynb", cells)
-    results = grade([root / "subs"], out, timeout=40, memory_mb=1024, jobs=2, quiet=True, e2e=E2EOptions(False))
-    time.sleep(5)  # a detached process of the system() attack would have rewritten the reports by now
-    return {"out": out, "marks": marks, "by": {r.learner.name: r for r in results}}
+    # a file of the grader's user in a folder the learner's process may read (as the kit, the venv and the
+    # interpreter are): /dev/shm is one of the guard's and the kernel's readable system folders
+    probe = Path(tempfile.mkdtemp(prefix="pagedlab-metadata-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    (probe / "kitfile").write_text("k")
+    (probe / "kitfile").chmod(0o644)
+    before = ((probe / "kitfile").stat().st_mode, (probe / "kitfile").stat().st_mtime_ns)
+    try:
+        for name, cells in _attacks(out, marks, probe).items():
+            write_notebook(root / "subs" / f"{name}.ipynb", cells)
+        results = grade([root / "subs"], out, timeout=40, memory_mb=1024, jobs=2, quiet=True, e2e=E2EOptions(False))
+        time.sleep(5)  # a detached process of the system() attack would have rewritten the reports by now
+        after = ((probe / "kitfile").stat().st_mode, (probe / "kitfile").stat().st_mtime_ns)
+        try:
+            xattrs = os.listxattr(probe / "kitfile")
+        except OSError:
+            xattrs = []
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    return {
+        "out": out,
+        "marks": marks,
+        "by": {r.learner.name: r for r in results},
+        "metadata": {"before": before, "after": after, "xattrs": xattrs},
+    }
 
 
 def test_dlopen_none_and_system_start_nothing_and_the_reports_stay(attacked):
@@ -169,6 +273,22 @@ def test_dlopen_none_and_system_start_nothing_and_the_reports_stay(attacked):
     assert "SYSTEM denied GuardError" in log or "SYSTEM returned 32512" in log, log
     assert by["system_detached"].exercises["02.slot_mapping"].score == 1.0  # its right part still counts
     assert by["honest"].score == 2.0
+
+
+def test_a_learner_cannot_change_the_mode_times_owner_or_attributes_of_a_file_it_may_read(attacked):
+    """``os.fchmod(os.open(sys.executable, os.O_RDONLY), 0o644)`` in a learner's cell took the execute bit off
+    the grader's interpreter: every later learner's run failed to start and `pagedlab grade` ended in
+    PermissionError with no report written. The guard checked only path arguments (a descriptor or a
+    ``dir_fd`` went through) and Landlock covers no metadata (found by a fresh instructor's trial)."""
+    m = attacked["metadata"]
+    assert m["after"] == m["before"] and "user.pagedlab" not in m["xattrs"], m
+    log = (attacked["out"] / "logs" / "metadata.txt").read_text()
+    for attack in ("fchmod", "chmod-dir-fd", "futime", "fchown", "fsetxattr"):
+        assert f"METADATA {attack} denied GuardError" in log, (attack, log)  # a clear refusal, from the guard
+    assert "SUCCEEDED" not in log
+    r = attacked["by"]["metadata"]
+    assert r.status == "ok" and r.score == 2.0, r.messages  # its code is right: refused attempts cost nothing
+    assert attacked["by"]["honest"].score == 2.0
 
 
 def test_the_standard_librarys_native_modules_import_in_a_learner_cell(attacked):
