@@ -19,8 +19,11 @@ runs; every thread and every process it could start inherit them, and nothing ca
    ``bpf``, ``perf_event_open`` or ``userfaultfd``, and no change to any file's mode, owner, times or
    extended attributes (the ``chmod``, ``chown``, ``utime`` and ``setxattr``/``removexattr`` families,
    by path, by descriptor or relative to a folder descriptor: Landlock does not cover them, and a mode
-   taken off the interpreter or the kit would break every later learner's run). A refused call fails
-   with ``EPERM``; a call of another architecture's syscall table kills the process.
+   taken off the interpreter or the kit would break every later learner's run); no change to a resource
+   limit (``setrlimit``; ``prlimit64`` only to read one) or to scheduling (``setpriority``, ``sched_set*``,
+   ``ioprio_set``), and none of root's operations on the machine (clock, mounts, ``chroot``, swap, modules,
+   ``kexec``, ``reboot``, host name, ``acct``, ``quotactl``). A refused call fails with ``EPERM``; a call of
+   another architecture's syscall table kills the process.
 
 Both are plain syscalls made through ctypes; where the kernel lacks one (Landlock needs Linux >= 5.13
 with Landlock enabled, seccomp filters Linux >= 3.5) the functions return why, and the caller says so
@@ -98,6 +101,83 @@ _NR: dict[str, tuple[int | None, int | None]] = {
     "lremovexattr": (198, 15),
     "fremovexattr": (199, 16),
 }
+#: Resource limits, scheduling and the machine itself: the learner's limits (``RLIMIT_AS``, ``RLIMIT_CPU``,
+#: ``RLIMIT_FSIZE``) are set before its code runs, and as root (Gradescope's container) it could raise them or,
+#: as the grader's user, lower the driver's or the grader's (``RLIMIT_FSIZE`` 0 ends a process at its next
+#: write); a real-time policy or a negative nice value would starve the grader. Root-only operations on the
+#: machine (clock, mounts, modules, swap, reboot) have no use in an exercise. ``prlimit64`` that only reads a
+#: limit (``new_limit`` NULL, as ``getrlimit`` does) stays allowed.
+_NR.update(
+    {
+        "setrlimit": (160, 164),
+        "prlimit64": (302, 261),
+        "setpriority": (141, 140),
+        "sched_setparam": (142, 118),
+        "sched_setscheduler": (144, 119),
+        "sched_setattr": (314, 274),
+        "ioprio_set": (251, 30),
+        "settimeofday": (164, 170),
+        "clock_settime": (227, 112),
+        "adjtimex": (159, 171),
+        "clock_adjtime": (305, 266),
+        "mount": (165, 40),
+        "umount2": (166, 39),
+        "pivot_root": (155, 41),
+        "chroot": (161, 51),
+        "open_tree": (428, 428),
+        "move_mount": (429, 429),
+        "fsopen": (430, 430),
+        "fsconfig": (431, 431),
+        "fsmount": (432, 432),
+        "mount_setattr": (442, 442),
+        "swapon": (167, 224),
+        "swapoff": (168, 225),
+        "reboot": (169, 142),
+        "sethostname": (170, 161),
+        "setdomainname": (171, 162),
+        "init_module": (175, 105),
+        "finit_module": (313, 273),
+        "delete_module": (176, 106),
+        "kexec_load": (246, 104),
+        "kexec_file_load": (320, 294),
+        "acct": (163, 89),
+        "quotactl": (179, 60),
+    }
+)
+_LIMITS_AND_MACHINE = (
+    "setrlimit",
+    "setpriority",
+    "sched_setparam",
+    "sched_setscheduler",
+    "sched_setattr",
+    "ioprio_set",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "mount_setattr",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "sethostname",
+    "setdomainname",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "acct",
+    "quotactl",
+)
 #: Syscalls that change a file's metadata; Landlock leaves them alone, so seccomp refuses them all (the learner's
 #: own folder included: seccomp sees no paths, and nothing an exercise needs changes a mode, owner or time).
 _METADATA = (
@@ -278,6 +358,7 @@ def _program(pid: int) -> list[tuple[int, int, int, int]]:
         "perf_event_open",
         "userfaultfd",
         *_METADATA,
+        *_LIMITS_AND_MACHINE,
     ]
     for name in refused:
         n = nr(name)
@@ -299,6 +380,17 @@ def _program(pid: int) -> list[tuple[int, int, int, int]]:
             (_RET, 0, 0, bad),
         ]
 
+    n = nr("prlimit64")
+    if n is not None:  # prlimit64(pid, resource, new_limit, old_limit): only reading (new_limit NULL) is allowed
+        prog += [
+            (_JEQ, 0, 6, n),
+            (_LD_W_ABS, 0, 0, _arg_low(2)),
+            (_JEQ, 0, 2, 0),
+            (_LD_W_ABS, 0, 0, _arg_low(2) + 4),
+            (_JEQ, 1, 0, 0),
+            (_RET, 0, 0, deny),
+            (_RET, 0, 0, _ALLOW),
+        ]
     prog += when_arg("clone", 0, _JSET, _CLONE_THREAD, allow_if_set=True)
     # a new executable mapping (a library's code, memory made executable at once) is refused; making
     # memory executable later (mprotect) is not: oneDNN, torch's CPU kernels, generates its kernels so

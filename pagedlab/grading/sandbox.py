@@ -15,11 +15,12 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
    library can be loaded;
 3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
    program or executable mapping, no signal or ptrace of another process, no socket, no change to a
-   file's mode, owner, times or extended attributes);
+   file's mode, owner, times or extended attributes, no change to a resource limit or to scheduling);
 4. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
    directory and the Python installation, deleting or renaming files outside it or changing their
    metadata (by path, by descriptor or relative to a folder's descriptor), starting
-   programs, network sockets, signalling other processes, every ``ctypes`` operation and ``cffi``,
+   programs, changing a resource limit, network sockets, signalling other processes, every ``ctypes``
+   operation and ``cffi``,
    and ``gc`` object walks - clear errors for the learner, and defence in depth;
 5. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
 6. send a *hello* (what loaded, handles of the learner's objects, which containment is missing)
@@ -260,6 +261,8 @@ class _Guard:
                 target = self.target(a, dir_fd)
                 if target is not None and not _under(target, [self.work]):
                     self.deny(f"{event} on {self.describe(a, target)}")
+        elif event == "resource.setrlimit" or (event == "resource.prlimit" and len(args) > 2 and args[2] is not None):
+            self.deny("changing a resource limit")  # the seccomp filter refuses it too (any process's)
         elif event in _SPAWN_EVENTS:
             self.deny("starting another program")
         elif event in _NET_EVENTS:

@@ -163,6 +163,56 @@ def test_the_kernel_layer_alone_refuses_changing_a_files_mode_owner_times_or_att
     assert {f: (f.stat().st_mode, f.stat().st_mtime_ns) for f in before} == before
 
 
+LIMITS_PROBE = r"""
+import os, resource, sys
+from pagedlab.grading import contain
+print("seccomp:", repr(contain.deny_syscalls()))
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, "ALLOWED", flush=True)
+    except OSError as e:
+        print(name, "DENIED", e.errno, flush=True)
+    except ValueError as e:  # resource.setrlimit reports EPERM as "not allowed to raise maximum limit"
+        print(name, "DENIED", 1 if "not allowed" in str(e) else repr(e), flush=True)
+nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+parent_fsize = resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE)
+nice = os.getpriority(os.PRIO_PROCESS, 0)
+# each attempt, were it allowed, sets what is already set: the probe changes nothing either way
+attempt("getrlimit", lambda: resource.getrlimit(resource.RLIMIT_AS))
+attempt("prlimit-read-parent", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE))
+attempt("setrlimit-own", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile))
+attempt("prlimit-set-parent", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, parent_fsize))
+attempt("setpriority-own", lambda: os.setpriority(os.PRIO_PROCESS, 0, nice))
+attempt("setpriority-parent", lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), os.getpriority(os.PRIO_PROCESS, os.getppid())))
+attempt("sched_setscheduler", lambda: os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)))
+attempt("sched_setparam", lambda: os.sched_setparam(0, os.sched_param(0)))
+attempt("chroot", lambda: os.chroot("/"))
+"""
+
+
+@needs_kernel
+def test_the_kernel_layer_alone_refuses_changing_limits_priorities_and_the_machine():
+    """The learner's ``RLIMIT_AS``/``RLIMIT_CPU``/``RLIMIT_FSIZE`` are set before its code runs: as root
+    (Gradescope) it could raise them, and as the grader's user lower its parent's (``RLIMIT_FSIZE`` 0 kills the
+    driver at its next write) or renice it; reading a limit stays allowed (glibc's ``getrlimit`` is
+    ``prlimit64`` with no new limit). Every attempt sets what is already set, so the probe changes nothing."""
+    probe = subprocess.run([sys.executable, "-c", LIMITS_PROBE], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    got = dict(line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line)
+    assert got.get("seccomp:") == "''", probe.stdout + probe.stderr
+    assert got.get("getrlimit") == "ALLOWED" and got.get("prlimit-read-parent") == "ALLOWED", probe.stdout
+    for attack in (
+        "setrlimit-own",
+        "prlimit-set-parent",
+        "setpriority-own",
+        "setpriority-parent",
+        "sched_setscheduler",
+        "sched_setparam",
+        "chroot",
+    ):
+        assert got.get(attack) == "DENIED 1", (attack, probe.stdout, probe.stderr)  # EPERM, from the filter
+
+
 def test_a_kernel_without_landlock_is_said_not_hidden(monkeypatch):
     monkeypatch.setattr(contain, "landlock_abi", lambda: 0)
     assert "Landlock is not available" in contain.restrict_files("/tmp", [])
@@ -221,9 +271,24 @@ def _attacks(out: Path, marks: Path, probe: Path) -> dict[str, list[str]]:
                     print("METADATA", name, "denied", type(e).__name__, e, flush=True)
         _metadata_attacks()
     """
+    limits = """
+        import os, resource
+        def _limit_attacks():
+            for name, attack in [
+                ("raise-own-memory", lambda: resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY,) * 2)),
+                ("parent-fsize", lambda: resource.prlimit(os.getppid(), resource.RLIMIT_FSIZE, (0, 0))),
+            ]:
+                try:
+                    attack()
+                    print("LIMITS", name, "SUCCEEDED", flush=True)
+                except Exception as e:
+                    print("LIMITS", name, "denied", type(e).__name__, e, flush=True)
+        _limit_attacks()
+    """
     return {
         "honest": [QUEUE, SLOT],
         "metadata": [QUEUE, _slot_with_load(metadata)],
+        "limits": [QUEUE, _slot_with_load(limits)],
         "stdlib": [QUEUE, _slot_with_load(stdlib)],
         "system_detached": [QUEUE, _slot_with_load(system)],
         "group_kill": [QUEUE, _slot_with_load(group)],
@@ -289,6 +354,18 @@ def test_a_learner_cannot_change_the_mode_times_owner_or_attributes_of_a_file_it
     r = attacked["by"]["metadata"]
     assert r.status == "ok" and r.score == 2.0, r.messages  # its code is right: refused attempts cost nothing
     assert attacked["by"]["honest"].score == 2.0
+
+
+def test_a_learner_cannot_raise_its_limits_or_lower_the_drivers(attacked):
+    """Under ``pagedlab grade``: raising its own memory limit (root can) and setting its driver's
+    ``RLIMIT_FSIZE`` to 0 (the driver would die at its next write and the learner's results with it) are
+    refused with a clear error, and the learner's right code still earns its points."""
+    log = (attacked["out"] / "logs" / "limits.txt").read_text()
+    for attack in ("raise-own-memory", "parent-fsize"):
+        assert f"LIMITS {attack} denied GuardError" in log, (attack, log)
+    assert "SUCCEEDED" not in log
+    r = attacked["by"]["limits"]
+    assert r.status == "ok" and r.score == 2.0, r.messages
 
 
 def test_the_standard_librarys_native_modules_import_in_a_learner_cell(attacked):
