@@ -37,6 +37,15 @@ needs_kernel = pytest.mark.skipif(not LINUX, reason="Landlock/seccomp need Linux
 
 
 # --- the kernel layer on its own -------------------------------------------------------------------------
+def _probe(code: str, *args: object) -> tuple[dict[str, str], str]:
+    """Run a probe script in a fresh interpreter: its ``name RESULT`` lines as a dict, and all it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    got = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    return got, done.stdout + done.stderr
+
+
 KERNEL_PROBE = r"""
 import ctypes, mmap, os, sys, threading
 from pagedlab.grading import contain
@@ -73,15 +82,8 @@ def test_the_kernel_layer_alone_denies_processes_programs_new_code_outside_write
     work.mkdir()
     outside.mkdir()
     (outside / "secret").write_text("s")
-    probe = subprocess.run(
-        [sys.executable, "-c", KERNEL_PROBE, str(work), str(outside)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    got = dict(line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line)
-    assert got.get("landlock:") == "''" and got.get("seccomp:") == "''", probe.stdout + probe.stderr
+    got, printed = _probe(KERNEL_PROBE, work, outside)
+    assert got.get("landlock:") == "''" and got.get("seccomp:") == "''", printed
     for attack in (
         "system",
         "fork",
@@ -94,9 +96,9 @@ def test_the_kernel_layer_alone_denies_processes_programs_new_code_outside_write
         "kill-parent",
         "kill-group",
     ):
-        assert got.get(attack, "").startswith("DENIED"), (attack, probe.stdout, probe.stderr)
+        assert got.get(attack, "").startswith("DENIED"), (attack, printed)
     for allowed in ("write-inside", "thread", "kill-self"):
-        assert got.get(allowed, "").startswith("ALLOWED"), (allowed, probe.stdout, probe.stderr)
+        assert got.get(allowed, "").startswith("ALLOWED"), (allowed, printed)
     assert not (outside / "spawned").exists() and not (outside / "planted").exists()
 
 
@@ -139,15 +141,8 @@ def test_the_kernel_layer_alone_refuses_changing_a_files_mode_owner_times_or_att
         f.write_text("s")
         f.chmod(0o644)
     before = {f: (f.stat().st_mode, f.stat().st_mtime_ns) for f in (outside / "secret", readable / "kitfile")}
-    probe = subprocess.run(
-        [sys.executable, "-c", METADATA_PROBE, str(work), str(outside), str(readable)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-    got = dict(line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line)
-    assert got.get("landlock:") == "''" and got.get("seccomp:") == "''", probe.stdout + probe.stderr
+    got, printed = _probe(METADATA_PROBE, work, outside, readable)
+    assert got.get("landlock:") == "''" and got.get("seccomp:") == "''", printed
     for attack in (
         "chmod-path-outside",
         "fchmod-readable",
@@ -158,8 +153,8 @@ def test_the_kernel_layer_alone_refuses_changing_a_files_mode_owner_times_or_att
         "fsetxattr-readable",
         "chmod-inside",  # seccomp sees no paths: the learner's own files too (no exercise needs it)
     ):
-        assert got.get(attack) == "DENIED 1", (attack, probe.stdout, probe.stderr)  # EPERM, from the filter
-    assert got.get("write-inside") == "ALLOWED", probe.stdout + probe.stderr
+        assert got.get(attack) == "DENIED 1", (attack, printed)  # EPERM, from the filter
+    assert got.get("write-inside") == "ALLOWED", printed
     assert {f: (f.stat().st_mode, f.stat().st_mtime_ns) for f in before} == before
 
 
@@ -197,10 +192,9 @@ def test_the_kernel_layer_alone_refuses_changing_limits_priorities_and_the_machi
     (Gradescope) it could raise them, and as the grader's user lower its parent's (``RLIMIT_FSIZE`` 0 kills the
     driver at its next write) or renice it; reading a limit stays allowed (glibc's ``getrlimit`` is
     ``prlimit64`` with no new limit). Every attempt sets what is already set, so the probe changes nothing."""
-    probe = subprocess.run([sys.executable, "-c", LIMITS_PROBE], capture_output=True, text=True, timeout=60, cwd=ROOT)
-    got = dict(line.split(" ", 1) for line in probe.stdout.splitlines() if " " in line)
-    assert got.get("seccomp:") == "''", probe.stdout + probe.stderr
-    assert got.get("getrlimit") == "ALLOWED" and got.get("prlimit-read-parent") == "ALLOWED", probe.stdout
+    got, printed = _probe(LIMITS_PROBE)
+    assert got.get("seccomp:") == "''", printed
+    assert got.get("getrlimit") == "ALLOWED" and got.get("prlimit-read-parent") == "ALLOWED", printed
     for attack in (
         "setrlimit-own",
         "prlimit-set-parent",
@@ -210,7 +204,7 @@ def test_the_kernel_layer_alone_refuses_changing_limits_priorities_and_the_machi
         "sched_setparam",
         "chroot",
     ):
-        assert got.get(attack) == "DENIED 1", (attack, probe.stdout, probe.stderr)  # EPERM, from the filter
+        assert got.get(attack) == "DENIED 1", (attack, printed)  # EPERM, from the filter
 
 
 def test_a_kernel_without_landlock_is_said_not_hidden(monkeypatch):
