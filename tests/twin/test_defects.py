@@ -35,6 +35,10 @@ except ImportError:
     facts["vllm_utils_has_it"] = False
 import inspect, vllm.v1.worker.cpu_worker as w
 facts["cpu_sizing_checks_available"] = "available_memory" in inspect.getsource(w.CPUWorker.determine_available_memory)
+from vllm.config import CacheConfig
+cli = EngineArgs.add_cli_args(FlexibleArgumentParser())
+facts["prefix_caching_cli"] = [cli.parse_args(a).enable_prefix_caching for a in ([], ["--enable-prefix-caching"], ["--no-enable-prefix-caching"])]
+facts["prefix_caching_default"] = CacheConfig().enable_prefix_caching
 print("FACTS" + json.dumps(facts))
 """
 
@@ -151,3 +155,19 @@ def test_a_pool_above_the_free_ram_is_refused_on_both(tmp_path: Path) -> None:
     ):
         LLM(gpu_memory_utilization=1.0)
     assert LLM(gpu_memory_utilization=1.0, num_gpu_blocks_override=8).llm_engine.cache_config.num_gpu_blocks == 7
+
+
+def test_generates_prefix_caching_flags_are_vllms_and_its_help_says_vllms_default(facts: dict[str, object]) -> None:
+    """``pagedlab generate``'s help says prefix caching is on by default in vLLM 0.32 and off in the kit, and
+    offers vLLM's ``--no-enable-prefix-caching``: checked on vLLM's own parser and ``CacheConfig``."""
+    import argparse
+
+    from pagedlab import demo
+
+    assert facts["prefix_caching_cli"] == [None, True, False]  # unset on vLLM's CLI: CacheConfig's default
+    assert facts["prefix_caching_default"] is True
+    p = argparse.ArgumentParser()
+    demo.add_arguments(p)
+    flag = next(a for a in p._actions if "--enable-prefix-caching" in a.option_strings)
+    assert "--no-enable-prefix-caching" in flag.option_strings and "on in vLLM 0.32" in (flag.help or "")
+    assert p.parse_args([]).enable_prefix_caching is False
