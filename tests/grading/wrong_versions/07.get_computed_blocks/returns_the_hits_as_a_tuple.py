@@ -1,0 +1,9 @@
+"""Returns the hit blocks as a tuple, where the scheduler expects a list (it appends the new blocks to it).
+
+caught by: random cases against the reference, whole state compared
+pattern: returns another container or number type
+"""
+REPLACE = [
+    ('    return blocks, len(blocks) * block_size',
+     '    return tuple(blocks), len(blocks) * block_size'),
+]
