@@ -56,7 +56,7 @@ __all__ = [
 TITLE = "random cases against the reference, whole state compared"
 
 #: Seconds ``check()`` may spend shrinking a failing case (the verdict is already known by then).
-SHRINK_BUDGET_S = 4.0
+SHRINK_BUDGET_S = 2.0
 
 _BY_EXERCISE: dict[str, Differential] = {}
 
@@ -77,6 +77,7 @@ class Differential:
         examples: how many cases the test draws.
         describe: ``describe(case) -> str``, the case as the learner reads it (default: its repr).
         timeout: seconds the whole test may take on the learner's object.
+        draws: one line saying what the strategy draws (docs/differential_checks.md lists it).
     """
 
     exercise: Exercise
@@ -85,6 +86,7 @@ class Differential:
     examples: int = 60
     describe: Callable[[Any], str] = _describe_case
     timeout: float = 20.0
+    draws: str = ""
     _cases: list[Any] | None = field(default=None, repr=False)
 
     @property
@@ -151,6 +153,7 @@ def differential(
     examples: int = 60,
     describe: Callable[[Any], str] | None = None,
     timeout: float = 20.0,
+    draws: str = "",
 ) -> Callable[[Callable[[Any, Any, Any], None]], Differential]:
     """Decorator registering ``run(obj, case, rec)`` as ``exercise``'s differential test (module docstring).
 
@@ -160,7 +163,7 @@ def differential(
     def deco(run: Callable[[Any, Any, Any], None]) -> Differential:
         if exercise.id in _BY_EXERCISE:
             raise ValueError(f"exercise {exercise.id} has a differential test already")
-        diff = Differential(exercise, strategy, run, examples, describe or _describe_case, timeout)
+        diff = Differential(exercise, strategy, run, examples, describe or _describe_case, timeout, draws)
         exercise.test(TITLE, timeout=timeout)(lambda obj, rec: diff.drive_cases(obj, rec, diff.cases()))
         _BY_EXERCISE[exercise.id] = diff
         return diff
