@@ -426,3 +426,282 @@ def _find_prefix(root: TreeNode, key: Sequence[int]) -> TreeNode:
             break
         node, rest = child, rest[len(child.key) :]
     return node
+
+
+# --- differential tests (random cases against the reference, pagedlab.grading.differential) -------------
+# One case: one or two trees (two instances alive at once), each built by the references from a history
+# of what the engine does to its tree (inserts of finished requests, lookups, running requests locking
+# the path they hit - twice on a shared prefix gives lock_ref 2 - finishing, evictions), then 1-3 calls
+# of the learner's function. Keys are one token per element (the lab) or, as in the engine's ``radix``
+# slot, one tuple per page of tokens (optionally namespaced, as a request with a LoRA adapter or a cache
+# salt): built fresh for every call, so an element is never the very object of an earlier key. Token ids
+# come from the whole vocabulary, slots from a pool that hands them out of order, the clock from a start
+# as late as a long-running engine's.
+from hypothesis import strategies as st  # noqa: E402
+
+from pagedlab.grading.contract import read_only as _read_only  # noqa: E402
+from pagedlab.grading.differential import differential  # noqa: E402
+from pagedlab.grading.kit import unlock  # noqa: E402
+
+
+@st.composite
+def _radix_case(draw: Any, call: str) -> dict[str, Any]:
+    pages = draw(st.sampled_from([0, 0, 2, 4]))  # 0: one token per element (the lab), P: pages of P tokens
+    alphabet = draw(st.lists(st.integers(0, 50_000), min_size=2, max_size=4, unique=True))
+    tok = st.sampled_from(alphabet)
+    # a key: the first `cut` tokens of an earlier key of the same tree (index `src`; -1: none), then `tail`
+    # - prompts sharing a cached prefix and leaving it anywhere, as the engine's requests do
+    key = st.tuples(st.integers(-1, 9), st.integers(0, 8), st.lists(tok, max_size=4))
+    # an earlier key again, whole: a repeated prompt, or a waiting request looking its prefix up at every step
+    again: Any = st.tuples(st.integers(0, 9), st.just(99), st.just([]))
+    op = st.one_of(
+        st.tuples(st.sampled_from(["insert", "insert", "match", "lock"]), key),
+        st.tuples(st.sampled_from(["match", "match", "lock"]), again),
+        st.tuples(st.sampled_from(["unlock", "evict"]), st.integers(0, 6)),
+    )
+    trees = draw(st.integers(1, 2))
+    arg = key if call != "evict" else st.integers(0, 14)
+    return {
+        "call": call,
+        "pages": pages,
+        "namespace": bool(pages) and draw(st.booleans()),
+        "alphabet": alphabet,
+        "clock": draw(st.sampled_from([0, 1_000, 1_000_000])),
+        "slots": draw(st.integers(0, 2**16)),
+        "histories": [  # a tree's first key is an insert (a finished request), the rest anything
+            [("insert", (-1, 0, draw(st.lists(tok, min_size=1, max_size=7)))), *draw(st.lists(op, max_size=11))]
+            for _ in range(trees)
+        ],
+        "calls": draw(st.lists(st.tuples(st.integers(0, trees - 1), arg), min_size=1, max_size=3)),
+    }
+
+
+class _Radix:
+    """The trees of one case, built by the references; ``held`` are the nodes running requests locked."""
+
+    def __init__(self, case: dict[str, Any]) -> None:
+        self.pages, self.namespace = int(case["pages"]), bool(case["namespace"])
+        self.rng = random.Random(case["slots"])
+        self.free = self.rng.sample(range(100_000), 4096)  # the pool's slots, handed out of order
+        self.roots = [new_tree() for _ in case["histories"]]
+        self.clock = [int(case["clock"])] * len(self.roots)
+        self.held: list[list[TreeNode]] = [[] for _ in self.roots]
+        self.keys: list[list[list[int]]] = [[] for _ in self.roots]  # every key used on each tree, in order
+        self.first = int(case["alphabet"][0])
+        for t, history in enumerate(case["histories"]):
+            for what, arg in history:
+                self._history(t, what, arg)
+
+    def now(self, t: int) -> int:
+        self.clock[t] += 1
+        return self.clock[t]
+
+    def key(self, tokens: Sequence[int]) -> list[Any]:
+        """Fresh key elements: an int per token, or a tuple per page (namespaced like the engine's)."""
+        if not self.pages:
+            return [int(str(x)) for x in tokens]  # a new int object, as a sampler makes it
+        out: list[Any] = []
+        for x in tokens:
+            page = tuple((int(x) * 7919 + j) % 50_021 for j in range(self.pages))
+            out.append((("lora", "a"), page) if self.namespace else page)
+        return out
+
+    def tokens(self, t: int, spec: Any, nonempty: bool = False) -> list[int]:
+        """The tokens of key ``spec`` (see :func:`_radix_case`) on tree ``t``; remembered for later keys."""
+        src, cut, tail = spec
+        earlier = self.keys[t]
+        out = (list(earlier[int(src) % len(earlier)][: int(cut)]) if earlier and src >= 0 else []) + list(tail)
+        if nonempty and not out:
+            out = [self.first]
+        self.keys[t].append(out)
+        return out
+
+    def value(self, n: int) -> list[int]:
+        out, self.free = self.free[:n], self.free[n:]
+        return out
+
+    def _history(self, t: int, what: str, arg: Any) -> None:
+        root = self.roots[t]
+        if what == "insert":
+            tokens = self.tokens(t, arg, nonempty=True)
+            _ref("07.insert")(root, self.key(tokens), self.value(len(tokens)), self.now(t))
+        elif what == "match":
+            _ref("07.match_prefix")(root, self.key(self.tokens(t, arg)), self.now(t))
+        elif what == "lock":  # a request hits its prefix and runs: the engine locks the last node of the hit
+            _, node = _ref("07.match_prefix")(root, self.key(self.tokens(t, arg)), self.now(t))
+            if node is not root:
+                lock(node)
+                self.held[t].append(node)
+        elif what == "unlock" and self.held[t]:  # a running request finishes
+            unlock(self.held[t].pop(int(arg) % len(self.held[t])))
+        elif what == "evict":
+            _ref("07.evict")(root, int(arg))
+
+    def show(self, key: Sequence[Any]) -> str:
+        text = repr(list(key))
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    def observe_trees(self, rec: Any, called: int, title: str, hint: Any = None) -> None:
+        """Every tree (the one called, then any other, which must not change), the nodes running requests
+        hold (their paths and locks), and the creation order of the nodes (LRU ties go to the older)."""
+        for t, root in enumerate(self.roots):
+            what = "tree" if t == called else f"the other tree (tree {t}, not handed to the call)"
+            if t == called:
+                rec.state({"tree": tree_state(root), "title": title})
+            rec.observe(what, tree_state(root), hint=_diff_tree_hint if hint is None else hint)
+        for t, root in enumerate(self.roots):
+            rec.observe(
+                f"tree {t}: the nodes running requests hold (their path from the root, lock_ref)",
+                [[_path_tokens(n, root), getattr(n, "lock_ref", None)] for n in self.held[t]],
+                hint=_held_hint,
+            )
+            rec.observe(
+                f"tree {t}: nodes in creation order (TreeNode.id; ties in LRU go to the older)",
+                _creation_order(root),
+                hint=_held_hint,
+            )
+
+
+def _creation_order(root: TreeNode) -> list[Any]:
+    """The path of every node, oldest node (smallest ``id``) first."""
+    nodes = [n for n in _nodes(root) if n is not root]
+    nodes.sort(key=lambda n: getattr(n, "id", 0))
+    return [_path_tokens(n, root) for n in nodes]
+
+
+def _diff_tree_hint(expected: Any, got: Any, state: Any) -> str | None:
+    """:func:`_tree_hint`, and a lock lost in a split."""
+    path = first_difference(expected, got)
+    if path and path[-1] == "lock_ref":
+        return (
+            "a node split off the top of a locked node is locked as much (the requests holding the lower part "
+            "hold the path through it): split with split_node, which copies lock_ref"
+        )
+    return _tree_hint(expected, got, state)
+
+
+def _held_hint(expected: Any, got: Any, state: Any) -> str:
+    return (
+        "a node a running request holds (the last node of its hit, locked) must keep its whole path: split "
+        "with split_node, which puts a NEW node above the split point and leaves the node itself below it"
+    )
+
+
+def _result_type(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({', '.join(type(v).__name__ for v in value)})"
+    return type(value).__name__
+
+
+def _describe_radix(case: Any) -> str:
+    """The case as the learner reads it: each tree's history, then the calls, keys as token lists."""
+    from types import SimpleNamespace
+
+    kind = "one token per key element" if not case["pages"] else f"one page of {case['pages']} tokens per key element"
+    if case.get("namespace"):
+        kind += " (namespaced)"
+    keys = SimpleNamespace(keys=[[] for _ in case["histories"]], first=int(case["alphabet"][0]))
+    trees = []
+    for t, history in enumerate(case["histories"]):
+        ops = [
+            f"{what} {_Radix.tokens(keys, t, arg, nonempty=what == 'insert')}"  # type: ignore[arg-type]
+            if what in ("insert", "match", "lock")
+            else f"{what} {arg}"
+            for what, arg in history
+        ]
+        trees.append(f"tree {t}: " + ", ".join(ops))
+    calls = [
+        f"tree {t}: {arg if isinstance(arg, int) else _Radix.tokens(keys, t, arg, case['call'] == 'insert')}"  # type: ignore[arg-type]
+        for t, arg in case["calls"]
+    ]
+    return f"{kind}, clock from {case['clock']}; " + "; ".join(trees) + "; then " + ", ".join(calls)
+
+
+_RADIX_DRAWS = (
+    "1-2 trees alive at once, each built by 1-12 engine operations (inserts, lookups, a running "
+    "request locking its hit - lock_ref 2 on a shared prefix - finishing, evictions), then 1-3 calls; every key "
+    "an earlier key cut anywhere plus 0-4 new tokens (empty lookups included); keys of one int per token "
+    "(ids 0-50000, new objects) or of page tuples (2 or 4 tokens, namespaced or not); slots out of order; "
+    "the clock from 1, 1000 or 10^6"
+)
+
+
+@differential(MATCH, _radix_case("match"), examples=60, describe=_describe_radix, draws=_RADIX_DRAWS)
+def _(fn: Any, case: Any, rec: Any) -> None:
+    trees = _Radix(case)
+    for t, spec in case["calls"]:
+        root, key, now = trees.roots[t], trees.key(trees.tokens(t, spec)), trees.now(t)
+        rec.step(f"match_prefix(tree {t}, {trees.show(key)}, now={now})")
+        before = _read_only(key=key)
+        out = fn(root, key, now)
+        rec.observe(
+            "type of the result",
+            _result_type(out),
+            hint="match_prefix returns a tuple (value, last_node), value a list of slots",
+        )
+        try:
+            value, node = out
+        except (TypeError, ValueError):
+            rec.fail(f"match_prefix must return a pair (value, last_node); it returned {type(out).__name__}")
+        rec.observe("matched slots", value, hint="the slots of every matched token, in order, across the nodes walked")
+        rec.observe("tokens from the root to last_node", _path_tokens(node, root), hint=_last_node_hint)
+        observe_unchanged(rec, before, key=key)
+        trees.observe_trees(rec, t, f"after match_prefix (tree {t}, now={now})")
+
+
+@differential(INSERT, _radix_case("insert"), examples=60, describe=_describe_radix, draws=_RADIX_DRAWS)
+def _(fn: Any, case: Any, rec: Any) -> None:
+    trees = _Radix(case)
+    for t, spec in case["calls"]:
+        root, key, now = trees.roots[t], trees.key(trees.tokens(t, spec, nonempty=True)), trees.now(t)
+        value = trees.value(len(key))
+        rec.step(f"insert(tree {t}, {trees.show(key)}, slots {trees.show(value)}, now={now})")
+        before = _read_only(key=key, value=value)
+        got = fn(root, key, value, now)
+        rec.observe("type of the result", _result_type(got), hint="insert returns an int (the tokens already cached)")
+        rec.observe(
+            "returned (tokens already cached)",
+            got,
+            hint="count the leading tokens of the key that were already in the tree",
+        )
+        observe_unchanged(rec, before, key=key, value=value)
+        trees.observe_trees(rec, t, f"after insert (tree {t}, now={now})")
+        rec.observe(
+            "a node of the tree holds the very key or value list handed in",
+            any(getattr(n, "key", None) is key or getattr(n, "value", None) is value for n in _nodes(root)),
+            hint=(
+                "the tree keeps its own lists: the caller goes on using (and may change) the key and value it "
+                "handed in - give the new leaf copies (TreeNode(key, value, ...) makes them)"
+            ),
+        )
+
+
+@differential(EVICT, _radix_case("evict"), examples=100, describe=_describe_radix, draws=_RADIX_DRAWS)
+def _(fn: Any, case: Any, rec: Any) -> None:
+    trees = _Radix(case)
+    for t, n in case["calls"]:
+        root = trees.roots[t]
+        rec.step(f"evict(tree {t}, {n})")
+        inner = {s for x in _nodes(root) if x.children and x is not root for s in x.value}
+        locked = [x for x in _nodes(root) if x is not root and x.lock_ref > 0]
+        got = fn(root, n)
+        alive = {id(x) for x in _nodes(root)}
+        for node in locked:
+            if id(node) not in alive:
+                rec.fail(
+                    f"the node with key {node.key[:8]} was evicted although it is locked (lock_ref "
+                    f"{node.lock_ref}): a running request still reads it",
+                    invariant="a locked node is never evicted",
+                )
+        rec.observe(
+            "type of the result",
+            _result_type(got) if not isinstance(got, list) else "list",
+            hint="evict returns a list of the slots freed",
+        )
+        rec.observe("slots freed, in eviction order", got, hint=lambda e, g, s, inner=inner: _evict_hint(e, g, inner))
+        trees.observe_trees(
+            rec,
+            t,
+            f"after evict (tree {t}, {n})",
+            hint="an evicted node leaves the tree: delete it from its parent's children",
+        )
