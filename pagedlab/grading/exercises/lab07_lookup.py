@@ -225,3 +225,166 @@ def _(fn: Any, rec: Any) -> None:
             cache_prompt(pool, f"r{i}", tokens(base, rng.randint(1, 10)), bs, free=rng.random() < 0.7)
         for _ in range(4):
             lookup(fn, rec, pool, tokens(rng.randint(1, 3), rng.randint(1, 12)), bs)
+
+
+# --- differential test (random cases against the reference, pagedlab.grading.differential) -------------
+# One case: a pool of 4-48 blocks of 1, 2, 4 or 16 tokens, filled by 1-5 requests as the engine runs them
+# (each prompt an earlier one cut anywhere plus new tokens: shared prefixes; finished ones freed tail first
+# and still cached, running ones holding their blocks, some published from a later block on as if the
+# first had been evicted; with a cache salt or not), then 1-3 lookups of new requests, some of them
+# preempted requests coming back (their generated tokens hashed too). Token ids from the whole
+# vocabulary. Each lookup records the result's type, the hit, the token count, the pool and the request.
+from hypothesis import strategies as st  # noqa: E402
+
+from pagedlab.grading.differential import differential  # noqa: E402
+
+
+@st.composite
+def _lookup_case(draw: Any) -> dict[str, Any]:
+    bs = draw(st.sampled_from([1, 2, 4, 16]))
+    alphabet = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=3, unique=True))
+    # a prompt: the first `cut` tokens of an earlier one (index `src`; -1: none), then `tail`
+    prompt = st.tuples(st.integers(-1, 5), st.integers(0, 6 * bs), st.lists(st.sampled_from(alphabet), max_size=2 * bs))
+    ran = st.tuples(prompt, st.booleans(), st.integers(0, 1), st.sampled_from([None, None, "tenant-b"]))
+    asked = st.tuples(prompt, st.integers(0, 2 * bs), st.sampled_from([None, None, "tenant-b"]))
+    return {
+        "block_size": bs,
+        "num_blocks": draw(st.integers(4, 48)),
+        "ran": draw(st.lists(ran, max_size=5)),  # (prompt, finished, blocks not published, cache salt)
+        "asked": draw(st.lists(asked, min_size=1, max_size=3)),  # (prompt, tokens generated before, salt)
+    }
+
+
+def _prompt_tokens(earlier: list[list[int]], spec: Any, fallback: int) -> list[int]:
+    src, cut, tail = spec
+    out = (list(earlier[int(src) % len(earlier)][: int(cut)]) if earlier and src >= 0 else []) + list(tail)
+    out = out or [fallback]
+    earlier.append(out)
+    return out
+
+
+def _request(rid: str, tokens: list[int], bs: int, generated: int, salt: Any) -> Request:
+    """A request over ``tokens``; the last ``generated`` of them were generated before a preemption."""
+    n = max(1, len(tokens) - generated)
+    req = Request(
+        rid,
+        [int(str(t)) for t in tokens[:n]],
+        block_hasher=hashing.get_request_block_hasher(bs, NONE_HASH),
+        cache_salt=salt,
+    )
+    if tokens[n:]:
+        req.append_output_token_ids([int(str(t)) for t in tokens[n:]])
+    return req
+
+
+def _request_state(req: Request) -> dict[str, Any]:
+    return {
+        "all_token_ids": list(req.all_token_ids),
+        "block_hashes": [h.hex()[:8] for h in req.block_hashes],
+        "num_computed_tokens": req.num_computed_tokens,
+        "num_cached_tokens": req.num_cached_tokens,
+        "status": str(req.status),
+    }
+
+
+def _describe_lookup(case: Any) -> str:
+    bs, first = case["block_size"], 0
+    earlier: list[list[int]] = []
+    ran = []
+    for i, (spec, finished, skip, salt) in enumerate(case["ran"]):
+        toks = _prompt_tokens(earlier, spec, first)
+        ran.append(
+            f"r{i} {len(toks)} tokens {toks[:12]}{'...' if len(toks) > 12 else ''}"
+            f"{' finished' if finished else ' running'}{' (first block evicted)' if skip else ''}"
+            f"{f' salt {salt}' if salt else ''}"
+        )
+    asked = []
+    for spec, generated, salt in case["asked"]:
+        toks = _prompt_tokens(earlier, spec, first)
+        asked.append(
+            f"{len(toks)} tokens {toks[:12]}{'...' if len(toks) > 12 else ''}"
+            + (f" ({min(generated, len(toks) - 1)} generated before a preemption)" if generated else "")
+            + (f" salt {salt}" if salt else "")
+        )
+    return (
+        f"{case['num_blocks']} blocks of {bs} tokens; ran: {'; '.join(ran) or 'nothing'}; "
+        f"then lookups of: {'; '.join(asked)}"
+    )
+
+
+@differential(
+    LOOKUP,
+    _lookup_case(),
+    examples=60,
+    describe=_describe_lookup,
+    draws=(
+        "a pool of 4-48 blocks of 1, 2, 4 or 16 tokens filled by 0-5 requests (prompts sharing prefixes cut "
+        "anywhere, token ids 0-50000; finished and freed tail first, or running; some with their first block "
+        "evicted; with a cache salt or not), then 1-3 lookups, some by preempted requests with generated tokens"
+    ),
+)
+def _(fn: Any, case: Any, rec: Any) -> None:
+    bs = int(case["block_size"])
+    pool = BlockPool(int(case["num_blocks"]), enable_caching=True)
+    earlier: list[list[int]] = []
+    for i, (spec, finished, skip, salt) in enumerate(case["ran"]):
+        toks = _prompt_tokens(earlier, spec, 0)
+        need = -(-len(toks) // bs)
+        if need > pool.get_num_free_blocks():
+            continue  # the engine would not admit it now
+        req = _request(f"r{i}", toks, bs, 0, salt)
+        blocks = pool.get_new_blocks(need, owner=req.request_id)
+        pool.cache_full_blocks(req, blocks, min(int(skip), len(toks) // bs), len(toks) // bs, bs)
+        if finished:
+            pool.free_blocks(reversed(blocks), owner=req.request_id)
+    for j, (spec, generated, salt) in enumerate(case["asked"]):
+        toks = _prompt_tokens(earlier, spec, 0)
+        req = _request(f"new{j}", toks, bs, int(generated), salt)
+        chain = [b.block_id if (b := pool.get_cached_block(h)) is not None else None for h in req.block_hashes]
+        rec.step(
+            f"get_computed_blocks(request with {req.num_tokens} tokens ({req.num_output_tokens} generated), "
+            f"block_pool, block_size={bs})"
+        )
+        before, req_before = pool_state(pool), _request_state(req)
+        out = fn(req, pool, bs)
+        rec.observe(
+            "type of the result",
+            f"{type(out).__name__}({', '.join(type(v).__name__ for v in out)})"
+            if isinstance(out, (tuple, list))
+            else type(out).__name__,
+            hint=(
+                "return a tuple (blocks, num_computed_tokens): blocks a list of the hit KVCacheBlock objects "
+                "(the scheduler appends the request's new blocks to it), num_computed_tokens an int"
+            ),
+        )
+        try:
+            got, num = out
+        except (TypeError, ValueError):
+            rec.fail(
+                f"get_computed_blocks must return a pair (blocks, num_computed_tokens); it returned {type(out).__name__}"
+            )
+        hit = _blocks_of(pool, got)
+        rec.state(
+            {"pool": pool.snapshot(), "chain": chain, "hit_blocks": hit, "num_tokens": len(toks), "block_size": bs}
+        )
+        rec.observe("hit blocks (pool block ids, in order)", hit, hint=_blocks_hint(req.num_tokens, bs, chain))
+        rec.observe(
+            "num_computed_tokens",
+            num,
+            hint="num_computed_tokens counts tokens: len(blocks) * block_size (a hit is block-aligned)",
+        )
+        after = pool_state(pool)
+        rec.observe(
+            "block pool after the lookup (ref counts, free queue, cached map)",
+            after,
+            hint=lambda e, g, s, before=before: _pool_hint(before, g),
+        )
+        rec.observe(
+            "the request after the lookup (its tokens, block hashes, counters, status)",
+            _request_state(req),
+            hint=(
+                "lookup only: leave the request as it is (its block_hashes, num_computed_tokens, status) - the "
+                f"scheduler updates it once it admits the request; it was {req_before['num_computed_tokens']} "
+                f"computed tokens and {len(req_before['block_hashes'])} block hashes"
+            ),
+        )
