@@ -454,13 +454,22 @@ def _radix_case(draw: Any, call: str) -> dict[str, Any]:
     key = st.tuples(st.integers(-1, 9), st.integers(0, 8), st.lists(tok, max_size=4))
     # an earlier key again, whole: a repeated prompt, or a waiting request looking its prefix up at every step
     again: Any = st.tuples(st.integers(0, 9), st.just(99), st.just([]))
+    # an earlier key, whole, and more: a conversation's next turn
+    turn: Any = st.tuples(st.integers(0, 9), st.just(99), st.lists(tok, min_size=1, max_size=4))
+    fresh: Any = st.tuples(st.just(-1), st.just(0), st.lists(tok, min_size=1, max_size=7))  # a new prompt
+    # a request looks its prompt up (match_prefix), then finishes (its key inserted), runs (the path of
+    # its hit locked) or waits (the lookup only: the pool is short, or it was aborted or preempted)
     op = st.one_of(
-        st.tuples(st.sampled_from(["insert", "insert", "match", "lock"]), key),
-        st.tuples(st.sampled_from(["match", "match", "lock"]), again),
+        st.tuples(
+            st.sampled_from(["finished", "finished", "running", "running", "waiting"]),
+            st.one_of(key, turn, fresh, again),
+        ),
         st.tuples(st.sampled_from(["unlock", "evict"]), st.integers(0, 6)),
     )
     trees = draw(st.integers(1, 2))
-    arg = key if call != "evict" else st.integers(0, 14)
+    # a call's key may also leave a running request's prompt anywhere (src 100-103: the running ones')
+    near_running: Any = st.tuples(st.integers(100, 103), st.integers(1, 8), st.lists(tok, min_size=1, max_size=3))
+    arg = st.one_of(key, near_running) if call != "evict" else st.integers(0, 14)
     return {
         "call": call,
         "pages": pages,
@@ -469,7 +478,7 @@ def _radix_case(draw: Any, call: str) -> dict[str, Any]:
         "clock": draw(st.sampled_from([0, 1_000, 1_000_000])),
         "slots": draw(st.integers(0, 2**16)),
         "histories": [  # a tree's first key is an insert (a finished request), the rest anything
-            [("insert", (-1, 0, draw(st.lists(tok, min_size=1, max_size=7)))), *draw(st.lists(op, max_size=11))]
+            [("finished", (-1, 0, draw(st.lists(tok, min_size=1, max_size=7)))), *draw(st.lists(op, max_size=11))]
             for _ in range(trees)
         ],
         "calls": draw(st.lists(st.tuples(st.integers(0, trees - 1), arg), min_size=1, max_size=3)),
@@ -487,6 +496,8 @@ class _Radix:
         self.clock = [int(case["clock"])] * len(self.roots)
         self.held: list[list[TreeNode]] = [[] for _ in self.roots]
         self.keys: list[list[list[int]]] = [[] for _ in self.roots]  # every key used on each tree, in order
+        self.waiting: list[list[list[int]]] = [[] for _ in self.roots]  # keys of requests still waiting
+        self.running: list[list[list[int]]] = [[] for _ in self.roots]  # keys of requests that ran
         self.first = int(case["alphabet"][0])
         for t, history in enumerate(case["histories"]):
             for what, arg in history:
@@ -510,6 +521,8 @@ class _Radix:
         """The tokens of key ``spec`` (see :func:`_radix_case`) on tree ``t``; remembered for later keys."""
         src, cut, tail = spec
         earlier = self.keys[t]
+        if src >= 100:
+            earlier, src = self.running[t] or earlier, src - 100
         out = (list(earlier[int(src) % len(earlier)][: int(cut)]) if earlier and src >= 0 else []) + list(tail)
         if nonempty and not out:
             out = [self.first]
@@ -520,18 +533,26 @@ class _Radix:
         out, self.free = self.free[:n], self.free[n:]
         return out
 
+    def step(self, t: int) -> None:
+        """A scheduling step: the requests still waiting (the last two) look their prompts up again."""
+        for tokens in self.waiting[t][-2:]:
+            _ref("07.match_prefix")(self.roots[t], self.key(tokens), self.now(t))
+
     def _history(self, t: int, what: str, arg: Any) -> None:
         root = self.roots[t]
-        if what == "insert":
-            tokens = self.tokens(t, arg, nonempty=True)
-            _ref("07.insert")(root, self.key(tokens), self.value(len(tokens)), self.now(t))
-        elif what == "match":
-            _ref("07.match_prefix")(root, self.key(self.tokens(t, arg)), self.now(t))
-        elif what == "lock":  # a request hits its prefix and runs: the engine locks the last node of the hit
-            _, node = _ref("07.match_prefix")(root, self.key(self.tokens(t, arg)), self.now(t))
-            if node is not root:
-                lock(node)
-                self.held[t].append(node)
+        self.step(t)
+        if what in ("finished", "running", "waiting"):  # a request's lookup first, as the scheduler's
+            tokens = self.tokens(t, arg, nonempty=what == "finished")
+            if what == "waiting":
+                self.waiting[t].append(tokens)
+            _, node = _ref("07.match_prefix")(root, self.key(tokens), self.now(t))
+            if what == "finished":  # cache_finished: its whole key goes in
+                _ref("07.insert")(root, self.key(tokens), self.value(len(tokens)), self.now(t))
+            elif what == "running":  # it runs on its hit: the path is locked
+                self.running[t].append(tokens)
+                if node is not root:
+                    lock(node)
+                    self.held[t].append(node)
         elif what == "unlock" and self.held[t]:  # a running request finishes
             unlock(self.held[t].pop(int(arg) % len(self.held[t])))
         elif what == "evict":
@@ -600,15 +621,20 @@ def _describe_radix(case: Any) -> str:
     kind = "one token per key element" if not case["pages"] else f"one page of {case['pages']} tokens per key element"
     if case.get("namespace"):
         kind += " (namespaced)"
-    keys = SimpleNamespace(keys=[[] for _ in case["histories"]], first=int(case["alphabet"][0]))
+    keys = SimpleNamespace(
+        keys=[[] for _ in case["histories"]], running=[[] for _ in case["histories"]], first=int(case["alphabet"][0])
+    )
     trees = []
     for t, history in enumerate(case["histories"]):
-        ops = [
-            f"{what} {_Radix.tokens(keys, t, arg, nonempty=what == 'insert')}"  # type: ignore[arg-type]
-            if what in ("insert", "match", "lock")
-            else f"{what} {arg}"
-            for what, arg in history
-        ]
+        ops = []
+        for what, arg in history:
+            if what in ("finished", "running", "waiting"):
+                tokens = _Radix.tokens(keys, t, arg, nonempty=what == "finished")  # type: ignore[arg-type]
+                if what == "running":
+                    keys.running[t].append(tokens)
+                ops.append(f"{what} {tokens}")
+            else:
+                ops.append(f"{what} {arg}")
         trees.append(f"tree {t}: " + ", ".join(ops))
     calls = [
         f"tree {t}: {arg if isinstance(arg, int) else _Radix.tokens(keys, t, arg, case['call'] == 'insert')}"  # type: ignore[arg-type]
@@ -618,9 +644,10 @@ def _describe_radix(case: Any) -> str:
 
 
 _RADIX_DRAWS = (
-    "1-2 trees alive at once, each built by 1-12 engine operations (inserts, lookups, a running "
-    "request locking its hit - lock_ref 2 on a shared prefix - finishing, evictions), then 1-3 calls; every key "
-    "an earlier key cut anywhere plus 0-4 new tokens (empty lookups included); keys of one int per token "
+    "1-2 trees alive at once, each built by 1-12 engine operations: requests looking their prompt up, then "
+    "finishing (inserted), running (hit locked - lock_ref 2 on a shared prefix) or waiting (looking up again at "
+    "every step), running ones finishing, evictions; then 1-3 calls; a prompt is an earlier one cut anywhere plus "
+    "0-4 new tokens, repeated whole, a next turn, or new (empty lookups included); keys of one int per token "
     "(ids 0-50000, new objects) or of page tuples (2 or 4 tokens, namespaced or not); slots out of order; "
     "the clock from 1, 1000 or 10^6"
 )
@@ -681,6 +708,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
     trees = _Radix(case)
     for t, n in case["calls"]:
         root = trees.roots[t]
+        trees.step(t)  # the step that runs short of memory: its waiting requests looked up first
         rec.step(f"evict(tree {t}, {n})")
         inner = {s for x in _nodes(root) if x.children and x is not root for s in x.value}
         locked = [x for x in _nodes(root) if x is not root and x.lock_ref > 0]
