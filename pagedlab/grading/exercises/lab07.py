@@ -670,7 +670,11 @@ def _(fn: Any, case: Any, rec: Any) -> None:
             value, node = out
         except (TypeError, ValueError):
             rec.fail(f"match_prefix must return a pair (value, last_node); it returned {type(out).__name__}")
-        rec.observe("matched slots", value, hint="the slots of every matched token, in order, across the nodes walked")
+        rec.observe(
+            "matched slots",
+            value,
+            hint="value holds one slot per matched key element: the values of the nodes of the match, in order",
+        )
         rec.observe("tokens from the root to last_node", _path_tokens(node, root), hint=_last_node_hint)
         observe_unchanged(rec, before, key=key)
         trees.observe_trees(rec, t, f"after match_prefix (tree {t}, now={now})")
@@ -689,7 +693,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         rec.observe(
             "returned (tokens already cached)",
             got,
-            hint="count the leading tokens of the key that were already in the tree",
+            hint="return how many leading elements of the key the tree held before the call",
         )
         observe_unchanged(rec, before, key=key, value=value)
         trees.observe_trees(rec, t, f"after insert (tree {t}, now={now})")
@@ -710,7 +714,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         root = trees.roots[t]
         trees.step(t)  # the step that runs short of memory: its waiting requests looked up first
         rec.step(f"evict(tree {t}, {n})")
-        inner = {s for x in _nodes(root) if x.children and x is not root for s in x.value}
+        below = {s: _slots_below(x) for x in _nodes(root) if x.children and x is not root for s in x.value}
         locked = [x for x in _nodes(root) if x is not root and x.lock_ref > 0]
         got = fn(root, n)
         alive = {id(x) for x in _nodes(root)}
@@ -726,10 +730,39 @@ def _(fn: Any, case: Any, rec: Any) -> None:
             _result_type(got) if not isinstance(got, list) else "list",
             hint="evict returns a list of the slots freed",
         )
-        rec.observe("slots freed, in eviction order", got, hint=lambda e, g, s, inner=inner: _evict_hint(e, g, inner))
+        rec.observe(
+            "slots freed, in eviction order", got, hint=lambda e, g, s, below=below: _diff_evict_hint(e, g, below)
+        )
         trees.observe_trees(
             rec,
             t,
             f"after evict (tree {t}, {n})",
             hint="an evicted node leaves the tree: delete it from its parent's children",
         )
+
+
+def _slots_below(node: TreeNode) -> set[int]:
+    """The slots of every node under ``node``."""
+    return {s for x in _nodes(node) if x is not node for s in x.value}
+
+
+def _diff_evict_hint(expected: Any, got: Any, below: dict[int, set[int]]) -> str:
+    """:func:`_evict_hint`, where a parent counts as evicted too early only when a node under it was still
+    in the tree then (``below``: slot of a node that had children before the call -> the slots under it)."""
+    if isinstance(got, list) and all(isinstance(s, int) for s in got):
+        for i, s in enumerate(got):
+            if s in below and below[s] - set(got[:i]):
+                return (
+                    f"slot {s} belongs to a node that still had children when you evicted it: a parent becomes "
+                    "a candidate only once its last child is gone (check that no children are left before pushing it)"
+                )
+        out = _evict_hint(expected, got, set())
+        if (
+            out.startswith("evict in LRU order")
+            and isinstance(expected, list)
+            and any(s in below for s in expected)
+            and not any(s in below for s in got)
+        ):
+            return _evict_hint([1], [], {1})  # the hint of a parent left without children that is never pushed
+        return out
+    return _evict_hint(expected, got, set(below))

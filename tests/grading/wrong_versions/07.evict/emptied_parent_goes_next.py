@@ -1,6 +1,8 @@
 """Evicts a parent left without children right after its last child (climbing up the path), even when an older leaf is waiting.
 
 caught by: random cases against the reference, whole state compared
+hint: smallest (last_access_time, id) first
+engine: no eviction of the engine's radix settings empties a parent that a later lookup stamped while an older leaf waits elsewhere (a waiting request's repeated lookup does that; check() builds it)
 """
 REPLACE = [
     ("""\

@@ -1,7 +1,7 @@
 """Pops with heapq.heappop from the leaves in the order it found them, never heapified.
 
 caught by: the least recently used leaf goes first
-hint: evict in LRU order
+hint: smallest (last_access_time, id) first
 """
 REPLACE = [
     ("""\

@@ -1,7 +1,9 @@
 """Leaves the last token out by popping the request's own last block hash when the prompt is a whole number of blocks (request.block_hashes.pop()).
 
 caught by: random cases against the reference, whole state compared
+hint: lookup only: leave the request as it is
 pattern: changes an input it only reads
+engine: the engine hands the lookup a view of the request holding a copy of its block hashes (pagedlab.grading.plug), so the pop never reaches the request the engine keeps; check() hands it the request itself
 """
 REPLACE = [
     ("""\

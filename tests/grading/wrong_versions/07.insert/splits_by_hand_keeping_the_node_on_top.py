@@ -1,6 +1,8 @@
 """Splits by hand the other way round: the node keeps the cached part and a new node below it takes the rest (a running request holding the node now holds only its head).
 
 caught by: random cases against the reference, whole state compared
+hint: puts a NEW node above the split point
+engine: in the engine's radix settings no insert splits a node a running request holds, nor does an LRU tie between the halves decide an eviction (check() builds both)
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,8 @@
 """Splits the node by hand instead of with split_node and forgets to copy lock_ref to the new upper node.
 
 caught by: random cases against the reference, whole state compared
+hint: which copies lock_ref
+engine: in the engine's radix settings no insert splits a locked node: each request's own lookup split the path first (check() builds an insert into a locked node)
 """
 REPLACE = [
     ("""\

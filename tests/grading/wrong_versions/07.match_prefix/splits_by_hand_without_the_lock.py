@@ -1,6 +1,8 @@
 """Splits the node by hand instead of with split_node and forgets to copy lock_ref to the new upper node.
 
 caught by: random cases against the reference, whole state compared
+hint: which copies lock_ref
+engine: in the engine's radix settings no lookup ends inside a locked node (check() builds one)
 """
 REPLACE = [
     ("""\
