@@ -458,10 +458,11 @@ def _radix_case(draw: Any, call: str) -> dict[str, Any]:
     turn: Any = st.tuples(st.integers(0, 9), st.just(99), st.lists(tok, min_size=1, max_size=4))
     fresh: Any = st.tuples(st.just(-1), st.just(0), st.lists(tok, min_size=1, max_size=7))  # a new prompt
     # a request looks its prompt up (match_prefix), then finishes (its key inserted), runs (the path of
-    # its hit locked) or waits (the lookup only: the pool is short, or it was aborted or preempted)
+    # its hit locked) or waits (the lookup only: the pool is short, or it was aborted or preempted);
+    # "inserted": a request finishing whose lookup was long ago (the tree changed since: its insert splits)
     op = st.one_of(
         st.tuples(
-            st.sampled_from(["finished", "finished", "running", "running", "waiting"]),
+            st.sampled_from(["finished", "inserted", "running", "running", "waiting"]),
             st.one_of(key, turn, fresh, again),
         ),
         st.tuples(st.sampled_from(["unlock", "evict"]), st.integers(0, 6)),
@@ -541,12 +542,12 @@ class _Radix:
     def _history(self, t: int, what: str, arg: Any) -> None:
         root = self.roots[t]
         self.step(t)
-        if what in ("finished", "running", "waiting"):  # a request's lookup first, as the scheduler's
-            tokens = self.tokens(t, arg, nonempty=what == "finished")
+        if what in ("finished", "inserted", "running", "waiting"):  # a request's lookup first, as the scheduler's
+            tokens = self.tokens(t, arg, nonempty=what in ("finished", "inserted"))
             if what == "waiting":
                 self.waiting[t].append(tokens)
-            _, node = _ref("07.match_prefix")(root, self.key(tokens), self.now(t))
-            if what == "finished":  # cache_finished: its whole key goes in
+            node = root if what == "inserted" else _ref("07.match_prefix")(root, self.key(tokens), self.now(t))[1]
+            if what in ("finished", "inserted"):  # cache_finished: its whole key goes in
                 _ref("07.insert")(root, self.key(tokens), self.value(len(tokens)), self.now(t))
             elif what == "running":  # it runs on its hit: the path is locked
                 self.running[t].append(tokens)
@@ -628,8 +629,8 @@ def _describe_radix(case: Any) -> str:
     for t, history in enumerate(case["histories"]):
         ops = []
         for what, arg in history:
-            if what in ("finished", "running", "waiting"):
-                tokens = _Radix.tokens(keys, t, arg, nonempty=what == "finished")  # type: ignore[arg-type]
+            if what in ("finished", "inserted", "running", "waiting"):
+                tokens = _Radix.tokens(keys, t, arg, nonempty=what in ("finished", "inserted"))  # type: ignore[arg-type]
                 if what == "running":
                     keys.running[t].append(tokens)
                 ops.append(f"{what} {tokens}")
@@ -645,7 +646,7 @@ def _describe_radix(case: Any) -> str:
 
 _RADIX_DRAWS = (
     "1-2 trees alive at once, each built by 1-12 engine operations: requests looking their prompt up, then "
-    "finishing (inserted), running (hit locked - lock_ref 2 on a shared prefix) or waiting (looking up again at "
+    "finishing (inserted; some whose lookup was long before), running (hit locked - lock_ref 2 on a shared prefix) or waiting (looking up again at "
     "every step), running ones finishing, evictions; then 1-3 calls; a prompt is an earlier one cut anywhere plus "
     "0-4 new tokens, repeated whole, a next turn, or new (empty lookups included); keys of one int per token "
     "(ids 0-50000, new objects) or of page tuples (2 or 4 tokens, namespaced or not); slots out of order; "
@@ -707,7 +708,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         )
 
 
-@differential(EVICT, _radix_case("evict"), examples=100, describe=_describe_radix, draws=_RADIX_DRAWS)
+@differential(EVICT, _radix_case("evict"), examples=120, describe=_describe_radix, draws=_RADIX_DRAWS)
 def _(fn: Any, case: Any, rec: Any) -> None:
     trees = _Radix(case)
     for t, n in case["calls"]:

@@ -243,10 +243,12 @@ from pagedlab.grading.differential import differential  # noqa: E402
 def _lookup_case(draw: Any) -> dict[str, Any]:
     bs = draw(st.sampled_from([1, 2, 4, 16]))
     alphabet = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=3, unique=True))
-    # a prompt: the first `cut` tokens of an earlier one (index `src`; -1: none), then `tail`
+    # a prompt: the first `cut` tokens of an earlier one (index `src`; -1: none), then `tail`; a lookup's
+    # prompt is often an earlier one whole, and more
     prompt = st.tuples(st.integers(-1, 5), st.integers(0, 6 * bs), st.lists(st.sampled_from(alphabet), max_size=2 * bs))
-    ran = st.tuples(prompt, st.booleans(), st.integers(0, 1), st.sampled_from([None, None, "tenant-b"]))
-    asked = st.tuples(prompt, st.integers(0, 2 * bs), st.sampled_from([None, None, "tenant-b"]))
+    ran = st.tuples(prompt, st.booleans(), st.sampled_from([0, 0, 1, 2]), st.sampled_from([None, None, "tenant-b"]))
+    again = st.tuples(st.integers(0, 5), st.just(10**6), st.lists(st.sampled_from(alphabet), max_size=bs))
+    asked = st.tuples(st.one_of(prompt, again), st.integers(0, 2 * bs), st.sampled_from([None, None, "tenant-b"]))
     return {
         "block_size": bs,
         "num_blocks": draw(st.integers(4, 48)),
@@ -315,7 +317,7 @@ def _describe_lookup(case: Any) -> str:
 @differential(
     LOOKUP,
     _lookup_case(),
-    examples=60,
+    examples=100,
     describe=_describe_lookup,
     draws=(
         "a pool of 4-48 blocks of 1, 2, 4 or 16 tokens filled by 0-5 requests (prompts sharing prefixes cut "
