@@ -1,0 +1,15 @@
+"""Sorts the block table in place after changing it, as if block ids had to be in order.
+
+caught by: random cases against the reference, whole state compared
+"""
+REPLACE = [
+    ("""\
+    seq.num_tokens += 1
+    return copy
+""",
+     """\
+    seq.block_table.sort()
+    seq.num_tokens += 1
+    return copy
+"""),
+]
