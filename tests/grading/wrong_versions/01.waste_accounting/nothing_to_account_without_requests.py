@@ -1,6 +1,7 @@
 """Returns all zeros for an arena with no request (its free slots are never counted).
 
 caught by: random cases against the reference, whole state compared
+hint: not to the capacity
 """
 REPLACE = [
     ("""\
