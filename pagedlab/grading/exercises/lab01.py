@@ -345,7 +345,13 @@ def _arena_case() -> Any:
             final_len = draw(st.integers(1, reserved))
             num_tokens = draw(st.integers(1, final_len))
             requests.append(
-                {"id": f"r{rid}", "start": start, "reserved": reserved, "num_tokens": num_tokens, "final_len": final_len}
+                {
+                    "id": f"r{rid}",
+                    "start": start,
+                    "reserved": reserved,
+                    "num_tokens": num_tokens,
+                    "final_len": final_len,
+                }
             )
         holes = [g for g in gaps if g]
         need = draw(
@@ -362,11 +368,11 @@ def _arena_case() -> Any:
 
 def _describe_arena(snap: dict[str, Any]) -> str:
     reqs = ", ".join(
-        f"{r['id']} at {r['start']}+{r['reserved']} ({r['num_tokens']}/{r['final_len']} tokens)" for r in snap["requests"]
+        f"{r['id']} at {r['start']}+{r['reserved']} ({r['num_tokens']}/{r['final_len']} tokens)"
+        for r in snap["requests"]
     )
     return (
-        f"arena of {snap['capacity']} slots, next request needs {snap['next_request_size']}; "
-        f"requests: {reqs or 'none'}"
+        f"arena of {snap['capacity']} slots, next request needs {snap['next_request_size']}; requests: {reqs or 'none'}"
     )
 
 

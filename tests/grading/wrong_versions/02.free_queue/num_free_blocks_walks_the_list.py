@@ -1,6 +1,7 @@
 """Keeps no count: num_free_blocks is a property that walks the list, O(n) on every read (the scheduler reads it every step).
 
 caught by: random cases against the reference, whole state compared
+hint: keep a count that each operation updates
 """
 REPLACE = [
     ("""\

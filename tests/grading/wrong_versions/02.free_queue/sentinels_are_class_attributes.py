@@ -1,6 +1,7 @@
 """Makes the two sentinel blocks class attributes: a second queue (the swap pool's) re-links the first queue's ends.
 
 caught by: random cases against the reference, whole state compared
+hint: does another queue share its sentinel blocks
 """
 REPLACE = [
     ("""\
