@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import strategies as st
+from hypothesis import strategies as hst
 
 from pagedlab.analysis.contiguous import CATEGORIES, contiguous_replay_steps, contiguous_snapshot
 from pagedlab.grading.contract import observe_unchanged, read_only
@@ -276,32 +276,32 @@ _HEADS = (1, 2, 4, 8, 9, 12, 14, 16, 20, 24, 25, 28, 32, 40, 48, 64, 96, 128)
 _HEAD_DIMS = (64, 128, 32, 48, 80, 96, 112, 160, 256)
 
 
-@st.composite
+@hst.composite
 def _config_case(draw: Any) -> dict[str, Any]:
     """One config.json as the engine reads it: the fields that matter, each missing / null / set."""
-    heads = draw(st.sampled_from(_HEADS))
-    hd = draw(st.sampled_from(_HEAD_DIMS))
+    heads = draw(hst.sampled_from(_HEADS))
+    hd = draw(hst.sampled_from(_HEAD_DIMS))
     cfg: dict[str, Any] = {
-        "model_type": draw(st.sampled_from(_MODEL_TYPES)),
-        "num_hidden_layers": draw(st.integers(1, 128)),
+        "model_type": draw(hst.sampled_from(_MODEL_TYPES)),
+        "num_hidden_layers": draw(hst.integers(1, 128)),
         "hidden_size": heads * hd,
         "num_attention_heads": heads,
     }
-    kv = draw(st.sampled_from(("set", "missing", "null", "mqa", "mha")))
+    kv = draw(hst.sampled_from(("set", "missing", "null", "mqa", "mha")))
     if kv == "set":
-        cfg["num_key_value_heads"] = draw(st.sampled_from([d for d in range(1, heads + 1) if heads % d == 0]))
+        cfg["num_key_value_heads"] = draw(hst.sampled_from([d for d in range(1, heads + 1) if heads % d == 0]))
     elif kv in ("mqa", "mha"):
         cfg["num_key_value_heads"] = 1 if kv == "mqa" else heads
     elif kv == "null":
         cfg["num_key_value_heads"] = None
-    head_dim = draw(st.sampled_from(("missing", "null", "same", "other")))
+    head_dim = draw(hst.sampled_from(("missing", "null", "same", "other")))
     if head_dim == "null":
         cfg["head_dim"] = None
     elif head_dim == "same":
         cfg["head_dim"] = hd
     elif head_dim == "other":
-        cfg["head_dim"] = draw(st.sampled_from([d for d in _HEAD_DIMS if d != hd]))
-    cfg["torch_dtype"] = draw(st.sampled_from(sorted(_BYTES)))
+        cfg["head_dim"] = draw(hst.sampled_from([d for d in _HEAD_DIMS if d != hd]))
+    cfg["torch_dtype"] = draw(hst.sampled_from(sorted(_BYTES)))
     return cfg
 
 
@@ -327,23 +327,23 @@ def _arena_case() -> Any:
     list, so neither id nor list order is address order), holes of any size (none, adjacent reservations, at
     either end), nothing running at all, and nobody or somebody waiting whose size is often a hole's own."""
 
-    @st.composite
+    @hst.composite
     def case(draw: Any) -> dict[str, Any]:
-        n = draw(st.integers(0, 7))
-        gaps = draw(st.lists(st.sampled_from([0, 0, 1, 2, 3, 5, 8, 13, 21]), min_size=n + 1, max_size=n + 1))
-        sizes = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
+        n = draw(hst.integers(0, 7))
+        gaps = draw(hst.lists(hst.sampled_from([0, 0, 1, 2, 3, 5, 8, 13, 21]), min_size=n + 1, max_size=n + 1))
+        sizes = draw(hst.lists(hst.integers(1, 40), min_size=n, max_size=n))
         placed, pos = [], gaps[0]
         for size, gap in zip(sizes, gaps[1:]):
             placed.append((pos, size))
             pos += size + gap
         capacity = max(pos, 1)
-        order = draw(st.permutations(range(n)))
-        ids = sorted(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=True)))
+        order = draw(hst.permutations(range(n)))
+        ids = sorted(draw(hst.lists(hst.integers(0, 40), min_size=n, max_size=n, unique=True)))
         requests = []
         for rid, k in zip(ids, order):
             start, reserved = placed[k]
-            final_len = draw(st.integers(1, reserved))
-            num_tokens = draw(st.integers(1, final_len))
+            final_len = draw(hst.integers(1, reserved))
+            num_tokens = draw(hst.integers(1, final_len))
             requests.append(
                 {
                     "id": f"r{rid}",
@@ -355,10 +355,10 @@ def _arena_case() -> Any:
             )
         holes = [g for g in gaps if g]
         need = draw(
-            st.one_of(
-                st.just(0),
-                st.integers(1, capacity + 1),
-                st.sampled_from(holes or [1]).flatmap(lambda h: st.sampled_from([h - 1, h, h + 1])),
+            hst.one_of(
+                hst.just(0),
+                hst.integers(1, capacity + 1),
+                hst.sampled_from(holes or [1]).flatmap(lambda h: hst.sampled_from([h - 1, h, h + 1])),
             )
         )
         return {"capacity": capacity, "next_request_size": max(0, need), "requests": requests}

@@ -629,6 +629,25 @@ def _fq_states(queues: list[Any], pools: list[Pool], rec: Any, hint: Any) -> Non
         rec.observe(f"q{i}.num_free_blocks", st_["num_free_blocks"])
 
 
+def _fq_popleft(q: Any, pool: Pool, name: str, rec: Any) -> None:
+    """``q.popleft()``: what it does (raises / returns one of its blocks / another's), and the block."""
+    rec.step(f"{name}.popleft()")
+    _Counter.n = 0
+    try:
+        got = pool.bid(q.popleft())
+    except ValueError:
+        outcome, got = "raises ValueError", None
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - recorded as what popleft() does
+        outcome, got = f"raises {type(e).__name__}", None
+    else:
+        outcome = "returns one of its blocks" if type(got) is int else "returns a block that is not one of its own"
+    rec.observe("what popleft() does", outcome, hint=_popleft_hint)
+    if type(got) is int:
+        rec.observe("block returned", got, hint=_LIFO_HINT)
+
+
 def _fq_op(q: Any, pool: Pool, name: str, op: str, arg: Any, rec: Any) -> Any:
     """One operation on queue ``q`` (its step, cost and result recorded); returns the hint of the orders after it."""
     if op == "prepend_n":
@@ -648,21 +667,7 @@ def _fq_op(q: Any, pool: Pool, name: str, op: str, arg: Any, rec: Any) -> Any:
         )
         return _prepend_hint(ids)
     if op == "popleft":
-        rec.step(f"{name}.popleft()")
-        _Counter.n = 0
-        try:
-            got = pool.bid(q.popleft())
-        except ValueError:
-            outcome, got = "raises ValueError", None
-        except NotImplementedError:
-            raise
-        except Exception as e:  # noqa: BLE001 - recorded as what popleft() does
-            outcome, got = f"raises {type(e).__name__}", None
-        else:
-            outcome = "returns one of its blocks" if type(got) is int else "returns a block that is not one of its own"
-        rec.observe("what popleft() does", outcome, hint=_popleft_hint)
-        if type(got) is int:
-            rec.observe("block returned", got, hint=_LIFO_HINT)
+        _fq_popleft(q, pool, name, rec)
     elif op == "remove":
         rec.step(f"{name}.remove(block {arg})")
         _Counter.n = 0
