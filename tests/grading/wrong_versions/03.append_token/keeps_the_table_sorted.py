@@ -1,6 +1,7 @@
 """Sorts the block table in place after changing it, as if block ids had to be in order.
 
 caught by: random cases against the reference, whole state compared
+hint: never sort it
 """
 REPLACE = [
     ("""\

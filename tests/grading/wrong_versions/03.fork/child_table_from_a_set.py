@@ -1,6 +1,7 @@
 """Builds the child's table from a set of the parent's blocks (one reference per distinct block), losing the order.
 
 caught by: random cases against the reference, whole state compared
+hint: keep the parent's order
 """
 REPLACE = [
     ("""\
