@@ -1,6 +1,7 @@
 """Sorts the reservations' starts but pairs them with the sizes in list order.
 
 caught by: every step of a replay with power-of-two reservations (Orca Pow2)
+hint: not to the capacity
 """
 REPLACE = [
     ("""\

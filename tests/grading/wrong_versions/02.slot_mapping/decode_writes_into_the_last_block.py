@@ -1,7 +1,6 @@
 """A single position (a decode step) goes into the table's last block, whatever the position.
 
 caught by: random cases against the reference, whole state compared
-hint: slot = block_table[
 """
 REPLACE = [
     ("    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]",

@@ -1,6 +1,7 @@
 """Remembers block_size from the first pool it sees: another pool alive at once (another block size) is misread.
 
 caught by: beam search: beams forked in the middle of decoding
+hint: so it needs 3 blocks
 """
 REPLACE = [
     ("""\

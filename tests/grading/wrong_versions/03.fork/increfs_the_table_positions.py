@@ -1,6 +1,7 @@
 """Increments the reference count of each table position (0, 1, 2, ...) instead of each block id.
 
 caught by: fork at a block boundary, and fork of a one-token sequence
+hint: a reference was never given back
 """
 REPLACE = [
     ("""\
