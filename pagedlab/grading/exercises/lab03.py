@@ -466,8 +466,9 @@ def _cow_play(case: dict[str, Any], rec: Any, fork: Any = None, append_token: An
 
 
 _COW_DRAWS = (
-    "scripts of 1-14 moves - prefill 1-3 blocks' worth, fork, append 1 to block_size+1 tokens, finish (its blocks go "
-    "back to the pool's front, so later tables are out of id order) - block sizes 1-8, a pool just big enough"
+    "scripts of a prefill, maybe a second request that finishes early, 0-12 random moves (prefill 1-3 blocks' worth, "
+    "fork, append 1 to block_size+1 tokens, finish: its blocks go back to the pool's front, so later tables are out "
+    "of id order), block sizes 1-8, a pool just big enough"
 )
 
 
