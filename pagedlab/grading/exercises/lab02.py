@@ -18,9 +18,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.contract import observe_shape, observe_unchanged, read_only
+from pagedlab.grading.contract import observe_unchanged, read_only
 from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.grading.rpc import type_name
 from pagedlab.viz.pictures import render_queue_rows
 
 # --- instrumented blocks ----------------------------------------------------------------------------
@@ -679,8 +680,11 @@ def _fq_op(q: Any, pool: Pool, name: str, op: str, arg: Any, rec: Any) -> Any:
     elif op == "get_all_free_blocks":
         rec.step(f"{name}.get_all_free_blocks()")
         listed = q.get_all_free_blocks()
-        observe_shape(
-            rec, "get_all_free_blocks()'s result", listed, "a list of the queued blocks, front first", depth=1
+        rec.observe(
+            "what get_all_free_blocks() returns",
+            "a list" if type(listed) is list else f"a {type_name(listed)}",
+            hint="get_all_free_blocks() must return a list of the queued blocks, front first (the block pool "
+            "takes a list: len(), indexing, several passes)",
         )
         rec.observe("blocks listed", [pool.bid(b) for b in listed])
         return "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"

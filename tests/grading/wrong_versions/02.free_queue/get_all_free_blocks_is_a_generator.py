@@ -1,7 +1,7 @@
 """Writes get_all_free_blocks as a generator (yield): the caller gets no list (no len(), no indexing, one pass only).
 
 caught by: random cases against the reference, whole state compared
-hint: must be a list of the queued blocks
+hint: must return a list of the queued blocks
 """
 REPLACE = [
     ("""\
