@@ -329,7 +329,7 @@ def _arena_case() -> Any:
 
     @hst.composite
     def case(draw: Any) -> dict[str, Any]:
-        n = draw(hst.integers(0, 7))
+        n = draw(hst.one_of(hst.just(0), hst.integers(1, 7)))
         gaps = draw(hst.lists(hst.sampled_from([0, 0, 1, 2, 3, 5, 8, 13, 21]), min_size=n + 1, max_size=n + 1))
         sizes = draw(hst.lists(hst.integers(1, 40), min_size=n, max_size=n))
         placed, pos = [], gaps[0]
@@ -354,13 +354,8 @@ def _arena_case() -> Any:
                 }
             )
         holes = [g for g in gaps if g]
-        need = draw(
-            hst.one_of(
-                hst.just(0),
-                hst.integers(1, capacity + 1),
-                hst.sampled_from(holes or [1]).flatmap(lambda h: hst.sampled_from([h - 1, h, h + 1])),
-            )
-        )
+        near_a_hole = hst.sampled_from(holes or [1]).flatmap(lambda h: hst.sampled_from([h, h - 1, h + 1]))
+        need = draw(hst.one_of(hst.just(0), hst.integers(1, capacity + 1), near_a_hole, near_a_hole))
         return {"capacity": capacity, "next_request_size": max(0, need), "requests": requests}
 
     return case()

@@ -755,7 +755,8 @@ def _slot_map_case() -> Any:
             start = draw(st.one_of(st.just(end - 1), st.integers(0, end - 1)))
             positions = list(range(start, end))
         else:
-            positions = draw(st.lists(st.integers(0, cap - 1), min_size=1, max_size=12))
+            one_anywhere = st.integers(0, cap - 1).map(lambda pos: [pos])  # a single position in any block
+            positions = draw(st.one_of(one_anywhere, st.lists(st.integers(0, cap - 1), min_size=1, max_size=12)))
         return {"block_table": table, "positions": positions, "block_size": bs, "num_gpu_blocks": num_gpu_blocks}
 
     return case()

@@ -342,10 +342,11 @@ def _cow_case(last: str) -> Any:
                 moves.append(["append", draw(st.integers(0, 7)), draw(st.integers(1, bs + 1))])
             else:
                 moves.append([kind, draw(st.integers(0, 7))])
-        if last == "fork" or draw(st.booleans()):  # fork, and maybe append to the new child (-1: the newest)
-            moves.append(["fork", draw(st.integers(0, 7))])
+        parent = draw(st.integers(0, 7))
+        forks = 1 if last == "fork" else draw(st.integers(0, 2))
+        moves += [["fork", parent]] * forks  # maybe samples forked from one sequence, then the newest one appends
         if last == "append":
-            moves.append(["append", draw(st.sampled_from([-1, 0, 1, 2, 3])), 1])
+            moves.append(["append", -1 if forks else draw(st.integers(0, 7)), 1])
         # blocks the moves could ever hold at once: a prefill's blocks, one per token appended (a new block or a copy)
         demand = sum(-(-int(m[1]) // bs) if m[0] == "new" else int(m[2]) if m[0] == "append" else 0 for m in moves)
         return {"num_blocks": demand + draw(st.integers(0, 3)), "block_size": bs, "moves": moves}
