@@ -159,7 +159,7 @@ def test_both_layouts_address_the_same_element(dtype: torch.dtype) -> None:
 def test_each_warp_takes_every_fourth_block() -> None:
     assert v0_warp_blocks(6) == [[0, 4], [1, 5], [2], [3]]
     assert v0_warp_blocks(10, num_warps=4, start_block=2) == [[2, 6], [3, 7], [4, 8], [5, 9]]
-    # every block once (a wrong stride of 1 would give each warp all of them)
+    # every block once; contiguous chunks per warp ([[0, 1, 2, 3], [4, 5], [], []]) are rejected above
     assert sorted(b for w in v0_warp_blocks(37) for b in w) == list(range(37))
 
 
@@ -199,3 +199,28 @@ def test_kv_transfer_of_a_prompt_is_its_kv_bytes_over_the_link() -> None:
     # faster links, smaller share; the order of LINKS is fastest first
     shares = [kv_transfer(LLAMA_3_8B, H100, 8000, bw)["transfer_over_prefill"] for bw in LINKS.values()]
     assert shares == sorted(shares)
+
+
+# --- each idea is used by a cell of the lab it belongs to -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lab", "calls"),
+    [
+        ("02", ["mamba2_state_bytes(spec.hidden_size", "hybrid_layer_bytes(n, 16"]),
+        ("05", ["spec_decode_schedule(num_running=4", "spec_decode_tradeoff(CostModel(LLAMA_3_8B, H100)"]),
+        ("08", ["to_v0_layout(cache, cache)", "v0_key_offset(b, h, p, d", "v0_warp_blocks(len(walk_table))"]),
+        ("09", ["memory_budget(LLAMA_3_8B, H100, u, act)", "kv_transfer(LLAMA_3_8B, H100, prompt_len, bw)"]),
+    ],
+)
+def test_the_lab_computes_it_in_a_cell(lab: str, calls: list[str]) -> None:
+    from pathlib import Path
+
+    import nbformat
+
+    root = Path(__file__).resolve().parents[2]
+    for folder in ("solutions", "labs"):
+        (path,) = (root / folder).glob(f"{lab}_*.ipynb")
+        code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        missing = [c for c in calls if c not in code]
+        assert not missing, (folder, lab, missing)
