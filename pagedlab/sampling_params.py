@@ -131,6 +131,10 @@ class SamplingParams:
             self.logprobs = 1
         self._verify_counts()
         self._verify_ranges()
+        if self.stop and not self.detokenize:  # vLLM 0.32's _verify_args (sampling_params.py:734)
+            raise InvalidRequestError(
+                "stop strings are only supported when detokenize is True. Set detokenize=True to use stop."
+            )
         if 0 < self.temperature < MIN_TEMPERATURE:
             warnings.warn(
                 f"temperature {self.temperature} is less than {MIN_TEMPERATURE}, which may cause "
