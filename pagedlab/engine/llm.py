@@ -180,7 +180,7 @@ def _template_text(tokenizer: Any, chat_template: str | None, template_kwargs: d
 
 
 class LLM:
-    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, vLLM main, 2026-12-01).
+    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, vLLM 0.32.0).
 
     Args:
         model: the bundled model's hub name ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (default),
