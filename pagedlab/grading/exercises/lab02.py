@@ -16,8 +16,9 @@ from types import MemberDescriptorType
 from typing import Any
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.contract import observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.viz.pictures import render_queue_rows
 
 # --- instrumented blocks ----------------------------------------------------------------------------
@@ -509,7 +510,9 @@ def _slot_case(
     rec.state(st)
     table, pos = list(block_table), list(positions)
     before = read_only(block_table=table, positions=pos)
-    rec.observe("slots", fn(table, pos, block_size), hint=_slot_hint)
+    slots = fn(table, pos, block_size)
+    observe_contract(rec, contracts.SLOT_MAPPING, slots)
+    rec.observe("slots", slots, hint=_slot_hint)
     observe_unchanged(rec, before, block_table=table, positions=pos)
 
 
