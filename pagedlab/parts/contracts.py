@@ -30,6 +30,7 @@ __all__ = [
     "takes_token_budget",
     "Returns",
     "type_name",
+    "GET_ALL_FREE_BLOCKS",
     "SLOT_MAPPING",
     "EVICT",
     "INSERT",
@@ -281,6 +282,13 @@ def _tile(value: Any, cache: torch.Tensor, tile_size: int) -> str | None:
     return None
 
 
+#: 02.free_queue's ``get_all_free_blocks`` (slot ``free_queue``).
+GET_ALL_FREE_BLOCKS = Returns(
+    "get_all_free_blocks",
+    "the free blocks",
+    "a list of KVCacheBlocks, front first",
+    lambda value: _list_of(value, lambda b: _is(b, KVCacheBlock), "KVCacheBlocks"),
+)
 #: 02.slot_mapping (slot ``slot_mapping``).
 SLOT_MAPPING = Returns("slot_mapping", "the slots", "a list of ints, one slot per position", _slots)
 #: 07.evict (slot ``radix``).

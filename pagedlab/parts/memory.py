@@ -12,7 +12,7 @@ from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import find_longest_cache_hit
 from pagedlab.errors import ComponentError
 from pagedlab.kernels.paged_kv import kit_slot_mapping
-from pagedlab.parts.contracts import APPEND_TOKEN, FORK, SLOT_MAPPING, check_changed_in_place
+from pagedlab.parts.contracts import APPEND_TOKEN, FORK, GET_ALL_FREE_BLOCKS, SLOT_MAPPING, check_changed_in_place
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import FreeQueue, PrefixLookupFn, SlotMappingFn
 from pagedlab.trace import Tracer
@@ -166,7 +166,7 @@ class GuardedFreeQueue:
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         blocks = self.guard.call(self.inner.get_all_free_blocks)
-        self.guard.expect_type(blocks, list, "get_all_free_blocks()")
+        GET_ALL_FREE_BLOCKS.enforce(self.guard, blocks)
         return list(blocks)
 
 

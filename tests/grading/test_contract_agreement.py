@@ -110,3 +110,30 @@ def test_check_and_the_engine_agree(eid: str, what: str, make: Callable[[str], A
         first = res.first_failure
         assert first is not None and "contract" in (first.message or ""), res.text()
         assert served.kind == "guard" and "contract" in served.text, served
+
+
+def test_a_free_queue_listing_its_blocks_in_a_tuple_fails_check_as_its_guard_refuses_it() -> None:
+    """``get_all_free_blocks`` is not called while serving, so its guard is called here directly."""
+    from pagedlab.core.block_pool import KVCacheBlock
+    from pagedlab.errors import ComponentError
+    from pagedlab.parts.memory import free_queue_factory
+    from pagedlab.parts.slots import Components
+
+    Queue = registry.snippet_object("02.free_queue")
+
+    class TupleQueue(Queue):  # type: ignore[misc, valid-type]
+        def get_all_free_blocks(self) -> Any:
+            return tuple(super().get_all_free_blocks())
+
+    guard = Components.kit().guard("free_queue", lambda: 0)
+    for cls, accepted in ((Queue, True), (TupleQueue, False)):
+        queue = free_queue_factory(cls, guard)([KVCacheBlock(i) for i in range(4)])
+        res = check(cls, "02.free_queue", show=False)
+        if accepted:
+            assert [b.block_id for b in queue.get_all_free_blocks()] == [0, 1, 2, 3]
+            assert res.passed, res.text()
+            continue
+        with pytest.raises(ComponentError, match="the contract of get_all_free_blocks"):
+            queue.get_all_free_blocks()
+        first = res.first_failure
+        assert first is not None and "the contract of get_all_free_blocks" in (first.message or ""), res.text()

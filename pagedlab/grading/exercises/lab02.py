@@ -381,7 +381,9 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "remove", 2)
     _op(q, pool, rec, "append", 2)
     rec.step("q.get_all_free_blocks()")
-    rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
+    listed = q.get_all_free_blocks()
+    observe_contract(rec, contracts.GET_ALL_FREE_BLOCKS, listed)
+    rec.observe("blocks listed", [pool.bid(b) for b in listed])
     hint = "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"
     _show_queue(q, pool, rec, "free queue after listing it", hint)
 
