@@ -77,4 +77,4 @@ def observe_contract(rec: Any, contract: Returns, value: Any, **context: Any) ->
             "anything else when your part is plugged in (the same contract, pagedlab.parts.contracts)"
         )
 
-    rec.observe(f"{contract.what} keeps the contract of {contract.part}", contract.verdict(value, **context), hint=hint)
+    rec.observe(f"{contract.what} (the contract of {contract.part})", contract.verdict(value, **context), hint=hint)
