@@ -18,10 +18,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.contract import observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
 from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
-from pagedlab.grading.rpc import type_name
+from pagedlab.parts import contracts
 from pagedlab.viz.pictures import render_queue_rows
 
 # --- instrumented blocks ----------------------------------------------------------------------------
@@ -384,7 +384,9 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "remove", 2)
     _op(q, pool, rec, "append", 2)
     rec.step("q.get_all_free_blocks()")
-    rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
+    listed = q.get_all_free_blocks()
+    observe_contract(rec, contracts.GET_ALL_FREE_BLOCKS, listed)
+    rec.observe("blocks listed", [pool.bid(b) for b in listed])
     hint = "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"
     _show_queue(q, pool, rec, "free queue after listing it", hint)
 
@@ -513,7 +515,9 @@ def _slot_case(
     rec.state(st)
     table, pos = list(block_table), list(positions)
     before = read_only(block_table=table, positions=pos)
-    rec.observe("slots", fn(table, pos, block_size), hint=_slot_hint)
+    slots = fn(table, pos, block_size)
+    observe_contract(rec, contracts.SLOT_MAPPING, slots)
+    rec.observe("slots", slots, hint=_slot_hint)
     observe_unchanged(rec, before, block_table=table, positions=pos)
 
 
@@ -680,12 +684,7 @@ def _fq_op(q: Any, pool: Pool, name: str, op: str, arg: Any, rec: Any) -> Any:
     elif op == "get_all_free_blocks":
         rec.step(f"{name}.get_all_free_blocks()")
         listed = q.get_all_free_blocks()
-        rec.observe(
-            "what get_all_free_blocks() returns",
-            "a list" if type(listed) is list else f"a {type_name(listed)}",
-            hint="get_all_free_blocks() must return a list of the queued blocks, front first (the block pool "
-            "takes a list: len(), indexing, several passes)",
-        )
+        observe_contract(rec, contracts.GET_ALL_FREE_BLOCKS, listed)
         rec.observe("blocks listed", [pool.bid(b) for b in listed])
         return "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"
     else:
@@ -762,17 +761,6 @@ def _slot_map_case() -> Any:
     return case()
 
 
-def _slots_kind(value: Any) -> str:
-    """What the engine's guard accepts: a list or tuple of ints (numpy ints too), else the container's type."""
-    import numbers
-
-    if isinstance(value, (list, tuple)) and all(
-        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value
-    ):
-        return "a list or tuple of ints"
-    return f"a {type(value).__module__.split('.')[0]}.{type(value).__qualname__}".replace("builtins.", "")
-
-
 @differential(
     SLOT,
     _slot_map_case(),
@@ -788,10 +776,6 @@ def _(fn: Any, case: dict[str, Any], rec: Any) -> None:
     t, p = list(table), list(positions)
     before = read_only(block_table=t, positions=p)
     slots = fn(t, p, bs)
-    rec.observe(
-        "what slot_mapping returns",
-        _slots_kind(slots),
-        hint="return a list of ints, one per position (the model runner builds its tensor from it)",
-    )
+    observe_contract(rec, contracts.SLOT_MAPPING, slots)
     rec.observe("slots", slots, hint=_slot_hint)
     observe_unchanged(rec, before, block_table=t, positions=p)

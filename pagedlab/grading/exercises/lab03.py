@@ -18,11 +18,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from pagedlab.grading.contract import observe_same_object
+from pagedlab.grading.contract import observe_contract, observe_same_object
 from pagedlab.grading.differential import differential
 from pagedlab.grading.kit import RefCountedPool, Seq
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.grading.rpc import is_a, type_name
+from pagedlab.parts import contracts
 from pagedlab.viz.pictures import pool_snapshot
 
 
@@ -142,6 +143,7 @@ def _fork_step(fork: Any, w: World, parent: Seq, child_id: str, rec: Any) -> Seq
     before = list(parent.block_table)
     rec.step(f"fork(pool, {parent.seq_id} with table {before} and {parent.num_tokens} tokens, {child_id!r})")
     child = fork(w.pool, parent, child_id)
+    observe_contract(rec, contracts.FORK, child)
     if not is_a(child, Seq):  # the child may live in the learner's process (pagedlab grade)
         rec.fail(f"fork must return the child Seq; it returned {type_name(child)}")
     w.seqs[child_id] = child
@@ -258,6 +260,7 @@ def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
     rec.step(f"append_token(pool, {seq.seq_id}) - token {pos}, table {list(seq.block_table)}")
     table = seq.block_table
     copy = append_token(w.pool, seq)
+    observe_contract(rec, contracts.APPEND_TOKEN, copy)
     if copy is not None:
         try:
             w.copies.append([int(x) for x in copy])

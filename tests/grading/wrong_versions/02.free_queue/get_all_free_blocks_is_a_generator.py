@@ -1,7 +1,9 @@
 """Writes get_all_free_blocks as a generator (yield): the caller gets no list (no len(), no indexing, one pass only).
 
-caught by: random cases against the reference, whole state compared
-hint: must return a list of the queued blocks
+caught by: get_all_free_blocks lists the queue front first
+hint: get_all_free_blocks returned a generator, not a list
+hint: the contract of get_all_free_blocks
+pattern: returns another container or number type
 """
 REPLACE = [
     ("""\

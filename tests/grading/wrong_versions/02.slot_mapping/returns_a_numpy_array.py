@@ -1,7 +1,9 @@
-"""Vectorises with numpy and returns the numpy array (the engine takes a list or tuple of ints).
+"""Vectorises with numpy and returns the numpy array (the engine takes a list of ints).
 
-caught by: random cases against the reference, whole state compared
-hint: return a list of ints, one per position
+caught by: the tokens of a single block
+hint: the contract of slot_mapping: a list of ints
+hint: slot_mapping returned a ndarray, not a list
+pattern: returns another container or number type
 """
 REPLACE = [
     ("    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]",
