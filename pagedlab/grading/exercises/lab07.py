@@ -18,11 +18,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from pagedlab.grading.contract import observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
 from pagedlab.grading.rpc import is_a
+from pagedlab.parts import contracts
 
 
 def tree_state(root: TreeNode) -> dict[str, Any]:
@@ -172,6 +173,7 @@ def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     key = list(key)
     before = read_only(key=key)
     out = fn(root, key, now)
+    observe_contract(rec, contracts.MATCH_PREFIX, out)
     try:
         value, node = out
     except (TypeError, ValueError):
@@ -231,6 +233,7 @@ def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: 
     key = list(key)
     before = read_only(key=key, value=value)
     got = fn(root, key, value, now)
+    observe_contract(rec, contracts.INSERT, got)
     rec.observe(
         "returned (tokens already cached)",
         got,
@@ -290,6 +293,7 @@ def _evict(fn: Any, rec: Any, root: TreeNode, n: int, locked: Sequence[TreeNode]
     rec.step(f"evict(root, {n})")
     inner = {s for x in _nodes(root) if x.children and x is not root for s in x.value}
     got = fn(root, n)
+    observe_contract(rec, contracts.EVICT, got)
     alive = {id(x) for x in _nodes(root)}
     for node in locked:
         if id(node) not in alive:
@@ -609,12 +613,6 @@ def _held_hint(expected: Any, got: Any, state: Any) -> str:
     )
 
 
-def _result_type(value: Any) -> str:
-    if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__}({', '.join(type(v).__name__ for v in value)})"
-    return type(value).__name__
-
-
 def _describe_radix(case: Any) -> str:
     """The case as the learner reads it: each tree's history, then the calls, keys as token lists."""
     from types import SimpleNamespace
@@ -662,11 +660,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         rec.step(f"match_prefix(tree {t}, {trees.show(key)}, now={now})")
         before = _read_only(key=key)
         out = fn(root, key, now)
-        rec.observe(
-            "type of the result",
-            _result_type(out),
-            hint="match_prefix returns a tuple (value, last_node), value a list of slots",
-        )
+        observe_contract(rec, contracts.MATCH_PREFIX, out)
         try:
             value, node = out
         except (TypeError, ValueError):
@@ -681,7 +675,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         trees.observe_trees(rec, t, f"after match_prefix (tree {t}, now={now})")
 
 
-@differential(INSERT, _radix_case("insert"), examples=60, describe=_describe_radix, draws=_RADIX_DRAWS)
+@differential(INSERT, _radix_case("insert"), examples=80, describe=_describe_radix, draws=_RADIX_DRAWS)
 def _(fn: Any, case: Any, rec: Any) -> None:
     trees = _Radix(case)
     for t, spec in case["calls"]:
@@ -690,7 +684,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         rec.step(f"insert(tree {t}, {trees.show(key)}, slots {trees.show(value)}, now={now})")
         before = _read_only(key=key, value=value)
         got = fn(root, key, value, now)
-        rec.observe("type of the result", _result_type(got), hint="insert returns an int (the tokens already cached)")
+        observe_contract(rec, contracts.INSERT, got)
         rec.observe(
             "returned (tokens already cached)",
             got,
@@ -726,11 +720,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
                     f"{node.lock_ref}): a running request still reads it",
                     invariant="a locked node is never evicted",
                 )
-        rec.observe(
-            "type of the result",
-            _result_type(got) if not isinstance(got, list) else "list",
-            hint="evict returns a list of the slots freed",
-        )
+        observe_contract(rec, contracts.EVICT, got)
         rec.observe(
             "slots freed, in eviction order", got, hint=lambda e, g, s, below=below: _diff_evict_hint(e, g, below)
         )

@@ -20,7 +20,9 @@ from typing import Any
 
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockPool
+from pagedlab.grading.contract import observe_contract
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.request import Request
 
 #: Chain root of the tests (a fixed seed: both runs of a test see the same hashes).
@@ -121,6 +123,7 @@ def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size
     rec.step(f"get_computed_blocks(request with {len(tokens)} tokens, block_pool, block_size={block_size})")
     before = pool_state(pool)
     out = fn(req, pool, block_size)
+    observe_contract(rec, contracts.GET_COMPUTED_BLOCKS, out)
     try:
         got, num = out
     except (TypeError, ValueError):
@@ -228,7 +231,7 @@ def _(fn: Any, rec: Any) -> None:
 
 
 # --- differential test (random cases against the reference, pagedlab.grading.differential) -------------
-# One case: a pool of 4-48 blocks of 1, 2, 4 or 16 tokens, filled by 1-5 requests as the engine runs them
+# One case: a pool of 4-64 blocks of 1, 2, 4 or 16 tokens, filled by 1-5 requests as the engine runs them
 # (each prompt an earlier one cut anywhere plus new tokens: shared prefixes; finished ones freed tail first
 # and still cached, running ones holding their blocks, some published from a later block on as if the
 # first had been evicted; with a cache salt or not), then 1-3 lookups of new requests, some of them
@@ -243,16 +246,19 @@ from pagedlab.grading.differential import differential  # noqa: E402
 def _lookup_case(draw: Any) -> dict[str, Any]:
     bs = draw(st.sampled_from([1, 2, 4, 16]))
     alphabet = draw(st.lists(st.integers(0, 50_000), min_size=1, max_size=3, unique=True))
-    # a prompt: the first `cut` tokens of an earlier one (index `src`; -1: none), then `tail`; a lookup's
-    # prompt is often an earlier one whole, and more
-    prompt = st.tuples(st.integers(-1, 5), st.integers(0, 6 * bs), st.lists(st.sampled_from(alphabet), max_size=2 * bs))
+    tok = st.sampled_from(alphabet)
+    # a prompt: the first `cut` tokens of an earlier one (index `src`; -1: none), then `tail`; new prompts
+    # of up to 5 blocks, and many an earlier prompt whole and more (a repeated system prompt, a next turn)
+    fresh = st.tuples(st.just(-1), st.just(0), st.lists(tok, min_size=1, max_size=5 * bs))
+    cut = st.tuples(st.integers(0, 5), st.integers(0, 6 * bs), st.lists(tok, max_size=2 * bs))
+    again = st.tuples(st.integers(0, 5), st.just(10**6), st.lists(tok, max_size=2 * bs))
+    prompt = st.one_of(fresh, cut, again)
     ran = st.tuples(prompt, st.booleans(), st.sampled_from([0, 0, 1, 2]), st.sampled_from([None, None, "tenant-b"]))
-    again = st.tuples(st.integers(0, 5), st.just(10**6), st.lists(st.sampled_from(alphabet), max_size=bs))
-    asked = st.tuples(st.one_of(prompt, again), st.integers(0, 2 * bs), st.sampled_from([None, None, "tenant-b"]))
+    asked = st.tuples(st.one_of(cut, again), st.integers(0, 2 * bs), st.sampled_from([None, None, "tenant-b"]))
     return {
         "block_size": bs,
-        "num_blocks": draw(st.integers(4, 48)),
-        "ran": draw(st.lists(ran, max_size=5)),  # (prompt, finished, blocks not published, cache salt)
+        "num_blocks": draw(st.integers(4, 64)),
+        "ran": draw(st.lists(ran, min_size=1, max_size=5)),  # (prompt, finished, blocks not published, salt)
         "asked": draw(st.lists(asked, min_size=1, max_size=3)),  # (prompt, tokens generated before, salt)
     }
 
@@ -317,11 +323,11 @@ def _describe_lookup(case: Any) -> str:
 @differential(
     LOOKUP,
     _lookup_case(),
-    examples=100,
+    examples=60,
     describe=_describe_lookup,
     draws=(
-        "a pool of 4-48 blocks of 1, 2, 4 or 16 tokens filled by 0-5 requests (prompts sharing prefixes cut "
-        "anywhere, token ids 0-50000; finished and freed tail first, or running; some with their first block "
+        "a pool of 4-64 blocks of 1, 2, 4 or 16 tokens filled by 1-5 requests (new prompts of up to 5 blocks, "
+        "earlier ones cut anywhere or whole and more, token ids 0-50000; finished and freed tail first, or running; some with their first block "
         "evicted; with a cache salt or not), then 1-3 lookups, some by preempted requests with generated tokens"
     ),
 )
@@ -349,16 +355,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         )
         before, req_before = pool_state(pool), _request_state(req)
         out = fn(req, pool, bs)
-        rec.observe(
-            "type of the result",
-            f"{type(out).__name__}({', '.join(type(v).__name__ for v in out)})"
-            if isinstance(out, (tuple, list))
-            else type(out).__name__,
-            hint=(
-                "return a tuple (blocks, num_computed_tokens): blocks a list of the hit KVCacheBlock objects "
-                "(the scheduler appends the request's new blocks to it), num_computed_tokens an int"
-            ),
-        )
+        observe_contract(rec, contracts.GET_COMPUTED_BLOCKS, out)
         try:
             got, num = out
         except (TypeError, ValueError):

@@ -1,9 +1,9 @@
-"""Returns [value, last_node], a list, where the engine expects the pair as a tuple.
+"""Returns [value, last_node], a list, where the engine reads a tuple (value, last_node).
 
-caught by: random cases against the reference, whole state compared
-hint: match_prefix returns a tuple (value, last_node)
+caught by: an empty tree matches nothing and returns the root
+hint: the contract of match_prefix: a tuple (value, last_node)
 pattern: returns another container or number type
 """
 REPLACE = [
-    ("    return value, node\n", "    return [value, node]\n"),
+    ('    return value, node', '    return [value, node]'),
 ]
