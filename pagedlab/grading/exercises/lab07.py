@@ -496,7 +496,7 @@ class _Radix:
     def __init__(self, case: dict[str, Any]) -> None:
         self.pages, self.namespace = int(case["pages"]), bool(case["namespace"])
         self.rng = random.Random(case["slots"])
-        self.free = self.rng.sample(range(100_000), 4096)  # the pool's slots, handed out of order
+        self.used: set[int] = set()  # the pool hands its slots out of order, each once
         self.roots = [new_tree() for _ in case["histories"]]
         self.clock = [int(case["clock"])] * len(self.roots)
         self.held: list[list[TreeNode]] = [[] for _ in self.roots]
@@ -535,7 +535,12 @@ class _Radix:
         return out
 
     def value(self, n: int) -> list[int]:
-        out, self.free = self.free[:n], self.free[n:]
+        out: list[int] = []
+        while len(out) < n:
+            slot = self.rng.randrange(100_000)
+            if slot not in self.used:
+                self.used.add(slot)
+                out.append(slot)
         return out
 
     def step(self, t: int) -> None:
@@ -572,9 +577,10 @@ class _Radix:
         hold (their paths and locks), and the creation order of the nodes (LRU ties go to the older)."""
         for t, root in enumerate(self.roots):
             what = "tree" if t == called else f"the other tree (tree {t}, not handed to the call)"
+            snap = tree_state(root)
             if t == called:
-                rec.state({"tree": tree_state(root), "title": title})
-            rec.observe(what, tree_state(root), hint=_diff_tree_hint if hint is None else hint)
+                rec.state({"tree": snap, "title": title})
+            rec.observe(what, snap, hint=_diff_tree_hint if hint is None else hint)
         for t, root in enumerate(self.roots):
             rec.observe(
                 f"tree {t}: the nodes running requests hold (their path from the root, lock_ref)",
