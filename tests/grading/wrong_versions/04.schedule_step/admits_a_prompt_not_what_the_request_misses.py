@@ -1,0 +1,14 @@
+"""Admits a waiting request for its prompt (num_prompt_tokens), not for what it misses: a request preempted for recompute comes back with its generated tokens too.
+
+caught by: random cases against the reference, whole state compared
+"""
+REPLACE = [
+    ("""\
+        req = waiting[0]
+        n = req.num_tokens - req.num_computed_tokens
+""",
+     """\
+        req = waiting[0]
+        n = req.num_prompt_tokens
+"""),
+]

@@ -1,0 +1,12 @@
+"""Walks the running requests sorted by request_id (to be deterministic) instead of in the order of `running`: "10" sorts before "9".
+
+caught by: a random workload of 12 requests, step by step
+"""
+REPLACE = [
+    ("""\
+    for req in running:
+""",
+     """\
+    for req in sorted(running, key=lambda r: r.request_id):
+"""),
+]

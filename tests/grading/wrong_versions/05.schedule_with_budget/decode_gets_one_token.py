@@ -1,0 +1,17 @@
+"""Gives a running request past its prompt exactly 1 token (a decode), not all it misses: a request several tokens behind (speculative decoding) falls behind.
+
+caught by: random cases against the reference, whole state compared
+"""
+REPLACE = [
+    ("""\
+    def chunk(req):
+        n = req.num_tokens - req.num_computed_tokens
+""",
+     """\
+    def chunk(req):
+        if req.num_computed_tokens >= req.num_prompt_tokens:
+            n = 1
+        else:
+            n = req.num_tokens - req.num_computed_tokens
+"""),
+]

@@ -1,0 +1,8 @@
+"""priority: folds (priority, arrival_time) into one number, priority * 1000 + arrival_time: wrong once arrival times are time.perf_counter() seconds (thousands).
+
+caught by: random cases against the reference, whole state compared
+"""
+REPLACE = [
+    ('key=lambda r: (r.priority, r.arrival_time)',
+     'key=lambda r: r.priority * 1000 + r.arrival_time'),
+]

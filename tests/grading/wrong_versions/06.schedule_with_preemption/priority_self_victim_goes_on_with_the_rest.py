@@ -1,0 +1,16 @@
+"""When the request preempts itself, goes on with the running requests after it instead of stopping the running pass (only priority can pick a victim with others after it).
+
+caught by: random cases against the reference, whole state compared
+"""
+REPLACE = [
+    ("""\
+        if req not in running:
+            break
+        scheduled[req.request_id] = n
+""",
+     """\
+        if req not in running:
+            continue
+        scheduled[req.request_id] = n
+"""),
+]
