@@ -9,7 +9,9 @@
 Prints one line per test (✅ / ❌) and, for the first failure, the step where the learner's
 run diverged from the reference run (or the invariant that broke), what was expected and what
 happened, a hint, and - in a notebook - pictures of the learner's and the expected state at
-that step. Returns a :class:`CheckResult` (``.passed``) so tests and notebooks can assert on it.
+that step. When the first failure is the exercise's differential test (random cases against the
+reference, :mod:`pagedlab.grading.differential`), the case shown is the smallest failing one
+hypothesis finds by shrinking. Returns a :class:`CheckResult` (``.passed``) so tests and notebooks can assert on it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagedlab.grading import registry
+from pagedlab.grading import differential, registry
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript, run_driver
 from pagedlab.viz.pictures import side_by_side
@@ -261,7 +263,10 @@ def check(
     for number, test in enumerate(tests, 1):
         ref = reference_transcript(ex, test)
         got = run_driver(test, obj)
-        res.outcomes.append(judge(ex, test, ref, got, pictures=pictures and not res.first_failure))
+        outcome = judge(ex, test, ref, got, pictures=pictures and not res.first_failure)
+        if res.first_failure is None and test.title == differential.TITLE and outcome.status in ("failed", "error"):
+            outcome = differential.shrunk_outcome(ex, obj, outcome, pictures=pictures)
+        res.outcomes.append(outcome)
         if res.outcomes[-1].status == "timeout":
             res.outcomes += skipped_after_timeout(ex.id, tests[number:], number, test.timeout)
             break

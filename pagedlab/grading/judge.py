@@ -320,6 +320,8 @@ def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any
         g = got[i] if i < len(got) else None
         if r["kind"] == "step":
             out.step, out.step_label = out.step + 1, r["label"]
+            if r.get("case") is True:  # a differential test's case begins (pagedlab.grading.differential)
+                out.extra["case_label"] = r["label"]
         if g is None:
             out.status = "timeout" if out.step else "error"
             out.message = (
@@ -365,6 +367,9 @@ def judge(exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: Any, pic
         return out
     entries = _valid_entries(got)
     i = _compare(out, exercise, test, ref, entries)
+    case = out.extra.pop("case_label", None)
+    if out.status != "passed" and isinstance(case, str) and out.step_label != case:
+        out.message = f"in {case}\n{out.message}"
     if out.status in ("failed", "error") and pictures and exercise.render is not None:
         idx = min(i, len(entries))
         gs = _state_near(entries, idx) if entries else None
