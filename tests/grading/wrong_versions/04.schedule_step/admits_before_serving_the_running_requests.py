@@ -1,6 +1,7 @@
 """Admits the waiting requests before reserving the running requests' slots: a short pool goes to the newcomers and a running request is left without its KV slots.
 
 caught by: random cases against the reference, whole state compared
+hint: reserve every running request's slots (allocate_slots) before admitting anyone
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Calls allocate_slots for a running request only when its first missing token starts a new block (num_computed_tokens % block_size == 0), assuming the tokens fit the last block otherwise.
 
 caught by: running requests several tokens behind (3 tokens per step, as with speculative decoding): each gets all
+hint: running ones included
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Checks max_num_seqs once, before admitting: with room for one more, the whole queue may join.
 
 caught by: max_num_seqs caps the batch; a finished request's place is refilled
+hint: nobody behind it may join
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Admits a waiting request only if one block stays free afterwards (allocate_slots(..., watermark_blocks=1), as vLLM's scheduler does next to running requests): a request that exactly fills the pool waits.
 
 caught by: a request that does not fit waits at the head of the queue; nobody overtakes it
+hint: it does not wait for the whole batch to finish
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Sizes a waiting request's chunk from its prompt (num_prompt_tokens), not from what it misses: a request preempted for recompute comes back with its generated tokens too.
 
 caught by: random cases against the reference, whole state compared
+hint: was preempted earlier and waits with its generated tokens
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Reserves the slots of the waiting requests it admits before those of the running requests (the dict still lists the running ones first): a short pool goes to the newcomers.
 
 caught by: random cases against the reference, whole state compared
+hint: reserve every running request's slots (allocate_slots) before admitting anyone
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Gives a running request past its prompt exactly 1 token (a decode), not all it misses: a request several tokens behind (speculative decoding) falls behind.
 
 caught by: random cases against the reference, whole state compared
+hint: tokens behind (the engine appended several
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Keeps walking the running requests after the budget is used up and lists each of them with 0 tokens.
 
 caught by: random cases against the reference, whole state compared
+hint: is listed with 0 tokens
 """
 REPLACE = [
     ("""\

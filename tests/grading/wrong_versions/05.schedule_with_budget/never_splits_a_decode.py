@@ -1,6 +1,7 @@
 """Never splits a running request's decode tokens: a running request past its prompt that misses more tokens than the budget left is skipped instead of getting the chunk that fits.
 
 caught by: random cases against the reference, whole state compared
+hint: a running request gets the part that fits
 """
 REPLACE = [
     ("""\

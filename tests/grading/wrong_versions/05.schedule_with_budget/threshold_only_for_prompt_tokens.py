@@ -1,6 +1,7 @@
 """Applies long_prefill_token_threshold only while a request is in its prompt (num_computed_tokens < num_prompt_tokens): a running request several tokens behind gets them all at once.
 
 caught by: random cases against the reference, whole state compared
+hint: a chunk may not exceed long_prefill_token_threshold
 """
 REPLACE = [
     ("""\

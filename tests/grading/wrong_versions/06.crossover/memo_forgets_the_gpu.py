@@ -1,6 +1,7 @@
 """Memoizes the crossover per model ((num_params, kv_bytes_per_token) as the key): the same model on a second GPU gets the first GPU's crossover.
 
 caught by: random cases against the reference, whole state compared
+hint: that is the crossover of an earlier call
 """
 REPLACE = [
     ('    return num_params * pcie_bandwidth / kv_bytes_per_token',

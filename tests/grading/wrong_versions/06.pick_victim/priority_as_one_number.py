@@ -1,6 +1,7 @@
 """priority: folds (priority, arrival_time) into one number, priority * 1000 + arrival_time: wrong once arrival times are time.perf_counter() seconds (thousands).
 
 caught by: random cases against the reference, whole state compared
+hint: compare the pair (priority, arrival_time)
 """
 REPLACE = [
     ('key=lambda r: (r.priority, r.arrival_time)',
