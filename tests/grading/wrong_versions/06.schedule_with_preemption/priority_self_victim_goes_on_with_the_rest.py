@@ -1,6 +1,7 @@
 """When the request preempts itself, goes on with the running requests after it instead of stopping the running pass (only priority can pick a victim with others after it).
 
 caught by: random cases against the reference, whole state compared
+hint: preempted itself (it was the victim when it could not grow): stop the running pass
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """priority: picks the victim by one number, priority * 1000 + arrival_time: wrong once arrival times are time.perf_counter() seconds (thousands).
 
 caught by: random cases against the reference, whole state compared
+hint: even one already scheduled in this step
 """
 REPLACE = [
     ('victim = max(running, key=lambda r: (r.priority, r.arrival_time))',

@@ -1,6 +1,7 @@
 """Adds a swapped-in request to running only when allocate_slots succeeds: one that got its blocks back but no room to grow is in neither running nor swapped.
 
 caught by: random cases against the reference, whole state compared
+hint: is in neither `running` nor `swapped`
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Swaps in every swapped request that fits, skipping one that does not (the head of swapped may be overtaken).
 
 caught by: random cases against the reference, whole state compared
+hint: swapped requests come back in order
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Swaps requests back in without checking max_num_seqs (only admission from waiting checks it).
 
 caught by: random cases against the reference, whole state compared
+hint: at most max_num_seqs
 """
 REPLACE = [
     ("""\
