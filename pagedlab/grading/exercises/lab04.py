@@ -320,8 +320,18 @@ from hypothesis import strategies as st  # noqa: E402 - the differential block s
 from pagedlab.core.kv_cache_manager import cdiv  # noqa: E402
 from pagedlab.grading.differential import differential  # noqa: E402
 
-#: perf_counter-like seconds (an engine running for a while): where a request's arrival_time comes from
-PERF_COUNTER_T0 = st.integers(1_000_000_000, 200_000_000_000).map(lambda us: us / 1e6)
+
+class Digits:
+    """Reads drawn bytes as one int of mixed-radix digits. Hypothesis draws random bytes uniformly, where many
+    small draws cluster (it keeps mutating the later ones around a few states), and shrinks them towards 0 -
+    every digit 0, the simplest state."""
+
+    def __init__(self, drawn: bytes) -> None:
+        self.n = int.from_bytes(drawn, "little")
+
+    def take(self, base: int) -> int:
+        self.n, d = divmod(self.n, base)
+        return d
 
 
 def _running_request(code: int, chunked: bool) -> list[int]:
@@ -344,8 +354,7 @@ def _waiting_request(code: int) -> list[int]:
     return [prompt + 1, (0, 0, 0, 1, 2, 5)[out]]
 
 
-@st.composite
-def batch_case(draw: Any, chunked: bool = False) -> dict[str, Any]:
+def decode_batch_state(drawn: bytes, chunked: bool = False) -> dict[str, Any]:
     """One engine state at the start of a step, as plain data (lab 04; ``chunked``: lab 05's budget too).
 
     ``running``: ``[prompt_len, num_output_tokens, missing]`` in running order - a request the engine
@@ -359,30 +368,38 @@ def batch_case(draw: Any, chunked: bool = False) -> dict[str, Any]:
     ``arrival_order`` ranks the running requests' arrivals (ids and arrival times), which after
     preemptions need not be their running order.
     """
-    # sizes drawn first (hypothesis's own list sizes cluster at empty and full)
-    n_run, n_wait = draw(st.integers(0, 5)), draw(st.integers(0, 5))
-    running = [_running_request(c, chunked) for c in draw(st.tuples(*[st.integers(0, 24 * 8 * 4 * 2 - 1)] * n_run))]
-    waiting = [_waiting_request(c) for c in draw(st.tuples(*[st.integers(0, 40 * 6 - 1)] * n_wait))]
+    d = Digits(drawn)
+    n_run, n_wait = d.take(6), d.take(6)
+    running = [_running_request(d.take(24 * 8 * 4 * 2), chunked) for _ in range(n_run)]
+    waiting = [_waiting_request(d.take(40 * 6)) for _ in range(n_wait)]
+    ranks = list(range(n_run))
     out: dict[str, Any] = {
-        "block_size": draw(st.sampled_from([1, 2, 4, 4, 16])),
+        "block_size": (4, 1, 2, 16)[d.take(4)],
         "running": running,
         "waiting": waiting,
-        "max_num_seqs": max(1, len(running) + draw(st.sampled_from([0, 1, 1, 2, 3]))),
-        "slack": draw(st.one_of(st.integers(0, 3), st.integers(0, 12))),
+        "max_num_seqs": max(1, n_run + d.take(4)),
+        "slack": d.take(13),
         # boundary: the free blocks are the head of the queue's need, one less or one more; "all": room for
         # every waiting request too; None: just the slack
-        "head_fit": draw(st.sampled_from([None, -1, -1, 0, 1, "all", "all"])),
-        "first_id": draw(st.integers(0, 12)),
-        "t0": draw(PERF_COUNTER_T0),
-        "tokens_per_step": draw(st.sampled_from([1, 1, 2, 3])),
-        "steps": draw(st.integers(1, 6)),
+        "head_fit": (None, -1, 0, 1, "all")[d.take(5)],
+        "first_id": d.take(13),
+        "t0": (1_000_000_000 + d.take(200_000_000_000)) / 1e6,  # perf_counter seconds of a running engine
+        "tokens_per_step": (1, 2, 3)[d.take(3)],
+        "steps": 1 + d.take(6),
         # running order against arrival order: a request preempted and re-admitted runs after later arrivals
-        "arrival_order": draw(st.permutations(range(len(running)))),
+        "arrival_order": [ranks.pop(d.take(len(ranks))) for _ in range(n_run)],
     }
     if chunked:
-        out["max_num_batched_tokens"] = draw(st.one_of(st.integers(1, 16), st.integers(16, 64)))
-        out["long_prefill_token_threshold"] = draw(st.sampled_from([0, 0, 1, 2, 4, 8, 16]))
+        out["max_num_batched_tokens"] = 1 + d.take(16) if d.take(2) else 1 + d.take(64)
+        out["long_prefill_token_threshold"] = (0, 0, 1, 2, 4, 8, 16)[d.take(7)]
     return out
+
+
+def batch_case(chunked: bool = False) -> Any:
+    """1-3 engine states (:func:`decode_batch_state`), each run on its own: one draw serves several."""
+    return st.lists(
+        st.binary(min_size=32, max_size=32).map(lambda b: decode_batch_state(b, chunked)), min_size=1, max_size=3
+    )
 
 
 def _specs(case: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
@@ -390,7 +407,7 @@ def _specs(case: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
 
 
 def batch_sim(case: dict[str, Any]) -> Sim:
-    """The :class:`Sim` of :func:`batch_case`'s state, built as the engine leaves it (fresh for every case).
+    """The :class:`Sim` of :func:`decode_batch_state`'s state, built as the engine leaves it (fresh every time).
 
     Ids are the engine's (``str`` of a counter, so ``"10"`` follows ``"9"``), given in arrival order with
     perf_counter seconds; a running request holds the blocks of its computed tokens.
@@ -435,8 +452,12 @@ def batch_sim(case: dict[str, Any]) -> Sim:
     return sim
 
 
-def describe_batch(case: dict[str, Any]) -> str:
-    """The state of :func:`batch_case` as the learner reads it."""
+def describe_batch(case: list[dict[str, Any]]) -> str:
+    """The engines of :func:`batch_case` as the learner reads them."""
+    return "; then ".join(f"engine {k}: {_describe_state(state)}" for k, state in enumerate(case, 1))
+
+
+def _describe_state(case: dict[str, Any]) -> str:
     sim = batch_sim(case)
     run = [
         f"{r.request_id} ({r.num_prompt_tokens}+{r.num_output_tokens} tokens, misses "
@@ -462,6 +483,36 @@ def describe_batch(case: dict[str, Any]) -> str:
     )
 
 
+def _fits_only_if_admitted_first(sim: Sim, budget: int | None, threshold: int) -> set[str]:
+    """The waiting requests that fit the pool as the step finds it (in queue order, each after the ones before
+    it), but not once the running requests have their chunks' slots: admitted only by admitting first."""
+    left = budget
+
+    def chunk(req: Request) -> int:
+        n = req.num_tokens - req.num_computed_tokens
+        if threshold > 0:
+            n = min(n, threshold)
+        return n if left is None else max(0, min(n, left))
+
+    need_running = 0
+    for r in sim.running:
+        n = chunk(r)
+        need_running += cdiv(r.num_computed_tokens + n, sim.block_size) - len(sim.kv.get_block_ids(r.request_id))
+        left = None if left is None else left - n
+    free = sim.kv.num_free_blocks
+    out: set[str] = set()
+    cum = 0
+    for r in sim.waiting:
+        n = chunk(r)
+        if n <= 0:
+            break
+        cum += cdiv(n, sim.block_size)
+        left = None if left is None else left - n
+        if cum <= free < cum + need_running:
+            out.add(r.request_id)
+    return out
+
+
 def batch_hint(
     sim: Sim,
     fallback: Callable[[Any, Any, list[str], dict[str, int]], str | None],
@@ -475,24 +526,7 @@ def batch_hint(
     """
     prompts = {r.request_id: r.num_prompt_tokens for r in sim.requests.values()}
     resumed = {r.request_id for r in sim.waiting if r.num_output_tokens}
-    left = budget
-
-    def chunk(req: Request) -> int:
-        n = req.num_tokens - req.num_computed_tokens
-        if threshold > 0:
-            n = min(n, threshold)
-        return n if left is None else max(0, min(n, left))
-
-    # blocks the running requests' chunks need, then the head's: does the head fit only if admitted first?
-    need_running = 0
-    for r in sim.running:
-        n = chunk(r)
-        need_running += cdiv(r.num_computed_tokens + n, sim.block_size) - len(sim.kv.get_block_ids(r.request_id))
-        left = None if left is None else left - n
-    head = sim.waiting[0].request_id if sim.waiting else None
-    head_need = cdiv(chunk(sim.waiting[0]), sim.block_size) if sim.waiting else 0
-    free = sim.kv.num_free_blocks
-    head_fits_only_first = head is not None and 0 < head_need <= free < head_need + need_running
+    fits_only_first = _fits_only_if_admitted_first(sim, budget, threshold)
 
     def hint(expected: Any, got: Any, running_before: list[str], missing: dict[str, int]) -> str | None:
         if isinstance(expected, dict) and isinstance(got, dict):
@@ -503,9 +537,10 @@ def batch_hint(
                         f"{missing.get(rid)} tokens (num_tokens - num_computed_tokens: prompt + generated), not "
                         f"just its {prompts[rid]}-token prompt"
                     )
-            if head_fits_only_first and head in got and head not in expected:
+            late = [r for r in got if r in fits_only_first and r not in expected]
+            if late:
                 return (
-                    f"{head} did not fit once the running requests had their slots: reserve every running "
+                    f"{late[0]} did not fit once the running requests had their slots: reserve every running "
                     "request's slots (allocate_slots) before admitting anyone - the running requests come first, "
                     "newcomers get what is left"
                 )
@@ -536,14 +571,19 @@ def run_batch_case(
 @differential(
     STEP,
     batch_case(),
-    examples=100,
+    examples=60,
     describe=describe_batch,
-    draws="an engine mid-run: 0-5 running requests (1-4 tokens behind, in an order other than their arrival) and "
-    "0-5 waiting ones (fresh or preempted earlier, with output tokens), block size 1-16, a pool with room for the "
-    "running requests plus 0-12 blocks (the head's need exactly, one less, one more, or room for all), "
-    "max_num_seqs = running + 0-3, engine ids and perf_counter arrival times; 1-6 steps with the engine's update",
+    draws="1-3 engines mid-run, each: 0-5 running requests (1-4 tokens behind, in an order other than their "
+    "arrival) and 0-5 waiting ones (fresh or preempted earlier, with output tokens), block size 1-16, a pool "
+    "with room for the running requests plus 0-12 blocks (the head's need exactly, one less, one more, or room "
+    "for all), max_num_seqs = running + 0-3, engine ids and perf_counter arrival times; 1-6 steps with the "
+    "engine's update",
 )
 def _(fn: Any, case: Any, rec: Any) -> None:
-    m = case["max_num_seqs"]
-    sim = batch_sim(case)
-    run_batch_case(lambda s: fn(s.running, s.waiting, s.kv, m), rec, sim, case["steps"], _describe(m), _hint)
+    for state in case:
+        m: int = state["max_num_seqs"]
+
+        def call(s: Sim, m: int = m) -> Any:
+            return fn(s.running, s.waiting, s.kv, m)
+
+        run_batch_case(call, rec, batch_sim(state), state["steps"], _describe(m), _hint)

@@ -153,24 +153,28 @@ def _random_state_hint(budget: int, threshold: int) -> Callable[[Any, Any, list[
 @differential(
     BUDGET,
     batch_case(chunked=True),
-    examples=150,
+    examples=100,
     describe=describe_batch,
-    draws="lab 04's engine states plus running requests inside their prompt (or re-prefill after a preemption), "
+    draws="1-3 of lab 04's engine states plus running requests inside their prompt (or re-prefill after a preemption), "
     "a token budget of 1-64 (often used up by the running requests alone, more of them behind) and a "
     "long_prefill_token_threshold of 0-16",
 )
 def _(fn: Any, case: Any, rec: Any) -> None:
-    m, b, t = case["max_num_seqs"], case["max_num_batched_tokens"], case["long_prefill_token_threshold"]
-    sim = batch_sim(case)
-    run_batch_case(
-        lambda s: fn(s.running, s.waiting, s.kv, m, b, t),
-        rec,
-        sim,
-        case["steps"],
-        _describe(m, b, t),
-        _random_state_hint(b, t),
-        budget=b,
-        threshold=t,
-        order_hint="the running requests (their decodes) first, in the order of `running`, then the waiting "
-        "prefills with what is left of the budget",
-    )
+    for state in case:
+        m, b, t = state["max_num_seqs"], state["max_num_batched_tokens"], state["long_prefill_token_threshold"]
+
+        def call(s: Any, m: int = m, b: int = b, t: int = t) -> Any:
+            return fn(s.running, s.waiting, s.kv, m, b, t)
+
+        run_batch_case(
+            call,
+            rec,
+            batch_sim(state),
+            state["steps"],
+            _describe(m, b, t),
+            _random_state_hint(b, t),
+            budget=b,
+            threshold=t,
+            order_hint="the running requests (their decodes) first, in the order of `running`, then the waiting "
+            "prefills with what is left of the budget",
+        )
