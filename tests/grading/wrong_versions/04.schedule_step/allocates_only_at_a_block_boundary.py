@@ -2,6 +2,7 @@
 
 caught by: running requests several tokens behind (3 tokens per step, as with speculative decoding): each gets all
 hint: running ones included
+engine: a running request misses one token a step in this engine (no speculative decoding): it needs a new block exactly when its computed tokens fill their last one, so it holds the same blocks
 """
 REPLACE = [
     ("""\

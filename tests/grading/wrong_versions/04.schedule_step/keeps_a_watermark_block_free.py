@@ -2,6 +2,7 @@
 
 caught by: a request that does not fit waits at the head of the queue; nobody overtakes it
 hint: it does not wait for the whole batch to finish
+engine: a slower schedule within every contract the engine checks (the watermark only delays an admission): the tokens are the same; check() compares the schedule
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: was preempted earlier and waits with its generated tokens
+engine: lab 05's engine settings preempt nobody, so a waiting request has no output tokens and its prompt is all it misses
 """
 REPLACE = [
     ("""\

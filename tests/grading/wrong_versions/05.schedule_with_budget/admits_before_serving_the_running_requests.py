@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: reserve every running request's slots (allocate_slots) before admitting anyone
+engine: in these settings the pool never runs short for a running request while a newcomer fits, so the slots and the schedule are the same; check() builds that pool
 """
 REPLACE = [
     ("""\

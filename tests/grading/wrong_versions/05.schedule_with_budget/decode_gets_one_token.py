@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: tokens behind (the engine appended several
+engine: a running request past its prompt misses one token a step in this engine (no speculative decoding): one token is all it misses
 """
 REPLACE = [
     ("""\

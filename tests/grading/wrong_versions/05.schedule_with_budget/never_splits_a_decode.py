@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: a running request gets the part that fits
+engine: a decode misses one token a step in this engine, and a step with budget left gives it that token: nothing to split
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: a chunk may not exceed long_prefill_token_threshold
+engine: a running request past its prompt misses one token a step in this engine, never more than the threshold: the cap only matters in the prompt
 """
 REPLACE = [
     ("""\

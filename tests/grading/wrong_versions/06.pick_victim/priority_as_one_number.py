@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: compare the pair (priority, arrival_time)
+engine: the engine's arrival times are seconds apart at most in these settings, which 1000 per priority level outweighs: the same victims
 """
 REPLACE = [
     ('key=lambda r: (r.priority, r.arrival_time)',

@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: among equal priorities
+engine: another victim among equal priorities is a different schedule within every contract the engine checks: the tokens are the same; check() compares the victim
 """
 REPLACE = [
     ("""\

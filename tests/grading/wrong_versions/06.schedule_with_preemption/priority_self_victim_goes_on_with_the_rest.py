@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: preempted itself (it was the victim when it could not grow): stop the running pass
+engine: a different schedule within every contract the engine checks (recompute gives the same tokens): check() compares the schedule
 """
 REPLACE = [
     ("""\

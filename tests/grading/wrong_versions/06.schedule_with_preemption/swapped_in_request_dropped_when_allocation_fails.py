@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: is in neither `running` nor `swapped`
+engine: no swap in these settings' steps fits its blocks but not the next token: nobody is dropped; check() builds that pool
 """
 REPLACE = [
     ("""\

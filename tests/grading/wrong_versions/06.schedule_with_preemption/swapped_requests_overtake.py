@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: swapped requests come back in order
+engine: a different swap-in order within every contract the engine checks: the tokens are the same; check() compares the queues
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Swaps the whole swapped queue back in as one group (can_swap_in(list(swapped))): when only the first few fit, none comes back.
 
 caught by: swap: the victim moves to the CPU pool and comes back before any waiting request
+engine: a slower swap-in within every contract the engine checks: the tokens are the same; check() compares the schedule
 """
 REPLACE = [
     ("""\

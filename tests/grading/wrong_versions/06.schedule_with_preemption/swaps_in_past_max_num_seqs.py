@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: at most max_num_seqs
+engine: no swapped request comes back to a full batch in these settings: the same schedule; check() builds that state
 """
 REPLACE = [
     ("""\
