@@ -29,9 +29,10 @@ hint of the mistake when one matches). The verdict itself never depends on the s
 
 from __future__ import annotations
 
+import contextlib
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,7 +124,8 @@ class Differential:
         def search(case: Any) -> None:
             prop(case)
 
-        search()
+        with _no_local_constants():
+            search()
 
     def cases(self) -> list[Any]:
         """The cases the test runs, drawn once per process (a list of plain data)."""
@@ -188,6 +190,26 @@ def run_alone(exercise: Exercise, obj: Any) -> Outcome:
         raise LookupError(f"exercise {exercise.id} has no differential test")
     test = next(t for t in exercise.public_tests() if t.title == TITLE)
     return judge(exercise, test, reference_transcript(exercise, test), run_driver(test, obj), pictures=False)
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis draws now and then a literal mined from the source of every *local* module imported so far
+    (not site-packages: pagedlab itself, an editable install, the test files): the cases would then depend on
+    which modules a process has imported (check() in a kernel, the grader, pytest) and on every literal
+    edited anywhere in pagedlab. Inside this block it sees none (only its own fixed constants)."""
+    from hypothesis.internal.conjecture import providers  # internals of the pinned hypothesis (requirements.lock)
+
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
+        yield  # another hypothesis release: no local constants to hide (its draws differ anyway)
+        return
+    saved, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
+    providers._get_local_constants = providers.Constants  # an empty set of constants
+    providers.CONSTANTS_CACHE = type(cache)(1024)  # its permitted-constants cache, without the local ones
+    try:
+        yield
+    finally:
+        providers._get_local_constants, providers.CONSTANTS_CACHE = saved, cache
 
 
 class _Differs(Exception):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from pagedlab.grading.contract import observe_contract
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
@@ -113,18 +115,13 @@ def _case(
             + ": masked lanes must not look it up - give them block 0 (torch.where(mask, pos // block_size, 0)), "
             "then zero their rows"
         )
+    observe_contract(rec, contracts.LOAD_KV_TILE, out, cache=cache, tile_size=tile_size)
     try:
         rows, mask = out
     except (TypeError, ValueError):
         rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
     rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
     rec.observe("rows", rows, hint=_hint)
-    rec.observe(
-        "rows dtype",
-        str(getattr(rows, "dtype", type(rows).__name__)),
-        hint="the tile keeps the cache's dtype (cache.dtype): make anything you mix into the rows of that dtype - "
-        "zeros, or a mask you multiply by (a float32 operand turns an fp16 or bf16 tile into float32)",
-    )
     rec.observe(
         "cache and block_table after the call (unchanged)",
         bool(torch.equal(given_cache, cache) and given_table.tolist() == list(table)),
