@@ -276,9 +276,10 @@ def _random_victim_hint(policy: str) -> Any:
             least = min(reqs.values(), key=lambda r: (r["priority"], r["arrival_time"]))["request_id"]
             if g["priority"] < e["priority"] and g["arrival_time"] > e["arrival_time"] and got != least:
                 return (
-                    f"{got} arrived later but is more important (priority {g['priority']} < {e['priority']}): compare "
-                    "the pair (priority, arrival_time) - the priority decides, the arrival time only breaks its "
-                    "ties. Folded into one number (a sum, priority * k + arrival_time), arrival times on "
+                    f"{got} arrived later but is more important (priority {g['priority']} < {e['priority']}; a "
+                    "LARGER priority value means LESS important): "
+                    "preempt the largest (priority, arrival_time), compared as a pair - the priority decides, the "
+                    "arrival time only breaks its ties. Folded into one number (a sum, priority * k + arrival_time), arrival times on "
                     "time.perf_counter()'s clock, seconds to hours apart, outweigh the priority"
                 )
             peers = [r for r in reqs.values() if r["priority"] == e["priority"]]

@@ -1,7 +1,8 @@
 """priority: adds priority and arrival_time (priority + arrival_time) instead of comparing the pair.
 
 caught by: random cases against the reference, whole state compared
-hint: compare the pair (priority, arrival_time)
+hint: preempt the largest (priority, arrival_time)
+hint: a LARGER priority value means LESS important
 engine: another victim is a different schedule within every contract the engine checks (recompute gives the same tokens): check() compares the victim
 """
 REPLACE = [
