@@ -609,7 +609,7 @@ def _describe_preempt_state(case: dict[str, Any]) -> str:
 @differential(
     PREEMPT,
     _PREEMPT_CASE,
-    examples=150,
+    examples=100,
     describe=_describe_preempt_case,
     draws="1-4 engines mid-run, each: 0-5 running requests (1-3 tokens behind, half the time in lockstep: 1-2 full "
     "blocks each, all growing at once), priorities -1..3, in an order other than their arrival; 0-4 waiting (fresh "
