@@ -111,3 +111,70 @@ _BUDGET_TESTS: list[tuple[Any, ...]] = [
 # fmt: on
 for _args in _BUDGET_TESTS:
     _test(*_args)
+
+
+# --- differential check (issue 39): random engine states, the learner's step against the reference ----------
+from pagedlab.grading.differential import differential  # noqa: E402
+from pagedlab.grading.exercises.lab04 import batch_case, batch_sim, describe_batch, run_batch_case  # noqa: E402
+
+
+def _random_state_hint(budget: int, threshold: int) -> Callable[[Any, Any, list[str], dict[str, int]], str | None]:
+    """:func:`_hint_for`, first naming the mistakes only random states show (a running request several
+    tokens behind, or left out once the budget is used up)."""
+    fallback = _hint_for(budget, threshold)
+
+    def hint(expected: Any, got: Any, running_before: list[str], missing: dict[str, int]) -> str | None:
+        if isinstance(expected, dict) and isinstance(got, dict):
+            zero = [r for r, n in got.items() if type(n) is int and n == 0 and r not in expected]
+            if zero:
+                return (
+                    f"{zero[0]} is listed with 0 tokens: once the budget is used up, stop - a request that gets no "
+                    "token is not scheduled in this step (leave it out of the dict)"
+                )
+            for r in running_before:
+                e, g, m = expected.get(r), got.get(r), missing.get(r, 0)
+                if e is None or g == e:
+                    continue
+                if g == 1 and e > 1:
+                    return (
+                        f"{r} is {m} tokens behind (the engine appended several, as with speculative decoding): a "
+                        f"running request gets min(missing, threshold, budget left) = {e}, not 1"
+                    )
+                if g is None and e < m:
+                    return (
+                        f"{r} misses {m} tokens and only {e} fit the budget left: a running request gets the part "
+                        "that fits (min(missing, threshold, budget left)), decodes included - do not skip it"
+                    )
+        return fallback(expected, got, running_before, missing)
+
+    return hint
+
+
+@differential(
+    BUDGET,
+    batch_case(chunked=True),
+    examples=100,
+    describe=describe_batch,
+    draws="1-3 of lab 04's engine states plus running requests inside their prompt (or re-prefill after a preemption), "
+    "a token budget of 1-64 (often used up by the running requests alone, more of them behind) and a "
+    "long_prefill_token_threshold of 0-16",
+)
+def _(fn: Any, case: Any, rec: Any) -> None:
+    for state in case:
+        m, b, t = state["max_num_seqs"], state["max_num_batched_tokens"], state["long_prefill_token_threshold"]
+
+        def call(s: Any, m: int = m, b: int = b, t: int = t) -> Any:
+            return fn(s.running, s.waiting, s.kv, m, b, t)
+
+        run_batch_case(
+            call,
+            rec,
+            batch_sim(state),
+            state["steps"],
+            _describe(m, b, t),
+            _random_state_hint(b, t),
+            budget=b,
+            threshold=t,
+            order_hint="the running requests (their decodes) first, in the order of `running`, then the waiting "
+            "prefills with what is left of the budget",
+        )

@@ -85,11 +85,29 @@ PREEMPT = register(
 )
 
 
-def _scheduled_hint(expected: Any, got: Any, before: list[str], max_num_seqs: int) -> str | None:
+def _scheduled_hint(
+    expected: Any,
+    got: Any,
+    before: list[str],
+    max_num_seqs: int,
+    swapped_before: Sequence[str] = (),
+    stopped: Sequence[str] = (),
+    self_victim: str = "",
+) -> str | None:
+    """``stopped``: the running requests the reference left unscheduled after ``self_victim``, which preempted
+    itself (the running pass stops there)."""
     if not isinstance(got, dict):
         return "return a pair ({request_id: tokens}, [preempted ids])"
     extra = sorted(set(got) - set(expected))
     missing = sorted(set(expected) - set(got))
+    if extra and set(extra) <= set(stopped):
+        return _self_victim_text(self_victim, stopped)
+    behind = [r for r in extra if r in swapped_before[1:] and swapped_before[0] not in got]
+    if behind and isinstance(expected, dict) and len(expected) < max_num_seqs:
+        return (
+            f"{', '.join(behind)} came back ahead of {swapped_before[0]}, the head of `swapped`: swapped requests come "
+            "back in order - when the head cannot come back (can_swap_in is False), nobody behind it may"
+        )
     if extra and len(expected) >= max_num_seqs and any(r not in before for r in extra):
         return (
             f"{', '.join(r for r in extra if r not in before)} joined a full batch: at most max_num_seqs "
@@ -136,10 +154,22 @@ def _swapped_back_hint(expected: Any, got: Any, state: Any) -> str:
     )
 
 
-def _preempted_hint(policy: str) -> Any:
+def _self_victim_text(victim: str, stopped: Sequence[str]) -> str:
+    return (
+        f"{victim} preempted itself (it was the victim when it could not grow): stop the running pass there - "
+        f"{', '.join(stopped)}, after it in `running`, are neither scheduled nor preempted in this step"
+    )
+
+
+def _preempted_hint(policy: str, stopped: Sequence[str] = ()) -> Any:
+    """``stopped``: the running requests the reference left unscheduled after its last victim, which preempted
+    itself (the pass stops there)."""
+
     def hint(expected: Any, got: Any, state: Any) -> str:
         if not isinstance(got, list):
             return "return the ids preempted in this step as a list, in the order you preempted them"
+        if stopped and isinstance(expected, list) and len(got) > len(expected) and got[: len(expected)] == expected:
+            return _self_victim_text(expected[-1], stopped)
         if isinstance(expected, list) and 0 < len(got) < len(expected) and got == expected[-len(got) :]:
             return (
                 "only the last victim is listed: when several requests are preempted in one step, return every "
@@ -205,8 +235,15 @@ def _waiting_hint(expected: Any, got: Any, victims: set[str]) -> str:
     )
 
 
-def _running_swapped_hint(got: Any, victims: set[str]) -> str:
-    """Explains wrong running / swapped lists; names a victim still in the caller's ``running``."""
+def _running_swapped_hint(got: Any, victims: set[str], lost: Sequence[str] = ()) -> str:
+    """Explains wrong running / swapped lists; names a victim still in the caller's ``running``, or a request
+    swapped in that is in neither list (``lost``: those the reference put back in ``running``)."""
+    gone = [r for r in lost if isinstance(got, list) and len(got) == 2 and all(r not in part for part in got)]
+    if gone:
+        return (
+            f"{', '.join(gone)} came back from `swapped` but is in neither `running` nor `swapped`: a request you "
+            "swap in joins `running` even when allocate_slots then fails for it (it runs in a later step)"
+        )
     still = sorted(r for r in victims if isinstance(got, list) and got and isinstance(got[0], list) and r in got[0])
     if still:
         return (
@@ -239,12 +276,19 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         rec.fail(
             f"schedule_with_preemption must return a pair (scheduled, preempted); it returned {type(out).__name__}"
         )
-    rec.observe("preempted in this step", preempted, hint=_preempted_hint(policy))
+    # the reference's pass stopped at a victim that preempted itself: running requests after it left unscheduled
+    sched = scheduled if isinstance(scheduled, dict) else {}
+    pre = preempted if isinstance(preempted, list) else []
+    last = max((before.index(p) for p in pre if p in before), default=len(before))
+    stopped = [r for r in before[last + 1 :] if r not in sched and r not in pre] if pre and pre[-1] in before else []
+    rec.observe("preempted in this step", preempted, hint=_preempted_hint(policy, stopped))
     rec.observe("swapped back in during this preempting step", came_back, hint=_swapped_back_hint)
     rec.observe(
         "scheduled {request_id: tokens}",
         scheduled,
-        hint=lambda e, g, s, before=before: _scheduled_hint(e, g, before, max_num_seqs),
+        hint=lambda e, g, s, before=before: _scheduled_hint(
+            e, g, before, max_num_seqs, swapped_before, stopped, pre[-1] if stopped else ""
+        ),
     )
     rec.observe(
         "num_computed_tokens after the call",
@@ -256,10 +300,11 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         sim.ids(sim.waiting),
         hint=lambda e, g, s, victims=victims: _waiting_hint(e, g, victims),
     )
+    back = [r for r in swapped_before if r in sim.ids(sim.running)]  # swapped in by this call
     rec.observe(
         "running, swapped after the call",
         [sim.ids(sim.running), sim.ids(sim.swapped)],
-        hint=lambda e, g, s, victims=victims: _running_swapped_hint(g, victims),
+        hint=lambda e, g, s, victims=victims, lost=back: _running_swapped_hint(g, victims, lost),
     )
     rec.observe(
         "GPU blocks, CPU blocks held per request after the call",
@@ -379,3 +424,204 @@ _test(
     policy="priority",
     priorities={"r0": 0, "r1": 2, "r2": 0, "r3": 0},
 )
+
+
+# --- differential check (issue 39): random engine states, the learner's step against the reference ----------
+import itertools  # noqa: E402
+
+from hypothesis import strategies as st  # noqa: E402 - the differential block stays at the end of the module
+
+from pagedlab.core.kv_cache_manager import cdiv  # noqa: E402
+from pagedlab.grading.differential import differential  # noqa: E402
+from pagedlab.sampling_params import SamplingParams  # noqa: E402
+
+
+def _running_spec(code: int) -> list[int]:
+    """``[prompt_len, num_output_tokens, missing, priority]`` from one drawn int (shrinks towards a 1-token
+    prompt, 1 output token, 1 missing, priority 0)."""
+    code, prompt = divmod(code, 12)
+    code, out = divmod(code, 6)
+    code, missing = divmod(code, 3)
+    return [prompt + 1, out + 1, min(missing + 1, out + 1), (0, 1, 2, -1, 3)[code % 5]]
+
+
+def _waiting_spec(code: int) -> list[int]:
+    """``[prompt_len, num_output_tokens, priority]`` (output tokens: preempted earlier, to start over)."""
+    code, prompt = divmod(code, 12)
+    code, out = divmod(code, 4)
+    return [prompt + 1, (0, 0, 2, 5)[out], (0, 1, 2, -1, 3)[code % 5]]
+
+
+#: the knobs of a state, one draw for all (hypothesis then varies them together; shrinking goes to the first):
+#: mode, policy, block size, GPU blocks beyond what runs, CPU blocks beyond what is swapped, max_num_seqs
+#: beyond the running ones, lockstep, how far apart the requests arrived (microseconds)
+_KNOBS = list(
+    itertools.product(
+        ["recompute", "swap"],
+        ["fcfs", "priority"],
+        [2, 1, 4],
+        [0, 0, 1, 2, 8, 24, "swap head fits", "swap head misses one"],
+        [0, 2, 8],
+        [0, 1, 2],
+        [False, True],
+        [1_000, 1_000_000, 3_600_000_000, 36_000_000_000],
+    )
+)
+
+
+class _Digits:
+    """Reads drawn bytes as one int of mixed-radix digits: hypothesis draws random bytes uniformly, where many
+    small draws cluster (it keeps mutating the later ones around a few states), and shrinks them towards 0 -
+    every digit 0, the simplest state."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def take(self, base: int) -> int:
+        self.n, d = divmod(self.n, base)
+        return d
+
+
+def _decode_preempt_state(drawn: bytes) -> dict[str, Any]:
+    d = _Digits(int.from_bytes(drawn, "little"))
+    mode, policy, bs, slack, cpu_slack, extra, lockstep, spread = _KNOBS[d.take(len(_KNOBS))]
+    n_run, n_wait = (3, 4, 2, 5, 1, 0)[d.take(6)], d.take(5)
+    n_swap = d.take(4) if mode == "swap" else 0
+    running = [_running_spec(d.take(12 * 6 * 3 * 5)) for _ in range(n_run)]
+    swapped = [_running_spec(d.take(12 * 6 * 3 * 5)) for _ in range(n_swap)]
+    waiting = [_waiting_spec(d.take(12 * 4 * 5)) for _ in range(n_wait)]
+    ranks = list(range(n_run + n_swap + n_wait))
+    order = [ranks.pop(d.take(len(ranks))) for _ in range(len(ranks))]
+    return {
+        "policy": policy,
+        "mode": mode,
+        "block_size": bs,
+        "running": running,
+        "swapped": swapped,
+        "waiting": waiting,
+        "slack": slack,
+        "lockstep": lockstep,
+        "cpu_slack": cpu_slack,
+        "max_num_seqs": max(1, n_run + extra),
+        "arrival_order": order,
+        "spread_us": spread,
+        "t0_us": 1_000_000_000 + d.take(200_000_000_000),
+        "steps": 1 + d.take(4),
+    }
+
+
+#: 1-4 engine states at the start of a step of lab 06's scheduler, each run on its own
+#: (:func:`_decode_preempt_state`).
+#:
+#: ``running`` ``[prompt_len, num_output_tokens, missing, priority]`` in running order, each holding the blocks
+#: of its computed tokens; ``swapped`` the same, their blocks in the CPU pool (swap mode only); ``waiting``
+#: ``[prompt_len, num_output_tokens, priority]``. The GPU pool has ``slack`` blocks beyond what the running
+#: requests hold, often too few for them to grow (preemptions, several in a step when they run in
+#: ``lockstep``); the CPU pool ``cpu_slack`` beyond what the swapped ones hold (0: a swap falls back to
+#: recompute). ``arrival_order`` ranks every request's arrival (engine ids and perf_counter seconds,
+#: ``spread_us`` apart at most), so the running order is not the arrival order and under ``"priority"`` the
+#: victim may sit anywhere.
+_PREEMPT_CASE = st.lists(st.binary(min_size=32, max_size=32).map(_decode_preempt_state), min_size=1, max_size=4)
+
+
+def _preempt_sim(case: dict[str, Any]) -> PreemptSim:
+    """The :class:`PreemptSim` of :func:`_preempt_case`'s state, built as the engine leaves it (fresh per case)."""
+    bs = case["block_size"]
+    running = case["running"]
+    if case["lockstep"]:  # short requests admitted together: computed tokens fill 1 or 2 blocks exactly
+        running = []
+        for p, o, m, pr in case["running"]:
+            computed = bs * (1 + p % 2)
+            o = max(1, min(o, computed + m - 1))
+            m = min(m, o)
+            running.append([computed + m - o, o, m, pr])
+    specs = (
+        [("running", p, o, m, pr) for p, o, m, pr in running]
+        + [("swapped", p, o, m, pr) for p, o, m, pr in case["swapped"]]
+        + [("waiting", p, o, p + o, pr) for p, o, pr in case["waiting"]]
+    )
+    ids = [str(rank) for rank in case["arrival_order"]]
+    held_run = sum(cdiv(p + o - m, bs) for _, p, o, m, _ in specs[: len(running)])
+    held_swap = [cdiv(p + o - m, bs) for kind, p, o, m, _ in specs if kind == "swapped"]
+    slack = case["slack"]
+    if isinstance(slack, str):  # the free blocks, once the running requests grew, are what the head of
+        # swapped needs to come back (its blocks and one more token's), or one less
+        grow = sum(cdiv(p + o, bs) - cdiv(p + o - m, bs) for p, o, m, _ in running)
+        head = next(([p, o, m] for kind, p, o, m, _ in specs if kind == "swapped"), None)
+        need = max(cdiv(head[0] + head[1] - head[2], bs), cdiv(head[0] + head[1] - head[2] + 1, bs)) if head else 1
+        slack = max(0, grow + need - (slack == "swap head misses one"))
+    gpu = max(held_run + slack, max(held_swap, default=0), 1)
+    sim = PreemptSim(
+        [], gpu, bs, sum(held_swap) + case["cpu_slack"], {rid: s[4] for rid, s in zip(ids, specs, strict=True)}
+    )
+    n = max(1, len(ids))
+    # the swapped requests first: each takes its blocks, then moves them to the CPU pool
+    order = sorted(zip(ids, specs, strict=True), key=lambda item: item[1][0] != "swapped")
+    for rid, (kind, p, o, m, prio) in order:
+        req = Request(
+            rid,
+            [(7 * i + len(rid)) % 97 for i in range(p)],
+            SamplingParams(max_tokens=o + 4, ignore_eos=True),
+            arrival_time=(case["t0_us"] + int(rid) * case["spread_us"] // n) / 1e6,
+            priority=prio,
+        )
+        if o:
+            req.append_output_token_ids([1 + i % 50 for i in range(o)])
+        sim.requests[rid] = req
+        if kind == "waiting":
+            sim.waiting.append(req)
+            continue
+        computed = p + o - m
+        sim.kv.allocate_slots(req, computed)
+        req.num_computed_tokens = computed
+        if kind == "swapped":
+            sim.kv.swap_out([req])
+            sim.swapped.append(req)
+        else:
+            sim.running.append(req)
+    return sim
+
+
+def _describe_preempt_case(case: list[dict[str, Any]]) -> str:
+    return "; then ".join(f"engine {k}: {_describe_preempt_state(state)}" for k, state in enumerate(case, 1))
+
+
+def _describe_preempt_state(case: dict[str, Any]) -> str:
+    sim = _preempt_sim(case)
+
+    def show(reqs: Any, queue: bool = False) -> str:
+        return ", ".join(
+            f"{r.request_id} ({r.num_prompt_tokens}+{r.num_output_tokens} tokens"
+            + ("" if queue else f", misses {r.num_tokens - r.num_computed_tokens}")
+            + f", priority {r.priority}, arrival {r.arrival_time:.6f})"
+            for r in reqs
+        )
+
+    return (
+        f"running=[{show(sim.running)}], waiting=[{show(sim.waiting, True)}], swapped=[{show(sim.swapped)}]; "
+        f"{sim.kv.num_free_blocks} free GPU blocks of {case['block_size']} tokens, "
+        f"{sim.kv.cpu_block_pool.get_num_free_blocks() if sim.kv.cpu_block_pool else 0} free CPU blocks; "
+        f"policy={case['policy']!r}, preemption_mode={case['mode']!r}, max_num_seqs={case['max_num_seqs']}; "
+        f"{case['steps']} step(s)"
+    )
+
+
+@differential(
+    PREEMPT,
+    _PREEMPT_CASE,
+    examples=100,
+    describe=_describe_preempt_case,
+    draws="1-4 engines mid-run, each: 0-5 running requests (1-3 tokens behind, half the time in lockstep: 1-2 full "
+    "blocks each, all growing at once), priorities -1..3, in an order other than their arrival; 0-4 waiting (fresh "
+    "or preempted earlier, with output tokens); in swap mode 0-3 swapped out; a GPU pool 0-24 blocks beyond what "
+    "runs, or exactly what the head of swapped needs to come back (or one less); a CPU pool 0-8 blocks to spare; "
+    "fcfs or priority, recompute or swap, block size 1-4, max_num_seqs = running + 0-2; engine ids, perf_counter "
+    "arrivals a millisecond to 10 hours apart; 1-4 steps with the engine's update",
+)
+def _(fn: Any, case: Any, rec: Any) -> None:
+    for state in case:
+        sim = _preempt_sim(state)
+        for _ in range(state["steps"]):
+            if sim.done():
+                break
+            _step(fn, rec, sim, state["max_num_seqs"], state["policy"], state["mode"])
