@@ -22,7 +22,8 @@ process, the learner's object behind the pipe.
 
 Shrinking: when the differential test fails in ``check()``, :func:`smallest_failure` searches again
 with the same seed, this time comparing the learner with the reference case by case, and hypothesis
-shrinks the first failing case to the smallest it can find within a time budget; ``check()`` shows
+shrinks the first failing case to the smallest it can find within a budget of runs (a count, not a time,
+so the case shown is the same on a loaded machine; a generous time cap only stops a pathological search); ``check()`` shows
 that case (its inputs, the expected and the learner's state, the first field that differs, and the
 hint of the mistake when one matches). The verdict itself never depends on the shrinking.
 """
@@ -42,7 +43,8 @@ from pagedlab.grading.registry import Exercise, Test
 from pagedlab.grading.runner import reference_transcript, run_driver
 
 __all__ = [
-    "SHRINK_BUDGET_S",
+    "SHRINK_RUNS",
+    "SHRINK_CAP_S",
     "TITLE",
     "Differential",
     "Shrunk",
@@ -56,8 +58,11 @@ __all__ = [
 #: The title of every exercise's differential test (wrong versions name it in ``caught by:``).
 TITLE = "random cases against the reference, whole state compared"
 
-#: Seconds ``check()`` may spend shrinking a failing case (the verdict is already known by then).
-SHRINK_BUDGET_S = 2.0
+#: Candidate cases ``check()`` may run while shrinking a failing one (the verdict is already known by then).
+#: A count, not a time: the smallest case found, so the message shown, does not depend on the machine's load.
+SHRINK_RUNS = 300
+#: Seconds after which shrinking stops whatever the count (a learner's code that is slow on every case).
+SHRINK_CAP_S = 15.0
 
 _BY_EXERCISE: dict[str, Differential] = {}
 
@@ -225,10 +230,12 @@ class Shrunk:
     tried: int
 
 
-def smallest_failure(exercise: Exercise, obj: Any, *, budget_s: float = SHRINK_BUDGET_S) -> Shrunk | None:
+def smallest_failure(
+    exercise: Exercise, obj: Any, *, runs: int = SHRINK_RUNS, cap_s: float = SHRINK_CAP_S
+) -> Shrunk | None:
     """Search the exercise's cases again comparing ``obj`` with the reference, and let hypothesis shrink the
-    first failing case; the smallest found within ``budget_s`` seconds (None: no case failed in the search,
-    or the exercise has no differential test).
+    first failing case; the smallest found within ``runs`` candidate cases (or ``cap_s`` seconds, whichever
+    comes first; None: no case failed in the search, or the exercise has no differential test).
 
     Only failures of the learner's code count (a case on which the reference itself fails is skipped), and
     every run is under the test's time limit, so a case that loops forever is a failing case like any other.
@@ -238,12 +245,12 @@ def smallest_failure(exercise: Exercise, obj: Any, *, budget_s: float = SHRINK_B
         return None
     reference = exercise.get_reference()
     found: list[Shrunk] = []
-    deadline = time.monotonic() + budget_s
+    deadline = time.monotonic() + cap_s
     tried = 0
 
     def prop(case: Any) -> None:
         nonlocal tried
-        if time.monotonic() > deadline:
+        if tried >= runs or time.monotonic() > deadline:
             return  # out of budget: every later candidate "passes", so hypothesis keeps the smallest so far
         tried += 1
         plain = to_plain(case)
