@@ -26,13 +26,15 @@ from pagedlab.grading.registry import Exercise, register
 
 
 def use_interpreter_without_gpu() -> bool:
-    """Switch Triton's interpreter on (``TRITON_INTERPRET=1``) in a process that has not imported triton
-    yet and sees no GPU, as the lab's first cell does; return whether the variable is now set.
+    """Decide now how this process runs Triton, if nothing has imported triton yet: interpreted
+    (``TRITON_INTERPRET=1``, then ``import triton``) when no GPU is visible, as the lab's first cell does;
+    return whether the Triton kernels can run on CPU in this process.
 
-    The grader's trusted process calls it before anything there imports triton (the end-to-end plan's
-    ``triton kernel`` configuration, the reference helper): triton compiled for a GPU on a CPU machine
-    fails every lab 08 test on the reference itself, and an instructor's shell or Gradescope's
-    ``run_autograder`` does not set the variable. An already imported triton is left as it is.
+    The grader's trusted process and the capstone call it before anything there imports triton: triton compiled
+    for a GPU on a CPU machine cannot run lab 08's Triton tests, not even on the reference. Importing triton
+    here, not later, makes the decision final: the variable is read at that import only, so a later change to
+    it (a test restoring ``os.environ``) changes nothing (``pagedlab.kernels.runtime``). An already imported
+    triton is left as it is.
     """
     import os
     import sys
@@ -42,7 +44,9 @@ def use_interpreter_without_gpu() -> bool:
 
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    from pagedlab.kernels.runtime import kernels_can_run  # imports triton: the decision is taken here
+
+    return kernels_can_run("cpu")
 
 
 def _reference() -> Any:
@@ -160,25 +164,29 @@ def _failed_unpacking_the_result(err: BaseException, load_tile: Any) -> bool:
     return at_call
 
 
-def _device(load_tile: Any) -> str:
-    """``"cuda"`` when the helper is compiled and a GPU is visible, else ``"cpu"`` (interpreter required).
+def _device(load_tile: Any) -> tuple[str, Any]:
+    """``("cuda", load_tile)`` when the helper is compiled and a GPU is visible, else ``("cpu", the helper as
+    the interpreter runs it)`` (:func:`pagedlab.kernels.runtime.runnable`).
 
     Raises:
-        AssertionError: a compiled helper without a GPU (``TRITON_INTERPRET`` was set too late, or not at all).
+        KernelUnavailableError: this process cannot run Triton on CPU (triton was imported compiled for a GPU,
+            before ``TRITON_INTERPRET=1`` was set, and there is no GPU; or Triton is missing). Raised on the
+            reference too, so the test's verdict is "cannot be checked here", never a pass or a fail.
     """
     import torch
 
-    from pagedlab.kernels.runtime import interpreter_ready, is_interpreted
+    from pagedlab.kernels.runtime import KernelUnavailableError, interpreter_ready, is_interpreted, runnable
 
     if not is_interpreted(load_tile) and torch.cuda.is_available():
-        return "cuda"
-    if not (is_interpreted(load_tile) and interpreter_ready()):
-        raise AssertionError(
-            "triton_load_kv_tile is not running under Triton's interpreter: set os.environ['TRITON_INTERPRET'] = '1' "
-            "before anything imports triton (the lab's first code cell does), restart the kernel, and run the cells "
-            "again"
-        )
-    return "cpu"
+        return "cuda", load_tile
+    load_tile = runnable(load_tile)
+    if is_interpreted(load_tile) and interpreter_ready():
+        return "cpu", load_tile
+    raise KernelUnavailableError(
+        "Triton cannot run triton_load_kv_tile in this process: there is no GPU, and triton was imported before "
+        "Triton's interpreter was switched on. Set os.environ['TRITON_INTERPRET'] = '1' before anything imports "
+        "triton (the lab's first code cell does), restart the kernel, and run the cells again"
+    )
 
 
 def probe_tile(
@@ -187,8 +195,10 @@ def probe_tile(
     """Run ``load_tile`` once in a one-program kernel; returns ``(tile [block_n, HEAD_DIM], mask [block_n])``."""
     import torch
 
-    dev = _device(load_tile)
-    probe = _probe_kernel()
+    from pagedlab.kernels.runtime import runnable
+
+    dev, load_tile = _device(load_tile)
+    probe = runnable(_probe_kernel())
     tile = torch.full((block_n, cache.shape[-1]), -1.0, dtype=cache.dtype, device=dev)
     mask = torch.full((block_n,), -1, dtype=torch.int8, device=dev)
     bt = torch.tensor(list(table), dtype=torch.int32, device=dev)
@@ -233,7 +243,7 @@ def decode_with_tile_loader(load_tile: Any, query: Any, kv: Any, scale: float) -
     from pagedlab.kernels.decode_attention import paged_decode_attention
     from pagedlab.kernels.paged_kv import PagedKV
 
-    dev = _device(load_tile)
+    dev, load_tile = _device(load_tile)
     on_dev = PagedKV(*(t.to(dev) for t in (kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)))
     q = query.to(dev)
     out = _unwrapped(
