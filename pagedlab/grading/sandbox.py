@@ -10,7 +10,8 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 1. read and delete the job file; apply Landlock (:func:`pagedlab.grading.contain.restrict_files`:
    writes only in this folder, reads only in the installation and system folders, no execve, no TCP,
    no signal outside) while the process has one thread;
-2. import what the exercises need (torch for lab 08), the kit's grading modules, every extension
+2. import what the exercises need (torch for lab 08: its uninitialised allocations then hold NaN,
+   :mod:`pagedlab.grading.poison`), the kit's grading modules, every extension
    module of the standard library and numpy (:func:`preload_native_modules`): after step 3 no
    library can be loaded;
 3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
@@ -534,6 +535,10 @@ def main(argv: list[str] | None = None) -> int:
             __import__(mod)
         except Exception:  # noqa: BLE001 - the tests will say what is missing
             pass
+    if "torch" in job.get("needs", []) and not job.get("e2e"):
+        from pagedlab.grading import poison
+
+        poison.install()  # memory the learner's code allocates and never writes holds NaN, on every run
     server: Any = None
     if job.get("e2e"):  # the end-to-end test: the engine and the model's weights, loaded before the guard
         from pagedlab.grading import e2e
