@@ -5,6 +5,7 @@
   bench_engine.py           pagedlab vs HF transformers on CPU (sequential, static, continuous)
   bench_vllm.py             pagedlab vs real vLLM-CPU, same workload and pool (skipped loudly without `make vllm`)
   bench_components.py       the engine on the solutions' parts vs the kit's (issue 10)
+  bench_checks.py           check() time on each exercise's solution; the differential tests' cases (issue 39)
   bench_paged_attention.py  Triton kernels vs SDPA: only when a CUDA GPU is present
 
 Benchmarks compete for the CPU: run them on a quiet machine. ``--only NAME`` runs one.
@@ -25,6 +26,7 @@ BENCHES = [
     "bench_engine.py",
     "bench_vllm.py",
     "bench_components.py",
+    "bench_checks.py",
     "bench_paged_attention.py",
 ]
 

@@ -27,10 +27,18 @@ How to add an exercise (the whole recipe; see ``docs/instructor_guide.md`` for t
    ``hint`` may be a callable ``(expected, got, state) -> str`` that names the likely mistake.
    Invariants (``@EX.invariant("name")``, ``fn(state) -> message or None``) run on every state.
    Raise ``AssertionError`` for anything else the driver checks itself.
-4. Add at least three plausible wrong implementations (learners' mistakes), one file each, to
+4. Add the exercise's differential test (:mod:`pagedlab.grading.differential`): a hypothesis strategy
+   drawing one case as plain data, and a driver running ONE case and recording the whole state::
+
+       @differential(EX, cases(), examples=60, draws="block tables out of order, block sizes 1-32")
+       def _(schedule_step, case, rec):
+           world = make_world(case)                   # built fresh from the case
+           ...                                        # rec.step / rec.observe / rec.state as above
+
+5. Add at least three plausible wrong implementations (learners' mistakes), one file each, to
    its folder ``tests/grading/wrong_versions/<id>/`` (see ``tests/grading/helpers.py``); the suite
    checks the solution passes, the stub and every wrong version fail.
-5. In the notebook: the exercise cell, then a cell ``check(<name>)``.
+6. In the notebook: the exercise cell, then a cell ``check(<name>)``.
 """
 
 #: Exercise modules, imported by :func:`pagedlab.grading.registry.load_all`.
