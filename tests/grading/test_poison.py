@@ -12,7 +12,7 @@ import torch
 from pagedlab.grading import registry
 from pagedlab.grading.checking import check
 from pagedlab.grading.grade import E2EOptions, grade
-from pagedlab.grading.poison import poison, poisoned_allocations
+from pagedlab.parts.poison import poison, poisoned_allocations
 from tests.grading.helpers import write_notebook, wrong_versions
 
 TILE = "08.load_kv_tile"

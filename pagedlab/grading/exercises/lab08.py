@@ -11,8 +11,8 @@ import random
 from typing import Any
 
 from pagedlab.grading.differential import differential
-from pagedlab.grading.poison import poisoned_allocations
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts.poison import poisoned_allocations
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:

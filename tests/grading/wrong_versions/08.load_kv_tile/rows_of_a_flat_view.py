@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: view size is not compatible
+engine: the engine runs the tile load on a contiguous cache of slot numbers (model.attention.plan_tile_loads), which view takes
 """
 REPLACE = [
     ("    rows = cache[blocks, pos % block_size]\n",

@@ -2,6 +2,7 @@
 
 caught by: the last tile: lanes past seq_len load 0.0, even where the cache holds NaN
 hint: masked lanes must load 0.0
+engine: the kit's kernel masks the scores of lanes past seq_len itself, so the extra lanes weigh 0, and the engine's stale slots hold finite KV (check() puts NaN there, where 0 * NaN shows)
 """
 REPLACE = [
     ('tile = tl.load(cache_ptr + rows[:, None] + offs_d[None, :], mask=mask[:, None], other=0.0)',

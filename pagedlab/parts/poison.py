@@ -8,7 +8,8 @@ floating-point tensors (``0 * NaN`` is NaN, so multiplying by a mask does not hi
 value for integers (an index out of any range), True for bools - so such code fails on every run.
 
 The exercises that take torch tensors call the learner's code under it (``check()`` in the notebook); in
-``pagedlab grade`` the learner's process installs it for good (:func:`install`) before any learner cell runs.
+``pagedlab grade`` the learner's process installs it for good (:func:`install`) before any learner cell runs;
+in the engine, lab 08's PyTorch tile load runs under it behind its guard (``parts/kernel.py``).
 """
 
 from __future__ import annotations
