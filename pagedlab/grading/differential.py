@@ -29,9 +29,10 @@ hint of the mistake when one matches). The verdict itself never depends on the s
 
 from __future__ import annotations
 
+import contextlib
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,7 +124,8 @@ class Differential:
         def search(case: Any) -> None:
             prop(case)
 
-        search()
+        with _without_local_constants():
+            search()
 
     def cases(self) -> list[Any]:
         """The cases the test runs, drawn once per process (a list of plain data)."""
@@ -144,6 +146,25 @@ class Differential:
     def test_for(self, cases: list[Any]) -> Test:
         """A test running exactly ``cases``, unnumbered (what shrinking judges a candidate with)."""
         return Test(TITLE, lambda obj, rec: self.drive_cases(obj, rec, cases, numbered=False), timeout=self.timeout)
+
+
+@contextlib.contextmanager
+def _without_local_constants() -> Iterator[None]:
+    """Hypothesis mixes into its draws numbers and strings it harvests from the source of every *local* module
+    loaded in the process (pagedlab itself in a checkout, test modules, a learner's files): with the same seed, a
+    process that loaded other modules (the notebook, the grader, the learner's process of ``pagedlab grade``,
+    which runs lab 08's Triton drivers) would draw other cases. The draw leaves them out: the cases depend on
+    the seed and the strategy only. (Hypothesis's internals, pinned in requirements.lock.)"""
+    from hypothesis.internal.conjecture import providers
+
+    harvested = providers._get_local_constants
+    providers._get_local_constants = providers.Constants  # no local constants: an empty set of each kind
+    providers.CONSTANTS_CACHE.cache.clear()  # it holds the constants allowed per draw, local ones included
+    try:
+        yield
+    finally:
+        providers._get_local_constants = harvested
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def differential(

@@ -556,22 +556,15 @@ def describe_triton_case(c: dict[str, Any]) -> str:
     )
 
 
-def _case_hint(c: dict[str, Any]) -> Callable[[Any, Any, Any], str]:
-    def hint(expected: Any, got: Any, state: Any) -> str:
-        text = (
-            "lane i reads position pos = tile_start + i: block block_table[pos // BLOCK_SIZE], slot pos % BLOCK_SIZE, "
-            "head kv_head, at block * stride_block + slot * stride_slot + kv_head * stride_head"
-        )
-        if c["layout"] != "contiguous":
-            text += f"; this cache is laid out with {c['layout']}: step with the strides you are given, not with sizes"
-        if c["tile_start"] % c["block_size"]:
-            text += (
-                f"; this tile starts inside a block (tile_start % BLOCK_SIZE = {c['tile_start'] % c['block_size']}): "
-                "lane i's block is block_table[(tile_start + i) // BLOCK_SIZE]"
-            )
-        return text
-
-    return hint
+#: The hint of a tile that differs in a drawn case. One text for every case: what the case shows (a padded or
+#: transposed cache, a tile starting inside a block) is in its description, and the case ``check()`` shows is
+#: the smallest hypothesis finds within a time budget, so a hint that depended on it would change with the
+#: machine's speed.
+CASE_HINT = (
+    "lane i reads position pos = tile_start + i: block block_table[pos // BLOCK_SIZE], slot pos % BLOCK_SIZE, head "
+    "kv_head, at block * stride_block + slot * stride_slot + kv_head * stride_head. Use the strides you are given "
+    "(the cache may be padded or transposed), never sizes; and a tile may start inside a block"
+)
 
 
 def _run_triton_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
@@ -606,7 +599,7 @@ def _run_triton_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
     rec.observe(
         "tile [BLOCK_N, HEAD_DIM] (value = block*1000 + slot*10 + head + (dim+1)/10, rounded to the cache's dtype)",
         [[round(x, 4) for x in row] for row in tile.float().tolist()],
-        hint=_case_hint(c),
+        hint=CASE_HINT,
     )
     rec.observe(
         "cache (all of its memory, padding included) and block table after the call (unchanged)",
