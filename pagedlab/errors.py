@@ -3,7 +3,13 @@
 Every error a caller can provoke has its own type, so a notebook or a test can catch
 exactly the mistake it expects. Each type also derives from the closest built-in
 (``ValueError``, ``RuntimeError`` ...) so generic handlers keep working.
+
+A refused request, :class:`InvalidRequestError`, is also vLLM 0.32.0's ``VLLMValidationError``
+(``pagedlab.exceptions``, served to ``pagedlab run-vllm`` scripts as ``vllm.exceptions``): a script catching
+either vLLM's class or ``ValueError`` catches it.
 """
+
+from pagedlab.exceptions import VLLMValidationError
 
 
 class PagedLabError(Exception):
@@ -14,8 +20,12 @@ class ConfigError(PagedLabError, ValueError):
     """An engine, cache or scheduler setting is invalid (e.g. ``block_size=0``)."""
 
 
-class InvalidRequestError(PagedLabError, ValueError):
-    """A request was rejected at submission time; the engine is unchanged and keeps serving."""
+class InvalidRequestError(PagedLabError, VLLMValidationError, ValueError):
+    """A request was rejected at submission time; the engine is unchanged and keeps serving.
+
+    It is vLLM 0.32.0's ``VLLMValidationError`` (``except VLLMValidationError`` catches it, as it catches vLLM's
+    refusals) and a ``ValueError`` (vLLM's is not; vLLM raises plain ``ValueError`` for some refusals).
+    ``parameter`` and ``value`` are None unless given (vLLM's fields)."""
 
 
 class NoFreeBlocksError(PagedLabError, ValueError):

@@ -1,4 +1,4 @@
-"""What ``LLM.generate`` returns, with vLLM's names (``vllm/outputs.py``, vLLM main, 2026-12-01).
+"""What ``LLM.generate`` returns, with vLLM's names (``vllm/outputs.py``, vLLM 0.32.0).
 
 ``RequestOutput.metrics`` is None, as from vLLM's ``LLM`` (aggregate measurements come from
 ``LLM.get_metrics()``, as in vLLM); the kit's per-request timestamps and latencies are its own
@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Logprob:
-    """As ``vllm.logprobs.Logprob``: one token's log-probability and its rank (1 = most likely)."""
+    """As ``vllm.logprobs.Logprob``: one token's log-probability, its rank (1 = most likely) and, when the
+    request detokenizes, the token decoded on its own (``decoded_token``, as vLLM 0.32.0's ``LogprobsProcessor``:
+    ``pagedlab.engine.decoded_tokens``); None with ``detokenize=False``."""
 
     logprob: float
     rank: int | None = None
@@ -29,8 +31,9 @@ class CompletionOutput:
 
     Attributes:
         index: which of the ``n`` completions this is.
-        text: detokenized output (special tokens skipped, stop string removed).
-        token_ids: generated token ids (EOS included when it ended the completion).
+        text: detokenized output (special tokens skipped unless ``skip_special_tokens=False``; the stop string,
+            or the EOS / stop token that ended it, left out unless ``include_stop_str_in_output``).
+        token_ids: generated token ids (EOS or the stop token included when it ended the completion).
         cumulative_logprob: sum of the sampled tokens' log-probabilities when
             ``SamplingParams.logprobs`` is set, else None (as vLLM).
         logprobs: with ``SamplingParams.logprobs=k``: per generated token, token id -> ``Logprob``

@@ -1,9 +1,9 @@
 """Sampling parameters, with the fields, defaults and validation of vLLM's ``SamplingParams``.
 
-Described against vLLM's ``vllm/sampling_params.py`` on its main branch (read 2026-12-01; PyPI release 0.33.0). Fields vLLM
-has that the kit does not implement (``prompt_logprobs``, ``logit_bias``, ``allowed_token_ids``,
-``bad_words``, ``structured_outputs`` ...) are not accepted: passing one raises ``TypeError``
-naming it, rather than being silently ignored.
+Described against vLLM 0.32.0's ``vllm/sampling_params.py``, the release the kit follows
+(``pagedlab.vllm_version``; read 2026-12-07 in the installed wheel). Fields vLLM has that the kit does not
+implement (``prompt_logprobs``, ``logit_bias``, ``allowed_token_ids``, ``bad_words``, ``structured_outputs``
+...) are not accepted: passing one raises ``TypeError`` naming it, rather than being silently ignored.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _check_bool(name: str, v: object) -> None:
 
 @dataclass
 class SamplingParams:
-    """How to sample the completion(s) of one prompt (as ``vllm.SamplingParams``, vLLM main, 2026-12-01).
+    """How to sample the completion(s) of one prompt (as ``vllm.SamplingParams``, vLLM 0.32.0).
 
     Attributes:
         n: completions per prompt (int >= 1). ``n > 1`` forks the request and shares its prompt
@@ -70,8 +70,11 @@ class SamplingParams:
         min_p: in [0, 1]; drop tokens whose probability is below ``min_p`` x the top one's.
         seed: per-request seed; None or -1 (vLLM's "no seed") use the engine's generator.
         stop: string(s) that end the completion; not in the text unless
-            ``include_stop_str_in_output``.
-        stop_token_ids: token ids that end the completion besides EOS (None = none).
+            ``include_stop_str_in_output``. Needs ``detokenize=True`` (else refused, as vLLM 0.32.0).
+        stop_token_ids: token ids that end the completion besides EOS (None = none); ids outside the
+            vocabulary are refused when the request is added (as vLLM 0.32.0). The token that ends a
+            completion (EOS or one of these) stays in ``token_ids`` but not in the text unless
+            ``include_stop_str_in_output``, as vLLM 0.32.0's detokenizer.
         ignore_eos: keep generating after EOS (benchmarks use it to fix output lengths).
         max_tokens: most tokens per completion (>= 1), or None: up to ``max_model_len``.
         min_tokens: tokens generated before EOS or ``stop_token_ids`` may be (0 <= it <= max_tokens).
@@ -131,6 +134,10 @@ class SamplingParams:
             self.logprobs = 1
         self._verify_counts()
         self._verify_ranges()
+        if self.stop and not self.detokenize:  # vLLM 0.32's _verify_args (sampling_params.py:734)
+            raise InvalidRequestError(
+                "stop strings are only supported when detokenize is True. Set detokenize=True to use stop."
+            )
         if 0 < self.temperature < MIN_TEMPERATURE:
             warnings.warn(
                 f"temperature {self.temperature} is less than {MIN_TEMPERATURE}, which may cause "
@@ -211,7 +218,7 @@ class SamplingParams:
 
 @dataclass
 class BeamSearchParams:
-    """As ``vllm.sampling_params.BeamSearchParams`` (vLLM main, 2026-12-01).
+    """As ``vllm.sampling_params.BeamSearchParams`` (vLLM 0.32.0).
 
     Attributes:
         beam_width: beams kept per step (>= 1).

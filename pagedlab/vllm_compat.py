@@ -3,7 +3,8 @@
 The runner installs, in its own process only, a meta-path finder that makes ``import vllm`` and the
 submodules vLLM scripts import resolve to the kit (table ``PROVIDED``), then runs the script as
 ``__main__``. No module named ``vllm`` is ever installed, and other processes are unaffected. The
-names follow vLLM main (read 2026-12-01). A vLLM module the kit does not provide fails to import
+names follow vLLM 0.32.0 (``pagedlab.vllm_version``), ``vllm.exceptions`` included: a refusal the kit raises
+(``InvalidRequestError``) is that module's ``VLLMValidationError``. A vLLM module the kit does not provide fails to import
 with a message naming it and listing what is provided; a model other than the bundled SmolLM2 fails
 with a message naming the model the kit serves, unless ``--model-override`` maps it::
 
@@ -35,6 +36,8 @@ PROVIDED: dict[str, str] = {
     "vllm.v1.engine.llm_engine": "pagedlab.engine.llm_engine",
     "vllm.entrypoints.llm": "pagedlab.engine.llm",
     "vllm.v1.metrics.reader": "pagedlab.engine.metrics",
+    # vLLM 0.32's exception classes; the kit's InvalidRequestError is its VLLMValidationError
+    "vllm.exceptions": "pagedlab.exceptions",
 }
 #: Where ``FlexibleArgumentParser`` lives: vLLM 0.32 (``pagedlab.vllm_version``) has it only in
 #: ``vllm.utils.argparse_utils``; ``vllm.utils`` had it up to vLLM 0.11 and keeps it here for older scripts.

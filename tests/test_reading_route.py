@@ -86,3 +86,72 @@ def test_each_lab_names_its_kit_file_and_vllm_file_to_read_next() -> None:
         assert m, f"{nb.name}: no 'Read next' line in its first cell"
         kit, vllm = rows[nb.name[:2]]
         assert m.group(1) in kit and m.group(2) == VLLM_VERSION and m.group(3) in vllm, (nb.name, m.groups())
+
+
+# --- lab 09's source map: the vLLM files (and names) it points to ------------------------------------
+
+LAB09 = [ROOT / "solutions" / "09_engine_and_vllm.ipynb", ROOT / "labs" / "09_engine_and_vllm.ipynb"]
+#: A path followed by one of these is another release's (v0's), not vLLM 0.32.0's, and says so.
+_OTHER_RELEASE = (" (v0 only)", " (vLLM 0.6")
+
+
+def lab09_vllm_paths(nb_path: Path) -> list[str]:
+    """Every ``vllm/...`` file or folder named anywhere in lab 09 (prose and code), except those marked
+    as another release's (``vllm/core/scheduler.py (v0 only)``)."""
+    import json
+
+    found = []
+    for cell in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
+        text = "".join(cell["source"])
+        for m in re.finditer(r"(?<![\w/.])vllm/[\w/]*(?:\.py)?", text):
+            if not text[m.end() :].startswith(_OTHER_RELEASE):
+                found.append(m.group(0))
+    return found
+
+
+def lab09_source_map(nb_path: Path) -> list[tuple[str, str, str, str]]:
+    """The ``MAP`` rows of lab 09's "From pagedlab to vLLM's source" cell: (pagedlab, vLLM file, name, note)."""
+    import ast
+    import json
+
+    cells = ["".join(c["source"]) for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]]
+    (src,) = [c for c in cells if "MAP = [" in c]
+    tree = ast.parse(src)
+    (node,) = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "MAP"]
+    return [tuple(row) for row in ast.literal_eval(node.value)]
+
+
+def test_lab09_names_paths_the_check_can_see() -> None:
+    for nb in LAB09:
+        paths = lab09_vllm_paths(nb)
+        rows = lab09_source_map(nb)
+        assert len(rows) > 20 and len(set(paths)) > 20, nb  # the parsers found the map (not vacuous)
+        assert "vllm/core/scheduler.py" not in paths  # a v0 path, marked so, is left out
+        assert "vllm/v1/core/sched/scheduler.py" in paths
+        for _, file, _, _ in rows:
+            assert file.startswith(("vllm/", "csrc/", "sglang:")), file  # csrc/ is C++, not in the wheel
+
+
+def test_lab09_vllm_files_and_names_exist_in_the_version_the_kit_follows() -> None:
+    """Each ``vllm/`` path lab 09 names is a file or folder of the installed vLLM 0.32.0, and each source-map
+    row's vLLM name is defined in its file (``class X`` / ``def X``; ``A.b``: both)."""
+    found = _installed_vllm()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("vLLM is not installed (CI runs `make vllm`): lab 09's vLLM paths are unchecked")
+        pytest.skip(f"vLLM is not installed here: the vLLM {VLLM_VERSION} paths of lab 09 are not checked")
+    version, base = found
+    if version.split("+")[0] != VLLM_VERSION:
+        pytest.skip(f"vLLM {version} is installed, not {VLLM_VERSION}: lab 09 names {VLLM_VERSION}'s files")
+    for nb in LAB09:
+        missing = sorted({p for p in lab09_vllm_paths(nb) if not (base / p).exists()})
+        assert not missing, (nb.name, missing)
+        undefined = []
+        for _, file, name, _ in lab09_source_map(nb):
+            if not file.startswith("vllm/") or file.endswith(")"):
+                continue
+            source = (base / file).read_text(encoding="utf-8")
+            for part in re.match(r"[\w.]+", name).group(0).split("."):  # type: ignore[union-attr]
+                if not re.search(rf"^\s*(?:class|def|async def)\s+{part}\b|^{part}\s*=", source, re.M):
+                    undefined.append((file, name, part))
+        assert not undefined, (nb.name, undefined)

@@ -5,6 +5,8 @@
 * :func:`time_free_queue` times the free-queue operations for a range of pool sizes, for any
   queue class with vLLM's interface (the kit's, the learner's) and for two naive containers.
 * :func:`tail_waste` is the memory lost in the last, partly filled block of each request.
+* :func:`mamba2_state_bytes` and :func:`hybrid_layer_bytes`: what one request keeps per layer in an
+  attention layer (grows with its length, paged by tokens) and in a Mamba-2 layer (a fixed state).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ __all__ = [
     "growth_per_tenfold",
     "render_paging_analogy",
     "sliding_window_blocks",
+    "mamba2_state_bytes",
+    "hybrid_layer_bytes",
 ]
 
 
@@ -282,3 +286,55 @@ def sliding_window_blocks(num_tokens: int, window: int, block_size: int) -> dict
     skipped = max(0, num_tokens - window + 1)
     freed = min(skipped // block_size, full)
     return {"full": full, "sliding": full - freed, "freed": freed, "skipped_tokens": skipped}
+
+
+def mamba2_state_bytes(
+    hidden_size: int,
+    dtype_bytes: int,
+    expand: int = 2,
+    state_size: int = 128,
+    head_dim: int = 64,
+    n_groups: int = 1,
+    conv_kernel: int = 4,
+) -> int:
+    """Bytes of one request's state in one Mamba-2 layer: whatever the sequence's length.
+
+    The shapes are vLLM 0.32.0's ``MambaStateShapeCalculator.mamba2_state_shape``
+    (``vllm/model_executor/layers/mamba/mamba_utils.py``, one GPU, no speculative decoding): a
+    convolution state of ``(conv_kernel - 1)`` columns of ``intermediate + 2 n_groups state_size``
+    channels (the last inputs the causal convolution needs) and an SSM state of
+    ``num_heads x head_dim x state_size``, with ``intermediate = expand x hidden_size`` and
+    ``num_heads = intermediate / head_dim``. The defaults are ``mamba_ssm``'s ``Mamba2`` layer's
+    (``d_state=128, d_conv=4, expand=2, headdim=64, ngroups=1``).
+    """
+    intermediate = expand * hidden_size
+    if intermediate % head_dim:
+        raise ValueError(f"expand x hidden_size = {intermediate} is not a multiple of head_dim={head_dim}")
+    conv = (conv_kernel - 1) * (intermediate + 2 * n_groups * state_size)
+    ssm = (intermediate // head_dim) * head_dim * state_size
+    return (conv + ssm) * dtype_bytes
+
+
+def hybrid_layer_bytes(num_tokens: int, block_size: int, attn_bytes_per_token: int, state_bytes: int) -> dict[str, int]:
+    """One request's memory in one layer of each kind, at ``num_tokens`` tokens.
+
+    * attention: its K and V for every token, paged: ``ceil(num_tokens / block_size)`` blocks of
+      ``block_size x attn_bytes_per_token`` (``attn_bytes_per_token = 2 x kv_heads x head_dim x bytes``);
+    * Mamba-2 (or any linear-attention/SSM layer): ``state_bytes``, overwritten in place at every
+      token, from the first token on. Paging it by tokens would buy nothing: there is no tail to
+      waste, nothing grows, nothing to share block by block. vLLM 0.32.0 gives such a layer one
+      page per request sized to the state (``MambaSpec`` in ``vllm/v1/kv_cache_interface.py``),
+      next to the ``FullAttentionSpec`` layers' token blocks.
+
+    Returns:
+        ``attention`` and ``ssm`` bytes, and ``breakeven_tokens``: the length from which one
+        attention layer holds more than one SSM layer (``ceil(state_bytes / attn_bytes_per_token)``).
+    """
+    if num_tokens < 0 or block_size < 1:
+        raise ValueError(f"need num_tokens >= 0 and block_size >= 1, got {num_tokens=}, {block_size=}")
+    blocks = -(-num_tokens // block_size)
+    return {
+        "attention": blocks * block_size * attn_bytes_per_token,
+        "ssm": state_bytes if num_tokens else 0,
+        "breakeven_tokens": -(-state_bytes // attn_bytes_per_token),
+    }

@@ -15,6 +15,15 @@ path) reads
 
 Rounds alternate the two (which one goes first too), so a noisy neighbour slows both alike; the
 ratio of medians and the ratio of minima are reported.
+
+Next to the kit's kernel, vLLM v0's (0.6.3, ``csrc/attention/attention_kernels.cu``): its key cache is
+*x-packed*, ``[num_blocks, num_kv_heads, head_size / x, block_size, x]`` with ``x = 16 bytes / element
+size`` (8 in fp16, 4 in fp32), its value cache ``[num_blocks, num_kv_heads, head_size, block_size]``,
+and each warp of a thread block takes one block of the table per iteration
+(``for (block_idx = start_block_idx + warp_idx; block_idx < end_block_idx; block_idx += NUM_WARPS)``).
+:func:`kit_kv_offset`, :func:`v0_key_offset` and :func:`v0_value_offset` map ``(block, head, pos, dim)``
+to the flat element offset in each layout; :func:`to_v0_layout` rearranges a kit cache into v0's;
+:func:`v0_warp_blocks` lists the table columns each warp visits.
 """
 
 from __future__ import annotations
@@ -29,7 +38,18 @@ from pagedlab.kernels import cpu, native
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase
 
-__all__ = ["PAPER_CLAIM", "PagedOverhead", "contiguous_kv", "paged_overhead"]
+__all__ = [
+    "PAPER_CLAIM",
+    "PagedOverhead",
+    "contiguous_kv",
+    "paged_overhead",
+    "v0_x",
+    "kit_kv_offset",
+    "v0_key_offset",
+    "v0_value_offset",
+    "to_v0_layout",
+    "v0_warp_blocks",
+]
 
 #: The paper's figure, quoted (not used in any computation).
 PAPER_CLAIM = (
@@ -127,3 +147,60 @@ def paged_overhead(
         f"{num_seqs} seqs x {seq_len} tokens, Hq={num_q_heads} Hkv={num_kv_heads} D={head_dim}, block_size={block_size}"
     )
     return PagedOverhead(times[0], times[1], backend, diff, shape)
+
+
+# --- vLLM v0's layout and loop, next to the kit's -------------------------------------------------
+
+
+def v0_x(dtype_bytes: int) -> int:
+    """Elements per 16-byte vector: vLLM v0's ``x = 16 / sizeof(cache_t)`` (8 for fp16/bf16, 4 for fp32)."""
+    if dtype_bytes not in (1, 2, 4):
+        raise ValueError(f"dtype_bytes must be 1, 2 or 4, got {dtype_bytes}")
+    return 16 // dtype_bytes
+
+
+def kit_kv_offset(
+    block: int, head: int, pos: int, dim: int, *, block_size: int, num_kv_heads: int, head_dim: int
+) -> int:
+    """Flat offset of element ``dim`` of token row ``pos`` of ``block``, KV head ``head``, in the kit's
+    ``[num_blocks, block_size, num_kv_heads, head_dim]`` key (and value) cache."""
+    return ((block * block_size + pos) * num_kv_heads + head) * head_dim + dim
+
+
+def v0_key_offset(
+    block: int, head: int, pos: int, dim: int, *, block_size: int, num_kv_heads: int, head_dim: int, dtype_bytes: int
+) -> int:
+    """Flat offset of the same element in vLLM v0's key cache ``[num_blocks, num_kv_heads, head_dim / x, block_size, x]``:
+    dimension ``dim`` sits in vector ``dim // x``, lane ``dim % x``; the ``x`` lanes of one token are 16
+    contiguous bytes, and the same vector of the block's next token follows them."""
+    x = v0_x(dtype_bytes)
+    if head_dim % x:
+        raise ValueError(f"head_dim={head_dim} is not a multiple of x={x}")
+    return (((block * num_kv_heads + head) * (head_dim // x) + dim // x) * block_size + pos) * x + dim % x
+
+
+def v0_value_offset(
+    block: int, head: int, pos: int, dim: int, *, block_size: int, num_kv_heads: int, head_dim: int
+) -> int:
+    """Flat offset in vLLM v0's value cache ``[num_blocks, num_kv_heads, head_dim, block_size]``
+    (a block's tokens are contiguous for each dimension: the ``P @ V`` loop reads along tokens)."""
+    return ((block * num_kv_heads + head) * head_dim + dim) * block_size + pos
+
+
+def to_v0_layout(key_cache: torch.Tensor, value_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kit's ``[num_blocks, block_size, num_kv_heads, head_dim]`` caches rearranged (copied) into
+    vLLM v0's x-packed key layout and its value layout."""
+    n, b, h, d = key_cache.shape
+    x = v0_x(key_cache.element_size())
+    key = key_cache.reshape(n, b, h, d // x, x).permute(0, 2, 3, 1, 4).contiguous()
+    value = value_cache.permute(0, 2, 3, 1).contiguous()
+    return key, value
+
+
+def v0_warp_blocks(num_table_blocks: int, num_warps: int = 4, start_block: int = 0) -> list[list[int]]:
+    """Block-table columns each warp of one v0 thread block visits, in order: warp ``w`` takes
+    ``start_block + w``, then every ``num_warps``-th (``NUM_WARPS = NUM_THREADS / WARP_SIZE``: 128 / 32 = 4
+    in v0's launch). The kit's Triton program instead walks the table alone, tile after tile."""
+    if num_warps < 1:
+        raise ValueError(f"num_warps must be >= 1, got {num_warps}")
+    return [list(range(start_block + w, num_table_blocks, num_warps)) for w in range(num_warps)]

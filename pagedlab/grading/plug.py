@@ -38,6 +38,8 @@ from typing import Any
 from pagedlab.grading import registry, serve
 from pagedlab.grading.checking import changed_since_check, passed_check
 from pagedlab.grading.serve import Comparison
+from pagedlab.parts.contracts import GET_COMPUTED_BLOCKS
+from pagedlab.parts.guard import ContractError
 from pagedlab.parts.memory import ForkCowFns
 from pagedlab.parts.protocols import PrefixLookupFn, ScheduleStepFn
 from pagedlab.parts.radix import RadixOps
@@ -108,9 +110,11 @@ def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
         block_hashes: list[Any], get_cached_block: Callable[[Any], Any], num_tokens: int, block_size: int
     ) -> list[Any]:
         request = _View("the request", block_hashes=list(block_hashes), num_tokens=num_tokens)
-        blocks, num_computed_tokens = fn(
-            request, _View("the block pool", get_cached_block=get_cached_block), block_size
-        )
+        out = fn(request, _View("the block pool", get_cached_block=get_cached_block), block_size)
+        problem = GET_COMPUTED_BLOCKS.problem(out)  # the contract check() holds it to too
+        if problem is not None:
+            raise ContractError(problem)
+        blocks, num_computed_tokens = out
         if num_computed_tokens != len(blocks) * block_size:
             raise ValueError(
                 f"get_computed_blocks returned {len(blocks)} blocks but num_computed_tokens="

@@ -1,25 +1,46 @@
 """Contract checks the guards share: what the exercises state beyond their results (an object changed in
 place, a dtype kept, the batch in running order). One function per contract, so a guard and an exercise
-test that need the same rule call the same code."""
+test that need the same rule call the same code.
+
+What each part returns (types, shapes, dtypes) is one :class:`Returns` per part (``SLOT_MAPPING``, ``EVICT``,
+...): its slot's guard enforces it when the part is plugged in, and its exercise's ``check()`` driver records
+its verdict (``pagedlab.grading.contract.observe_contract``), so ``check()`` passes exactly the results the
+engine accepts (a tuple or a tensor where a list is expected fails both, naming the contract)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
+from pagedlab.core.block_pool import KVCacheBlock
 from pagedlab.parts.guard import Guard
 from pagedlab.request import Request
 from pagedlab.sched.scheduler import pick_victim
 
 __all__ = [
     "check_changed_in_place",
-    "check_same_dtype",
     "check_batch_order",
     "check_no_running_skipped",
     "check_victim_policy",
     "takes_token_budget",
+    "Returns",
+    "type_name",
+    "GET_ALL_FREE_BLOCKS",
+    "SLOT_MAPPING",
+    "EVICT",
+    "INSERT",
+    "MATCH_PREFIX",
+    "GET_COMPUTED_BLOCKS",
+    "SCHEDULE_STEP",
+    "SCHEDULE_WITH_PREEMPTION",
+    "LOAD_KV_TILE",
+    "FORK",
+    "APPEND_TOKEN",
 ]
 
 
@@ -34,16 +55,6 @@ def check_changed_in_place(guard: Guard, what: str, given: Any, after: Any) -> N
             f"it bound a new object to {what} instead of changing the one it was given in place (the engine "
             "keeps that one, so the change would be lost)"
         )
-
-
-def check_same_dtype(guard: Guard, what: str, got: torch.Tensor, source: torch.Tensor) -> None:
-    """``got`` keeps ``source``'s dtype (a tile of an fp16 cache is fp16).
-
-    Raises:
-        ComponentError: it does not.
-    """
-    if got.dtype != source.dtype:
-        raise guard.fail(f"{what} is {got.dtype}, but the cache is {source.dtype}: a tile keeps the cache's dtype")
 
 
 def check_batch_order(guard: Guard, running: Sequence[Request], scheduled: Sequence[Request]) -> None:
@@ -105,3 +116,218 @@ def takes_token_budget(step_fn: Any) -> bool:
     """Whether a ``schedule_step`` part is given the token budget: lab 05's step is; lab 04's (bridged,
     ``takes_token_budget = False``) and lab 06's (:class:`~pagedlab.parts.schedule.PreemptingStep`) are not."""
     return bool(getattr(step_fn, "takes_token_budget", True))
+
+
+# --- what each part returns: one definition, read by its guard and by its exercise's check() ---------------
+def _is(value: Any, cls: type) -> bool:
+    """``isinstance(value, cls)``; for a grader's proxy of an object in a learner's process (``pagedlab grade``,
+    ``grading.rpc``: it sets ``_pl_is_proxy`` and ``_pl_cls``), whether that object's class is ``cls``."""
+    if getattr(type(value), "_pl_is_proxy", False):
+        return str(object.__getattribute__(value, "_pl_cls")) == f"{cls.__module__}.{cls.__qualname__}"
+    return isinstance(value, cls)
+
+
+def type_name(value: Any) -> str:
+    """``value``'s class name (a proxy's: the remote object's)."""
+    if getattr(type(value), "_pl_is_proxy", False):
+        return str(object.__getattribute__(value, "_pl_cls")).rsplit(".", 1)[-1]
+    return type(value).__name__
+
+
+def _int(x: Any) -> bool:
+    """An int as the engine counts with it: ``int`` or a numpy integer, never a ``bool`` or a float."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool | np.bool_)
+
+
+def _pyint(x: Any) -> bool:
+    """A Python ``int`` (no ``bool``): for a number the engine keeps (a block id in a table, a token count)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _list_of(value: Any, item_ok: Callable[[Any], bool], item: str) -> str | None:
+    if not _is(value, list):
+        return f"a {type_name(value)}, not a list"
+    bad = next((x for x in value if not item_ok(x)), _NONE)
+    return None if bad is _NONE else f"a list holding a {type_name(bad)} ({bad!r}), not only {item}"
+
+
+def _pair(value: Any) -> str | None:
+    if not _is(value, tuple):
+        return f"a {type_name(value)}, not a tuple"
+    return None if len(value) == 2 else f"a tuple of {len(value)} items, not 2"
+
+
+_NONE = object()
+
+
+@dataclass(frozen=True)
+class Returns:
+    """What one part returns, as the engine reads it: the part's name, what the value is, the contract in words
+    and ``rule(value, **context)`` (None when the value keeps it, else what it is instead). The guard of the
+    slot calls :meth:`enforce` when the part is plugged in; the exercise's ``check()`` driver records
+    :meth:`verdict` (``grading.contract.observe_contract``), so both accept and refuse the same values."""
+
+    part: str
+    what: str
+    expected: str
+    rule: Callable[..., str | None]
+
+    def problem(self, value: Any, **context: Any) -> str | None:
+        """The broken contract in words, or None."""
+        try:
+            why = self.rule(value, **context)
+        except Exception as e:  # noqa: BLE001 - a value that cannot even be read does not keep the contract
+            why = f"a {type_name(value)} that cannot be read ({type(e).__name__})"
+        if why is None:
+            return None
+        return f"{self.part} returned {why} for {self.what}; the contract of {self.part}: {self.expected}"
+
+    def verdict(self, value: Any, **context: Any) -> str:
+        """``"ok"``, or :meth:`problem`'s text."""
+        return self.problem(value, **context) or "ok"
+
+    def enforce(self, guard: Guard, value: Any, **context: Any) -> None:
+        """Raises:
+        ComponentError: ``value`` breaks the contract."""
+        problem = self.problem(value, **context)
+        if problem is not None:
+            raise guard.fail(problem)
+
+
+def _slots(value: Any) -> str | None:
+    return _list_of(value, _int, "ints")
+
+
+def _scheduled(value: Any) -> str | None:
+    if not _is(value, dict):
+        return f"a {type_name(value)}, not a dict"
+    for k, n in dict.items(value) if isinstance(value, dict) else value.items():
+        if not isinstance(k, str):
+            return f"a dict with the key {k!r} ({type_name(k)}), not a request id (str)"
+        if not _pyint(n):
+            return f"a dict giving {k!r} {n!r} ({type_name(n)}), not a Python int number of tokens"
+    return None
+
+
+def _preempting(value: Any) -> str | None:
+    why = _pair(value)
+    if why is not None:
+        return why
+    sched, preempted = value
+    why = _scheduled(sched)
+    return (
+        f"a tuple whose first item is {why}"
+        if why is not None
+        else (None if _is(preempted, list) else f"a tuple whose second item is a {type_name(preempted)}, not a list")
+    )
+
+
+def _lookup(value: Any, block_type: type) -> str | None:
+    why = _pair(value)
+    if why is not None:
+        return why
+    blocks, num = value
+    why = _list_of(blocks, lambda b: _is(b, block_type), f"{block_type.__name__}s")
+    if why is not None:
+        return f"a tuple whose first item is {why}"
+    return None if _int(num) else f"a tuple whose token count is a {type_name(num)} ({num!r}), not an int"
+
+
+def _match(value: Any) -> str | None:
+    why = _pair(value)
+    if why is not None:
+        return why
+    why = _slots(value[0])
+    return None if why is None else f"a tuple whose first item is {why}"
+
+
+def _count(value: Any) -> str | None:
+    return None if _int(value) else f"a {type_name(value)} ({value!r}), not an int"
+
+
+def _copy(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not (_is(value, tuple) or _is(value, list)) or len(value) != 2:
+        return f"a {type_name(value)}, not None or a (src, dst) pair"
+    return None if all(_int(b) for b in value) else "a pair holding something other than two block ids (ints)"
+
+
+def _child(value: Any) -> str | None:
+    table = getattr(value, "block_table", _NONE)
+    if table is _NONE:
+        return f"a {type_name(value)} without a block_table"
+    why = _list_of(table, _pyint, "block ids (Python ints)")
+    return None if why is None else f"a child whose block_table is {why}"
+
+
+def _tile(value: Any, cache: torch.Tensor, tile_size: int) -> str | None:
+    why = _pair(value)
+    if why is not None:
+        return why
+    rows, mask = value
+    if not (isinstance(rows, torch.Tensor) and isinstance(mask, torch.Tensor)):
+        return f"a tuple ({type_name(rows)}, {type_name(mask)}), not two tensors"
+    want_rows, want_mask = (tile_size, *cache.shape[2:]), (tile_size,)
+    if tuple(rows.shape) != want_rows or tuple(mask.shape) != want_mask:
+        return f"tensors of shapes {tuple(rows.shape)}, {tuple(mask.shape)}, not {want_rows}, {want_mask}"
+    if mask.dtype != torch.bool:
+        return f"a {mask.dtype} mask, not torch.bool (a bool per lane: the kernel selects lanes with it)"
+    if rows.dtype != cache.dtype:
+        return (
+            f"{rows.dtype} rows from a {cache.dtype} cache (the tile keeps the cache's dtype: make anything you mix "
+            "into the rows of that dtype - zeros, or a mask you multiply by; a float32 operand turns an fp16 or "
+            "bf16 tile into float32)"
+        )
+    return None
+
+
+#: 02.free_queue's ``get_all_free_blocks`` (slot ``free_queue``).
+GET_ALL_FREE_BLOCKS = Returns(
+    "get_all_free_blocks",
+    "the free blocks",
+    "a list of KVCacheBlocks, front first",
+    lambda value: _list_of(value, lambda b: _is(b, KVCacheBlock), "KVCacheBlocks"),
+)
+#: 02.slot_mapping (slot ``slot_mapping``).
+SLOT_MAPPING = Returns("slot_mapping", "the slots", "a list of ints, one slot per position", _slots)
+#: 07.evict (slot ``radix``).
+EVICT = Returns(
+    "evict",
+    "the freed slots",
+    "one flat list of ints: the slots freed, in eviction order (extend it with each evicted node's value)",
+    _slots,
+)
+#: 07.insert (slot ``radix``).
+INSERT = Returns("insert", "the tokens already cached", "an int", _count)
+#: 07.match_prefix (slot ``radix``).
+MATCH_PREFIX = Returns("match_prefix", "the match", "a tuple (value, last_node), value a list of ints", _match)
+#: 07.get_computed_blocks (slot ``prefix_lookup``, through its bridge).
+GET_COMPUTED_BLOCKS = Returns(
+    "get_computed_blocks",
+    "the hit",
+    "a tuple (blocks, num_computed_tokens): a list of KVCacheBlocks, then an int",
+    lambda value: _lookup(value, KVCacheBlock),
+)
+#: 04.schedule_step, 05.schedule_with_budget (slot ``schedule_step``).
+SCHEDULE_STEP = Returns(
+    "the step", "the scheduled tokens", "a dict {request_id (str): number of tokens (a Python int)}", _scheduled
+)
+#: 06.schedule_with_preemption (slot ``schedule_step``, as a ``PreemptingStep``).
+SCHEDULE_WITH_PREEMPTION = Returns(
+    "schedule_with_preemption",
+    "(scheduled, preempted)",
+    "a tuple (dict, list) - the scheduled dict {request_id (str): tokens (int)}, then the list of preempted ids",
+    _preempting,
+)
+#: 08.load_kv_tile (slot ``kv_tile_load``); context: ``cache``, ``tile_size``.
+LOAD_KV_TILE = Returns(
+    "load_kv_tile",
+    "(rows, mask)",
+    "a tuple (rows, mask) of tensors: rows [tile_size, ...] of the cache's dtype, mask torch.bool [tile_size]",
+    _tile,
+)
+#: 03.fork (slot ``fork_cow``).
+FORK = Returns("fork", "the child", "a Seq whose block_table is a list of block ids (Python ints)", _child)
+#: 03.append_token (slot ``fork_cow``).
+APPEND_TOKEN = Returns("append_token", "the copy", "None, or the pair (src, dst) of block ids (ints)", _copy)

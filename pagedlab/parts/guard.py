@@ -12,7 +12,12 @@ from typing import Any
 
 from pagedlab.errors import ComponentError
 
-__all__ = ["Guard"]
+__all__ = ["ContractError", "Guard"]
+
+
+class ContractError(Exception):
+    """A part's result broke its contract (``pagedlab.parts.contracts.Returns``), seen where no guard is at hand
+    (a bridge around the part): :meth:`Guard.call` reports its message as the broken invariant."""
 
 
 class _TimeUp(BaseException):
@@ -73,8 +78,8 @@ class Guard:
             raise self.fail(f"it did not return within {self.time_limit_s:g} s (an endless loop?)") from None
         except ComponentError:
             raise
-        except Exception as e:
-            raise self.fail(f"it raised {type(e).__name__}: {e}") from e
+        except Exception as e:  # a ContractError: what a bridge saw of the result, not raised by the part
+            raise self.fail(str(e) if isinstance(e, ContractError) else f"it raised {type(e).__name__}: {e}") from e
         finally:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)

@@ -9,7 +9,7 @@ import torch
 
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.reference import load_kv_tile
-from pagedlab.parts.contracts import check_same_dtype
+from pagedlab.parts.contracts import LOAD_KV_TILE
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.poison import poisoned_allocations
 from pagedlab.parts.protocols import KVTileLoadFn
@@ -35,18 +35,9 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
         cache_same = cache_copy is cache or bool(((cache_copy == cache) | (cache_copy.isnan() & cache.isnan())).all())
         if not torch.equal(table_copy, block_table) or not cache_same:
             raise guard.fail("it wrote into the block table or the cache it was given (a tile load only reads)")
-        if not (isinstance(got, tuple) and len(got) == 2 and all(isinstance(t, torch.Tensor) for t in got)):
-            raise guard.fail(f"it returned {type(got).__name__}, expected a (rows, mask) pair of tensors")
+        LOAD_KV_TILE.enforce(guard, got, cache=cache, tile_size=tile_size)  # a tuple of tensors: shapes, dtypes
         rows, mask = got
         want_rows, want_mask = load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)
-        if rows.shape != want_rows.shape or mask.shape != want_mask.shape:
-            raise guard.fail(
-                f"shapes {tuple(rows.shape)}, {tuple(mask.shape)}; expected "
-                f"{tuple(want_rows.shape)}, {tuple(want_mask.shape)}"
-            )
-        if mask.dtype != torch.bool:
-            raise guard.fail(f"the mask is {mask.dtype}, expected torch.bool (the kernel selects lanes with it)")
-        check_same_dtype(guard, "the tile", rows, cache)
         if not torch.equal(mask, want_mask):
             raise guard.fail(f"the mask must be pos < seq_len ({seq_len}) for positions from {tile_start}")
         bad = (rows != want_rows).flatten(1).any(1).nonzero().flatten().tolist()

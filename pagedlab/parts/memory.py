@@ -3,7 +3,6 @@ lookup on the hash chain (lab 07) and fork / copy-on-write append (lab 03)."""
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -13,7 +12,7 @@ from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import find_longest_cache_hit
 from pagedlab.errors import ComponentError
 from pagedlab.kernels.paged_kv import kit_slot_mapping
-from pagedlab.parts.contracts import check_changed_in_place
+from pagedlab.parts.contracts import APPEND_TOKEN, FORK, GET_ALL_FREE_BLOCKS, SLOT_MAPPING, check_changed_in_place
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import FreeQueue, PrefixLookupFn, SlotMappingFn
 from pagedlab.trace import Tracer
@@ -167,7 +166,7 @@ class GuardedFreeQueue:
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
         blocks = self.guard.call(self.inner.get_all_free_blocks)
-        self.guard.expect_type(blocks, list, "get_all_free_blocks()")
+        GET_ALL_FREE_BLOCKS.enforce(self.guard, blocks)
         return list(blocks)
 
 
@@ -197,13 +196,11 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
         out = guard.call(fn, table, pos, block_size)
         if table != list(block_table) or pos != list(positions):
             raise guard.fail("it changed the block table or positions it was given (the engine owns them)")
-        guard.expect_type(out, (list, tuple), "the slots")
+        SLOT_MAPPING.enforce(guard, out)  # a list of ints (numpy ints too), as check() requires
         if len(out) != len(positions):
             raise guard.fail(f"{len(out)} slots for {len(positions)} positions")
         held = set(block_table)
         for p, slot in zip(positions, out):
-            if isinstance(slot, bool) or not isinstance(slot, numbers.Integral):  # numpy ints are fine, as in check()
-                guard.expect_type(slot, int, f"the slot of position {p}")
             state = {"block_table": list(block_table), "position": p, "slot": slot, "block_size": block_size}
             if slot // block_size not in held:
                 raise guard.fail(
@@ -335,6 +332,9 @@ class GuardedForkCow(CopyOnWrite):
         refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
         parent = self.fns.seq(parent_id, list(ids), num_tokens)
         child = self.guard.call(self.fns.fork, self.fns.pool_view(self.block_pool, self.block_size), parent, child_id)
+        problem = FORK.problem(child)
+        if problem is not None:
+            raise self._fail(problem, ids, child)
         if parent.block_table != ids or parent.num_tokens != num_tokens:
             raise self._fail("fork changed the parent (its table or length)", ids, parent)
         if getattr(child, "block_table", None) is parent.block_table:
@@ -356,6 +356,9 @@ class GuardedForkCow(CopyOnWrite):
         given = list(ids)
         seq = self.fns.seq(request_id, given, num_tokens)
         pair = self.guard.call(self.fns.append_token, self.fns.pool_view(self.block_pool, bs), seq)
+        problem = APPEND_TOKEN.problem(pair)
+        if problem is not None:
+            raise self._fail(problem, ids, seq)
         check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
         if getattr(seq, "num_tokens", None) != num_tokens + 1:
             raise self._fail(

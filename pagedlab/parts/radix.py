@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pagedlab.errors import ComponentError
+from pagedlab.parts.contracts import EVICT, INSERT, MATCH_PREFIX
 from pagedlab.parts.guard import Guard
 
 __all__ = ["RadixOps", "GuardedRadixTree"]
@@ -172,8 +173,9 @@ class GuardedRadixTree:
         given, now = list(pages), self._tick()
         got = self.guard.call(self.ops.match_prefix, self.root, given, now)
         self._check_unchanged("match_prefix", key=(given, pages))
-        if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], list)):
-            raise self._fail(f"match_prefix returned {type(got).__name__}, expected (value list, last node)")
+        problem = MATCH_PREFIX.problem(got)
+        if problem is not None:
+            raise self._fail(problem)
         value, node = got
         self._check_links("match_prefix")
         path = self._path(node)
@@ -200,7 +202,10 @@ class GuardedRadixTree:
         given_key, given_value, now = list(pages), list(ids), self._tick()
         n = self.guard.call(self.ops.insert, self.root, given_key, given_value, now)
         self._check_unchanged("insert", key=(given_key, pages), value=(given_value, ids))
-        self.guard.expect_type(n, int, "the tokens already present")
+        problem = INSERT.problem(n)
+        if problem is not None:
+            raise self._fail(problem)
+        n = int(n)
         self._check_links("insert")
         after = self._peek(pages)
         if n != len(present):
@@ -256,7 +261,9 @@ class GuardedRadixTree:
         before = {id(n): n for n in _walk_tree(self.root)}
         locked = {id(n): n.lock_ref for n in before.values()}
         freed = self.guard.call(self.ops.evict, self.root, want)
-        self.guard.expect_type(freed, list, "the freed slots")
+        problem = EVICT.problem(freed)
+        if problem is not None:
+            raise self._fail(problem)
         after = {id(n) for n in self._check_links("evict")}
         removed = [n for i, n in before.items() if i not in after]
         bad = [n for n in removed if locked[id(n)] > 0]

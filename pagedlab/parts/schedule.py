@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.parts.contracts import (
+    SCHEDULE_STEP,
+    SCHEDULE_WITH_PREEMPTION,
     check_batch_order,
     check_no_running_skipped,
     check_victim_policy,
@@ -141,7 +143,7 @@ class LearnerStepScheduler(Scheduler):
             cfg.max_num_batched_tokens,
             cfg.long_prefill_token_threshold,
         )
-        self.guard.expect_type(result, dict, "the scheduled tokens")
+        SCHEDULE_STEP.enforce(self.guard, result)
         self._admit(before)
         if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
@@ -336,11 +338,8 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         fn = self.step_fn.fn if isinstance(self.step_fn, PreemptingStep) else self.step_fn
         args = (self.running, waiting, swapped, kv, cfg.max_num_seqs, cfg.policy, cfg.preemption_mode)
         result = self.guard.call(fn, *args)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise self.guard.fail(f"it returned {type(result).__name__}, expected (scheduled, preempted)")
+        SCHEDULE_WITH_PREEMPTION.enforce(self.guard, result)
         sched, preempted = result
-        self.guard.expect_type(sched, dict, "the scheduled tokens")
-        self.guard.expect_type(preempted, list, "the preempted ids")
         unlisted = [r for r in before if r.request_id not in preempted and not any(r is x for x in self.running)]
         if unlisted:
             self.running[:] = before

@@ -33,9 +33,9 @@ PLUGGED: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
         "requests run > max_num_seqs=2",
         {"max_num_seqs": 2},
     ),
-    ("06.schedule_with_preemption", "returns_a_list_pair"): ("schedule_step", "expected (scheduled, preempted)", {}),
-    ("06.schedule_with_preemption", "preempted_as_a_tuple"): ("schedule_step", "the preempted ids", {}),
-    ("06.schedule_with_preemption", "preempted_as_a_set"): ("schedule_step", "the preempted ids", {}),
+    ("06.schedule_with_preemption", "returns_a_list_pair"): ("schedule_step", "returned a list, not a tuple", {}),
+    ("06.schedule_with_preemption", "preempted_as_a_tuple"): ("schedule_step", "second item is a tuple", {}),
+    ("06.schedule_with_preemption", "preempted_as_a_set"): ("schedule_step", "second item is a set", {}),
 }
 
 
@@ -85,5 +85,5 @@ def test_the_tile_load_guard_holds_an_fp16_tile_to_fp16(name: str | None) -> Non
         rows, _ = load(cache, table, 4, 4, 6)
         assert rows.dtype == torch.float16
         return
-    with pytest.raises(ComponentError, match="but the cache is torch.float16: a tile keeps the cache's dtype"):
+    with pytest.raises(ComponentError, match=r"rows from a torch.float16 cache \(the tile keeps the cache's dtype"):
         load(cache, table, 4, 4, 6)

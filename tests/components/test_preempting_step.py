@@ -112,7 +112,7 @@ WRONG = {
     ),
     "returns only the schedule (lab 05's shape)": (
         ("    return scheduled, preempted", "    return scheduled"),
-        "expected (scheduled, preempted)",
+        "returned a dict, not a tuple",
         {},
     ),
 }

@@ -194,11 +194,11 @@ def _hangs(*args: Any) -> Any:
 
 
 BAD = [
-    ("radix", "match_prefix", _returns_none, "match_prefix returned NoneType, expected (value list, last node)"),
+    ("radix", "match_prefix", _returns_none, "match_prefix returned a NoneType, not a tuple"),
     ("radix", "insert", _raises, "it raised KeyError: 'oops'"),
-    ("radix", "evict", _returns_none, "it returned NoneType for the freed slots, expected list"),
+    ("radix", "evict", _returns_none, "evict returned a NoneType, not a list"),
     ("fork_cow", "fork", _raises, "it raised KeyError: 'oops'"),
-    ("fork_cow", "fork", _returns_none, "does not have the parent's table and length"),
+    ("fork_cow", "fork", _returns_none, "fork returned a NoneType without a block_table"),
     ("fork_cow", "append_token", _hangs, "did not return within 0.3 s"),
 ]
 

@@ -47,7 +47,7 @@ CASES: list[tuple[str, str, Callable[..., Any], bool, str, list[list[int]] | Non
     ("02.slot_mapping", "slot_mapping", slot_mapping_64, False, "64 slots for 80 positions", LONG),
     ("02.slot_mapping", "slot_mapping", slot_mapping_past_last_block, True, "outside the request's blocks", None),
     ("05.schedule_with_budget", "schedule_step", schedule_with_budget, True, "was allocate_slots called", None),
-    ("08.load_kv_tile", "kv_tile_load", tile_load_int_mask, True, "expected torch.bool", None),
+    ("08.load_kv_tile", "kv_tile_load", tile_load_int_mask, True, "not torch.bool", None),
 ]
 
 

@@ -13,8 +13,11 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from hypothesis import strategies as hst
+
 from pagedlab.analysis.contiguous import CATEGORIES, contiguous_replay_steps, contiguous_snapshot
 from pagedlab.grading.contract import observe_unchanged, read_only
+from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.sim.traces import TraceRequest
 from pagedlab.viz.pictures import render_arena
@@ -105,14 +108,14 @@ def _kv_hint(expected: Any, got: Any, cfg: Any) -> str | None:  # noqa: C901 - o
             f"you counted {heads} heads; with grouped-query attention only the {kv} KV heads "
             "(num_key_value_heads) store keys and values"
         )
-    if "head_dim" in cfg and abs(r - hd_default / cfg["head_dim"]) < 1e-9:
+    if cfg.get("head_dim") and abs(r - hd_default / cfg["head_dim"]) < 1e-9:
         return (
             f"this config gives head_dim={cfg['head_dim']} explicitly; hidden_size // num_attention_heads "
             f"= {hd_default} is only the default when head_dim is missing"
         )
     if abs(r - 2 / b) < 1e-9 or abs(r - 1 / b) < 1e-9 or abs(r - 4 / b) < 1e-9:
         return f"torch_dtype {cfg['torch_dtype']!r} is {b} bytes per element"
-    if "num_key_value_heads" not in cfg:
+    if not cfg.get("num_key_value_heads"):
         return "this config has no num_key_value_heads: every attention head has its own K and V"
     return "2 (K and V) x layers x KV heads x head_dim x bytes per element"
 
@@ -261,3 +264,120 @@ def _replay_test(title: str, seed: int, policy: str, steps: int) -> None:
 
 _replay_test("every step of a replay with max-length reservations (Orca Max)", 1, "max", 40)
 _replay_test("every step of a replay with power-of-two reservations (Orca Pow2)", 2, "pow2", 40)
+
+
+# --- differential tests (random cases against the reference, pagedlab.grading.differential) ------------
+# The real configs' field ranges: what the hand-written tests above never build - a field present but
+# null (transformers writes head_dim / num_key_value_heads as null for some models, and the engine's own
+# loader treats null as missing), an explicit head_dim on any model type (Qwen3, Mistral-Nemo: not just
+# Gemma), multi-query attention (1 KV head), MHA model types other than OPT.
+_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi", "opt", "gpt_neox", "olmo")
+_HEADS = (1, 2, 4, 8, 9, 12, 14, 16, 20, 24, 25, 28, 32, 40, 48, 64, 96, 128)
+_HEAD_DIMS = (64, 128, 32, 48, 80, 96, 112, 160, 256)
+
+
+@hst.composite
+def _config_case(draw: Any) -> dict[str, Any]:
+    """One config.json as the engine reads it: the fields that matter, each missing / null / set."""
+    heads = draw(hst.sampled_from(_HEADS))
+    hd = draw(hst.sampled_from(_HEAD_DIMS))
+    cfg: dict[str, Any] = {
+        "model_type": draw(hst.sampled_from(_MODEL_TYPES)),
+        "num_hidden_layers": draw(hst.integers(1, 128)),
+        "hidden_size": heads * hd,
+        "num_attention_heads": heads,
+    }
+    kv = draw(hst.sampled_from(("set", "missing", "null", "mqa", "mha")))
+    if kv == "set":
+        cfg["num_key_value_heads"] = draw(hst.sampled_from([d for d in range(1, heads + 1) if heads % d == 0]))
+    elif kv in ("mqa", "mha"):
+        cfg["num_key_value_heads"] = 1 if kv == "mqa" else heads
+    elif kv == "null":
+        cfg["num_key_value_heads"] = None
+    head_dim = draw(hst.sampled_from(("missing", "null", "same", "other")))
+    if head_dim == "null":
+        cfg["head_dim"] = None
+    elif head_dim == "same":
+        cfg["head_dim"] = hd
+    elif head_dim == "other":
+        cfg["head_dim"] = draw(hst.sampled_from([d for d in _HEAD_DIMS if d != hd]))
+    cfg["torch_dtype"] = draw(hst.sampled_from(sorted(_BYTES)))
+    return cfg
+
+
+@differential(
+    KV,
+    _config_case(),
+    examples=60,
+    draws="HF configs: 10 model types, 1-128 layers, 1-128 heads, KV heads a divisor (1 = MQA) / missing / null, "
+    "head_dim missing / null / equal to or unlike hidden_size // heads, fp32 / fp16 / bf16",
+)
+def _(fn: Any, case: dict[str, Any], rec: Any) -> None:
+    rec.step(f"kv_bytes_per_token({case})")
+    rec.state(dict(case))
+    given = copy.deepcopy(case)
+    before = read_only(config=given)
+    rec.observe("bytes per token", fn(given), hint=_kv_hint)
+    observe_unchanged(rec, before, config=given)
+
+
+def _arena_case() -> Any:
+    """One contiguous arena as the replay leaves it: reservations placed anywhere (first-fit after frees puts
+    later requests into earlier holes), listed in admission order (ids ``r<arrival index>`` rising along the
+    list, so neither id nor list order is address order), holes of any size (none, adjacent reservations, at
+    either end), nothing running at all, and nobody or somebody waiting whose size is often a hole's own."""
+
+    @hst.composite
+    def case(draw: Any) -> dict[str, Any]:
+        n = draw(hst.one_of(hst.just(0), hst.integers(1, 7)))
+        gaps = draw(hst.lists(hst.sampled_from([0, 0, 1, 2, 3, 5, 8, 13, 21]), min_size=n + 1, max_size=n + 1))
+        sizes = draw(hst.lists(hst.integers(1, 40), min_size=n, max_size=n))
+        placed, pos = [], gaps[0]
+        for size, gap in zip(sizes, gaps[1:]):
+            placed.append((pos, size))
+            pos += size + gap
+        capacity = max(pos, 1)
+        order = draw(hst.permutations(range(n)))
+        ids = sorted(draw(hst.lists(hst.integers(0, 40), min_size=n, max_size=n, unique=True)))
+        requests = []
+        for rid, k in zip(ids, order):
+            start, reserved = placed[k]
+            final_len = draw(hst.integers(1, reserved))
+            num_tokens = draw(hst.integers(1, final_len))
+            requests.append(
+                {
+                    "id": f"r{rid}",
+                    "start": start,
+                    "reserved": reserved,
+                    "num_tokens": num_tokens,
+                    "final_len": final_len,
+                }
+            )
+        holes = [g for g in gaps if g]
+        near_a_hole = hst.sampled_from(holes or [1]).flatmap(lambda h: hst.sampled_from([h, h - 1, h + 1]))
+        need = draw(hst.one_of(hst.just(0), hst.integers(1, capacity + 1), near_a_hole, near_a_hole))
+        return {"capacity": capacity, "next_request_size": max(0, need), "requests": requests}
+
+    return case()
+
+
+def _describe_arena(snap: dict[str, Any]) -> str:
+    reqs = ", ".join(
+        f"{r['id']} at {r['start']}+{r['reserved']} ({r['num_tokens']}/{r['final_len']} tokens)"
+        for r in snap["requests"]
+    )
+    return (
+        f"arena of {snap['capacity']} slots, next request needs {snap['next_request_size']}; requests: {reqs or 'none'}"
+    )
+
+
+@differential(
+    WASTE,
+    _arena_case(),
+    examples=60,
+    describe=_describe_arena,
+    draws="arenas of 0-7 reservations (1-40 slots) with holes of 0-21 slots anywhere, listed in admission order "
+    "(not address or id order), 1 <= num_tokens <= final_len <= reserved, next request 0 / any size / a hole's size +-1",
+)
+def _(fn: Any, case: dict[str, Any], rec: Any) -> None:
+    _observe_snapshot(fn, rec, copy.deepcopy(case), "waste_accounting(the arena above)")

@@ -15,9 +15,13 @@ from collections.abc import Sequence
 from types import MemberDescriptorType
 from typing import Any
 
+from hypothesis import strategies as st
+
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.contract import observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
+from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.viz.pictures import render_queue_rows
 
 # --- instrumented blocks ----------------------------------------------------------------------------
@@ -380,7 +384,9 @@ def _(Queue: Any, rec: Any) -> None:
     _op(q, pool, rec, "remove", 2)
     _op(q, pool, rec, "append", 2)
     rec.step("q.get_all_free_blocks()")
-    rec.observe("blocks listed", [pool.bid(b) for b in q.get_all_free_blocks()])
+    listed = q.get_all_free_blocks()
+    observe_contract(rec, contracts.GET_ALL_FREE_BLOCKS, listed)
+    rec.observe("blocks listed", [pool.bid(b) for b in listed])
     hint = "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"
     _show_queue(q, pool, rec, "free queue after listing it", hint)
 
@@ -509,7 +515,9 @@ def _slot_case(
     rec.state(st)
     table, pos = list(block_table), list(positions)
     before = read_only(block_table=table, positions=pos)
-    rec.observe("slots", fn(table, pos, block_size), hint=_slot_hint)
+    slots = fn(table, pos, block_size)
+    observe_contract(rec, contracts.SLOT_MAPPING, slots)
+    rec.observe("slots", slots, hint=_slot_hint)
     observe_unchanged(rec, before, block_table=table, positions=pos)
 
 
@@ -538,3 +546,236 @@ def _(fn: Any, rec: Any) -> None:
             table = rng.sample(range(32), nblocks)
             positions = [rng.randrange(nblocks * bs) for _ in range(rng.randint(1, 10))]
             _slot_case(fn, rec, table, positions, bs, 32)
+
+
+# --- differential tests (random cases against the reference, pagedlab.grading.differential) ------------
+# 02.free_queue: what the hand-written tests never build - several queues alive at once (the engine keeps
+# a GPU and a CPU pool), operations interleaved between them, every queue's whole state compared after
+# every operation on any of them, the lists given (BlockPool.blocks, the freed blocks) compared after the
+# call, get_all_free_blocks's type, and num_free_blocks read on long queues (the scheduler reads it every
+# step).
+_FQ_KINDS = ("popleft", "remove", "append", "prepend_n", "get_all_free_blocks", "num_free_blocks")
+
+
+def _fq_case() -> Any:
+    @st.composite
+    def case(draw: Any) -> dict[str, Any]:
+        queues: list[list[Any]] = []
+        inside: list[list[int]] = []
+        for _ in range(draw(st.integers(1, 3))):
+            n = draw(st.sampled_from([0, 1, 2, 3, 5, 8, 12, 40, 40]))
+            if draw(st.booleans()):
+                ids = list(range(n))  # as BlockPool builds its queue: every block, in id order
+            else:
+                ids = draw(st.permutations(range(n)))[: draw(st.integers(0, n))]
+            queues.append([n, list(ids)])
+            inside.append(list(ids))
+        ops: list[list[Any]] = []
+        for _ in range(draw(st.integers(0, 24))):
+            qi = draw(st.integers(0, len(queues) - 1))
+            ins = inside[qi]
+            out = [b for b in range(queues[qi][0]) if b not in ins]
+            kind = draw(st.sampled_from(_FQ_KINDS))
+            if kind == "popleft":
+                ops.append([qi, kind, None])
+                del ins[:1]
+            elif kind == "remove" and ins:
+                b = draw(st.sampled_from(ins))
+                ops.append([qi, kind, b])
+                ins.remove(b)
+            elif kind == "append" and out:
+                b = draw(st.sampled_from(out))
+                ops.append([qi, kind, b])
+                ins.append(b)
+            elif kind == "prepend_n":
+                some = draw(st.permutations(out))[: draw(st.integers(0, min(3, len(out))))]
+                ops.append([qi, kind, list(some)])
+                ins[:0] = some
+            elif kind in ("get_all_free_blocks", "num_free_blocks"):
+                ops.append([qi, kind, None])
+        return {"queues": queues, "ops": ops}
+
+    return case()
+
+
+def _describe_fq(case: dict[str, Any]) -> str:
+    pools = ", ".join(f"q{i + 1} over pool {i + 1} ({_n(n, 'block')})" for i, (n, _) in enumerate(case["queues"]))
+    return f"{pools}; {_n(len(case['ops']), 'operation')}"
+
+
+def _popleft_hint(expected: Any, got: Any, state: Any) -> str:
+    if got == "returns a block that is not one of its own":
+        return (
+            "popleft() handed out a block that is not one of this queue's own blocks: does another queue share "
+            "its sentinel blocks? Create them in __init__ (self....), one pair per queue, not as class attributes"
+        )
+    if expected == "raises ValueError":
+        return "raise ValueError (or a subclass) when there is no free block; never return None"
+    return "this queue holds blocks: popleft() hands out its front block"
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _kept_list_hint(what: str, why: str) -> Any:
+    def hint(expected: Any, got: Any, state: Any) -> str:
+        return f"{what} changed the list of blocks it was given (it is now {got}): {why}; read it, do not pop from it"
+
+    return hint
+
+
+def _fq_states(queues: list[Any], pools: list[Pool], rec: Any, hint: Any) -> None:
+    """Record every queue's whole state: its order through the links and its num_free_blocks."""
+    for i, (q, pool) in enumerate(zip(queues, pools), 1):
+        st_ = pool.state(q)
+        rec.state(st_)
+        rec.observe(f"q{i}, front first", st_["queue"], hint=hint)
+        rec.observe(f"q{i}.num_free_blocks", st_["num_free_blocks"])
+
+
+def _fq_popleft(q: Any, pool: Pool, name: str, rec: Any) -> None:
+    """``q.popleft()``: what it does (raises / returns one of its blocks / another's), and the block."""
+    rec.step(f"{name}.popleft()")
+    _Counter.n = 0
+    try:
+        got = pool.bid(q.popleft())
+    except ValueError:
+        outcome, got = "raises ValueError", None
+    except NotImplementedError:
+        raise
+    except Exception as e:  # noqa: BLE001 - recorded as what popleft() does
+        outcome, got = f"raises {type(e).__name__}", None
+    else:
+        outcome = "returns one of its blocks" if type(got) is int else "returns a block that is not one of its own"
+    rec.observe("what popleft() does", outcome, hint=_popleft_hint)
+    if type(got) is int:
+        rec.observe("block returned", got, hint=_LIFO_HINT)
+
+
+def _fq_op(q: Any, pool: Pool, name: str, op: str, arg: Any, rec: Any) -> Any:
+    """One operation on queue ``q`` (its step, cost and result recorded); returns the hint of the orders after it."""
+    if op == "prepend_n":
+        ids = list(arg)
+        rec.step(f"{name}.prepend_n(blocks {ids})")
+        given = [pool.blocks[i] for i in ids]
+        _Counter.n = 0
+        q.prepend_n(given)
+        rec.observe("link reads/writes and == comparisons", _Counter.n, at_most=16 + 4 * len(ids), hint=_O1_HINT)
+        after = [pool.bid(b) for b in given]
+        rec.observe(
+            "the list given to prepend_n, after the call",
+            True if after == ids else after,
+            hint=_kept_list_hint(
+                "prepend_n", "the block pool still reads it after the call (it traces the freed blocks)"
+            ),
+        )
+        return _prepend_hint(ids)
+    if op == "popleft":
+        _fq_popleft(q, pool, name, rec)
+    elif op == "remove":
+        rec.step(f"{name}.remove(block {arg})")
+        _Counter.n = 0
+        q.remove(pool.blocks[arg])
+    elif op == "append":
+        rec.step(f"{name}.append(block {arg})")
+        _Counter.n = 0
+        q.append(pool.blocks[arg])
+    elif op == "get_all_free_blocks":
+        rec.step(f"{name}.get_all_free_blocks()")
+        listed = q.get_all_free_blocks()
+        observe_contract(rec, contracts.GET_ALL_FREE_BLOCKS, listed)
+        rec.observe("blocks listed", [pool.bid(b) for b in listed])
+        return "get_all_free_blocks only reads: walk the links from the head, do not pop the blocks"
+    else:
+        rec.step(f"{name}.num_free_blocks on a queue of {_n(len(pool.walk()), 'block')}")
+        _Counter.n = 0
+        rec.observe(f"{name}.num_free_blocks", q.num_free_blocks)
+        rec.observe(
+            "link reads/writes and == comparisons to read it",
+            _Counter.n,
+            at_most=16,
+            hint="the scheduler reads num_free_blocks at every step: keep a count that each operation updates; "
+            "counting the blocks by walking the list is O(n) per read",
+        )
+        return _ORDER_HINT
+    rec.observe("link reads/writes and == comparisons", _Counter.n, at_most=16, hint=_O1_HINT)
+    return _ORDER_HINT
+
+
+_O1_HINT = "walking the list (or list.remove / `in` on a Python list) costs O(n); use the block's own prev/next links to unlink it"
+
+
+@differential(
+    FQ,
+    _fq_case(),
+    examples=60,
+    describe=_describe_fq,
+    draws="1-3 queues alive at once, each over its own pool of 0-40 blocks (all in id order as BlockPool builds it, "
+    "or any subset in any order), 0-24 legal operations interleaved between them (popleft also when empty, remove, "
+    "append, prepend_n of 0-3, get_all_free_blocks, num_free_blocks)",
+)
+def _(Queue: Any, case: dict[str, Any], rec: Any) -> None:
+    pools: list[Pool] = []
+    queues: list[Any] = []
+    for i, (n, ids) in enumerate(case["queues"], 1):
+        pool = Pool(n, counting=True)
+        given = [pool.blocks[b] for b in ids]
+        rec.step(f"q{i} = FreeKVCacheBlockQueue(blocks {ids}) over pool {i} ({_n(n, 'block')})")
+        q = Queue(given)
+        pools.append(pool)
+        queues.append(q)
+        after = [pool.bid(b) for b in given]
+        rec.observe(
+            "the list given to FreeKVCacheBlockQueue(...), after the call",
+            True if after == ids else after,
+            hint=_kept_list_hint("__init__", "the block pool keeps using that list (it is BlockPool.blocks)"),
+        )
+        _fq_states(queues, pools, rec, "the blocks given, in the order given")
+    for qi, op, arg in case["ops"]:
+        hint = _fq_op(queues[qi], pools[qi], f"q{qi + 1}", op, arg, rec)
+        _fq_states(queues, pools, rec, hint)
+
+
+# 02.slot_mapping: block tables as the pool hands them out after frees (any order, ids up to 4095), block
+# sizes 1-32, the positions the model runner passes (one consecutive run: a prefill, a chunk starting
+# mid-prompt, a decode) and any positions in any order (the contract), the type the engine takes.
+def _slot_map_case() -> Any:
+    @st.composite
+    def case(draw: Any) -> dict[str, Any]:
+        bs = draw(st.sampled_from([16, 1, 2, 3, 4, 8, 32]))
+        nblocks = draw(st.integers(1, 12))
+        num_gpu_blocks = draw(st.sampled_from([nblocks, 16, 64, 512, 4096]))
+        num_gpu_blocks = max(num_gpu_blocks, nblocks)
+        table = draw(st.lists(st.integers(0, num_gpu_blocks - 1), min_size=nblocks, max_size=nblocks, unique=True))
+        cap = nblocks * bs
+        if draw(st.booleans()):  # the model runner: one run of consecutive positions ending in the last block
+            end = draw(st.integers((nblocks - 1) * bs + 1, cap))
+            start = draw(st.one_of(st.just(end - 1), st.integers(0, end - 1)))
+            positions = list(range(start, end))
+        else:
+            one_anywhere = st.integers(0, cap - 1).map(lambda pos: [pos])  # a single position in any block
+            positions = draw(st.one_of(one_anywhere, st.lists(st.integers(0, cap - 1), min_size=1, max_size=12)))
+        return {"block_table": table, "positions": positions, "block_size": bs, "num_gpu_blocks": num_gpu_blocks}
+
+    return case()
+
+
+@differential(
+    SLOT,
+    _slot_map_case(),
+    examples=60,
+    draws="block tables of 1-12 distinct ids in any order (pools of up to 4096 blocks), block sizes 1-32, positions "
+    "one consecutive run ending in the last block (prefill, chunk, decode) or 1-12 anywhere in any order",
+)
+def _(fn: Any, case: dict[str, Any], rec: Any) -> None:
+    table, positions, bs = case["block_table"], case["positions"], case["block_size"]
+    shown = positions if len(positions) <= 8 else f"[{positions[0]}...{positions[-1]}: {len(positions)} positions]"
+    rec.step(f"slot_mapping({table}, {shown}, block_size={bs})")
+    rec.state(dict(case))
+    t, p = list(table), list(positions)
+    before = read_only(block_table=t, positions=p)
+    slots = fn(t, p, bs)
+    observe_contract(rec, contracts.SLOT_MAPPING, slots)
+    rec.observe("slots", slots, hint=_slot_hint)
+    observe_unchanged(rec, before, block_table=t, positions=p)

@@ -16,10 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedlab.grading.contract import observe_same_object
+from hypothesis import strategies as st
+
+from pagedlab.grading.contract import observe_contract, observe_same_object
+from pagedlab.grading.differential import differential
 from pagedlab.grading.kit import RefCountedPool, Seq
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.grading.rpc import is_a, type_name
+from pagedlab.parts import contracts
 from pagedlab.viz.pictures import pool_snapshot
 
 
@@ -139,16 +143,13 @@ def _fork_step(fork: Any, w: World, parent: Seq, child_id: str, rec: Any) -> Seq
     before = list(parent.block_table)
     rec.step(f"fork(pool, {parent.seq_id} with table {before} and {parent.num_tokens} tokens, {child_id!r})")
     child = fork(w.pool, parent, child_id)
+    observe_contract(rec, contracts.FORK, child)
     if not is_a(child, Seq):  # the child may live in the learner's process (pagedlab grade)
         rec.fail(f"fork must return the child Seq; it returned {type_name(child)}")
     w.seqs[child_id] = child
     rec.state(w.state())
     rec.observe("child's seq_id", child.seq_id)
-    rec.observe(
-        "child's block table",
-        list(child.block_table),
-        hint="the child uses the very same physical blocks as the parent: nothing is allocated or copied",
-    )
+    rec.observe("child's block table", list(child.block_table), hint=_child_table_hint)
     rec.observe("child's num_tokens", child.num_tokens)
     rec.observe("parent's block table after the fork", list(parent.block_table))
     rec.observe(
@@ -164,6 +165,28 @@ def _fork_step(fork: Any, w: World, parent: Seq, child_id: str, rec: Any) -> Seq
         "appends would also appear in the parent's table",
     )
     return child
+
+
+def _same_blocks_reordered(expected: Any, got: Any) -> bool:
+    return isinstance(got, list) and got != expected and sorted(map(repr, got)) == sorted(map(repr, expected))
+
+
+def _child_table_hint(expected: Any, got: Any, state: Any) -> str:
+    if _same_blocks_reordered(expected, got):
+        return (
+            "the child's logical block i is the parent's block_table[i]: keep the parent's order (a pool that "
+            "got blocks back hands them out in any id order)"
+        )
+    return "the child uses the very same physical blocks as the parent: nothing is allocated or copied"
+
+
+def _table_order_hint(expected: Any, got: Any, state: Any) -> str | None:
+    if _same_blocks_reordered(expected, got):
+        return (
+            "a block table is in logical order (entry i holds tokens i * block_size ...), not in block-id order: "
+            "never sort it; the block a token goes into is block_table[-1] or a new one appended"
+        )
+    return None
 
 
 def _play(script: str, w: World, rec: Any, fork: Any = None, append_token: Any = None) -> None:
@@ -237,6 +260,7 @@ def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
     rec.step(f"append_token(pool, {seq.seq_id}) - token {pos}, table {list(seq.block_table)}")
     table = seq.block_table
     copy = append_token(w.pool, seq)
+    observe_contract(rec, contracts.APPEND_TOKEN, copy)
     if copy is not None:
         try:
             w.copies.append([int(x) for x in copy])
@@ -250,7 +274,7 @@ def _append_step(append_token: Any, w: World, seq: Seq, rec: Any) -> None:
     rec.state(w.state())
     rec.observe("returned", copy, hint=_copy_hint)
     rec.observe(f"{seq.seq_id}'s num_tokens", seq.num_tokens, hint="count the new token: seq.num_tokens += 1")
-    rec.observe(f"{seq.seq_id}'s block table", list(seq.block_table))
+    rec.observe(f"{seq.seq_id}'s block table", list(seq.block_table), hint=_table_order_hint)
     rec.observe("ref_cnt of every block", w.pool.ref_cnts())
     rec.observe("free blocks", w.pool.num_free_blocks)
     observe_same_object(
@@ -296,3 +320,169 @@ _APPEND_TESTS: list[tuple[str, int, int, str]] = [
 # fmt: on
 for _args in _APPEND_TESTS:
     _script_test(APPEND, *_args)
+
+
+# --- differential tests (random cases against the reference, pagedlab.grading.differential) ------------
+# What the hand-written scripts never build: sequences that finish and give their blocks back, so the pool
+# hands out tables out of block-id order ([2, 1, 0], [5, 0, 3] ...) and forks share them; block sizes 1-8;
+# many sequences alive at once, each call's whole state compared: the sequence's table (in place), length
+# and the copy returned, every other sequence's table and length, every ref_cnt, the free queue's order.
+# The pool always has room (the engine never calls these on a pool that is short: it preempts first).
+def _cow_case(last: str) -> Any:
+    """A script of moves ending with ``last`` ("fork" or "append"), on a pool just big enough for it."""
+
+    @st.composite
+    def case(draw: Any) -> dict[str, Any]:
+        bs = draw(st.sampled_from([4, 1, 2, 3, 8]))
+        moves: list[list[int | str]] = [["new", draw(st.integers(1, 3 * bs))]]
+        if draw(st.booleans()):  # a request finishes early: the pool's front now holds its blocks, last freed first
+            moves += [["new", draw(st.integers(1, 3 * bs))], ["finish", 0]]
+        for _ in range(draw(st.integers(0, 12))):
+            kind = draw(st.sampled_from(["new", "fork", "append", "append", "finish"]))
+            if kind == "new":
+                moves.append(["new", draw(st.integers(1, 3 * bs))])
+            elif kind == "append":
+                moves.append(["append", draw(st.integers(0, 7)), draw(st.integers(1, bs + 1))])
+            else:
+                moves.append([kind, draw(st.integers(0, 7))])
+        parent = draw(st.integers(0, 7))
+        forks = 1 if last == "fork" else draw(st.integers(0, 2))
+        moves += [["fork", parent]] * forks  # maybe samples forked from one sequence, then the newest one appends
+        if last == "append":
+            moves.append(["append", -1 if forks else draw(st.integers(0, 7)), 1])
+        # blocks the moves could ever hold at once: a prefill's blocks, one per token appended (a new block or a copy)
+        demand = sum(-(-int(m[1]) // bs) if m[0] == "new" else int(m[2]) if m[0] == "append" else 0 for m in moves)
+        return {"num_blocks": demand + draw(st.integers(0, 3)), "block_size": bs, "moves": moves}
+
+    return case()
+
+
+def _seq_name(k: int) -> str:
+    return chr(ord("A") + k % 26) + (str(k // 26) if k >= 26 else "")
+
+
+def _cow_script(case: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """The case's moves with names: ``("new", "A", tokens)``, ``("fork", parent, child)``,
+    ``("append", seq, tokens)``, ``("finish", seq, None)``; a move on a live sequence picks it by index
+    (modulo the live ones, in creation order), and is dropped while none is alive."""
+    live: list[str] = []
+    made = 0
+    out: list[tuple[str, str, Any]] = []
+    for move in case["moves"]:
+        kind = move[0]
+        if kind == "new":
+            name, made = _seq_name(made), made + 1
+            live.append(name)
+            out.append(("new", name, move[1]))
+            continue
+        if not live:
+            continue
+        sid = live[int(move[1]) % len(live)]
+        if kind == "fork":
+            child, made = _seq_name(made), made + 1
+            live.append(child)
+            out.append(("fork", sid, child))
+        elif kind == "append":
+            out.append(("append", sid, move[2]))
+        else:
+            live.remove(sid)
+            out.append(("finish", sid, None))
+    return out
+
+
+def _describe_cow(case: dict[str, Any]) -> str:
+    words = {
+        "new": lambda s, a: f"{s}={a}",
+        "fork": lambda s, a: f"{s}>{a}",
+        "append": lambda s, a: f"{s}+{a}",
+        "finish": lambda s, a: f"{s} finishes",
+    }
+    script = ", ".join(words[k](s, a) for k, s, a in _cow_script(case))
+    n, bs = case["num_blocks"], case["block_size"]
+    return (
+        f"a pool of {n} block{'s' * (n != 1)} of {bs} token{'s' * (bs != 1)}; {script} "
+        "(A=10: prefill A with 10 tokens, A>B: fork A into B, A+2: 2 more tokens for A)"
+    )
+
+
+def _own_append(w: World, seq: Seq) -> None:
+    """The test's own one-token append (where the learner's append_token is not under test)."""
+    pool = w.pool
+    if seq.num_tokens % pool.block_size == 0:
+        seq.block_table.append(pool.allocate())
+    elif pool.ref_cnt(seq.block_table[-1]) > 1:
+        new = pool.allocate()
+        pool.free(seq.block_table[-1])
+        seq.block_table[-1] = new
+    seq.num_tokens += 1
+
+
+def _observe_rest(w: World, rec: Any, mine: set[str]) -> None:
+    """Every sequence the call was not about, and the free queue (which block the pool hands out next)."""
+    rec.observe(
+        "the other sequences' tables and lengths",
+        {sid: [list(s.block_table), s.num_tokens] for sid, s in w.seqs.items() if sid not in mine},
+        hint="the call changes only the sequence it is given (and the pool's counts)",
+    )
+    rec.observe("free queue, next allocated first", w.pool.free_queue())
+
+
+def _cow_play(case: dict[str, Any], rec: Any, fork: Any = None, append_token: Any = None) -> None:
+    """Play a case: the learner's function where it is under test, the test's own moves elsewhere."""
+    w = World(case["num_blocks"], case["block_size"])
+    for kind, sid, arg in _cow_script(case):
+        if kind == "new":
+            seq = w.prefill(sid, arg)
+            rec.step(f"the test prefills {sid} with {arg} tokens (the pool hands out blocks {seq.block_table})")
+            rec.state(w.state())
+        elif kind == "fork" and fork is not None:
+            parent = w.seqs[sid]
+            table = parent.block_table
+            _fork_step(fork, w, parent, arg, rec)
+            rec.observe(
+                f"{sid}'s block table is the same list object after the fork",
+                parent.block_table is table,
+                hint="fork must leave the parent as it is, its list object too (the engine keeps using it): "
+                "give the CHILD a new list",
+            )
+            _observe_rest(w, rec, {sid, arg})
+        elif kind == "fork":
+            rec.step(f"the test forks {sid} into {arg} (both hold blocks {list(w.seqs[sid].block_table)})")
+            w.share(w.seqs[sid], arg)
+            rec.state(w.state())
+        elif kind == "append":
+            for _ in range(arg):
+                seq = w.seqs[sid]
+                if append_token is not None:
+                    _append_step(append_token, w, seq, rec)
+                    _observe_rest(w, rec, {sid})
+                else:
+                    rec.step(f"the test appends token {seq.num_tokens} to {sid} (table {list(seq.block_table)})")
+                    _own_append(w, seq)
+                    rec.state(w.state())
+        else:
+            table = list(w.seqs[sid].block_table)
+            rec.step(f"{sid} finishes: the test frees its blocks {table}")
+            for b in dict.fromkeys(table):
+                w.pool.free(b)
+            del w.seqs[sid]
+            rec.state(w.state())
+
+
+_COW_DRAWS = (
+    "scripts of a prefill, maybe a second request that finishes early, 0-12 random moves (prefill 1-3 blocks' worth, "
+    "fork, append 1 to block_size+1 tokens, finish: its blocks go back to the pool's front, so later tables are out "
+    "of id order), block sizes 1-8, a pool just big enough"
+)
+
+
+@differential(FORK, _cow_case("fork"), examples=60, describe=_describe_cow, draws=_COW_DRAWS + ", ending with a fork")
+def _(fork: Any, case: dict[str, Any], rec: Any) -> None:
+    _cow_play(case, rec, fork=fork)
+
+
+@differential(
+    APPEND, _cow_case("append"), examples=60, describe=_describe_cow, draws=_COW_DRAWS + ", ending with an append"
+)
+def _(append_token: Any, case: dict[str, Any], rec: Any) -> None:
+    _cow_play(case, rec, append_token=append_token)

@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.grading.contract import observe_contract
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.request import Request
 from pagedlab.sampling_params import SamplingParams
 
@@ -179,6 +181,7 @@ def run_workload(
         before = sim.ids(sim.running)
         missing = {rid: r.num_tokens - r.num_computed_tokens for rid, r in sim.requests.items()}
         scheduled = call(sim)
+        observe_contract(rec, contracts.SCHEDULE_STEP, scheduled)
         rec.observe(
             "scheduled {request_id: tokens}",
             scheduled,

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.grading.contract import observe_shape
+from pagedlab.grading.contract import observe_contract
 from pagedlab.grading.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.request import Request
 
 
@@ -226,6 +227,7 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
     before = sim.ids(sim.running)
     swapped_before = sim.ids(sim.swapped)
     out = fn(sim.running, sim.waiting, sim.swapped, sim.kv, max_num_seqs, policy, mode)
+    observe_contract(rec, contracts.SCHEDULE_WITH_PREEMPTION, out)
     # running again after being in the CPU pool (swapped before the call, or swapped out by it and
     # back), in a step that preempted: always none for the reference, which swaps in only when it did not
     victims = set(out[1]) if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list) else set()
@@ -237,13 +239,6 @@ def _step(fn: Any, rec: Any, sim: PreemptSim, max_num_seqs: int, policy: str, mo
         rec.fail(
             f"schedule_with_preemption must return a pair (scheduled, preempted); it returned {type(out).__name__}"
         )
-    observe_shape(
-        rec,
-        "the returned pair",
-        out,
-        "a tuple (dict, list) - the scheduled dict, then the list of preempted ids",
-        depth=1,
-    )
     rec.observe("preempted in this step", preempted, hint=_preempted_hint(policy))
     rec.observe("swapped back in during this preempting step", came_back, hint=_swapped_back_hint)
     rec.observe(

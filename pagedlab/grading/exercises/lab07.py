@@ -18,11 +18,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from pagedlab.grading.contract import observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
 from pagedlab.grading.rpc import is_a
+from pagedlab.parts import contracts
 
 
 def tree_state(root: TreeNode) -> dict[str, Any]:
@@ -172,6 +173,7 @@ def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     key = list(key)
     before = read_only(key=key)
     out = fn(root, key, now)
+    observe_contract(rec, contracts.MATCH_PREFIX, out)
     try:
         value, node = out
     except (TypeError, ValueError):
@@ -231,6 +233,7 @@ def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: 
     key = list(key)
     before = read_only(key=key, value=value)
     got = fn(root, key, value, now)
+    observe_contract(rec, contracts.INSERT, got)
     rec.observe(
         "returned (tokens already cached)",
         got,
@@ -290,6 +293,7 @@ def _evict(fn: Any, rec: Any, root: TreeNode, n: int, locked: Sequence[TreeNode]
     rec.step(f"evict(root, {n})")
     inner = {s for x in _nodes(root) if x.children and x is not root for s in x.value}
     got = fn(root, n)
+    observe_contract(rec, contracts.EVICT, got)
     alive = {id(x) for x in _nodes(root)}
     for node in locked:
         if id(node) not in alive:

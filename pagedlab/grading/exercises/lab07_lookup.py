@@ -20,7 +20,9 @@ from typing import Any
 
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockPool
+from pagedlab.grading.contract import observe_contract
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.request import Request
 
 #: Chain root of the tests (a fixed seed: both runs of a test see the same hashes).
@@ -121,6 +123,7 @@ def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size
     rec.step(f"get_computed_blocks(request with {len(tokens)} tokens, block_pool, block_size={block_size})")
     before = pool_state(pool)
     out = fn(req, pool, block_size)
+    observe_contract(rec, contracts.GET_COMPUTED_BLOCKS, out)
     try:
         got, num = out
     except (TypeError, ValueError):

@@ -10,8 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from pagedlab.grading.contract import observe_contract
 from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.parts.poison import poisoned_allocations
 
 
@@ -116,18 +118,13 @@ def _case(
             + ": masked lanes must not look it up - give them block 0 (torch.where(mask, pos // block_size, 0)), "
             "then zero their rows"
         )
+    observe_contract(rec, contracts.LOAD_KV_TILE, out, cache=cache, tile_size=tile_size)
     try:
         rows, mask = out
     except (TypeError, ValueError):
         rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
     rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
     rec.observe("rows", rows, hint=_hint)
-    rec.observe(
-        "rows dtype",
-        str(getattr(rows, "dtype", type(rows).__name__)),
-        hint="the tile keeps the cache's dtype (cache.dtype): make anything you mix into the rows of that dtype - "
-        "zeros, or a mask you multiply by (a float32 operand turns an fp16 or bf16 tile into float32)",
-    )
     rec.observe(
         "cache and block_table after the call (unchanged)",
         bool(torch.equal(given_cache, cache) and given_table.tolist() == list(table)),
@@ -288,7 +285,8 @@ def _rows_hint(expected: Any, got: Any, state: Any) -> str | None:
 
 def _run_tile_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
     """One drawn case: a cache in the case's layout and dtype whose stale slots hold NaN, a padded table of its
-    dtype; records the tile (values, dtype, shape), the mask, and that neither input changed."""
+    dtype; records the result's contract (types, dtype, shapes), the mask, the rows, and that neither input
+    changed."""
     import torch
 
     values = make_cache(c["num_blocks"], c["block_size"], c["num_kv_heads"], c["head_dim"]).to(
@@ -311,18 +309,13 @@ def _run_tile_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
     )
     with poisoned_allocations():
         out = fn(cache, given_table, c["tile_start"], c["tile_size"], c["seq_len"])
+    observe_contract(rec, contracts.LOAD_KV_TILE, out, cache=cache, tile_size=c["tile_size"])  # types and shapes
     try:
         rows, mask = out
     except (TypeError, ValueError):
         rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
     rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
     rec.observe("rows", rows, hint=_rows_hint)
-    rec.observe("rows shape", list(getattr(rows, "shape", [])), hint="rows is [tile_size, num_kv_heads, head_dim]")
-    rec.observe(
-        "rows dtype",
-        str(getattr(rows, "dtype", type(rows).__name__)),
-        hint="the tile keeps the cache's dtype (cache.dtype)",
-    )
     rec.observe(
         "cache (all of its memory, padding included) and block_table after the call (unchanged)",
         equal_nan(storage, before)

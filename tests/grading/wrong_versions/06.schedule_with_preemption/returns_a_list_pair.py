@@ -1,7 +1,7 @@
 """Returns [scheduled, preempted], a list, where the engine unpacks a tuple.
 
 caught by: fcfs, recompute: the newest running request is preempted, re-queued at the front and starts over
-hint: the returned pair must be a tuple (dict, list)
+hint: the contract of schedule_with_preemption: a tuple (dict, list)
 pattern: returns another container or number type
 """
 REPLACE = [

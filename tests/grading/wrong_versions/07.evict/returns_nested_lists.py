@@ -1,7 +1,8 @@
 """Appends each evicted node's value list to the result (freed.append(x.value)): a list of lists.
 
 caught by: the least recently used leaf goes first
-hint: one flat list of slots
+hint: the contract of evict
+hint: evict returned a list holding a list
 not hint: evict in LRU order
 pattern: returns another container or number type
 """

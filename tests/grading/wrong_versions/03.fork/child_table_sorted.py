@@ -1,0 +1,9 @@
+"""Gives the child the parent's blocks sorted by id, not in the parent's table order.
+
+caught by: random cases against the reference, whole state compared
+hint: keep the parent's order
+"""
+REPLACE = [
+    ("return Seq(child_id, list(parent.block_table), parent.num_tokens)",
+     "return Seq(child_id, sorted(parent.block_table), parent.num_tokens)"),
+]
