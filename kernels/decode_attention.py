@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 from pagedlab.kernels.paged_kv import PagedKV
-from pagedlab.kernels.runtime import launcher, next_power_of_2, running_interpreted
+from pagedlab.kernels.runtime import launcher, next_power_of_2, runnable, running_interpreted
 from pagedlab.kernels.validate import validate_decode_inputs
 
 LOG2E = 1.4426950408889634
@@ -354,7 +354,7 @@ def paged_decode_attention(
     opts = attention_launch_options(query, kv, interpreted, num_warps, num_stages)
     if load_tile is not None:
         _check_tile_load_layout(kv, head_dim, meta["HEAD_DIM_P"])
-        opts["LOAD_TILE"] = load_tile
+        opts["LOAD_TILE"] = runnable(load_tile)  # run as the kernel runs (the process's Triton mode)
     kernel[(num_seqs, kv.num_kv_heads, num_splits)](
         out,
         part_out,

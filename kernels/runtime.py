@@ -14,6 +14,14 @@ after ``import triton`` leaves the kernels half interpreted, and they fail with 
 @triton.jit'd outside of the scope of a kernel"; :func:`launcher` detects that state and raises
 :class:`KernelUnavailableError` with the fix instead.
 
+Which of the two a process runs is decided **once**, when triton is first imported there (Triton's own
+helpers are decorated then), and every question this module answers reads that decision, never the
+variable as it is later: a test that sets or removes ``TRITON_INTERPRET`` for a while (``monkeypatch``,
+``mock.patch.dict(os.environ)`` restoring the dict) cannot turn the kernels off mid-run, and a
+``@triton.jit`` function decorated while the variable was away is run as the process runs Triton
+(:func:`runnable`). A process that imported triton compiled and sees no GPU cannot run the kernels on
+CPU at all: :func:`kernels_can_run` says so, and a launch raises :class:`KernelUnavailableError`.
+
 The interpreter also runs CUDA tensors (it copies them to the host and back at every launch):
 that is correct but slow, and a frequent benchmarking mistake (triton #5995), so it warns.
 """
@@ -39,6 +47,16 @@ except ImportError:  # pragma: no cover - exercised only where triton is missing
     TRITON_AVAILABLE = False
 
 
+def _pin_the_decision() -> None:
+    """Make Triton itself keep the decision it took at ``import triton``: its knob ``runtime.interpret`` is read
+    again later (by ``@triton.jit`` when it decorates a function, by modules Triton imports on its first launch),
+    and would otherwise follow whatever ``TRITON_INTERPRET`` holds then. (Only an interpreted process pins it:
+    pinning also writes the variable, and a compiled process must not hand ``TRITON_INTERPRET=0`` to the
+    processes it starts.)"""
+    if TRITON_AVAILABLE and hasattr(triton, "knobs") and interpreter_ready():
+        triton.knobs.runtime.interpret = True
+
+
 class KernelUnavailableError(PagedLabError, RuntimeError):
     """The Triton kernels cannot run on these tensors (no Triton, or CPU tensors without the interpreter)."""
 
@@ -51,9 +69,8 @@ _HOW_TO = (
 
 
 def interpreter_requested() -> bool:
-    """True when ``TRITON_INTERPRET`` is set to a true value in the environment right now."""
-    if TRITON_AVAILABLE and hasattr(triton, "knobs"):
-        return bool(triton.knobs.runtime.interpret)  # Triton's own parsing of the variable
+    """True when ``TRITON_INTERPRET`` is set to a true value in the environment right now (only what an error
+    message says: whether the kernels can run is :func:`interpreter_ready`'s answer)."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
 
 
@@ -65,8 +82,8 @@ def is_interpreted(kernel: Any) -> bool:
 def kernels_can_run(device: torch.device | str | torch.Tensor) -> bool:
     """Whether the Triton kernels can run on ``device`` (or a tensor's device) in this process.
 
-    CUDA: Triton installed and a GPU visible. CPU: Triton installed, imported with
-    ``TRITON_INTERPRET=1`` set, and the variable still set (this call imports triton if needed).
+    CUDA: Triton installed and a GPU visible. CPU: Triton installed and imported with ``TRITON_INTERPRET=1``
+    set (the process's decision, taken once at ``import triton``; the variable's value now does not matter).
     """
     if isinstance(device, torch.Tensor):
         device = device.device
@@ -75,7 +92,7 @@ def kernels_can_run(device: torch.device | str | torch.Tensor) -> bool:
         return False
     if device.type == "cuda":
         return torch.cuda.is_available()
-    return device.type == "cpu" and interpreter_requested() and interpreter_ready()
+    return device.type == "cpu" and interpreter_ready()
 
 
 _WARNED = False
@@ -92,6 +109,18 @@ def interpreter_ready() -> bool:
     import triton.language as tl
 
     return isinstance(tl.cdiv, InterpretedFunction)
+
+
+def runnable(kernel: Any) -> Any:
+    """``kernel`` as this process runs Triton: a ``@triton.jit`` function decorated for a GPU while triton itself
+    runs interpreted here (the variable was away when the function was decorated) is wrapped for the
+    interpreter, as it would have been decorated; any other kernel is returned as it is."""
+    if not TRITON_AVAILABLE or is_interpreted(kernel) or not interpreter_ready():
+        return kernel
+    fn = getattr(kernel, "fn", None)
+    if not isinstance(kernel, triton.runtime.JITFunction) or not callable(fn):
+        return kernel
+    return InterpretedFunction(fn)
 
 
 def launcher(kernel: Any, tensor: torch.Tensor) -> Any:
@@ -118,6 +147,7 @@ def launcher(kernel: Any, tensor: torch.Tensor) -> Any:
         return kernel
     if tensor.device.type != "cpu":
         raise KernelUnavailableError(f"the Triton kernels run on CUDA or (interpreted) on CPU, not on {tensor.device}")
+    kernel = runnable(kernel)
     if is_interpreted(kernel) and interpreter_ready():
         return kernel
     if interpreter_requested():
@@ -132,9 +162,12 @@ def launcher(kernel: Any, tensor: torch.Tensor) -> Any:
 
 def running_interpreted(kernel: Any, tensor: torch.Tensor) -> bool:
     """Whether a launch of ``kernel`` on ``tensor`` would go through the interpreter (picks tile sizes)."""
-    return is_interpreted(kernel) or tensor.device.type == "cpu"
+    return is_interpreted(runnable(kernel)) or tensor.device.type == "cpu"
 
 
 def next_power_of_2(n: int) -> int:
     """Smallest power of two >= n (``tl.arange`` needs power-of-two lengths)."""
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+_pin_the_decision()

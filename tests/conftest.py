@@ -2,7 +2,13 @@
 
 import os
 
+import torch
+
 os.environ.setdefault("PAGEDLAB_CHECK_INVARIANTS", "1")
+# How this process runs Triton is decided when triton is first imported (pagedlab.kernels.runtime): on a machine
+# without a GPU, interpreted, whichever test module imports it first (at collection, or through torch._dynamo).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 # --- one marker per lab: `pytest -m lab06` (declared in pyproject.toml) -------------------------------

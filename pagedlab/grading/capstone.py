@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -132,20 +132,72 @@ class CapstoneReport:
         return "\n".join(lines)
 
 
+#: The exercises that need Triton to run (lab 08's ``@triton.jit`` helper).
+TRITON_EXERCISES = ("08.triton_load_kv_tile",)
+
+#: Run in a fresh Python: load one exercise cell from its notebook and ``check()`` it as its lab's kernel does
+#: (Triton's interpreter switched on before anything imports triton where there is no GPU: the lab's first cell).
+_CHECK_AS_IN_ITS_LAB = """
+import json, sys
+from pathlib import Path
+from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+use_interpreter_without_gpu()
+from pagedlab.grading.checking import check
+from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
+exercise_id, notebook = json.loads(sys.stdin.read())
+names = exercise_names([exercise_id])
+ext = find_exercises(read_notebook(Path(notebook)), names)
+ext.cells = {k: v for k, v in ext.cells.items() if k == exercise_id}
+item = load_exercises(ext, names, namespace={})[exercise_id]
+result = check(item.obj, exercise_id, show=False, pictures=False)
+print(json.dumps({"passed": result.passed, "text": result.text()}))
+"""
+
+
+def check_as_in_its_lab(exercise_id: str, notebook: Path, timeout: float = 600.0) -> tuple[bool, str]:
+    """Load exercise ``exercise_id`` from ``notebook`` and ``check()`` it in a fresh Python set up as its lab's
+    kernel: for a part this process cannot run as its lab did (lab 09's kernel imported triton compiled for a
+    GPU that is not there; lab 08's had switched Triton's interpreter on first).
+
+    Returns:
+        ``(passed, the check's report or why it did not run)``.
+    """
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHECK_AS_IN_ITS_LAB],
+        input=json.dumps([exercise_id, str(notebook)]),
+        env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},  # the lab's own setup decides it
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    try:
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        return bool(got["passed"]), str(got["text"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return False, f"check() did not run in a fresh Python (exit status {proc.returncode}): {proc.stderr[-500:]}"
+
+
 def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
     """Load and ``check()`` the exercises of ``BRIDGES`` from the lab notebooks in ``folder``.
 
     Returns:
         ``({name: object}, notes)``: the loaded objects under their exercise names (check results are
         recorded, so :func:`learner_components` plugs the passing ones) and one note per problem.
-        Triton's interpreter is switched on first where there is no GPU, so lab 08's ``@triton.jit`` helper
-        is defined runnable (the lab notebook's first cell, which sets it, is not an exercise cell).
+
+    Each part is checked as its own lab checked it. Triton's interpreter is switched on first where there is no
+    GPU and nothing imported triton yet (lab 08's first cell, which does it there, is not an exercise cell);
+    where triton was imported compiled for a GPU that is not there (lab 09's kernel), the Triton part is
+    checked in a fresh Python set up as lab 08's kernel (:func:`check_as_in_its_lab`).
     """
-    from pagedlab.grading.checking import check
-    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+    from pagedlab.grading.checking import check, record_result
     from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 
-    use_interpreter_without_gpu()  # as `pagedlab grade` does: lab 08's Triton cell is defined below
+    triton_runs_here = triton_runs_in_this_process()  # as `pagedlab grade` does: lab 08's Triton cell is below
     known = {ex.id for ex in registry.all_exercises()}
     names = exercise_names([eid for eid in BRIDGES if eid in known])
     ns: dict[str, Any] = {}
@@ -160,9 +212,23 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
             if not item.ok:
                 notes.append(f"{eid} ({nb_path.name}): {item.error or 'not defined'}")
                 continue
-            check(item.obj, eid, show=False, pictures=False)
+            if eid in TRITON_EXERCISES and not triton_runs_here:
+                passed, _ = check_as_in_its_lab(eid, nb_path)
+                record_result(eid, item.obj, passed)
+            else:
+                check(item.obj, eid, show=False, pictures=False)
             ns[registry.get(eid).name] = item.obj
     return ns, notes
+
+
+def triton_runs_in_this_process() -> bool:
+    """Whether this process can run Triton kernels: a GPU, or Triton's interpreter (switched on first if nothing
+    imported triton yet, :func:`~pagedlab.grading.exercises.lab08_triton.use_interpreter_without_gpu`)."""
+    import torch
+
+    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+
+    return use_interpreter_without_gpu() or torch.cuda.is_available()
 
 
 def _run(
@@ -192,6 +258,38 @@ def _run(
     if "preemption_mode" in kw and not res.preempted:
         return Row(check_name, False, used, res.seconds, f"{serve.DID_NOT_RUN['preempted']}: the check did not run")
     return Row(check_name, res.same, used, res.seconds, "; ".join(notes), res.preempted)
+
+
+TRITON_ROW = "Triton kernel, 1 prompt"
+
+
+def _triton_row(comps: Components, prompts: list[list[int]], hf: list[list[int]]) -> Row:
+    """The run of one prompt on the kit's Triton decode kernel with lab 08's tile load inside."""
+    return _run(TRITON_ROW, comps, {"attention_backend": "triton"}, {}, prompts[:1], hf[:1])
+
+
+def _triton_row_in_a_fresh_process(folder: Path | None) -> Row:
+    """:func:`_triton_row` in a fresh Python that loads and checks the parts from the notebooks in ``folder``
+    itself, Triton's interpreter switched on first where there is no GPU (``--triton-row``): for a process that
+    cannot run Triton. Without notebooks (parts given as objects) the row cannot be run here, and says so."""
+    import os
+    import subprocess
+    import sys
+
+    if folder is None:
+        return Row(TRITON_ROW, False, [], 0.0, "cannot be checked here: this process cannot run Triton")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pagedlab.grading.capstone", "--triton-row", str(folder)],
+        env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    try:
+        return Row(**json.loads(proc.stdout.strip().splitlines()[-1]))
+    except (IndexError, TypeError, ValueError):
+        return Row(TRITON_ROW, False, [], 0.0, f"did not run in a fresh Python: {proc.stderr.strip()[-300:]}")
 
 
 def hf_reference() -> list[list[int]]:
@@ -233,6 +331,7 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
     from pagedlab import LLM
 
     notes: list[str] = []
+    notebooks = Path(folder or ".").resolve() if namespace is None else None
     if namespace is None:
         namespace, notes = load_learner_parts(Path(folder or ".").resolve())
     comps, more = learner_components(namespace)
@@ -244,9 +343,10 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
     for name, kw, kit_only in INVARIANCE:
         report.rows.append(_run(name, comps, kw, kit_only, prompts, hf))
     if comps.is_yours("triton_tile_load"):  # lab 08's @triton.jit load in the kit's kernel (interpreted: 1 prompt)
-        report.rows.append(
-            _run("Triton kernel, 1 prompt", comps, {"attention_backend": "triton"}, {}, prompts[:1], hf[:1])
-        )
+        if triton_runs_in_this_process():
+            report.rows.append(_triton_row(comps, prompts, hf))
+        else:  # lab 09's kernel imported triton compiled, without a GPU: run it as lab 08's kernel would
+            report.rows.append(_triton_row_in_a_fresh_process(notebooks))
     _time_both(report, kit, LLM(components=comps, **_engine()), prompts)
     if show:
         print(report.text())
@@ -291,9 +391,15 @@ def record_hf_reference(max_new_tokens: int = 24) -> Path:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="lab 09 capstone")
     ap.add_argument("--record-hf", action="store_true", help=f"(re)write data/{HF_FILE} with HF transformers")
+    ap.add_argument("--triton-row", action="store_true", help="only the Triton kernel row, printed as JSON")
     ap.add_argument("folder", nargs="?", default=None)
     a = ap.parse_args()
     if a.record_hf:
         print(f"wrote {record_hf_reference()}")
+    elif a.triton_row:
+        triton_runs_in_this_process()  # first: switches the interpreter on where there is no GPU
+        parts, _ = load_learner_parts(Path(a.folder or ".").resolve())
+        yours, _ = learner_components(parts)
+        print(json.dumps(asdict(_triton_row(yours, serve.chat_ids(CAPSTONE_PROMPTS), hf_reference()))))
     else:
         capstone(a.folder)

@@ -43,6 +43,7 @@ MARK = {
     "error": "❌",
     "timeout": "⏱️",
     "internal": "⚠️",
+    "unavailable": "🚫",
     "skipped": "⏭️",
 }
 WORD = {
@@ -52,6 +53,7 @@ WORD = {
     "error": "raised an error",
     "timeout": "ran out of time",
     "internal": "test broken (not your fault)",
+    "unavailable": "cannot be checked here",
     "skipped": "skipped",
 }
 

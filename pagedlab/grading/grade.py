@@ -668,7 +668,7 @@ def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool],
     for test in ex.tests:
         got = transcripts.get((er.exercise, test.title, test.hidden))
         out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
-        if got is None and not out.passed:
+        if got is None and out.status not in ("passed", "unavailable"):
             out.status = "error"
             out.message = (
                 "this test did not run: the grading process stopped before it"
@@ -677,7 +677,7 @@ def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool],
             )
         er.outcomes.append(out)
         if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
-            er.score += per_test
+            er.score += per_test  # (one that cannot run on this machine, "unavailable", earns nobody anything)
     er.score = round(er.score, 4)
 
 
@@ -975,6 +975,15 @@ def _say_results(results: Sequence[LearnerResult], say: Callable[[str], None]) -
     )
     for b in broken:
         say(f"warning: test '{b}' fails on the reference implementation itself; its points were given to everyone")
+    unavailable = {
+        f"{o.exercise}: {'hidden test' if o.hidden else o.title}": o.message
+        for r in results
+        for er in r.exercises.values()
+        for o in er.outcomes
+        if o.status == "unavailable"
+    }
+    for test, why in sorted(unavailable.items()):
+        say(f"WARNING: test '{test}' could not be checked on this machine; nobody earned its points ({why})")
     for r in results:
         status = "" if r.status == "ok" else f"  [{r.status}]"
         say(f"  {r.learner.name:<24} {r.score:6.2f} / {r.max_score:<6.2f}{status}")

@@ -33,7 +33,8 @@ class Outcome:
         exercise: exercise id.
         title: test title.
         status: ``passed`` | ``failed`` | ``not_implemented`` | ``error`` (the code raised) |
-            ``timeout`` | ``internal`` (the test itself is broken: tell the instructor).
+            ``timeout`` | ``internal`` (the test itself is broken: tell the instructor) | ``unavailable`` (this
+            machine cannot run the test, e.g. Triton without a GPU or its interpreter: no verdict, no points).
         hidden: instructor-only test (details are never shown to learners).
         step: 1-based number of the step where it went wrong (0: before any step).
         step_label: that step, as the call the learner would write.
@@ -211,11 +212,21 @@ def _valid_entries(got: Any) -> list[dict[str, Any]]:
     return [e for e in got if isinstance(e, dict) and isinstance(e.get("kind"), str)]
 
 
+#: What the reference's run raises when this machine cannot run the test at all (Triton's kernels, no GPU and no
+#: interpreter): the verdict is "unavailable", never a pass, a fail or an "internal" that gives the points away.
+UNAVAILABLE_ERROR = "KernelUnavailableError"
+
+
 def _internal(out: Outcome, ref: Sequence[dict[str, Any]]) -> bool:
-    """Mark ``out`` internal (and return True) when the reference's own run failed or did not end."""
+    """Mark ``out`` internal, or unavailable (the reference could not run here), and return True when the
+    reference's own run failed or did not end."""
     if ref and ref[-1].get("kind") == "end" and not any(e.get("kind") in ("error", "fail") for e in ref):
         return False
     bad = next((e for e in ref if e.get("kind") in ("error", "fail")), {})
+    if bad.get("kind") == "error" and bad.get("type") == UNAVAILABLE_ERROR:
+        out.status = "unavailable"
+        out.message = f"cannot be checked here: {bad.get('message', '')}"
+        return True
     out.status = "internal"
     out.message = (
         "this test failed on the reference implementation itself, so it says nothing about "

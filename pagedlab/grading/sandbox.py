@@ -10,7 +10,8 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 1. read and delete the job file; apply Landlock (:func:`pagedlab.grading.contain.restrict_files`:
    writes only in this folder, reads only in the installation and system folders, no execve, no TCP,
    no signal outside) while the process has one thread;
-2. import what the exercises need (torch for lab 08), the kit's grading modules, every extension
+2. import what the exercises need (torch for lab 08: its uninitialised allocations then hold NaN,
+   :mod:`pagedlab.parts.poison`), the kit's grading modules, every extension
    module of the standard library and numpy (:func:`preload_native_modules`): after step 3 no
    library can be loaded;
 3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
@@ -513,6 +514,17 @@ def _load(
     return records
 
 
+def _draw_local_differential_cases(names: dict[str, str]) -> None:
+    """Draw now the cases of the differential tests that run here (:class:`_LocalRunner`): drawing imports
+    hypothesis's and numpy's lazy modules, which the filter (step 3) would refuse to map."""
+    from pagedlab.grading import differential, registry
+
+    for eid in names:
+        diff = differential.find(eid)
+        if diff is not None and registry.get(eid).runs_in_learner_process:
+            diff.cases()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Load the submission, send the hello, answer the driver until it closes the pipe."""
     from pagedlab.grading.recorder import learner_frame
@@ -534,6 +546,10 @@ def main(argv: list[str] | None = None) -> int:
             __import__(mod)
         except Exception:  # noqa: BLE001 - the tests will say what is missing
             pass
+    if "torch" in job.get("needs", []) and not job.get("e2e"):
+        from pagedlab.parts import poison
+
+        poison.install()  # memory the learner's code allocates and never writes holds NaN, on every run
     server: Any = None
     if job.get("e2e"):  # the end-to-end test: the engine and the model's weights, loaded before the guard
         from pagedlab.grading import e2e
@@ -546,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     from pagedlab.grading.provenance import Provenance
 
     refs = Provenance(names)  # the references' fingerprints, before any learner cell runs or a guard is on
+    _draw_local_differential_cases(names)
     preload_native_modules()
     # kernel containment, 2: no new process, program or executable memory - every library is loaded now
     missing += [why for why in [contain.deny_syscalls()] if why]

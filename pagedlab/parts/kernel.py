@@ -11,6 +11,7 @@ from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.reference import load_kv_tile
 from pagedlab.parts.contracts import LOAD_KV_TILE
 from pagedlab.parts.guard import Guard
+from pagedlab.parts.poison import poisoned_allocations
 from pagedlab.parts.protocols import KVTileLoadFn
 
 __all__ = ["guarded_kv_tile_load", "GuardedTritonTileLoad"]
@@ -29,7 +30,8 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         table_copy = block_table.clone()  # the learner's function reads copies: the engine's stay as they are
         cache_copy = cache.clone() if cache.numel() <= 1 << 22 else cache  # the engine's slot cache is small
-        got = guard.call(fn, cache_copy, table_copy, tile_start, tile_size, seq_len)
+        with poisoned_allocations():  # rows it allocates and never writes hold NaN: the lane check sees them
+            got = guard.call(fn, cache_copy, table_copy, tile_start, tile_size, seq_len)
         cache_same = cache_copy is cache or bool(((cache_copy == cache) | (cache_copy.isnan() & cache.isnan())).all())
         if not torch.equal(table_copy, block_table) or not cache_same:
             raise guard.fail("it wrote into the block table or the cache it was given (a tile load only reads)")
@@ -49,7 +51,8 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
             where = f"lane {lane}, position {tile_start + lane}, seq_len {seq_len}"
             if cache.shape[2:] == (1, 1):  # the engine's cache of slot numbers: name the slots
                 want = int(want_rows[lane].sum()) - 1
-                where += f"; it read slot {int(rows[lane].sum()) - 1}, " + (
+                read = rows[lane].sum()  # NaN: a row it allocated and never wrote (poisoned memory)
+                where += f"; it read {'memory it never wrote (NaN)' if read.isnan() else f'slot {int(read) - 1}'}, " + (
                     f"the block table says slot {want}" if want >= 0 else "a masked lane reads none"
                 )
             raise guard.fail(f"{why} ({where})")

@@ -11,8 +11,10 @@ import random
 from typing import Any
 
 from pagedlab.grading.contract import observe_contract
+from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
+from pagedlab.parts.poison import poisoned_allocations
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
@@ -101,7 +103,8 @@ def _case(
     )
     given_cache, given_table = cache.clone(), torch.tensor(table, dtype=getattr(torch, table_dtype))
     try:
-        out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
+        with poisoned_allocations():  # a tile left uninitialised holds NaN, not the allocator's luck of the day
+            out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
     except IndexError as e:
         if tile_start + tile_size <= seq_len:
             raise
@@ -170,3 +173,163 @@ def _(fn: Any, rec: Any) -> None:
 def _(fn: Any, rec: Any) -> None:
     _case(fn, rec, 8, 4, [2, 0, 5], 10, 8, 8, pad=2)
     _case(fn, rec, 8, 4, [6], 3, 0, 8, pad=3, table_dtype="int32")
+
+
+# --- the differential test: random cases against the reference, whole state compared -------------------------
+#: How a case's cache sits in memory. The engine's caches are contiguous; a cache sliced from a wider one (padded
+#: KV heads or head dim, padded blocks) or allocated heads-outermost and transposed has other strides, and a
+#: load that assumes contiguity reads the wrong rows there.
+LAYOUTS = ("contiguous", "padded KV heads", "padded head dim", "padded blocks", "KV heads outermost")
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def cache_in_layout(values: Any, layout: str) -> tuple[Any, Any]:
+    """``(cache, storage)``: a tensor equal to ``values`` ``[num_blocks, block_size, num_kv_heads, head_dim]`` laid
+    out as ``layout`` says (:data:`LAYOUTS`), and the whole tensor it is a view of (padding holds NaN)."""
+    import torch
+
+    nb, bs, heads, dim = values.shape
+    if layout == "KV heads outermost":
+        storage = values.transpose(1, 2).contiguous()  # [num_blocks, num_kv_heads, block_size, head_dim]
+        return storage.transpose(1, 2), storage
+    pad = {
+        "contiguous": (0, 0, 0),
+        "padded KV heads": (0, 1, 0),
+        "padded head dim": (0, 0, 3),
+        "padded blocks": (2, 0, 0),
+    }
+    extra_slots, extra_heads, extra_dims = pad[layout]
+    storage = torch.full(
+        (nb, bs + extra_slots, heads + extra_heads, dim + extra_dims), float("nan"), dtype=values.dtype
+    )
+    storage[:, :bs, :heads, :dim] = values
+    return storage[:, :bs, :heads, :dim], storage
+
+
+def stale_slots_nan(cache: Any, table: list[int], seq_len: int) -> None:
+    """NaN in every slot of ``cache`` the sequence does not use (other blocks, and its last block past seq_len),
+    as a GPU's reused blocks hold old values: a masked lane that reads one and multiplies by 0 keeps the NaN."""
+    import torch
+
+    live = torch.zeros(cache.shape[:2], dtype=torch.bool)
+    for pos in range(seq_len):
+        live[table[pos // cache.shape[1]], pos % cache.shape[1]] = True
+    cache[~live] = float("nan")
+
+
+def equal_nan(a: Any, b: Any) -> bool:
+    """Same dtype, shape and values, NaN equal to NaN."""
+    import torch
+
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and bool(torch.equal(a.isnan(), b.isnan()))
+        and bool(torch.equal(torch.nan_to_num(a, nan=0.0), torch.nan_to_num(b, nan=0.0)))
+    )
+
+
+def _tile_case() -> Any:
+    """A hypothesis strategy drawing one ``load_kv_tile`` call (plain data; see :func:`_run_tile_case`)."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def case(draw: Any) -> dict[str, Any]:
+        block_size = draw(st.sampled_from([1, 2, 4, 8, 16, 32]))
+        seq_len = draw(st.integers(1, 48))
+        used = -(-seq_len // block_size)
+        num_blocks = used + draw(st.integers(0, 3))
+        tile_size = draw(st.sampled_from([1, 2, 4, 8, 16]))
+        return {
+            "block_size": block_size,
+            "num_blocks": num_blocks,
+            "table": list(draw(st.permutations(range(num_blocks))))[:used],  # out of order, as a pool hands them
+            "pad": draw(st.integers(0, 2)),
+            "table_dtype": draw(st.sampled_from(["int64", "int32"])),
+            "seq_len": seq_len,
+            "tile_start": tile_size * draw(st.integers(0, (seq_len - 1) // tile_size)),  # the last one partial
+            "tile_size": tile_size,
+            "num_kv_heads": draw(st.integers(1, 3)),
+            "head_dim": draw(st.integers(1, 4)),
+            "dtype": draw(st.sampled_from(DTYPES)),
+            "layout": draw(st.sampled_from(LAYOUTS)),
+        }
+
+    return case()
+
+
+def describe_tile_case(c: dict[str, Any]) -> str:
+    table = c["table"] + [GARBAGE] * c["pad"]
+    return (
+        f"load_kv_tile(cache, block_table={table} ({c['table_dtype']}), tile_start={c['tile_start']}, "
+        f"tile_size={c['tile_size']}, seq_len={c['seq_len']})  # block_size {c['block_size']}, a {c['dtype']} cache "
+        f"[{c['num_blocks']}, {c['block_size']}, {c['num_kv_heads']}, {c['head_dim']}], {c['layout']}, "
+        "stale slots NaN"
+    )
+
+
+def _rows_hint(expected: Any, got: Any, state: Any) -> str | None:
+    def has_nan(v: Any) -> bool:
+        return isinstance(v, float) and v != v or isinstance(v, list) and any(has_nan(x) for x in v)
+
+    if isinstance(got, list) and isinstance(expected, list) and len(got) == len(expected):
+        for e, g in zip(expected, got):
+            if has_nan(g) and not has_nan(e):
+                return (
+                    "a row came back NaN where the reference has numbers: a masked lane read a stale slot (NaN here) "
+                    "and NaN * 0 is NaN - select with torch.where(mask, rows, 0) instead of multiplying by the mask, "
+                    "and never leave rows of torch.empty unwritten"
+                )
+    return _hint(expected, got, state)
+
+
+def _run_tile_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
+    """One drawn case: a cache in the case's layout and dtype whose stale slots hold NaN, a padded table of its
+    dtype; records the result's contract (types, dtype, shapes), the mask, the rows, and that neither input
+    changed."""
+    import torch
+
+    values = make_cache(c["num_blocks"], c["block_size"], c["num_kv_heads"], c["head_dim"]).to(
+        getattr(torch, c["dtype"])
+    )
+    stale_slots_nan(values, c["table"], c["seq_len"])
+    cache, storage = cache_in_layout(values, c["layout"])
+    table = c["table"] + [GARBAGE] * c["pad"]
+    before = storage.clone()
+    given_table = torch.tensor(table, dtype=getattr(torch, c["table_dtype"]))
+    rec.state(
+        {
+            "block_table": table,
+            "seq_len": c["seq_len"],
+            "block_size": c["block_size"],
+            "tile_start": c["tile_start"],
+            "tile_size": c["tile_size"],
+            "num_blocks": c["num_blocks"],
+        }
+    )
+    with poisoned_allocations():
+        out = fn(cache, given_table, c["tile_start"], c["tile_size"], c["seq_len"])
+    observe_contract(rec, contracts.LOAD_KV_TILE, out, cache=cache, tile_size=c["tile_size"])  # types and shapes
+    try:
+        rows, mask = out
+    except (TypeError, ValueError):
+        rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
+    rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
+    rec.observe("rows", rows, hint=_rows_hint)
+    rec.observe(
+        "cache (all of its memory, padding included) and block_table after the call (unchanged)",
+        equal_nan(storage, before)
+        and given_table.tolist() == table
+        and str(given_table.dtype) == f"torch.{c['table_dtype']}",
+        hint="loading a tile only reads: do not write into the cache or the block table",
+    )
+
+
+differential(
+    TILE,
+    _tile_case(),
+    examples=40,
+    describe=describe_tile_case,
+    draws="block sizes 1-32, out-of-order tables padded with garbage (int32 or int64), the last partial tile, "
+    "fp32/fp16/bf16 caches contiguous or padded/strided/transposed, stale slots NaN",
+)(_run_tile_case)

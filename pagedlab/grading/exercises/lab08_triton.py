@@ -20,19 +20,29 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pagedlab.grading.differential import differential
+from pagedlab.grading.exercises.lab08 import (
+    DTYPES,
+    LAYOUTS,
+    cache_in_layout,
+    equal_nan,
+    make_cache,
+    stale_slots_nan,
+)
 from pagedlab.grading.exercises.lab08 import _render as render_tile
-from pagedlab.grading.exercises.lab08 import make_cache
 from pagedlab.grading.registry import Exercise, register
 
 
 def use_interpreter_without_gpu() -> bool:
-    """Switch Triton's interpreter on (``TRITON_INTERPRET=1``) in a process that has not imported triton
-    yet and sees no GPU, as the lab's first cell does; return whether the variable is now set.
+    """Decide now how this process runs Triton, if nothing has imported triton yet: interpreted
+    (``TRITON_INTERPRET=1``, then ``import triton``) when no GPU is visible, as the lab's first cell does;
+    return whether the Triton kernels can run on CPU in this process.
 
-    The grader's trusted process calls it before anything there imports triton (the end-to-end plan's
-    ``triton kernel`` configuration, the reference helper): triton compiled for a GPU on a CPU machine
-    fails every lab 08 test on the reference itself, and an instructor's shell or Gradescope's
-    ``run_autograder`` does not set the variable. An already imported triton is left as it is.
+    The grader's trusted process and the capstone call it before anything there imports triton: triton compiled
+    for a GPU on a CPU machine cannot run lab 08's Triton tests, not even on the reference. Importing triton
+    here, not later, makes the decision final: the variable is read at that import only, so a later change to
+    it (a test restoring ``os.environ``) changes nothing (``pagedlab.kernels.runtime``). An already imported
+    triton is left as it is.
     """
     import os
     import sys
@@ -42,7 +52,9 @@ def use_interpreter_without_gpu() -> bool:
 
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")
-    return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
+    from pagedlab.kernels.runtime import kernels_can_run  # imports triton: the decision is taken here
+
+    return kernels_can_run("cpu")
 
 
 def _reference() -> Any:
@@ -160,39 +172,66 @@ def _failed_unpacking_the_result(err: BaseException, load_tile: Any) -> bool:
     return at_call
 
 
-def _device(load_tile: Any) -> str:
-    """``"cuda"`` when the helper is compiled and a GPU is visible, else ``"cpu"`` (interpreter required).
+def _device(load_tile: Any) -> tuple[str, Any]:
+    """``("cuda", load_tile)`` when the helper is compiled and a GPU is visible, else ``("cpu", the helper as
+    the interpreter runs it)`` (:func:`pagedlab.kernels.runtime.runnable`).
 
     Raises:
-        AssertionError: a compiled helper without a GPU (``TRITON_INTERPRET`` was set too late, or not at all).
+        KernelUnavailableError: this process cannot run Triton on CPU (triton was imported compiled for a GPU,
+            before ``TRITON_INTERPRET=1`` was set, and there is no GPU; or Triton is missing). Raised on the
+            reference too, so the test's verdict is "cannot be checked here", never a pass or a fail.
     """
     import torch
 
-    from pagedlab.kernels.runtime import interpreter_ready, is_interpreted
+    from pagedlab.kernels.runtime import KernelUnavailableError, interpreter_ready, is_interpreted, runnable
 
     if not is_interpreted(load_tile) and torch.cuda.is_available():
-        return "cuda"
-    if not (is_interpreted(load_tile) and interpreter_ready()):
-        raise AssertionError(
-            "triton_load_kv_tile is not running under Triton's interpreter: set os.environ['TRITON_INTERPRET'] = '1' "
-            "before anything imports triton (the lab's first code cell does), restart the kernel, and run the cells "
-            "again"
-        )
-    return "cpu"
+        return "cuda", load_tile
+    load_tile = runnable(load_tile)
+    if is_interpreted(load_tile) and interpreter_ready():
+        return "cpu", load_tile
+    raise KernelUnavailableError(
+        "Triton cannot run triton_load_kv_tile in this process: there is no GPU, and triton was imported before "
+        "Triton's interpreter was switched on. Set os.environ['TRITON_INTERPRET'] = '1' before anything imports "
+        "triton (the lab's first code cell does), restart the kernel, and run the cells again"
+    )
+
+
+def same_memory_on(t: Any, device: str) -> Any:
+    """``t`` on ``device`` with the same strides, over a copy of all the memory it views (the padding of a
+    padded cache included); ``t`` itself when it is there already."""
+    import torch
+
+    if t.device.type == device:
+        return t
+    memory = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage()).to(device)
+    return torch.as_strided(memory, t.shape, t.stride(), t.storage_offset())
 
 
 def probe_tile(
-    load_tile: Any, cache: Any, table: Sequence[int], tile_start: int, seq_len: int, kv_head: int, block_n: int
+    load_tile: Any,
+    cache: Any,
+    table: Sequence[int] | Any,
+    tile_start: int,
+    seq_len: int,
+    kv_head: int,
+    block_n: int,
 ) -> tuple[Any, Any]:
-    """Run ``load_tile`` once in a one-program kernel; returns ``(tile [block_n, HEAD_DIM], mask [block_n])``."""
+    """Run ``load_tile`` once in a one-program kernel; returns ``(tile [block_n, HEAD_DIM], mask [block_n])``.
+
+    ``table``: the block ids (made an int32 tensor), or a tensor taken as it is (its dtype kept; a write into
+    it shows in the caller's tensor). The cache's strides are passed as they are (a padded or transposed view)."""
     import torch
 
-    dev = _device(load_tile)
-    probe = _probe_kernel()
+    from pagedlab.kernels.runtime import runnable
+
+    dev, load_tile = _device(load_tile)
+    probe = runnable(_probe_kernel())
     tile = torch.full((block_n, cache.shape[-1]), -1.0, dtype=cache.dtype, device=dev)
     mask = torch.full((block_n,), -1, dtype=torch.int8, device=dev)
-    bt = torch.tensor(list(table), dtype=torch.int32, device=dev)
-    on_dev = cache.to(dev)
+    given_table = table if isinstance(table, torch.Tensor) else torch.tensor(list(table), dtype=torch.int32)
+    bt = given_table.to(dev)
+    on_dev = same_memory_on(cache, dev)
     _unwrapped(
         lambda: probe[(1,)](
             tile,
@@ -202,7 +241,7 @@ def probe_tile(
             tile_start,
             seq_len,
             kv_head,
-            *cache.stride()[:3],
+            *on_dev.stride()[:3],
             LOAD_TILE=load_tile,
             BLOCK_SIZE=cache.shape[1],
             BLOCK_N=block_n,
@@ -212,6 +251,8 @@ def probe_tile(
     )
     if on_dev is not cache:
         cache.copy_(on_dev.cpu())  # a write into the cache shows in the caller's copy
+    if bt is not given_table:
+        given_table.copy_(bt.cpu())
     return tile.cpu(), mask.cpu()
 
 
@@ -233,7 +274,7 @@ def decode_with_tile_loader(load_tile: Any, query: Any, kv: Any, scale: float) -
     from pagedlab.kernels.decode_attention import paged_decode_attention
     from pagedlab.kernels.paged_kv import PagedKV
 
-    dev = _device(load_tile)
+    dev, load_tile = _device(load_tile)
     on_dev = PagedKV(*(t.to(dev) for t in (kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)))
     q = query.to(dev)
     out = _unwrapped(
@@ -446,3 +487,135 @@ def _(fn: Any, rec: Any) -> None:
     )
     for name, ok in source_findings(fn).items():
         rec.observe(name, ok, hint=CHECKS[name])
+
+
+# --- the differential test: random cases against the reference, whole state compared -------------------------
+def _triton_case() -> Any:
+    """A hypothesis strategy drawing one probe of the helper (plain data; see :func:`_run_triton_case`)."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def case(draw: Any) -> dict[str, Any]:
+        block_size = draw(st.sampled_from([1, 2, 4, 8, 16, 32]))
+        seq_len = draw(st.integers(1, 40))
+        used = -(-seq_len // block_size)
+        num_blocks = used + draw(st.integers(0, 2))
+        block_n = draw(st.sampled_from([2, 4, 8, 16]))
+        num_kv_heads = draw(st.integers(1, 3))
+        return {
+            "block_size": block_size,
+            "num_blocks": num_blocks,
+            "table": list(draw(st.permutations(range(num_blocks))))[:used],  # out of order, as a pool hands them
+            "pad": draw(st.integers(0, 2)),
+            "table_dtype": draw(st.sampled_from(["int32", "int64"])),
+            "seq_len": seq_len,
+            "tile_start": block_n * draw(st.integers(0, (seq_len - 1) // block_n)),  # up to the last, partial one
+            "block_n": block_n,
+            "num_kv_heads": num_kv_heads,
+            "kv_head": draw(st.integers(0, num_kv_heads - 1)),
+            "head_dim": draw(st.sampled_from([2, 4, 8])),
+            "dtype": draw(st.sampled_from(DTYPES)),
+            "layout": draw(st.sampled_from(LAYOUTS)),
+        }
+
+    return case()
+
+
+#: NaN elements on each side of a case's cache: a wrong address lands there (and reads NaN), never outside the
+#: process's memory (the interpreter reads any address it is given: a stray read could end the process).
+GUARD = 1 << 16
+
+
+def guarded(cache: Any, storage: Any) -> tuple[Any, Any]:
+    """``(cache, storage)`` moved into the middle of a buffer with :data:`GUARD` NaN elements on each side."""
+    import torch
+
+    buffer = torch.full((2 * GUARD + storage.numel(),), float("nan"), dtype=storage.dtype)
+    inner = buffer[GUARD : GUARD + storage.numel()].view(storage.shape)
+    inner.copy_(storage)
+    return torch.as_strided(buffer, cache.shape, cache.stride(), GUARD + cache.storage_offset()), inner
+
+
+def padded_table(c: dict[str, Any]) -> list[int]:
+    """The case's table, then ``pad`` stale entries, then as many more as every lane of the tile could index (the
+    engine pads a batch's tables to the longest one): a lane that reads the table unmasked finds a stale block
+    (NaN), never memory past the table. Stale entries are blocks the sequence does not use, else block 0."""
+    used = len(c["table"])
+    spare = [b for b in range(c["num_blocks"]) if b not in c["table"]] or [0]
+    lanes = -(-(c["tile_start"] + c["block_n"]) // c["block_size"])
+    return c["table"] + [spare[i % len(spare)] for i in range(max(c["pad"], lanes - used))]
+
+
+def describe_triton_case(c: dict[str, Any]) -> str:
+    table = padded_table(c)
+    return (
+        f"triton_load_kv_tile(block_table={table} ({c['table_dtype']}), tile_start={c['tile_start']}, "
+        f"seq_len={c['seq_len']}, kv_head={c['kv_head']}, BLOCK_SIZE={c['block_size']}, BLOCK_N={c['block_n']}, "
+        f"HEAD_DIM={c['head_dim']})  # a {c['dtype']} cache [{c['num_blocks']}, {c['block_size']}, "
+        f"{c['num_kv_heads']}, {c['head_dim']}], {c['layout']}, stale slots NaN"
+    )
+
+
+#: The hint of a tile that differs in a drawn case. One text for every case: what the case shows (a padded or
+#: transposed cache, a tile starting inside a block) is in its description, and the case ``check()`` shows is
+#: the smallest hypothesis finds within a time budget, so a hint that depended on it would change with the
+#: machine's speed.
+CASE_HINT = (
+    "lane i reads position pos = tile_start + i: block block_table[pos // BLOCK_SIZE], slot pos % BLOCK_SIZE, head "
+    "kv_head, at block * stride_block + slot * stride_slot + kv_head * stride_head. Use the strides you are given "
+    "(the cache may be padded or transposed), never sizes; and a tile may start inside a block"
+)
+
+
+def _run_triton_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
+    """One drawn case: a cache in the case's layout and dtype whose stale slots (and padding) hold NaN, a padded
+    table of its dtype; records the mask and tile per lane, and that neither input changed."""
+    import torch
+
+    values = tile_cache(c["num_blocks"], c["block_size"], c["num_kv_heads"], c["head_dim"]).to(
+        getattr(torch, c["dtype"])
+    )
+    stale_slots_nan(values, c["table"], c["seq_len"])
+    cache, storage = guarded(*cache_in_layout(values, c["layout"]))
+    table = padded_table(c)
+    given_table = torch.tensor(table, dtype=getattr(torch, c["table_dtype"]))
+    before = storage.clone()
+    rec.state(
+        {
+            "block_table": table,
+            "seq_len": c["seq_len"],
+            "block_size": c["block_size"],
+            "tile_start": c["tile_start"],
+            "tile_size": c["block_n"],
+            "num_blocks": c["num_blocks"],
+        }
+    )
+    tile, mask = probe_tile(fn, cache, given_table, c["tile_start"], c["seq_len"], c["kv_head"], c["block_n"])
+    rec.observe(
+        "mask per lane",
+        [bool(m) for m in mask.tolist()],
+        hint="mask[i] is True exactly when tile_start + i < seq_len",
+    )
+    rec.observe(
+        "tile [BLOCK_N, HEAD_DIM] (value = block*1000 + slot*10 + head + (dim+1)/10, rounded to the cache's dtype)",
+        [[round(x, 4) for x in row] for row in tile.float().tolist()],
+        hint=CASE_HINT,
+    )
+    rec.observe(
+        "cache (all of its memory, padding included) and block table after the call (unchanged)",
+        equal_nan(storage, before)
+        and given_table.tolist() == table
+        and str(given_table.dtype) == f"torch.{c['table_dtype']}",
+        hint="loading a tile only reads: never tl.store into the cache or the block table",
+    )
+
+
+differential(
+    TILE,
+    _triton_case(),
+    examples=40,
+    describe=describe_triton_case,
+    draws="block sizes 1-32 with 2-16 lane tiles (tiles starting inside a block), out-of-order tables padded with "
+    "garbage (int32 or int64), the last partial tile, fp32/fp16/bf16 caches contiguous or padded/strided/transposed, "
+    "every KV head, stale slots NaN",
+)(_run_triton_case)
