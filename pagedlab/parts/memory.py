@@ -12,7 +12,15 @@ from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import find_longest_cache_hit
 from pagedlab.errors import ComponentError
 from pagedlab.kernels.paged_kv import kit_slot_mapping
-from pagedlab.parts.contracts import APPEND_TOKEN, FORK, GET_ALL_FREE_BLOCKS, SLOT_MAPPING, check_changed_in_place
+from pagedlab.parts.contracts import (
+    APPEND_TOKEN,
+    APPEND_TOKEN_MUTATES,
+    FORK,
+    FORK_MUTATES,
+    GET_ALL_FREE_BLOCKS,
+    SLOT_MAPPING,
+    SLOT_MAPPING_MUTATES,
+)
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import FreeQueue, PrefixLookupFn, SlotMappingFn
 from pagedlab.trace import Tracer
@@ -194,8 +202,8 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
     def call(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
         table, pos = list(block_table), list(positions)
         out = guard.call(fn, table, pos, block_size)
-        if table != list(block_table) or pos != list(positions):
-            raise guard.fail("it changed the block table or positions it was given (the engine owns them)")
+        SLOT_MAPPING_MUTATES.enforce_read_only(guard, "block_table", table == list(block_table))
+        SLOT_MAPPING_MUTATES.enforce_read_only(guard, "positions", pos == list(positions))
         SLOT_MAPPING.enforce(guard, out)  # a list of ints (numpy ints too), as check() requires
         if len(out) != len(positions):
             raise guard.fail(f"{len(out)} slots for {len(positions)} positions")
@@ -330,13 +338,16 @@ class GuardedForkCow(CopyOnWrite):
         """Lab 03's ``fork`` on the parent's table; returns the child's table."""
         ids = [b.block_id for b in table]
         refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
-        parent = self.fns.seq(parent_id, list(ids), num_tokens)
+        given = list(ids)
+        parent = self.fns.seq(parent_id, given, num_tokens)
         child = self.guard.call(self.fns.fork, self.fns.pool_view(self.block_pool, self.block_size), parent, child_id)
         problem = FORK.problem(child)
         if problem is not None:
             raise self._fail(problem, ids, child)
-        if parent.block_table != ids or parent.num_tokens != num_tokens:
-            raise self._fail("fork changed the parent (its table or length)", ids, parent)
+        if parent.block_table is not given or parent.block_table != ids:
+            raise self._fail(FORK_MUTATES.changed("parent.block_table"), ids, parent)
+        if parent.num_tokens != num_tokens:
+            raise self._fail("fork changed the parent's length (num_tokens)", ids, parent)
         if getattr(child, "block_table", None) is parent.block_table:
             raise self._fail("the child shares the parent's block-table list (give it its own list)", ids, child)
         if getattr(child, "block_table", None) != ids or getattr(child, "num_tokens", None) != num_tokens:
@@ -359,7 +370,7 @@ class GuardedForkCow(CopyOnWrite):
         problem = APPEND_TOKEN.problem(pair)
         if problem is not None:
             raise self._fail(problem, ids, seq)
-        check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
+        APPEND_TOKEN_MUTATES.enforce_in_place(self.guard, "seq.block_table", given, getattr(seq, "block_table", None))
         if getattr(seq, "num_tokens", None) != num_tokens + 1:
             raise self._fail(
                 f"after append_token the sequence has num_tokens={getattr(seq, 'num_tokens', None)!r}, expected "

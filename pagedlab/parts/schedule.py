@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.parts.contracts import (
+    PICK_VICTIM_MUTATES,
     SCHEDULE_STEP,
     SCHEDULE_WITH_PREEMPTION,
     check_batch_order,
@@ -41,9 +42,10 @@ def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Reques
     def call(running: list[Request], policy: str) -> Request:
         before, states = list(running), [state(r) for r in running]
         victim = guard.call(fn, running, policy)
-        if len(running) != len(before) or any(a is not b for a, b in zip(running, before)):
+        unchanged = len(running) == len(before) and all(a is b for a, b in zip(running, before))
+        if not unchanged:
             running[:] = before
-            raise guard.fail("it changed the running list (return the victim; the scheduler removes it)")
+        PICK_VICTIM_MUTATES.enforce_read_only(guard, "running", unchanged)
         changed = [r.request_id for r, st in zip(running, states) if state(r) != st]
         if changed:
             raise guard.fail(

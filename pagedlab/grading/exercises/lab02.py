@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
@@ -514,11 +514,11 @@ def _slot_case(
     }
     rec.state(st)
     table, pos = list(block_table), list(positions)
-    before = read_only(block_table=table, positions=pos)
+    before = snapshot(contracts.SLOT_MAPPING_MUTATES, block_table=table, positions=pos)
     slots = fn(table, pos, block_size)
     observe_contract(rec, contracts.SLOT_MAPPING, slots)
     rec.observe("slots", slots, hint=_slot_hint)
-    observe_unchanged(rec, before, block_table=table, positions=pos)
+    observe_read_only(rec, contracts.SLOT_MAPPING_MUTATES, before, block_table=table, positions=pos)
 
 
 @SLOT.test("the tokens of a single block")
@@ -774,8 +774,8 @@ def _(fn: Any, case: dict[str, Any], rec: Any) -> None:
     rec.step(f"slot_mapping({table}, {shown}, block_size={bs})")
     rec.state(dict(case))
     t, p = list(table), list(positions)
-    before = read_only(block_table=t, positions=p)
+    before = snapshot(contracts.SLOT_MAPPING_MUTATES, block_table=t, positions=p)
     slots = fn(t, p, bs)
     observe_contract(rec, contracts.SLOT_MAPPING, slots)
     rec.observe("slots", slots, hint=_slot_hint)
-    observe_unchanged(rec, before, block_table=t, positions=p)
+    observe_read_only(rec, contracts.SLOT_MAPPING_MUTATES, before, block_table=t, positions=p)

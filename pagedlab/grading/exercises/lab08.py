@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from pagedlab.grading.contract import observe_contract
+from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 
@@ -100,6 +100,7 @@ def _case(
         }
     )
     given_cache, given_table = cache.clone(), torch.tensor(table, dtype=getattr(torch, table_dtype))
+    before = snapshot(contracts.LOAD_KV_TILE_MUTATES, cache=given_cache, block_table=given_table)
     try:
         out = fn(given_cache, given_table, tile_start, tile_size, seq_len)
     except IndexError as e:
@@ -122,11 +123,7 @@ def _case(
         rec.fail(f"load_kv_tile must return a pair (rows, mask); it returned {type(out).__name__}")
     rec.observe("mask", mask, hint="mask[i] is True exactly when tile_start + i < seq_len (a bool per lane)")
     rec.observe("rows", rows, hint=_hint)
-    rec.observe(
-        "cache and block_table after the call (unchanged)",
-        bool(torch.equal(given_cache, cache) and given_table.tolist() == list(table)),
-        hint="loading a tile only reads: do not write zeros (or anything) into the cache or the block table",
-    )
+    observe_read_only(rec, contracts.LOAD_KV_TILE_MUTATES, before, cache=given_cache, block_table=given_table)
 
 
 @TILE.test("a tile inside one block")
