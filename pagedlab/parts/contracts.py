@@ -54,6 +54,7 @@ __all__ = [
     "INSERT_MUTATES",
     "GET_COMPUTED_BLOCKS_MUTATES",
     "LOAD_KV_TILE_MUTATES",
+    "SCHEDULE_STEP_MUTATES",
 ]
 
 
@@ -429,6 +430,12 @@ GET_COMPUTED_BLOCKS_MUTATES = Mutates(
     "get_computed_blocks",
     reads_only=("request.block_hashes",),
     why="the request keeps its hash chain: the cache commits its blocks with it",
+)
+#: 04.schedule_step, 05.schedule_with_budget (slot ``schedule_step``): every request's ``num_computed_tokens``.
+SCHEDULE_STEP_MUTATES = Mutates(
+    "the step",
+    reads_only=("num_computed_tokens",),
+    why="the engine advances it after the step, once the tokens were computed",
 )
 #: 08.load_kv_tile (slot ``kv_tile_load``).
 LOAD_KV_TILE_MUTATES = Mutates(

@@ -13,6 +13,7 @@ from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.parts.contracts import (
     PICK_VICTIM_MUTATES,
     SCHEDULE_STEP,
+    SCHEDULE_STEP_MUTATES,
     SCHEDULE_WITH_PREEMPTION,
     check_batch_order,
     check_no_running_skipped,
@@ -135,7 +136,8 @@ class LearnerStepScheduler(Scheduler):
             self.tracer.step = self.step_count
         cfg = self.config
         before, waiting = list(self.running), deque(self.waiting)
-        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting]}
+        given = [*before, *waiting]  # the step consumes its copy of waiting: the admitted ones are read from here
+        computed = {id(r): r.num_computed_tokens for r in given}
         result = self.guard.call(
             self.step_fn,
             self.running,
@@ -147,8 +149,11 @@ class LearnerStepScheduler(Scheduler):
         )
         SCHEDULE_STEP.enforce(self.guard, result)
         self._admit(before)
-        if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
-            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        SCHEDULE_STEP_MUTATES.enforce_read_only(
+            self.guard,
+            "num_computed_tokens",
+            all(computed[id(r)] == r.num_computed_tokens for r in given),
+        )
         scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
         self._check_step(before, scheduled)
         return self.finish_schedule(out, scheduled, self._budget_left(scheduled))
@@ -352,7 +357,9 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         victims = self._take_victims(before, preempted, kv, waiting, swapped, out)
         gone = {id(r) for r in victims}
         if any(
-            computed[id(r)] != r.num_computed_tokens for r in computed_of(before, waiting, swapped) if id(r) not in gone
+            computed.get(id(r), r.num_computed_tokens) != r.num_computed_tokens
+            for r in computed_of(before, waiting, swapped, self.running)  # admitted / swapped in: now running
+            if id(r) not in gone
         ):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
         if not victims:

@@ -162,6 +162,12 @@ def _rebind_table(obj: Any) -> None:
     obj.block_table = list(obj.block_table)
 
 
+def _advance(running: Any, scheduled: Any) -> None:
+    """Advance each scheduled request's ``num_computed_tokens`` (the engine's job, after the step)."""
+    for r in running:
+        r.num_computed_tokens += scheduled.get(r.request_id, 0)
+
+
 #: (exercise id, what the variant does to its inputs, the variant's maker, the rule's part name, or None when the
 #: mutation rules accept it)
 MUTATIONS: list[tuple[str, str, Callable[[str], Any], str | None]] = [
@@ -176,6 +182,13 @@ MUTATIONS: list[tuple[str, str, Callable[[str], Any], str | None]] = [
         "rebinds the sequence's table to an equal list",
         _mutating(lambda a, out: _rebind_table(a[1])),
         "append_token",
+    ),
+    ("04.schedule_step", "advances num_computed_tokens", _mutating(lambda a, out: _advance(a[0], out)), "the step"),
+    (
+        "05.schedule_with_budget",
+        "advances num_computed_tokens",
+        _mutating(lambda a, out: _advance(a[0], out)),
+        "the step",
     ),
     ("06.pick_victim", "removes the victim from running", _mutating(lambda a, out: a[0].remove(out)), "pick_victim"),
     ("06.pick_victim", "reverses running", _mutating(lambda a, out: a[0].reverse()), "pick_victim"),
