@@ -140,7 +140,7 @@ def test_a_free_queue_listing_its_blocks_in_a_tuple_fails_check_as_its_guard_ref
 
 
 # --- what a part may change of its inputs (issue 39, item 3: the mutation rules) -----------------------------
-def _mutating(mutate: Callable[[tuple[Any, ...], Any], None]) -> Callable[[str], Any]:
+def _mutating(mutate: Callable[[tuple[Any, ...], Any], object]) -> Callable[[str], Any]:
     """The solution of an exercise, then ``mutate(its arguments, its result)``: the result is the solution's,
     the inputs are left changed (or rebound) as a part that breaks (or keeps) the mutation rules leaves them."""
 
