@@ -55,6 +55,7 @@ __all__ = [
     "GET_COMPUTED_BLOCKS_MUTATES",
     "LOAD_KV_TILE_MUTATES",
     "SCHEDULE_STEP_MUTATES",
+    "FREE_QUEUE_MUTATES",
 ]
 
 
@@ -399,6 +400,12 @@ class Mutates:
             raise guard.fail(self.rebound(name))
 
 
+#: 02.free_queue (slot ``free_queue``): the list of blocks ``__init__`` and ``prepend_n`` are handed.
+FREE_QUEUE_MUTATES = Mutates(
+    "FreeKVCacheBlockQueue",
+    reads_only=("the blocks given to __init__", "the blocks given to prepend_n"),
+    why="the block pool keeps using the lists it hands in (BlockPool.blocks; the freed blocks it traces)",
+)
 #: 02.slot_mapping (slot ``slot_mapping``).
 SLOT_MAPPING_MUTATES = Mutates(
     "slot_mapping", reads_only=("block_table", "positions"), why="the engine owns the request's table and positions"

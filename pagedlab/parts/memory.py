@@ -17,6 +17,7 @@ from pagedlab.parts.contracts import (
     APPEND_TOKEN_MUTATES,
     FORK,
     FORK_MUTATES,
+    FREE_QUEUE_MUTATES,
     GET_ALL_FREE_BLOCKS,
     SLOT_MAPPING,
     SLOT_MAPPING_MUTATES,
@@ -154,7 +155,13 @@ class GuardedFreeQueue:
         before = self.inner.num_free_blocks
         # the old front, where the queue keeps vLLM's sentinel name (O(1); other names skip this part)
         old_front = getattr(getattr(self.inner, "fake_free_list_head", None), "next_free_block", None)
-        self.guard.call(self.inner.prepend_n, list(blocks))
+        handed = list(blocks)
+        self.guard.call(self.inner.prepend_n, handed)
+        FREE_QUEUE_MUTATES.enforce_read_only(
+            self.guard,
+            "the blocks given to prepend_n",
+            len(handed) == len(blocks) and all(a is b for a, b in zip(handed, blocks)),
+        )
         ids = [b.block_id for b in blocks]
         if blocks:
             chain = [blocks[0].prev_free_block, *blocks, blocks[-1].next_free_block]
@@ -184,7 +191,13 @@ def free_queue_factory(
     """``BlockPool``'s queue factory for a learner's queue class: build it, check it holds every block."""
 
     def build(blocks: list[KVCacheBlock]) -> GuardedFreeQueue:
+        given = list(blocks)
         queue = guard.call(cls, blocks)
+        FREE_QUEUE_MUTATES.enforce_read_only(
+            guard,
+            "the blocks given to __init__",
+            len(given) == len(blocks) and all(a is b for a, b in zip(given, blocks)),
+        )
         if getattr(queue, "num_free_blocks", None) != len(blocks):
             raise guard.fail(
                 f"a new queue of {len(blocks)} blocks has num_free_blocks={getattr(queue, 'num_free_blocks', None)!r}"

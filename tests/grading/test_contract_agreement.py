@@ -162,6 +162,21 @@ def _rebind_table(obj: Any) -> None:
     obj.block_table = list(obj.block_table)
 
 
+def _queue_mutating(method: str) -> Callable[[str], Any]:
+    """Lab 02's queue whose ``method`` (``__init__`` / ``prepend_n``) reverses the caller's list after its work."""
+
+    def make(eid: str) -> Any:
+        Queue = registry.snippet_object(eid)
+
+        def mutating(self: Any, blocks: list[Any]) -> None:
+            getattr(Queue, method)(self, blocks)
+            blocks.reverse()
+
+        return type(Queue.__name__, (Queue,), {method: mutating})
+
+    return make
+
+
 def _advance(running: Any, scheduled: Any) -> None:
     """Advance each scheduled request's ``num_computed_tokens`` (the engine's job, after the step)."""
     for r in running:
@@ -171,6 +186,8 @@ def _advance(running: Any, scheduled: Any) -> None:
 #: (exercise id, what the variant does to its inputs, the variant's maker, the rule's part name, or None when the
 #: mutation rules accept it)
 MUTATIONS: list[tuple[str, str, Callable[[str], Any], str | None]] = [
+    ("02.free_queue", "__init__ reverses the blocks given", _queue_mutating("__init__"), "FreeKVCacheBlockQueue"),
+    ("02.free_queue", "prepend_n reverses the blocks given", _queue_mutating("prepend_n"), "FreeKVCacheBlockQueue"),
     ("02.slot_mapping", "reads its inputs only", _mutating(lambda a, out: None), None),
     ("02.slot_mapping", "reverses positions", _mutating(lambda a, out: a[1].reverse()), "slot_mapping"),
     ("02.slot_mapping", "appends to the block table", _mutating(lambda a, out: a[0].append(0)), "slot_mapping"),
