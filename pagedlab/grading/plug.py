@@ -38,7 +38,7 @@ from typing import Any
 from pagedlab.grading import registry, serve
 from pagedlab.grading.checking import changed_since_check, passed_check
 from pagedlab.grading.serve import Comparison
-from pagedlab.parts.contracts import GET_COMPUTED_BLOCKS
+from pagedlab.parts.contracts import GET_COMPUTED_BLOCKS, GET_COMPUTED_BLOCKS_MUTATES
 from pagedlab.parts.guard import ContractError
 from pagedlab.parts.memory import ForkCowFns
 from pagedlab.parts.protocols import PrefixLookupFn, ScheduleStepFn
@@ -109,8 +109,11 @@ def _get_computed_blocks_bridge(fn: Callable[..., Any]) -> PrefixLookupFn:
     def lookup(
         block_hashes: list[Any], get_cached_block: Callable[[Any], Any], num_tokens: int, block_size: int
     ) -> list[Any]:
-        request = _View("the request", block_hashes=list(block_hashes), num_tokens=num_tokens)
+        given = list(block_hashes)
+        request = _View("the request", block_hashes=given, num_tokens=num_tokens)
         out = fn(request, _View("the block pool", get_cached_block=get_cached_block), block_size)
+        if request.block_hashes is not given or given != list(block_hashes):  # the rule check() holds it to too
+            raise ContractError(GET_COMPUTED_BLOCKS_MUTATES.changed("request.block_hashes"))
         problem = GET_COMPUTED_BLOCKS.problem(out)  # the contract check() holds it to too
         if problem is not None:
             raise ContractError(problem)

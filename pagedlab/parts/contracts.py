@@ -5,7 +5,12 @@ test that need the same rule call the same code.
 What each part returns (types, shapes, dtypes) is one :class:`Returns` per part (``SLOT_MAPPING``, ``EVICT``,
 ...): its slot's guard enforces it when the part is plugged in, and its exercise's ``check()`` driver records
 its verdict (``pagedlab.grading.contract.observe_contract``), so ``check()`` passes exactly the results the
-engine accepts (a tuple or a tensor where a list is expected fails both, naming the contract)."""
+engine accepts (a tuple or a tensor where a list is expected fails both, naming the contract).
+
+What each part may change of what it is given (the inputs it only reads, the objects it changes in place) is one
+:class:`Mutates` per part (``SLOT_MAPPING_MUTATES``, ...): its guard compares its copies against it and raises, its
+exercise's ``check()`` driver records it (``pagedlab.grading.contract.observe_read_only`` /
+``observe_in_place``), both naming the inputs and wording the rule from the same declaration."""
 
 from __future__ import annotations
 
@@ -23,7 +28,6 @@ from pagedlab.request import Request
 from pagedlab.sched.scheduler import pick_victim
 
 __all__ = [
-    "check_changed_in_place",
     "check_batch_order",
     "check_no_running_skipped",
     "check_victim_policy",
@@ -41,20 +45,18 @@ __all__ = [
     "LOAD_KV_TILE",
     "FORK",
     "APPEND_TOKEN",
+    "Mutates",
+    "SLOT_MAPPING_MUTATES",
+    "FORK_MUTATES",
+    "APPEND_TOKEN_MUTATES",
+    "PICK_VICTIM_MUTATES",
+    "MATCH_PREFIX_MUTATES",
+    "INSERT_MUTATES",
+    "GET_COMPUTED_BLOCKS_MUTATES",
+    "LOAD_KV_TILE_MUTATES",
+    "SCHEDULE_STEP_MUTATES",
+    "FREE_QUEUE_MUTATES",
 ]
-
-
-def check_changed_in_place(guard: Guard, what: str, given: Any, after: Any) -> None:
-    """``after`` must be the very object ``given``: the part changes it in place, the engine holds it.
-
-    Raises:
-        ComponentError: the part bound a new object instead.
-    """
-    if after is not given:
-        raise guard.fail(
-            f"it bound a new object to {what} instead of changing the one it was given in place (the engine "
-            "keeps that one, so the change would be lost)"
-        )
 
 
 def check_batch_order(guard: Guard, running: Sequence[Request], scheduled: Sequence[Request]) -> None:
@@ -331,3 +333,118 @@ LOAD_KV_TILE = Returns(
 FORK = Returns("fork", "the child", "a Seq whose block_table is a list of block ids (Python ints)", _child)
 #: 03.append_token (slot ``fork_cow``).
 APPEND_TOKEN = Returns("append_token", "the copy", "None, or the pair (src, dst) of block ids (ints)", _copy)
+
+
+# --- what each part may change of its inputs: one definition, read by its guard and by its exercise's check() ---
+def _names(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+@dataclass(frozen=True)
+class Mutates:
+    """What one part may change of what it is given: the inputs it only ``reads_only`` (a read-only list or tensor
+    keeps its values; a read-only attribute, a dotted name such as ``parent.block_table``, keeps its object too) and the objects it
+    changes ``in_place`` (the very object handed in, never a new one bound in its place: the engine keeps that
+    one). ``why`` says why the engine cares. The slot's guard compares what it handed the part with its own copies
+    and raises :meth:`changed` / :meth:`rebound` (:meth:`enforce_read_only`, :meth:`enforce_in_place`); the
+    exercise's ``check()`` driver records the same comparison with the same names and wording
+    (``grading.contract.observe_read_only`` / ``observe_in_place``), so both refuse the same calls."""
+
+    part: str
+    reads_only: tuple[str, ...] = ()
+    in_place: tuple[str, ...] = ()
+    why: str = "the engine keeps using what it handed in"
+
+    @property
+    def rule(self) -> str:
+        """The rule in words, starting ``the mutation rule of <part>``: both sides' messages carry it."""
+        said = []
+        if self.reads_only:
+            said.append(f"it only reads {_names(self.reads_only)}")
+        if self.in_place:
+            said.append(f"it changes {_names(self.in_place)} in place (the object it was given)")
+        return f"the mutation rule of {self.part}: " + "; ".join(said) + f" - {self.why}"
+
+    def _declared(self, name: str, names: tuple[str, ...]) -> None:
+        if name not in names:
+            raise KeyError(f"{self.part} declares no input {name!r} among {names}")
+
+    def changed(self, name: str) -> str:
+        """The message for the read-only input ``name``, changed (or rebound) by the part."""
+        self._declared(name, self.reads_only)
+        return (
+            f"{self.part} changed {name}, which it only reads: work on a copy, or read it without changing it "
+            f"(no sort/reverse/pop/clear/del/remove/assignment on it, no new object bound to it); {self.rule}"
+        )
+
+    def rebound(self, name: str) -> str:
+        """The message for the in-place object ``name``, replaced by a new object."""
+        self._declared(name, self.in_place)
+        return (
+            f"{self.part} bound a new object to {name} instead of changing the one it was given in place (append "
+            f"to it, assign an item: the engine keeps that one, so the change would be lost); {self.rule}"
+        )
+
+    def enforce_read_only(self, guard: Guard, name: str, unchanged: bool) -> None:
+        """Raises:
+        ComponentError: ``unchanged`` is false (the guard's own comparison of ``name`` with its copy)."""
+        self._declared(name, self.reads_only)
+        if not unchanged:
+            raise guard.fail(self.changed(name))
+
+    def enforce_in_place(self, guard: Guard, name: str, given: Any, after: Any) -> None:
+        """Raises:
+        ComponentError: ``after`` is not the very object ``given``."""
+        self._declared(name, self.in_place)
+        if after is not given:
+            raise guard.fail(self.rebound(name))
+
+
+#: 02.free_queue (slot ``free_queue``): the list of blocks ``__init__`` and ``prepend_n`` are handed.
+FREE_QUEUE_MUTATES = Mutates(
+    "FreeKVCacheBlockQueue",
+    reads_only=("the blocks given to __init__", "the blocks given to prepend_n"),
+    why="the block pool keeps using the lists it hands in (BlockPool.blocks; the freed blocks it traces)",
+)
+#: 02.slot_mapping (slot ``slot_mapping``).
+SLOT_MAPPING_MUTATES = Mutates(
+    "slot_mapping", reads_only=("block_table", "positions"), why="the engine owns the request's table and positions"
+)
+#: 03.fork (slot ``fork_cow``).
+FORK_MUTATES = Mutates(
+    "fork",
+    reads_only=("parent.block_table",),
+    why="the parent keeps running on its table list; the child gets a list of its own",
+)
+#: 03.append_token (slot ``fork_cow``).
+APPEND_TOKEN_MUTATES = Mutates(
+    "append_token",
+    in_place=("seq.block_table",),
+    why="the engine keeps the sequence's table list and reads the new block from it",
+)
+#: 06.pick_victim (slot ``pick_victim``).
+PICK_VICTIM_MUTATES = Mutates(
+    "pick_victim", reads_only=("running",), why="it only chooses: the scheduler removes the victim itself"
+)
+#: 07.match_prefix (slot ``radix``).
+MATCH_PREFIX_MUTATES = Mutates("match_prefix", reads_only=("key",), why="the cache keeps using the request's key")
+#: 07.insert (slot ``radix``).
+INSERT_MUTATES = Mutates(
+    "insert", reads_only=("key", "value"), why="the cache keeps using the request's key and its slots"
+)
+#: 07.get_computed_blocks (slot ``prefix_lookup``, through its bridge).
+GET_COMPUTED_BLOCKS_MUTATES = Mutates(
+    "get_computed_blocks",
+    reads_only=("request.block_hashes",),
+    why="the request keeps its hash chain: the cache commits its blocks with it",
+)
+#: 04.schedule_step, 05.schedule_with_budget (slot ``schedule_step``): every request's ``num_computed_tokens``.
+SCHEDULE_STEP_MUTATES = Mutates(
+    "the step",
+    reads_only=("num_computed_tokens",),
+    why="the engine advances it after the step, once the tokens were computed",
+)
+#: 08.load_kv_tile (slot ``kv_tile_load``).
+LOAD_KV_TILE_MUTATES = Mutates(
+    "load_kv_tile", reads_only=("cache", "block_table"), why="a tile load only reads: the model attends over them"
+)

@@ -9,7 +9,7 @@ import torch
 
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.reference import load_kv_tile
-from pagedlab.parts.contracts import LOAD_KV_TILE
+from pagedlab.parts.contracts import LOAD_KV_TILE, LOAD_KV_TILE_MUTATES
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.poison import poisoned_allocations
 from pagedlab.parts.protocols import KVTileLoadFn
@@ -33,8 +33,8 @@ def guarded_kv_tile_load(fn: KVTileLoadFn, guard: Guard) -> KVTileLoadFn:
         with poisoned_allocations():  # rows it allocates and never writes hold NaN: the lane check sees them
             got = guard.call(fn, cache_copy, table_copy, tile_start, tile_size, seq_len)
         cache_same = cache_copy is cache or bool(((cache_copy == cache) | (cache_copy.isnan() & cache.isnan())).all())
-        if not torch.equal(table_copy, block_table) or not cache_same:
-            raise guard.fail("it wrote into the block table or the cache it was given (a tile load only reads)")
+        LOAD_KV_TILE_MUTATES.enforce_read_only(guard, "cache", cache_same)
+        LOAD_KV_TILE_MUTATES.enforce_read_only(guard, "block_table", torch.equal(table_copy, block_table))
         LOAD_KV_TILE.enforce(guard, got, cache=cache, tile_size=tile_size)  # a tuple of tensors: shapes, dtypes
         rows, mask = got
         want_rows, want_mask = load_kv_tile(cache, block_table, tile_start, tile_size, seq_len)

@@ -12,7 +12,16 @@ from pagedlab.core.copy_on_write import CopyOnWrite
 from pagedlab.core.kv_cache_manager import find_longest_cache_hit
 from pagedlab.errors import ComponentError
 from pagedlab.kernels.paged_kv import kit_slot_mapping
-from pagedlab.parts.contracts import APPEND_TOKEN, FORK, GET_ALL_FREE_BLOCKS, SLOT_MAPPING, check_changed_in_place
+from pagedlab.parts.contracts import (
+    APPEND_TOKEN,
+    APPEND_TOKEN_MUTATES,
+    FORK,
+    FORK_MUTATES,
+    FREE_QUEUE_MUTATES,
+    GET_ALL_FREE_BLOCKS,
+    SLOT_MAPPING,
+    SLOT_MAPPING_MUTATES,
+)
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.protocols import FreeQueue, PrefixLookupFn, SlotMappingFn
 from pagedlab.trace import Tracer
@@ -146,7 +155,13 @@ class GuardedFreeQueue:
         before = self.inner.num_free_blocks
         # the old front, where the queue keeps vLLM's sentinel name (O(1); other names skip this part)
         old_front = getattr(getattr(self.inner, "fake_free_list_head", None), "next_free_block", None)
-        self.guard.call(self.inner.prepend_n, list(blocks))
+        handed = list(blocks)
+        self.guard.call(self.inner.prepend_n, handed)
+        FREE_QUEUE_MUTATES.enforce_read_only(
+            self.guard,
+            "the blocks given to prepend_n",
+            len(handed) == len(blocks) and all(a is b for a, b in zip(handed, blocks)),
+        )
         ids = [b.block_id for b in blocks]
         if blocks:
             chain = [blocks[0].prev_free_block, *blocks, blocks[-1].next_free_block]
@@ -176,7 +191,13 @@ def free_queue_factory(
     """``BlockPool``'s queue factory for a learner's queue class: build it, check it holds every block."""
 
     def build(blocks: list[KVCacheBlock]) -> GuardedFreeQueue:
+        given = list(blocks)
         queue = guard.call(cls, blocks)
+        FREE_QUEUE_MUTATES.enforce_read_only(
+            guard,
+            "the blocks given to __init__",
+            len(given) == len(blocks) and all(a is b for a, b in zip(given, blocks)),
+        )
         if getattr(queue, "num_free_blocks", None) != len(blocks):
             raise guard.fail(
                 f"a new queue of {len(blocks)} blocks has num_free_blocks={getattr(queue, 'num_free_blocks', None)!r}"
@@ -194,8 +215,8 @@ def guarded_slot_mapping(fn: SlotMappingFn, guard: Guard) -> SlotMappingFn:
     def call(block_table: list[int], positions: list[int], block_size: int) -> list[int]:
         table, pos = list(block_table), list(positions)
         out = guard.call(fn, table, pos, block_size)
-        if table != list(block_table) or pos != list(positions):
-            raise guard.fail("it changed the block table or positions it was given (the engine owns them)")
+        SLOT_MAPPING_MUTATES.enforce_read_only(guard, "block_table", table == list(block_table))
+        SLOT_MAPPING_MUTATES.enforce_read_only(guard, "positions", pos == list(positions))
         SLOT_MAPPING.enforce(guard, out)  # a list of ints (numpy ints too), as check() requires
         if len(out) != len(positions):
             raise guard.fail(f"{len(out)} slots for {len(positions)} positions")
@@ -330,13 +351,16 @@ class GuardedForkCow(CopyOnWrite):
         """Lab 03's ``fork`` on the parent's table; returns the child's table."""
         ids = [b.block_id for b in table]
         refs, free = [b.ref_cnt for b in table], self.block_pool.get_num_free_blocks()
-        parent = self.fns.seq(parent_id, list(ids), num_tokens)
+        given = list(ids)
+        parent = self.fns.seq(parent_id, given, num_tokens)
         child = self.guard.call(self.fns.fork, self.fns.pool_view(self.block_pool, self.block_size), parent, child_id)
         problem = FORK.problem(child)
         if problem is not None:
             raise self._fail(problem, ids, child)
-        if parent.block_table != ids or parent.num_tokens != num_tokens:
-            raise self._fail("fork changed the parent (its table or length)", ids, parent)
+        if parent.block_table is not given or parent.block_table != ids:
+            raise self._fail(FORK_MUTATES.changed("parent.block_table"), ids, parent)
+        if parent.num_tokens != num_tokens:
+            raise self._fail("fork changed the parent's length (num_tokens)", ids, parent)
         if getattr(child, "block_table", None) is parent.block_table:
             raise self._fail("the child shares the parent's block-table list (give it its own list)", ids, child)
         if getattr(child, "block_table", None) != ids or getattr(child, "num_tokens", None) != num_tokens:
@@ -359,7 +383,7 @@ class GuardedForkCow(CopyOnWrite):
         problem = APPEND_TOKEN.problem(pair)
         if problem is not None:
             raise self._fail(problem, ids, seq)
-        check_changed_in_place(self.guard, "the sequence's block table", given, getattr(seq, "block_table", None))
+        APPEND_TOKEN_MUTATES.enforce_in_place(self.guard, "seq.block_table", given, getattr(seq, "block_table", None))
         if getattr(seq, "num_tokens", None) != num_tokens + 1:
             raise self._fail(
                 f"after append_token the sequence has num_tokens={getattr(seq, 'num_tokens', None)!r}, expected "

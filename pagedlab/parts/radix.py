@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pagedlab.errors import ComponentError
-from pagedlab.parts.contracts import EVICT, INSERT, MATCH_PREFIX
+from pagedlab.parts.contracts import EVICT, INSERT, INSERT_MUTATES, MATCH_PREFIX, MATCH_PREFIX_MUTATES, Mutates
 from pagedlab.parts.guard import Guard
 
 __all__ = ["RadixOps", "GuardedRadixTree"]
@@ -138,14 +138,11 @@ class GuardedRadixTree:
             node = child
         return values
 
-    def _check_unchanged(self, op: str, **given: tuple[list[Any], list[Any]]) -> None:
-        """Each ``name=(the list handed to op, what it held)`` is unchanged: the exercises only read them."""
+    def _check_unchanged(self, rule: Mutates, **given: tuple[list[Any], list[Any]]) -> None:
+        """Each ``name=(the list handed to the part, what it held)`` is unchanged: ``rule`` reads them only."""
         for name, (handed, held) in given.items():
             if handed != held:
-                raise self._fail(
-                    f"{op} changed the {name} list it was given (now {len(handed)} elements, was {len(held)}): it "
-                    f"only reads its {name} - work on a copy (list({name})) or an index"
-                )
+                raise self._fail(f"{rule.changed(name)} (now {len(handed)} elements, was {len(held)})")
 
     def _nodes_along(self, pages: list[Hashable]) -> list[Any]:
         """The root and every node the path of ``pages`` (a prefix in the tree) goes through."""
@@ -172,7 +169,7 @@ class GuardedRadixTree:
         pages = self._pages(key, extra_key)
         given, now = list(pages), self._tick()
         got = self.guard.call(self.ops.match_prefix, self.root, given, now)
-        self._check_unchanged("match_prefix", key=(given, pages))
+        self._check_unchanged(MATCH_PREFIX_MUTATES, key=(given, pages))
         problem = MATCH_PREFIX.problem(got)
         if problem is not None:
             raise self._fail(problem)
@@ -201,7 +198,7 @@ class GuardedRadixTree:
         present = self._peek(pages)
         given_key, given_value, now = list(pages), list(ids), self._tick()
         n = self.guard.call(self.ops.insert, self.root, given_key, given_value, now)
-        self._check_unchanged("insert", key=(given_key, pages), value=(given_value, ids))
+        self._check_unchanged(INSERT_MUTATES, key=(given_key, pages), value=(given_value, ids))
         problem = INSERT.problem(n)
         if problem is not None:
             raise self._fail(problem)

@@ -11,7 +11,9 @@ from typing import Any, ClassVar
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.parts.contracts import (
+    PICK_VICTIM_MUTATES,
     SCHEDULE_STEP,
+    SCHEDULE_STEP_MUTATES,
     SCHEDULE_WITH_PREEMPTION,
     check_batch_order,
     check_no_running_skipped,
@@ -41,9 +43,10 @@ def guarded_pick_victim(fn: PickVictimFn, guard: Guard) -> Callable[[list[Reques
     def call(running: list[Request], policy: str) -> Request:
         before, states = list(running), [state(r) for r in running]
         victim = guard.call(fn, running, policy)
-        if len(running) != len(before) or any(a is not b for a, b in zip(running, before)):
+        unchanged = len(running) == len(before) and all(a is b for a, b in zip(running, before))
+        if not unchanged:
             running[:] = before
-            raise guard.fail("it changed the running list (return the victim; the scheduler removes it)")
+        PICK_VICTIM_MUTATES.enforce_read_only(guard, "running", unchanged)
         changed = [r.request_id for r, st in zip(running, states) if state(r) != st]
         if changed:
             raise guard.fail(
@@ -133,7 +136,8 @@ class LearnerStepScheduler(Scheduler):
             self.tracer.step = self.step_count
         cfg = self.config
         before, waiting = list(self.running), deque(self.waiting)
-        computed = {id(r): r.num_computed_tokens for r in [*before, *waiting]}
+        given = [*before, *waiting]  # the step consumes its copy of waiting: the admitted ones are read from here
+        computed = {id(r): r.num_computed_tokens for r in given}
         result = self.guard.call(
             self.step_fn,
             self.running,
@@ -145,8 +149,11 @@ class LearnerStepScheduler(Scheduler):
         )
         SCHEDULE_STEP.enforce(self.guard, result)
         self._admit(before)
-        if any(computed[id(r)] != r.num_computed_tokens for r in [*before, *waiting]):
-            raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
+        SCHEDULE_STEP_MUTATES.enforce_read_only(
+            self.guard,
+            "num_computed_tokens",
+            all(computed[id(r)] == r.num_computed_tokens for r in given),
+        )
         scheduled = [self._scheduled(rid, n) for rid, n in result.items()]
         self._check_step(before, scheduled)
         return self.finish_schedule(out, scheduled, self._budget_left(scheduled))
@@ -350,7 +357,9 @@ class LearnerPreemptingScheduler(LearnerStepScheduler):
         victims = self._take_victims(before, preempted, kv, waiting, swapped, out)
         gone = {id(r) for r in victims}
         if any(
-            computed[id(r)] != r.num_computed_tokens for r in computed_of(before, waiting, swapped) if id(r) not in gone
+            computed.get(id(r), r.num_computed_tokens) != r.num_computed_tokens
+            for r in computed_of(before, waiting, swapped, self.running)  # admitted / swapped in: now running
+            if id(r) not in gone
         ):
             raise self.guard.fail("it changed num_computed_tokens (the engine advances it after the step)")
         if not victims:

@@ -215,7 +215,7 @@ def test_free_queue_prepend_n_is_guarded(impl, words):
         ("slot_mapping", lambda t, p, bs: 1 // 0, "raised ZeroDivisionError"),
         ("slot_mapping", lambda t, p, bs: {0: 1}, "slot_mapping returned a dict, not a list"),
         ("kv_tile_load", lambda c, t, s, n, L: c, "load_kv_tile returned a Tensor, not a tuple"),
-        ("pick_victim", lambda running, policy: running.pop(), "changed the running list"),
+        ("pick_victim", lambda running, policy: running.pop(), "pick_victim changed running"),
         ("pick_victim", lambda running, policy: "r0", "not one of the running requests"),
     ],
 )

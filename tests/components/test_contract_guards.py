@@ -20,7 +20,7 @@ _TIGHT = {"num_gpu_blocks": 8}
 
 #: (exercise, wrong version) -> (the slot whose guard trips, words of its message, engine settings)
 PLUGGED: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {
-    ("02.slot_mapping", "consumes_the_positions"): ("slot_mapping", "changed the block table or positions", {}),
+    ("02.slot_mapping", "consumes_the_positions"): ("slot_mapping", "the mutation rule of slot_mapping", {}),
     ("03.append_token", "rebinds_the_table_for_a_new_block"): ("fork_cow", "bound a new object", {"n": 2}),
     ("04.schedule_step", "newest_running_first"): ("schedule_step", "walk the running requests in order", {}),
     ("06.schedule_with_preemption", "admits_past_max_num_seqs"): (

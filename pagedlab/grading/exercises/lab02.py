@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
-from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
@@ -514,11 +514,11 @@ def _slot_case(
     }
     rec.state(st)
     table, pos = list(block_table), list(positions)
-    before = read_only(block_table=table, positions=pos)
+    before = snapshot(contracts.SLOT_MAPPING_MUTATES, block_table=table, positions=pos)
     slots = fn(table, pos, block_size)
     observe_contract(rec, contracts.SLOT_MAPPING, slots)
     rec.observe("slots", slots, hint=_slot_hint)
-    observe_unchanged(rec, before, block_table=table, positions=pos)
+    observe_read_only(rec, contracts.SLOT_MAPPING_MUTATES, before, block_table=table, positions=pos)
 
 
 @SLOT.test("the tokens of a single block")
@@ -618,13 +618,6 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
-def _kept_list_hint(what: str, why: str) -> Any:
-    def hint(expected: Any, got: Any, state: Any) -> str:
-        return f"{what} changed the list of blocks it was given (it is now {got}): {why}; read it, do not pop from it"
-
-    return hint
-
-
 def _fq_states(queues: list[Any], pools: list[Pool], rec: Any, hint: Any) -> None:
     """Record every queue's whole state: its order through the links and its num_free_blocks."""
     for i, (q, pool) in enumerate(zip(queues, pools), 1):
@@ -660,16 +653,11 @@ def _fq_op(q: Any, pool: Pool, name: str, op: str, arg: Any, rec: Any) -> Any:
         rec.step(f"{name}.prepend_n(blocks {ids})")
         given = [pool.blocks[i] for i in ids]
         _Counter.n = 0
+        before = snapshot(contracts.FREE_QUEUE_MUTATES, **{"the blocks given to prepend_n": ids})
         q.prepend_n(given)
         rec.observe("link reads/writes and == comparisons", _Counter.n, at_most=16 + 4 * len(ids), hint=_O1_HINT)
         after = [pool.bid(b) for b in given]
-        rec.observe(
-            "the list given to prepend_n, after the call",
-            True if after == ids else after,
-            hint=_kept_list_hint(
-                "prepend_n", "the block pool still reads it after the call (it traces the freed blocks)"
-            ),
-        )
+        observe_read_only(rec, contracts.FREE_QUEUE_MUTATES, before, **{"the blocks given to prepend_n": after})
         return _prepend_hint(ids)
     if op == "popleft":
         _fq_popleft(q, pool, name, rec)
@@ -722,15 +710,12 @@ def _(Queue: Any, case: dict[str, Any], rec: Any) -> None:
         pool = Pool(n, counting=True)
         given = [pool.blocks[b] for b in ids]
         rec.step(f"q{i} = FreeKVCacheBlockQueue(blocks {ids}) over pool {i} ({_n(n, 'block')})")
+        before = snapshot(contracts.FREE_QUEUE_MUTATES, **{"the blocks given to __init__": ids})
         q = Queue(given)
         pools.append(pool)
         queues.append(q)
         after = [pool.bid(b) for b in given]
-        rec.observe(
-            "the list given to FreeKVCacheBlockQueue(...), after the call",
-            True if after == ids else after,
-            hint=_kept_list_hint("__init__", "the block pool keeps using that list (it is BlockPool.blocks)"),
-        )
+        observe_read_only(rec, contracts.FREE_QUEUE_MUTATES, before, **{"the blocks given to __init__": after})
         _fq_states(queues, pools, rec, "the blocks given, in the order given")
     for qi, op, arg in case["ops"]:
         hint = _fq_op(queues[qi], pools[qi], f"q{qi + 1}", op, arg, rec)
@@ -774,8 +759,8 @@ def _(fn: Any, case: dict[str, Any], rec: Any) -> None:
     rec.step(f"slot_mapping({table}, {shown}, block_size={bs})")
     rec.state(dict(case))
     t, p = list(table), list(positions)
-    before = read_only(block_table=t, positions=p)
+    before = snapshot(contracts.SLOT_MAPPING_MUTATES, block_table=t, positions=p)
     slots = fn(t, p, bs)
     observe_contract(rec, contracts.SLOT_MAPPING, slots)
     rec.observe("slots", slots, hint=_slot_hint)
-    observe_unchanged(rec, before, block_table=t, positions=p)
+    observe_read_only(rec, contracts.SLOT_MAPPING_MUTATES, before, block_table=t, positions=p)

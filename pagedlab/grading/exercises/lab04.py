@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
-from pagedlab.grading.contract import observe_contract
+from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
@@ -180,6 +180,8 @@ def run_workload(
         rec.step(f"step {sim.step_no}: {describe(sim)}")
         before = sim.ids(sim.running)
         missing = {rid: r.num_tokens - r.num_computed_tokens for rid, r in sim.requests.items()}
+        computed = {rid: r.num_computed_tokens for rid, r in sim.requests.items()}
+        given = snapshot(contracts.SCHEDULE_STEP_MUTATES, num_computed_tokens=computed)
         scheduled = call(sim)
         observe_contract(rec, contracts.SCHEDULE_STEP, scheduled)
         rec.observe(
@@ -197,12 +199,8 @@ def run_workload(
             sim.kv.num_free_blocks,
             hint="allocate_slots once for each request you schedule, for exactly its tokens",
         )
-        rec.observe(
-            "num_computed_tokens after the call",
-            {rid: r.num_computed_tokens for rid, r in sim.requests.items()},
-            hint="leave num_computed_tokens alone: the engine advances it after the step, once the tokens "
-            "were computed",
-        )
+        computed = {rid: r.num_computed_tokens for rid, r in sim.requests.items()}
+        observe_read_only(rec, contracts.SCHEDULE_STEP_MUTATES, given, num_computed_tokens=computed)
         order = list(scheduled) if isinstance(scheduled, dict) else None
         sim.apply(scheduled)
         rec.state(sim.state())

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pagedlab.grading.contract import observe_read_only, snapshot
 from pagedlab.grading.registry import Exercise, register
+from pagedlab.parts import contracts
 from pagedlab.request import Request
 from pagedlab.viz.pictures import render_requests
 
@@ -76,8 +78,10 @@ def _hint(policy: str) -> Any:
 def _victim_case(pick_victim: Any, rec: Any, policy: str, spec: Sequence[tuple[str, float, int]]) -> None:
     running = _requests(spec)
     ids = [r.request_id for r in running]
+    given = snapshot(contracts.PICK_VICTIM_MUTATES, running=ids)
     rec.step(f"pick_victim(running={ids}, policy={policy!r})")
     got = pick_victim(running, policy)
+    observe_read_only(rec, contracts.PICK_VICTIM_MUTATES, given, running=[r.request_id for r in running])
     match = next((r for r in running if r is got), None)
     chosen = match.request_id if match is not None else f"<not one of the running requests: {type(got).__name__}>"
     rec.state(
@@ -91,11 +95,6 @@ def _victim_case(pick_victim: Any, rec: Any, policy: str, spec: Sequence[tuple[s
         }
     )
     rec.observe("victim", chosen, hint=_hint(policy))
-    rec.observe(
-        "running list after the call",
-        [r.request_id for r in running],
-        hint="pick_victim only chooses; the scheduler removes the victim itself",
-    )
 
 
 @VICTIM.test("fcfs: the request admitted last")

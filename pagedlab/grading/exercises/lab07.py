@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from pagedlab.grading.contract import observe_contract, observe_unchanged, read_only
+from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
@@ -171,7 +171,7 @@ def _last_node_hint(expected: Any, got: Any, state: Any) -> str:
 def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
     rec.step(f"match_prefix(root, {key}, now={now})")
     key = list(key)
-    before = read_only(key=key)
+    before = snapshot(contracts.MATCH_PREFIX_MUTATES, key=key)
     out = fn(root, key, now)
     observe_contract(rec, contracts.MATCH_PREFIX, out)
     try:
@@ -180,7 +180,7 @@ def _match(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int) -> None:
         rec.fail(f"match_prefix must return a pair (value, last_node); it returned {type(out).__name__}")
     rec.observe("matched slots", value, hint="the slots of every matched token, in order, across the nodes walked")
     rec.observe("tokens from the root to last_node", _path_tokens(node, root), hint=_last_node_hint)
-    observe_unchanged(rec, before, key=key)
+    observe_read_only(rec, contracts.MATCH_PREFIX_MUTATES, before, key=key)
     _record_tree(rec, root, f"after match_prefix({key[:8]}, now={now})")
 
 
@@ -231,7 +231,7 @@ def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: 
     value = list(range(slot0, slot0 + len(key)))
     rec.step(f"insert(root, {key}, slots {value[0] if value else ''}..., now={now})")
     key = list(key)
-    before = read_only(key=key, value=value)
+    before = snapshot(contracts.INSERT_MUTATES, key=key, value=value)
     got = fn(root, key, value, now)
     observe_contract(rec, contracts.INSERT, got)
     rec.observe(
@@ -239,7 +239,7 @@ def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: 
         got,
         hint="count the leading tokens of the key that were already in the tree",
     )
-    observe_unchanged(rec, before, key=key, value=value)
+    observe_read_only(rec, contracts.INSERT_MUTATES, before, key=key, value=value)
     _record_tree(rec, root, f"after insert({key[:8]}, now={now})")
 
 

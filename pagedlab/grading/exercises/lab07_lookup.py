@@ -20,7 +20,7 @@ from typing import Any
 
 from pagedlab.core import hashing
 from pagedlab.core.block_pool import BlockPool
-from pagedlab.grading.contract import observe_contract
+from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
@@ -122,8 +122,10 @@ def lookup(fn: Any, rec: Any, pool: BlockPool, tokens: Sequence[int], block_size
     chain = [b.block_id if (b := pool.get_cached_block(h)) is not None else None for h in req.block_hashes]
     rec.step(f"get_computed_blocks(request with {len(tokens)} tokens, block_pool, block_size={block_size})")
     before = pool_state(pool)
+    hashes = snapshot(contracts.GET_COMPUTED_BLOCKS_MUTATES, **{"request.block_hashes": req.block_hashes})
     out = fn(req, pool, block_size)
     observe_contract(rec, contracts.GET_COMPUTED_BLOCKS, out)
+    observe_read_only(rec, contracts.GET_COMPUTED_BLOCKS_MUTATES, hashes, **{"request.block_hashes": req.block_hashes})
     try:
         got, num = out
     except (TypeError, ValueError):

@@ -1,7 +1,7 @@
 """Builds the queue by popping the blocks off the list it is given: the block pool's own list of blocks is emptied.
 
 caught by: random cases against the reference, whole state compared
-hint: __init__ changed the list of blocks it was given
+hint: FreeKVCacheBlockQueue changed the blocks given to __init__, which it only reads
 """
 REPLACE = [
     ("""\

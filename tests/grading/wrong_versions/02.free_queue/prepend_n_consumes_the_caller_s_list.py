@@ -1,7 +1,7 @@
 """prepend_n pops the blocks off the caller's list (from the back, each to the front): the order is right, but the list is emptied.
 
 caught by: random cases against the reference, whole state compared
-hint: prepend_n changed the list of blocks it was given
+hint: FreeKVCacheBlockQueue changed the blocks given to prepend_n, which it only reads
 """
 REPLACE = [
     ("""\

@@ -1,7 +1,7 @@
 """Pops the positions off the caller's list as it maps them, leaving it empty.
 
 caught by: the tokens of a single block
-hint: your function changed `positions`
+hint: slot_mapping changed positions, which it only reads
 pattern: changes an input it only reads
 """
 REPLACE = [

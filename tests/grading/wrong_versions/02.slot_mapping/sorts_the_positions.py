@@ -1,7 +1,7 @@
 """Sorts the caller's positions in place first (positions.sort()), then maps them.
 
 caught by: random block tables, positions in any order, block sizes 1, 3 and 16
-hint: your function changed `positions`
+hint: slot_mapping changed positions, which it only reads
 pattern: changes an input it only reads
 engine: the engine hands slot_mapping positions already in order, so sorting them changes nothing
 """

@@ -1,7 +1,7 @@
 """Adds a new block by binding a new list (seq.block_table = seq.block_table + [block]).
 
 caught by: a token that starts a new block allocates one
-hint: block table in place
+hint: bound a new object to seq.block_table
 pattern: rebinds what it must change in place
 """
 REPLACE = [

@@ -1,7 +1,7 @@
 """Replaces the shared last block by binding a new list (seq.block_table = seq.block_table[:-1] + [new]).
 
 caught by: a shared last block is copied before the write; its last owner then writes in place
-hint: block table in place
+hint: bound a new object to seq.block_table
 pattern: rebinds what it must change in place
 """
 REPLACE = [

@@ -1,7 +1,7 @@
 """Hands the parent's own list to the child and gives the parent a copy: the caller's table now belongs to the child.
 
-caught by: random cases against the reference, whole state compared
-hint: give the CHILD a new list
+caught by: fork shares every block and allocates nothing
+hint: fork changed parent.block_table, which it only reads
 """
 REPLACE = [
     ("return Seq(child_id, list(parent.block_table), parent.num_tokens)",

@@ -1,7 +1,7 @@
 """Advances num_computed_tokens itself (the engine does that after the step).
 
 caught by: three requests arriving together: prefill, then decode one token per step
-hint: leave num_computed_tokens alone
+hint: the step changed num_computed_tokens, which it only reads
 pattern: changes an input it only reads
 """
 REPLACE = [

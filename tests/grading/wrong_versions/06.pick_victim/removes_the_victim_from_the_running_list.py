@@ -1,7 +1,7 @@
 """Removes the victim from the running list.
 
 caught by: fcfs: the request admitted last
-hint: return one of the Request objects
+hint: pick_victim changed running, which it only reads
 pattern: changes an input it only reads
 """
 REPLACE = [

@@ -1,7 +1,7 @@
 """Drops the matched tokens from the caller's key list (del key[:n]) instead of from its own copy.
 
 caught by: a whole node matches; the path is stamped with now
-hint: your function changed `key`
+hint: match_prefix changed key, which it only reads
 pattern: changes an input it only reads
 """
 REPLACE = [

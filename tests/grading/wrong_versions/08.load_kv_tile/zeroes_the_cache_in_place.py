@@ -1,7 +1,7 @@
 """Zeroes the masked lanes' rows in the cache itself instead of in the returned tile.
 
 caught by: the last tile: positions past seq_len are masked and never look up the table
-hint: loading a tile only reads
+hint: load_kv_tile changed cache, which it only reads
 pattern: changes an input it only reads
 """
 REPLACE = [
