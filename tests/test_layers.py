@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: its own layer and any lower one.
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "exceptions": 0,
     "config": 0,
     "sampling_params": 0,
     "outputs": 0,
