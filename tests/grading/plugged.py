@@ -252,7 +252,9 @@ def _serve(components: Any, s: Setting) -> dict[str, list[list[int]]]:
         for p in wave:
             params = SamplingParams(temperature=0, n=s.n, max_tokens=most, ignore_eos=True)
             prio = {"priority": s.priorities[k % len(s.priorities)]} if s.priorities else {}
-            eng.add_request(f"r{k}", {"prompt_token_ids": p}, params, **prio)
+            # a fixed clock, 0.4 ms between submissions: the same arrival times on every run (the priority
+            # policy breaks ties by arrival_time; perf_counter made a part that rounds it caught on some runs only)
+            eng.add_request(f"r{k}", {"prompt_token_ids": p}, params, arrival_time=1000.0 + 0.0004 * k, **prio)
             k += 1
         taken = 0
         while eng.has_unfinished_requests() and not (s.gap(w) and taken == s.gap(w)):

@@ -443,7 +443,6 @@ def _find_prefix(root: TreeNode, key: Sequence[int]) -> TreeNode:
 # as late as a long-running engine's.
 from hypothesis import strategies as st  # noqa: E402
 
-from pagedlab.grading.contract import read_only as _read_only  # noqa: E402
 from pagedlab.grading.differential import differential  # noqa: E402
 from pagedlab.grading.kit import unlock  # noqa: E402
 
@@ -664,7 +663,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
     for t, spec in case["calls"]:
         root, key, now = trees.roots[t], trees.key(trees.tokens(t, spec)), trees.now(t)
         rec.step(f"match_prefix(tree {t}, {trees.show(key)}, now={now})")
-        before = _read_only(key=key)
+        before = snapshot(contracts.MATCH_PREFIX_MUTATES, key=key)
         out = fn(root, key, now)
         observe_contract(rec, contracts.MATCH_PREFIX, out)
         try:
@@ -677,7 +676,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
             hint="value holds one slot per matched key element: the values of the nodes of the match, in order",
         )
         rec.observe("tokens from the root to last_node", _path_tokens(node, root), hint=_last_node_hint)
-        observe_unchanged(rec, before, key=key)
+        observe_read_only(rec, contracts.MATCH_PREFIX_MUTATES, before, key=key)
         trees.observe_trees(rec, t, f"after match_prefix (tree {t}, now={now})")
 
 
@@ -688,7 +687,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         root, key, now = trees.roots[t], trees.key(trees.tokens(t, spec, nonempty=True)), trees.now(t)
         value = trees.value(len(key))
         rec.step(f"insert(tree {t}, {trees.show(key)}, slots {trees.show(value)}, now={now})")
-        before = _read_only(key=key, value=value)
+        before = snapshot(contracts.INSERT_MUTATES, key=key, value=value)
         got = fn(root, key, value, now)
         observe_contract(rec, contracts.INSERT, got)
         rec.observe(
@@ -696,7 +695,7 @@ def _(fn: Any, case: Any, rec: Any) -> None:
             got,
             hint="return how many leading elements of the key the tree held before the call",
         )
-        observe_unchanged(rec, before, key=key, value=value)
+        observe_read_only(rec, contracts.INSERT_MUTATES, before, key=key, value=value)
         trees.observe_trees(rec, t, f"after insert (tree {t}, now={now})")
         rec.observe(
             "a node of the tree holds the very key or value list handed in",

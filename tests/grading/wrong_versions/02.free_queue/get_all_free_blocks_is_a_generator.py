@@ -4,6 +4,7 @@ caught by: get_all_free_blocks lists the queue front first
 hint: get_all_free_blocks returned a generator, not a list
 hint: the contract of get_all_free_blocks
 pattern: returns another container or number type
+engine: the engine never calls get_all_free_blocks while it serves (traces, widgets and the vLLM twin read the queue; not the scheduler)
 """
 REPLACE = [
     ("""\

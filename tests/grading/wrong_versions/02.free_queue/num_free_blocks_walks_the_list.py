@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: keep a count that each operation updates
+engine: slower, not wrong: the same count (check() counts the blocks each read touches)
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: does another queue share its sentinel blocks
+engine: the engine builds one queue of yours, the GPU pool's (the swap space's CPU pool keeps the kit's own queue, pagedlab/core/swap.py), so no second queue of yours re-links the shared sentinels
 """
 REPLACE = [
     ("""\

@@ -1,6 +1,7 @@
 """Maps the first position, then walks the following slots one by one, as if the positions were consecutive.
 
 caught by: random block tables, positions in any order, block sizes 1, 3 and 16
+engine: the model runner hands slot_mapping one run of consecutive positions, so counting up from the first gives the same slots
 """
 REPLACE = [
     ("    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]",

@@ -1,6 +1,7 @@
 """A single position (a decode step) goes into the table's last block, whatever the position.
 
 caught by: random cases against the reference, whole state compared
+engine: the engine's decode position always falls in the table's last block (the block is allocated for that very token), so the last block is the right one there
 """
 REPLACE = [
     ("    return [block_table[pos // block_size] * block_size + pos % block_size for pos in positions]",

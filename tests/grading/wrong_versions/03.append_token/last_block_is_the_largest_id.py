@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: Copy the block first
+engine: in the plugged settings the tables come out of fresh pools in block-id order, so the largest id is the last block
 """
 REPLACE = [
     ("        last = seq.block_table[-1]\n", "        last = max(seq.block_table)\n"),

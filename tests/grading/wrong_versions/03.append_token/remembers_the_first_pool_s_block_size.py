@@ -2,6 +2,7 @@
 
 caught by: beam search: beams forked in the middle of decoding
 hint: so it needs 3 blocks
+engine: the engine has one GPU pool of one block size, so the first block size seen is always the right one
 """
 REPLACE = [
     ("""\

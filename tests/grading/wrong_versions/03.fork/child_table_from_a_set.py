@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: keep the parent's order
+engine: in the plugged settings a parent's table holds distinct blocks in id order, so a set of them iterates in the same order
 """
 REPLACE = [
     ("""\

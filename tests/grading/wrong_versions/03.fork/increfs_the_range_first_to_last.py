@@ -1,6 +1,7 @@
 """Shares every block id from the parent's first to its last block, as if a table were one contiguous run.
 
 caught by: random cases against the reference, whole state compared
+engine: in the plugged settings a parent's table is one run of consecutive block ids, so the range from first to last is the table
 """
 REPLACE = [
     ("""\

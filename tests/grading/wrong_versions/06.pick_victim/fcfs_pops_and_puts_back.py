@@ -1,6 +1,7 @@
 """fcfs: takes the victim with running.pop() and puts it back with running.insert(0, victim), so the running list is rotated.
 
 caught by: fcfs: the request admitted last
+hint: pick_victim changed running, which it only reads
 """
 REPLACE = [
     ("""\

@@ -2,6 +2,7 @@
 
 caught by: random cases against the reference, whole state compared
 hint: among equal priorities
+engine: the plugged settings submit on a fixed clock, 0.4 ms apart, and their requests of equal priority are two submissions apart, so rounding to the millisecond keeps them apart; check()'s cases draw arrivals within one millisecond
 """
 REPLACE = [
     ('key=lambda r: (r.priority, r.arrival_time)',

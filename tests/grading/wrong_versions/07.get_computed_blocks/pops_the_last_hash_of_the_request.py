@@ -1,9 +1,8 @@
 """Leaves the last token out by popping the request's own last block hash when the prompt is a whole number of blocks (request.block_hashes.pop()).
 
-caught by: random cases against the reference, whole state compared
-hint: lookup only: leave the request as it is
+caught by: never hit the last token: k cached full blocks hit k - 1
+hint: get_computed_blocks changed request.block_hashes, which it only reads
 pattern: changes an input it only reads
-engine: the engine hands the lookup a view of the request holding a copy of its block hashes (pagedlab.grading.plug), so the pop never reaches the request the engine keeps; check() hands it the request itself
 """
 REPLACE = [
     ("""\
