@@ -228,8 +228,8 @@ def test_good_submission_gets_full_marks_despite_the_others(run):
         k: e.flags for k, e in r.exercises.items()
     }
     assert r.status == "ok" and r.score == r.max_score == 2.0, r.messages
-    # 4 public + 1 hidden test for slot_mapping, all passed
-    assert [o.passed for o in ex(run, "alice").outcomes] == [True] * 5
+    # 5 public (4 hand-written, 1 differential) + 1 hidden test for slot_mapping, all passed
+    assert [o.passed for o in ex(run, "alice").outcomes] == [True] * 6
     assert run["alice"].exists() and (run["hidden"] / "extra.py").exists()
 
 
@@ -288,7 +288,7 @@ def test_os_exit_ends_only_that_process(run):
     r = run["res"]["erin_os_exit"]
     assert r.status == "ok" and r.score == 0
     outcomes = ex(run, "erin_os_exit").outcomes
-    assert len(outcomes) == 5 and {o.status for o in outcomes} == {"error"}
+    assert len(outcomes) == 6 and {o.status for o in outcomes} == {"error"}
     assert all("exited with status 0 (did your code call os._exit" in o.message for o in outcomes if not o.hidden)
 
 
