@@ -1,6 +1,6 @@
 # pagedlab: set-up, labs, demo, tests, benchmarks.
 #
-#   make lab     set up (venv + pinned packages + model), then start JupyterLab on labs/
+#   make lab     set up (venv + pinned packages + model), then start JupyterLab on labs/ (LANG=zh: labs/zh/, in Chinese)
 #   make demo    set up, then serve data/prompts.jsonl through the engine, headless
 #   make test    set up, then lint (ruff, mypy) and run the whole test suite (pytest tests/ + nbval on solutions/)
 #   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml; kernels/ included)
@@ -32,6 +32,14 @@ TORCH_INDEX ?= auto
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 
 LAB_DIR     ?= labs
+# `make lab LANG=zh`: the Chinese labs (labs/zh/, generated from solutions/ and solutions/zh/*.po) with
+# check(), the pictures and the self-checks in Chinese (PAGEDLAB_LANG). LANG is also the locale variable:
+# only the value `zh` (or zh_*) switches; Jupyter then runs with a real locale (C.UTF-8).
+ifneq ($(filter zh zh_% zh-%,$(LANG)),)
+LAB_DIR     := labs/zh
+LAB_LANG    := zh
+LAB_ENV     := PAGEDLAB_LANG=zh $(if $(filter zh,$(LANG)),LANG=C.UTF-8)
+endif
 # Jupyter config for the learners' JupyterLab (nbgrader's instructor extensions off: lab-config/README.md); empty: none
 LAB_CONFIG  ?= lab-config
 PORT        ?= 8888
@@ -48,7 +56,7 @@ NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbv
 
 help:
 	@echo "pagedlab make targets:"
-	@echo "  make lab        set up and start JupyterLab on $(LAB_DIR)/ (PORT=$(PORT), LAB_DIR=..., LAB_ARGS=...)"
+	@echo "  make lab        set up and start JupyterLab on $(LAB_DIR)/ (PORT=$(PORT), LAB_DIR=..., LAB_ARGS=..., LANG=zh: Chinese)"
 	@echo "  make demo       set up and run the engine headless on $(PROMPTS)"
 	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "  make bench      set up and run the benchmarks/ scripts (BENCH_ARGS='--only bench_core.py')"
@@ -129,7 +137,7 @@ lab: setup
 	  echo "    (remote machine: ssh -N -L $(PORT):127.0.0.1:$(PORT) user@host, then open the URL locally)"; \
 	fi; \
 	if [ -n "$(LAB_CONFIG)" ]; then export JUPYTER_CONFIG_PATH="$(CURDIR)/$(LAB_CONFIG)$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"; fi; \
-	set -x; exec "$(VENV)/bin/jupyter" lab $$flags $(LAB_ARGS)
+	set -x; exec env $(LAB_ENV) "$(VENV)/bin/jupyter" lab $$flags $(LAB_ARGS)
 
 demo: setup
 	"$(PAGEDLAB)" generate $(PROMPTS)

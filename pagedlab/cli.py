@@ -53,6 +53,11 @@ COMMANDS: list[Command] = [
         "labs build: generate labs/ from solutions/; labs check: are they in sync; labs copy DIR: the shipped labs into DIR",
     ),
     Command(
+        "translate",
+        "pagedlab.i18n.cli",
+        "translate status: stale or missing translations of the notebooks; translate update: follow the English",
+    ),
+    Command(
         "grade",
         "pagedlab.grading.grade",
         "grade submitted notebooks in sandboxed processes (CSV, feedback, results.json)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tomllib
 from importlib.resources import files
 
+from pagedlab.i18n import tr
 from pagedlab.viz.quiz import Question, SelfCheck, self_check
 
 __all__ = ["SELF_CHECKS", "lab_self_check"]
@@ -82,4 +83,14 @@ def lab_self_check(lab: str) -> SelfCheck:
     """
     if lab not in SELF_CHECKS:
         raise KeyError(f"no self-check for lab {lab!r}; labs with one: {sorted(SELF_CHECKS)}")
-    return self_check(SELF_CHECKS[lab], title=f"Self-check, lab {lab}: click an answer to see if it is right")
+    ctx = f"self-check {lab}"  # in the learner's language (pagedlab.i18n); the rotation is the English one
+    questions = [
+        Question(
+            tr(q.prompt, context=ctx),
+            tuple(tr(c, context=ctx) for c in q.choices),
+            q.answer,
+            tr(q.explain, context=ctx),
+        )
+        for q in SELF_CHECKS[lab]
+    ]
+    return self_check(questions, title=tr(f"Self-check, lab {lab}: click an answer to see if it is right"))

@@ -24,6 +24,7 @@ from typing import Any
 from pagedlab.grading import differential, registry
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.runner import reference_transcript, run_driver
+from pagedlab.i18n import check as i18n_check
 from pagedlab.viz.pictures import side_by_side
 
 __all__ = [
@@ -341,6 +342,7 @@ def _show(res: CheckResult, show: Any) -> None:
     if not show:
         return
     res._shown = True  # type: ignore[attr-defined]
+    res = i18n_check.localized(res)  # the learner's language (pagedlab.i18n; a copy, English unchanged)
     mode = show
     if show == "auto":
         mode = "html" if _in_notebook() else "text"
@@ -348,8 +350,8 @@ def _show(res: CheckResult, show: Any) -> None:
         try:
             from IPython.display import HTML, display
 
-            display(HTML(res.html()))
+            display(HTML(i18n_check.frame(res.html())))
             return
         except ImportError:  # pragma: no cover
             pass
-    print(res.text())
+    print(i18n_check.frame(res.text()))

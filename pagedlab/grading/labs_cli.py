@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pagedlab.grading import formats
-from pagedlab.grading.labs_build import LabsBuildError, LabStatus, build, check, copy_labs
+from pagedlab.grading.labs_build import LabsBuildError, LabStatus, build, check, copy_labs, generate_lab, scan
 from pagedlab.grading.points import add_points_argument, parse_points
 
 __all__ = ["add_arguments", "main"]
@@ -33,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     cp.add_argument("dest", type=Path, help="folder to copy the labs into (created if missing)")
     cp.add_argument("--force", action="store_true", help="also overwrite labs that were edited or run since copied")
+    cp.add_argument("--lang", default="en", help="en (default) or zh: the labs in that language (labs/zh/)")
     for name, helptext in (
         ("build", "regenerate labs/ from solutions/ (never overwrites a changed lab without --force)"),
         ("check", "exit 1 if labs/ is out of date with solutions/"),
@@ -57,6 +60,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )
 
 
+def _translations(solutions: Path) -> list[str]:
+    """The languages with catalogs beside the English notebooks (``solutions/zh/*.po``)."""
+    from pagedlab.i18n import LANGUAGES
+
+    return [lang for lang in LANGUAGES if lang != "en" and any((solutions / lang).glob("*.po"))]
+
+
+def _translated(catalogs: Path, lang: str) -> Callable[[dict[str, Any], str, str], dict[str, Any]]:
+    """:func:`generate_lab` of the solution with its markdown cells translated (stale ones stay English)."""
+    from pagedlab.i18n import notebooks
+
+    def generate(solution: dict[str, Any], stem: str, source_path: str) -> dict[str, Any]:
+        translated, _ = notebooks.translate_notebook(solution, notebooks.read(catalogs / f"{stem}.po"), lang)
+        return generate_lab(translated, stem, source_path)
+
+    return generate
+
+
+def _translated_labs(solutions: Path, labs: Path, names: list[str], force: bool | None) -> list[LabStatus]:
+    """Build (``force`` True/False) or check (None) ``labs/<lang>/`` for each translation; names ``<lang>/x``."""
+    out = []
+    for lang in _translations(solutions):
+        generate = _translated(solutions / lang, lang)
+        if force is None:
+            done = [st for st, _ in scan(solutions, labs / lang, names, generate)]
+        else:
+            done = build(solutions, labs / lang, force, names, generate)
+        for st in done:
+            st.name = f"{lang}/{st.name}"
+        out += done
+    return out
+
+
+def _lang_labs(lang: str) -> Path | None:
+    """The shipped labs folder of ``lang`` (None: English, the default folder)."""
+    from pagedlab import data
+    from pagedlab.i18n.messages import normalize_language
+
+    lang = normalize_language(lang, "--lang")
+    return None if lang == "en" else data.labs_directory() / lang
+
+
 def _line(st: LabStatus) -> str:
     what = st.action or st.state
     return f"  {st.name:<40} {what}" + (f": {st.detail}" if st.detail and st.state != "up-to-date" else "")
@@ -76,8 +121,8 @@ def _report_kept(results: list[LabStatus]) -> int:
 
 def main(args: argparse.Namespace) -> int:
     if args.labs_command == "copy":
-        results = copy_labs(args.dest, force=args.force)
-        print(f"pagedlab labs copy: -> {args.dest}")
+        results = copy_labs(args.dest, force=args.force, source=_lang_labs(args.lang))
+        print(f"pagedlab labs copy{'' if args.lang == 'en' else ' --lang ' + args.lang}: -> {args.dest}")
         for st in results:
             print(_line(st))
         status = _report_kept(results)
@@ -96,12 +141,15 @@ def main(args: argparse.Namespace) -> int:
     if args.labs_command == "build":
         generate = formats.generator(fmt, parse_points(args.points))
         results = build(solutions, labs, force=args.force, names=args.notebooks, generate=generate)
+        if fmt == "labs":  # and each translation: labs/<lang>/ from solutions/<lang>/*.po (pagedlab.i18n)
+            results += _translated_labs(solutions, labs, args.notebooks, force=args.force)
         print(f"pagedlab labs build{'' if fmt == 'labs' else ' --format ' + fmt}: {solutions} -> {labs}")
         for st in results:
             print(_line(st))
         kept = _report_kept(results)
         return 1 if kept or any(st.state == "error" for st in results) else 0
     results = check(solutions, labs, names=args.notebooks)
+    results += _translated_labs(solutions, labs, args.notebooks, force=None)
     bad = [st for st in results if st.state != "up-to-date"]
     if not bad:
         print(f"pagedlab labs check: {len(results)} lab(s) up to date with {solutions}")

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import asdict, is_dataclass
 from html import escape
 from typing import Any
+
+from pagedlab.i18n import tr
 
 SVG_NS = "http://www.w3.org/2000/svg"
 
@@ -57,7 +60,13 @@ COLORS = {
     "running": "#59a14f",
     "swapped": "#b07aa1",
 }
-FONT = "font-family:'DejaVu Sans',Arial,Helvetica,sans-serif"
+#: DejaVu Sans first (the widths below are measured for it), then CJK fonts per platform for Chinese
+#: text (the browser falls back glyph by glyph): Noto Sans CJK SC (Debian/Ubuntu: fonts-noto-cjk;
+#: pagedlab.i18n.fonts), Source Han Sans SC, PingFang SC (macOS), Microsoft YaHei (Windows), WenQuanYi.
+FONT = (
+    "font-family:'DejaVu Sans',Arial,Helvetica,'Noto Sans CJK SC','Noto Sans SC','Source Han Sans SC',"
+    "'PingFang SC','Hiragino Sans GB','Microsoft YaHei','WenQuanYi Micro Hei',sans-serif"
+)
 
 
 def esc(value: Any) -> str:
@@ -112,11 +121,19 @@ def attrs(**kw: Any) -> str:
     return " ".join(parts)
 
 
+def _em(ch: str, bold: bool) -> float:
+    """Width of one character in em: a wide (CJK, full-width) character is about 1 em in any CJK font."""
+    if unicodedata.east_asian_width(ch) in ("W", "F"):
+        return 1.02 if bold else 1.0
+    return 0.68 if bold else 0.6
+
+
 def text_width(s: Any, size: float, bold: bool = False) -> float:
-    """A generous estimate of the drawn width (px) of ``s`` at font ``size`` in ``FONT`` (DejaVu Sans
-    averages about 0.6 em a character, 0.68 em in bold): layouts size themselves with it so that no
-    title or label runs past the picture's edge."""
-    return len(str(s)) * size * (0.68 if bold else 0.6)
+    """A generous estimate of the drawn width (px) of ``s`` at font ``size`` in ``FONT``, as :func:`text`
+    draws it (in the learner's language): DejaVu Sans averages about 0.6 em a character (0.68 em in bold),
+    a CJK character is 1 em. Layouts size themselves with it so that no title or label runs past the
+    picture's edge."""
+    return sum(_em(ch, bold) for ch in tr(str(s))) * size
 
 
 def text(
@@ -130,8 +147,10 @@ def text(
     cls: str | None = None,
     **data: Any,
 ) -> str:
-    """One ``<text>`` element (dominant-baseline central, so ``y`` is the visual middle)."""
+    """One ``<text>`` element (dominant-baseline central, so ``y`` is the visual middle); ``s`` is shown in
+    the learner's language (:func:`pagedlab.i18n.tr`: every picture's text passes here)."""
     a = attrs(cls=cls, **data)
+    s = tr(str(s))
     return (
         f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" fill="{color}" text-anchor="{anchor}" '
         f'dominant-baseline="central" font-weight="{weight}"{" " + a if a else ""}>{esc(s)}</text>'
@@ -162,7 +181,7 @@ def svg_doc(
     )
     parts: list[str] = [head]
     if title:
-        parts.append(f"<title>{esc(title)}</title>")
+        parts.append(f"<title>{esc(tr(title))}</title>")
     parts.append(
         f'<rect class="pl-card" x="0.5" y="0.5" width="{w - 1:.0f}" height="{h - 1:.0f}" rx="8" '
         f'fill="{COLORS["card"]}" stroke="{COLORS["card_stroke"]}"/>'
