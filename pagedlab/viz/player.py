@@ -138,9 +138,11 @@ class Player(widgets.VBox):
     def _show(self, i: int) -> None:
         from html import escape
 
+        from pagedlab.i18n.messages import tr_lines
+
         self.html.value = self.frame_html(i)
-        self.caption.value = (
-            f'<span class="pl-caption-text" style="font-size:13px">{escape(self.caption_text(i))}</span>'
-        )
+        caption = tr_lines(self.caption_text(i))  # in the learner's language (pagedlab.i18n)
+        self.caption.value = f'<span class="pl-caption-text" style="font-size:13px">{escape(caption)}</span>'
+
         self.prev_button.disabled = i <= 0
         self.next_button.disabled = i >= self.num_frames - 1
