@@ -20,7 +20,6 @@ NOTEBOOKS = sorted(p for p in SOLUTIONS.glob("*.ipynb") if not p.name.startswith
 #: Notebooks whose Chinese edition is not finished: their missing cells show in English in labs/zh/. This
 #: list only shrinks: a notebook finished but still listed fails too. Stale and obsolete entries fail everywhere.
 UNFINISHED_ZH: set[str] = {
-    "08_triton_paged_attention.ipynb",
     "09_engine_and_vllm.ipynb",
 }
 
