@@ -19,9 +19,7 @@ NOTEBOOKS = sorted(p for p in SOLUTIONS.glob("*.ipynb") if not p.name.startswith
 
 #: Notebooks whose Chinese edition is not finished: their missing cells show in English in labs/zh/. This
 #: list only shrinks: a notebook finished but still listed fails too. Stale and obsolete entries fail everywhere.
-UNFINISHED_ZH: set[str] = {
-    "09_engine_and_vllm.ipynb",
-}
+UNFINISHED_ZH: set[str] = set()
 
 
 def _args(**kw):
