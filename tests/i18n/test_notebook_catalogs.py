@@ -70,6 +70,10 @@ def test_translation_keeps_code_links_markers_and_numbers(entry):
         assert block in zh, f"code block changed: {block[:60]!r}"
     for math in re.findall(r"\$\$.*?\$\$", en, flags=re.S):
         assert math in zh, f"display math changed: {math[:60]!r}"
+    # a line break inside a Chinese sentence renders as a stray space (markdown joins soft breaks with one)
+    prose = re.sub(r"```.*?```", "", zh, flags=re.S)
+    broken = re.findall(r"[\u4e00-\u9fff\uff0c\u3002\uff1b\uff1a]\n[ \t]*[\u4e00-\u9fff]", prose)
+    assert not broken, f"soft line breaks between Chinese characters (rendered as spaces): {broken[:3]}"
 
 
 def _nb(*cells):
