@@ -152,28 +152,35 @@ class Catalog:
             else:
                 cat.exact[msgid] = msgstr
 
-        # the most specific template (most literal text) first
+        # frames: the most specific (most literal text) first; whole-text templates: the tightest match wins
         def literal(mid: str) -> int:
             return len(_PLACEHOLDER.sub("", mid))
 
-        cat.templates = [(_pattern(m, False), s) for m, s in sorted(templates, key=lambda t: -literal(t[0]))]
+        cat.templates = [(_pattern(m, False), s) for m, s in templates]
         cat.frames = [(_pattern(m, True), s) for m, s in sorted(frames, key=lambda t: -literal(t[0]))]
         return cat
 
-    def lookup(self, text: str, context: str | None = None) -> str | None:
+    def lookup(self, text: str, context: str | None = None, _depth: int = 0) -> str | None:
         """The translation of the whole of ``text``: the entry of that ``context`` if any, else the entry
-        without a context, else the first template it matches."""
+        without a context, else the template that matches it most tightly (its largest value the shortest), its
+        values translated the same way."""
         hit = self.in_context.get((context, text)) if context else None
         if hit is None:
             hit = self.exact.get(text)
-        if hit is not None:
+        if hit is not None or _depth > 3:
             return hit
+        best: tuple[tuple[int, int], dict[str, str], str] | None = None
         for pat, msgstr in self.templates:
             m = pat.match(text)
             if m:
-                values = {k: self.exact.get(v, v) for k, v in m.groupdict().items()}
-                return _PLACEHOLDER.sub(lambda p: values[p.group(1)], msgstr)
-        return None
+                sizes = [len(v) for v in m.groupdict().values()]
+                key = (max(sizes, default=0), sum(sizes))  # the smallest largest value, then the least in all
+                if best is None or key < best[0]:
+                    best = (key, m.groupdict(), msgstr)
+        if best is None:
+            return None
+        values = {k: self.lookup(v, None, _depth + 1) or v for k, v in best[1].items()}
+        return _PLACEHOLDER.sub(lambda p: values[p.group(1)], best[2])
 
     def frame(self, text: str) -> str:
         """``text`` with every frame template found in it replaced by its translation."""

@@ -134,7 +134,8 @@ def test_check_report_in_chinese_keeps_names_and_numbers(capsys):
     out = capsys.readouterr().out
     assert "练习 01.kv_bytes_per_token: kv_bytes_per_token" in out
     assert "第 1 步（`kv_bytes_per_token(<OPT-13B config>)`）：" in out
-    assert "期望 819200，实际得到 1" in out and "提示：" in out
+    assert "OPT-13B 每个 token 的字节数：期望 819200，实际得到 1" in out  # a template inside a template
+    assert "提示：这个配置没有 num_key_value_heads" in out
     assert f"{len(res.outcomes)} 个测试中通过了 0 个。" in out
     assert res.outcomes[0].title.startswith("OPT-13B")  # the result itself stays English
     html = messages.frame(res.html())
