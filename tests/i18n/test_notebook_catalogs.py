@@ -203,3 +203,29 @@ def test_translate_cli_status_lists_and_update_marks(tmp_path, capsys):
     assert cli.main(_args(translate_command="status", notebooks=[], lang="zh", solutions=sol, verbose=False)) == (
         1 if "00_welcome.ipynb" in UNFINISHED_ZH else 0
     )
+
+
+@pytest.mark.parametrize(
+    ("lang", "lab_dir", "env"),
+    [
+        ("zh", "labs/zh", "PAGEDLAB_LANG=zh LANG=C.UTF-8"),
+        ("zh_CN.UTF-8", "labs/zh", "PAGEDLAB_LANG=zh"),
+        ("C.UTF-8", "labs", ""),
+    ],
+)
+def test_make_lab_lang_zh_serves_the_chinese_labs(lang, lab_dir, env):
+    """`make lab LANG=zh` starts JupyterLab on labs/zh/ with PAGEDLAB_LANG=zh (and a real locale); other LANGs, labs/."""
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.fail("make is not installed")
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", "lab", f"LANG={lang}", "VENV=/nonexistent-venv", "PYTHON=true"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    line = " ".join(next(ln for ln in out.splitlines() if "jupyter" in ln and " lab " in ln).split())
+    assert f"--ServerApp.root_dir={REPO}/{lab_dir} " in out
+    assert ("exec env " + env).strip() + ' "/nonexistent-venv/bin/jupyter" lab' in line, line
