@@ -129,6 +129,7 @@ def kit_worker(job: dict[str, Any]) -> dict[str, Any]:
 def run_vllm(prompts: list[list[int]], budgets: list[int]) -> dict[str, Any]:
     """One vLLM repetition in a fresh process under vLLM's interpreter."""
     from pagedlab.twin.hf_model import hf_model_dir
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import vllm_python
 
     job = {"model": str(hf_model_dir()), "settings": SETTINGS, "prompts": prompts, "budgets": budgets}
@@ -140,7 +141,7 @@ def run_vllm(prompts: list[list[int]], budgets: list[int]) -> dict[str, Any]:
             capture_output=True,
             text=True,
             cwd=tmp,
-            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+            env=vllm_env(),
         )
         if p.returncode or not out.exists():
             raise SystemExit(f"the vLLM worker failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")

@@ -25,6 +25,7 @@ and the end.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -42,6 +43,7 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's pagedlab, not an install
 from pagedlab import LLMEngine, SamplingParams  # noqa: E402
 from pagedlab.engine import llm_engine, malloc  # noqa: E402
 from pagedlab.engine.arg_utils import EngineArgs  # noqa: E402
+from pagedlab.sampling_params import RequestOutputKind  # noqa: E402
 
 ENV_KEYS = (
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
@@ -53,23 +55,70 @@ ENV_KEYS = (
 )
 
 
-def random_params(rng: random.Random) -> SamplingParams:
-    greedy = rng.random() < 0.5
+def random_params(rng: random.Random, vocab: int) -> SamplingParams:
+    """Sampling parameters drawn over the whole of what the kit serves (vLLM 0.32.0's fields).
+
+    Greedy or sampled (top-p / top-k / min-p), ``n`` of 1-3, stop strings (kept in the text or
+    not), stop token ids, ``min_tokens``, the three penalties, log-probabilities (0-20, vLLM's
+    default ``max_logprobs``), seeds, EOS honoured or ignored, special tokens skipped or kept,
+    ``detokenize=False`` (token ids only; never with stop strings, which vLLM refuses) and the
+    ``FINAL_ONLY`` output kind.
+    """
+    greedy = rng.random() < 0.4
+    max_tokens = rng.randint(1, 48)
+    stop = rng.choice([None, None, ["\n\n"], [".", "!"], ["the", "\n"]])
+    detokenize = stop is not None or rng.random() < 0.85
     return SamplingParams(
-        temperature=0.0 if greedy else 0.8,
-        top_p=1.0 if greedy else rng.choice([1.0, 0.9]),
-        max_tokens=rng.randint(1, 48),
-        n=1 if rng.random() < 0.8 else 2,
-        stop=["\n\n"] if rng.random() < 0.3 else None,
-        logprobs=rng.choice([None, None, None, 2]),
+        temperature=0.0 if greedy else rng.choice([0.5, 0.8, 1.2]),
+        top_p=1.0 if greedy else rng.choice([1.0, 0.9, 0.5]),
+        top_k=0 if greedy else rng.choice([0, 0, 20]),
+        min_p=0.0 if greedy else rng.choice([0.0, 0.0, 0.05]),
+        max_tokens=max_tokens,
+        min_tokens=rng.choice([0, 0, rng.randint(0, max_tokens)]),
+        n=rng.choices([1, 2, 3], weights=[75, 20, 5])[0],
+        stop=stop,
+        stop_token_ids=rng.sample(range(vocab), rng.randint(1, 3)) if rng.random() < 0.2 else None,
+        include_stop_str_in_output=rng.random() < 0.3,
+        presence_penalty=rng.choice([0.0, 0.0, 0.5, -0.5]),
+        frequency_penalty=rng.choice([0.0, 0.0, 0.3]),
+        repetition_penalty=rng.choice([1.0, 1.0, 1.2, 0.9]),
+        logprobs=rng.choice([None, None, None, 0, 2, 5, 20]),
         seed=rng.randint(0, 2**31) if rng.random() < 0.2 else None,
         ignore_eos=rng.random() < 0.5,
+        detokenize=detokenize,
+        skip_special_tokens=rng.random() < 0.8,
+        spaces_between_special_tokens=rng.random() < 0.8,
+        output_kind=RequestOutputKind.FINAL_ONLY if rng.random() < 0.2 else RequestOutputKind.CUMULATIVE,
     )
 
 
-def random_prompt(rng: random.Random, prefix: list[int], vocab: int) -> list[int]:
+WORDS = [
+    "the",
+    "cache",
+    "block",
+    "page",
+    "token",
+    "prefix",
+    "request",
+    "memory",
+    "engine",
+    "step",
+    "model",
+    "text",
+    "a",
+    "of",
+    "to",
+    "and",
+]
+
+
+def random_prompt(rng: random.Random, prefix: list[int], vocab: int) -> object:
+    """Token ids (40% starting with a shared prefix, for the prefix cache) or, one time in five, text."""
+    if rng.random() < 0.2:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 120)))
     tail = [rng.randrange(100, vocab) for _ in range(rng.randint(4, 200))]
-    return (prefix[: rng.randint(16, len(prefix))] + tail) if rng.random() < 0.4 else tail
+    ids = (prefix[: rng.randint(16, len(prefix))] + tail) if rng.random() < 0.4 else tail
+    return {"prompt_token_ids": ids}
 
 
 class Soak:
@@ -89,7 +138,7 @@ class Soak:
             self.target = rng.randint(1, 24)
         while len(self.live) < self.target:
             rid = f"soak-{self.submitted}"
-            eng.add_request(rid, {"prompt_token_ids": random_prompt(rng, self.prefix, self.vocab)}, random_params(rng))
+            eng.add_request(rid, random_prompt(rng, self.prefix, self.vocab), random_params(rng, self.vocab))
             self.live.add(rid)
             self.submitted += 1
         if self.live and rng.random() < 0.05:
@@ -135,6 +184,8 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
             aborted=soak.aborted,
             step_stats=len(engine.step_stats),
             finished_requests=len(engine.finished_requests),
+            py_objects=len(gc.get_objects()),
+            gc_collections=[g["collections"] for g in gc.get_stats()],
             **malloc.heap_mb(),
         )
         samples.append(row)

@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "data": 0,  # paths of the bundled data files; imports only errors
     "paths": 0,  # the cache directory (model, built C kernels); standard library only
     "vllm_version": 0,  # the one place naming the vLLM the kit follows (constants only)
+    "vllm_env": 0,  # the environment of every process started for real vLLM (standard library only)
     "core": 1,
     "sched": 2,
     "kernels": 3,
