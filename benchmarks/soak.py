@@ -172,6 +172,8 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
     soak = Soak(engine, seed)
     for _ in range(20):  # warm-up: the first steps build the kernels and the allocator's pools
         soak.step()
+    if trace:  # from here: tracing the model's loading would take many minutes
+        tracemalloc.start(10)
     t0, samples = time.monotonic(), []
     next_sample, snap1 = 0.0, None
 
@@ -284,8 +286,6 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     if args.trim_every is not None:
         llm_engine.MALLOC_TRIM_EVERY = args.trim_every
-    if args.tracemalloc:
-        tracemalloc.start(10)
     result = run(args.minutes, args.seed, args.every, args.tracemalloc)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
