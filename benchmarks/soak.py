@@ -43,6 +43,7 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's pagedlab, not an install
 from pagedlab import LLMEngine, SamplingParams  # noqa: E402
 from pagedlab.engine import llm_engine, malloc  # noqa: E402
 from pagedlab.engine.arg_utils import EngineArgs  # noqa: E402
+from pagedlab.model.cpu_linear import padded_rows  # noqa: E402
 from pagedlab.sampling_params import RequestOutputKind  # noqa: E402
 
 ENV_KEYS = (
@@ -167,11 +168,55 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
 
 
-def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
+def warm_shapes(engine: LLMEngine, seed: int) -> list[int]:
+    """Run one step at every padded row count the soak can schedule (``padded_rows`` of 1 to
+    ``max_num_batched_tokens``): a prefill of that many random tokens, split in two prompts when one
+    would not fit ``max_model_len``. oneDNN builds and caches one kernel per matrix shape
+    (``pagedlab.model.cpu_linear.padded_rows``); served requests meet the rarer shapes (a step of 400+
+    tokens) minutes apart, so without this the cache fills during the measured run. vLLM's CPU
+    worker warms up the same way at start-up (``compile_or_warm_up_model``), on one shape. Returns
+    the row counts warmed.
+    """
+    rng = random.Random(seed + 1)
+    budget = engine.scheduler_config.max_num_batched_tokens
+    room = engine.scheduler_config.max_model_len - 1
+    shapes = sorted({padded_rows(t) for t in range(1, budget + 1)})
+    for t in shapes:
+        parts = [t] if t <= room else [t // 2, t - t // 2]
+        for i, n in enumerate(parts):
+            ids = [rng.randrange(100, engine.model_config.vocab_size) for _ in range(n)]
+            engine.add_request(f"warm-{t}-{i}", {"prompt_token_ids": ids}, SamplingParams(max_tokens=1, temperature=0))
+        while engine.has_unfinished_requests():
+            engine.step()
+    return shapes
+
+
+def history_mb(engine: LLMEngine) -> dict[str, float]:
+    """What the engine's bounded histories (``step_stats``, ``finished_requests``) hold: RSS and live C heap
+    before and after emptying them (then ``gc`` and ``malloc_trim``). Run at the end: it empties them."""
+    gc.collect()
+    malloc.trim()
+    before, heap0 = rss_mb(), malloc.heap_mb().get("malloc_in_use_mb", 0.0)
+    engine.step_stats.clear()
+    engine.finished_requests.clear()
+    gc.collect()
+    malloc.trim()
+    return dict(
+        rss_trimmed_mb=round(before, 1),
+        rss_without_histories_mb=round(rss_mb(), 1),
+        histories_rss_mb=round(before - rss_mb(), 1),
+        histories_heap_mb=round(heap0 - malloc.heap_mb().get("malloc_in_use_mb", 0.0), 1),
+    )
+
+
+def run(minutes: float, seed: int, every: float, trace: bool, warm: bool = True) -> dict[str, Any]:
     engine = LLMEngine.from_engine_args(EngineArgs(max_model_len=512, num_gpu_blocks_override=256, seed=seed))
     soak = Soak(engine, seed)
-    for _ in range(20):  # warm-up: the first steps build the kernels and the allocator's pools
+    t_warm = time.monotonic()
+    shapes = warm_shapes(engine, seed) if warm else []
+    for _ in range(20):  # warm-up: the first steps build the allocator's pools
         soak.step()
+    warm_s = time.monotonic() - t_warm
     if trace:  # from here: tracing the model's loading would take many minutes
         tracemalloc.start(10)
     t0, samples = time.monotonic(), []
@@ -204,6 +249,7 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
     while engine.has_unfinished_requests():  # drain: the engine itself must end clean
         engine.step()
     kv = engine.kv_cache_manager
+    seen = {padded_rows(s.num_prefill_tokens + s.num_decode_tokens) for s in engine.step_stats}
     return summarize(samples, minutes, trace_top(snap1) if trace else None) | dict(
         seed=seed,
         env={k: os.environ.get(k) for k in ENV_KEYS},
@@ -211,6 +257,10 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
         threads=__import__("torch").get_num_threads(),
         blocks_free_at_end=f"{kv.num_free_blocks}/{kv.num_gpu_blocks}",
         requests={"submitted": soak.submitted, "aborted": soak.aborted, "finished": soak.finished},
+        warm_up={"shapes": len(shapes), "seconds": round(warm_s, 1)},
+        # row counts the kept steps ran at that the warm-up did not build (0 with the warm-up on)
+        new_shapes_in_run=sorted(seen - set(shapes)),
+        histories=history_mb(engine),
     )
 
 
@@ -276,6 +326,7 @@ def main() -> int:
         default=None,
         help=f"steps between malloc_trim calls (default the engine's, {llm_engine.MALLOC_TRIM_EVERY}; 0: never)",
     )
+    ap.add_argument("--no-warm-shapes", action="store_true", help="skip the warm-up over every padded row count")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "soak.json")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0:
@@ -286,7 +337,7 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     if args.trim_every is not None:
         llm_engine.MALLOC_TRIM_EVERY = args.trim_every
-    result = run(args.minutes, args.seed, args.every, args.tracemalloc)
+    result = run(args.minutes, args.seed, args.every, args.tracemalloc, warm=not args.no_warm_shapes)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     keys = ("minutes", "rss_start_mb", "rss_1min_mb", "rss_end_mb", "mb_per_min_after_1min", "mb_per_min_fit")
