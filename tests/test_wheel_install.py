@@ -197,4 +197,5 @@ def test_doctor_after_a_pip_install_accepts_the_versions_pip_resolved(
     c = checks["transformers"]
     assert c["status"] == "warn" and c["fix"] == "pip install 'transformers>=4.56'", c
     assert "4.30.0: pagedlab needs transformers>=4.56" in c["detail"]
-    assert text.rstrip().splitlines()[-1].startswith("ready; 1 warning(s), see above: transformers"), text
+    verdict = text.rstrip().splitlines()[-1]  # (the scratch venv has no labextension files: "widgets" may warn)
+    assert verdict.startswith("ready; ") and "transformers" in verdict and "accelerate" not in verdict, text
