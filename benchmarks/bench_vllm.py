@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         print(f"== bench_vllm.py: SKIPPED, real vLLM is not installed: {why}", flush=True)
         return 0
+    from pagedlab.vllm_env import describe, vllm_env
+
+    print(f"== {describe(vllm_env())}", flush=True)
     be = _engine_kit()
     prompts, budgets = be.workload("readme")
     facts = be.machine_facts()
