@@ -40,7 +40,9 @@ def test_every_mark_is_a_dejavu_glyph_and_failing_differs_from_passing() -> None
 
 
 @pytest.mark.parametrize("how", ["text", "html"])
-def test_a_report_with_passed_and_failed_tests_reads_in_dejavu_alone(how: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_report_with_passed_and_failed_tests_reads_in_dejavu_alone(
+    how: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = registry.snippet_object(
         "03.append_token", variant("03.append_token", ("if pool.ref_cnt(last) > 1:", "if False:"))
     )
