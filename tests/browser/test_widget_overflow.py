@@ -3,7 +3,7 @@
 ipywidgets gives a ``Button`` a fixed width and cuts longer text with an ellipsis ("Lock in my
 predic..."). This test renders, in JupyterLab and Debian's Chromium (the browser harness of
 ``test_labs_browser.py``), every prediction the labs ask (question, choices and unit read from
-``solutions/*.ipynb``; numeric ones among them), then measures each button, toggle button and
+``solutions/*.ipynb``; numeric ones among them) and every lab's self-check, then measures each button, toggle button and
 label: its text must fit (``scrollWidth <= clientWidth``), and no widget row may be wider than the
 output area it sits in.
 """
@@ -78,7 +78,12 @@ def lab_predictions() -> list[dict[str, object]]:
 
 
 def _notebook(predictions: list[dict[str, object]]) -> dict[str, object]:
-    cells = ["from pagedlab.viz.quiz import predict"]
+    cells = [
+        "from IPython.display import display\n"
+        "from pagedlab.analysis.self_checks import SELF_CHECKS, lab_self_check\n"
+        "from pagedlab.viz.quiz import predict",
+        "for lab in sorted(SELF_CHECKS):\n    display(lab_self_check(lab))",
+    ]
     for p in predictions:
         kw = {k: v for k, v in p.items() if k not in ("lab", "question", "choices")}
         cells.append(f"predict({p['question']!r}, {p['choices']!r}, **{kw!r})")
