@@ -1,25 +1,35 @@
 """Soak: random requests and random aborts on one engine for ``--minutes``; does the memory stay flat?
 
-Keeps a random number of requests in flight on one ``LLMEngine`` (the bundled SmolLM2): random
-prompt lengths (some sharing a prefix, for the prefix cache), random sampling parameters (greedy or
-sampled, ``n`` of 1-2, stop strings, log-probabilities, seeds, ``max_tokens``), and aborts a random
-one now and then. Samples the process's RSS (and glibc's heap: live vs freed-but-held, see
-``pagedlab.engine.malloc.heap_mb``) every ``--every`` seconds and reports RSS at the start (after a
-warm-up), after one minute, at the end, and the growth after the first minute in MB/min (end minus
-the 1-minute value, and a least-squares slope), MB per 1,000 steps and per 1,000 requests (a busy
-machine runs fewer steps per minute). That span is also cut in two halves: caches that fill while
-the run warms up (oneDNN's kernels, one per padded matrix shape) grow the first half and leave the
-second flat (a plateau); a leak grows both. Writes ``benchmarks/results/soak.json`` (``--out``).
+Keeps a random number of requests in flight on one ``LLMEngine`` (the bundled SmolLM2): token-id
+prompts of random lengths (some sharing a prefix, for the prefix cache) and text prompts, random
+sampling parameters over all the kit serves (greedy or sampled with top-p / top-k / min-p, ``n`` of
+1-3, stop strings kept in the text or not, stop token ids, ``min_tokens``, the three penalties,
+log-probabilities up to 20, seeds, EOS honoured or ignored, special tokens skipped or kept,
+``detokenize=False``, the ``FINAL_ONLY`` output kind; :func:`random_params`), and aborts a random
+one now and then.
+
+Before the clock starts, :func:`warm_shapes` runs one step at every padded row count the engine can
+schedule, so oneDNN's per-shape kernels are built (as a server warms up) rather than appearing minutes
+into the run. Then it samples the process's RSS (and glibc's heap: live vs freed-but-held, see
+``pagedlab.engine.malloc.heap_mb``; the number of Python objects; the engine's histories) every
+``--every`` seconds and reports RSS at the start, after one minute, at the end, and the growth after
+the first minute in MB/min (end minus the 1-minute value, and a least-squares slope), MB per 1,000
+steps and per 1,000 requests (a busy machine runs fewer steps per minute). That span is also cut in
+two halves: a cache that fills grows the first half and leaves the second flat (a plateau); a leak
+grows both. At the end it records the row counts the run met that the warm-up had not built
+(``new_shapes_in_run``) and what the engine's bounded histories held (``histories``: RSS before and
+after emptying them). Writes ``benchmarks/results/soak.json`` (``--out``).
 
   make soak                                    # 30 minutes (SOAK_ARGS='--minutes 10' to change)
   .venv/bin/python benchmarks/soak.py --minutes 10 --threads 2
   .venv/bin/python benchmarks/soak.py --minutes 10 --trim-every 0   # as before malloc_trim
+  .venv/bin/python benchmarks/soak.py --minutes 10 --no-warm-shapes  # oneDNN's kernels built during the run
 
 The settings in effect are recorded in the result: the engine's ``MALLOC_TRIM_EVERY`` (steps between
 ``malloc_trim`` calls, ``--trim-every``), ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` (oneDNN's cache of
 compiled kernels; default 1024) and glibc's ``MALLOC_*`` variables, which act only when set before the
 process starts. ``--tracemalloc`` lists the Python allocations that grew between the 1-minute mark
-and the end.
+and the end (tracing starts after the warm-up; it slows the steps several-fold).
 """
 
 from __future__ import annotations
