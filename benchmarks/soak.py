@@ -183,8 +183,11 @@ def warm_shapes(engine: LLMEngine, seed: int) -> list[int]:
     ``max_num_batched_tokens``): a prefill of that many random tokens, split in two prompts when one
     would not fit ``max_model_len``. oneDNN builds and caches one kernel per matrix shape
     (``pagedlab.model.cpu_linear.padded_rows``); served requests meet the rarer shapes (a step of 400+
-    tokens) minutes apart, so without this the cache fills during the measured run. vLLM's CPU
-    worker warms up the same way at start-up (``compile_or_warm_up_model``), on one shape. Returns
+    tokens) minutes apart, so without this the cache fills during the measured run. The LM head runs
+    on the rows that are sampled, one per sequence: a step with ``r`` prompts at every padded ``r`` up
+    to ``max_num_seqs`` builds those (in the 2026-12-07 run, without them, the live heap rose 12 MB
+    over 15 minutes, then stayed flat; the LM head alone at the 22 missing row counts: +13.2 MB once).
+    vLLM's CPU worker warms up at start-up too (``compile_or_warm_up_model``), on one shape. Returns
     the row counts warmed.
     """
     rng = random.Random(seed + 1)
@@ -196,6 +199,14 @@ def warm_shapes(engine: LLMEngine, seed: int) -> list[int]:
         for i, n in enumerate(parts):
             ids = [rng.randrange(100, engine.model_config.vocab_size) for _ in range(n)]
             engine.add_request(f"warm-{t}-{i}", {"prompt_token_ids": ids}, SamplingParams(max_tokens=1, temperature=0))
+        while engine.has_unfinished_requests():
+            engine.step()
+    for r in sorted({padded_rows(n) for n in range(1, engine.scheduler_config.max_num_seqs + 1)}):
+        for i in range(r):  # r sequences sampled in one step: the LM head at r rows
+            ids = [rng.randrange(100, engine.model_config.vocab_size) for _ in range(4)]
+            engine.add_request(
+                f"warm-seqs-{r}-{i}", {"prompt_token_ids": ids}, SamplingParams(max_tokens=1, temperature=0)
+            )
         while engine.has_unfinished_requests():
             engine.step()
     return shapes

@@ -72,7 +72,7 @@ def test_the_warm_up_runs_one_step_at_every_padded_row_count() -> None:
     soak = soak_module()
 
     class Engine:
-        scheduler_config = SimpleNamespace(max_num_batched_tokens=512, max_model_len=300)
+        scheduler_config = SimpleNamespace(max_num_batched_tokens=512, max_model_len=300, max_num_seqs=32)
         model_config = SimpleNamespace(vocab_size=1000)
 
         def __init__(self) -> None:
@@ -87,11 +87,13 @@ def test_the_warm_up_runs_one_step_at_every_padded_row_count() -> None:
             return bool(self.pending)
 
         def step(self) -> list[Any]:
-            self.steps.append(sum(self.pending))
+            self.steps.append((sum(self.pending), len(self.pending)))  # (token rows, sampled rows)
             self.pending = []
             return []
 
     eng = Engine()
     shapes = soak.warm_shapes(eng, 0)
     assert shapes == sorted({padded_rows(t) for t in range(1, 513)}) and len(shapes) == 56
-    assert eng.steps == shapes
+    assert [t for t, _ in eng.steps[:56]] == shapes  # every padded token count, once
+    seqs = sorted({padded_rows(n) for n in range(1, 33)})
+    assert [n for _, n in eng.steps[56:]] == seqs  # then every padded count of sampled sequences (the LM head)
