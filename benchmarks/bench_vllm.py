@@ -129,6 +129,7 @@ def kit_worker(job: dict[str, Any]) -> dict[str, Any]:
 def run_vllm(prompts: list[list[int]], budgets: list[int]) -> dict[str, Any]:
     """One vLLM repetition in a fresh process under vLLM's interpreter."""
     from pagedlab.twin.hf_model import hf_model_dir
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import vllm_python
 
     job = {"model": str(hf_model_dir()), "settings": SETTINGS, "prompts": prompts, "budgets": budgets}
@@ -140,7 +141,7 @@ def run_vllm(prompts: list[list[int]], budgets: list[int]) -> dict[str, Any]:
             capture_output=True,
             text=True,
             cwd=tmp,
-            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+            env=vllm_env(),
         )
         if p.returncode or not out.exists():
             raise SystemExit(f"the vLLM worker failed (exit {p.returncode}):\n{(p.stdout + p.stderr)[-3000:]}")
@@ -196,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         print(f"== bench_vllm.py: SKIPPED, real vLLM is not installed: {why}", flush=True)
         return 0
+    from pagedlab.vllm_env import describe, vllm_env
+
+    print(f"== {describe(vllm_env())}", flush=True)
     be = _engine_kit()
     prompts, budgets = be.workload("readme")
     facts = be.machine_facts()

@@ -1,30 +1,41 @@
 """Soak: random requests and random aborts on one engine for ``--minutes``; does the memory stay flat?
 
-Keeps a random number of requests in flight on one ``LLMEngine`` (the bundled SmolLM2): random
-prompt lengths (some sharing a prefix, for the prefix cache), random sampling parameters (greedy or
-sampled, ``n`` of 1-2, stop strings, log-probabilities, seeds, ``max_tokens``), and aborts a random
-one now and then. Samples the process's RSS (and glibc's heap: live vs freed-but-held, see
-``pagedlab.engine.malloc.heap_mb``) every ``--every`` seconds and reports RSS at the start (after a
-warm-up), after one minute, at the end, and the growth after the first minute in MB/min (end minus
-the 1-minute value, and a least-squares slope), MB per 1,000 steps and per 1,000 requests (a busy
-machine runs fewer steps per minute). That span is also cut in two halves: caches that fill while
-the run warms up (oneDNN's kernels, one per padded matrix shape) grow the first half and leave the
-second flat (a plateau); a leak grows both. Writes ``benchmarks/results/soak.json`` (``--out``).
+Keeps a random number of requests in flight on one ``LLMEngine`` (the bundled SmolLM2): token-id
+prompts of random lengths (some sharing a prefix, for the prefix cache) and text prompts, random
+sampling parameters over all the kit serves (greedy or sampled with top-p / top-k / min-p, ``n`` of
+1-3, stop strings kept in the text or not, stop token ids, ``min_tokens``, the three penalties,
+log-probabilities up to 20, seeds, EOS honoured or ignored, special tokens skipped or kept,
+``detokenize=False``, the ``FINAL_ONLY`` output kind; :func:`random_params`), and aborts a random
+one now and then.
+
+Before the clock starts, :func:`warm_shapes` runs one step at every padded row count the engine can
+schedule, so oneDNN's per-shape kernels are built (as a server warms up) rather than appearing minutes
+into the run. Then it samples the process's RSS (and glibc's heap: live vs freed-but-held, see
+``pagedlab.engine.malloc.heap_mb``; the number of Python objects; the engine's histories) every
+``--every`` seconds and reports RSS at the start, after one minute, at the end, and the growth after
+the first minute in MB/min (end minus the 1-minute value, and a least-squares slope), MB per 1,000
+steps and per 1,000 requests (a busy machine runs fewer steps per minute). That span is also cut in
+two halves: a cache that fills grows the first half and leaves the second flat (a plateau); a leak
+grows both. At the end it records the row counts the run met that the warm-up had not built
+(``new_shapes_in_run``) and what the engine's bounded histories held (``histories``: RSS before and
+after emptying them). Writes ``benchmarks/results/soak.json`` (``--out``).
 
   make soak                                    # 30 minutes (SOAK_ARGS='--minutes 10' to change)
   .venv/bin/python benchmarks/soak.py --minutes 10 --threads 2
   .venv/bin/python benchmarks/soak.py --minutes 10 --trim-every 0   # as before malloc_trim
+  .venv/bin/python benchmarks/soak.py --minutes 10 --no-warm-shapes  # oneDNN's kernels built during the run
 
 The settings in effect are recorded in the result: the engine's ``MALLOC_TRIM_EVERY`` (steps between
 ``malloc_trim`` calls, ``--trim-every``), ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` (oneDNN's cache of
 compiled kernels; default 1024) and glibc's ``MALLOC_*`` variables, which act only when set before the
 process starts. ``--tracemalloc`` lists the Python allocations that grew between the 1-minute mark
-and the end.
+and the end (tracing starts after the warm-up; it slows the steps several-fold).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -42,6 +53,8 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's pagedlab, not an install
 from pagedlab import LLMEngine, SamplingParams  # noqa: E402
 from pagedlab.engine import llm_engine, malloc  # noqa: E402
 from pagedlab.engine.arg_utils import EngineArgs  # noqa: E402
+from pagedlab.model.cpu_linear import padded_rows  # noqa: E402
+from pagedlab.sampling_params import RequestOutputKind  # noqa: E402
 
 ENV_KEYS = (
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
@@ -53,23 +66,70 @@ ENV_KEYS = (
 )
 
 
-def random_params(rng: random.Random) -> SamplingParams:
-    greedy = rng.random() < 0.5
+def random_params(rng: random.Random, vocab: int) -> SamplingParams:
+    """Sampling parameters drawn over the whole of what the kit serves (vLLM 0.32.0's fields).
+
+    Greedy or sampled (top-p / top-k / min-p), ``n`` of 1-3, stop strings (kept in the text or
+    not), stop token ids, ``min_tokens``, the three penalties, log-probabilities (0-20, vLLM's
+    default ``max_logprobs``), seeds, EOS honoured or ignored, special tokens skipped or kept,
+    ``detokenize=False`` (token ids only; never with stop strings, which vLLM refuses) and the
+    ``FINAL_ONLY`` output kind.
+    """
+    greedy = rng.random() < 0.4
+    max_tokens = rng.randint(1, 48)
+    stop = rng.choice([None, None, ["\n\n"], [".", "!"], ["the", "\n"]])
+    detokenize = stop is not None or rng.random() < 0.85
     return SamplingParams(
-        temperature=0.0 if greedy else 0.8,
-        top_p=1.0 if greedy else rng.choice([1.0, 0.9]),
-        max_tokens=rng.randint(1, 48),
-        n=1 if rng.random() < 0.8 else 2,
-        stop=["\n\n"] if rng.random() < 0.3 else None,
-        logprobs=rng.choice([None, None, None, 2]),
+        temperature=0.0 if greedy else rng.choice([0.5, 0.8, 1.2]),
+        top_p=1.0 if greedy else rng.choice([1.0, 0.9, 0.5]),
+        top_k=0 if greedy else rng.choice([0, 0, 20]),
+        min_p=0.0 if greedy else rng.choice([0.0, 0.0, 0.05]),
+        max_tokens=max_tokens,
+        min_tokens=rng.choice([0, 0, rng.randint(0, max_tokens)]),
+        n=rng.choices([1, 2, 3], weights=[75, 20, 5])[0],
+        stop=stop,
+        stop_token_ids=rng.sample(range(vocab), rng.randint(1, 3)) if rng.random() < 0.2 else None,
+        include_stop_str_in_output=rng.random() < 0.3,
+        presence_penalty=rng.choice([0.0, 0.0, 0.5, -0.5]),
+        frequency_penalty=rng.choice([0.0, 0.0, 0.3]),
+        repetition_penalty=rng.choice([1.0, 1.0, 1.2, 0.9]),
+        logprobs=rng.choice([None, None, None, 0, 2, 5, 20]),
         seed=rng.randint(0, 2**31) if rng.random() < 0.2 else None,
         ignore_eos=rng.random() < 0.5,
+        detokenize=detokenize,
+        skip_special_tokens=rng.random() < 0.8,
+        spaces_between_special_tokens=rng.random() < 0.8,
+        output_kind=RequestOutputKind.FINAL_ONLY if rng.random() < 0.2 else RequestOutputKind.CUMULATIVE,
     )
 
 
-def random_prompt(rng: random.Random, prefix: list[int], vocab: int) -> list[int]:
+WORDS = [
+    "the",
+    "cache",
+    "block",
+    "page",
+    "token",
+    "prefix",
+    "request",
+    "memory",
+    "engine",
+    "step",
+    "model",
+    "text",
+    "a",
+    "of",
+    "to",
+    "and",
+]
+
+
+def random_prompt(rng: random.Random, prefix: list[int], vocab: int) -> object:
+    """Token ids (40% starting with a shared prefix, for the prefix cache) or, one time in five, text."""
+    if rng.random() < 0.2:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 120)))
     tail = [rng.randrange(100, vocab) for _ in range(rng.randint(4, 200))]
-    return (prefix[: rng.randint(16, len(prefix))] + tail) if rng.random() < 0.4 else tail
+    ids = (prefix[: rng.randint(16, len(prefix))] + tail) if rng.random() < 0.4 else tail
+    return {"prompt_token_ids": ids}
 
 
 class Soak:
@@ -89,7 +149,7 @@ class Soak:
             self.target = rng.randint(1, 24)
         while len(self.live) < self.target:
             rid = f"soak-{self.submitted}"
-            eng.add_request(rid, {"prompt_token_ids": random_prompt(rng, self.prefix, self.vocab)}, random_params(rng))
+            eng.add_request(rid, random_prompt(rng, self.prefix, self.vocab), random_params(rng, self.vocab))
             self.live.add(rid)
             self.submitted += 1
         if self.live and rng.random() < 0.05:
@@ -118,11 +178,68 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
 
 
-def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
+def warm_shapes(engine: LLMEngine, seed: int) -> list[int]:
+    """Run one step at every padded row count the soak can schedule (``padded_rows`` of 1 to
+    ``max_num_batched_tokens``): a prefill of that many random tokens, split in two prompts when one
+    would not fit ``max_model_len``. oneDNN builds and caches one kernel per matrix shape
+    (``pagedlab.model.cpu_linear.padded_rows``); served requests meet the rarer shapes (a step of 400+
+    tokens) minutes apart, so without this the cache fills during the measured run. The LM head runs
+    on the rows that are sampled, one per sequence: a step with ``r`` prompts at every padded ``r`` up
+    to ``max_num_seqs`` builds those (in the 2026-12-07 run, without them, the live heap rose 12 MB
+    over 15 minutes, then stayed flat; the LM head alone at the 22 missing row counts: +13.2 MB once).
+    vLLM's CPU worker warms up at start-up too (``compile_or_warm_up_model``), on one shape. Returns
+    the row counts warmed.
+    """
+    rng = random.Random(seed + 1)
+    budget = engine.scheduler_config.max_num_batched_tokens
+    room = engine.scheduler_config.max_model_len - 1
+    shapes = sorted({padded_rows(t) for t in range(1, budget + 1)})
+    for t in shapes:
+        parts = [t] if t <= room else [t // 2, t - t // 2]
+        for i, n in enumerate(parts):
+            ids = [rng.randrange(100, engine.model_config.vocab_size) for _ in range(n)]
+            engine.add_request(f"warm-{t}-{i}", {"prompt_token_ids": ids}, SamplingParams(max_tokens=1, temperature=0))
+        while engine.has_unfinished_requests():
+            engine.step()
+    for r in sorted({padded_rows(n) for n in range(1, engine.scheduler_config.max_num_seqs + 1)}):
+        for i in range(r):  # r sequences sampled in one step: the LM head at r rows
+            ids = [rng.randrange(100, engine.model_config.vocab_size) for _ in range(4)]
+            engine.add_request(
+                f"warm-seqs-{r}-{i}", {"prompt_token_ids": ids}, SamplingParams(max_tokens=1, temperature=0)
+            )
+        while engine.has_unfinished_requests():
+            engine.step()
+    return shapes
+
+
+def history_mb(engine: LLMEngine) -> dict[str, float]:
+    """What the engine's bounded histories (``step_stats``, ``finished_requests``) hold: RSS and live C heap
+    before and after emptying them (then ``gc`` and ``malloc_trim``). Run at the end: it empties them."""
+    gc.collect()
+    malloc.trim()
+    before, heap0 = rss_mb(), malloc.heap_mb().get("malloc_in_use_mb", 0.0)
+    engine.step_stats.clear()
+    engine.finished_requests.clear()
+    gc.collect()
+    malloc.trim()
+    return dict(
+        rss_trimmed_mb=round(before, 1),
+        rss_without_histories_mb=round(rss_mb(), 1),
+        histories_rss_mb=round(before - rss_mb(), 1),
+        histories_heap_mb=round(heap0 - malloc.heap_mb().get("malloc_in_use_mb", 0.0), 1),
+    )
+
+
+def run(minutes: float, seed: int, every: float, trace: bool, warm: bool = True) -> dict[str, Any]:
     engine = LLMEngine.from_engine_args(EngineArgs(max_model_len=512, num_gpu_blocks_override=256, seed=seed))
     soak = Soak(engine, seed)
-    for _ in range(20):  # warm-up: the first steps build the kernels and the allocator's pools
+    t_warm = time.monotonic()
+    shapes = warm_shapes(engine, seed) if warm else []
+    for _ in range(20):  # warm-up: the first steps build the allocator's pools
         soak.step()
+    warm_s = time.monotonic() - t_warm
+    if trace:  # from here: tracing the model's loading would take many minutes
+        tracemalloc.start(10)
     t0, samples = time.monotonic(), []
     next_sample, snap1 = 0.0, None
 
@@ -135,6 +252,8 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
             aborted=soak.aborted,
             step_stats=len(engine.step_stats),
             finished_requests=len(engine.finished_requests),
+            py_objects=len(gc.get_objects()),
+            gc_collections=[g["collections"] for g in gc.get_stats()],
             **malloc.heap_mb(),
         )
         samples.append(row)
@@ -151,6 +270,7 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
     while engine.has_unfinished_requests():  # drain: the engine itself must end clean
         engine.step()
     kv = engine.kv_cache_manager
+    seen = {padded_rows(s.num_prefill_tokens + s.num_decode_tokens) for s in engine.step_stats}
     return summarize(samples, minutes, trace_top(snap1) if trace else None) | dict(
         seed=seed,
         env={k: os.environ.get(k) for k in ENV_KEYS},
@@ -158,6 +278,10 @@ def run(minutes: float, seed: int, every: float, trace: bool) -> dict[str, Any]:
         threads=__import__("torch").get_num_threads(),
         blocks_free_at_end=f"{kv.num_free_blocks}/{kv.num_gpu_blocks}",
         requests={"submitted": soak.submitted, "aborted": soak.aborted, "finished": soak.finished},
+        warm_up={"shapes": len(shapes), "seconds": round(warm_s, 1)},
+        # row counts the kept steps ran at that the warm-up did not build (0 with the warm-up on)
+        new_shapes_in_run=sorted(seen - set(shapes)),
+        histories=history_mb(engine),
     )
 
 
@@ -223,6 +347,7 @@ def main() -> int:
         default=None,
         help=f"steps between malloc_trim calls (default the engine's, {llm_engine.MALLOC_TRIM_EVERY}; 0: never)",
     )
+    ap.add_argument("--no-warm-shapes", action="store_true", help="skip the warm-up over every padded row count")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "soak.json")
     args = ap.parse_args()
     if args.minutes <= 0 or args.every <= 0:
@@ -233,9 +358,7 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     if args.trim_every is not None:
         llm_engine.MALLOC_TRIM_EVERY = args.trim_every
-    if args.tracemalloc:
-        tracemalloc.start(10)
-    result = run(args.minutes, args.seed, args.every, args.tracemalloc)
+    result = run(args.minutes, args.seed, args.every, args.tracemalloc, warm=not args.no_warm_shapes)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     keys = ("minutes", "rss_start_mb", "rss_1min_mb", "rss_end_mb", "mb_per_min_after_1min", "mb_per_min_fit")

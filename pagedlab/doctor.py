@@ -144,6 +144,62 @@ def setup_fix(extra: str | None = None) -> str:
     return f"pip install 'pagedlab[{extra}]' (from where you installed pagedlab)" if extra else "reinstall pagedlab"
 
 
+def _requirement(dist: str) -> str | None:
+    """The version range the installed pagedlab declares for ``dist`` (its ``Requires-Dist``, extras
+    included), e.g. ``">=4.56"``; ``""`` for no range; None where pagedlab's metadata does not name it."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+    except ImportError:  # packaging comes with pip, transformers and matplotlib; without it, no range
+        return None
+    try:
+        lines = metadata.requires("pagedlab") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for line in lines:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == canonicalize_name(dist):
+            return str(req.specifier)
+    return None
+
+
+def _in_range(version: str, spec: str) -> bool:
+    """``version`` satisfies the range ``spec`` (pre-releases too); False when either cannot be parsed."""
+    try:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion
+    except ImportError:
+        return False
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+def _package_fix(dist: str, extra: str | None) -> str:
+    """How to get ``dist`` into the range pagedlab needs: a clone's ``make setup``; after a pip install,
+    ``pip install 'dist<range>'`` (reinstalling pagedlab would not change an installed package)."""
+    if _in_checkout():
+        return SETUP_FIX
+    spec = _requirement(dist)
+    return f"pip install '{dist}{spec}'" if spec is not None else setup_fix(extra)
+
+
+def _drift(dist: str, v: str, want: str, extra: str | None) -> Check:
+    """``dist`` is installed at ``v``, not the tested ``want``. A clone installs the tested versions
+    (``make setup``, requirements.lock): a warning. A pip install resolves pagedlab's ranges
+    (pyproject.toml), not the lock: a version in the range is fine; one outside it warns."""
+    spec = _requirement(dist)
+    if _in_checkout() or spec is None:
+        return Check(dist, WARN, f"{v}, the kit is tested with {want}", _package_fix(dist, extra))
+    if _in_range(v, spec):
+        return Check(dist, OK, f"{v} (pagedlab needs {dist}{spec or ' any version'}; tested with {want})")
+    return Check(dist, WARN, f"{v}: pagedlab needs {dist}{spec} (tested with {want})", _package_fix(dist, extra))
+
+
 def check_packages() -> list[Check]:
     """One check per package of the kit itself (required), and per extra: one "info" line for an extra not
     installed at all, a check per package of an extra that is installed (a missing one warns)."""
@@ -169,9 +225,9 @@ def check_packages() -> list[Check]:
             detail = f"not installed (needed for {why})" + (
                 f"; the [{extra_of}] extra is partly installed" if extra_of else ""
             )
-            out.append(Check(dist, FAIL if required else WARN, detail, setup_fix(extra_of), required))
+            out.append(Check(dist, FAIL if required else WARN, detail, _package_fix(dist, extra_of), required))
         elif want and _base(v) != want:
-            out.append(Check(dist, WARN, f"{v}, the kit is tested with {want}", setup_fix(extra_of)))
+            out.append(_drift(dist, v, want, extra_of))
         else:
             out.append(Check(dist, OK, v))
     return out
@@ -486,7 +542,7 @@ def main(args: argparse.Namespace) -> int:
                 f"\n{len(failed)} required check(s) failed: {', '.join(c.name for c in failed)}. Apply the fixes above."
             )
         elif warns:
-            print(f"\nready; {len(warns)} optional part(s) unavailable: {', '.join(c.name for c in warns)}")
+            print(f"\nready; {len(warns)} warning(s), see above: {', '.join(c.name for c in warns)}")
         else:
             print("\nall good")
     return 1 if failed else 0

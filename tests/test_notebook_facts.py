@@ -160,6 +160,7 @@ def test_lab02_sliding_window_rule_is_vllm_0_32s():
     import subprocess
 
     from pagedlab.analysis.lab02 import sliding_window_blocks
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 
     py = vllm_python()
@@ -173,7 +174,9 @@ def test_lab02_sliding_window_rule_is_vllm_0_32s():
         "f = lambda n, w: M.get_num_skipped_tokens(types.SimpleNamespace(sliding_window=w, extra_retained_tokens=0), n)\n"
         "print(json.dumps([vllm.__version__, [f(n, w) for n, w in grid]]))\n"
     )
-    out = subprocess.run([str(py), "-I", "-c", code, json.dumps(grid)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [str(py), "-I", "-c", code, json.dumps(grid)], capture_output=True, text=True, timeout=300, env=vllm_env()
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     version, skipped = json.loads(out.stdout.strip().splitlines()[-1])
     assert version == VLLM_VERSION

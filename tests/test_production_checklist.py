@@ -53,6 +53,7 @@ def test_the_prose_claims_agree_with_the_numbers() -> None:
 
 
 def test_the_vllm_defaults_it_uses_are_vllm_0_32s() -> None:
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 
     py = vllm_python()
@@ -65,7 +66,7 @@ def test_the_vllm_defaults_it_uses_are_vllm_0_32s() -> None:
         "print(json.dumps([vllm.__version__, f['gpu_memory_utilization'].default, C.DEFAULT_BLOCK_SIZE,\n"
         "                  f['enable_prefix_caching'].default]))\n"
     )
-    done = subprocess.run([str(py), "-I", "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([str(py), "-I", "-c", code], capture_output=True, text=True, timeout=300, env=vllm_env())
     assert done.returncode == 0, done.stderr[-2000:]
     version, utilization, block_size, prefix = json.loads(done.stdout.strip().splitlines()[-1])
     assert version == VLLM_VERSION

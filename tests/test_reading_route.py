@@ -43,6 +43,7 @@ def _installed_vllm() -> tuple[str, Path] | None:
     """(version, the folder holding ``vllm/``) of the vLLM the twin runs (``.venv-vllm``, or this venv), or None."""
     import subprocess
 
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import vllm_python
 
     py = vllm_python()
@@ -54,7 +55,7 @@ def _installed_vllm() -> tuple[str, Path] | None:
         "print(v); print(os.path.dirname(os.path.dirname(s.origin)) if s else '')"
     )
     for exe in candidates:
-        done = subprocess.run([exe, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+        done = subprocess.run([exe, "-I", "-c", probe], capture_output=True, text=True, timeout=120, env=vllm_env())
         lines = done.stdout.split("\n")
         if done.returncode == 0 and len(lines) >= 2 and lines[0] and lines[1]:
             return lines[0], Path(lines[1])

@@ -154,3 +154,48 @@ def test_labs_copy_from_the_wheel_keeps_an_edited_lab(installed: dict[str, Path]
     assert again.returncode == 1
     assert "02_block_pool.ipynb" in again.stdout and "kept" in again.stdout
     assert (work / "02_block_pool.ipynb").read_text() == edited
+
+
+def _fake_dist(folder: Path, name: str, version: str) -> None:
+    """Metadata of ``name`` ``version`` in ``folder``: what ``importlib.metadata`` sees after pip installed it."""
+    info = folder / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def _doctor(installed: dict[str, Path], dists: Path) -> tuple[dict[str, dict[str, str]], str]:
+    env = _env(installed, PYTHONPATH=str(dists))  # the fake dist-infos are found first; the code stays the real one
+    js = _run([str(installed["bin"] / "pagedlab"), "doctor", "--quick", "--json"], cwd=installed["work"], env=env)
+    text = _run([str(installed["bin"] / "pagedlab"), "doctor", "--quick"], cwd=installed["work"], env=env)
+    assert text.returncode == 0, text.stdout + text.stderr
+    return {c["name"]: c for c in json.loads(js.stdout)}, text.stdout
+
+
+def test_doctor_after_a_pip_install_accepts_the_versions_pip_resolved(
+    installed: dict[str, Path], tmp_path: Path
+) -> None:
+    """A plain ``pip install`` resolves pagedlab's ranges (pyproject.toml), not requirements.lock: newer
+    transformers and accelerate than the tested pins are installed and work. The doctor says so (no
+    warning, no "reinstall pagedlab", which would change nothing), and warns, with the pip command that
+    helps, only for a version outside the range."""
+    newer = tmp_path / "newer"
+    _fake_dist(newer, "transformers", "5.99.0")
+    _fake_dist(newer, "accelerate", "1.99.0")
+    checks, text = _doctor(installed, newer)
+    for dist, v in (("transformers", "5.99.0"), ("accelerate", "1.99.0")):
+        assert checks[dist]["status"] == "ok", checks[dist]
+        assert (
+            checks[dist]["detail"].startswith(f"{v} (pagedlab needs {dist}>=")
+            and "tested with" in checks[dist]["detail"]
+        )
+    assert not any("reinstall pagedlab" in c["fix"] for c in checks.values()), checks
+    assert "transformers" not in text.split("\n\n")[-1] and "unavailable" not in text.split("\n\n")[-1]
+
+    older = tmp_path / "older"
+    _fake_dist(older, "transformers", "4.30.0")  # below pagedlab's transformers>=4.56
+    checks, text = _doctor(installed, older)
+    c = checks["transformers"]
+    assert c["status"] == "warn" and c["fix"] == "pip install 'transformers>=4.56'", c
+    assert "4.30.0: pagedlab needs transformers>=4.56" in c["detail"]
+    verdict = text.rstrip().splitlines()[-1]  # (the scratch venv has no labextension files: "widgets" may warn)
+    assert verdict.startswith("ready; ") and "transformers" in verdict and "accelerate" not in verdict, text

@@ -345,6 +345,10 @@ def side_by_side(
         titles: one heading per run.
         max_num_batched_tokens: draw a token budget line: one number for every chart, or one per run
             (``None`` entries draw none).
+
+    The charts are drawn to be compared: they share the step columns and the scale of the tokens-per-step
+    bars (the highest step or budget of all runs), so a chunked run's short steps look short beside a
+    whole prefill's long one.
     """
     from pagedlab.viz import Player, batch_steps, empty_step, render_batch_gantt
 
@@ -359,11 +363,13 @@ def side_by_side(
         else [max_num_batched_tokens] * len(lists)
     )
 
+    scale = max([sum(nt for _, nt, _ in s["scheduled"]) for s in sum(lists, [])] + [b or 0 for b in budgets] + [1])
+
     def render(i: int) -> str:
         parts = []
         for steps, length, title, budget in zip(padded, lengths, titles, budgets):
             head = f"{title} - finished after {length} steps" if i >= length else title
-            parts.append(render_batch_gantt(steps, i, title=head, max_num_batched_tokens=budget))
+            parts.append(render_batch_gantt(steps, i, title=head, max_num_batched_tokens=budget, token_scale=scale))
         return "<div>" + "".join(f'<div style="margin-bottom:6px">{p}</div>' for p in parts) + "</div>"
 
     def caption(i: int, k: int) -> str:
@@ -374,14 +380,16 @@ def side_by_side(
                 pre = sum(nt for _, nt, p in sc if p)
                 dec = len(sc) - sum(1 for *_, p in sc if p)
                 bits.append(
-                    f"{title}: {len(sc)} request{'s' if len(sc) != 1 else ''}, {pre} prefill + {dec} decode "
-                    f"token{'s' if dec != 1 else ''}"
+                    f"{title}: step {steps[i]['step']}, {len(sc)} request{'s' if len(sc) != 1 else ''}, "
+                    f"{pre} prefill + {dec} decode token{'s' if dec != 1 else ''}"
                 )
             else:
                 bits.append(f"{title}: done")
-        return f"step {i}  |  " + "  |  ".join(bits)
+        # the slider counts frames; each run's engine step is named with it (they differ when a run
+        # does not start at step 0, e.g. after an engine's warm-up steps)
+        return f"frame {i}  |  " + "  |  ".join(bits)
 
-    return Player(list(range(n)), render=render, caption=caption, interval=interval, description="step")
+    return Player(list(range(n)), render=render, caption=caption, interval=interval, description="frame")
 
 
 def batch_under_reservation(

@@ -69,7 +69,7 @@ def pressure_player(run: Any, title: str = "", interval: int = 400):
         pre = f"  ·  PREEMPTED {', '.join(s.preempted)}" if s.preempted else ""
         return f"step {s.step}: ran {sched}{pre}"
 
-    return Player(list(range(len(hist))), render=render, caption=caption, interval=interval, description="step")
+    return Player(list(range(len(hist))), render=render, caption=caption, interval=interval, description="frame")
 
 
 def swap_traffic(events: list[dict[str, Any]]) -> dict[str, int]:

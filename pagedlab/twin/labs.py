@@ -257,10 +257,10 @@ def run_script_on_vllm(script: str | Path, args: list[str] | None = None, *, tim
     Raises:
         RuntimeError: the script failed on vLLM (its last output lines are in the message) or timed out.
     """
-    import os
     import subprocess
 
     from pagedlab.twin.hf_model import hf_model_dir
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import vllm_python
 
     ok, why = lab_vllm_status()
@@ -269,7 +269,7 @@ def run_script_on_vllm(script: str | Path, args: list[str] | None = None, *, tim
         return None
     runner = Path(__file__).with_name("script_on_vllm.py")
     cmd = [str(vllm_python()), "-I", str(runner), str(hf_model_dir()), str(script), *(args or [])]
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = vllm_env()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=Path(script).parent)
     except subprocess.TimeoutExpired as e:

@@ -189,11 +189,13 @@ def _token_bars(
     tokens_per_step: list[tuple[int, int]],
     last: int,
     max_num_batched_tokens: int | None,
+    token_scale: int | None = None,
 ) -> tuple[list[str], float]:
-    """Tokens per step (prefill over decode) against the budget; returns the parts and the y below them."""
+    """Tokens per step (prefill over decode) against the budget; returns the parts and the y below them.
+    The bars' full height is ``token_scale`` tokens, at least this chart's own peak (and budget)."""
     x0, cw, n, bar_h = lay.x0, lay.cw, lay.n, lay.bar_h
     y_bar = lay.top + lay.chart_h + 14
-    peak = max([a + b for a, b in tokens_per_step] + [max_num_batched_tokens or 0, 1])
+    peak = max([a + b for a, b in tokens_per_step] + [max_num_batched_tokens or 0, token_scale or 0, 1])
     body = [
         text(x0 - 6, y_bar + bar_h / 2, "tokens", size=10, anchor="end", color=COLORS["muted"]),
         f'<line x1="{x0:.1f}" y1="{y_bar + bar_h:.1f}" x2="{x0 + n * cw:.1f}" y2="{y_bar + bar_h:.1f}" '
@@ -286,6 +288,7 @@ def render_batch_gantt(
     title: str | None = None,
     mark_step: int | None = None,
     mark_request: str | None = None,
+    token_scale: int | None = None,
 ) -> str:
     """Draw which requests ran in which step, and how (prefill chunk or decode).
 
@@ -298,6 +301,8 @@ def render_batch_gantt(
         mark_step: the step number (``steps[k]["step"]``) to outline in red as a ``rect.pl-divergence``
             (e.g. where two engines' traces first differ); ``mark_request`` narrows the mark to that
             request's row when the request is in the chart. Nothing is drawn for a step not in ``steps``.
+        token_scale: tokens the per-step bars' full height stands for (default: this chart's own peak,
+            or the budget if higher); charts drawn to be compared pass one value (``side_by_side``).
 
     Returns:
         ``<svg class="pl-viz pl-gantt" data-step=...>`` with one ``rect.pl-cell`` per
@@ -326,7 +331,7 @@ def render_batch_gantt(
         )
     if mark_step is not None:
         body += _divergence_mark(lay, st, row_of, mark_step, mark_request)
-    bars, y = _token_bars(lay, st, tokens_per_step, last, max_num_batched_tokens)
+    bars, y = _token_bars(lay, st, tokens_per_step, last, max_num_batched_tokens, token_scale)
     ticks, y = _step_ticks_and_legend(lay, st, y)
     cur = st[last] if 0 <= last < n else None
     head = [

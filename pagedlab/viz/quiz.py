@@ -172,7 +172,10 @@ class Prediction(widgets.VBox):
             )
         )
         self.input.add_class("pl-predict-input")
-        self.lock_button = widgets.Button(description="Lock in my prediction", button_style="info")
+        # width "auto": ipywidgets gives a Button a fixed width and cuts longer text ("Lock in my predic...")
+        self.lock_button = widgets.Button(
+            description="Lock in my prediction", button_style="info", layout=widgets.Layout(width="auto")
+        )
         self.lock_button.add_class("pl-predict-lock")
         self.lock_button.on_click(lambda _: self.lock())
         self.feedback = widgets.HTML(feedback_html(Feedback("waiting", None, "Predict, lock it in, then run on.")))

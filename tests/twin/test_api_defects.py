@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from pagedlab.twin.hf_model import hf_model_dir
+from pagedlab.vllm_env import vllm_env
 from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 from tests.twin import api_cases
 
@@ -52,7 +52,7 @@ print("FACTS" + json.dumps(facts))
 
 @pytest.fixture(scope="module")
 def vllm_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_WAIT_POLICY": "PASSIVE"}
+    env = vllm_env()
     done = subprocess.run(
         [str(vllm_python()), "-I", "-c", PROBE, str(hf_model_dir()), str(CASES)],
         capture_output=True,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab.twin.hf_model import hf_model_dir
+from pagedlab.vllm_env import vllm_env
 from pagedlab.vllm_version import vllm_python
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -47,6 +48,7 @@ print("FACTS" + json.dumps(facts))
 def facts() -> dict[str, object]:
     done = subprocess.run(
         [str(vllm_python()), "-c", PROBE, str(hf_model_dir())],
+        env=vllm_env(),
         cwd=CHECKOUT,
         capture_output=True,
         text=True,
@@ -85,7 +87,9 @@ def test_flexible_argument_parser_lives_in_argparse_utils(facts: dict[str, objec
     kit = subprocess.run(
         [sys.executable, "-m", "pagedlab.cli", "run-vllm", str(script)], capture_output=True, text=True, timeout=600
     )
-    real = subprocess.run([str(vllm_python()), "-I", str(script)], capture_output=True, text=True, timeout=600)
+    real = subprocess.run(
+        [str(vllm_python()), "-I", str(script)], capture_output=True, text=True, timeout=600, env=vllm_env()
+    )
     assert kit.stdout.strip() == real.stdout.strip() == "3", (kit.stderr[-1500:], real.stderr[-1500:])
 
 
@@ -132,12 +136,11 @@ def test_a_pool_above_the_free_ram_is_refused_on_both(tmp_path: Path) -> None:
     ``kv_cache_memory_bytes`` skips the check, ``v1/worker/cpu_worker.py:79``: the twin passes it); the kit
     refuses it naming what is free, and lets ``num_gpu_blocks_override`` win (docs/vllm_differences.md,
     "Kept different")."""
-    import os
 
     from pagedlab import LLM
     from pagedlab.errors import ConfigError
 
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = vllm_env()
     done = subprocess.run(
         [str(vllm_python()), "-I", "-c", POOL_PROBE, str(hf_model_dir())],
         capture_output=True,

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from pagedlab.twin import Trace, compare, diff, run_on_kit, run_on_vllm
+from pagedlab.vllm_env import vllm_env
 from pagedlab.vllm_version import vllm_python
 from tests.twin import workloads as W
 
@@ -96,6 +97,8 @@ def test_n_greater_than_one_schedules_as_vllm(twin_results: dict[str, tuple[Trac
 def test_vllm_refuses_n_greater_than_one_greedy() -> None:
     """Why the n > 1 workload samples: vLLM 0.32's SamplingParams refuses greedy n > 1 (the kit accepts it)."""
     probe = "from vllm import SamplingParams\nSamplingParams(n=2, temperature=0.0)"
-    done = subprocess.run([str(vllm_python()), "-I", "-c", probe], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(vllm_python()), "-I", "-c", probe], capture_output=True, text=True, timeout=300, env=vllm_env()
+    )
     assert done.returncode != 0
     assert "n must be 1 when using greedy sampling, got 2" in done.stderr
