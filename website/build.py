@@ -51,9 +51,12 @@ STATIC = "_static"
 CHECK_CALL = re.compile(r"^\s*check\(", re.M)
 #: cells whose widgets answer the reader through the kernel (predictions, self-checks)
 KERNEL_WIDGETS = re.compile(r"\b(predict|self_check|lab_self_check)\(")
+#: The widget renderer: its bundle loads its fonts from ``@jupyter-widgets/html-manager/dist/`` and
+#: ``@jupyter-widgets/`` beside the page (the layout of the CDN it was built for), so that is where they go.
+WIDGETS = "@jupyter-widgets/html-manager/dist"
+WIDGET_FILES = ("embed-amd.js", "*.woff2", "*.woff", "*.ttf")
 #: files copied from node_modules into _static/ (source -> destination), MathJax trimmed to what TeX-AMS_CHTML uses
 NODE_FILES = {
-    "@jupyter-widgets/html-manager/dist": "html-manager",
     "requirejs/require.js": "require.js",
     "mathjax/MathJax.js": "mathjax/MathJax.js",
     "mathjax/config/TeX-AMS_CHTML-full.js": "mathjax/config/TeX-AMS_CHTML-full.js",
@@ -187,7 +190,7 @@ def render(nb: Any, lang: str) -> str:
         extra_template_paths=[str(HERE / "templates")],
         require_js_url=f"{STATIC}/require.js",
         mathjax_url=f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
-        widget_renderer_url=f"{STATIC}/html-manager/embed-amd.js",
+        widget_renderer_url=f"{WIDGETS}/embed-amd.js",
         jquery_url="",
     )
     exporter.template_file = "course.html.j2"
@@ -259,6 +262,23 @@ def copy_static(out: Path) -> None:
             shutil.copy2(s, d)
     for f in (HERE / "static").iterdir():
         shutil.copy2(f, dest / f.name)
+    copy_widget_renderer(out)
+
+
+def copy_widget_renderer(out: Path) -> None:
+    """The html-manager bundle and its fonts, where the bundle looks for them (``WIDGETS``)."""
+    widgets = out / WIDGETS
+    if (out / "@jupyter-widgets").exists():
+        shutil.rmtree(out / "@jupyter-widgets")
+    widgets.mkdir(parents=True)
+    for pattern in WIDGET_FILES:
+        found = sorted((NODE / WIDGETS).glob(pattern))
+        if not found:
+            raise SiteBuildError(f"{NODE / WIDGETS} has no {pattern}: run `npm ci` in website/")
+        for f in found:
+            shutil.copy2(f, widgets / f.name)
+            if pattern != "embed-amd.js":
+                shutil.copy2(f, out / "@jupyter-widgets" / f.name)
 
 
 # ------------------------------------------------------------------------------------------ main
