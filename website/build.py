@@ -207,7 +207,8 @@ def nav_html(pages: list[dict[str, str]], current: int, s: dict[str, str]) -> tu
         f'<nav class="site-nav" aria-label="{html.escape(s["labs"])}">'
         f'<a class="site-home" href="index.html">{html.escape(s["site_title"])}</a>'
         f'<input class="site-search" type="search" placeholder="{html.escape(s["search"])}" '
-        f'aria-label="{html.escape(s["search"])}"><ol class="site-results"></ol>'
+        f'aria-label="{html.escape(s["search"])}" data-none="{html.escape(s["no_results"])}">'
+        '<ol class="site-results"></ol>'
         f"<ol class=site-labs>{items}</ol></nav>"
     )
     links = []
