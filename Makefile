@@ -4,6 +4,8 @@
 #   make demo    set up, then serve data/prompts.jsonl through the engine, headless
 #   make test    set up, then lint (ruff, mypy) and run the whole test suite (pytest tests/ + nbval on solutions/)
 #   make lint    ruff check, ruff format --check and mypy (configured in pyproject.toml; kernels/ included)
+#   make site    the course site: every lab as a static page with its executed outputs (build/site/$(SITE_LANG))
+#   make routes  rewrite the Colab/Binder links and setup cells from pyproject's [project.urls] Repository
 #   make asan    the C kernels built with AddressSanitizer + UBSan, running the fuzz cases (gcc's libasan)
 #
 # Every target is idempotent: once set up, the set-up steps take well under a second
@@ -25,7 +27,7 @@ VLLM_PIN     = $(shell $(PYTHON) -c 'import runpy; print(runpy.run_path("pagedla
 VLLM_STAMP  := $(VLLM_VENV)/.pagedlab-vllm.stamp
 STAMP       := $(VENV)/.pagedlab-setup.stamp
 LOCK        := requirements.lock
-EXTRAS      := lab,test,triton
+EXTRAS      := lab,test,triton,site
 # auto: on Linux without an NVIDIA GPU, add PyTorch's CPU wheel index when it is reachable
 # (saves ~4 GB of CUDA wheels); none: never; or a URL.
 TORCH_INDEX ?= auto
@@ -52,7 +54,14 @@ ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
 NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
 
-.PHONY: help setup model vllm lab demo test bench soak lint typecheck asan doctor lock clean distclean
+# The course site (website/build.py): SITE_LANG picks the edition (interface strings, output folder);
+# another language passes its own notebooks with SITE_ARGS='--solutions DIR --labs DIR'.
+SITE_LANG   ?= en
+SITE_OUT    ?= build/site/$(SITE_LANG)
+SITE_ARGS   ?=
+SITE_NPM    := website/node_modules/.package-lock.json
+
+.PHONY: help setup model vllm lab demo test bench soak lint typecheck asan doctor lock clean distclean site routes
 
 help:
 	@echo "pagedlab make targets:"
@@ -61,6 +70,8 @@ help:
 	@echo "  make test       set up and run the whole test suite (PYTEST_ARGS=... to narrow it)"
 	@echo "  make bench      set up and run the benchmarks/ scripts (BENCH_ARGS='--only bench_core.py')"
 	@echo "  make soak       set up and run the 30-minute memory soak (SOAK_ARGS='--minutes 10')"
+	@echo "  make site       build the course site into $(SITE_OUT) (SITE_LANG=$(SITE_LANG), SITE_ARGS=...)"
+	@echo "  make routes     rewrite the Colab/Binder links and setup cells from pyproject's [project.urls]"
 	@echo "  make lint       ruff (lint + format check) and mypy, as configured in pyproject.toml"
 	@echo "  make asan       the C kernels under AddressSanitizer + UBSan: the fuzz cases, ASAN_EXAMPLES=$(ASAN_EXAMPLES) per op"
 	@echo "  make setup      create $(VENV), install the kit (editable, pinned by $(LOCK)) and fetch the model"
@@ -143,10 +154,33 @@ demo: setup
 	"$(PAGEDLAB)" generate $(PROMPTS)
 
 # The lint step (ruff + mypy, seconds) runs first: a lint error fails `make test` as a test would.
-test: lint
+# The course site is built in the background while pytest runs (its notebooks execute beside the tests);
+# tests/browser/test_site_browser.py, ordered last, waits for that build (PAGEDLAB_SITE_BUILD_PID) and
+# opens every page in Chromium. Its log: $(ARTIFACTS)/site_build.log.
+# SITE_IN_TEST=0: no background build (a narrowed PYTEST_ARGS run that leaves the site test out).
+SITE_IN_TEST ?= 1
+test: lint $(if $(filter 1,$(SITE_IN_TEST)),$(SITE_NPM))
 	@mkdir -p $(ARTIFACTS)
-	TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
+	@pid=; if [ "$(SITE_IN_TEST)" = 1 ]; then \
+	  "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1 & pid=$$!; \
+	  echo "==> building the course site in the background (pid $$pid, log $(ARTIFACTS)/site_build.log)"; \
+	fi; \
+	PAGEDLAB_SITE_BUILD_PID=$$pid TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
 	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)
+
+site: setup $(SITE_NPM)
+	"$(VPY)" website/build.py --lang $(SITE_LANG) --out $(SITE_OUT) $(SITE_ARGS)
+
+# the site's browser side, pinned by website/package-lock.json (npm's registry only; no install scripts run)
+$(SITE_NPM): website/package.json website/package-lock.json
+	@command -v npm >/dev/null || { echo "error: make site needs npm (Debian: apt-get install npm)" >&2; exit 1; }
+	cd website && npm ci --no-audit --no-fund --ignore-scripts
+	@touch "$@"
+
+routes: setup
+	"$(VPY)" -m pagedlab.colab solutions
+	"$(PAGEDLAB)" labs build
+	"$(VPY)" -m pagedlab.routes README.md
 
 bench: setup
 	"$(VPY)" benchmarks/run_all.py $(BENCH_ARGS)

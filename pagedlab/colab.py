@@ -5,7 +5,8 @@ Notebook 7 or VS Code the kit is already installed (``make lab``, ``pip install`
 cell does nothing. In Google Colab (detected by ``"google.colab" in sys.modules``) it
 
 1. installs the kit with pip from :data:`KIT_SOURCE` if ``import pagedlab`` would fail. The kit is **not on
-   PyPI** (a different project may own the name there), so it is installed from its git repository;
+   PyPI** (a different project may own the name there), so it is installed from its git repository, whose
+   URL is the one setting of :mod:`pagedlab.routes` (``[project.urls] Repository``; unset, the cell says so);
    the base dependencies are ranges (pyproject.toml), so Colab's own torch, transformers and ipywidgets
    are kept, not reinstalled;
 2. calls :func:`setup`, which fetches and verifies the model (``pagedlab fetch-model``, idempotent:
@@ -26,29 +27,51 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.errors import ModelFetchError, PagedLabError
+from pagedlab.routes import UNSET, kit_requirement, links_markdown, repository_url
 
-#: Where Colab installs the kit from (a pip requirement). The repository had no public URL when this was
-#: written: set it to where the kit is published, then rerun ``python -m pagedlab.colab solutions`` and
-#: ``pagedlab labs build`` (the URL is written into every lab's setup cell).
-KIT_SOURCE = "pagedlab @ git+https://github.com/pagedlab/pagedlab.git"
 #: Cell tag that marks the setup cell (kept by ``pagedlab labs build``).
 SETUP_TAG = "pagedlab-setup"
+#: Cell tag of the markdown cell of "Open in Colab" / Binder links right after the setup cell.
+ROUTES_TAG = "pagedlab-routes"
 
-SETUP_CELL = f'''\
-# Setup. In Google Colab this installs pagedlab and its model (a few minutes, once per session).
-# In JupyterLab, Notebook 7 or VS Code, with the kit installed, it does nothing.
-import sys
 
-if "google.colab" in sys.modules:
-    import importlib, importlib.util, subprocess
-    KIT = "{KIT_SOURCE}"
-    if importlib.util.find_spec("pagedlab") is None:
-        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], capture_output=True, text=True)
-        if pip.returncode != 0:
-            raise RuntimeError(f"could not install {{KIT}} (is the runtime online?). pip said:\\n{{pip.stderr[-1500:]}}")
-        importlib.invalidate_caches()
-    import pagedlab.colab
-    pagedlab.colab.setup()'''
+def setup_cell(url: str | None) -> str:
+    """The setup cell's source for repository ``url`` (:func:`pagedlab.routes.repository_url`).
+
+    With a URL, Colab pip-installs :func:`pagedlab.routes.kit_requirement` when the kit is missing; with
+    none, the cell says exactly that in Colab (:data:`pagedlab.routes.UNSET`) instead of installing from a
+    made-up address.
+    """
+    head = (
+        "# Setup. In Google Colab this installs pagedlab and its model (a few minutes, once per session).\n"
+        "# In JupyterLab, Notebook 7 or VS Code, with the kit installed, it does nothing.\n"
+        "import sys\n\n"
+        'if "google.colab" in sys.modules:\n'
+        "    import importlib, importlib.util, subprocess\n"
+    )
+    if url is None:
+        install = (
+            '    if importlib.util.find_spec("pagedlab") is None:\n'
+            f'        raise RuntimeError("pagedlab is not installed here, and this lab cannot install it: {UNSET}. '
+            "Install it yourself (!pip install <the kit's wheel or git URL>), then run this cell again.\")\n"
+        )
+    else:
+        install = (
+            f'    KIT = "{kit_requirement(url)}"\n'
+            '    if importlib.util.find_spec("pagedlab") is None:\n'
+            '        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", KIT], capture_output=True, text=True)\n'
+            "        if pip.returncode != 0:\n"
+            '            raise RuntimeError(f"could not install {KIT} (is the runtime online?). pip said:\\n{pip.stderr[-1500:]}")\n'
+            "        importlib.invalidate_caches()\n"
+        )
+    return head + install + "    import pagedlab.colab\n    pagedlab.colab.setup()"
+
+
+#: The repository the routes point at (``[project.urls] Repository``; None: unset).
+REPOSITORY_URL = repository_url()
+#: Where Colab installs the kit from (a pip requirement), or None while no repository URL is set.
+KIT_SOURCE = kit_requirement(REPOSITORY_URL) if REPOSITORY_URL else None
+SETUP_CELL = setup_cell(REPOSITORY_URL)
 
 
 class ColabSetupError(PagedLabError, RuntimeError):
@@ -106,11 +129,13 @@ def setup(fetch: Callable[[], Path] | None = None, enable_widgets: Callable[[], 
     return line
 
 
-def insert_setup_cell(nb: Any) -> bool:
-    """Put :data:`SETUP_CELL` right after the title cell of notebook ``nb`` (an nbformat node), in place.
+def insert_setup_cell(nb: Any, url: str | None = REPOSITORY_URL, path: str | None = None) -> bool:
+    """Put the setup cell right after the title cell of notebook ``nb`` (an nbformat node), in place, and the
+    cell of cloud links (:func:`pagedlab.routes.links_markdown`, tagged :data:`ROUTES_TAG`) right after it.
 
-    Idempotent: an existing cell tagged :data:`SETUP_TAG` is refreshed and moved there; a second call
-    changes nothing. Returns whether ``nb`` changed.
+    ``path`` is the lab's path in the repository (``labs/NN_name.ipynb``), which the links open; without it
+    no links cell is written. Idempotent: existing tagged cells are refreshed and moved there; a second call changes nothing.
+    Returns whether ``nb`` changed.
 
     Raises:
         ValueError: the notebook has no cells (no title to put the setup cell after).
@@ -119,14 +144,31 @@ def insert_setup_cell(nb: Any) -> bool:
 
     if not nb.cells:
         raise ValueError("notebook has no cells: expected a title cell first")
-    found = [i for i, c in enumerate(nb.cells) if SETUP_TAG in c.get("metadata", {}).get("tags", [])]
-    if found == [1] and nb.cells[1].source == SETUP_CELL and nb.cells[1].cell_type == "code":
+    source = setup_cell(url)
+    links = links_markdown(path, url) if path else None
+
+    def tagged(tag: str) -> list[int]:
+        return [i for i, c in enumerate(nb.cells) if tag in c.get("metadata", {}).get("tags", [])]
+
+    want_links = links is not None
+    found, found_links = tagged(SETUP_TAG), tagged(ROUTES_TAG)
+    if (
+        found == [1]
+        and nb.cells[1].source == source
+        and nb.cells[1].cell_type == "code"
+        and (found_links == ([2] if want_links else []))
+        and (not want_links or nb.cells[2].source == links)
+    ):
         return False
-    for i in reversed(found):
+    for i in sorted(found + found_links, reverse=True):
         del nb.cells[i]
-    cell = nbformat.v4.new_code_cell(SETUP_CELL, metadata={"tags": [SETUP_TAG]})
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [SETUP_TAG]})
     cell["id"] = SETUP_TAG
     nb.cells.insert(1, cell)
+    if want_links:
+        md = nbformat.v4.new_markdown_cell(links, metadata={"tags": [ROUTES_TAG]})
+        md["id"] = ROUTES_TAG
+        nb.cells.insert(2, md)
     return True
 
 
@@ -144,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         notebooks += sorted(p.glob("*.ipynb")) if p.is_dir() else [p]
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
-        changed = insert_setup_cell(nb)
+        changed = insert_setup_cell(nb, path=f"labs/{path.name}")
         if changed:
             nbformat.write(nb, path)
         print(f"  {path}: {'setup cell written' if changed else 'up to date'}")

@@ -69,6 +69,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue
         for lab in sorted(lab_markers(rel, item.nodeid)):
             item.add_marker(getattr(pytest.mark, lab))
+    # the course site's browser test last: `make test` builds the site in the background meanwhile
+    items.sort(key=lambda item: item.path.name == "test_site_browser.py")
 
 
 # --- CI's wall-clock budget -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from pagedlab import colab, data
+from pagedlab import colab, data, routes
 from pagedlab.errors import DataFileNotFoundError, ModelFetchError
 from pagedlab.grading.labs_build import LabsBuildError, copy_labs
 
@@ -162,9 +162,13 @@ class FakeColab:
         return Path("/cache/model.gguf")
 
 
-def _run_cell() -> dict[str, Any]:
+URL = "https://github.com/example-owner/pagedlab"
+KIT = routes.kit_requirement(URL)
+
+
+def _run_cell(source: str = colab.setup_cell(URL)) -> dict[str, Any]:
     ns: dict[str, Any] = {}
-    exec(compile(colab.SETUP_CELL, "<setup cell>", "exec"), ns)  # noqa: S102 - the cell is what is tested
+    exec(compile(source, "<setup cell>", "exec"), ns)  # noqa: S102 - the cell is what is tested
     return ns
 
 
@@ -172,7 +176,16 @@ def test_setup_cell_in_colab_installs_fetches_and_enables_widgets(monkeypatch: p
     fake = FakeColab(monkeypatch)
     monkeypatch.setattr("pagedlab.model.fetch.fetch_model", fake.fetch_ok)
     _run_cell()
-    assert fake.calls == [("run", [sys.executable, "-m", "pip", "install", "-q", colab.KIT_SOURCE]), "fetch", "widgets"]
+    assert fake.calls == [("run", [sys.executable, "-m", "pip", "install", "-q", KIT]), "fetch", "widgets"]
+    assert KIT == "pagedlab @ git+https://github.com/example-owner/pagedlab.git@main"
+
+
+def test_setup_cell_with_no_repository_url_says_so_in_colab(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeColab(monkeypatch)
+    with pytest.raises(RuntimeError) as ei:
+        _run_cell(colab.setup_cell(None))
+    assert routes.UNSET in str(ei.value) and "[project.urls]" in str(ei.value)
+    assert fake.calls == []  # nothing installed from a made-up address
 
 
 def test_setup_cell_in_colab_offline_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,7 +193,7 @@ def test_setup_cell_in_colab_offline_fails_clearly(monkeypatch: pytest.MonkeyPat
     with pytest.raises(RuntimeError) as ei:
         _run_cell()
     msg = str(ei.value)
-    assert colab.KIT_SOURCE in msg and "online" in msg and "Could not resolve host" in msg
+    assert KIT in msg and "online" in msg and "Could not resolve host" in msg
     assert [c for c in fake.calls if c in ("fetch", "widgets")] == []
 
 

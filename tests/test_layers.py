@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "inputs": 0,  # prompt types (TextPrompt, TokensPrompt), next to sampling_params
     "data": 0,  # paths of the bundled data files; imports only errors
     "paths": 0,  # the cache directory (model, built C kernels); standard library only
+    "routes": 0,  # the repository URL (pyproject [project.urls]) and the Colab/Binder links made from it
     "vllm_version": 0,  # the one place naming the vLLM the kit follows (constants only)
     "vllm_env": 0,  # the environment of every process started for real vLLM (standard library only)
     "i18n": 0,  # the learner's language and the catalogs (standard library, Babel, matplotlib's fonts)

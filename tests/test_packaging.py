@@ -46,7 +46,7 @@ def test_pyproject_ranges_admit_the_locked_versions():
     """Base deps and extras are ranges (so Colab / a shared hub keeps its own torch); the lock satisfies each."""
     project = _project()
     reqs = list(project["dependencies"])
-    for extra in ("lab", "test", "triton"):
+    for extra in ("lab", "test", "triton", "site"):
         reqs += project["optional-dependencies"][extra]
     locked = lock()
     for r in map(Requirement, reqs):

@@ -27,6 +27,18 @@ __all__ = ["CatalogStatus", "cells", "read", "write", "status", "update", "trans
 
 #: Cell types whose source is translated.
 TRANSLATED_TYPES = ("markdown",)
+#: Cells made by a generator, not written by an author: their text follows a setting (the links of
+#: ``pagedlab.routes``), so a translation would go stale with the setting. They stay as generated.
+GENERATED_TAGS = frozenset({"pagedlab-routes"})
+
+
+def _translatable(cell: dict[str, Any]) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return (
+        cell.get("cell_type") in TRANSLATED_TYPES
+        and bool(_source(cell).strip())
+        and not GENERATED_TAGS.intersection(tags)
+    )
 
 
 def _source(cell: dict[str, Any]) -> str:
@@ -46,7 +58,7 @@ def cells(nb: dict[str, Any], where: str = "notebook") -> list[tuple[str, str]]:
         if cid in seen:
             raise I18nError(f"{where}: cell {n} repeats the id {cid!r}; give each cell its own id")
         seen.add(cid)
-        if cell.get("cell_type") not in TRANSLATED_TYPES or not _source(cell).strip():
+        if not _translatable(cell):
             continue
         if not cid:
             raise I18nError(f"{where}: markdown cell {n} has no id; save the notebook as nbformat 4.5")
@@ -206,7 +218,7 @@ def translate_notebook(nb: dict[str, Any], entries: dict[str, Entry], lang: str)
     out = copy.deepcopy(nb)
     english_left = []
     for cell in out.get("cells", []):
-        if cell.get("cell_type") not in TRANSLATED_TYPES or not _source(cell).strip():
+        if not _translatable(cell):
             continue
         e = entries.get(str(cell.get("id")))
         if e is None or not e.text or e.fuzzy or e.english != _source(cell):

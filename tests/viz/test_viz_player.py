@@ -22,51 +22,73 @@ def _frame_no(p):
     return int(re.search(r'data-frame="(\d+)"', p.html.value).group(1))
 
 
-def test_is_a_core_widget_with_link_not_jslink():
+def test_frames_live_on_the_client_linked_by_jslink():
     p = Player(_frames(), render=_render)
     assert isinstance(p, widgets.VBox) and "pl-player" in p._dom_classes
-    # widgets.link is the kernel-side traitlets link; jslink would return a front-end Link widget
-    assert isinstance(p._link, widgets.link) and not isinstance(p._link, widgets.Widget)
     assert isinstance(p.play, widgets.Play) and isinstance(p.slider, widgets.IntSlider)
     assert (p.slider.min, p.slider.max, p.play.max) == (0, 3, 3)
+    # one HTML child per frame, each already holding its SVG: the browser switches between them
+    assert isinstance(p.stack, widgets.Stack) and len(p.stack.children) == 4
+    assert [_frame_no_of(v.value) for v in p.stack.children] == [0, 1, 2, 3]
+    # front-end links (widgets, synced to the page), Play -> slider -> Stack.selected_index
+    assert isinstance(p._link, widgets.widget_link.Link) and isinstance(p._stack_link, widgets.widget_link.Link)
+    assert (p._link.source, p._link.target) == ((p.play, "value"), (p.slider, "value"))
+    assert (p._stack_link.source, p._stack_link.target) == ((p.slider, "value"), (p.stack, "selected_index"))
+    assert not hasattr(p, "_kernel_links")
 
 
-def test_slider_value_updates_html():
+def test_colab_adds_kernel_side_links(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    p = Player(_frames(), render=_render)
+    p.play.value = 3  # what Colab's front end sends each tick if its jslink does not act
+    assert p.slider.value == 3 and p.stack.selected_index == 3 and _frame_no(p) == 3
+
+
+def _frame_no_of(html):
+    return int(re.search(r'data-frame="(\d+)"', html).group(1))
+
+
+def test_value_moves_play_slider_and_stack_together():
     p = Player(_frames(), render=_render, caption=lambda item, i: f"at {item['step']}")
     assert 'data-step="0"' in p.html.value and _frame_no(p) == 0
-    p.slider.value = 2
+    p.value = 2
+    assert (p.play.value, p.slider.value, p.stack.selected_index) == (2, 2, 2)
     assert p.html.value == p.frame_html(2) and 'data-step="2"' in p.html.value
     assert "at 2" in p.caption.value
     assert 'data-frames="4"' in p.html.value
 
 
-def test_play_drives_slider_through_link():
+def test_front_end_moves_are_read_back():
+    # the browser moves slider and stack through jslink; the kernel then reads the synced values
     p = Player(_frames(), render=_render)
-    p.play.value = 3  # what the front end's Play does each tick
-    assert p.slider.value == 3 and _frame_no(p) == 3
-    p.slider.value = 1
-    assert p.play.value == 1
+    p.slider.value = 3
+    p.stack.selected_index = 3
+    assert p.value == 3 and _frame_no(p) == 3
+    p.step(-1)
+    assert (p.play.value, p.slider.value, p.stack.selected_index) == (2, 2, 2)
 
 
 def test_next_prev_clamp_at_ends():
     p = Player(_frames(3), render=_render)
-    assert p.prev_button.disabled and not p.next_button.disabled
     p.prev_button.click()
-    assert p.value == 0
+    assert p.value == 0 and _frame_no(p) == 0
     p.next_button.click()
     p.next_button.click()
-    assert p.value == 2 and p.next_button.disabled
+    assert p.value == 2
     p.next_button.click()
-    assert p.value == 2 and _frame_no(p) == 2
+    assert p.value == 2 and _frame_no(p) == 2 and p.play.value == 2
     p.prev_button.click()
-    assert p.value == 1 and not p.prev_button.disabled
+    assert p.value == 1 and p.stack.selected_index == 1
     p.value = 99
     assert p.value == 2
     p.value = -5
     assert p.value == 0
 
 
-def test_frames_render_lazily_once():
+def test_frames_render_once_each():
     calls = []
 
     def render(item):
@@ -74,11 +96,15 @@ def test_frames_render_lazily_once():
         return _render(item)
 
     p = Player(_frames(5), render=render)
-    assert calls == [0]
+    assert calls == [0, 1, 2, 3, 4]
     p.value = 3
     p.value = 0
-    p.value = 3
-    assert calls == [0, 3]
+    assert p.frame_svg(3) == _render({"step": 3}) and calls == [0, 1, 2, 3, 4]
+
+
+def test_caption_count_must_match():
+    with pytest.raises(ValueError, match="3 captions for 2 frames"):
+        Player(["<svg/>", "<svg/>"], caption=["a", "b", "c"])
 
 
 def test_ready_svg_strings_captions_and_start():

@@ -1,0 +1,257 @@
+"""The course site (``make site``) in Chromium with the network off: every lab page, every player animating.
+
+The site is built by ``website/build.py`` into ``build/site/en`` (``PAGEDLAB_SITE_DIR`` names another
+folder). ``make test`` starts that build in the background before pytest and exports its process id as
+``PAGEDLAB_SITE_BUILD_PID``; the fixture waits for it (these tests are ordered last, tests/conftest.py),
+or builds the site itself when neither a build nor a running build is there.
+
+Per page, opened as ``file://`` with every other request recorded and refused (the page must need none):
+no console error and no page error; every player that the page's saved widget state holds renders (no
+text fallback); on each, Play moves the frames (the SVG changes), the slider's End/Home keys reach the
+last and first frame, Next/Prev move one frame, all with no kernel. Page-level checks: the search box finds
+a lab, MathJax typesets lab 06's formulas from the site's own copy, exercise cells show their stub and
+never the solution, and ``check()`` cells show the "run this in Jupyter" note instead of a result.
+Screenshots go to ``tests/artifacts/site/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SITE = Path(os.environ.get("PAGEDLAB_SITE_DIR", REPO / "build" / "site" / "en"))
+SHOTS = REPO / "tests" / "artifacts" / "site"
+CHROMIUM = os.environ.get("PAGEDLAB_CHROMIUM", "/usr/bin/chromium")
+LABS = sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
+PAGES = ["index.html" if i == 0 else p.stem + ".html" for i, p in enumerate(LABS)]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
+FALLBACK_TEXTS = ["Loading widget", "VBox(children=", "HBox(children=", "Error displaying widget", "Model not found"]
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.model]
+
+JS_PLAYER = """(el) => {
+  const f = el.querySelector('.pl-frame');
+  const svg = el.querySelector('.pl-frame svg');
+  return {frame: f ? +f.dataset.frame : -1, frames: f ? +f.dataset.frames : -1,
+          svg: svg ? svg.outerHTML : '',
+          playing: !!el.querySelector('.widget-play button i.fa-pause')};
+}"""
+
+
+def _wait_for_build_pid() -> None:
+    pid = int(os.environ.get("PAGEDLAB_SITE_BUILD_PID", "0") or 0)
+    deadline = time.monotonic() + 1800
+    while pid and time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(2)
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    _wait_for_build_pid()
+    if not (SITE / "build.json").exists():
+        if not (REPO / "website" / "node_modules").exists():
+            pytest.fail("website/node_modules is missing: run `make site` (it runs `npm ci` in website/)")
+        r = subprocess.run(
+            [sys.executable, str(REPO / "website" / "build.py"), "--out", str(SITE)],
+            capture_output=True,
+            text=True,
+            timeout=2400,
+        )
+        assert r.returncode == 0, f"website/build.py failed:\n{r.stdout}\n{r.stderr[-4000:]}"
+    return SITE
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _players_in_state(html: str) -> int:
+    """How many ``pl-player`` widgets the page's saved widget state holds (what must render)."""
+    m = re.search(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', html, re.S)
+    if m is None:
+        return 0
+    state = json.loads(m.group(1))["state"]
+    return sum("pl-player" in s["state"].get("_dom_classes", []) for s in state.values())
+
+
+def _wait(predicate, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def _exercise_player(page, player, k: int, name: str) -> dict:
+    """Play, the slider's keys and Prev/Next on one player; returns what was seen."""
+    player.scroll_into_view_if_needed()
+    first = player.evaluate(JS_PLAYER)
+    assert first["frames"] >= 1 and first["svg"], f"{name} player {k}: no SVG frame shown"
+    last = first["frames"] - 1
+    if last == 0:
+        return {"frames": 1}
+    seen = {first["frame"]}
+    svgs = {first["svg"]}
+    player.locator(".widget-play button").first.click()  # Play
+
+    def moved():
+        st = player.evaluate(JS_PLAYER)
+        seen.add(st["frame"])
+        svgs.add(st["svg"])
+        return len(seen) >= min(3, last + 1) and len(svgs) >= 2
+
+    _wait(moved, 30, f"{name} player {k}: Play to change frames")
+    if player.evaluate(JS_PLAYER)["playing"]:  # ipywidgets 8: the first button toggles play / pause
+        player.locator(".widget-play button").first.click()
+    _wait(lambda: not player.evaluate(JS_PLAYER)["playing"], 10, f"{name} player {k}: pause")
+    handle = player.locator(".noUi-handle").first
+    handle.focus()
+    page.keyboard.press("End")
+    _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == last, 10, f"{name} player {k}: slider End")
+    end_svg = player.evaluate(JS_PLAYER)["svg"]
+    page.keyboard.press("Home")
+    _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == 0, 10, f"{name} player {k}: slider Home")
+    player.locator(".pl-next").first.click()
+    _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == 1, 10, f"{name} player {k}: Next")
+    player.locator(".pl-prev").first.click()
+    _wait(lambda: player.evaluate(JS_PLAYER)["frame"] == 0, 10, f"{name} player {k}: Prev")
+    readout = player.locator(".widget-readout").first.inner_text().strip()
+    assert readout == "0", f"{name} player {k}: the slider's readout says {readout!r} at frame 0"
+    return {"frames": first["frames"], "seen_while_playing": len(seen), "end_differs": end_svg != first["svg"]}
+
+
+@pytest.mark.timeout(900)
+def test_every_page_renders_offline_and_every_player_animates(site, browser):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert sorted(p.name for p in site.glob("*.html")) == sorted(PAGES)
+    report = {}
+    for name in PAGES:
+        html = (site / name).read_text(encoding="utf-8")
+        expected = _players_in_state(html)
+        ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+        page = ctx.new_page()
+        outside: list[str] = []
+        errors: list[str] = []
+
+        def route(r, outside=outside):
+            if r.request.url.startswith(("file://", "data:", "blob:")):
+                r.continue_()
+            else:
+                outside.append(r.request.url)
+                r.abort()
+
+        page.route("**/*", route)
+        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        try:
+            page.goto((site / name).as_uri(), wait_until="load", timeout=60_000)
+            players = page.locator(".pl-player")
+            _wait(
+                lambda: players.count() >= expected and page.locator(".pl-player .pl-frame svg").count() >= expected,
+                60,
+                f"{name}: {expected} players to render",
+            )
+            assert players.count() == expected, f"{name}: {players.count()} players shown, {expected} saved"
+            text = "\n".join(page.locator(".jp-OutputArea-output").all_inner_texts())  # the prose may quote them
+            shown = [t for t in FALLBACK_TEXTS if t in text]
+            assert not shown, f"{name}: widget fallback text {shown} (the widget renderer did not run)"
+            page.screenshot(path=str(SHOTS / f"{Path(name).stem}_top.png"))
+            seen = [_exercise_player(page, players.nth(k), k, name) for k in range(expected)]
+            if expected:
+                players.first.scroll_into_view_if_needed()
+                players.first.screenshot(path=str(SHOTS / f"{Path(name).stem}_player0.png"))
+            assert not errors, f"{name}: console errors: {errors[:5]}"
+            assert not outside, f"{name}: requests leaving the machine: {outside[:5]}"
+            report[name] = {"players": seen}
+        finally:
+            ctx.close()
+    assert sum(len(r["players"]) for r in report.values()) >= len(PAGES), report
+    (SHOTS / "report.json").write_text(json.dumps(report, indent=1))
+
+
+@pytest.mark.timeout(300)
+def test_search_math_and_notes(site, browser):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = ctx.new_page()
+    outside: list[str] = []
+    page.route(
+        "**/*",
+        lambda r: (
+            r.continue_()
+            if r.request.url.startswith(("file://", "data:"))
+            else (outside.append(r.request.url), r.abort())
+        ),
+    )
+    try:
+        page.goto((site / "index.html").as_uri(), wait_until="load")
+        page.fill(".site-search", "preemption")
+        _wait(lambda: page.locator(".site-results a").count() > 0, 10, "search results")
+        hrefs = [
+            page.locator(".site-results a").nth(i).get_attribute("href")
+            for i in range(page.locator(".site-results a").count())
+        ]
+        assert any(h.startswith("06_preemption.html") for h in hrefs), hrefs
+        page.fill(".site-search", "zzzqqxnotaword")
+        _wait(lambda: page.locator(".site-results a").count() == 0, 10, "no results for a made-up word")
+        page.goto((site / "06_preemption.html").as_uri(), wait_until="load")
+        _wait(lambda: page.locator(".MathJax_CHTML, mjx-container").count() > 0, 60, "MathJax to typeset lab 06")
+        assert page.locator(".site-note-check").count() >= 1
+        assert not outside, outside
+    finally:
+        ctx.close()
+
+
+SOLUTION = re.compile(r"### BEGIN SOLUTION[^\n]*\n(.*?)### END SOLUTION", re.S)
+
+
+def test_exercises_show_stubs_never_solutions(site):
+    """No line of a solution region is a line of its page (unless the lab itself has it, e.g. in prose);
+    every exercise's stub and every check() note is."""
+    for i, sol in enumerate(LABS):
+        page = (site / PAGES[i]).read_text(encoding="utf-8")
+        text = re.sub(r"<[^>]+>", "", page)
+        import html as _html
+
+        text = _html.unescape(text)
+        page_lines = {ln.strip() for ln in text.splitlines()}
+        nb = nbformat.read(sol, as_version=4)
+        n_ex = 0
+        for cell in nb.cells:
+            for region in SOLUTION.findall(cell.source) if cell.cell_type == "code" else []:
+                n_ex += 1
+                lines = [ln.strip() for ln in region.splitlines() if len(ln.strip()) > 25]
+                leaked = [ln for ln in lines if ln in page_lines and ln not in _stub_lines(sol)]
+                assert not leaked, f"{PAGES[i]}: solution lines on the site: {leaked[:3]}"
+        stubs = text.count("replace this line with your code")
+        assert stubs >= n_ex, f"{PAGES[i]}: {stubs} stubs shown for {n_ex} solution regions"
+        checks = sum(1 for c in nb.cells if c.cell_type == "code" and re.match(r"\s*check\(", c.source))
+        assert page.count('data-site-note="check"') == checks, PAGES[i]
+
+
+def _stub_lines(sol: Path) -> set[str]:
+    lab = nbformat.read(REPO / "labs" / sol.name, as_version=4)
+    return {ln.strip() for c in lab.cells for ln in c.source.splitlines()}
