@@ -219,6 +219,7 @@ def run_pagedlab(
         "ttft": [o.pagedlab_metrics.ttft for o in outs],
         "tpot": [o.pagedlab_metrics.tpot for o in outs if o.pagedlab_metrics.tpot],
         "decode_steps": steps,
+        "preemptions": eng.stats.num_preemptions,
     }
 
 
