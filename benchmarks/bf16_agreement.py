@@ -46,6 +46,7 @@ def hf_greedy(prompts: list[list[int]], budgets: list[int], dtype: torch.dtype) 
         warnings.simplefilter("ignore")
         # de-quantized to fp32, then rounded to ``dtype`` (as the kit's copy is made)
         hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype).eval()
+    hf.generation_config.eos_token_id = None  # EOS ignored as the engines' ignore_eos: it may be picked, then go on
     out = []
     for ids, n in zip(prompts, budgets):
         with torch.inference_mode():
@@ -54,7 +55,6 @@ def hf_greedy(prompts: list[list[int]], budgets: list[int], dtype: torch.dtype) 
                 attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                 do_sample=False,
                 max_new_tokens=n,
-                min_new_tokens=n,
                 pad_token_id=2,
             )
         out.append(gen[0, len(ids) :].tolist())
