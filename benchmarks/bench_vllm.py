@@ -14,7 +14,7 @@ Configurations (``--configs``):
 Workloads (``--workloads``): ``readme`` (bench_engine.py's README one: 32 chat prompts, budgets 16-128,
 greedy, EOS ignored, all at t = 0; ``block_size=32``, 256 usable blocks, ``max_num_batched_tokens=512``,
 ``max_num_seqs=32``, chunked prefill on, prefix caching off) and ``pressure`` (the 32 prompts twice, 64
-requests sharing the system prompt and, for the second 32, whole prompts: prefix caching on, 40 usable blocks,
+requests sharing the chat template's prefix and, for the second 32, whole prompts: prefix caching on, 100 usable blocks (the 32 running requests need 165 at their end),
 so both engines preempt; the preemptions each made are reported). OMP_WAIT_POLICY=PASSIVE for both (a shared
 2-core machine). Each repetition is a fresh process per engine; kit first on odd repetitions, vLLM first on even
 ones; start-up, compilation and model load are not timed. Every repetition counts both engines' tokens (equal:
@@ -55,7 +55,7 @@ SETTINGS = {
 #: Per workload: the engine settings (vLLM's null block counted: 41 = 40 usable blocks).
 WORKLOAD_SETTINGS = {
     "readme": SETTINGS,
-    "pressure": {**SETTINGS, "num_gpu_blocks": 41, "enable_prefix_caching": True},
+    "pressure": {**SETTINGS, "num_gpu_blocks": 101, "enable_prefix_caching": True},
 }
 #: Per configuration: vLLM's dtype, compilation and engine-core process, and the kit's dtype.
 CONFIGS: dict[str, dict[str, Any]] = {
