@@ -33,22 +33,32 @@ def hf_and_kit(seed: int = 0) -> tuple[torch.nn.Module, LlamaForCausalLM]:
     return hf, net.eval()
 
 
-def prefill_logits(net: LlamaForCausalLM, ids: list[int], dtype: torch.dtype) -> torch.Tensor:
-    """fp32 logits of every position of one sequence run as one prefill, the KV cache in ``dtype``."""
+def prefill_logits(
+    net: LlamaForCausalLM, ids: list[int], dtype: torch.dtype, backend: str = "cpu", decode_last: bool = False
+) -> torch.Tensor:
+    """fp32 logits of every position of one sequence run as one prefill, the KV cache in ``dtype``; with
+    ``decode_last``, all but the last token as a prefill and the last one as a decode step (its logits only)."""
     n, bs = len(ids), 4
     nb = (n + bs - 1) // bs
     shape = (nb, bs, net.config.num_key_value_heads, net.config.head_dim)
     caches = [(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)) for _ in net.layers]
-    meta = AttentionMetadata(
-        slot_mapping=torch.arange(n),
-        block_tables=torch.arange(nb, dtype=torch.int32)[None],
-        seq_lens=torch.tensor([n], dtype=torch.int32),
-        cu_seqlens_q=torch.tensor([0, n], dtype=torch.int32),
-        num_decodes=0,
-        logits_indices=torch.arange(n),
-        backend="cpu",
-    )
-    return net(torch.tensor(ids), torch.arange(n), caches, meta)
+
+    def step(start: int, stop: int, decode: bool) -> torch.Tensor:
+        meta = AttentionMetadata(
+            slot_mapping=torch.arange(start, stop),
+            block_tables=torch.arange(nb, dtype=torch.int32)[None],
+            seq_lens=torch.tensor([stop], dtype=torch.int32),
+            cu_seqlens_q=torch.tensor([0, stop - start], dtype=torch.int32),
+            num_decodes=int(decode),
+            logits_indices=torch.arange(stop - start),
+            backend=backend,
+        )
+        return net(torch.tensor(ids[start:stop]), torch.arange(start, stop), caches, meta)
+
+    if not decode_last:
+        return step(0, n, False)
+    step(0, n - 1, False)
+    return step(n - 1, n, True)
 
 
 def test_dtype_names_and_what_auto_resolves_to() -> None:
@@ -142,3 +152,16 @@ def test_engine_in_bf16_holds_bf16_weights_and_cache_and_a_twice_as_large_pool()
     a = [o.outputs[0].token_ids for o in llm16.generate(prompts, sp)]
     b = [o.outputs[0].token_ids for o in LLM(dtype="auto", **kw).generate(prompts, sp)]
     assert a == b and all(len(t) == 8 for t in a)  # "auto" is bfloat16 here, and deterministic
+
+
+@pytest.mark.parametrize("decode_last", [False, True], ids=["prefill", "decode"])
+def test_triton_kernels_take_the_bf16_cache(decode_last: bool) -> None:
+    """The Triton backend (interpreted on a CPU) on the bf16 model and cache: the "cpu" backend's logits
+    within bf16 rounding (both attend in fp32 and round their output to bf16 once)."""
+    pytest.importorskip("triton")
+    _, net = hf_and_kit(seed=2)
+    kit16 = precision.model_in_dtype(net, torch.bfloat16)
+    ids = [3, 14, 15, 92, 65, 35, 89, 79, 32]
+    cpu = prefill_logits(kit16, ids, torch.bfloat16, "cpu", decode_last)
+    triton = prefill_logits(kit16, ids, torch.bfloat16, "triton", decode_last)
+    assert (triton - cpu).abs().max() <= 4 * 2**-8 * cpu.abs().max()
