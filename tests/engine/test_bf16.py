@@ -122,6 +122,8 @@ def test_bf16_model_matches_hf_in_bf16_and_is_really_bf16() -> None:
     assert net.embed_tokens.weight.dtype == torch.float32  # the fp32 model is left as it is
     assert precision.model_in_dtype(net, torch.bfloat16) is kit16  # one copy per model and dtype
     assert cpu_linear.pack_linears(kit16) is True
+    head = kit16.packed_lm_head
+    assert isinstance(head, cpu_linear.PackedLinear) and head.packed.is_mkldnn  # bf16: packed, not the plain table
     got = prefill_logits(kit16, ids, torch.bfloat16)
     scale = want16.abs().max()
     tol = 4 * 2**-8 * scale
