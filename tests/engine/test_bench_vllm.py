@@ -76,3 +76,13 @@ def test_without_vllm_it_says_so_and_skips(bench: ModuleType, monkeypatch, capsy
     monkeypatch.setattr(pagedlab.twin, "vllm_status", lambda: (False, "no vLLM interpreter at /nowhere"))
     assert bench.main(["--reps", "1"]) == 0
     assert "SKIPPED, real vLLM is not installed: no vLLM interpreter at /nowhere" in capsys.readouterr().out
+
+
+def test_the_readme_quotes_the_stored_results(bench: ModuleType) -> None:
+    """The README's kit-vs-vLLM sentence is the one ``readme_summary`` makes from results/engine_vs_vllm.json."""
+    import json
+
+    root = SCRIPT.parents[1]
+    result = json.loads((root / "benchmarks" / "results" / "engine_vs_vllm.json").read_text())
+    readme = " ".join((root / "README.md").read_text().split())
+    assert " ".join(bench.readme_summary(result).split()) in readme

@@ -167,3 +167,15 @@ def test_triton_kernels_take_the_bf16_cache(decode_last: bool) -> None:
     cpu = prefill_logits(kit16, ids, torch.bfloat16, "cpu", decode_last)
     triton = prefill_logits(kit16, ids, torch.bfloat16, "triton", decode_last)
     assert (triton - cpu).abs().max() <= 4 * 2**-8 * cpu.abs().max()
+
+
+def test_a_cpu_where_onednn_cannot_pack_bf16_runs_the_readable_layers(monkeypatch) -> None:
+    """On an AVX2-only CPU oneDNN refuses to pack bf16 weights (``_is_mkldnn_bf16_supported`` False): the model
+    stays readable (``F.linear`` in bf16) instead of failing."""
+    _, net = hf_and_kit(seed=3)
+    kit16 = precision.model_in_dtype(net, torch.bfloat16)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    assert cpu_linear.pack_linears(kit16) is False
+    assert not any(isinstance(m, cpu_linear.PackedDecoderLayer) for m in kit16.layers)
+    logits = prefill_logits(kit16, [1, 2, 3, 4, 5], torch.bfloat16)
+    assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
