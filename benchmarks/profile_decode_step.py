@@ -200,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", default="16,32")
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--out", default=str(HERE / "results" / "profile_decode.md"))
+    ap.add_argument("--no-vllm", action="store_true", help="the kit's phases only (vLLM's compile takes minutes)")
     ap.add_argument("--vllm-worker", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.vllm_worker:
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     for dtype in dtypes:
-        vllm = run_vllm(dtype, batches)
+        vllm = None if args.no_vllm else run_vllm(dtype, batches)
         for batch in batches:
             ph = kit_phases(batch, dtype)
             step = kit_step_ms(batch, dtype)
@@ -254,8 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                     lines.append(f"| `{key[:80]}` | {count} | {ms:.1f} | {100 * ms / v['profiled_ms']:.0f}% |")
                 lines.append("")
             print("\n".join(lines[-30:]), flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines) + "\n")
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text("\n".join(lines) + "\n")  # after every section
     return 0
 
 
