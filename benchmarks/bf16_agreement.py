@@ -73,6 +73,7 @@ def kit_greedy(prompts: list[list[int]], budgets: list[int], dtype: str) -> list
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--dtypes", default="float32,bfloat16")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
     import bench_engine
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
     prompts, budgets = bench_engine.workload("readme")
     rows: dict[str, Any] = {}
-    for name, dt in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+    for name in args.dtypes.split(","):
+        dt = getattr(torch, name)
         t0 = time.perf_counter()
         kit, hf = kit_greedy(prompts, budgets, name), hf_greedy(prompts, budgets, dt)
         diffs = [first_difference(a, b) for a, b in zip(kit, hf)]
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"{name}: {rows[name]['identical']}/{len(prompts)} identical to HF {name}", flush=True)
     result = {
-        "command": "python benchmarks/bf16_agreement.py",
+        "command": " ".join(["python benchmarks/bf16_agreement.py", *(argv or sys.argv[1:])]),
         "machine": bf16_summary(),
         "num_prompts": len(prompts),
         "rows": rows,
