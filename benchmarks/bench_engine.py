@@ -85,7 +85,26 @@ def machine_facts() -> dict[str, Any]:
         "cpu_model": model,
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "bf16": bf16_summary(),
+        "dtype": bench_dtype(),
     }
+
+
+#: ``--dtype`` reaches the worker processes through this variable (pagedlab, the HF baselines and the roofs).
+ENV_DTYPE = "PAGEDLAB_BENCH_DTYPE"
+
+
+def bench_dtype() -> str:
+    """The dtype this run computes in: "float32" (default) or "bfloat16" (``--dtype``)."""
+    return os.environ.get(ENV_DTYPE, "float32")
+
+
+def bf16_summary() -> str:
+    """The CPU's bf16 instructions, for every benchmark's header (``pagedlab.model.precision.bf16_summary``)."""
+    sys.path.insert(0, str(ROOT))
+    from pagedlab.model.precision import bf16_summary as summary
+
+    return summary()
 
 
 def workload(name: str = "readme", scale: int = 8, max_out: int = 32) -> tuple[list[list[int]], list[int]]:
@@ -124,7 +143,7 @@ def hf_model() -> Any:
     load_model(None, tokenizer_only=True)  # make sure the converted folder exists
     # The converted folder holds the GGUF's de-quantized fp32 weights with an HF config.
     return AutoModelForCausalLM.from_pretrained(
-        _converted_dir(resolve_model_path(None)), dtype=torch.float32, attn_implementation="sdpa"
+        _converted_dir(resolve_model_path(None)), dtype=getattr(torch, bench_dtype()), attn_implementation="sdpa"
     ).eval()
 
 
@@ -187,6 +206,7 @@ def run_pagedlab(
                 max_num_seqs=64 if len(prompts) > 32 else 32,
                 max_num_batched_tokens=512,
                 enable_prefix_caching=False,
+                dtype=bench_dtype(),
             )
         )
     )
@@ -219,6 +239,7 @@ def run_pagedlab(
         "ttft": [o.pagedlab_metrics.ttft for o in outs],
         "tpot": [o.pagedlab_metrics.tpot for o in outs if o.pagedlab_metrics.tpot],
         "decode_steps": steps,
+        "preemptions": eng.stats.num_preemptions,
     }
 
 
@@ -352,10 +373,11 @@ def calibration_loop(n: int = 7) -> list[float]:
 
 
 def _linear_seconds(weights: list[Any], batch: int, apply: Callable[[Any, Any], Any], reps: int = 3) -> float:
-    """Best-of-``reps`` seconds to run ``x [batch, in]`` through every weight once."""
+    """Best-of-``reps`` seconds to run ``x [batch, in]`` (in :func:`bench_dtype`) through every weight once."""
     import torch
 
-    xs = {w_in: torch.randn(batch, w_in) for w_in in {w[1] for w in weights}}
+    dt = getattr(torch, bench_dtype())
+    xs = {w_in: torch.randn(batch, w_in).to(dt) for w_in in {w[1] for w in weights}}
     best = float("inf")
     for _ in range(reps):
         t = time.perf_counter()
@@ -369,8 +391,9 @@ def measure_roofs(batches: list[int]) -> dict[str, Any]:
     """This machine's copy bandwidth and its matmul FLOP/s on a decode step's shapes at each batch size.
 
     The shapes are SmolLM2-135M's: 30 x (qkv 576->960, o 576->576, gate_up 576->3072, down 1536->576)
-    plus the LM head 576->49152, with random fp32 weights (540 MB, so each step streams them from
-    memory as the engine does). The faster of ``F.linear`` (MKL) and oneDNN's packed linear counts.
+    plus the LM head 576->49152, with random weights in the run's dtype (:func:`bench_dtype`: 540 MB in fp32,
+    so each step streams them from memory as the engine does; in bf16 oneDNN runs its AMX / AVX512-BF16
+    kernels where the CPU has them). The faster of ``F.linear`` (MKL / oneDNN) and oneDNN's packed linear counts.
     """
     import torch
     import torch.nn.functional as F
@@ -382,7 +405,7 @@ def measure_roofs(batches: list[int]) -> dict[str, Any]:
     dst.copy_(src)
     copy_s = min(_timed(lambda: dst.copy_(src)) for _ in range(5))
     shapes = [(960, 576), (576, 576), (3072, 576), (576, 1536)] * m.num_layers + [(m.vocab_size, 576)]
-    plain = [(torch.randn(o, i) * 0.02, i) for o, i in shapes]
+    plain = [((torch.randn(o, i) * 0.02).to(getattr(torch, bench_dtype())), i) for o, i in shapes]
     out: dict[str, Any] = {"copy_bandwidth_Bps": 2 * src.numel() * 4 / copy_s, "matmul": {}}
     for b in sorted(set(batches)):
         out["matmul"][b] = {
@@ -630,8 +653,9 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Machine: {f['cpu_model']}, {f['cpu_count']} cores, {f['torch_threads']} torch threads, "
         f"OMP_WAIT_POLICY={f['omp_wait_policy']}, torch {f['torch']}, Python {f['python']}; "
-        f"load average {f['loadavg_1m']:.1f} at start.",
-        f"Measured roofs (after each repetition; medians of {roofs.get('reps', 1)}): copy bandwidth "
+        f"load average {f['loadavg_1m']:.1f} at start; {f.get('bf16', '')}; every system in {f.get('dtype', 'float32')}.",
+        f"Measured roofs (after each repetition; medians of {roofs.get('reps', 1)}), in {f.get('dtype', 'float32')}: "
+        "copy bandwidth "
         f"{roofs['copy_bandwidth_Bps'] / 1e9:.1f} GB/s (read + write); "
         "matmul on the decode step's shapes "
         + ", ".join(f"{mm[b]['flops_per_s'] / 1e9:.0f} GFLOP/s at batch {b}" for b in at)
@@ -670,11 +694,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--no-profile", action="store_true", help="skip the scheduler-share profile")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    ap.add_argument(
+        "--dtype", choices=["float32", "bfloat16"], help="compute dtype of every system and the roofs (default float32)"
+    )
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     ap.add_argument("--workload", default="readme", help=argparse.SUPPRESS)
     ap.add_argument("--scale", type=int, default=8, help=argparse.SUPPRESS)
     ap.add_argument("--max-out", type=int, default=32, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.dtype:
+        os.environ[ENV_DTYPE] = args.dtype  # the workers inherit it
     if args.worker:
         kind = args.worker[0]
         res = (

@@ -84,10 +84,15 @@ _P, _I, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "paged_decode_attention_f32": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
     "lane_decode_attention_f32": (ctypes.c_int, [_P] * 7 + [_I] * 7 + [_F, ctypes.c_int, _P]),
+    "paged_decode_attention_bf16kv": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
+    "lane_decode_attention_bf16kv": (ctypes.c_int, [_P] * 7 + [_I] * 7 + [_F, ctypes.c_int, _P]),
     "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
     "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
 }
+#: The caches' dtypes the decode kernels read (bf16 rows are converted to fp32 as they are loaded); the
+#: query may be either too (a bf16 query is converted to fp32 first, the result returned in bf16).
+KV_DTYPES = (torch.float32, torch.bfloat16)
 _ERRORS = {
     -1: "out of memory for the scores buffer",
     -2: "unsupported head shape",
@@ -281,16 +286,16 @@ def paged_decode_attention(
     """``reference.paged_decode_attention``'s result, read in place by the C kernel.
 
     Args:
-        query: fp32 ``[num_seqs, num_q_heads, head_dim]`` on the CPU; heads contiguous (a column
-            slice of a packed QKV tensor is fine).
-        kv: fp32 contiguous 4-D caches, integer ``block_tables`` ``[num_seqs, max_blocks]`` / ``seq_lens``
+        query: fp32 or bf16 ``[num_seqs, num_q_heads, head_dim]`` on the CPU; heads contiguous (a column
+            slice of a packed QKV tensor is fine); bf16 is converted to fp32 first.
+        kv: fp32 or bf16 contiguous 4-D caches (both one dtype; every sum is fp32 either way), integer ``block_tables`` ``[num_seqs, max_blocks]`` / ``seq_lens``
             ``[num_seqs]`` (int32, else converted), all on the CPU.
         scale: softmax scale.
         num_threads: OpenMP threads, ``1 ..`` :data:`MAX_THREADS` (default: ``torch.get_num_threads()``).
         max_seq_len: ``max(seq_lens)`` when the caller knows it (it sizes the scores buffers; a length
             above it is refused, never read past), else computed here.
     Returns:
-        fp32 ``[num_seqs, num_q_heads, head_dim]``; a sequence with ``seq_len == 0`` gets a zero row.
+        ``[num_seqs, num_q_heads, head_dim]`` in the query's dtype; a sequence with ``seq_len == 0`` gets a zero row.
 
     Raises:
         RuntimeError: the kernel is not available (check :func:`load` first).
@@ -299,6 +304,7 @@ def paged_decode_attention(
             ``seq_len`` beyond its table row, naming the sequence.
     """
     lib = _library()
+    query, dtype = _fp32_query(query)
     num_seqs, num_q_heads, head_dim = _check(query, kv)
     key_cache, value_cache = kv.key_cache, kv.value_cache
     _tensor("block_tables", kv.block_tables, 2)
@@ -311,7 +317,8 @@ def paged_decode_attention(
     rows = min(max_len, tables.shape[1] * kv.block_size)
     out = torch.empty(num_seqs, num_q_heads, head_dim)
     bad_seq = ctypes.c_int64(-1)
-    status = lib.paged_decode_attention_f32(
+    kernel = lib.paged_decode_attention_bf16kv if key_cache.dtype == torch.bfloat16 else lib.paged_decode_attention_f32
+    status = kernel(
         out.data_ptr(), query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
         tables.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim,
         kv.block_size, kv.num_blocks, query.stride(0), tables.stride(0), tables.shape[1], rows, _real("scale", scale),
@@ -319,16 +326,25 @@ def paged_decode_attention(
     )  # fmt: skip
     if status != 0:
         _raise(status, bad_seq.value, kv)
-    return out
+    return out.to(dtype)
+
+
+def _fp32_query(query: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
+    """``(query as the kernels read it, the dtype to return)``: a bf16 query converted to fp32 (contiguous)."""
+    if isinstance(query, torch.Tensor) and query.dtype == torch.bfloat16:
+        return query.float(), torch.bfloat16
+    return query, torch.float32
 
 
 def reads(kv: PagedKV, query: torch.Tensor | None = None) -> bool:
-    """Whether the C decode kernels are built and can read ``kv``'s caches (fp32, CPU, contiguous) and, when
-    given, ``query`` (fp32, heads contiguous). The callers run their torch path otherwise."""
+    """Whether the C decode kernels are built and can read ``kv``'s caches (fp32 or bf16, one dtype, CPU,
+    contiguous) and, when given, ``query`` (fp32 or bf16, heads contiguous). The callers run their torch path
+    otherwise."""
     k, v = kv.key_cache, kv.value_cache
-    ok = k.dtype == v.dtype == torch.float32 and k.device.type == "cpu" and k.is_contiguous() and v.is_contiguous()
+    ok = k.dtype == v.dtype and k.dtype in KV_DTYPES and k.device.type == "cpu" and k.is_contiguous()
+    ok = ok and v.is_contiguous()
     if query is not None:
-        ok = ok and query.dtype == torch.float32 and query.dim() == 3 and query.stride(2) == 1
+        ok = ok and query.dtype in KV_DTYPES and query.dim() == 3 and query.stride(2) == 1
         ok = ok and query.stride(1) == query.shape[2]
     return ok and load() is not None
 
@@ -359,13 +375,14 @@ def lane_decode_attention(
         slots: int64 ``[num_seqs, num_lanes]``, a lane's flat cache slot + 1, or 0 for a zero row.
         mask: bool ``[num_seqs, num_lanes]``, the lanes that attend.
     Returns:
-        fp32 ``[num_seqs, num_q_heads, head_dim]`` (a sequence whose lanes are all masked: a zero row).
+        ``[num_seqs, num_q_heads, head_dim]`` in the query's dtype (a sequence whose lanes are all masked: a zero row).
 
     Raises:
         KernelInputError: as :func:`paged_decode_attention`; or an attending lane's slot outside the cache,
             naming the sequence.
     """
     lib = _library()
+    query, dtype = _fp32_query(query)
     num_seqs, num_q_heads, head_dim = _check(query, kv)
     _tensor("slots", slots, 2, torch.int64)
     _tensor("mask", mask, 2, torch.bool)
@@ -375,7 +392,8 @@ def lane_decode_attention(
     slots, mask, lens = slots.contiguous(), mask.contiguous(), as_int32("seq_lens", kv.seq_lens)
     out = torch.empty(num_seqs, num_q_heads, head_dim)
     bad_seq = ctypes.c_int64(-1)
-    status = lib.lane_decode_attention_f32(
+    bf16 = kv.key_cache.dtype == torch.bfloat16
+    status = (lib.lane_decode_attention_bf16kv if bf16 else lib.lane_decode_attention_f32)(
         out.data_ptr(), query.data_ptr(), kv.key_cache.data_ptr(), kv.value_cache.data_ptr(), slots.data_ptr(),
         mask.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim, slots.shape[1],
         kv.num_blocks * kv.block_size, query.stride(0), _real("scale", scale),
@@ -385,7 +403,7 @@ def lane_decode_attention(
         raise KernelInputError(f"sequence {bad_seq.value}: an attending lane's slot is outside the cache")
     if status != 0:
         _raise(status, bad_seq.value, kv)
-    return out
+    return out.to(dtype)
 
 
 def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
@@ -418,7 +436,7 @@ def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
         raise KernelInputError(f"kv must be a pagedlab.kernels.paged_kv.PagedKV, got {type(kv).__name__}")
     _tensor("query", query, 3, torch.float32)
     for name, cache in (("key_cache", kv.key_cache), ("value_cache", kv.value_cache)):
-        _tensor(name, cache, 4, torch.float32)
+        _tensor(name, cache, 4, kv.key_cache.dtype if _is_kv_tensor(kv.key_cache) else torch.float32)
     _tensor("seq_lens", kv.seq_lens, 1)
     key_cache, value_cache = kv.key_cache, kv.value_cache
     if not (key_cache.is_contiguous() and value_cache.is_contiguous() and key_cache.shape == value_cache.shape):
@@ -440,6 +458,11 @@ def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
         raise KernelInputError(f"block_tables must be [{num_seqs}, max_blocks] and seq_lens [{num_seqs}]; got "
                                f"{tuple(kv.block_tables.shape)} and {tuple(kv.seq_lens.shape)}")  # fmt: skip
     return num_seqs, num_q_heads, head_dim
+
+
+def _is_kv_tensor(t: object) -> bool:
+    """``t`` is a tensor in one of :data:`KV_DTYPES`."""
+    return isinstance(t, torch.Tensor) and t.dtype in KV_DTYPES
 
 
 def _raise(status: int, seq: int, kv: PagedKV) -> None:

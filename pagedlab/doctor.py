@@ -8,7 +8,8 @@ Triton path on a machine without Triton) are warnings.
 Checks: Python and package versions against the kit's pins; the widget packages (kernel side
 ``ipywidgets`` versus the JupyterLab front end ``jupyterlab_widgets`` and its labextension); the model
 file (present and sha256-verified); CUDA; the Triton interpreter (a tiny kernel run under
-``TRITON_INTERPRET=1`` in a subprocess); Debian's chromium for the browser test.
+``TRITON_INTERPRET=1`` in a subprocess); the CPU's bf16 instructions (AMX-BF16 / AVX512-BF16) and what
+``dtype="auto"`` means there; Debian's chromium for the browser test.
 """
 
 from __future__ import annotations
@@ -371,6 +372,21 @@ def check_cuda() -> Check:
     )
 
 
+def check_bf16() -> Check:
+    """The CPU's native bf16 instructions (AMX-BF16 / AVX512-BF16) and what ``dtype="auto"`` resolves to:
+    information (float32, the default, runs on any CPU)."""
+    try:
+        from pagedlab.model.precision import bf16_summary, cpu_bf16_isa
+    except Exception as e:  # noqa: BLE001 - any import failure is reported
+        return Check("bf16", INFO, f"unknown (torch does not import: {e})")
+    advice = (
+        "dtype='bfloat16' runs oneDNN's bf16 kernels natively"
+        if cpu_bf16_isa()
+        else "keep dtype='float32' here (bf16 is emulated)"
+    )
+    return Check("bf16", INFO, f"{bf16_summary()}; {advice}")
+
+
 def check_vllm() -> Check:
     """Real vLLM beside the kit (``make vllm``): optional, so a warning when absent, never a failure."""
     from pagedlab.twin import vllm_status
@@ -506,7 +522,7 @@ def run_checks(*, quick: bool = False, cache_dir: os.PathLike | None = None) -> 
     """All checks, in display order. ``quick`` skips the ones that start torch/Triton."""
     checks = [check_python(), *check_packages(), check_widgets(), check_model(cache_dir), check_data()]
     if not quick:
-        checks += [check_cuda(), check_native(), check_triton_interpreter(), check_vllm()]
+        checks += [check_cuda(), check_bf16(), check_native(), check_triton_interpreter(), check_vllm()]
     if _version("playwright") is not None:  # chromium matters only to the [test] extra's browser test
         checks.append(check_chromium())
     return checks

@@ -8,7 +8,8 @@
  * that share it (grouped-query attention). vLLM's CPU backend does the same job in C++
  * (paged_attention_v1 in csrc/cpu/attention.cpp, vLLM 0.6; later releases: csrc/cpu/cpu_attn.cpp).
  *
- * Layout, fp32 only (native.py checks devices, dtypes, ranks, shapes and strides before the call; here
+ * Layout (the query and out fp32; the caches fp32, or bf16 in the *_bf16kv entry points, each row converted to
+ * fp32 as it is read: every sum below is an fp32 sum either way; native.py checks devices, dtypes, ranks, shapes and strides before the call; here
  * every size argument is checked once per call, and every block id, lane slot and length a task reads
  * once per task, outside the loops over keys):
  *   query        [num_seqs, num_q_heads, head_dim]; sequence stride q_stride, heads contiguous
@@ -54,9 +55,19 @@ enum {
     NEGATIVE_LEN = -6, BAD_ARGUMENT = -7 /* a size or count below its minimum, or one whose products overflow */
 };
 
-static inline void prefetch_row(const float *row, int64_t head_dim) {
-    for (int64_t d = 0; d < head_dim; d += 16) __builtin_prefetch(row + d); /* one 64-byte line */
+static inline void prefetch_row(const void *row, int64_t bytes) {
+    for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch((const char *)row + b); /* one 64-byte line */
 }
+
+/* A bf16 value as the fp32 it stands for: bf16 is the top half of an fp32 (exact, no rounding). */
+static inline __attribute__((always_inline)) float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+#define LOAD_F32(x) (x)
+#define LOAD_BF16(x) bf16_to_f32(x)
 
 /* One (sequence, KV head) task: `group` query heads against the n keys and values whose rows are
  * krows[t] and vrows[t], the exact softmax in three passes over `scores` ([group][n] floats):
@@ -65,58 +76,62 @@ static inline void prefetch_row(const float *row, int64_t head_dim) {
  *   3. out_g = sum_t scores[g][t] * v_t / sum_g  (each value row read once for the whole group)
  * Rows PREFETCH_AHEAD positions on are prefetched: blocks are scattered, so the hardware prefetcher
  * loses the stream at every block boundary. always_inline: the caller passes constant group and
- * head_dim for the common shapes, and the compiler unrolls and vectorizes the loops for them. */
-static inline __attribute__((always_inline)) void attend_one(
-    float *out, const float *q, const float *const *krows, const float *const *vrows, int64_t n,
-    int64_t group, int64_t head_dim, float scale, float *scores) {
-    for (int64_t t = 0; t < n; t++) { /* pass 1 */
-        const float *k = krows[t];
-        if (t + PREFETCH_AHEAD < n) prefetch_row(krows[t + PREFETCH_AHEAD], head_dim);
-        for (int64_t g = 0; g < group; g++) {
-            const float *qg = q + g * head_dim;
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int64_t d = 0; d < head_dim; d++) dot += qg[d] * k[d];
-            scores[g * n + t] = dot * scale;
-        }
-    }
-    float denom[MAX_GROUP];
-    for (int64_t g = 0; g < group; g++) { /* pass 2 */
-        float *sg = scores + g * n, max_score = sg[0], sum = 0.0f;
-#pragma omp simd reduction(max : max_score)
-        for (int64_t t = 1; t < n; t++) max_score = sg[t] > max_score ? sg[t] : max_score;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t t = 0; t < n; t++) {
-            sg[t] = exp_nonpositive(sg[t] - max_score);
-            sum += sg[t];
-        }
-        denom[g] = sum;
-    }
-    float acc[MAX_GROUP * MAX_HEAD_DIM];
-    memset(acc, 0, sizeof(float) * (size_t)(group * head_dim));
-    for (int64_t t = 0; t < n; t++) { /* pass 3 */
-        const float *v = vrows[t];
-        if (t + PREFETCH_AHEAD < n) prefetch_row(vrows[t + PREFETCH_AHEAD], head_dim);
-        for (int64_t g = 0; g < group; g++) {
-            float p = scores[g * n + t], *a = acc + g * head_dim;
-#pragma omp simd
-            for (int64_t d = 0; d < head_dim; d++) a[d] += p * v[d];
-        }
-    }
-    for (int64_t g = 0; g < group; g++)
-        for (int64_t d = 0; d < head_dim; d++) out[g * head_dim + d] = acc[g * head_dim + d] / denom[g];
+ * head_dim for the common shapes, and the compiler unrolls and vectorizes the loops for them.
+ * Defined once per cache element type T (float; uint16_t holding bf16), LOAD(x) giving x as fp32. */
+#define DEFINE_ATTEND_ONE(NAME, T, LOAD) \
+static inline __attribute__((always_inline)) void NAME(                                                     \
+    float *out, const float *q, const void *const *krows, const void *const *vrows, int64_t n,              \
+    int64_t group, int64_t head_dim, float scale, float *scores) {                                          \
+    for (int64_t t = 0; t < n; t++) { /* pass 1 */                                                          \
+        const T *k = krows[t];                                                                              \
+        if (t + PREFETCH_AHEAD < n) prefetch_row(krows[t + PREFETCH_AHEAD], head_dim * (int64_t)sizeof(T)); \
+        for (int64_t g = 0; g < group; g++) {                                                               \
+            const float *qg = q + g * head_dim;                                                             \
+            float dot = 0.0f;                                                                               \
+_Pragma("omp simd reduction(+ : dot)")                                                                      \
+            for (int64_t d = 0; d < head_dim; d++) dot += qg[d] * LOAD(k[d]);                               \
+            scores[g * n + t] = dot * scale;                                                                \
+        }                                                                                                   \
+    }                                                                                                       \
+    float denom[MAX_GROUP];                                                                                 \
+    for (int64_t g = 0; g < group; g++) { /* pass 2 */                                                      \
+        float *sg = scores + g * n, max_score = sg[0], sum = 0.0f;                                          \
+_Pragma("omp simd reduction(max : max_score)")                                                              \
+        for (int64_t t = 1; t < n; t++) max_score = sg[t] > max_score ? sg[t] : max_score;                  \
+_Pragma("omp simd reduction(+ : sum)")                                                                      \
+        for (int64_t t = 0; t < n; t++) {                                                                   \
+            sg[t] = exp_nonpositive(sg[t] - max_score);                                                     \
+            sum += sg[t];                                                                                   \
+        }                                                                                                   \
+        denom[g] = sum;                                                                                     \
+    }                                                                                                       \
+    float acc[MAX_GROUP * MAX_HEAD_DIM];                                                                    \
+    memset(acc, 0, sizeof(float) * (size_t)(group * head_dim));                                             \
+    for (int64_t t = 0; t < n; t++) { /* pass 3 */                                                          \
+        const T *v = vrows[t];                                                                              \
+        if (t + PREFETCH_AHEAD < n) prefetch_row(vrows[t + PREFETCH_AHEAD], head_dim * (int64_t)sizeof(T)); \
+        for (int64_t g = 0; g < group; g++) {                                                               \
+            float p = scores[g * n + t], *a = acc + g * head_dim;                                           \
+_Pragma("omp simd")                                                                                         \
+            for (int64_t d = 0; d < head_dim; d++) a[d] += p * LOAD(v[d]);                                  \
+        }                                                                                                   \
+    }                                                                                                       \
+    for (int64_t g = 0; g < group; g++)                                                                     \
+        for (int64_t d = 0; d < head_dim; d++) out[g * head_dim + d] = acc[g * head_dim + d] / denom[g];    \
 }
+DEFINE_ATTEND_ONE(attend_one_f32, float, LOAD_F32)
+DEFINE_ATTEND_ONE(attend_one_bf16, uint16_t, LOAD_BF16)
 
 /* Where a task's rows come from: fills krows/vrows (the rows of KV head h of sequence s that it
  * attends to, in order) and *n; returns OK or an error code (then nothing is read). */
-typedef int (*find_rows_fn)(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
+typedef int (*find_rows_fn)(const void *how, int64_t s, int64_t h, const void **krows, const void **vrows,
                             int64_t *n);
 
 /* Every (sequence, KV head) task, spread over num_threads OpenMP threads (one without OpenMP); a task
- * with no rows gets a zero output. Returns OK or the first error code, with *bad_seq its sequence. */
+ * with no rows gets a zero output; bf16: the caches' rows are bf16 (uint16_t), else fp32. Returns OK or the first error code, with *bad_seq its sequence. */
 static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads,
                      int64_t head_dim, int64_t q_stride, int64_t max_rows, float scale, int num_threads,
-                     find_rows_fn find_rows, const void *how, int64_t *bad_seq) {
+                     int bf16, find_rows_fn find_rows, const void *how, int64_t *bad_seq) {
     *bad_seq = -1;
     if (num_seqs < 0 || num_kv_heads < 1 || num_q_heads < 1 || head_dim < 1 || max_rows < 0 || num_threads < 1)
         return BAD_ARGUMENT;
@@ -127,14 +142,14 @@ static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t n
     size_t longest = (size_t)(max_rows > 0 ? max_rows : 1), score_bytes, row_bytes;
     if (__builtin_mul_overflow(num_seqs, num_kv_heads, &tasks) ||
         __builtin_mul_overflow(longest, sizeof(float) * (size_t)group, &score_bytes) ||
-        __builtin_mul_overflow(longest, sizeof(float *), &row_bytes))
+        __builtin_mul_overflow(longest, sizeof(void *), &row_bytes))
         return BAD_ARGUMENT;
     int status = OK;
 #pragma omp parallel num_threads(num_threads) if (num_threads > 1 && tasks > 1)
     {
         /* Per thread: one task's scores and row pointers (a task never has more than max_rows rows). */
         float *scores = malloc(score_bytes);
-        const float **krows = malloc(row_bytes), **vrows = malloc(row_bytes);
+        const void **krows = malloc(row_bytes), **vrows = malloc(row_bytes);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             int64_t s = task / num_kv_heads, h = task % num_kv_heads, n = 0;
@@ -147,12 +162,17 @@ static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t n
 #pragma omp critical
                     if (status == OK) status = problem, *bad_seq = s;
                 }
+            } else if (bf16) {
+                if (group == 3 && head_dim == 64) /* SmolLM2-135M's shape, specialized */
+                    attend_one_bf16(o, q, krows, vrows, n, 3, 64, scale, scores);
+                else
+                    attend_one_bf16(o, q, krows, vrows, n, group, head_dim, scale, scores);
             } else if (group == 3 && head_dim == 64) { /* SmolLM2-135M's shape, specialized */
-                attend_one(o, q, krows, vrows, n, 3, 64, scale, scores);
+                attend_one_f32(o, q, krows, vrows, n, 3, 64, scale, scores);
             } else if (group == 4 && head_dim == 64) {
-                attend_one(o, q, krows, vrows, n, 4, 64, scale, scores);
+                attend_one_f32(o, q, krows, vrows, n, 4, 64, scale, scores);
             } else {
-                attend_one(o, q, krows, vrows, n, group, head_dim, scale, scores);
+                attend_one_f32(o, q, krows, vrows, n, group, head_dim, scale, scores);
             }
         }
         free(scores);
@@ -164,15 +184,15 @@ static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t n
 
 /* --- through the block table ------------------------------------------------------------------ */
 typedef struct {
-    const float *key_cache, *value_cache;
+    const char *key_cache, *value_cache;
     const int32_t *block_tables, *seq_lens;
-    int64_t num_kv_heads, head_dim, block_size, num_blocks, table_stride, table_width, max_seq_len;
+    int64_t num_kv_heads, head_dim, block_size, num_blocks, table_stride, table_width, max_seq_len, elem_bytes;
 } TableRows;
 
 /* Position t of sequence s lives in block table[t / block_size], row t % block_size: walked block by
  * block (no division per position), after checking its length (at most table_width blocks and
  * max_seq_len rows: the row buffers' size) and every block id it reads. */
-static int rows_from_table(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
+static int rows_from_table(const void *how, int64_t s, int64_t h, const void **krows, const void **vrows,
                            int64_t *n) {
     const TableRows *c = how;
     const int32_t *table = c->block_tables + s * c->table_stride;
@@ -186,11 +206,27 @@ static int rows_from_table(const void *how, int64_t s, int64_t h, const float **
     const int64_t row_stride = c->num_kv_heads * c->head_dim, head = h * c->head_dim;
     for (int64_t t = 0, b = 0; t < len; b++)
         for (int64_t r = 0; r < c->block_size && t < len; r++, t++) {
-            int64_t row = ((int64_t)table[b] * c->block_size + r) * row_stride + head;
+            int64_t row = (((int64_t)table[b] * c->block_size + r) * row_stride + head) * c->elem_bytes;
             krows[t] = c->key_cache + row, vrows[t] = c->value_cache + row;
         }
     *n = len;
     return OK;
+}
+
+static int paged_decode_attention(float *out, const float *query, const void *key_cache, const void *value_cache,
+                                  const int32_t *block_tables, const int32_t *seq_lens, int64_t num_seqs,
+                                  int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
+                                  int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
+                                  int64_t max_seq_len, float scale, int num_threads, int bf16, int64_t *bad_seq) {
+    if (block_size < 1 || num_blocks < 0 || table_width < 0 || table_stride < 0 || max_seq_len < 0) {
+        *bad_seq = -1;
+        return BAD_ARGUMENT;
+    }
+    TableRows how = {key_cache,  value_cache,  block_tables, seq_lens,    num_kv_heads,
+                     head_dim,   block_size,   num_blocks,   table_stride, table_width,
+                     max_seq_len, bf16 ? (int64_t)sizeof(uint16_t) : (int64_t)sizeof(float)};
+    return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, max_seq_len, scale,
+                     num_threads, bf16, rows_from_table, &how, bad_seq);
 }
 
 int paged_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
@@ -198,27 +234,35 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
                                int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
                                int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
                                int64_t max_seq_len, float scale, int num_threads, int64_t *bad_seq) {
-    if (block_size < 1 || num_blocks < 0 || table_width < 0 || table_stride < 0 || max_seq_len < 0) {
-        *bad_seq = -1;
-        return BAD_ARGUMENT;
-    }
-    TableRows how = {key_cache, value_cache, block_tables, seq_lens,   num_kv_heads, head_dim,
-                     block_size, num_blocks,  table_stride, table_width, max_seq_len};
-    return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, max_seq_len, scale,
-                     num_threads, rows_from_table, &how, bad_seq);
+    return paged_decode_attention(out, query, key_cache, value_cache, block_tables, seq_lens, num_seqs, num_q_heads,
+                                  num_kv_heads, head_dim, block_size, num_blocks, q_stride, table_stride, table_width,
+                                  max_seq_len, scale, num_threads, 0, bad_seq);
+}
+
+/* The same with bf16 caches (uint16_t bit patterns); query and out stay fp32. */
+int paged_decode_attention_bf16kv(float *out, const float *query, const uint16_t *key_cache,
+                                  const uint16_t *value_cache, const int32_t *block_tables, const int32_t *seq_lens,
+                                  int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim,
+                                  int64_t block_size, int64_t num_blocks, int64_t q_stride, int64_t table_stride,
+                                  int64_t table_width, int64_t max_seq_len, float scale, int num_threads,
+                                  int64_t *bad_seq) {
+    return paged_decode_attention(out, query, key_cache, value_cache, block_tables, seq_lens, num_seqs, num_q_heads,
+                                  num_kv_heads, head_dim, block_size, num_blocks, q_stride, table_stride, table_width,
+                                  max_seq_len, scale, num_threads, 1, bad_seq);
 }
 
 /* --- through the lanes a tile-load plan chose (pagedlab.model.attention.TilePlan) --------------- */
 typedef struct {
-    const float *key_cache, *value_cache, *zero_row;
+    const char *key_cache, *value_cache;
+    const void *zero_row; /* MAX_HEAD_DIM zero floats: also a zero bf16 row */
     const int64_t *slots; /* [num_seqs, num_lanes]: flat slot + 1, or 0 for a zero row */
     const uint8_t *mask;  /* [num_seqs, num_lanes]: 1 = the lane attends */
     const int32_t *seq_lens;
-    int64_t num_kv_heads, head_dim, num_lanes, num_slots;
+    int64_t num_kv_heads, head_dim, num_lanes, num_slots, elem_bytes;
 } LaneRows;
 
 /* The attending lanes of sequence s, in order: a lane's row is its slot's, or zero_row for slot 0. */
-static int rows_from_lanes(const void *how, int64_t s, int64_t h, const float **krows, const float **vrows,
+static int rows_from_lanes(const void *how, int64_t s, int64_t h, const void **krows, const void **vrows,
                            int64_t *n) {
     const LaneRows *c = how;
     const int64_t *slots = c->slots + s * c->num_lanes;
@@ -230,7 +274,7 @@ static int rows_from_lanes(const void *how, int64_t s, int64_t h, const float **
     int64_t m = 0;
     for (int64_t l = 0; l < c->num_lanes; l++) {
         if (!mask[l]) continue;
-        int64_t row = (slots[l] - 1) * row_stride + head;
+        int64_t row = ((slots[l] - 1) * row_stride + head) * c->elem_bytes;
         krows[m] = slots[l] ? c->key_cache + row : c->zero_row;
         vrows[m] = slots[l] ? c->value_cache + row : c->zero_row;
         m++;
@@ -239,17 +283,39 @@ static int rows_from_lanes(const void *how, int64_t s, int64_t h, const float **
     return OK;
 }
 
-int lane_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
-                              const int64_t *slots, const uint8_t *mask, const int32_t *seq_lens, int64_t num_seqs,
-                              int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t num_lanes,
-                              int64_t num_slots, int64_t q_stride, float scale, int num_threads, int64_t *bad_seq) {
+static int lane_decode_attention(float *out, const float *query, const void *key_cache, const void *value_cache,
+                                 const int64_t *slots, const uint8_t *mask, const int32_t *seq_lens, int64_t num_seqs,
+                                 int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t num_lanes,
+                                 int64_t num_slots, int64_t q_stride, float scale, int num_threads, int bf16,
+                                 int64_t *bad_seq) {
     static const float zero_row[MAX_HEAD_DIM] = {0};
     if (num_lanes < 0 || num_slots < 0) {
         *bad_seq = -1;
         return BAD_ARGUMENT;
     }
-    LaneRows how = {key_cache, value_cache, zero_row, slots, mask, seq_lens, num_kv_heads, head_dim, num_lanes,
-                    num_slots};
+    LaneRows how = {key_cache, value_cache, zero_row,  slots,     mask,
+                    seq_lens,  num_kv_heads, head_dim, num_lanes, num_slots,
+                    bf16 ? (int64_t)sizeof(uint16_t) : (int64_t)sizeof(float)};
     return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, num_lanes, scale,
-                     num_threads, rows_from_lanes, &how, bad_seq);
+                     num_threads, bf16, rows_from_lanes, &how, bad_seq);
+}
+
+int lane_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
+                              const int64_t *slots, const uint8_t *mask, const int32_t *seq_lens, int64_t num_seqs,
+                              int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t num_lanes,
+                              int64_t num_slots, int64_t q_stride, float scale, int num_threads, int64_t *bad_seq) {
+    return lane_decode_attention(out, query, key_cache, value_cache, slots, mask, seq_lens, num_seqs, num_q_heads,
+                                 num_kv_heads, head_dim, num_lanes, num_slots, q_stride, scale, num_threads, 0,
+                                 bad_seq);
+}
+
+/* The same with bf16 caches (uint16_t bit patterns); query and out stay fp32. */
+int lane_decode_attention_bf16kv(float *out, const float *query, const uint16_t *key_cache,
+                                 const uint16_t *value_cache, const int64_t *slots, const uint8_t *mask,
+                                 const int32_t *seq_lens, int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads,
+                                 int64_t head_dim, int64_t num_lanes, int64_t num_slots, int64_t q_stride, float scale,
+                                 int num_threads, int64_t *bad_seq) {
+    return lane_decode_attention(out, query, key_cache, value_cache, slots, mask, seq_lens, num_seqs, num_q_heads,
+                                 num_kv_heads, head_dim, num_lanes, num_slots, q_stride, scale, num_threads, 1,
+                                 bad_seq);
 }

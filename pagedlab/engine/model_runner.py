@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from pagedlab.model import cpu_linear
+from pagedlab.model import cpu_linear, precision
 from pagedlab.model.attention import AttentionMetadata, DecodeAttention, KVTileLoad
 from pagedlab.model.llama import LlamaForCausalLM
 from pagedlab.model.sampler import sample, top_logprobs
@@ -28,6 +28,8 @@ class ModelRunner:
         block_size, num_gpu_blocks, num_cpu_blocks: cache geometry.
         attention_backend: ``"torch"`` or ``"triton"``.
         device: torch device of the model and the "GPU" pool.
+        dtype: the compute dtype of the model and the KV cache (float32 or bfloat16): a model in
+            another dtype runs as a copy in this one (``pagedlab.model.precision.model_in_dtype``).
         pack_linears: repack the model's linear weights for oneDNN (``pagedlab.model.cpu_linear``, as
             vLLM's CPU backend does after loading); default: on a CPU where oneDNN is available. The
             model is changed in place (engines built on one model share its weights); on another
@@ -46,7 +48,9 @@ class ModelRunner:
         pack_linears: bool | None = None,
     ) -> None:
         cfg = model.config
+        model = precision.model_in_dtype(model, dtype)
         self.model = model
+        self.dtype = dtype
         if torch.device(device).type == "cpu" and pack_linears is not False:
             cpu_linear.pack_linears(model)
         else:

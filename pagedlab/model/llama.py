@@ -192,6 +192,8 @@ class LlamaForCausalLM(nn.Module):
         ``[num_blocks, block_size, num_kv_heads, head_dim]``;
         meta: ``AttentionMetadata`` (slot mapping, block tables, sequence lengths).
     Returns logits ``[len(meta.logits_indices), vocab_size]`` (fp32) for the rows to sample.
+    The model computes in its parameters' dtype: float32, or bfloat16 after ``.to(torch.bfloat16)``
+    (``pagedlab.model.precision``: where bf16 keeps fp32 sums).
     """
 
     def __init__(self, cfg: LlamaConfig) -> None:
@@ -223,7 +225,9 @@ class LlamaForCausalLM(nn.Module):
         meta: AttentionMetadata,
     ) -> torch.Tensor:
         cos_table, sin_table = self.rope_table(positions.device)
-        ctx = ForwardContext(cos_table[positions], sin_table[positions], meta)
+        # The tables in the model's dtype (HF's LlamaRotaryEmbedding returns ``cos.to(x.dtype)``): bf16 in bf16.
+        dt = self.embed_tokens.weight.dtype
+        ctx = ForwardContext(cos_table[positions].to(dt), sin_table[positions].to(dt), meta)
         x = self.embed_tokens(input_ids)
         for layer, kv in zip(self.layers, kv_caches):
             x = layer(x, kv, ctx)

@@ -33,7 +33,7 @@ def test_unknown_argument_is_vllms_type_error():
         ({"pipeline_parallel_size": 2}, "pipeline_parallel_size=2 cannot be honoured"),
         ({"quantization": "awq"}, "quantization='awq' cannot be honoured"),
         ({"kv_cache_dtype": "fp8"}, "kv_cache_dtype='fp8' cannot be honoured"),
-        ({"dtype": "bfloat16"}, "dtype='bfloat16' is not supported: pagedlab runs in float32"),
+        ({"dtype": "float16"}, "dtype='float16' is not supported: pagedlab computes in 'float32' or 'bfloat16'"),
         ({"scheduling_policy": "lifo"}, "scheduling_policy must be 'fcfs' or 'priority'"),
         ({"num_gpu_blocks_override": 64, "num_gpu_blocks": 64}, "give one KV pool size"),
         ({"tokenizer": "gpt2"}, "tokenizer='gpt2' is not available offline"),

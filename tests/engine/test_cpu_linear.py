@@ -56,8 +56,9 @@ def test_rows_are_padded_to_few_shapes_and_the_padding_never_shows() -> None:
 
 
 def test_packed_linear_rejects_what_it_cannot_pack() -> None:
-    with pytest.raises(RuntimeError, match=r"2-D fp32 CPU weight, got \(4, 4\) torch.float64"):
-        PackedLinear(torch.randn(4, 4, dtype=torch.float64))
+    for dtype in (torch.float64, torch.float16):
+        with pytest.raises(RuntimeError, match=rf"2-D fp32 or bf16 CPU weight, got \(4, 4\) {dtype}"):
+            PackedLinear(torch.randn(4, 4, dtype=dtype))
     with pytest.raises(RuntimeError, match=r"got \(4,\) torch.float32"):
         PackedLinear(torch.randn(4))
 

