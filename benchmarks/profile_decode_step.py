@@ -172,6 +172,7 @@ def vllm_worker(job: dict[str, Any]) -> dict[str, Any]:
 def run_vllm(dtype: str, batches: list[int]) -> dict[str, Any] | None:
     from pagedlab.twin import vllm_status
     from pagedlab.twin.hf_model import hf_model_dir
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import vllm_python
 
     ok, _ = vllm_status()
@@ -186,7 +187,7 @@ def run_vllm(dtype: str, batches: list[int]) -> dict[str, Any] | None:
             capture_output=True,
             text=True,
             cwd=tmp,
-            env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+            env=vllm_env(),  # the shared-machine settings; the engine core in this process (profiled)
         )
         if p.returncode or not res.exists():
             print((p.stdout + p.stderr)[-3000:], file=sys.stderr)
