@@ -162,9 +162,7 @@ def _beam_search(engine: LLMEngine, prompt_token_ids: list[int], params: BeamSea
     for _ in range(min(params.max_tokens, room)):
         so = sched.schedule()
         out.num_cow_copies += len(so.blocks_to_copy)
-        samplers, logits = runner.forward(
-            so, {s.request.request_id: kv.get_block_ids(s.request.request_id) for s in so.scheduled}
-        )
+        samplers, logits = runner.forward(so)
         if not samplers or logits is None:
             continue
         keep = _best_pairs(sched, samplers, logits, cum, params, eos, finished)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pagedlab.engine.arg_utils import BUNDLED_MODEL, EngineArgs
 from pagedlab.engine.exclusive import OneAtATime
-from pagedlab.engine.llm_engine import LLMEngine, check_priority
+from pagedlab.engine.input_processor import check_priority
+from pagedlab.engine.llm_engine import LLMEngine
 from pagedlab.engine.metrics import Metric
 from pagedlab.errors import InvalidRequestError
 from pagedlab.inputs import PromptType
@@ -34,7 +35,7 @@ Conversation = list[dict[str, Any]]
 def _prompt_list(prompts: object) -> list[object]:
     """``prompts`` as a list: one prompt (a str, a dict, a list of token ids) becomes a list of one.
 
-    The prompts themselves are checked later (``LLMEngine._tokenize``).
+    The prompts themselves are checked later (``InputProcessor.tokenize``).
     Raises:
         InvalidRequestError: ``prompts`` is neither a prompt nor a list/tuple of them.
     """
@@ -290,7 +291,7 @@ class LLM:
         priorities = self._priorities(priority, len(batch))
         engine = self.llm_engine
         # All or nothing: validate every prompt first, then queue; roll back if queueing fails.
-        tokenized = [engine._tokenize(p) for p in batch]
+        tokenized = [engine.input_processor.tokenize(p) for p in batch]
         for (_, ids), sp in zip(tokenized, params):
             engine.validate_request(ids, sp)
         request_ids: list[str] = []
@@ -466,7 +467,7 @@ class LLM:
             raise InvalidRequestError(f"params must be BeamSearchParams, got {type(params).__name__}")
         batch = _prompt_list(prompts)
         engine = self.llm_engine
-        token_ids = [engine._tokenize(p)[1] for p in batch]  # all checked before any search runs
+        token_ids = [engine.input_processor.tokenize(p)[1] for p in batch]  # all checked before any search runs
         max_seqs = engine.scheduler_config.max_num_seqs
         if params.beam_width > max_seqs:
             raise InvalidRequestError(

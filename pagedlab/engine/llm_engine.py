@@ -7,16 +7,12 @@ tokens and frees finished requests. ``LLM`` (``pagedlab.engine.llm``) drives thi
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import logging
-import math
-import operator
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
@@ -32,19 +28,29 @@ from pagedlab.config import (
 )
 from pagedlab.engine import malloc
 from pagedlab.engine.arg_utils import EngineArgs, check_model_arg
-from pagedlab.engine.decoded_tokens import fill_decoded_tokens
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.history import History
+from pagedlab.engine.input_processor import InputProcessor, typed
 from pagedlab.engine.metrics import EngineStats, Metric
+from pagedlab.engine.output_processor import OutputProcessor
+from pagedlab.engine.parallel_sampling import (
+    PARALLEL_SAMPLING,
+    RequestGroup,
+    child_params,
+    child_request_id,
+    fork,
+    samples_per_request,
+)
+from pagedlab.engine.step_stats import StepStats, make_step_stats
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.model.loader import load_model_cached
 from pagedlab.model.precision import resolve_dtype
-from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
+from pagedlab.outputs import RequestOutput
 from pagedlab.parts.build import build_parts
 from pagedlab.parts.slots import Components
 from pagedlab.request import Request, RequestStatus
-from pagedlab.sampling_params import RequestOutputKind, SamplingParams
+from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
 
 if TYPE_CHECKING:
@@ -53,54 +59,6 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger("pagedlab")
-
-
-def _token_id_list(ids: object, what: str) -> list[int]:
-    """``ids`` as a list of Python ints (numpy/torch integer scalars accepted via ``__index__``).
-
-    Raises:
-        InvalidRequestError: ``ids`` is not a list/tuple, or an item is not an integer (float, str,
-            None and bool are refused: ``True`` is not a token id).
-    """
-    if not isinstance(ids, (list, tuple)):
-        raise InvalidRequestError(f"{what} must be a list of ints, got {type(ids).__name__}")
-    out = []
-    for i, t in enumerate(ids):
-        if isinstance(t, bool) or not hasattr(type(t), "__index__"):
-            raise InvalidRequestError(f"{what} must be a list of ints, but item {i} is {type(t).__name__} {t!r}")
-        out.append(operator.index(t))
-    return out
-
-
-def _stop_terminated(req: Request) -> bool:
-    """The request ended on a token (EOS or one of ``stop_token_ids``), not a stop string nor the length:
-    vLLM 0.32's ``finish_reason == FinishReason.STOP`` from the engine core (v1/engine/output_processor.py:769)."""
-    return req.status == RequestStatus.FINISHED_STOPPED and not isinstance(req.stop_reason, str)
-
-
-def check_priority(priority: object) -> None:
-    """Raise ``InvalidRequestError`` unless ``priority`` is an int (not a bool)."""
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise InvalidRequestError(f"priority must be an int, got {type(priority).__name__} {priority!r}")
-
-
-def check_arrival_time(arrival_time: object) -> None:
-    """Raise ``InvalidRequestError`` unless ``arrival_time`` is None or a finite number of seconds (not a bool).
-
-    Checked at submission: the first step computes TTFT from it, and a bad one raised there, aborting
-    every request in flight (the step's all-or-nothing recovery)."""
-    if arrival_time is None:
-        return
-    if isinstance(arrival_time, bool) or not isinstance(arrival_time, (int, float)) or not math.isfinite(arrival_time):
-        raise InvalidRequestError(
-            f"arrival_time must be None or a finite number of seconds (time.perf_counter()'s clock), "
-            f"got {_typed(arrival_time)}"
-        )
-
-
-def _typed(value: object) -> str:
-    """``"int 7"``: a value with its type's name, for error messages."""
-    return f"{type(value).__name__} {value!r}"
 
 
 def _device_and_backend(device: str | None, attention_backend: str | None) -> tuple[str, str]:
@@ -117,26 +75,6 @@ def _device_and_backend(device: str | None, attention_backend: str | None) -> tu
             f"attention_backend must be one of {', '.join(map(repr, BACKENDS))}, got {attention_backend!r}"
         )
     return device, attention_backend
-
-
-#: ``LLMEngine(parallel_sampling=...)``: vLLM v0's copy-on-write fork, or vLLM v1's n child requests.
-PARALLEL_SAMPLING = ("fork", "requests")
-
-
-def _seeded_generators(params: SamplingParams) -> list[torch.Generator] | None:
-    """One generator per completion, seeded ``seed + i``; None without a seed.
-
-    Raises:
-        InvalidRequestError: torch cannot take the seed (outside ``[-2**63, 2**64)``).
-    """
-    if params.seed is None:
-        return None
-    try:
-        return [torch.Generator().manual_seed(params.seed + i) for i in range(params.n)]
-    except (RuntimeError, OverflowError, ValueError) as e:
-        raise InvalidRequestError(
-            f"seed={params.seed} (n={params.n}) is outside the range torch's random generator accepts: {e}"
-        ) from None
 
 
 def _try_reset_prefix_cache(kv: KVCacheManager) -> bool:
@@ -182,60 +120,6 @@ def _all_or_nothing(step: _StepFn) -> _StepFn:
                 raise
 
     return cast(_StepFn, wrapper)
-
-
-@dataclass
-class StepStats:
-    """What one step did (plain data, for tables, plots and widgets).
-
-    Queue fields are taken after the step (finished requests gone, fork children included);
-    ``waiting``/``running``/``swapped`` are their lengths. ``prefix_cache_hits`` and
-    ``prefix_cache_queries`` are the tokens hit and looked up by the requests admitted in this
-    step, counted once per admission as vLLM's ``PrefixCacheStats`` (first admissions only;
-    re-admissions after preemption are left out, as vLLM keeps them apart).
-    """
-
-    step: int
-    scheduled: list[tuple[str, int, bool]]  # (request_id, num_tokens, is_prefill)
-    num_prefill_tokens: int
-    num_decode_tokens: int
-    preempted: list[str]
-    kv_blocks_used: int
-    kv_blocks_free: int
-    step_time: float  # seconds, whole step
-    sched_time: float = 0.0  # seconds in scheduler + KV-cache manager (schedule + update)
-    running: int = 0
-    waiting: int = 0
-    swapped: int = 0
-    waiting_ids: list[str] = field(default_factory=list)  # queue order (head first)
-    running_ids: list[str] = field(default_factory=list)
-    swapped_ids: list[str] = field(default_factory=list)
-    prefix_cache_hits: int = 0  # tokens
-    prefix_cache_queries: int = 0  # tokens
-
-    def queues(self) -> dict[str, object]:
-        """``{"step", "waiting", "running", "swapped", "preempted"}`` with request-id lists, the
-        per-step history ``pagedlab.viz.render_queues`` draws as request chips."""
-        return {
-            "step": self.step,
-            "waiting": list(self.waiting_ids),
-            "running": list(self.running_ids),
-            "swapped": list(self.swapped_ids),
-            "preempted": list(self.preempted),
-        }
-
-
-@dataclass
-class _Group:
-    """The ``n`` completions of one prompt (vLLM v0's SequenceGroup)."""
-
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: list[int]
-    n: int
-    arrival_time: float
-    members: list[Request] = field(default_factory=list)
-    finished_members: dict[int, Request] = field(default_factory=dict)
 
 
 class LLMEngine:
@@ -324,7 +208,7 @@ class LLMEngine:
             prefix_cache=prefix_cache,
             hash_seed=hash_seed,
         )
-        net, meta = self._load(model, tokenizer, eos_token_id)
+        net, meta, tokenizer = self._load(model, tokenizer, eos_token_id)
         self.model_config: LlamaConfig = net.config
         self.scheduler_config = SchedulerConfig(
             max_num_seqs=max_num_seqs,
@@ -366,6 +250,17 @@ class LLMEngine:
         self.components = components if components is not None else Components.kit()
         self.current_step = 0  # the step being run, for the guards' messages
         self._install_components()
+        self.input_processor = InputProcessor(
+            self.model_config,
+            self.cache_config,
+            self.scheduler_config,
+            tokenizer=tokenizer,
+            eos_token_id=self.eos_token_id,
+            max_logprobs=max_logprobs,
+            parallel_sampling=parallel_sampling,
+            scheduling=scheduling,
+        )
+        self.output_processor = OutputProcessor(tokenizer)
         self._init_request_state(seed, log_stats)
         self.model_name = model_name or (str(model) if isinstance(model, str) else "SmolLM2-135M-Instruct")
 
@@ -384,21 +279,28 @@ class LLMEngine:
             dtype=self.dtype,
         )
 
+    @staticmethod
     def _load(
-        self, model: LlamaForCausalLM | str | os.PathLike[str] | None, tokenizer: Any, eos_token_id: int | None
-    ) -> tuple[LlamaForCausalLM, dict[str, Any]]:
-        """The model and its metadata (``eos_token_id``), loaded unless given; sets ``self.tokenizer``
-        (an HF tokenizer, used duck-typed: ``__call__``, ``decode``, ``apply_chat_template``; or None)."""
-        self.tokenizer: Any
+        model: LlamaForCausalLM | str | os.PathLike[str] | None, tokenizer: Any, eos_token_id: int | None
+    ) -> tuple[LlamaForCausalLM, dict[str, Any], Any]:
+        """The model, its metadata (``eos_token_id``) and tokenizer, loaded unless given."""
         if isinstance(model, torch.nn.Module):
             # An already-built LlamaForCausalLM (tests use tiny random-weight models); prompts
             # must then be token ids unless a tokenizer is given.
-            self.tokenizer = tokenizer
-            return model, {"eos_token_id": eos_token_id}
+            return model, {"eos_token_id": eos_token_id}, tokenizer
         check_model_arg(model)
         net, loaded, meta = load_model_cached(model)
-        self.tokenizer = tokenizer if tokenizer is not None else loaded
-        return net, meta
+        return net, meta, tokenizer if tokenizer is not None else loaded
+
+    @property
+    def tokenizer(self) -> Any:
+        """An HF tokenizer (used duck-typed: ``__call__``, ``decode``, ``apply_chat_template``) or None;
+        setting it reaches the input and output processors."""
+        return self.input_processor.tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, tokenizer: Any) -> None:
+        self.input_processor.tokenizer = self.output_processor.tokenizer = tokenizer
 
     def _max_model_len(self, max_model_len: int | None) -> int:
         """``max_model_len``, default ``min(2048, positions)``; ConfigError past the model's positions."""
@@ -414,14 +316,9 @@ class LLMEngine:
         self.generator = torch.Generator().manual_seed(seed)
         # Held by step() and beam search: a second one, from a hook inside or another thread, fails at once.
         self.busy = OneAtATime()
-        # Output groups by the caller's request id, and by the id of each member Request (fork
-        # children included): groups are tracked structurally, request ids are never parsed.
-        self._groups: dict[str, _Group] = {}
         # Seeded requests only: the generators of the request's next sample, always a list - the
         # prompt's n generators until an n > 1 prompt forks, then one per completion.
         self._gens: dict[str, list[torch.Generator]] = {}
-        # Output group of every member Request (fork children included), by the member's id.
-        self._member_group: dict[str, _Group] = {}
         self._ids = itertools.count()
         # The last STEP_STATS_KEPT steps and FINISHED_REQUESTS_KEPT finished requests only: an engine
         # serving for hours must not keep one record per step forever (``History``; assign a larger
@@ -430,12 +327,12 @@ class LLMEngine:
         self.finished_requests: History[Request] = History(FINISHED_REQUESTS_KEPT)
         self.log_stats = log_stats
         self.stats = EngineStats()
-        self._logprobs: dict[str, list[TokenLogprobs]] = {}
 
     def _install_components(self) -> None:
-        """(Re)build the KV-cache manager and the scheduler, and set the model runner's hooks, from
-        ``self.components`` (``pagedlab.parts``): a learner's part runs behind its guard.
-        Called at construction and when a guard switches a slot back to the kit's part (idle engine)."""
+        """(Re)build the KV-cache manager, the scheduler and the model runner with the parts of
+        ``self.components`` (``pagedlab.parts.build``), each passed to its constructor: a learner's part
+        runs behind its guard. Called at construction and when a guard switches a slot back to the
+        kit's part (idle engine); the model runner keeps its model and KV tensors (``with_parts``)."""
         from pagedlab.core.kv_cache_manager import KVCacheManager
 
         cc, sc = self.cache_config, self.scheduler_config
@@ -446,16 +343,20 @@ class LLMEngine:
         self.kv_cache_manager = KVCacheManager.from_config(cc, sc, tracer=self.tracer, **parts.kv_kwargs)
         step_count = self.scheduler.step_count if hasattr(self, "scheduler") else 0
         self.scheduler: Scheduler = parts.scheduler_cls(
-            sc, cc, self.kv_cache_manager, tracer=self.tracer, **parts.scheduler_kwargs
+            sc,
+            cc,
+            self.kv_cache_manager,
+            tracer=self.tracer,
+            pick_victim_fn=parts.pick_victim_fn,
+            preempt_retry_fn=parts.preempt_retry_fn,
+            **parts.scheduler_kwargs,
         )
         self.scheduler.step_count = step_count
-        self.scheduler.pick_victim_fn = parts.pick_victim_fn
-        self.scheduler.preempt_retry_fn = parts.preempt_retry_fn
-        self.model_runner.slot_mapping_fn = parts.slot_mapping_fn
         # Lab 08's Triton tile load runs inside the Triton kernel: on the "triton" backend only.
         override = parts.decode_override if self.model_runner.backend == "triton" else None
-        self.model_runner.decode_override = override
-        self.model_runner.kv_tile_load = None if override is not None else parts.kv_tile_load
+        self.model_runner = self.model_runner.with_parts(
+            parts.slot_mapping_fn, None if override is not None else parts.kv_tile_load, override
+        )
 
     def _fall_back(self, err: ComponentError) -> None:
         """After ``err`` aborted a step: put the kit's part back in its slot and rebuild (the engine is idle).
@@ -486,101 +387,6 @@ class LLMEngine:
         engine_args.check()
         return cls(**engine_args.engine_kwargs())
 
-    # --- submission ----------------------------------------------------------------------------
-    def _tokenize(self, prompt: object) -> tuple[str | None, list[int]]:
-        """``(text or None, token ids)`` of one prompt; changes no engine state.
-
-        Args:
-            prompt: text (tokenized without the chat template), a list of token ids, or a dict
-                ``{"prompt_token_ids": [...]}`` / ``{"prompt": "..."}`` (vLLM's TokensPrompt/TextPrompt).
-        Raises:
-            InvalidRequestError: any other type, a dict with neither key, token ids that are not
-                ints (floats, strings, None, bools), or text without a tokenizer.
-        """
-        if isinstance(prompt, dict):
-            if "prompt_token_ids" in prompt:
-                text = prompt.get("prompt")
-                if text is not None and not isinstance(text, str):
-                    raise InvalidRequestError(
-                        f'a dict prompt\'s "prompt" must be a str or None, got {type(text).__name__}'
-                    )
-                return text, _token_id_list(prompt["prompt_token_ids"], 'the dict prompt\'s "prompt_token_ids"')
-            if not isinstance(prompt.get("prompt"), str):
-                raise InvalidRequestError(
-                    'a dict prompt needs "prompt_token_ids" (a list of ints) or "prompt" '
-                    f"(a str); got keys {sorted(map(str, prompt))}"
-                )
-            prompt = prompt["prompt"]
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise InvalidRequestError("this engine has no tokenizer: pass token ids")
-            return prompt, list(self.tokenizer(prompt)["input_ids"])
-        if isinstance(prompt, (list, tuple)):
-            return None, _token_id_list(prompt, "a token-id prompt")
-        raise InvalidRequestError(f"a prompt must be a str, a list of token ids or a dict, got {type(prompt).__name__}")
-
-    def validate_request(self, prompt_token_ids: list[int], params: SamplingParams) -> None:
-        """Check a request before it touches any engine state.
-
-        Together with the scheduler's abort of a request that outgrows the budget after
-        preemption, this is the progress guarantee: every accepted request finishes.
-
-        Raises:
-            InvalidRequestError: empty prompt, prompt of ``max_model_len`` tokens or more, token ids
-                outside the vocabulary, ``n`` above ``max_num_seqs`` (a fork group runs its n sequences
-                together; under ``parallel_sampling="requests"`` they run independently, as in vLLM v1, and
-                each must fit on its own), ``logprobs`` above ``max_logprobs``, a
-                request that can never fit in the whole KV pool, or (with ``enable_chunked_prefill=False``) a prompt longer than
-                ``max_num_batched_tokens``.
-        """
-        n_prompt = len(prompt_token_ids)
-        if n_prompt == 0:
-            raise InvalidRequestError("the prompt is empty: it must have at least one token")
-        vocab = self.model_config.vocab_size
-        bad = [t for t in prompt_token_ids if not 0 <= t < vocab]
-        if bad:
-            raise InvalidRequestError(f"prompt token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
-        # vLLM 0.32's SamplingParams._validate_stop_token_ids (sampling_params.py:1047), its message and fields
-        bad = [t for t in params.stop_token_ids or () if not 0 <= t < vocab]
-        if bad:
-            raise InvalidRequestError(
-                f"token_id(s) {bad} in stop_token_ids contain out-of-vocab token ids. Vocabulary size: {vocab}",
-                parameter="stop_token_ids",
-                value=bad,
-            )
-        sc = self.scheduler_config
-        # With chunking off a prompt runs in one step. long_prefill_token_threshold cannot be counted on
-        # to cut it: vLLM 0.32 lifts it for a lone request (``Scheduler._step_long_prefill_cap``).
-        if self.scheduling == "continuous" and not sc.enable_chunked_prefill and n_prompt > sc.max_num_batched_tokens:
-            raise InvalidRequestError(
-                f"the prompt has {n_prompt} tokens but enable_chunked_prefill=False schedules a prompt whole and "
-                f"one step holds max_num_batched_tokens={sc.max_num_batched_tokens}; it could never run. "
-                "Raise max_num_batched_tokens or enable chunked prefill"
-            )
-        max_len = sc.max_model_len
-        if n_prompt >= max_len:
-            raise InvalidRequestError(
-                f"the prompt has {n_prompt} tokens, which leaves no room to generate within "
-                f"max_model_len={max_len}; shorten the prompt or raise max_model_len"
-            )
-        # A fork group runs its n sequences together; vLLM v1's n child requests run independently
-        together = params.n if self.parallel_sampling == "fork" else 1
-        if together > self.scheduler_config.max_num_seqs:
-            raise InvalidRequestError(
-                f"n={params.n} completions run as {params.n} sequences but max_num_seqs="
-                f"{self.scheduler_config.max_num_seqs}; lower n or raise max_num_seqs"
-            )
-        self._check_logprobs(params)
-        bs, pool = self.cache_config.block_size, self.cache_config.num_gpu_blocks
-        max_tokens = max_len - n_prompt if params.max_tokens is None else params.max_tokens
-        need = -(-min(n_prompt + max_tokens, max_len) // bs) * together
-        if need > pool:
-            raise InvalidRequestError(
-                f"this request needs up to {need} KV blocks ({n_prompt} prompt + {max_tokens} output tokens, "
-                f"n={params.n}, block_size={bs}) but the whole pool has num_gpu_blocks={pool}; it could never "
-                f"run. Lower max_tokens or raise num_gpu_blocks"
-            )
-
     def add_request(
         self,
         request_id: str | None,
@@ -597,90 +403,44 @@ class LLMEngine:
                 ``{"prompt_token_ids": [...]}``.
             priority: int, lower is served first under ``policy="priority"``.
         Raises:
-            InvalidRequestError: see ``_tokenize`` and ``validate_request``; also a duplicate id, a
-                non-int priority, an ``arrival_time`` that is not a finite number or a seed torch's
-                generator cannot take. Nothing is queued then.
+            InvalidRequestError: a duplicate id, or see ``InputProcessor.process_inputs`` (bad prompt,
+                parameters, priority, ``arrival_time`` or seed). Nothing is queued then.
         """
-        params = params or SamplingParams()
-        if not isinstance(params, SamplingParams):
-            raise InvalidRequestError(f"params must be SamplingParams, got {type(params).__name__}")
-        check_priority(priority)
-        check_arrival_time(arrival_time)
-        if request_id is not None and str(request_id) in self._groups:
+        if request_id is not None and str(request_id) in self.output_processor.groups:
             raise InvalidRequestError(f"request id {str(request_id)!r} is already in use")
-        text, ids = self._tokenize(prompt)
-        params = self.resolve_max_tokens(ids, params)
-        self.validate_request(ids, params)
-        gens = _seeded_generators(params)
+        inp = self.input_processor.process_inputs(prompt, params, arrival_time, priority)
+        params, ids, gens = inp.params, inp.prompt_token_ids, inp.generators
         # Nothing above changed the engine; everything below cannot fail.
         request_id = str(next(self._ids)) if request_id is None else str(request_id)
         now = time.perf_counter() if arrival_time is None else arrival_time
         # Any string is a valid id; only when a live request (e.g. a fork child) already uses it
         # does the internal Request get a fresh one. Outputs always carry the caller's id.
-        if params.n > 1 and self.parallel_sampling == "requests":
-            members = self._child_requests(request_id, ids, params, gens, now, priority, cache_salt)
-        else:
-            members = [self._make_request(self._fresh_request_id(request_id), ids, params, now, priority, cache_salt)]
+        members = []
+        # vLLM 0.32's v1 engine: n requests of n=1 (``parallel_sampling``); else one that forks later
+        split = params.n > 1 and self.parallel_sampling == "requests"
+        for i in range(params.n if split else 1):
+            wanted, sp = (child_request_id(request_id, i), child_params(params, i)) if split else (request_id, params)
+            req = self._make_request(self._fresh_request_id(wanted), ids, sp, now, priority, cache_salt)
             if gens is not None:
-                self._gens[members[0].request_id] = gens
-        group = _Group(request_id, text, ids, params.n, now, members)
-        self._groups[request_id] = group
+                self._gens[req.request_id] = [gens[i]] if split else gens
+            members.append(req)
+        self.output_processor.add_group(RequestGroup(request_id, inp.prompt, ids, params.n, now, members))
         for req in members:
-            self._member_group[req.request_id] = group
             self.scheduler.add_request(req)
         return request_id
 
-    def _child_requests(
-        self,
-        request_id: str,
-        ids: list[int],
-        params: SamplingParams,
-        gens: list[torch.Generator] | None,
-        now: float,
-        priority: int,
-        cache_salt: str | None,
-    ) -> list[Request]:
-        """The n requests of an ``n > 1`` prompt under ``parallel_sampling="requests"``, as vLLM 0.32's
-        ``ParentRequest.get_child_info``: id ``f"{i}_{request_id}"``, ``n=1``, seed ``seed + i``."""
-        members = []
-        for i in range(params.n):
-            seed = None if params.seed is None else params.seed + i
-            child = dataclasses.replace(params, n=1, seed=seed)
-            req = self._make_request(self._fresh_request_id(f"{i}_{request_id}"), ids, child, now, priority, cache_salt)
-            if gens is not None:
-                self._gens[req.request_id] = [gens[i]]
-            members.append(req)
-        return members
-
-    def _check_logprobs(self, params: SamplingParams) -> None:
-        """Refuse ``logprobs`` above ``max_logprobs`` (-1 on either side: the whole vocabulary), as vLLM
-        0.11's input processor does ("Requested sample logprobs ... greater than max allowed").
-
-        Raises:
-            InvalidRequestError: the request asks for more log-probabilities per token than allowed.
-        """
-        if params.logprobs is None:
-            return
-        vocab = self.model_config.vocab_size
-        asked = vocab if params.logprobs == -1 else params.logprobs
-        allowed = vocab if self.max_logprobs == -1 else self.max_logprobs
-        if asked > allowed:
-            raise InvalidRequestError(
-                f"logprobs={params.logprobs} asks for {asked} log-probabilities per token, more than "
-                f"max_logprobs={self.max_logprobs} allows; lower logprobs or raise max_logprobs (an engine argument)"
-            )
+    def validate_request(self, prompt_token_ids: list[int], params: SamplingParams) -> None:
+        """``InputProcessor.validate_request``: check a request before it touches any engine state."""
+        self.input_processor.validate_request(prompt_token_ids, params)
 
     def resolve_max_tokens(self, prompt_token_ids: list[int], params: SamplingParams) -> SamplingParams:
-        """``max_tokens=None`` means "up to ``max_model_len``" (as vLLM): a copy with it filled in."""
-        if params.max_tokens is not None:
-            return params
-        room = max(self.scheduler_config.max_model_len - len(prompt_token_ids), 1)
-        return dataclasses.replace(params, max_tokens=room, min_tokens=min(params.min_tokens, room))
+        """``InputProcessor.resolve_max_tokens``: ``max_tokens=None`` filled in with the room left."""
+        return self.input_processor.resolve_max_tokens(prompt_token_ids, params)
 
     def _fresh_request_id(self, wanted: str) -> str:
         """``wanted`` if no live Request uses it, else ``wanted#k`` for the smallest free k >= 1."""
         rid, k = wanted, 0
-        while rid in self._member_group or rid in self.scheduler.requests:
+        while rid in self.output_processor.member_group or rid in self.scheduler.requests:
             k += 1
             rid = f"{wanted}#{k}"
         return rid
@@ -695,15 +455,8 @@ class LLMEngine:
         cache_salt: str | None = None,
     ) -> Request:
         """A new ``Request`` with this engine's EOS id and the KV-cache manager's block hasher."""
-        return Request(
-            rid,
-            ids,
-            params,
-            arrival_time=arrival,
-            priority=priority,
-            eos_token_id=self.eos_token_id,
-            block_hasher=self.kv_cache_manager.block_hasher,
-            cache_salt=cache_salt,
+        return self.input_processor.make_request(
+            rid, ids, params, arrival, priority, cache_salt, self.kv_cache_manager.block_hasher
         )
 
     def abort_request(self, request_id: str | Sequence[str]) -> None:
@@ -719,7 +472,7 @@ class LLMEngine:
         rids = [request_id] if isinstance(request_id, str) else request_id
         if not isinstance(rids, (list, tuple, set, frozenset)):
             raise InvalidRequestError(
-                f"abort_request takes a request id (str) or a list of them, got {_typed(request_id)}"
+                f"abort_request takes a request id (str) or a list of them, got {typed(request_id)}"
                 + (
                     f" (add_request keeps the id {request_id!r} as {str(request_id)!r})"
                     if isinstance(request_id, int)
@@ -729,11 +482,11 @@ class LLMEngine:
         for rid in rids:
             if not isinstance(rid, str):
                 raise InvalidRequestError(
-                    f"request ids are strings: abort_request got {_typed(rid)}"
+                    f"request ids are strings: abort_request got {typed(rid)}"
                     + (f" (add_request keeps the id {rid!r} as {str(rid)!r})" if isinstance(rid, int) else "")
                 )
         for rid in rids:
-            group = self._groups.get(rid)
+            group = self.output_processor.groups.get(rid)
             if group is None:
                 continue
             ids = [m.request_id for m in group.members]
@@ -765,30 +518,15 @@ class LLMEngine:
         self.current_step = self.scheduler.step_count
         out = self.scheduler.schedule()
         t_sched = time.perf_counter() - t0
-        block_ids = {
-            s.request.request_id: self.kv_cache_manager.get_block_ids(s.request.request_id) for s in out.scheduled
-        }
         # An n>1 prompt samples all its first tokens from the prompt's last row, then forks.
-        extra: dict[str, int] = {}
-        gens: dict[str, torch.Generator | list[torch.Generator]] = {}
-        for s in out.scheduled:
-            rid = s.request.request_id
-            g = self._member_group.get(rid)
-            first = g is not None and s.samples and s.request.num_output_tokens == 0 and len(g.members) == 1
-            n = g.n if first and g is not None else 1
-            if n > 1:
-                extra[rid] = n
-            own = self._gens.get(rid)
-            gens[rid] = (own if n > 1 else own[0]) if own else self.generator
-        # execute() takes a list of generators for an n > 1 parent (it indexes g[j]), which its
-        # annotation (Generator | None) does not say yet: drop this ignore once it does.
-        sampled = self.model_runner.execute(out, block_ids, extra, gens)  # type: ignore[arg-type]
+        extra, gens = samples_per_request(out.scheduled, self.output_processor.member_group, self._gens, self.generator)
+        sampled = self.model_runner.execute(out, extra, gens)
         now = time.perf_counter()
         for rid, toks in list(sampled.items()):
             if len(toks) > 1:
                 self._fork(rid, toks, sampled)
         flat = {rid: toks[0] for rid, toks in sampled.items()}
-        self._record_logprobs(sampled)
+        self.output_processor.record_logprobs(self.model_runner.last_logprobs, self.scheduler)
         self._observe_step(out, flat, now)
         for s in out.scheduled:
             r = s.request
@@ -799,14 +537,15 @@ class LLMEngine:
         t1 = time.perf_counter()
         finished = out.rejected + self.scheduler.update_from_output(out, flat, now)
         t_sched += time.perf_counter() - t1
-        finished += self._check_stop_strings(flat)
+        finished += self.output_processor.check_stop_strings(flat, self.scheduler)
         outputs = []
         for r in finished:
             o = self._on_finished(r, now)
             if o is not None:
                 outputs.append(o)
-        outputs += self._partial_outputs(flat, {o.request_id for o in outputs})
-        self.step_stats.append(self._make_step_stats(out, t0, t_sched))
+        outputs += self.output_processor.partial_outputs(flat, {o.request_id for o in outputs})
+        kv, blocks = self.kv_cache_manager, self.cache_config.num_gpu_blocks
+        self.step_stats.append(make_step_stats(out, self.scheduler, kv, blocks, t0, t_sched))
         self._trim_heap()
         return outputs
 
@@ -815,37 +554,13 @@ class LLMEngine:
         if MALLOC_TRIM_EVERY and self.step_stats.total % MALLOC_TRIM_EVERY == 0:
             malloc.trim()
 
-    def _make_step_stats(self, out: SchedulerOutput, t0: float, t_sched: float) -> StepStats:
-        """This step's ``StepStats``; takes (and resets) the manager's prefix-cache stats."""
-        kv, sched = self.kv_cache_manager, self.scheduler
-        cache = kv.make_prefix_cache_stats()
-        return StepStats(
-            step=out.step,
-            scheduled=[(s.request.request_id, s.num_tokens, s.is_prefill) for s in out.scheduled],
-            num_prefill_tokens=sum(s.num_tokens for s in out.scheduled if s.is_prefill),
-            num_decode_tokens=sum(s.num_tokens for s in out.scheduled if not s.is_prefill),
-            preempted=list(out.preempted),
-            kv_blocks_used=self.cache_config.num_gpu_blocks - kv.num_free_blocks,
-            kv_blocks_free=kv.num_free_blocks,
-            step_time=time.perf_counter() - t0,
-            sched_time=t_sched,
-            running=len(sched.running),
-            waiting=len(sched.waiting),
-            swapped=len(sched.swapped),
-            waiting_ids=[r.request_id for r in sched.waiting],
-            running_ids=[r.request_id for r in sched.running],
-            swapped_ids=[r.request_id for r in sched.swapped],
-            prefix_cache_hits=cache.hits,
-            prefix_cache_queries=cache.queries,
-        )
-
     def _fork(self, parent_id: str, toks: list[int], sampled: dict[str, list[int]]) -> None:
-        """Create completions 1..n-1 sharing the parent's blocks copy-on-write (vLLM v0 fork)."""
+        """Create completions 1..n-1 sharing the parent's blocks copy-on-write (``parallel_sampling.fork``)."""
         parent = self.scheduler.requests[parent_id]
-        group = self._member_group[parent_id]
-        gens = self._gens.get(parent_id)
-        for i, tok in enumerate(toks[1:], start=1):
-            child = self._make_request(
+        group = self.output_processor.member_group[parent_id]
+
+        def new_child(i: int) -> Request:
+            return self._make_request(
                 self._fresh_request_id(f"{group.request_id}#{i}"),
                 parent.prompt_token_ids,
                 parent.sampling_params,
@@ -853,17 +568,17 @@ class LLMEngine:
                 parent.priority,
                 parent.cache_salt,
             )
-            child.num_cached_tokens = parent.num_cached_tokens
-            child.first_scheduled_time = parent.first_scheduled_time
-            group.members.append(child)  # first, so a failed step's recovery finds its blocks
-            self._member_group[child.request_id] = group
-            self.scheduler.fork_request(parent, child)
-            if gens:
-                self._gens[child.request_id] = [gens[i]]
-            sampled[child.request_id] = [tok]
-        sampled[parent_id] = toks[:1]
-        if gens:
-            self._gens[parent_id] = gens[:1]
+
+        fork(
+            parent,
+            toks,
+            group,
+            self._gens,
+            sampled,
+            new_child,
+            self.scheduler.fork_request,
+            self.output_processor.member_group,
+        )
 
     def _recover_from_failed_step(self) -> None:
         """Abort every unfinished request after ``step`` raised; never raises itself.
@@ -877,7 +592,7 @@ class LLMEngine:
         """
         sched, kv = self.scheduler, self.kv_cache_manager
         known: dict[str, Request] = sched.drop_all_requests()
-        for group in self._groups.values():
+        for group in self.output_processor.groups.values():
             known.update((m.request_id, m) for m in group.members)
         now = time.perf_counter()
         for req in known.values():
@@ -889,8 +604,7 @@ class LLMEngine:
                 kv.free(req)
             except Exception as e:  # noqa: BLE001 - best effort; the pools are rebuilt below if needed
                 logger.debug("freeing %s after a failed step: %r", req.request_id, e)
-        self._groups.clear()
-        self._member_group.clear()
+        self.output_processor.clear()
         self._gens.clear()
         kv.take_pending_copies()
         if kv.req_to_blocks or kv.req_to_cpu_blocks or not _try_reset_prefix_cache(kv):
@@ -910,79 +624,18 @@ class LLMEngine:
                 self.tracer,
             )
 
-    def _check_stop_strings(self, sampled: dict[str, int]) -> list[Request]:
-        done = []
-        for rid in sampled:
-            req = self.scheduler.requests.get(rid)
-            if req is None or not req.sampling_params.stop or req.is_finished():
-                continue
-            if req.num_output_tokens < req.sampling_params.min_tokens:
-                continue  # vLLM checks stop strings only from min_tokens on
-            text = self.tokenizer.decode(
-                req.output_token_ids, skip_special_tokens=req.sampling_params.skip_special_tokens
-            )
-            for s in req.sampling_params.stop:
-                if s in text:
-                    req.stop_reason = s
-                    done += self.scheduler.finish_requests(rid, RequestStatus.FINISHED_STOPPED)
-                    break
-        return done
-
-    def _group_of(self, req: Request) -> _Group:
-        return self._member_group[req.request_id]
-
-    def _completion(self, index: int, req: Request) -> CompletionOutput:
-        sp = req.sampling_params
-        text = ""
-        if self.tokenizer is not None and sp.detokenize:
-            shown = req.output_token_ids
-            if _stop_terminated(req) and not sp.include_stop_str_in_output:
-                # vLLM 0.32 leaves the EOS or stop token that ended it out of the text (``token_ids`` keep it):
-                # ``BaseIncrementalDetokenizer.update(..., stop_terminated)``, v1/engine/detokenizer.py:107
-                shown = shown[:-1]
-            text = self.tokenizer.decode(shown, skip_special_tokens=sp.skip_special_tokens)
-        if isinstance(req.stop_reason, str) and req.stop_reason in text:
-            end = text.index(req.stop_reason)
-            text = text[: end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
-        lps = self._logprobs.get(req.request_id) if sp.logprobs is not None else None
-        cumulative = sum(e[t].logprob for e, t in zip(lps, req.output_token_ids)) if lps is not None else None
-        return CompletionOutput(
-            index=index,
-            text=text,
-            token_ids=list(req.output_token_ids),
-            cumulative_logprob=cumulative,
-            logprobs=None if lps is None else list(lps),
-            finish_reason=req.get_finished_reason(),
-            stop_reason=req.stop_reason,
-        )
-
-    # --- vLLM v1 extras: logprobs, partial outputs, metrics ---------------------------------------
-    def _record_logprobs(self, sampled: dict[str, list[int]]) -> None:
-        """Append this step's top log-probabilities to each sampling request's list. An ``n > 1``
-        parent sampled its completions' first tokens from one row: entry i goes to completion i."""
-        for rid, entries in self.model_runner.last_logprobs.items():
-            for i, entry in enumerate(entries):
-                target = rid if i == 0 else self._member_group[rid].members[i].request_id
-                earlier = self._logprobs.setdefault(target, [])
-                req = self.scheduler.requests.get(target)
-                if self.tokenizer is not None and req is not None and req.sampling_params.detokenize:
-                    # vLLM 0.32 decodes each token of the entry (v1/engine/logprobs.py:97-106); the sampled
-                    # token comes first in every earlier entry, the context of a split multi-byte character
-                    fill_decoded_tokens(self.tokenizer, entry, [next(iter(e)) for e in earlier[-4:]])
-                earlier.append(entry)
-
     def _observe_step(self, out: SchedulerOutput, flat: dict[str, int], now: float) -> None:
         """Feed ``self.stats`` (``get_metrics()``) from one step, before its tokens are appended."""
         self.stats.on_step(sum(s.num_tokens for s in out.scheduled), len(out.preempted))
         for s in out.scheduled:
             r = s.request
-            if r.first_scheduled_time is None and self._is_group_head(r.request_id):
+            if r.first_scheduled_time is None and self.output_processor.is_group_head(r.request_id):
                 self.stats.on_first_scheduled(r.num_prompt_tokens, r.num_cached_tokens)
         for rid in flat:
             req = self.scheduler.requests.get(rid)
             if req is None:
                 continue
-            first = req.first_token_time is None and self._is_group_head(rid)
+            first = req.first_token_time is None and self.output_processor.is_group_head(rid)
             last = req.token_times[-1] if req.token_times else None
             self.stats.on_token(now - req.arrival_time if first else None, None if last is None else now - last)
 
@@ -991,46 +644,7 @@ class LLMEngine:
         submitted request, its parent's for a fork child of an ``n > 1`` request (vLLM v0's
         ``SequenceGroup.request_id``); None for an id the engine does not track (finished, or a
         beam of ``beam_search``). Ids are never parsed."""
-        group = self._member_group.get(member_id)
-        return None if group is None else group.request_id
-
-    def _is_group_head(self, member_id: str) -> bool:
-        """True for the request a prompt was submitted as (not one of its fork children)."""
-        group = self._member_group.get(member_id)
-        return group is not None and group.members[0].request_id == member_id
-
-    def _partial_outputs(self, flat: dict[str, int], done: set[str]) -> list[RequestOutput]:
-        """Cumulative outputs (``finished=False``) of the requests that got a token this step, but for
-        those whose ``output_kind`` is ``FINAL_ONLY``."""
-        gids = dict.fromkeys(self._member_group[rid].request_id for rid in flat if rid in self._member_group)
-        groups = [self._groups[g] for g in gids if g in self._groups and g not in done]
-        return [
-            self._request_output(g, finished=False)
-            for g in groups
-            if g.members[0].sampling_params.output_kind is not RequestOutputKind.FINAL_ONLY
-        ]
-
-    def _request_output(self, group: _Group, finished: bool, now: float | None = None) -> RequestOutput:
-        first = group.members[0]
-        metrics = RequestMetrics(
-            arrival_time=group.arrival_time,
-            first_scheduled_time=first.first_scheduled_time,
-            first_token_time=first.first_token_time,
-            last_token_time=first.token_times[-1] if first.token_times else None,
-            finished_time=now,
-            num_preemptions=sum(m.num_preemptions for m in group.members),
-            token_times=list(first.token_times),
-        )
-        return RequestOutput(
-            request_id=group.request_id,
-            prompt=group.prompt,
-            prompt_token_ids=group.prompt_token_ids,
-            prompt_logprobs=None,
-            outputs=[self._completion(i, m) for i, m in enumerate(group.members)],
-            finished=finished,
-            num_cached_tokens=max(first.num_cached_tokens, 0),
-            pagedlab_metrics=metrics,
-        )
+        return self.output_processor.get_request_group_id(member_id)
 
     def get_metrics(self) -> list[Metric]:
         """vLLM's metric objects (``Counter`` / ``Gauge`` / ``Histogram``) for this engine, as
@@ -1060,17 +674,11 @@ class LLMEngine:
     def _on_finished(self, req: Request, now: float) -> RequestOutput | None:
         req.finished_time = now
         self.finished_requests.append(req)
-        group = self._group_of(req)
-        group.finished_members[group.members.index(req)] = req
-        if len(group.finished_members) < group.n and req.status != RequestStatus.FINISHED_ABORTED:
+        done = self.output_processor.finish(req, now)
+        if done is None:
             return None
-        if len(group.finished_members) < len(group.members):
-            return None
-        del self._groups[group.request_id]
-        out = self._request_output(group, finished=True, now=now)
+        group, out = done
         for m in group.members:
             self._gens.pop(m.request_id, None)
-            self._logprobs.pop(m.request_id, None)
-            self._member_group.pop(m.request_id, None)
         self.stats.on_finished(group.members[0].get_finished_reason() or "abort", now - group.arrival_time)
         return out

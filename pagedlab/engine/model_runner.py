@@ -2,13 +2,15 @@
 
 The runner owns the KV tensors: for each layer a ``(key_cache, value_cache)`` pair of shape
 ``[num_gpu_blocks, block_size, num_kv_heads, head_dim]`` (vLLM's layout), plus the same for
-the swap space with ``num_cpu_blocks`` (vLLM v0). Block ids from the KV-cache manager index
-the first dimension directly.
+the swap space with ``num_cpu_blocks`` (vLLM v0). The block ids each step's ``SchedulerOutput``
+carries (``ScheduledRequest.block_ids``) index the first dimension directly; the runner never asks
+the KV-cache manager.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -34,6 +36,9 @@ class ModelRunner:
             vLLM's CPU backend does after loading); default: on a CPU where oneDNN is available. The
             model is changed in place (engines built on one model share its weights); on another
             device packed weights are unpacked first.
+        slot_mapping_fn, kv_tile_load, decode_override: the engine's parts the runner calls
+            (``pagedlab.parts.build.EngineParts``); None: the kit's vectorised slot mapping and the
+            backend's own decode attention. ``with_parts`` gives a runner with other ones.
     """
 
     def __init__(
@@ -46,6 +51,10 @@ class ModelRunner:
         device: str = "cpu",
         dtype: torch.dtype = torch.float32,
         pack_linears: bool | None = None,
+        *,
+        slot_mapping_fn: Callable[[list[int], list[int], int], list[int]] | None = None,
+        kv_tile_load: KVTileLoad | None = None,
+        decode_override: DecodeAttention | None = None,
     ) -> None:
         cfg = model.config
         model = precision.model_in_dtype(model, dtype)
@@ -74,10 +83,25 @@ class ModelRunner:
             else []
         )
         self.last_logprobs: dict[str, list[TokenLogprobs]] = {}
-        # Hooks for the engine's parts (``pagedlab.parts``); None = the kit's vectorised code / the backend's op.
-        self.slot_mapping_fn: Callable[[list[int], list[int], int], list[int]] | None = None
-        self.kv_tile_load: KVTileLoad | None = None
-        self.decode_override: DecodeAttention | None = None
+        # The engine's parts (``pagedlab.parts``); None = the kit's vectorised code / the backend's op.
+        self.slot_mapping_fn = slot_mapping_fn
+        self.kv_tile_load = kv_tile_load
+        self.decode_override = decode_override
+
+    def with_parts(
+        self,
+        slot_mapping_fn: Callable[[list[int], list[int], int], list[int]] | None,
+        kv_tile_load: KVTileLoad | None,
+        decode_override: DecodeAttention | None,
+    ) -> ModelRunner:
+        """A runner on the same model and KV tensors that calls these parts (the engine's fallback to a
+        kit part builds one: the KV pools are not allocated twice). ``self`` is unchanged."""
+        runner = copy.copy(self)
+        runner.slot_mapping_fn = slot_mapping_fn
+        runner.kv_tile_load = kv_tile_load
+        runner.decode_override = decode_override
+        runner.last_logprobs = {}
+        return runner
 
     # --- moving blocks -------------------------------------------------------------------------
     @staticmethod
@@ -112,10 +136,9 @@ class ModelRunner:
             run.append((src, dst))
 
     # --- the forward step ----------------------------------------------------------------------
-    def forward(
-        self, out: SchedulerOutput, block_ids: dict[str, list[int]]
-    ) -> tuple[list[ScheduledRequest], torch.Tensor | None]:
-        """Apply the step's block moves and run the model on the scheduled tokens.
+    def forward(self, out: SchedulerOutput) -> tuple[list[ScheduledRequest], torch.Tensor | None]:
+        """Apply the step's block moves and run the model on the scheduled tokens (each request's block
+        table comes with it: ``ScheduledRequest.block_ids``).
 
         Returns:
             ``(samplers, logits)``: the scheduled requests whose chunk reached the end of their
@@ -138,7 +161,7 @@ class ModelRunner:
             positions.extend(range(s.start, s.start + s.num_tokens))
             cu.append(cu[-1] + s.num_tokens)
             seq_lens.append(s.start + s.num_tokens)
-            tables.append(block_ids[s.request.request_id])
+            tables.append(s.block_ids)
             if s.samples:
                 logits_rows.append(cu[-1] - 1)
         max_blocks = max(len(t) for t in tables)
@@ -177,25 +200,24 @@ class ModelRunner:
     def execute(
         self,
         out: SchedulerOutput,
-        block_ids: dict[str, list[int]],
         extra_samples: dict[str, int] | None = None,
-        generators: dict[str, torch.Generator | list[torch.Generator] | None] | None = None,
+        generators: Mapping[str, torch.Generator | list[torch.Generator] | None] | None = None,
     ) -> dict[str, list[int]]:
         """Run the step and sample.
 
         Args:
-            out: the scheduler's output for this step.
-            block_ids: request id -> its block table (physical block ids).
+            out: the scheduler's output for this step (block tables included).
             extra_samples: request id -> how many tokens to sample from its row (``n > 1``
                 parents sample all their first tokens from one row); default 1.
-            generators: request id -> its seeded generator, or None.
+            generators: request id -> its generator, or the list of them of an ``n > 1`` parent (one
+                per token sampled from its row), or None.
         Returns:
             request id -> sampled token ids, for requests whose chunk reached the end. The
             top log-probabilities of rows whose ``SamplingParams.logprobs`` is set are left in
             ``self.last_logprobs`` (request id -> one ``TokenLogprobs`` per sampled token).
         """
         self.last_logprobs = {}
-        samplers, logits = self.forward(out, block_ids)
+        samplers, logits = self.forward(out)
         if not samplers or logits is None:
             return {}
         # One row per sampling request; an n>1 parent's row is repeated once per completion.

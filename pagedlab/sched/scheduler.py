@@ -57,7 +57,15 @@ class ScheduledRequest:
     Attributes:
         is_prefill: prompt (or resumed) tokens, as opposed to the decode of one generated token.
         samples: the chunk reaches the end of the sequence, so a token is sampled after it.
-    Both are fixed when the request is scheduled (before the step's token is appended).
+        block_ids: the request's whole block table (physical block ids) for this step, set by
+            ``Scheduler.finish_schedule``: what the model runner needs for the slot mapping and the
+            attention block tables, so it never asks the KV-cache manager. vLLM 0.32.0's
+            ``SchedulerOutput`` carries ``NewRequestData.block_ids`` (a new request's table) and
+            ``CachedRequestData.new_block_ids`` (blocks appended since), which its runner appends to a
+            persistent ``BlockTable``; the kit sends the whole table every step, because its
+            copy-on-write and swap (vLLM v0 features) rewrite tables in place.
+    ``is_prefill`` and ``samples`` are fixed when the request is scheduled (before the step's token is
+    appended).
     """
 
     request: Request
@@ -65,6 +73,7 @@ class ScheduledRequest:
     num_tokens: int
     is_prefill: bool = field(init=False)
     samples: bool = field(init=False)
+    block_ids: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         r = self.request
@@ -162,6 +171,9 @@ class Scheduler:
         cache_config: block size and pool sizes.
         kv_cache_manager: a ``pagedlab.core.kv_cache_manager.KVCacheManager``.
         tracer: optional ``pagedlab.trace.Tracer``; records schedule/preempt/swap/finish events.
+        pick_victim_fn, preempt_retry_fn: the victim choice and the preempt-and-retry loop the running
+            phase calls; default the kit's ``pick_victim`` and ``preempt_and_retry`` (the engine passes
+            a learner's guarded part here: ``pagedlab.parts.build``).
     """
 
     def __init__(
@@ -170,6 +182,9 @@ class Scheduler:
         cache_config: CacheConfig,
         kv_cache_manager: KVCacheManager,
         tracer: Tracer | None = None,
+        *,
+        pick_victim_fn: PickVictim | None = None,
+        preempt_retry_fn: PreemptRetry | None = None,
     ) -> None:
         self.config = scheduler_config
         self.cache_config = cache_config
@@ -190,10 +205,9 @@ class Scheduler:
         # Fork groups (vLLM v0's SequenceGroup): member id -> the list of live members, one list
         # object shared by the whole group. A request never forked has no entry.
         self._fork_groups: dict[str, list[Request]] = {}
-        # The victim choice and the preempt-and-retry loop the running phase calls (the engine may
-        # put other functions of the same shape here: ``pagedlab.parts``).
-        self.pick_victim_fn: PickVictim = pick_victim
-        self.preempt_retry_fn: PreemptRetry = preempt_and_retry
+        # The victim choice and the preempt-and-retry loop the running phase calls.
+        self.pick_victim_fn: PickVictim = pick_victim_fn or pick_victim
+        self.preempt_retry_fn: PreemptRetry = preempt_retry_fn or preempt_and_retry
 
     # --- queue management ------------------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -535,6 +549,8 @@ class Scheduler:
         """The end of every step, whoever chose its requests (this class, ``StaticScheduler`` or a step
         from ``pagedlab.parts``): collect pending CoW copies and advance ``num_computed_tokens`` (vLLM ``_update_after_schedule``).
 
+        Each scheduled request gets its block table (``ScheduledRequest.block_ids``), final for the
+        step: nothing allocates, copies or swaps between here and the forward pass.
         ``token_budget`` is what is left of ``max_num_batched_tokens`` (None: no budget, static
         batching); with ``check_postconditions`` on, the step's postconditions are checked.
         """
@@ -543,6 +559,7 @@ class Scheduler:
         out.add_moves("copy", self.kv_cache_manager.take_pending_copies())
         for s in out.scheduled:
             s.request.num_computed_tokens += s.num_tokens
+            s.block_ids = list(self.kv_cache_manager.get_block_ids(s.request.request_id))
             self._record(
                 "schedule", req=s.request.request_id, start=s.start, num_tokens=s.num_tokens, prefill=s.is_prefill
             )

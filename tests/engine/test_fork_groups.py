@@ -95,7 +95,7 @@ def test_any_string_is_a_request_id(real_prompts):
     assert [len(outs[k]) for k in ("a", "a#1", "q#r#s")] == [2, 1, 2]
     first = outs["a#1"][0]
     assert all(c == first for k in outs for c in outs[k]), "greedy completions of one prompt must agree"
-    assert eng.kv_cache_manager.num_free_blocks == 64 and not eng._groups and not eng._member_group
+    assert eng.kv_cache_manager.num_free_blocks == 64 and not eng.output_processor.groups and not eng.output_processor.member_group
 
 
 def test_more_completions_than_max_num_seqs_is_rejected(real_prompts):
@@ -108,6 +108,6 @@ def test_more_completions_than_max_num_seqs_is_rejected(real_prompts):
         eng.add_request("a", {"prompt_token_ids": real_prompts[0]}, _params(n=3))
     with pytest.raises(InvalidRequestError, match="max_num_seqs=2"):
         beam_search(eng, real_prompts[0], BeamSearchParams(beam_width=3, max_tokens=2))
-    assert not eng.has_unfinished_requests() and not eng._groups
+    assert not eng.has_unfinished_requests() and not eng.output_processor.groups
     eng.add_request("b", {"prompt_token_ids": real_prompts[0]}, _params(n=2))  # exactly fits
     assert len(_drain(eng)["b"]) == 2

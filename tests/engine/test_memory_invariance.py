@@ -93,9 +93,9 @@ def test_parallel_sampling_shares_prompt_blocks(real_prompts):
     prompt = real_prompts[12]  # a long prompt: several full blocks
     engine.add_request("p", {"prompt_token_ids": prompt}, SamplingParams(n=4, temperature=0, max_tokens=8))
     kv = engine.kv_cache_manager
-    while len(engine._groups["p"].members) < 4:
+    while len(engine.output_processor.groups["p"].members) < 4:
         engine.step()
-    tables = [kv.get_block_ids(m.request_id) for m in engine._groups["p"].members]
+    tables = [kv.get_block_ids(m.request_id) for m in engine.output_processor.groups["p"].members]
     full = len(prompt) // 16
     for b in tables[0][:full]:
         assert kv.block_pool.blocks[b].ref_cnt == 4, "full prompt blocks must be shared by all 4 completions"

@@ -58,9 +58,11 @@ def test_generate_runs_final_only_without_changing_the_callers_params(monkeypatc
     llm = LLM(tiny_llama(), block_size=4, num_gpu_blocks=64, max_model_len=128, enable_prefix_caching=False)
     eng = llm.llm_engine
     built: list[bool] = []
-    real = eng._request_output
+    real = eng.output_processor.request_output
     monkeypatch.setattr(
-        eng, "_request_output", lambda g, finished, now=None: built.append(finished) or real(g, finished, now)
+        eng.output_processor,
+        "request_output",
+        lambda g, finished, now=None: built.append(finished) or real(g, finished, now),
     )
     mine = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
     outs = llm.generate([[1, 2, 3], [4, 5]], mine)

@@ -67,7 +67,7 @@ def assert_idle(engine: LLMEngine) -> None:
     assert kv.num_free_blocks == kv.num_gpu_blocks, f"{kv.num_gpu_blocks - kv.num_free_blocks} blocks leaked"
     if kv.cpu_block_pool is not None:
         assert kv.cpu_block_pool.get_num_free_blocks() == kv.num_cpu_blocks
-    assert not engine._groups and not engine._gens
+    assert not engine.output_processor.groups and not engine._gens
 
 
 def run_to_completion(engine: LLMEngine, max_steps: int, check: bool = True) -> dict[str, RequestOutput]:

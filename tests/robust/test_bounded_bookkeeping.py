@@ -70,7 +70,7 @@ def test_step_stats_and_finished_requests_keep_their_last_entries(monkeypatch: p
     assert len(fin) == KEEP_FINISHED and fin.total >= 60  # every request and fork child finished once
     assert all(r.is_finished() for r in fin)
     assert_idle(eng)
-    assert not eng._logprobs and not eng._member_group and not eng.scheduler.requests
+    assert not eng.output_processor.logprobs and not eng.output_processor.member_group and not eng.scheduler.requests
 
 
 def test_a_second_round_of_requests_leaves_the_python_heap_where_the_first_left_it(

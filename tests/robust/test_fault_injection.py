@@ -104,7 +104,7 @@ POINTS: list[tuple[str, str, Callable[[LLMEngine], Any], str, str]] = [
     ("fork: child running", "recompute", lambda e: e.scheduler, "fork_request", "after"),
     ("output update: token appended", "recompute", lambda e: e.scheduler, "_check_stop", "before"),
     ("output update: finished, blocks not freed", "recompute", lambda e: e.scheduler, "_free", "before"),
-    ("stop strings", "recompute", lambda e: e, "_check_stop_strings", "before"),
+    ("stop strings", "recompute", lambda e: e.output_processor, "check_stop_strings", "before"),
     ("finished bookkeeping", "recompute", lambda e: e, "_on_finished", "before"),
 ]
 

@@ -8,12 +8,14 @@ from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler
 
 
-def make(num_blocks=64, bs=4, cpu=0, cls=Scheduler, **sched):
+def make(num_blocks=64, bs=4, cpu=0, cls=Scheduler, parts=None, **sched):
+    """A scheduler over a fresh KV-cache manager; ``parts``: its ``pick_victim_fn`` / ``preempt_retry_fn``."""
     kv = KVCacheManager(block_size=bs, num_gpu_blocks=num_blocks, max_model_len=512, num_cpu_blocks=cpu)
     s = cls(
         SchedulerConfig(max_model_len=512, **sched),
         CacheConfig(block_size=bs, num_gpu_blocks=num_blocks, num_cpu_blocks=cpu),
         kv,
+        **(parts or {}),
     )
     return s, kv
 

@@ -111,7 +111,6 @@ def test_swap_preemption_moves_the_whole_fork_group_and_keeps_sharing():
 def test_the_running_phase_preempts_through_its_one_loop_with_the_chosen_victim():
     """Every allocation of the running phase goes through ``preempt_retry_fn``, victims through
     ``pick_victim_fn``: replacing them is all it takes to change how the scheduler preempts."""
-    s, kv = make(num_blocks=3, bs=4, max_num_batched_tokens=64)
     loops, choices = [], []
 
     def recording_loop(request, allocate, choose_victim, preempt):
@@ -122,8 +121,10 @@ def test_the_running_phase_preempts_through_its_one_loop_with_the_chosen_victim(
         choices.append([r.request_id for r in running])
         return running[0]
 
+    s, kv = make(num_blocks=3, bs=4, max_num_batched_tokens=64)
     assert s.preempt_retry_fn is preempt_and_retry and s.pick_victim_fn is pick_victim  # the kit's by default
-    s.preempt_retry_fn, s.pick_victim_fn = recording_loop, oldest
+    parts = {"preempt_retry_fn": recording_loop, "pick_victim_fn": oldest}  # given to the constructor
+    s, kv = make(num_blocks=3, bs=4, max_num_batched_tokens=64, parts=parts)
     s.add_request(req("a", 4, max_tokens=6, arrival=0))
     s.add_request(req("b", 4, max_tokens=6, arrival=1))
     step(s)  # both admitted from waiting: no running-phase allocation yet

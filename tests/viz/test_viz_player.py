@@ -6,7 +6,7 @@ import ipywidgets as widgets
 import pytest
 
 from pagedlab import viz
-from pagedlab.engine.llm_engine import StepStats
+from pagedlab.engine.step_stats import StepStats
 from pagedlab.viz import Player
 
 

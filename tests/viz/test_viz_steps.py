@@ -1,6 +1,6 @@
 """Gantt (batch composition), queues and KV-usage renderers over per-step data."""
 
-from pagedlab.engine.llm_engine import StepStats
+from pagedlab.engine.step_stats import StepStats
 from pagedlab.viz import batch_steps, render_batch_gantt, render_kv_usage, render_queues
 from pagedlab.viz._svg import COLORS
 
