@@ -36,6 +36,7 @@ from pagedlab.engine.decoded_tokens import fill_decoded_tokens
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.history import History
 from pagedlab.engine.metrics import EngineStats, Metric
+from pagedlab.engine.stop_strings import check_stop_strings, output_text
 from pagedlab.errors import ComponentError, ConfigError, InvalidRequestError
 from pagedlab.kernels.backends import BACKENDS, default_backend
 from pagedlab.model.loader import load_model_cached
@@ -794,7 +795,7 @@ class LLMEngine:
         t1 = time.perf_counter()
         finished = out.rejected + self.scheduler.update_from_output(out, flat, now)
         t_sched += time.perf_counter() - t1
-        finished += self._check_stop_strings(flat)
+        finished += self._check_stop_strings(flat, finished)
         outputs = []
         for r in finished:
             o = self._on_finished(r, now)
@@ -905,22 +906,35 @@ class LLMEngine:
                 self.tracer,
             )
 
-    def _check_stop_strings(self, sampled: dict[str, int]) -> list[Request]:
+    def _check_stop_strings(self, sampled: dict[str, int], finished: list[Request]) -> list[Request]:
+        """Stop the requests whose newest token completes a stop string, as vLLM 0.32.0's detokenizer
+        (``pagedlab.engine.stop_strings``): also one just finished by its length (its finish reason becomes
+        "stop"); only past ``min_tokens``; the string must end in the new token's text. Returns the requests
+        this finishes (not those already finished)."""
+        just = {r.request_id: r for r in finished}
         done = []
         for rid in sampled:
-            req = self.scheduler.requests.get(rid)
-            if req is None or not req.sampling_params.stop or req.is_finished():
+            req = self.scheduler.requests.get(rid) or just.get(rid)
+            if req is None or self.tokenizer is None:
                 continue
-            if req.num_output_tokens < req.sampling_params.min_tokens:
-                continue  # vLLM checks stop strings only from min_tokens on
-            text = self.tokenizer.decode(
-                req.output_token_ids, skip_special_tokens=req.sampling_params.skip_special_tokens
-            )
-            for s in req.sampling_params.stop:
-                if s in text:
-                    req.stop_reason = s
-                    done += self.scheduler.finish_requests(rid, RequestStatus.FINISHED_STOPPED)
-                    break
+            sp = req.sampling_params
+            if not sp.stop or not sp.detokenize or req.status == RequestStatus.FINISHED_ABORTED:
+                continue
+            ids = req.output_token_ids
+            if len(ids) <= sp.min_tokens or (req.is_finished() and rid not in just):
+                continue
+            shown = ids[:-1] if _stop_terminated(req) and not sp.include_stop_str_in_output else ids
+            text = output_text(self.tokenizer, list(shown), sp.skip_special_tokens)
+            before = output_text(self.tokenizer, list(ids[:-1]), sp.skip_special_tokens)
+            stops = [sp.stop] if isinstance(sp.stop, str) else list(sp.stop)
+            found = check_stop_strings(text, len(text) - len(before), stops, sp.include_stop_str_in_output)
+            if found is None:
+                continue
+            req.stop_reason, req.stop_truncate_to = found
+            if req.is_finished():
+                req.status = RequestStatus.FINISHED_STOPPED
+            else:
+                done += self.scheduler.finish_requests(rid, RequestStatus.FINISHED_STOPPED)
         return done
 
     def _group_of(self, req: Request) -> _Group:
@@ -935,10 +949,9 @@ class LLMEngine:
                 # vLLM 0.32 leaves the EOS or stop token that ended it out of the text (``token_ids`` keep it):
                 # ``BaseIncrementalDetokenizer.update(..., stop_terminated)``, v1/engine/detokenizer.py:107
                 shown = shown[:-1]
-            text = self.tokenizer.decode(shown, skip_special_tokens=sp.skip_special_tokens)
-        if isinstance(req.stop_reason, str) and req.stop_reason in text:
-            end = text.index(req.stop_reason)
-            text = text[: end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
+            text = output_text(self.tokenizer, list(shown), sp.skip_special_tokens)
+        if isinstance(req.stop_reason, str) and req.stop_truncate_to != -1:
+            text = text[: req.stop_truncate_to]  # where check_stop_strings cut it
         lps = self._logprobs.get(req.request_id) if sp.logprobs is not None else None
         cumulative = sum(e[t].logprob for e, t in zip(lps, req.output_token_ids)) if lps is not None else None
         return CompletionOutput(
