@@ -188,7 +188,7 @@ def test_the_outputs_reach_every_ending(smollm_vllm_facts: dict[str, Any]) -> No
     assert sum("<|im_" in r["text"] for r in records) >= 2
     assert sum(r["num_cached_tokens"] > 0 for r in records) >= 10
     ranks = [e[1] for r in records for pos in r["logprobs"] or [] for e in pos]
-    assert max(ranks) > 1 and len(ranks) >= 200
+    assert max(ranks) > 1 and len(ranks) >= 150
     sampled_lower = sum(
         any(pos[0][1] != 1 for pos in r["logprobs"] or [] if len(pos) == 1) for r in records
     )  # logprobs=0: only the sampled token, whose rank shows the penalties at work
