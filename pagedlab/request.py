@@ -88,6 +88,8 @@ class Request:
         self.num_cached_tokens = -1
         self.num_preemptions = 0
         self.stop_reason: object | None = None
+        # Where a stop string cut the text (vLLM 0.32.0's check_stop_strings offset; -1: not cut).
+        self.stop_truncate_to = -1
 
         # Latency metrics (seconds, engine clock); filled by the engine.
         self.first_scheduled_time: float | None = None

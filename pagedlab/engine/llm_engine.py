@@ -537,7 +537,7 @@ class LLMEngine:
         t1 = time.perf_counter()
         finished = out.rejected + self.scheduler.update_from_output(out, flat, now)
         t_sched += time.perf_counter() - t1
-        finished += self.output_processor.check_stop_strings(flat, self.scheduler)
+        finished += self.output_processor.check_stop_strings(flat, self.scheduler, finished)
         outputs = []
         for r in finished:
             o = self._on_finished(r, now)

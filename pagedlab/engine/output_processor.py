@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pagedlab.engine.decoded_tokens import fill_decoded_tokens
 from pagedlab.engine.parallel_sampling import RequestGroup
+from pagedlab.engine.stop_strings import check_stop_strings, output_text
 from pagedlab.outputs import CompletionOutput, RequestMetrics, RequestOutput, TokenLogprobs
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sampling_params import RequestOutputKind
@@ -75,24 +76,37 @@ class OutputProcessor:
         return group is not None and group.members[0].request_id == member_id
 
     # --- detokenizing: stop strings and text ------------------------------------------------------
-    def check_stop_strings(self, sampled: dict[str, int], scheduler: Scheduler) -> list[Request]:
-        """Finish (through ``scheduler``) the requests whose text now holds one of their stop strings,
-        from ``min_tokens`` on (as vLLM); returns them."""
+    def check_stop_strings(
+        self, sampled: dict[str, int], scheduler: Scheduler, finished: list[Request]
+    ) -> list[Request]:
+        """Stop the requests whose newest token completes a stop string, as vLLM 0.32.0's detokenizer
+        (``pagedlab.engine.stop_strings``): also one just finished by its length (its finish reason becomes
+        "stop"); only past ``min_tokens``; the string must end in the new token's text. Returns the requests
+        this finishes through ``scheduler`` (not those in ``finished``, already finished this step)."""
+        just = {r.request_id: r for r in finished}
         done = []
         for rid in sampled:
-            req = scheduler.requests.get(rid)
-            if req is None or not req.sampling_params.stop or req.is_finished():
+            req = scheduler.requests.get(rid) or just.get(rid)
+            if req is None or self.tokenizer is None:
                 continue
-            if req.num_output_tokens < req.sampling_params.min_tokens:
-                continue  # vLLM checks stop strings only from min_tokens on
-            text = self.tokenizer.decode(
-                req.output_token_ids, skip_special_tokens=req.sampling_params.skip_special_tokens
-            )
-            for s in req.sampling_params.stop:
-                if s in text:
-                    req.stop_reason = s
-                    done += scheduler.finish_requests(rid, RequestStatus.FINISHED_STOPPED)
-                    break
+            sp = req.sampling_params
+            if not sp.stop or not sp.detokenize or req.status == RequestStatus.FINISHED_ABORTED:
+                continue
+            ids = req.output_token_ids
+            if len(ids) <= sp.min_tokens or (req.is_finished() and rid not in just):
+                continue
+            shown = ids[:-1] if stop_terminated(req) and not sp.include_stop_str_in_output else ids
+            text = output_text(self.tokenizer, list(shown), sp.skip_special_tokens)
+            before = output_text(self.tokenizer, list(ids[:-1]), sp.skip_special_tokens)
+            stops = [sp.stop] if isinstance(sp.stop, str) else list(sp.stop)
+            found = check_stop_strings(text, len(text) - len(before), stops, sp.include_stop_str_in_output)
+            if found is None:
+                continue
+            req.stop_reason, req.stop_truncate_to = found
+            if req.is_finished():
+                req.status = RequestStatus.FINISHED_STOPPED
+            else:
+                done += scheduler.finish_requests(rid, RequestStatus.FINISHED_STOPPED)
         return done
 
     def completion(self, index: int, req: Request) -> CompletionOutput:
@@ -105,10 +119,9 @@ class OutputProcessor:
                 # vLLM 0.32 leaves the EOS or stop token that ended it out of the text (``token_ids`` keep it):
                 # ``BaseIncrementalDetokenizer.update(..., stop_terminated)``, v1/engine/detokenizer.py:107
                 shown = shown[:-1]
-            text = self.tokenizer.decode(shown, skip_special_tokens=sp.skip_special_tokens)
-        if isinstance(req.stop_reason, str) and req.stop_reason in text:
-            end = text.index(req.stop_reason)
-            text = text[: end + len(req.stop_reason)] if sp.include_stop_str_in_output else text[:end]
+            text = output_text(self.tokenizer, list(shown), sp.skip_special_tokens)
+        if isinstance(req.stop_reason, str) and req.stop_truncate_to != -1:
+            text = text[: req.stop_truncate_to]  # where check_stop_strings cut it
         lps = self.logprobs.get(req.request_id) if sp.logprobs is not None else None
         cumulative = sum(e[t].logprob for e, t in zip(lps, req.output_token_ids)) if lps is not None else None
         return CompletionOutput(

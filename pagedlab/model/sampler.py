@@ -72,8 +72,8 @@ def _process_row(logits: torch.Tensor, sp: SamplingParams, req: Request | None) 
         return logits
     if sp.min_tokens and req.num_output_tokens < sp.min_tokens:
         stops = list(sp.stop_token_ids or [])
-        if req.eos_token_id is not None and not sp.ignore_eos:
-            stops.append(req.eos_token_id)
+        if req.eos_token_id is not None:  # with ignore_eos too: vLLM 0.32.0 adds EOS to all_stop_token_ids
+            stops.append(req.eos_token_id)  # whatever ignore_eos says (sampling_params.py:781-784)
         if stops:
             logits = logits.index_fill(0, torch.tensor(stops, dtype=torch.int64), float("-inf"))
     if sp.needs_penalties:

@@ -1,86 +1,39 @@
 """Issue 35's seven offline-API defects, each call run on real vLLM 0.32.0 (``pagedlab.vllm_version``) and on the kit.
 
-One vLLM subprocess (``python -I``, in-process engine) starts one ``LLM`` with ``api_cases.ENGINE`` (a
-``num_gpu_blocks_override`` with a ``kv_cache_memory_bytes``), answers every case of ``api_cases.run_cases``
-and runs ``api_cases.SCRIPT`` (a script importing ``vllm.exceptions``); the kit runs the same cases on its own
-``LLM`` with the same arguments, and the script under ``pagedlab run-vllm``'s import hook.
+One vLLM subprocess (``python -I``, in-process engine; ``tests/twin/conftest.py``'s ``smollm_vllm_facts``, shared
+with the output fuzz) starts one ``LLM`` with ``api_cases.ENGINE`` (a ``num_gpu_blocks_override`` with a
+``kv_cache_memory_bytes``), answers every case of ``api_cases.run_cases`` and runs ``api_cases.SCRIPT`` (a script
+importing ``vllm.exceptions``); the kit runs the same cases on its own ``LLM`` with the same arguments
+(``smollm_kit_facts``), and the script under ``pagedlab run-vllm``'s import hook.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pagedlab.twin.hf_model import hf_model_dir
-from pagedlab.vllm_env import vllm_env
-from pagedlab.vllm_version import VLLM_VERSION, vllm_python
 from tests.twin import api_cases
 
 CASES = Path(api_cases.__file__)
 
-PROBE = r"""
-import contextlib, importlib.util, io, json, os, runpy, sys, tempfile
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-spec = importlib.util.spec_from_file_location("api_cases", sys.argv[2])
-cases = importlib.util.module_from_spec(spec); spec.loader.exec_module(cases)
-import psutil, vllm
-from vllm import LLM, SamplingParams
-from vllm.exceptions import VLLMValidationError
-mem = psutil.virtual_memory()
-llm = LLM(model=sys.argv[1], enforce_eager=True, disable_log_stats=True,
-          gpu_memory_utilization=min(6 * 2**30, 0.8 * mem.available) / mem.total, **cases.ENGINE)
-facts = {"vllm_version": vllm.__version__}
-facts["num_gpu_blocks"] = llm.llm_engine.vllm_config.cache_config.num_gpu_blocks
-sched = llm.llm_engine.engine_core.engine_core.scheduler
-facts["num_free_blocks"] = sched.kv_cache_manager.block_pool.get_num_free_blocks()
-facts["cases"] = cases.run_cases(llm, SamplingParams, VLLMValidationError)
-with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-    f.write(cases.SCRIPT)
-buf = io.StringIO()
-with contextlib.redirect_stdout(buf):
-    runpy.run_path(f.name, run_name="__main__")
-facts["script"] = buf.getvalue()
-print("FACTS" + json.dumps(facts))
-"""
+
+@pytest.fixture(scope="module")
+def vllm_facts(smollm_vllm_facts: dict[str, Any]) -> dict[str, Any]:
+    return smollm_vllm_facts
 
 
 @pytest.fixture(scope="module")
-def vllm_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    env = vllm_env()
-    done = subprocess.run(
-        [str(vllm_python()), "-I", "-c", PROBE, str(hf_model_dir()), str(CASES)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=tmp_path_factory.mktemp("vllm"),
-    )
-    line = [ln for ln in done.stdout.splitlines() if ln.startswith("FACTS")]
-    assert done.returncode == 0 and line, (done.stdout + done.stderr)[-4000:]
-    facts: dict[str, Any] = json.loads(line[0][len("FACTS") :])
-    assert facts["vllm_version"] == VLLM_VERSION
-    return facts
+def kit_llm(smollm_kit_llm: Any) -> Any:
+    return smollm_kit_llm
 
 
 @pytest.fixture(scope="module")
-def kit_llm() -> Any:
-    from pagedlab import LLM
-
-    return LLM(**api_cases.ENGINE)
-
-
-@pytest.fixture(scope="module")
-def kit_facts(kit_llm: Any) -> dict[str, Any]:
-    from pagedlab import SamplingParams
-    from pagedlab.exceptions import VLLMValidationError
-
-    return api_cases.run_cases(kit_llm, SamplingParams, VLLMValidationError)
+def kit_facts(smollm_kit_facts: dict[str, Any]) -> dict[str, Any]:
+    return smollm_kit_facts
 
 
 def _same(vllm_facts: dict[str, Any], kit_facts: dict[str, Any], *names: str) -> None:
