@@ -140,7 +140,7 @@ TRITON_EXERCISES = ("08.triton_load_kv_tile",)
 _CHECK_AS_IN_ITS_LAB = """
 import json, sys
 from pathlib import Path
-from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 use_interpreter_without_gpu()
 from pagedlab.grading.checking import check
 from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
@@ -223,10 +223,10 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
 
 def triton_runs_in_this_process() -> bool:
     """Whether this process can run Triton kernels: a GPU, or Triton's interpreter (switched on first if nothing
-    imported triton yet, :func:`~pagedlab.grading.exercises.lab08_triton.use_interpreter_without_gpu`)."""
+    imported triton yet, :func:`~pagedlab.grading.triton_mode.use_interpreter_without_gpu`)."""
     import torch
 
-    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+    from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 
     return use_interpreter_without_gpu() or torch.cuda.is_available()
 

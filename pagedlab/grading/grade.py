@@ -55,7 +55,6 @@ from typing import Any
 from pagedlab.errors import PagedLabError
 from pagedlab.grading import reaper, registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
-from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
 from pagedlab.grading.extract import cell_source
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.points import add_points_argument, parse_points, points_of
@@ -63,6 +62,7 @@ from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.sandbox import limits_preexec
 from pagedlab.grading.text import printable
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 
 __all__ = [
     "TIME_SCALE_ENV",

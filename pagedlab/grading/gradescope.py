@@ -268,8 +268,8 @@ def prepare(root: Any | None = None) -> str:
     import secrets
 
     from pagedlab.grading import e2e
-    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
     from pagedlab.grading.grade import E2EOptions
+    from pagedlab.grading.triton_mode import use_interpreter_without_gpu
     from pagedlab.model.loader import load_model
 
     base = _root(root)

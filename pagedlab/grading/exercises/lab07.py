@@ -22,38 +22,8 @@ from pagedlab.grading.contract import observe_contract, observe_read_only, snaps
 from pagedlab.grading.judge import first_difference
 from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
-from pagedlab.grading.rpc import is_a
+from pagedlab.grading.snapshots import tree_state
 from pagedlab.parts import contracts
-
-
-def tree_state(root: TreeNode) -> dict[str, Any]:
-    """Plain nested snapshot (children sorted by first token; ids in depth-first order)."""
-    counter = [0]
-
-    def dump(node: Any, child_key: Any, parent: Any) -> dict[str, Any]:
-        kids = []
-        children = getattr(node, "children", {})
-        items = (
-            sorted(children.items(), key=lambda kv: (str(type(kv[0])), repr(kv[0]))) if is_a(children, dict) else []
-        )  # children may live in the learner's process (pagedlab grade)
-        d = {
-            "key": list(getattr(node, "key", [])),
-            "value": list(getattr(node, "value", [])),
-            "lock_ref": getattr(node, "lock_ref", None),
-            "last_access_time": getattr(node, "last_access_time", None),
-            "child_key": child_key,
-            "parent_ok": getattr(node, "parent", None) is parent,
-        }
-        d["id"] = counter[0]
-        counter[0] += 1
-        for k, c in items:
-            if counter[0] > 10_000:
-                break
-            kids.append(dump(c, k, node))
-        d["children"] = kids
-        return d
-
-    return dump(root, None, None)
 
 
 def _walk(tree: dict[str, Any]):
