@@ -44,11 +44,12 @@ LAYERS: dict[str, int] = {
     "demo": 7,
     "doctor": 7,
     "colab": 7,  # colab: notebook setup (model fetch), like doctor
-    "grading": 8,
-    "cli": 9,
-    "vllm_compat": 9,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
+    "grading": 8,  # the grader: check(), the batch grader, containment; knows no exercise
+    "course": 9,  # the exercises, their solution cells, lab building: registers into grading's registry
+    "cli": 10,
+    "vllm_compat": 10,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
 }
-#: The only modules outside ``pagedlab.grading`` that may import it.
+#: The only modules outside ``pagedlab.grading`` that may import it (besides the course, which registers into it).
 GRADING_USERS = {"pagedlab.cli"}
 
 
@@ -142,8 +143,11 @@ def layer_violations(module: str, tree: ast.AST) -> list[str]:
     out = []
     for target in sorted(imported_modules(module, tree)):
         t_top, t_rank = layer_of(target)
-        if t_top == "grading" and top != "grading" and module not in GRADING_USERS:
-            out.append(f"{module} imports {target}: only pagedlab.grading and the CLI may import the grader")
+        if t_top == "grading" and top not in ("grading", "course") and module not in GRADING_USERS:
+            out.append(
+                f"{module} imports {target}: only pagedlab.grading and the CLI may import the grader "
+                "(and the course, which registers its exercises into it)"
+            )
         elif t_rank > rank:
             out.append(
                 f"{module} ({top or 'pagedlab'}, layer {rank}) imports {target} "
@@ -192,9 +196,10 @@ def test_the_circle_finder_sees_function_level_and_string_imports() -> None:
         ("pagedlab.request", "from pagedlab import LLM", "imports pagedlab (pagedlab, layer 5)"),
         (
             "pagedlab.analysis.lab01",
-            "from pagedlab.grading.exercises import lab01",
+            "from pagedlab.grading.registry import get",
             "only pagedlab.grading and the CLI",
         ),
+        ("pagedlab.grading.plug", "from pagedlab.course.exercises.lab07 import tree_state", "(grading, layer 8)"),
         ("pagedlab.viz.pool", "from ..grading import check", "imports pagedlab.grading: only"),
         ("pagedlab.kernels.ops", "from pagedlab.model import attention", "imports pagedlab.model.attention"),
         ("pagedlab.core", "from .. import engine", "imports pagedlab.engine"),
@@ -223,6 +228,22 @@ def test_the_checker_catches_an_upward_import(module: str, source: str, message:
 )
 def test_the_checker_accepts_downward_and_sideways_imports(module: str, source: str) -> None:
     assert layer_violations(module, ast.parse(source)) == []
+
+
+def test_the_grader_names_the_course_only_at_its_one_entry_point() -> None:
+    """``pagedlab.grading`` imports nothing from ``pagedlab.course`` (the layer rule) and names it in one place
+    only: ``registry.DEFAULT_COURSE``, the module the registry imports on first use (docs/architecture.md)."""
+    from pagedlab.grading import registry
+
+    assert registry.DEFAULT_COURSE == "pagedlab.course.exercises"
+    named = [
+        f"{m}:{n}"
+        for m, p in sorted(MODULES.items())
+        if m.startswith("pagedlab.grading")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "pagedlab.course" in line or "pagedlab/course" in line
+    ]
+    assert {x.split(":")[0] for x in named} == {"pagedlab.grading.registry"}, named
 
 
 def test_a_module_without_a_layer_is_reported() -> None:

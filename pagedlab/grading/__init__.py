@@ -7,9 +7,9 @@ In a notebook::
     use_reference("free_queue")           # stuck? continue with the kit's implementation
 
 For instructors: ``pagedlab grade submissions/`` (:mod:`pagedlab.grading.grade`), hidden tests
-(:func:`hidden_test`), and the exercise registry (:mod:`pagedlab.grading.registry`; how to add
-an exercise: :mod:`pagedlab.grading.exercises`). ``labs_build`` generates ``labs/`` from
-``solutions/``.
+(:func:`hidden_test`), and the exercise registry (:mod:`pagedlab.grading.registry`). The exercises
+themselves, their solution cells and lab building are the course's package, which registers them
+here (the registry's ``DEFAULT_COURSE``; how to add an exercise: that package's ``exercises``).
 
 Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain data), ``runner``
 (running a test under a time limit), ``judge`` (comparing transcripts, teaching messages),

@@ -234,6 +234,7 @@ class LearnerProcess:
             json.dump(
                 {
                     "names": self.names,
+                    "course": registry.course_module(),
                     "notebooks": self.job["notebooks"],
                     "needs": self.job["needs"],
                     "cell_timeout": self.job["test_timeout"],
@@ -627,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     with open(args[0], encoding="utf-8") as f:
         job = json.load(f)
+    registry.use_course(job.get("course", registry.DEFAULT_COURSE))  # the course the grader serves
     with open(job.get("result", "result.jsonl"), "a", encoding="utf-8") as out:
         run_job(job, out)
     return 0

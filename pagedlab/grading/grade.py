@@ -472,6 +472,7 @@ def start_learner(
         "notebooks": _copy_notebooks(learner, learner_dir, run),
         "learner_dir": learner_dir,
         "exercises": exercises,
+        "course": registry.course_module(),
         "hidden_dir": str(hidden) if hidden else None,
         "test_timeout": min(30.0, max(1.0, timeout / 4)) * scale,
         "time_scale": scale,

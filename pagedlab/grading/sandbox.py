@@ -558,7 +558,9 @@ def main(argv: list[str] | None = None) -> int:
         server = e2e.EngineServer(str(job["e2e"]["model"]))
     for mod in _AUDITED:
         __import__(mod)
-    sys.modules["pagedlab.grading.registry"].load_all()
+    reg = sys.modules["pagedlab.grading.registry"]
+    reg.use_course(job.get("course", reg.DEFAULT_COURSE))  # the course the grader serves
+    reg.load_all()
     from pagedlab.grading.provenance import Provenance
 
     refs = Provenance(names)  # the references' fingerprints, before any learner cell runs or a guard is on

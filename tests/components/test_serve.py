@@ -87,7 +87,7 @@ def test_serve_with_forces_preemption_with_the_one_search(recorded: list[dict[st
 
 
 def test_the_capstone_takes_the_table_the_base_and_the_preemption_search(recorded: list[dict[str, Any]]) -> None:
-    from pagedlab.grading import capstone as cap
+    from pagedlab.course import capstone as cap
 
     sm = solution("02.slot_mapping")
     assert check(sm, show=False).passed

@@ -105,7 +105,7 @@ SUBMISSIONS = {
         "    pass"
     ],
     "exec": [
-        "# EXERCISE 02.slot_mapping\nimport os, pagedlab.grading.exercises as E\n"
+        "# EXERCISE 02.slot_mapping\nimport os, pagedlab.course.exercises as E\n"
         "exec(open(os.path.join(os.path.dirname(E.__file__), 'solutions', '02_slot_mapping.py')).read())"
     ],
     "use_reference": [

@@ -34,8 +34,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from pagedlab.grading.extract import cell_source, marker_id
-from pagedlab.grading.labs_build import (
+from pagedlab.course.labs_build import (
     BEGIN_SOLUTION,
     DROP_TAGS,
     END_SOLUTION,
@@ -43,6 +42,7 @@ from pagedlab.grading.labs_build import (
     LabsBuildError,
     fingerprint,
 )
+from pagedlab.grading.extract import cell_source, marker_id
 from pagedlab.grading.points import points_of
 
 __all__ = ["FORMATS", "generator", "grade_id", "nbgrader_source", "otter_source"]
@@ -259,7 +259,7 @@ def generator(fmt: str, points: Mapping[str, float] | None = None) -> Callable[.
     Raises:
         LabsBuildError: an unknown format.
     """
-    from pagedlab.grading.labs_build import generate_lab
+    from pagedlab.course.labs_build import generate_lab
 
     if fmt == "labs":
         return generate_lab

@@ -20,8 +20,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pagedlab.grading.differential import differential
-from pagedlab.grading.exercises.lab08 import (
+from pagedlab.course.exercises.lab08 import (
     DTYPES,
     LAYOUTS,
     cache_in_layout,
@@ -29,7 +28,8 @@ from pagedlab.grading.exercises.lab08 import (
     make_cache,
     stale_slots_nan,
 )
-from pagedlab.grading.exercises.lab08 import _render as render_tile
+from pagedlab.course.exercises.lab08 import _render as render_tile
+from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 

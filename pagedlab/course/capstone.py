@@ -4,7 +4,7 @@ against the kit's engine.
 
 ::
 
-    from pagedlab.grading.capstone import capstone
+    from pagedlab.course.capstone import capstone
     report = capstone()          # reads your lab notebooks next to this one; prints the tables
 
 Where the parts come from: the exercise cells of the lab notebooks in ``folder`` (default: the
@@ -17,7 +17,7 @@ run (its slot goes back to the kit's in those rows); when that tile load is your
 one prompt on the kit's Triton decode kernel with your load inside (Triton's interpreter on CPU).
 
 HF parity: HF transformers' greedy tokens for the capstone prompts are recorded in
-``data/capstone_hf_greedy.json`` (``python -m pagedlab.grading.capstone --record-hf`` writes it with
+``data/capstone_hf_greedy.json`` (``python -m pagedlab.course.capstone --record-hf`` writes it with
 ``AutoModelForCausalLM.generate`` on the bundled GGUF; loading transformers takes ~30 s, too slow
 for a notebook cell). ``tests/components/test_capstone.py`` checks the file against a live HF run.
 """
@@ -279,7 +279,7 @@ def _triton_row_in_a_fresh_process(folder: Path | None) -> Row:
     if folder is None:
         return Row(TRITON_ROW, False, [], 0.0, "cannot be checked here: this process cannot run Triton")
     proc = subprocess.run(
-        [sys.executable, "-m", "pagedlab.grading.capstone", "--triton-row", str(folder)],
+        [sys.executable, "-m", "pagedlab.course.capstone", "--triton-row", str(folder)],
         env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
         capture_output=True,
         text=True,

@@ -299,7 +299,7 @@ def _classify(lab_path: Path, expected_text: str, hint: str = _BUILD_HINT) -> tu
 
 
 #: ``generate(solution, stem, source_path) -> notebook``: :func:`generate_lab`, or a
-#: :func:`pagedlab.grading.formats.generator` (``--format nbgrader|otter``).
+#: :func:`pagedlab.course.formats.generator` (``--format nbgrader|otter``).
 Generator = Callable[[dict[str, Any], str, str], dict[str, Any]]
 
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.course.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.contract import observe_contract
-from pagedlab.grading.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
