@@ -218,7 +218,7 @@ def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
     return out
 
 
-def discover(paths: Sequence[Any]) -> list[Learner]:
+def discover(paths: Sequence[Any]) -> list[Learner]:  # noqa: C901  one branch per kind of path given (missing, file, nbgrader folder, folder entry)
     """Learners from the command-line paths (see the module docstring); nbgrader's ``submitted/`` folder gives one
     learner per student and assignment, with the student's id."""
     learners: list[Learner] = []
