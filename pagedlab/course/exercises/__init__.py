@@ -51,16 +51,32 @@ register_solutions(Path(__file__).resolve().parent / "solutions")
 from pagedlab.course.exercises import (  # noqa: E402  after the solutions folder: a module may read its cells
     lab01,
     lab02,
+    lab02_slot_mapping,
     lab03,
     lab04,
     lab05,
     lab06,
     lab06_preempt,
     lab07,
+    lab07_differential,
     lab07_lookup,
     lab08,
     lab08_triton,
 )
 
 #: The exercise modules, in the order they register.
-MODULES = [lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab06_preempt, lab07_lookup, lab08_triton]
+MODULES = [
+    lab01,
+    lab02,
+    lab02_slot_mapping,
+    lab03,
+    lab04,
+    lab05,
+    lab06,
+    lab07,
+    lab07_differential,
+    lab08,
+    lab06_preempt,
+    lab07_lookup,
+    lab08_triton,
+]
