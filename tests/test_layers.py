@@ -170,6 +170,47 @@ def test_no_module_imports_itself_round_a_loop() -> None:
     assert circles == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level part of ``pagedlab`` (``core``, ``viz``, ... ``""`` for the package root) -> the other parts
+    its modules import (function-level and string imports counted, as in :func:`imported_modules`)."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        top = layer_of(module)[0]
+        out.setdefault(top, set()).update(t for t in (layer_of(x)[0] for x in targets) if t != top)
+    return out
+
+
+def test_no_package_imports_itself_round_a_loop() -> None:
+    """Packages of one layer may import each other sideways, but never both ways (``viz`` -> ``twin`` ->
+    ``viz`` would be one package split in two)."""
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in MODULES.items()}
+    graph = import_graph(trees)
+    circles = import_circles(package_graph(graph))
+    why = [
+        f"{m} imports {t}"
+        for m, ts in sorted(graph.items())
+        for t in sorted(ts)
+        if any({layer_of(m)[0], layer_of(t)[0]} <= set(c) and layer_of(m)[0] != layer_of(t)[0] for c in circles)
+    ]
+    assert circles == [], "package circles: " + "; ".join(" <-> ".join(c) for c in circles) + "\n" + "\n".join(why)
+
+
+def test_the_package_circle_finder_sees_a_function_level_import() -> None:
+    trees = {
+        "pagedlab.viz.gantt": ast.parse("from pagedlab.twin.records import Trace"),
+        "pagedlab.twin.labs": ast.parse("def show():\n    from pagedlab.viz.gantt import render_batch_gantt"),
+        "pagedlab.twin.records": ast.parse("import json"),
+        "pagedlab.analysis.lab02": ast.parse("from pagedlab.viz import render_block_pool"),
+        "pagedlab.viz": ast.parse("def f():\n    from pagedlab.analysis.lab02 import tail_waste"),
+        "pagedlab.sim.cost_model": ast.parse("from pagedlab.core.block_pool import BlockPool"),
+    }
+    graph = import_graph(trees)
+    assert import_circles(graph) == [["pagedlab.analysis.lab02", "pagedlab.viz"]]  # modules: one circle
+    assert import_circles(package_graph(graph)) == [["analysis", "twin", "viz"]]  # packages: twin joins it
+    del trees["pagedlab.twin.labs"], trees["pagedlab.viz"]
+    assert import_circles(package_graph(import_graph(trees))) == []
+
+
 def test_the_circle_finder_sees_function_level_and_string_imports() -> None:
     trees = {
         "pagedlab.engine.arg_utils": ast.parse(

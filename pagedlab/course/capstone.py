@@ -34,6 +34,7 @@ from typing import Any, cast
 from pagedlab import data
 from pagedlab.grading import registry, serve
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
+from pagedlab.model.hf_reference import hf_greedy, load_hf_model
 from pagedlab.parts.schedule import PreemptingStep
 from pagedlab.parts.slots import Components
 
@@ -355,34 +356,16 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
 
 def record_hf_reference(max_new_tokens: int = 24) -> Path:
     """Run HF transformers' greedy ``generate`` on the capstone prompts and write ``data/HF_FILE``."""
-    import warnings
-
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from pagedlab.model.fetch import ensure_model
     from pagedlab.model.loader import load_tokenizer
 
-    gguf = Path(ensure_model())
     tok = load_tokenizer()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    hf = load_hf_model()
     rows = []
     for p in CAPSTONE_PROMPTS:
         enc = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True)
         # tokenize=True: token ids, wrapped in a BatchEncoding by some transformers versions
         ids = cast(list[int], list(enc["input_ids"] if isinstance(enc, Mapping) else enc))
-        with torch.inference_mode():
-            out = hf.generate(
-                torch.tensor([ids]),
-                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                do_sample=False,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=2,
-                pad_token_id=2,
-            )
-        rows.append({"prompt": p, "tokens": out[0, len(ids) :].tolist()})
+        rows.append({"prompt": p, "tokens": hf_greedy(hf, ids, max_new_tokens)})
     target = data.directory() / HF_FILE
     target.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return target

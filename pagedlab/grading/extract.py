@@ -170,7 +170,7 @@ def _defined_names(tree: ast.Module) -> list[str]:
     return names
 
 
-def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:  # noqa: C901  one branch per notebook cell marker
+def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:  # noqa: C901 - one branch per notebook cell marker
     """Locate the exercise cells of ``nb``.
 
     Args:

@@ -218,7 +218,7 @@ def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
     return out
 
 
-def discover(paths: Sequence[Any]) -> list[Learner]:  # noqa: C901  one branch per kind of path given (missing, file, nbgrader folder, folder entry)
+def discover(paths: Sequence[Any]) -> list[Learner]:  # noqa: C901 - one branch per kind of path given (missing, file, nbgrader folder, folder entry)
     """Learners from the command-line paths (see the module docstring); nbgrader's ``submitted/`` folder gives one
     learner per student and assignment, with the student's id."""
     learners: list[Learner] = []
@@ -655,6 +655,12 @@ def _read_lines(
                 + "): it earns nothing, the tests run in another process"
                 + (f" (except those of {', '.join(local)}: instructor guide, section 7)" if local else "")
             )
+        elif t == "reference" and ln.get("exercise") in res.exercises and isinstance(ln.get("flag"), str):
+            er = res.exercises[ln["exercise"]]  # provenance.RunWatch: the reference's code ran during its tests
+            flag = ln["flag"][:300]
+            if flag.startswith(REFERENCE_FLAG) and flag not in er.flags:
+                er.flags.insert(0, flag)
+                er.reference = er.reference or flag
         elif t == "note" and isinstance(ln.get("message"), str):
             res.messages.append(
                 re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner), ln["message"][:300])

@@ -79,7 +79,7 @@ def _exact_number(x: Any) -> Any:
 _NOT_SCALAR = object()
 
 
-def to_plain(value: Any, _depth: int = 0, _budget: _Budget | None = None) -> Any:  # noqa: C901  one branch per value type
+def to_plain(value: Any, _depth: int = 0, _budget: _Budget | None = None) -> Any:  # noqa: C901 - one branch per value type
     """A copy of ``value`` made only of exact built-in types (see the module docstring).
 
     * ``None``, ``bool``, ``int``, ``float``, ``str`` are copied (subclasses are converted through

@@ -168,7 +168,7 @@ def gradescope_dict(res: Any) -> dict[str, Any]:
     }
 
 
-def feedback_html(res: Any) -> str:  # noqa: C901  one section per result kind
+def feedback_html(res: Any) -> str:  # noqa: C901 - one section per result kind
     """A self-contained HTML page of one learner's results."""
     e = html.escape
     parts = [

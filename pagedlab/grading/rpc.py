@@ -414,7 +414,7 @@ class Channel:
         owner_mod = getattr(type(owner), "__module__", "") or "" if owner is not None else ""
         return not any(m.startswith(d) for d in _DENIED_MODULES for m in (mod, owner_mod))
 
-    def encode(self, v: Any, by_value: bool = False, _budget: list[int] | None = None) -> Any:  # noqa: C901  one branch per wire type
+    def encode(self, v: Any, by_value: bool = False, _budget: list[int] | None = None) -> Any:  # noqa: C901 - one branch per wire type
         """``v`` as JSON-able data (see the module docstring).
 
         ``by_value``: on the learner's side, send exact lists/dicts/sets as copies (results of
@@ -466,7 +466,7 @@ class Channel:
             }
         return {"t": type(v).__name__, "v": [self.encode(x, True, budget) for x in v]}
 
-    def decode(self, d: Any, _depth: int = 0) -> Any:  # noqa: C901  one branch per wire type
+    def decode(self, d: Any, _depth: int = 0) -> Any:  # noqa: C901 - one branch per wire type
         """The local value for encoded data ``d`` (unknown shapes decode to None)."""
         if d is None or type(d) in (bool, int, float, str):
             return d

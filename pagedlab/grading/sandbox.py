@@ -247,7 +247,7 @@ class _Guard:
         if not _under(self.real(path if path is not None else "."), [self.work] + self.readable):
             self.deny(f"listing the folder {os.fsdecode(path)}")
 
-    def __call__(self, event: str, args: Any) -> None:  # noqa: C901  one branch per refused operation
+    def __call__(self, event: str, args: Any) -> None:  # noqa: C901 - one branch per refused operation
         if event == "open":
             self.on_open(args)
         elif event in ("os.listdir", "os.scandir"):
@@ -363,8 +363,20 @@ def _fingerprint() -> dict[str, int]:
 class _Audit:
     """Exported to the driver: which of the kit's objects the learner's code replaced."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: Any = None) -> None:
         self.before = _fingerprint()
+        self._watch = watch  # provenance.RunWatch: which references' code ran
+
+    def forget_calls(self) -> bool:
+        """Start a new window of :meth:`reference_ran` (the driver calls it before an exercise's tests);
+        whether there is a watch."""
+        if self._watch is not None:
+            self._watch.forget()
+        return self._watch is not None
+
+    def reference_ran(self, exercise_id: str) -> str:
+        """The flag of :meth:`pagedlab.grading.provenance.RunWatch.ran` for this window, or ``""``."""
+        return self._watch.ran(str(exercise_id)) if self._watch is not None else ""
 
     def changed(self) -> list[str]:
         """Kit names bound to another object than before the learner's cells ran, and modules in
@@ -561,9 +573,10 @@ def main(argv: list[str] | None = None) -> int:
     reg = sys.modules["pagedlab.grading.registry"]
     reg.use_course(job.get("course", reg.DEFAULT_COURSE))  # the course the grader serves
     reg.load_all()
-    from pagedlab.grading.provenance import Provenance
+    from pagedlab.grading.provenance import Provenance, RunWatch
 
     refs = Provenance(names)  # the references' fingerprints, before any learner cell runs or a guard is on
+    watch = RunWatch(refs)  # imports cProfile now, before the filter
     _draw_local_differential_cases(names)
     preload_native_modules()
     # kernel containment, 2: no new process, program or executable memory - every library is loaded now
@@ -572,13 +585,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pagedlab grade: containment incomplete: {why}", file=sys.stderr, flush=True)
     install_guard(workdir, _read_roots())
     chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
-    audit = _Audit()
+    audit = _Audit(watch)
     local = _LocalRunner()
     records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None, refs)
     hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local), "missing": missing}
     if server is not None:
         hello["e2e"] = chan.export(server)
     chan.send({"hello": hello})
+    watch.start()
     chan.serve_forever()
     return 0
 

@@ -10,7 +10,7 @@ __all__ = ["validate_results"]
 _VISIBILITIES = {"visible", "hidden", "after_due_date", "after_published"}
 
 
-def validate_results(data: Any) -> list[str]:  # noqa: C901  one check per results.json field
+def validate_results(data: Any) -> list[str]:  # noqa: C901 - one check per results.json field
     """Problems of a Gradescope ``results.json`` (empty: valid).
 
     Checks (Gradescope autograder specification, 2024): a ``tests`` list whose entries have a

@@ -16,7 +16,7 @@ import pytest
 
 from pagedlab.grading import registry, use_reference
 from pagedlab.grading.grade import E2EOptions, grade
-from pagedlab.grading.provenance import FLAG_PREFIX, Provenance
+from pagedlab.grading.provenance import FLAG_PREFIX, Provenance, RunWatch
 from tests.grading.helpers import variant, write_notebook
 
 IDS = ["02.free_queue", "02.slot_mapping"]
@@ -95,6 +95,33 @@ def test_own_code_is_not_flagged(prov: Provenance) -> None:
     assert prov.check("02.slot_mapping", 42) == "" and prov.check("99.not_an_exercise", len) == ""
 
 
+def test_the_reference_reached_at_run_time_is_seen_when_its_code_runs(prov: Provenance) -> None:
+    """provenance.RunWatch: a function that fetches the reference when called (through a kit function's
+    ``__globals__``) passes the static check; its code running is what gives it away, for that exercise only."""
+    fetching = _exec(SUBMISSIONS["globals"][0])["slot_mapping"]
+    own = _exec(OWN_SLOT)["slot_mapping"]
+    assert prov.check("02.slot_mapping", fetching) == ""  # nothing of the reference in the object itself
+    watch = RunWatch(prov)
+    watch.start()
+    try:
+        assert own([3, 1], [0, 5], 4) == [12, 5] and watch.ran("02.slot_mapping") == ""
+        assert fetching([3, 1], [0, 5], 4) == [12, 5]
+        flag = watch.ran("02.slot_mapping")
+        assert flag.startswith(FLAG_PREFIX) and "slot_mapping" in flag and "reached at run time" in flag, flag
+        assert watch.ran("02.free_queue") == ""  # another exercise's reference did not run
+        watch.forget()
+        assert watch.ran("02.slot_mapping") == ""
+        from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
+
+        queue = _exec(SUBMISSIONS["delegating"][0])["FreeKVCacheBlockQueue"]([KVCacheBlock(i) for i in range(3)])
+        assert prov.check("02.free_queue", type(queue)) == ""
+        assert queue.popleft().block_id == 0 and queue.num_free_blocks == 2
+        assert "FreeKVCacheBlockQueue.popleft" in watch.ran("02.free_queue")
+        assert isinstance(queue._q, FreeKVCacheBlockQueue)
+    finally:
+        watch._profiler.disable()
+
+
 SUBMISSIONS = {
     "attribute": [
         "# EXERCISE 02.free_queue\nimport pagedlab.core.block_pool as bp\nFreeKVCacheBlockQueue = bp.FreeKVCacheBlockQueue"
@@ -112,6 +139,24 @@ SUBMISSIONS = {
         "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\nuse_reference('slot_mapping')"
     ],
     "honest": [OWN_SLOT],
+    # reached at run time (provenance.RunWatch): nothing of the reference is in the object handed in
+    "globals": [
+        "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import check\n"
+        "def slot_mapping(block_table, positions, block_size):\n"
+        "    ref = check.__globals__['registry'].get('02.slot_mapping').get_reference()\n"
+        "    return ref(block_table, positions, block_size)\n"
+    ],
+    "delegating": [
+        "# EXERCISE 02.free_queue\nfrom pagedlab.grading import check\n"
+        "class FreeKVCacheBlockQueue:\n"
+        "    def __init__(self, blocks):\n"
+        "        kind = check.__globals__['registry'].get('02.free_queue').get_reference()\n"
+        "        object.__setattr__(self, '_q', kind(blocks))\n"
+        "    def __getattr__(self, name):\n"
+        "        return getattr(self._q, name)\n"
+        "    def __setattr__(self, name, value):\n"
+        "        setattr(self._q, name, value)\n"
+    ],
 }
 
 
@@ -131,7 +176,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name,eid", [("attribute", "02.free_queue"), ("subclass", "02.free_queue"),
-                                      ("exec", "02.slot_mapping"), ("use_reference", "02.slot_mapping")])  # fmt: skip
+                                      ("exec", "02.slot_mapping"), ("use_reference", "02.slot_mapping"),
+                                      ("globals", "02.slot_mapping"), ("delegating", "02.free_queue")])  # fmt: skip
 def test_a_reference_hand_in_is_flagged_everywhere_and_earns_only_if_allowed(
     graded: dict[str, Any], name: str, eid: str
 ) -> None:
