@@ -29,7 +29,8 @@ LAYERS: dict[str, int] = {
     "inputs": 0,  # prompt types (TextPrompt, TokensPrompt), next to sampling_params
     "data": 0,  # paths of the bundled data files; imports only errors
     "paths": 0,  # the cache directory (model, built C kernels); standard library only
-    "vllm_version": 0,  # the one place naming the vLLM the kit follows (constants only)
+    "vllm_version": 0,
+    "containment": 0,  # running untrusted code in its own process (rpc, Landlock/seccomp, guard, limits, reaper)  # the one place naming the vLLM the kit follows (constants only)
     "core": 1,
     "sched": 2,
     "kernels": 3,
@@ -285,6 +286,19 @@ def test_the_grader_names_the_course_only_at_its_one_entry_point() -> None:
         if "pagedlab.course" in line or "pagedlab/course" in line
     ]
     assert {x.split(":")[0] for x in named} == {"pagedlab.grading.registry"}, named
+
+
+def test_the_containment_layer_imports_nothing_of_pagedlab_but_itself() -> None:
+    """Generic: it knows no grader and no exercise (docs/architecture.md), and fits its budget."""
+    mods = {m: p for m, p in MODULES.items() if m.startswith("pagedlab.containment")}
+    assert {"pagedlab.containment.rpc", "pagedlab.containment.kernel", "pagedlab.containment.guard"} <= set(mods)
+    outside = {
+        f"{m} imports {t}"
+        for m, p in mods.items()
+        for t in imported_modules(m, ast.parse(p.read_text(), str(p)))
+        if not t.startswith("pagedlab.containment")
+    }
+    assert outside == set(), sorted(outside)
 
 
 def test_a_module_without_a_layer_is_reported() -> None:

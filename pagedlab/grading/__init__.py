@@ -24,6 +24,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedlab.containment import rpc as _rpc
+
+# The grader's own modules: the trusted end of pagedlab grade's pipe never hands an object of theirs to the
+# learner's code (registry, tests, recorders, the comparison, the processes).
+_rpc.deny_modules(
+    "pagedlab.grading.registry",
+    "pagedlab.grading.runner",
+    "pagedlab.grading.recorder",
+    "pagedlab.grading.judge",
+    "pagedlab.containment.rpc",
+    "pagedlab.grading.driver",
+    "pagedlab.grading.grade",
+    "pagedlab.grading.sandbox",
+    "pagedlab.grading.checking",
+    "pagedlab.grading.report",
+    "pagedlab.grading.references",
+    "pagedlab.grading.gradescope",
+)
+
 __all__ = [
     "check",
     "use_reference",

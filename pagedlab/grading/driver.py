@@ -3,7 +3,7 @@
 Started by :mod:`pagedlab.grading.grade` as ``python -I -m pagedlab.grading.driver job.json`` in a
 grader-owned temporary folder. No learner code ever runs in this process: it starts the learner's
 process (:mod:`pagedlab.grading.sandbox`) in a sub-folder, receives handles of the learner's
-objects, and runs every test driver HERE on :class:`~pagedlab.grading.rpc.Proxy` objects - each
+objects, and runs every test driver HERE on :class:`~pagedlab.containment.rpc.Proxy` objects - each
 call into the learner's code is one request over a pipe, answered with plain data. The drivers,
 tests, registry, recorders and hidden tests exist only in this process, so nothing the learner's
 code does (assignments, monkey-patching, import tricks) can change how it is tested.
@@ -44,6 +44,8 @@ import tempfile
 from typing import Any, TextIO
 
 from pagedlab import grading
+from pagedlab.containment.limits import limits_preexec
+from pagedlab.containment.rpc import Channel, ChannelClosed
 from pagedlab.grading import e2e, registry
 from pagedlab.grading.e2e import E2E_MEMORY_MB
 from pagedlab.grading.extract import (
@@ -54,9 +56,7 @@ from pagedlab.grading.extract import (
 )
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.recorder import error_entry, time_limit_entry
-from pagedlab.grading.rpc import Channel, ChannelClosed
 from pagedlab.grading.runner import TimeLimitExceeded, run_driver, time_limit
-from pagedlab.grading.sandbox import limits_preexec
 from pagedlab.grading.text import printable
 
 __all__ = ["LearnerProcess", "main", "static_flags"]
@@ -64,8 +64,11 @@ __all__ = ["LearnerProcess", "main", "static_flags"]
 #: The modules of pagedlab.grading that notebooks import (``check`` and ``use_reference`` come from the package
 #: itself). Every other module of the package is the grader's internals: a learner's exercise cell has no
 #: business importing them. Derived from the package, so a new module is flagged without being listed here.
-LEARNER_FACING = frozenset({"kit", "plug", "capstone"})
+LEARNER_FACING = frozenset({"kit", "plug"})
 GRADING_INTERNALS = frozenset(m.name for m in pkgutil.iter_modules(grading.__path__)) - LEARNER_FACING
+#: Packages outside pagedlab.grading whose every module is the grader's too: the containment layer, and the
+#: course's exercise definitions (:func:`registry.course_module`: their tests and references).
+INTERNAL_PACKAGES = ("pagedlab.containment",)
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})
 #: Time limits here are this many times a test's own (check()'s): every call into the learner's
 #: code, and every attribute the driver reads from its objects, crosses processes (~0.1 ms each) and,
@@ -77,9 +80,12 @@ RPC_SLACK = 5.0
 
 # --- static flags ---------------------------------------------------------------------------------------
 def _internal(dotted: str) -> bool:
-    """``pagedlab.grading.registry`` or anything inside it (a grader module, not the learner-facing kit)."""
+    """``pagedlab.grading.registry`` or anything inside it (a grader module, not the learner-facing kit), or a
+    module of :data:`INTERNAL_PACKAGES`."""
     parts = dotted.split(".")
-    return len(parts) >= 3 and parts[:2] == ["pagedlab", "grading"] and parts[2] in GRADING_INTERNALS
+    if len(parts) >= 3 and parts[:2] == ["pagedlab", "grading"] and parts[2] in GRADING_INTERNALS:
+        return True
+    return any(dotted == p or dotted.startswith(p + ".") for p in (*INTERNAL_PACKAGES, registry.course_module()))
 
 
 def _kit_aliases(sources: list[str]) -> set[str]:

@@ -14,11 +14,11 @@ Three processes per learner (the design and its limits are in ``docs/instructor_
 this one never runs learner code - it computes the reference transcripts and judges; a *driver*
 process (:mod:`pagedlab.grading.driver`, trusted) runs every test driver on proxies of the
 learner's objects; the *learner's process* (:mod:`pagedlab.grading.sandbox`) holds only the
-learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.grading.rpc`).
+learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.containment.rpc`).
 Each starts fresh in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
 timeout that kills the whole process group; the learner's process is also contained by the kernel
-(:mod:`pagedlab.grading.contain`). This process is the subreaper of its run
-(:mod:`pagedlab.grading.reaper`): every process left behind is killed before a result is read or a
+(:mod:`pagedlab.containment.kernel`). This process is the subreaper of its run
+(:mod:`pagedlab.containment.reaper`): every process left behind is killed before a result is read or a
 report written, and SIGINT/SIGTERM stop every process and remove every temporary folder. A
 submission that loops, crashes, exits, hogs memory, touches other files or patches the kit only
 loses its own points. Reports are written atomically, learner text escaped (:mod:`pagedlab.grading.text`).
@@ -52,15 +52,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pagedlab.containment import reaper
+from pagedlab.containment.limits import limits_preexec
 from pagedlab.errors import PagedLabError
-from pagedlab.grading import reaper, registry
+from pagedlab.grading import registry
 from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
 from pagedlab.grading.extract import cell_source
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.runner import reference_transcript
-from pagedlab.grading.sandbox import limits_preexec
 from pagedlab.grading.text import printable
 from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 
@@ -511,7 +512,7 @@ def run_learners(
 ) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
     """Run every learner (at most ``jobs`` processes at a time); results in the learners' order.
 
-    Stopped (:class:`~pagedlab.grading.reaper.Stopped`, any exception): every process it started is
+    Stopped (:class:`~pagedlab.containment.reaper.Stopped`, any exception): every process it started is
     killed and every temporary folder removed before the exception goes on; a line on stderr says so.
     """
     results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}

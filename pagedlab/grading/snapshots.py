@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedlab.grading.rpc import is_a
+from pagedlab.containment.rpc import is_a
 
 __all__ = ["tree_state"]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from pagedlab.containment.rpc import is_a, type_name
 from pagedlab.grading.contract import observe_contract, observe_in_place, observe_read_only, snapshot
 from pagedlab.grading.differential import differential
 from pagedlab.grading.kit import RefCountedPool, Seq
 from pagedlab.grading.registry import Exercise, register
-from pagedlab.grading.rpc import is_a, type_name
 from pagedlab.parts import contracts
 from pagedlab.viz.pictures import pool_snapshot
 
