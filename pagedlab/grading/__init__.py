@@ -11,13 +11,18 @@ For instructors: ``pagedlab grade submissions/`` (:mod:`pagedlab.grading.grade`)
 themselves, their solution cells and lab building are the course's package, which registers them
 here (the registry's ``DEFAULT_COURSE``; how to add an exercise: that package's ``exercises``).
 
-Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain data), ``runner``
-(running a test under a time limit), ``judge`` (comparing transcripts, teaching messages),
-``checking`` (check(): notebook feedback), ``extract`` (exercise cells out of a notebook), ``sandbox`` (the
-learner process of the grader: the learner's definitions only), ``driver`` (the grader's trusted process
-running the tests), ``rpc`` (calls between the two, as plain data), ``grade`` / ``report`` (the CLI and its
-files), ``gradescope`` (the autograder zip), ``references`` (``use_reference``, ``yours_or_reference``),
-``kit`` (the learner-facing name of ``pagedlab.analysis.kit``). Failure pictures are drawn by ``pagedlab.viz``.
+Modules, by the process their lines run in (docs/instructor_guide.md, section 7, draws them):
+
+* the notebook (check()): ``checking``, ``registry``, ``runner``, ``recorder``, ``judge``, ``differential``,
+  ``contract``, ``references`` (``use_reference``, ``yours_or_reference``), ``kit`` (the learner-facing name of
+  ``pagedlab.analysis.kit``), ``snapshots``, ``text``; the learner's parts in the engine: ``plug``, ``serve``;
+* ``pagedlab grade``'s grader process (never runs learner code): ``grade`` (the run and the CLI),
+  ``submissions``, ``supervisor``, ``e2e`` (plan and verdict), ``report``, ``points``, ``gradescope``,
+  ``triton_mode``, ``guide``;
+* its driver process (trusted, one per learner): ``driver``, ``e2e_driver``, ``extract``, ``provenance``;
+* its learner's process (untrusted): ``sandbox``, ``e2e_learner`` - on ``pagedlab.containment``.
+
+Failure pictures are drawn by ``pagedlab.viz``.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from typing import Any, TextIO
 from pagedlab import grading
 from pagedlab.containment.limits import limits_preexec
 from pagedlab.containment.rpc import Channel, ChannelClosed
-from pagedlab.grading import e2e, registry
+from pagedlab.grading import e2e, e2e_driver, registry
 from pagedlab.grading.e2e import E2E_MEMORY_MB
 from pagedlab.grading.extract import (
     NotebookError,
@@ -559,21 +559,21 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
 def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[str, str], Any], out: TextIO) -> None:
     """The end-to-end test (:mod:`pagedlab.grading.e2e`): the parts whose public tests all passed,
     plugged into the engine in a fresh learner process; one ``e2e`` line per configuration."""
-    parts = [eid for eid in e2e.passed_parts(public) if eid in names]
+    parts = [eid for eid in e2e_driver.passed_parts(public) if eid in names]
     if not parts:
         return
-    planned = [c["name"] for c, _used in e2e.configs_for(parts, job["e2e"]["configs"])]
-    _write(out, {"type": "e2e_start", "parts": e2e.slots_of(parts), "configs": planned})
+    planned = [c["name"] for c, _used in e2e_driver.configs_for(parts, job["e2e"]["configs"])]
+    _write(out, {"type": "e2e_start", "parts": e2e_driver.slots_of(parts), "configs": planned})
     lp = LearnerProcess(job, {eid: names[eid] for eid in parts}, job["e2e"])
     why = lp.start()
     if why or lp.e2e is None:
         failed = e2e.no_tokens(f"the engine could not be started with your parts: {why or 'no engine'}", fatal=True)
-        _write(out, {"type": "e2e", "config": "default", "parts": e2e.slots_of(parts), **failed, "blame": ""})
+        _write(out, {"type": "e2e", "config": "default", "parts": e2e_driver.slots_of(parts), **failed, "blame": ""})
         lp.stop()
         return
     try:
-        server = _WithheldTextServer(lp.e2e, set(e2e.slots_of(parts)), set(names))
-        for line in e2e.run_e2e(server, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
+        server = _WithheldTextServer(lp.e2e, set(e2e_driver.slots_of(parts)), set(names))
+        for line in e2e_driver.run_e2e(server, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
             _write(out, line)
     finally:
         lp.stop()

@@ -326,7 +326,8 @@ def _student_id(metadata: Path) -> str:
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
-    from pagedlab.grading.grade import E2EOptions, Learner, _notebooks_under, grade
+    from pagedlab.grading.grade import E2EOptions, Learner, grade
+    from pagedlab.grading.submissions import _notebooks_under
 
     sub = root / "submission"
     learner = Learner("submission", str(sub), student_id=_student_id(root / "submission_metadata.json"))

@@ -29,7 +29,7 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
    the pipe.
 
 For the end-to-end test (job key ``e2e``) the engine and the model's weights are loaded before the
-filter (step 3), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
+filter (step 3), and the hello carries a handle of an :class:`~pagedlab.grading.e2e_learner.EngineServer`
 holding the learner's objects: it serves prompts on them and answers token ids (plain data).
 
 No reference transcript or hidden test is ever in this process, and no driver runs here - with
@@ -298,10 +298,10 @@ def main(argv: list[str] | None = None) -> int:
         poison.install()  # memory the learner's code allocates and never writes holds NaN, on every run
     server: Any = None
     if job.get("e2e"):  # the end-to-end test: the engine and the model's weights, loaded before the guard
-        from pagedlab.grading import e2e
+        from pagedlab.grading import e2e_learner  # lazy: imports the engine and torch, for this test only
 
-        e2e.preload(str(job["e2e"]["model"]), str(job["e2e"]["cache_dir"]))
-        server = e2e.EngineServer(str(job["e2e"]["model"]))
+        e2e_learner.preload(str(job["e2e"]["model"]), str(job["e2e"]["cache_dir"]))
+        server = e2e_learner.EngineServer(str(job["e2e"]["model"]))
     for mod in _AUDITED:
         __import__(mod)
     reg = sys.modules["pagedlab.grading.registry"]
