@@ -26,15 +26,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from pagedlab import data
+import torch
+
+from pagedlab import LLM, data
+from pagedlab.errors import ComponentError
 from pagedlab.grading import registry, serve
+from pagedlab.grading.checking import check, record_result
+from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 from pagedlab.model.hf_reference import hf_greedy, load_hf_model
+from pagedlab.model.loader import load_tokenizer
 from pagedlab.parts.schedule import PreemptingStep
 from pagedlab.parts.slots import Components
 
@@ -163,9 +173,6 @@ def check_as_in_its_lab(exercise_id: str, notebook: Path, timeout: float = 600.0
     Returns:
         ``(passed, the check's report or why it did not run)``.
     """
-    import os
-    import subprocess
-    import sys
 
     proc = subprocess.run(
         [sys.executable, "-c", _CHECK_AS_IN_ITS_LAB],
@@ -195,8 +202,6 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
     where triton was imported compiled for a GPU that is not there (lab 09's kernel), the Triton part is
     checked in a fresh Python set up as lab 08's kernel (:func:`check_as_in_its_lab`).
     """
-    from pagedlab.grading.checking import check, record_result
-    from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 
     triton_runs_here = triton_runs_in_this_process()  # as `pagedlab grade` does: lab 08's Triton cell is below
     known = {ex.id for ex in registry.all_exercises()}
@@ -225,9 +230,6 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
 def triton_runs_in_this_process() -> bool:
     """Whether this process can run Triton kernels: a GPU, or Triton's interpreter (switched on first if nothing
     imported triton yet, :func:`~pagedlab.grading.triton_mode.use_interpreter_without_gpu`)."""
-    import torch
-
-    from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 
     return use_interpreter_without_gpu() or torch.cuda.is_available()
 
@@ -273,9 +275,6 @@ def _triton_row_in_a_fresh_process(folder: Path | None) -> Row:
     """:func:`_triton_row` in a fresh Python that loads and checks the parts from the notebooks in ``folder``
     itself, Triton's interpreter switched on first where there is no GPU (``--triton-row``): for a process that
     cannot run Triton. Without notebooks (parts given as objects) the row cannot be run here, and says so."""
-    import os
-    import subprocess
-    import sys
 
     if folder is None:
         return Row(TRITON_ROW, False, [], 0.0, "cannot be checked here: this process cannot run Triton")
@@ -304,7 +303,6 @@ def hf_reference() -> list[list[int]]:
 def _time_both(report: CapstoneReport, kit: Any, yours: Any, prompts: list[list[int]]) -> None:
     """The faster of two interleaved timed runs of each engine, after a warm-up; a guard that trips
     leaves ``yours_seconds`` at 0 and a note."""
-    from pagedlab.errors import ComponentError
 
     try:
         (
@@ -329,7 +327,6 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
         show: print the report.
         namespace: use these objects instead of loading notebooks (tests).
     """
-    from pagedlab import LLM
 
     notes: list[str] = []
     notebooks = Path(folder or ".").resolve() if namespace is None else None
@@ -356,7 +353,6 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
 
 def record_hf_reference(max_new_tokens: int = 24) -> Path:
     """Run HF transformers' greedy ``generate`` on the capstone prompts and write ``data/HF_FILE``."""
-    from pagedlab.model.loader import load_tokenizer
 
     tok = load_tokenizer()
     hf = load_hf_model()

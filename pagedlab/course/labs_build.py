@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pagedlab import data
 from pagedlab.errors import PagedLabError
 from pagedlab.grading.extract import cell_source
 
@@ -423,7 +424,6 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
         DataFileNotFoundError: the install ships no labs. LabsBuildError: ``dest`` exists and is not a
             folder, or cannot be written.
     """
-    from pagedlab import data
 
     src = source or data.labs_directory()
     if dest.exists() and not dest.is_dir():

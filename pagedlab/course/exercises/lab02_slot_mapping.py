@@ -14,6 +14,7 @@ from pagedlab.grading.contract import observe_contract, observe_read_only, snaps
 from pagedlab.grading.differential import differential
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
+from pagedlab.viz import render_block_table
 
 
 # --- 02.slot_mapping ---------------------------------------------------------------------------------
@@ -43,7 +44,6 @@ def _slot_hint(expected: Any, got: Any, state: Any) -> str | None:
 
 
 def _slot_render(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import render_block_table
 
     positions = state["positions"]
     hi = positions[path[0]] if path and isinstance(path[0], int) and path[0] < len(positions) else None

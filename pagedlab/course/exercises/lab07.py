@@ -24,6 +24,7 @@ from pagedlab.grading.kit import TreeNode, lock, new_tree
 from pagedlab.grading.registry import Exercise, get, register
 from pagedlab.grading.snapshots import tree_state
 from pagedlab.parts import contracts
+from pagedlab.viz import render_radix_tree
 
 
 def _walk(tree: dict[str, Any]):
@@ -48,7 +49,6 @@ def _path_tokens(node: Any, root: TreeNode) -> Any:
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import render_radix_tree
 
     return render_radix_tree({"root": state["tree"]}, title=state.get("title", "radix tree"))
 

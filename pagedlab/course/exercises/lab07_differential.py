@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -216,7 +217,6 @@ def _held_hint(expected: Any, got: Any, state: Any) -> str:
 
 def _describe_radix(case: Any) -> str:
     """The case as the learner reads it: each tree's history, then the calls, keys as token lists."""
-    from types import SimpleNamespace
 
     kind = "one token per key element" if not case["pages"] else f"one page of {case['pages']} tokens per key element"
     if case.get("namespace"):
