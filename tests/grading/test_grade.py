@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import textwrap
 
 import pytest
@@ -519,3 +520,29 @@ def test_grade_takes_discovered_learners_as_they_are_and_refuses_none(tmp_path, 
     assert r.messages == ["no notebook (.ipynb) in the submission"]
     assert r.exercises["02.slot_mapping"].max_score == registry.get("02.slot_mapping").points
     assert (tmp_path / "o" / "grades.csv").read_text().splitlines()[1].startswith("kim,")
+
+
+def test_the_instructor_sees_why_a_hidden_test_failed(run):
+    """grades.csv, the logs and Gradescope's instructor-only test say why each hidden test failed (the exception
+    or the limit hit, the seconds it ran); the learner's files still say only "failed" (issue 34)."""
+    out = run["out"]
+    rows = {row["learner"]: row for row in csv.DictReader((out / "grades.csv").read_text().splitlines())}
+    assert rows["alice"]["hidden_failures"] == ""
+    why = {
+        "frank_memory": "02.slot_mapping: hidden test 1: MemoryError",
+        "carol_loop": "02.slot_mapping: hidden test 1: TimeoutError",
+        "bob": "02.slot_mapping: hidden test 1: ",
+    }
+    for learner, start in why.items():
+        cell = rows[learner]["hidden_failures"]
+        assert cell.startswith(start) and re.search(r" after \d+\.\d\d s$", cell), (learner, cell)
+        assert start in (out / "logs" / f"{learner}.txt").read_text()
+        gs = json.loads((out / "gradescope" / learner / "results.json").read_text())
+        (instructor,) = [t for t in gs["tests"] if t["visibility"] == "hidden"]
+        assert start in instructor["output"]
+        assert [t["output"] for t in gs["tests"] if t["visibility"] == "after_published"] == ["hidden test: failed"]
+        assert start not in (out / "feedback" / f"{learner}.html").read_text()
+    assert "time limit" in rows["carol_loop"]["hidden_failures"]
+    assert "memory limit" in rows["frank_memory"]["hidden_failures"]
+    # vic's error message repeats the hidden test's inputs: the type is said, the message withheld
+    assert "ValueError: (text withheld" in rows["vic_leak"]["hidden_failures"]
