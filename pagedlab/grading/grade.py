@@ -680,9 +680,12 @@ def hidden_failure(label: str, out: Outcome, entries: Any, seconds: float | None
     err = next((e for e in reversed(entries) if isinstance(e, dict) and e.get("kind") == "error"), None)
     if not isinstance(entries, list):
         err = None
-    if err is not None:
+    if err is not None and err.get("where") == "<skipped>":
+        what = "not run: an earlier test of this exercise ran out of time"
+    elif err is not None:
         limit = err.get("limit")
-        what = f"{err.get('type', '?')}: {_unless_inputs(str(err.get('message', '')), inputs)}"
+        message = _unless_inputs(str(err.get("message", "")), inputs)
+        what = f"{err.get('type', '?')}" + (f": {message}" if message else "")
         what += f" (time limit {limit:g} s)" if isinstance(limit, (int, float)) else ""
         what += " (memory limit)" if err.get("type") == "MemoryError" else ""
     else:

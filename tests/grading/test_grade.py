@@ -530,7 +530,7 @@ def test_the_instructor_sees_why_a_hidden_test_failed(run):
     assert rows["alice"]["hidden_failures"] == ""
     why = {
         "frank_memory": "02.slot_mapping: hidden test 1: MemoryError",
-        "carol_loop": "02.slot_mapping: hidden test 1: TimeoutError",
+        "carol_loop": "02.slot_mapping: hidden test 1: not run: an earlier test of this exercise ran out of time",
         "bob": "02.slot_mapping: hidden test 1: ",
     }
     for learner, start in why.items():
@@ -542,7 +542,24 @@ def test_the_instructor_sees_why_a_hidden_test_failed(run):
         assert start in instructor["output"]
         assert [t["output"] for t in gs["tests"] if t["visibility"] == "after_published"] == ["hidden test: failed"]
         assert start not in (out / "feedback" / f"{learner}.html").read_text()
-    assert "time limit" in rows["carol_loop"]["hidden_failures"]
     assert "memory limit" in rows["frank_memory"]["hidden_failures"]
     # vic's error message repeats the hidden test's inputs: the type is said, the message withheld
     assert "ValueError: (text withheld" in rows["vic_leak"]["hidden_failures"]
+
+
+def test_a_hidden_failure_names_the_limit_and_withholds_the_inputs():
+    from pagedlab.grading.grade import hidden_failure
+    from pagedlab.grading.judge import Outcome
+    from pagedlab.grading.recorder import error_entry, time_limit_entry
+
+    out = Outcome("02.slot_mapping", "t", "timeout", hidden=True)
+    assert hidden_failure("hidden test 2", out, [time_limit_entry(50.0)], 50.123) == (
+        "hidden test 2: TimeoutError: time limit (time limit 50 s) after 50.12 s"
+    )
+    mem = hidden_failure("hidden test 1", out, [error_entry("MemoryError", "", "line 4")], 3.2)
+    assert mem == "hidden test 1: MemoryError (memory limit) after 3.20 s"
+    inputs = '["slot_mapping([3, 9], [70, 127], 64)"]'
+    leak = hidden_failure("hidden test 1", out, [error_entry("ValueError", "bad 127")], None, inputs)
+    assert leak == "hidden test 1: ValueError: (text withheld: it repeats the hidden test's inputs)"
+    own = hidden_failure("hidden test 1", out, [error_entry("ValueError", "bad 1270")], None, inputs)
+    assert own == "hidden test 1: ValueError: bad 1270"
