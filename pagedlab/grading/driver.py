@@ -41,6 +41,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any, TextIO
 
 from pagedlab import grading
@@ -476,14 +477,24 @@ def _run_tests(
         for test in registry.get(eid).tests:
             if test.hidden != hidden:
                 continue
+            started = time.monotonic()
             if eid in timed_out:  # one endless loop per exercise is enough to wait for
                 entries = [error_entry("TimeoutError", "skipped", "<skipped>")]
             else:
                 entries = _run_one(lp, eid, test, timeout)
                 if entries and entries[-1].get("where") == "<time limit>":
                     timed_out.add(eid)
+            seconds = round(time.monotonic() - started, 3)  # for the instructor (why a hidden test failed)
             _write(
-                out, {"type": "transcript", "exercise": eid, "test": test.title, "hidden": hidden, "entries": entries}
+                out,
+                {
+                    "type": "transcript",
+                    "exercise": eid,
+                    "test": test.title,
+                    "hidden": hidden,
+                    "entries": entries,
+                    "seconds": seconds,
+                },
             )
             if keep is not None:
                 keep[(eid, test.title)] = entries

@@ -102,6 +102,9 @@ class ExerciseResult:
     withheld: str = ""
     #: One judged outcome per test of the exercise, hidden tests included.
     outcomes: list[Outcome] = field(default_factory=list)
+    #: For the instructor only (grades.csv, the logs, Gradescope's instructor-only test; never a learner's file):
+    #: why each hidden test that did not pass failed - the exception or the limit hit, and the seconds it ran.
+    hidden_why: list[str] = field(default_factory=list)
     score: float = 0.0
     #: The exercise's points (``registry``); ``score`` is the share of its tests passed times these.
     max_score: float = 0.0
@@ -162,10 +165,10 @@ def _take_exercise(er: ExerciseResult, ln: dict[str, Any], learner: Learner) -> 
 
 def _read_lines(
     res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: list[str]
-) -> tuple[dict[tuple[str, str, bool], Any], list[str]]:
+) -> tuple[dict[tuple[Any, ...], Any], list[str]]:
     """Messages and exercises of ``res`` from the driver's lines; return (transcripts, audit flags)."""
     learner = res.learner
-    transcripts: dict[tuple[str, str, bool], Any] = {}
+    transcripts: dict[tuple[Any, ...], Any] = {}
     audit: list[str] = []
     for ln in lines:
         t = ln.get("type")
@@ -174,9 +177,10 @@ def _read_lines(
         elif t == "exercise" and ln.get("exercise") in exercise_ids:
             _take_exercise(res.exercises.setdefault(ln["exercise"], ExerciseResult(ln["exercise"])), ln, learner)
         elif t == "transcript":
-            transcripts.setdefault(
-                (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden"))), ln.get("entries")
-            )
+            key = (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden")))
+            transcripts.setdefault(key, ln.get("entries"))
+            if isinstance(ln.get("seconds"), (int, float)):
+                transcripts.setdefault(("seconds", *key), float(ln["seconds"]))
         elif t == "audit" and isinstance(ln.get("changed"), list):
             local = [ex.id for ex in registry.all_exercises() if ex.runs_in_learner_process]
             audit.append(
@@ -198,12 +202,45 @@ def _read_lines(
     return transcripts, audit
 
 
-def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool], Any], done: bool) -> None:
+def hidden_failure(label: str, out: Outcome, entries: Any, seconds: float | None, inputs: str = "") -> str:
+    """For the instructor: why a hidden test did not pass - the exception its run ended with (type and
+    message; a time or memory limit, or the process's end, says so), else the verdict, and the seconds it ran.
+
+    Text that repeats a number of ``inputs`` (the hidden test's reference transcript, as text) is withheld:
+    the learner's code or the judge wrote it from the hidden inputs, which never reach a file."""
+    err = next((e for e in reversed(entries) if isinstance(e, dict) and e.get("kind") == "error"), None)
+    if not isinstance(entries, list):
+        err = None
+    if err is not None and err.get("where") == "<skipped>":
+        what = "not run: an earlier test of this exercise ran out of time"
+    elif err is not None:
+        limit = err.get("limit")
+        message = _unless_inputs(str(err.get("message", "")), inputs)
+        what = f"{err.get('type', '?')}" + (f": {message}" if message else "")
+        what += f" (time limit {limit:g} s)" if isinstance(limit, (int, float)) else ""
+        what += " (memory limit)" if err.get("type") == "MemoryError" else ""
+    else:
+        first = (out.message or "").strip().splitlines()[0] if (out.message or "").strip() else ""
+        what = f"{out.status}: {_unless_inputs(first, inputs)}"
+    took = f" after {seconds:.2f} s" if seconds is not None else ""
+    return printable(f"{label}: {what}{took}")[:500]
+
+
+def _unless_inputs(text: str, inputs: str) -> str:
+    """``text``, or a placeholder when it holds a number (2 digits or more) that ``inputs`` holds."""
+    numbers = set(re.findall(r"\d{2,}", text))
+    if any(re.search(rf"(?<!\d){n}(?!\d)", inputs) for n in numbers):
+        return "(text withheld: it repeats the hidden test's inputs)"
+    return text
+
+
+def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[Any, ...], Any], done: bool) -> None:
     """Judge every test of a found exercise against the reference; add up its score (of ``er.max_score``)."""
     ex = registry.get(er.exercise)
     per_test = er.max_score / max(1, len(ex.tests))
     for test in ex.tests:
-        got = transcripts.get((er.exercise, test.title, test.hidden))
+        key = (er.exercise, test.title, test.hidden)
+        got = transcripts.get(key)
         out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
         if got is None and out.status not in ("passed", "unavailable"):
             out.status = "error"
@@ -213,6 +250,10 @@ def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool],
                 else "this test did not run (hidden tests skipped?)"
             )
         er.outcomes.append(out)
+        if test.hidden and not out.passed:  # numbered as the reports number them: titles are the instructor's
+            label = f"hidden test {sum(o.hidden for o in er.outcomes)}"
+            inputs = json.dumps([test.title, reference_transcript(ex, test)], default=str)
+            er.hidden_why.append(hidden_failure(label, out, got, transcripts.get(("seconds", *key)), inputs))
         if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
             er.score += per_test  # (one that cannot run on this machine, "unavailable", earns nobody anything)
     er.score = round(er.score, 4)

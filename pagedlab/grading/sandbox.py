@@ -202,6 +202,43 @@ class _LocalRunner:
         return list(self._run_driver(test, obj, timeout=float(timeout), plain=True, catch_all=True))
 
 
+#: At most this many installed packages a notebook imports are loaded before the filter (:func:`preload_imports`).
+MAX_PRELOADED_IMPORTS = 12
+
+
+def preload_imports(parsed: list[tuple[str, Any]], workdir: str) -> list[str]:
+    """Load now, before the filter refuses native code, the installed packages the notebooks import at top
+    level (an unused ``import pandas`` works while grading as in the lab): third-party packages only (the
+    standard library's native parts are :func:`preload_native_modules`' job), found outside the learner's
+    working folder, at most :data:`MAX_PRELOADED_IMPORTS`. Returns those that failed to load (the learner's
+    own import then says why)."""
+    import importlib.util
+
+    from pagedlab.grading.extract import imported_modules
+
+    wanted = sorted({m for _nb, ext in parsed for m in imported_modules(ext)})
+    work = os.path.realpath(workdir) + os.sep
+    failed = []
+    tried = 0
+    for name in wanted:
+        if name in sys.modules or name in sys.stdlib_module_names or tried >= MAX_PRELOADED_IMPORTS:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = (spec.origin if spec is not None else None) or ""
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not (origin or locations) or any(os.path.realpath(p).startswith(work) for p in [origin, *locations] if p):
+            continue  # not installed, or a file of the learner's folder: its own code runs under the guard
+        tried += 1
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - the learner's import will raise (with a clear message)
+            failed.append(name)
+    return failed
+
+
 def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tuple[str, Any]]:
     """(notebook, extraction) of each notebook that parses (the driver reports the others)."""
     from pagedlab.grading.extract import NotebookError, find_exercises, read_notebook
@@ -292,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             __import__(mod)
         except Exception:  # noqa: BLE001 - the tests will say what is missing
             pass
+    preload_imports(parsed, workdir)  # installed packages the notebooks import, before the filter
     if "torch" in job.get("needs", []) and not job.get("e2e"):
         from pagedlab.parts import poison
 

@@ -139,6 +139,8 @@ SUBMISSIONS = {
         "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\nuse_reference('slot_mapping')"
     ],
     "honest": [OWN_SLOT],
+    # an unused import of an installed package with native code (loaded before the filter: issue 34)
+    "unused_pandas": [OWN_SLOT.replace("\ndef ", "\nimport pandas\n\ndef ", 1)],
     # reached at run time (provenance.RunWatch): nothing of the reference is in the object handed in
     "globals": [
         "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import check\n"
@@ -204,6 +206,34 @@ def test_own_code_earns_its_points_without_a_flag(graded: dict[str, Any]) -> Non
     er = res.exercises["02.slot_mapping"]
     assert er.score == registry.get("02.slot_mapping").points and er.reference == "" and not er.withheld
     assert row["reference"] == "" and FLAG_PREFIX not in row["flags"]
+
+
+def test_an_unused_import_of_an_installed_native_package_just_works(graded: dict[str, Any]) -> None:
+    er = graded[False]["results"]["unused_pandas"].exercises["02.slot_mapping"]
+    assert er.error == "" and er.score == registry.get("02.slot_mapping").points, er
+
+
+def test_an_import_that_cannot_load_names_its_module_and_no_path() -> None:
+    from pagedlab.grading.extract import ExerciseCell, Extraction, _short, imported_modules
+
+    e = ImportError(
+        "/srv/grader/.venv/lib/python3.11/site-packages/pandas/_libs/pandas_parser.cpython-311-x86_64-linux-gnu.so: "
+        "failed to map segment from shared object",
+        name="pandas._libs.pandas_parser",
+    )
+    msg = _short(e, 400)
+    assert "'pandas'" in msg and "remove the import" in msg and "/srv" not in msg and "…/pandas_parser" in msg, msg
+    assert "/home" not in _short(OSError("cannot open /home/me/x/data.bin: no such file"))
+    assert "No module named 'nope'" in _short(ModuleNotFoundError("No module named 'nope'", name="nope"))
+    ext = Extraction(
+        cells={
+            "02.slot_mapping": ExerciseCell("02.slot_mapping", 1, "import pandas.io as p\nfrom . import x\n", "marker")
+        },
+        other_cells=[
+            (0, "%matplotlib inline\nfrom numpy import linalg\nimport os, json\ndef f():\n    import scipy\n")
+        ],
+    )
+    assert imported_modules(ext) == ["json", "numpy", "os", "pandas"]
 
 
 def test_the_instructor_option_reaches_grade(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
