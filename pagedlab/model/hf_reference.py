@@ -1,6 +1,6 @@
 """HF transformers' greedy decoding of the kit's model: the parity oracle the kit is compared with.
 
-One loop, used by the capstone's recorded reference (``pagedlab.grading.capstone.record_hf_reference``), the
+One loop, used by the capstone's recorded reference (``pagedlab.course.capstone.record_hf_reference``), the
 engine tests' ``hf_greedy`` fixture and ``benchmarks/bench_engine.py``'s batch-1 HF row:
 :func:`load_hf_model` loads the bundled SmolLM2-135M GGUF de-quantized to float32 (what the kit computes
 with), :func:`hf_greedy` runs ``generate`` on one prompt at batch 1, greedy, and returns the new tokens.
