@@ -113,7 +113,8 @@ def test_a_forged_reply_earns_nothing(graded):
     assert r.e2e is not None and r.e2e.status == "failed" and r.e2e.score == 0.0, r.e2e
     assert "first mismatch at prompt 0, token 0" in r.e2e.line, r.e2e.line
     assert any(
-        "imports the grader's internals (pagedlab.grading.e2e)" in f for f in r.exercises["02.slot_mapping"].flags
+        "imports the grader's internals (pagedlab.grading.e2e_learner)" in f
+        for f in r.exercises["02.slot_mapping"].flags
     )
 
 
