@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_engine import machine_facts  # noqa: E402
 
 from pagedlab import LLM, SamplingParams  # noqa: E402
-from pagedlab.grading.capstone import CAPSTONE_PROMPTS  # noqa: E402
+from pagedlab.course.capstone import CAPSTONE_PROMPTS  # noqa: E402
 from pagedlab.grading.plug import solution_components  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"

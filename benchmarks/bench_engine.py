@@ -135,16 +135,14 @@ def workload(name: str = "readme", scale: int = 8, max_out: int = 32) -> tuple[l
 
 
 def hf_model() -> Any:
-    import torch
-    from transformers import AutoModelForCausalLM
-
+    from pagedlab.model.hf_reference import load_hf_model
     from pagedlab.model.loader import _converted_dir, load_model, resolve_model_path
 
     load_model(None, tokenizer_only=True)  # make sure the converted folder exists
     # The converted folder holds the GGUF's de-quantized fp32 weights with an HF config.
-    return AutoModelForCausalLM.from_pretrained(
+    return load_hf_model(
         _converted_dir(resolve_model_path(None)), dtype=getattr(torch, bench_dtype()), attn_implementation="sdpa"
-    ).eval()
+    )
 
 
 class _Stamp:
@@ -245,24 +243,13 @@ def run_pagedlab(
 
 def run_hf_sequential(model: Any, prompts: list[list[int]], budgets: list[int]) -> dict[str, Any]:
     """``model.generate`` per request at batch 1; every token after the first is a batch-1 decode step."""
-    import torch
+    from pagedlab.model.hf_reference import hf_greedy
 
     t0 = time.perf_counter()
     tokens, ttft, tpot, steps = 0, [], [], []
     for p, b in zip(prompts, budgets):
         s = _Stamp()
-        with torch.inference_mode():
-            out = model.generate(
-                torch.tensor([p]),
-                attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                do_sample=False,
-                max_new_tokens=b,
-                min_new_tokens=b,
-                eos_token_id=-1,
-                pad_token_id=2,
-                streamer=s,
-            )
-        tokens += out.shape[1] - len(p)
+        tokens += len(hf_greedy(model, p, b, ignore_eos=True, streamer=s))
         ttft.append(s.times[0] - t0)
         if len(s.times) > 1:
             tpot.append((s.times[-1] - s.times[0]) / (len(s.times) - 1))

@@ -49,7 +49,7 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "labs",
-        "pagedlab.grading.labs_cli",
+        "pagedlab.course.labs_cli",
         "labs build: generate labs/ from solutions/; labs check: are they in sync; labs copy DIR: the shipped labs into DIR",
     ),
     Command(

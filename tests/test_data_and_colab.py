@@ -17,8 +17,8 @@ import nbformat
 import pytest
 
 from pagedlab import colab, data, routes
+from pagedlab.course.labs_build import LabsBuildError, copy_labs
 from pagedlab.errors import DataFileNotFoundError, ModelFetchError
-from pagedlab.grading.labs_build import LabsBuildError, copy_labs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading.labs_build import LAB_PAGES, copy_labs
+from pagedlab.course.labs_build import LAB_PAGES, copy_labs
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = ROOT / "labs"

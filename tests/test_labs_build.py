@@ -7,8 +7,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pagedlab.grading import labs_build as lb
-from pagedlab.grading import labs_cli
+from pagedlab.course import labs_build as lb
+from pagedlab.course import labs_cli
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "vllm_version": 0,  # the one place naming the vLLM the kit follows (constants only)
     "vllm_env": 0,  # the environment of every process started for real vLLM (standard library only)
     "i18n": 0,  # the learner's language and the catalogs (standard library, Babel, matplotlib's fonts)
+    "containment": 0,  # running untrusted code in its own process (rpc, Landlock/seccomp, guard, limits, reaper)
     "core": 1,
     "sched": 2,
     "kernels": 3,
@@ -47,11 +48,12 @@ LAYERS: dict[str, int] = {
     "demo": 7,
     "doctor": 7,
     "colab": 7,  # colab: notebook setup (model fetch), like doctor
-    "grading": 8,
-    "cli": 9,
-    "vllm_compat": 9,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
+    "grading": 8,  # the grader: check(), the batch grader, containment; knows no exercise
+    "course": 9,  # the exercises, their solution cells, lab building: registers into grading's registry
+    "cli": 10,
+    "vllm_compat": 10,  # the ``vllm`` import shim sits with the CLI, above everything it re-exports
 }
-#: The only modules outside ``pagedlab.grading`` that may import it.
+#: The only modules outside ``pagedlab.grading`` that may import it (besides the course, which registers into it).
 GRADING_USERS = {"pagedlab.cli"}
 
 
@@ -145,8 +147,11 @@ def layer_violations(module: str, tree: ast.AST) -> list[str]:
     out = []
     for target in sorted(imported_modules(module, tree)):
         t_top, t_rank = layer_of(target)
-        if t_top == "grading" and top != "grading" and module not in GRADING_USERS:
-            out.append(f"{module} imports {target}: only pagedlab.grading and the CLI may import the grader")
+        if t_top == "grading" and top not in ("grading", "course") and module not in GRADING_USERS:
+            out.append(
+                f"{module} imports {target}: only pagedlab.grading and the CLI may import the grader "
+                "(and the course, which registers its exercises into it)"
+            )
         elif t_rank > rank:
             out.append(
                 f"{module} ({top or 'pagedlab'}, layer {rank}) imports {target} "
@@ -167,6 +172,47 @@ def test_no_module_imports_itself_round_a_loop() -> None:
     trees = {m: ast.parse(p.read_text(), str(p)) for m, p in MODULES.items()}
     circles = import_circles(import_graph(trees))
     assert circles == [], "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level part of ``pagedlab`` (``core``, ``viz``, ... ``""`` for the package root) -> the other parts
+    its modules import (function-level and string imports counted, as in :func:`imported_modules`)."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        top = layer_of(module)[0]
+        out.setdefault(top, set()).update(t for t in (layer_of(x)[0] for x in targets) if t != top)
+    return out
+
+
+def test_no_package_imports_itself_round_a_loop() -> None:
+    """Packages of one layer may import each other sideways, but never both ways (``viz`` -> ``twin`` ->
+    ``viz`` would be one package split in two)."""
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in MODULES.items()}
+    graph = import_graph(trees)
+    circles = import_circles(package_graph(graph))
+    why = [
+        f"{m} imports {t}"
+        for m, ts in sorted(graph.items())
+        for t in sorted(ts)
+        if any({layer_of(m)[0], layer_of(t)[0]} <= set(c) and layer_of(m)[0] != layer_of(t)[0] for c in circles)
+    ]
+    assert circles == [], "package circles: " + "; ".join(" <-> ".join(c) for c in circles) + "\n" + "\n".join(why)
+
+
+def test_the_package_circle_finder_sees_a_function_level_import() -> None:
+    trees = {
+        "pagedlab.viz.gantt": ast.parse("from pagedlab.twin.records import Trace"),
+        "pagedlab.twin.labs": ast.parse("def show():\n    from pagedlab.viz.gantt import render_batch_gantt"),
+        "pagedlab.twin.records": ast.parse("import json"),
+        "pagedlab.analysis.lab02": ast.parse("from pagedlab.viz import render_block_pool"),
+        "pagedlab.viz": ast.parse("def f():\n    from pagedlab.analysis.lab02 import tail_waste"),
+        "pagedlab.sim.cost_model": ast.parse("from pagedlab.core.block_pool import BlockPool"),
+    }
+    graph = import_graph(trees)
+    assert import_circles(graph) == [["pagedlab.analysis.lab02", "pagedlab.viz"]]  # modules: one circle
+    assert import_circles(package_graph(graph)) == [["analysis", "twin", "viz"]]  # packages: twin joins it
+    del trees["pagedlab.twin.labs"], trees["pagedlab.viz"]
+    assert import_circles(package_graph(import_graph(trees))) == []
 
 
 def test_the_circle_finder_sees_function_level_and_string_imports() -> None:
@@ -195,9 +241,10 @@ def test_the_circle_finder_sees_function_level_and_string_imports() -> None:
         ("pagedlab.request", "from pagedlab import LLM", "imports pagedlab (pagedlab, layer 5)"),
         (
             "pagedlab.analysis.lab01",
-            "from pagedlab.grading.exercises import lab01",
+            "from pagedlab.grading.registry import get",
             "only pagedlab.grading and the CLI",
         ),
+        ("pagedlab.grading.plug", "from pagedlab.course.exercises.lab07 import tree_state", "(grading, layer 8)"),
         ("pagedlab.viz.pool", "from ..grading import check", "imports pagedlab.grading: only"),
         ("pagedlab.kernels.ops", "from pagedlab.model import attention", "imports pagedlab.model.attention"),
         ("pagedlab.core", "from .. import engine", "imports pagedlab.engine"),
@@ -226,6 +273,35 @@ def test_the_checker_catches_an_upward_import(module: str, source: str, message:
 )
 def test_the_checker_accepts_downward_and_sideways_imports(module: str, source: str) -> None:
     assert layer_violations(module, ast.parse(source)) == []
+
+
+def test_the_grader_names_the_course_only_at_its_one_entry_point() -> None:
+    """``pagedlab.grading`` imports nothing from ``pagedlab.course`` (the layer rule) and names it in one place
+    only: ``registry.DEFAULT_COURSE``, the module the registry imports on first use (docs/architecture.md)."""
+    from pagedlab.grading import registry
+
+    assert registry.DEFAULT_COURSE == "pagedlab.course.exercises"
+    named = [
+        f"{m}:{n}"
+        for m, p in sorted(MODULES.items())
+        if m.startswith("pagedlab.grading")
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "pagedlab.course" in line or "pagedlab/course" in line
+    ]
+    assert {x.split(":")[0] for x in named} == {"pagedlab.grading.registry"}, named
+
+
+def test_the_containment_layer_imports_nothing_of_pagedlab_but_itself() -> None:
+    """Generic: it knows no grader and no exercise (docs/architecture.md), and fits its budget."""
+    mods = {m: p for m, p in MODULES.items() if m.startswith("pagedlab.containment")}
+    assert {"pagedlab.containment.rpc", "pagedlab.containment.kernel", "pagedlab.containment.guard"} <= set(mods)
+    outside = {
+        f"{m} imports {t}"
+        for m, p in mods.items()
+        for t in imported_modules(m, ast.parse(p.read_text(), str(p)))
+        if not t.startswith("pagedlab.containment")
+    }
+    assert outside == set(), sorted(outside)
 
 
 def test_a_module_without_a_layer_is_reported() -> None:

@@ -21,8 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pagedlab.core.block_pool import BlockPool, KVCacheBlock
-from pagedlab.viz import render_block_pool
-from pagedlab.viz.pictures import render_queue_rows
+from pagedlab.viz.pool import render_pool_and_queue  # re-exported: lab 02's notebook imports it from here
 
 __all__ = [
     "block_table_of",
@@ -43,22 +42,6 @@ def block_table_of(events: Sequence[dict[str, Any]], request_id: str) -> list[in
     Valid for a request that was never preempted, forked or copied (its table only grew).
     """
     return [b for e in events if e["kind"] == "alloc" and e.get("owner") == request_id for b in e["block_ids"]]
-
-
-def render_pool_and_queue(
-    snapshot: dict[str, Any], max_shown: int = 32, *, title: str | None = None, **pool_kwargs: Any
-) -> str:
-    """The block pool of a ``pagedlab.trace`` snapshot, then its free queue, front (next to be handed
-    out) on the left. Two SVGs in one HTML string. ``pool_kwargs`` go to ``render_block_pool``."""
-    pool = render_block_pool(snapshot, title=title or f"Block pool after step {snapshot.get('step', 0)}", **pool_kwargs)
-    q = list(snapshot.get("free_queue", ()))
-    shown = q[:max_shown] + (["…"] if len(q) > max_shown else [])
-    queue = render_queue_rows(
-        [(f"free queue ({len(q)})", shown, None)],
-        title="free queue: popleft() takes the front; freed, unhashed blocks rejoin it there",
-        step=int(snapshot.get("step", 0)),
-    )
-    return pool + queue
 
 
 def _per_op_us(fn: Callable[[], None], n_ops: int, repeats: int) -> float:

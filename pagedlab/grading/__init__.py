@@ -7,22 +7,46 @@ In a notebook::
     use_reference("free_queue")           # stuck? continue with the kit's implementation
 
 For instructors: ``pagedlab grade submissions/`` (:mod:`pagedlab.grading.grade`), hidden tests
-(:func:`hidden_test`), and the exercise registry (:mod:`pagedlab.grading.registry`; how to add
-an exercise: :mod:`pagedlab.grading.exercises`). ``labs_build`` generates ``labs/`` from
-``solutions/``.
+(:func:`hidden_test`), and the exercise registry (:mod:`pagedlab.grading.registry`). The exercises
+themselves, their solution cells and lab building are the course's package, which registers them
+here (the registry's ``DEFAULT_COURSE``; how to add an exercise: that package's ``exercises``).
 
-Modules: ``registry`` (exercises and tests), ``recorder`` (transcripts as plain data), ``runner``
-(running a test under a time limit), ``judge`` (comparing transcripts, teaching messages),
-``checking`` (check(): notebook feedback), ``extract`` (exercise cells out of a notebook), ``sandbox`` (the
-learner process of the grader: the learner's definitions only), ``driver`` (the grader's trusted process
-running the tests), ``rpc`` (calls between the two, as plain data), ``grade`` / ``report`` (the CLI and its
-files), ``gradescope`` (the autograder zip), ``references`` (``use_reference``, ``yours_or_reference``),
-``kit`` (the learner-facing name of ``pagedlab.analysis.kit``). Failure pictures are drawn by ``pagedlab.viz``.
+Modules, by the process their lines run in (docs/instructor_guide.md, section 7, draws them):
+
+* the notebook (check()): ``checking``, ``registry``, ``runner``, ``recorder``, ``judge``, ``differential``,
+  ``contract``, ``references`` (``use_reference``, ``yours_or_reference``), ``kit`` (the learner-facing name of
+  ``pagedlab.analysis.kit``), ``snapshots``, ``text``; the learner's parts in the engine: ``plug``, ``serve``;
+* ``pagedlab grade``'s grader process (never runs learner code): ``grade`` (the run and the CLI),
+  ``submissions``, ``supervisor``, ``e2e`` (plan and verdict), ``report``, ``points``, ``gradescope``,
+  ``triton_mode``, ``guide``;
+* its driver process (trusted, one per learner): ``driver``, ``e2e_driver``, ``extract``, ``provenance``;
+* its learner's process (untrusted): ``sandbox``, ``e2e_learner`` - on ``pagedlab.containment``.
+
+Failure pictures are drawn by ``pagedlab.viz``.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from pagedlab.containment import rpc as _rpc
+
+# The grader's own modules: the trusted end of pagedlab grade's pipe never hands an object of theirs to the
+# learner's code (registry, tests, recorders, the comparison, the processes).
+_rpc.deny_modules(
+    "pagedlab.grading.registry",
+    "pagedlab.grading.runner",
+    "pagedlab.grading.recorder",
+    "pagedlab.grading.judge",
+    "pagedlab.containment.rpc",
+    "pagedlab.grading.driver",
+    "pagedlab.grading.grade",
+    "pagedlab.grading.sandbox",
+    "pagedlab.grading.checking",
+    "pagedlab.grading.report",
+    "pagedlab.grading.references",
+    "pagedlab.grading.gradescope",
+)
 
 __all__ = [
     "check",

@@ -3,7 +3,7 @@
 Started by :mod:`pagedlab.grading.grade` as ``python -I -m pagedlab.grading.driver job.json`` in a
 grader-owned temporary folder. No learner code ever runs in this process: it starts the learner's
 process (:mod:`pagedlab.grading.sandbox`) in a sub-folder, receives handles of the learner's
-objects, and runs every test driver HERE on :class:`~pagedlab.grading.rpc.Proxy` objects - each
+objects, and runs every test driver HERE on :class:`~pagedlab.containment.rpc.Proxy` objects - each
 call into the learner's code is one request over a pipe, answered with plain data. The drivers,
 tests, registry, recorders and hidden tests exist only in this process, so nothing the learner's
 code does (assignments, monkey-patching, import tricks) can change how it is tested.
@@ -41,10 +41,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Any, TextIO
 
 from pagedlab import grading
-from pagedlab.grading import e2e, registry
+from pagedlab.containment.limits import limits_preexec
+from pagedlab.containment.rpc import Channel, ChannelClosed
+from pagedlab.grading import e2e, e2e_driver, registry
 from pagedlab.grading.e2e import E2E_MEMORY_MB
 from pagedlab.grading.extract import (
     NotebookError,
@@ -52,10 +55,9 @@ from pagedlab.grading.extract import (
     read_notebook,
     strip_magics,
 )
+from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.recorder import error_entry, time_limit_entry
-from pagedlab.grading.rpc import Channel, ChannelClosed
 from pagedlab.grading.runner import TimeLimitExceeded, run_driver, time_limit
-from pagedlab.grading.sandbox import limits_preexec
 from pagedlab.grading.text import printable
 
 __all__ = ["LearnerProcess", "main", "static_flags"]
@@ -63,8 +65,11 @@ __all__ = ["LearnerProcess", "main", "static_flags"]
 #: The modules of pagedlab.grading that notebooks import (``check`` and ``use_reference`` come from the package
 #: itself). Every other module of the package is the grader's internals: a learner's exercise cell has no
 #: business importing them. Derived from the package, so a new module is flagged without being listed here.
-LEARNER_FACING = frozenset({"kit", "plug", "capstone"})
+LEARNER_FACING = frozenset({"kit", "plug"})
 GRADING_INTERNALS = frozenset(m.name for m in pkgutil.iter_modules(grading.__path__)) - LEARNER_FACING
+#: Packages outside pagedlab.grading whose every module is the grader's too: the containment layer, and the
+#: course's exercise definitions (:func:`registry.course_module`: their tests and references).
+INTERNAL_PACKAGES = ("pagedlab.containment",)
 _REFERENCE_CALLS = frozenset({"use_reference", "components"})
 #: Time limits here are this many times a test's own (check()'s): every call into the learner's
 #: code, and every attribute the driver reads from its objects, crosses processes (~0.1 ms each) and,
@@ -76,9 +81,12 @@ RPC_SLACK = 5.0
 
 # --- static flags ---------------------------------------------------------------------------------------
 def _internal(dotted: str) -> bool:
-    """``pagedlab.grading.registry`` or anything inside it (a grader module, not the learner-facing kit)."""
+    """``pagedlab.grading.registry`` or anything inside it (a grader module, not the learner-facing kit), or a
+    module of :data:`INTERNAL_PACKAGES`."""
     parts = dotted.split(".")
-    return len(parts) >= 3 and parts[:2] == ["pagedlab", "grading"] and parts[2] in GRADING_INTERNALS
+    if len(parts) >= 3 and parts[:2] == ["pagedlab", "grading"] and parts[2] in GRADING_INTERNALS:
+        return True
+    return any(dotted == p or dotted.startswith(p + ".") for p in (*INTERNAL_PACKAGES, registry.course_module()))
 
 
 def _kit_aliases(sources: list[str]) -> set[str]:
@@ -234,6 +242,7 @@ class LearnerProcess:
             json.dump(
                 {
                     "names": self.names,
+                    "course": registry.course_module(),
                     "notebooks": self.job["notebooks"],
                     "needs": self.job["needs"],
                     "cell_timeout": self.job["test_timeout"],
@@ -464,20 +473,45 @@ def _run_tests(
     """Run the (public or hidden) tests of ``loaded``; write a ``transcript`` line each; ``keep``
     receives ``(exercise id, title) -> transcript``."""
     for eid in loaded:
+        watched = not registry.get(eid).runs_in_learner_process and _ask_audit(lp, "forget_calls") is True
         for test in registry.get(eid).tests:
             if test.hidden != hidden:
                 continue
+            started = time.monotonic()
             if eid in timed_out:  # one endless loop per exercise is enough to wait for
                 entries = [error_entry("TimeoutError", "skipped", "<skipped>")]
             else:
                 entries = _run_one(lp, eid, test, timeout)
                 if entries and entries[-1].get("where") == "<time limit>":
                     timed_out.add(eid)
+            seconds = round(time.monotonic() - started, 3)  # for the instructor (why a hidden test failed)
             _write(
-                out, {"type": "transcript", "exercise": eid, "test": test.title, "hidden": hidden, "entries": entries}
+                out,
+                {
+                    "type": "transcript",
+                    "exercise": eid,
+                    "test": test.title,
+                    "hidden": hidden,
+                    "entries": entries,
+                    "seconds": seconds,
+                },
             )
             if keep is not None:
                 keep[(eid, test.title)] = entries
+        flag = _ask_audit(lp, "reference_ran", eid) if watched else ""
+        if isinstance(flag, str) and flag.startswith(REFERENCE_FLAG):
+            _write(out, {"type": "reference", "exercise": eid, "flag": flag[:300]})
+
+
+def _ask_audit(lp: LearnerProcess, method: str, *args: Any) -> Any:
+    """``lp.audit.<method>(*args)``, or None when the learner's process is gone or does not answer in 5 s."""
+    if not lp.alive() or lp.audit is None:
+        return None
+    try:
+        with time_limit(5.0):
+            return getattr(lp.audit, method)(*args)
+    except BaseException:  # noqa: BLE001 - the learner's process answers for itself; no answer, no flag
+        return None
 
 
 def _audit(lp: LearnerProcess, out: TextIO) -> None:
@@ -536,21 +570,21 @@ def run_job(job: dict[str, Any], out: TextIO) -> None:
 def _end_to_end(job: dict[str, Any], names: dict[str, str], public: dict[tuple[str, str], Any], out: TextIO) -> None:
     """The end-to-end test (:mod:`pagedlab.grading.e2e`): the parts whose public tests all passed,
     plugged into the engine in a fresh learner process; one ``e2e`` line per configuration."""
-    parts = [eid for eid in e2e.passed_parts(public) if eid in names]
+    parts = [eid for eid in e2e_driver.passed_parts(public) if eid in names]
     if not parts:
         return
-    planned = [c["name"] for c, _used in e2e.configs_for(parts, job["e2e"]["configs"])]
-    _write(out, {"type": "e2e_start", "parts": e2e.slots_of(parts), "configs": planned})
+    planned = [c["name"] for c, _used in e2e_driver.configs_for(parts, job["e2e"]["configs"])]
+    _write(out, {"type": "e2e_start", "parts": e2e_driver.slots_of(parts), "configs": planned})
     lp = LearnerProcess(job, {eid: names[eid] for eid in parts}, job["e2e"])
     why = lp.start()
     if why or lp.e2e is None:
         failed = e2e.no_tokens(f"the engine could not be started with your parts: {why or 'no engine'}", fatal=True)
-        _write(out, {"type": "e2e", "config": "default", "parts": e2e.slots_of(parts), **failed, "blame": ""})
+        _write(out, {"type": "e2e", "config": "default", "parts": e2e_driver.slots_of(parts), **failed, "blame": ""})
         lp.stop()
         return
     try:
-        server = _WithheldTextServer(lp.e2e, set(e2e.slots_of(parts)), set(names))
-        for line in e2e.run_e2e(server, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
+        server = _WithheldTextServer(lp.e2e, set(e2e_driver.slots_of(parts)), set(names))
+        for line in e2e_driver.run_e2e(server, parts, job["e2e"], float(job["e2e"].get("limit", 60.0))):
             _write(out, line)
     finally:
         lp.stop()
@@ -627,6 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     with open(args[0], encoding="utf-8") as f:
         job = json.load(f)
+    registry.use_course(job.get("course", registry.DEFAULT_COURSE))  # the course the grader serves
     with open(job.get("result", "result.jsonl"), "a", encoding="utf-8") as out:
         run_job(job, out)
     return 0

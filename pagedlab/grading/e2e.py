@@ -3,17 +3,19 @@ real prompts, and must produce the kit's engine's tokens exactly.
 
 Who does what (the threat model is in ``docs/instructor_guide.md``, section "End-to-end test"):
 
+One module per process: this one is the grader's, ``e2e_driver`` the driver's, ``e2e_learner`` the learner's.
+
 * **grader** (:func:`plan`, :func:`judge_e2e`; never runs learner code): picks the prompts from the
   kit's ``data/prompts.jsonl`` with a seed (``--e2e-seed``, random by default and printed), turns
   them into token ids with the chat template, serves them on the kit's own engine in each
   configuration (the *reference tokens*), and at the end compares the submission's tokens with
   them: the score depends on that comparison only.
-* **driver** (:func:`run_e2e`, trusted, no learner code): decides which parts are plugged in - the
+* **driver** (:func:`pagedlab.grading.e2e_driver.run_e2e`, trusted, no learner code): decides which parts are plugged in - the
   bridged exercises (``pagedlab.grading.plug.BRIDGES``) whose every public test passed, judged
   here against the reference transcripts - and which configurations run, starts a fresh learner
   process with the model preloaded, asks it to serve, checks that the reply is plain data, and on a
   mismatch finds the component by serving again with one part plugged at a time.
-* **learner's process** (:class:`EngineServer`): builds the engine from the learner's objects and
+* **learner's process** (:class:`pagedlab.grading.e2e_learner.EngineServer`): builds the engine from the learner's objects and
   serves; it sends back only token ids, the components table and a ``ComponentError``'s slot,
   step and invariant. It never sees the reference tokens, and no "passed" flag of its is read.
 
@@ -30,26 +32,24 @@ from __future__ import annotations
 
 import random
 import secrets
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pagedlab.errors import PagedLabError
 from pagedlab.grading import serve
 from pagedlab.grading.serve import first_mismatch
+from pagedlab.paths import default_cache_dir
 
 __all__ = [
     "E2E_ALLOWANCE_S",
     "E2E_CONFIG_LIMIT_S",
-    "E2E_TRITON_LIMIT_S",
     "E2E_MEMORY_MB",
+    "E2E_TRITON_LIMIT_S",
     "E2EPlan",
     "E2EResult",
-    "EngineServer",
     "judge_e2e",
     "no_tokens",
-    "passed_parts",
     "plan",
-    "preload",
-    "run_e2e",
 ]
 
 #: Address-space limit (MB) of the learner's process that runs the engine (torch + SmolLM2 in fp32
@@ -137,7 +137,13 @@ class E2EPlan:
         """
         try:
             configs = [Config(**c) for c in data["configs"]]
-            return cls(**{**data, "configs": configs, "skipped": tuple(data.get("skipped", ()))})
+            return cls(
+                **{
+                    **data,
+                    "configs": configs,
+                    "skipped": tuple(data.get("skipped", ())),
+                }
+            )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not an end-to-end plan ({type(e).__name__}: {e})") from e
 
@@ -156,7 +162,10 @@ class E2EPlan:
 
 def prompt_pool() -> list[str]:
     """The user turns of the kit's ``data/prompts.jsonl`` (the pool the grader draws from)."""
-    from pagedlab.demo import default_prompts, read_prompts
+    from pagedlab.demo import (  # lazy: demo imports the engine (torch, seconds)
+        default_prompts,
+        read_prompts,
+    )
 
     pool = []
     for row in read_prompts(default_prompts()):
@@ -177,7 +186,14 @@ def choose_prompts(seed: int, n: int) -> list[str]:
     return random.Random(seed).sample(pool, n)
 
 
-def _kit_config(name: str, path: str, ids: list[list[int]], tokens: int, kwargs: dict[str, Any], **more: Any) -> Config:
+def _kit_config(
+    name: str,
+    path: str,
+    ids: list[list[int]],
+    tokens: int,
+    kwargs: dict[str, Any],
+    **more: Any,
+) -> Config:
     """A configuration with the kit's engine's tokens and preemptions on it (``serve.serve`` on the kit's parts)."""
     kit = serve.serve(None, ids, tokens, model=path, **kwargs)
     return Config(name, kwargs, kit.tokens or [], kit.preempted, **more)
@@ -187,19 +203,29 @@ def _triton_config(path: str, ids: list[list[int]], base: dict[str, Any]) -> Con
     """The ``triton kernel`` configuration (lab 08's ``@triton.jit`` tile load inside the kit's Triton
     decode kernel): 1 prompt x 3 tokens on the "triton" backend; or, when Triton cannot run here (not
     installed, or no ``TRITON_INTERPRET=1`` on a machine without a GPU), why not."""
-    from pagedlab.errors import PagedLabError
-
     kwargs = {**base, **serve.run_of("", "triton_tile_load").serve}
     try:
         return _kit_config(
-            "triton kernel", path, ids[:1], 3, kwargs, num_prompts=1, max_tokens=3, limit_s=E2E_TRITON_LIMIT_S
+            "triton kernel",
+            path,
+            ids[:1],
+            3,
+            kwargs,
+            num_prompts=1,
+            max_tokens=3,
+            limit_s=E2E_TRITON_LIMIT_S,
         )
     except (PagedLabError, ImportError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         return f"triton kernel (Triton cannot run here: {first})"
 
 
-def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, model: str | None = None) -> E2EPlan:
+def plan(
+    seed: int | None = None,
+    num_prompts: int = 3,
+    max_tokens: int = 8,
+    model: str | None = None,
+) -> E2EPlan:
     """Choose the prompts and compute the kit's reference tokens in every configuration (grader only).
 
     Args:
@@ -212,8 +238,9 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
         ValueError: ``num_prompts`` / ``max_tokens`` out of range.
         ModelNotFoundError: the model is not cached (``pagedlab fetch-model``).
     """
+    # lazy: the engine and torch take seconds to import; only plan() serves (report and gradescope import this module)
     from pagedlab.engine.llm import LLM
-    from pagedlab.model.loader import resolve_model_path
+    from pagedlab.model.loader import resolve_model_path  # lazy: as the engine, torch
 
     if max_tokens < 1:
         raise ValueError(f"--e2e-tokens must be >= 1, got {max_tokens}")
@@ -234,239 +261,18 @@ def plan(seed: int | None = None, num_prompts: int = 3, max_tokens: int = 8, mod
     triton = _triton_config(path, ids, base)
     if isinstance(triton, Config):
         configs.append(triton)
-    from pagedlab.model.fetch import default_cache_dir
-
     skipped = (triton,) if isinstance(triton, str) else ()
     return E2EPlan(seed, prompts, ids, max_tokens, configs, path, str(default_cache_dir()), skipped)
 
 
-# --- the driver: which parts, which configurations ------------------------------------------------------
-def passed_parts(transcripts: dict[tuple[str, str], Any]) -> list[str]:
-    """The bridged exercises whose every public test passed (judged here against the reference).
-
-    Args:
-        transcripts: ``(exercise id, test title) -> the learner's transcript`` of the public tests.
-    """
-    from pagedlab.grading import registry
-    from pagedlab.grading.judge import judge
-    from pagedlab.grading.plug import BRIDGES
-    from pagedlab.grading.runner import reference_transcript
-
-    out = []
-    for eid in BRIDGES:
-        try:
-            ex = registry.get(eid)
-        except registry.UnknownExerciseError:
-            continue
-        tests = ex.public_tests()
-        if tests and all(
-            (eid, t.title) in transcripts
-            and judge(ex, t, reference_transcript(ex, t), transcripts[(eid, t.title)], pictures=False).passed
-            for t in tests
-        ):
-            out.append(eid)
-    return out
-
-
-def slots_of(eids: list[str]) -> dict[str, str]:
-    """slot -> the exercise filling it, as ``components_for`` plugs them (first in ``BRIDGES`` order)."""
-    from pagedlab.grading.plug import BRIDGES
-
-    out: dict[str, str] = {}
-    for eid in BRIDGES:
-        if eid in eids:
-            out.setdefault(BRIDGES[eid][0], eid)
-    return out
-
-
-def configs_for(eids: list[str], configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], list[str]]]:
-    """The configurations to run for the plugged ``eids``, each with the exercises plugged there."""
-    slots = slots_of(eids)
-    out: list[tuple[dict[str, Any], list[str]]] = []
-    for c in configs:
-        if c["name"] == "prefix caching" and "prefix_lookup" not in slots:
-            continue
-        if c["name"] == "triton kernel" and "triton_tile_load" not in slots:
-            continue
-        used = list(eids)
-        if c["name"] == "forced preemption":  # the kit's step runs there in place of one that cannot preempt
-            from pagedlab.grading.plug import BRIDGES
-
-            runs = {e: serve.run_of(e, BRIDGES.get(e, ("",))[0]) for e in eids}
-            used = [e for e in eids if not runs[e].cannot_preempt]
-            if not any(runs[e].preempts for e in used):
-                continue
-        out.append((c, used))
-    return out
-
-
-def _reply(got: Any, n_prompts: int) -> dict[str, Any]:
-    """The learner process's reply, checked to be ``{"tokens": [[int]] | None, "table": str, "error": ...}``.
-
-    Raises:
-        ValueError: anything else.
-    """
-    if type(got) is not dict:
-        raise ValueError("not a dict")
-    tokens, table, error = got.get("tokens"), got.get("table"), got.get("error")
-    if tokens is not None and not (
-        type(tokens) is list
-        and len(tokens) == n_prompts
-        and all(type(t) is list and all(type(x) is int for x in t) for t in tokens)
-    ):
-        raise ValueError("tokens are not one list of ints per prompt")
-    if type(table) is not str:
-        raise ValueError("the components table is not a str")
-    if error is not None and not (
-        type(error) is dict
-        and all(type(k) is str and type(v) in (str, int) for k, v in error.items())
-        and type(error.get("message")) is str
-    ):
-        raise ValueError("the error is not plain data")
-    if tokens is None and error is None:
-        raise ValueError("neither tokens nor an error")
-    return {"tokens": tokens, "table": table[:4000], "error": error}
-
-
+# --- the reply's shape (the driver's and the learner's process) -----------------------------------------
 def no_tokens(message: str, fatal: bool = False) -> dict[str, Any]:
     """A serve reply without tokens: ``message`` says why; ``fatal``: the learner's process is gone, stop there."""
-    return {"tokens": None, "table": "", "error": {"message": message, **({"fatal": 1} if fatal else {})}}
-
-
-def _serve(
-    server: Any, eids: list[str], prompt_ids: list[list[int]], max_tokens: int, kwargs: dict[str, Any], limit: float
-) -> dict[str, Any]:
-    """One serve call across the pipe, under a backstop time limit; a plain reply or an error dict."""
-    from pagedlab.grading.runner import TimeLimitExceeded, time_limit
-
-    try:
-        with time_limit(limit + 10.0):  # the learner's process enforces ``limit`` itself
-            got = server.serve(eids, prompt_ids, max_tokens, kwargs, limit)
-    except TimeLimitExceeded:
-        return no_tokens(f"the process running your code stopped answering (over {limit + 10:g} s)", fatal=True)
-    except BaseException as e:  # noqa: BLE001 - ChannelClosed included: the process died
-        return no_tokens(f"the process running your code ended: {type(e).__name__}", fatal=True)
-    try:
-        return _reply(got, len(prompt_ids))
-    except ValueError as e:
-        return no_tokens(f"the process running your code sent a malformed reply ({e})")
-
-
-def _blame(
-    server: Any,
-    eids: list[str],
-    prompt: list[int],
-    reference: list[int],
-    max_tokens: int,
-    kwargs: dict[str, Any],
-    limit: float,
-) -> str:
-    """The slot whose part alone changes ``prompt``'s tokens ("" when none does alone)."""
-    for slot, eid in slots_of(eids).items():
-        r = _serve(server, [eid], [prompt], max_tokens, kwargs, limit)
-        if r["error"] is not None and r["error"].get("fatal"):
-            return ""
-        if r["error"] is not None or r["tokens"] != [reference]:
-            return slot
-    return ""
-
-
-def run_e2e(server: Any, eids: list[str], job: dict[str, Any], base_limit: float) -> list[dict[str, Any]]:
-    """Serve every configuration on the learner's parts; one ``e2e`` result line per configuration.
-
-    Args:
-        server: the proxy of the learner process's :class:`EngineServer`.
-        eids: the plugged exercises (see :func:`passed_parts`).
-        job: :meth:`E2EPlan.job`.
-        base_limit: seconds one configuration may take in the learner's process, unless the configuration has its
-            own ``limit_s`` (the Triton one), which is multiplied by ``job["time_scale"]`` (``base_limit`` already is).
-    """
-    lines = []
-    scale = float(job.get("time_scale", 1.0))
-    for cfg, used in configs_for(eids, job["configs"]):
-        prompt_ids, max_tokens = cfg.get("prompt_ids", job["prompt_ids"]), cfg.get("max_tokens", job["max_tokens"])
-        limit = float(cfg.get("limit_s") or 0.0) * scale or base_limit
-        r = _serve(server, used, prompt_ids, max_tokens, cfg["engine_kwargs"], limit)
-        line = {"type": "e2e", "config": cfg["name"], "parts": slots_of(used), **r, "blame": ""}
-        at = first_mismatch(r["tokens"], cfg["reference"]) if r["tokens"] is not None else None
-        if at is not None:
-            line["blame"] = _blame(
-                server, used, prompt_ids[at[0]], cfg["reference"][at[0]], max_tokens, cfg["engine_kwargs"], limit
-            )
-        lines.append(line)
-        if r["error"] is not None and r["error"].get("fatal"):
-            break
-    return lines
-
-
-# --- the learner's process -----------------------------------------------------------------------------
-def preload(model: str, cache_dir: str) -> None:
-    """Import the engine and load the model's weights (before the sandbox's guard is installed).
-
-    ``cache_dir`` is the grader's model cache, where the grader's own run left the converted
-    weights (the learner's process has its own ``HOME``); it is used for this load only.
-    """
-    import os
-
-    from pagedlab.engine.llm import LLM  # noqa: F401 - imported for its side effect (the engine's modules)
-    from pagedlab.model.fetch import ENV_CACHE_DIR
-    from pagedlab.model.loader import load_model_cached
-
-    old = os.environ.get(ENV_CACHE_DIR)
-    os.environ[ENV_CACHE_DIR] = cache_dir
-    try:
-        load_model_cached(model)
-    finally:
-        if old is None:
-            del os.environ[ENV_CACHE_DIR]
-        else:
-            os.environ[ENV_CACHE_DIR] = old
-
-
-class EngineServer:
-    """Exported by the learner's process: serve prompts on an engine built from the learner's parts.
-
-    ``objects`` (exercise id -> the learner's object) is filled by the sandbox after the cells ran.
-    """
-
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.objects: dict[str, Any] = {}
-
-    def serve(
-        self, eids: list[str], prompt_ids: list[list[int]], max_tokens: int, engine_kwargs: dict[str, Any], limit: float
-    ) -> dict[str, Any]:
-        """Greedy tokens per prompt, the components table, and the guard's error (plain data).
-
-        Args:
-            eids: exercises to plug in (their objects must have loaded).
-            prompt_ids: token ids per prompt; max_tokens: tokens per prompt.
-            engine_kwargs: ``LLM`` arguments; limit: seconds for the whole run.
-        """
-        from pagedlab.errors import ComponentError
-        from pagedlab.grading.plug import components_for, render_component_state
-        from pagedlab.grading.runner import TimeLimitExceeded, time_limit
-
-        missing = [e for e in eids if e not in self.objects]
-        if missing:
-            return no_tokens(f"not loaded in this process: {', '.join(missing)}")
-        comps = components_for({e: self.objects[e] for e in eids})
-        comps = replace(comps, time_limit_s=min(5.0, float(limit)), render=render_component_state)
-        error: dict[str, Any] | None = None
-        tokens: list[list[int]] | None = None
-        try:
-            with time_limit(float(limit)):
-                got = serve.serve(
-                    comps, [list(p) for p in prompt_ids], int(max_tokens), model=self.model, **engine_kwargs
-                )
-            tokens, e = got.tokens, got.error
-            if isinstance(e, ComponentError):
-                error = {"component": e.component, "step": e.step, "invariant": e.invariant, "message": str(e)[:2000]}
-        except TimeLimitExceeded:
-            error = {"message": f"the engine did not finish within {float(limit):g} s (an endless loop?)"}
-        except Exception as e:  # noqa: BLE001 - any failure of the learner's parts becomes a row
-            error = {"message": f"the engine raised {type(e).__name__}: {str(e)[:1000]}"}
-        return {"tokens": tokens, "table": comps.table(), "error": error}
+    return {
+        "tokens": None,
+        "table": "",
+        "error": {"message": message, **({"fatal": 1} if fatal else {})},
+    }
 
 
 # --- the grader: the verdict -----------------------------------------------------------------------------
@@ -514,10 +320,18 @@ def _config_verdict(ln: dict[str, Any], cfg: Config) -> tuple[bool, str]:
     kit = cfg.reference[i][j] if j < len(cfg.reference[i]) else "end"
     blame = str(ln.get("blame") or "")
     comp = f"component {blame}" if blame else "no single part alone: the parts together"
-    return False, f"{cfg.name}: first mismatch at prompt {i}, token {j} ({mine} vs the kit's {kit}) ({comp})"
+    return (
+        False,
+        f"{cfg.name}: first mismatch at prompt {i}, token {j} ({mine} vs the kit's {kit}) ({comp})",
+    )
 
 
-def judge_e2e(lines: list[dict[str, Any]], e2e_plan: E2EPlan | None, points: float = 0.0, note: str = "") -> E2EResult:
+def judge_e2e(
+    lines: list[dict[str, Any]],
+    e2e_plan: E2EPlan | None,
+    points: float = 0.0,
+    note: str = "",
+) -> E2EResult:
     """The verdict from the driver's ``e2e`` lines: passed when every configuration that ran produced
     exactly the reference tokens (computed here, by the grader), and at least one ran.
 
@@ -532,7 +346,11 @@ def judge_e2e(lines: list[dict[str, Any]], e2e_plan: E2EPlan | None, points: flo
     runs = [ln for ln in lines if ln.get("type") == "e2e" and ln.get("config") in by_name]
     start = next((ln for ln in lines if ln.get("type") == "e2e_start"), None)
     if start is None:
-        return E2EResult("not run", "end-to-end: not run (no part of labs 02-08 passed its unit tests)", points)
+        return E2EResult(
+            "not run",
+            "end-to-end: not run (no part of labs 02-08 passed its unit tests)",
+            points,
+        )
     planned = [str(c) for c in start.get("configs", [])] if isinstance(start.get("configs"), list) else []
     done = {str(ln["config"]) for ln in runs}
     cut = [c for c in planned if c not in done]

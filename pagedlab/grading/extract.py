@@ -170,7 +170,7 @@ def _defined_names(tree: ast.Module) -> list[str]:
     return names
 
 
-def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:
+def find_exercises(nb: dict[str, Any], names: dict[str, str]) -> Extraction:  # noqa: C901 - one branch per notebook cell marker
     """Locate the exercise cells of ``nb``.
 
     Args:
@@ -418,12 +418,41 @@ def _is_time_limit(e: BaseException) -> bool:
     return type(e).__name__ == "TimeLimitExceeded"
 
 
+#: An absolute path in a message (``/home/x/.venv/lib/.../mod.so``): shown as its last part only.
+_ABS_PATH = re.compile(r"(?<![\w.])/(?:[^\s/:'\"]+/)+([^\s/:'\"]+)")
+
+
 def _short(e: BaseException, n: int = 200) -> str:
+    """A one-line message for ``e``: no absolute path of the machine it ran on (``…/last_part``); an import
+    that failed names its module and says why it may fail only while grading."""
     try:
-        s = str(e)
+        s = _ABS_PATH.sub(lambda m: "…/" + m.group(1), str(e))
     except Exception:  # noqa: BLE001
         s = "?"
+    if isinstance(e, ImportError) and not isinstance(e, ModuleNotFoundError):
+        name = str(e.name or "").split(".")[0] or "?"
+        s = (
+            f"the module {name!r} could not be loaded where your notebook is graded ({s}); "
+            f"if the exercise does not use it, remove the import"
+        )
     return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def imported_modules(ext: Extraction) -> list[str]:
+    """The top-level modules the cells of ``ext`` import at their top level (``import a.b`` / ``from a import
+    b``: ``a``), sorted; relative imports and cells that do not parse are skipped."""
+    found: set[str] = set()
+    for src in [c.source for c in ext.cells.values()] + [src for _i, src in ext.other_cells]:
+        try:
+            tree = ast.parse(strip_magics(src))
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".")[0])
+    return sorted(found)
 
 
 def _line_of(e: BaseException, filename: str) -> int | None:

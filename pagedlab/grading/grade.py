@@ -11,14 +11,16 @@ subfolder (learner = folder name; all its notebooks, at any depth, are that lear
 Other files are reported and skipped.
 
 Three processes per learner (the design and its limits are in ``docs/instructor_guide.md``):
-this one never runs learner code - it computes the reference transcripts and judges; a *driver*
+this one never runs learner code - it finds the submissions (:mod:`pagedlab.grading.submissions`), starts
+and supervises the drivers (:mod:`pagedlab.grading.supervisor`), computes the reference transcripts and
+judges (this module), and writes the reports (:mod:`pagedlab.grading.report`); a *driver*
 process (:mod:`pagedlab.grading.driver`, trusted) runs every test driver on proxies of the
 learner's objects; the *learner's process* (:mod:`pagedlab.grading.sandbox`) holds only the
-learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.grading.rpc`).
+learner's definitions and answers the driver's calls over a pipe (:mod:`pagedlab.containment.rpc`).
 Each starts fresh in a fresh temporary folder, with memory/CPU/file-size limits and a wall-clock
 timeout that kills the whole process group; the learner's process is also contained by the kernel
-(:mod:`pagedlab.grading.contain`). This process is the subreaper of its run
-(:mod:`pagedlab.grading.reaper`): every process left behind is killed before a result is read or a
+(:mod:`pagedlab.containment.kernel`). This process is the subreaper of its run
+(:mod:`pagedlab.containment.reaper`): every process left behind is killed before a result is read or a
 report written, and SIGINT/SIGTERM stop every process and remove every temporary folder. A
 submission that loops, crashes, exits, hogs memory, touches other files or patches the kit only
 loses its own points. Reports are written atomically, learner text escaped (:mod:`pagedlab.grading.text`).
@@ -36,33 +38,31 @@ Writes to ``--out`` (default ``grading-output/``):
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import re
 import secrets
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pagedlab.containment import reaper
 from pagedlab.errors import PagedLabError
-from pagedlab.grading import reaper, registry
-from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S, E2E_MEMORY_MB, E2EPlan, E2EResult, judge_e2e
-from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+from pagedlab.grading import e2e, registry
+from pagedlab.grading.e2e import (
+    E2EPlan,
+    E2EResult,
+    judge_e2e,
+)
 from pagedlab.grading.extract import cell_source
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.points import add_points_argument, parse_points, points_of
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.runner import reference_transcript
-from pagedlab.grading.sandbox import limits_preexec
+from pagedlab.grading.submissions import GradeError, Learner, apply_roster, discover, name_clashes, read_roster
+from pagedlab.grading.supervisor import MAX_RESULT_BYTES, TIME_SCALE_ENV, exit_reason, run_learners, time_scale
 from pagedlab.grading.text import printable
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 
 __all__ = [
     "TIME_SCALE_ENV",
@@ -76,29 +76,6 @@ __all__ = [
     "main",
     "time_scale",
 ]
-
-MAX_RESULT_BYTES = 64 * 1024 * 1024
-SKIP_DIRS = {".ipynb_checkpoints", "__pycache__", ".git", "__MACOSX"}
-
-
-class GradeError(PagedLabError, ValueError):
-    """The grading run cannot start (no submissions, a bad option)."""
-
-
-@dataclass
-class Learner:
-    """One learner's submission: their notebooks and what was odd about the files."""
-
-    #: The name the reports use: the file name without ``.ipynb``, or the folder's name, exactly (any script,
-    #: spaces kept), made unique with ``-2``, ``-3`` ... when two submissions have the same one.
-    name: str
-    #: The file or folder submitted (grades.csv column ``file``).
-    source: str
-    notebooks: list[Path] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    #: The student's id, when known (Gradescope's ``submission_metadata.json``, nbgrader's
-    #: ``submitted/<student_id>/<assignment>/`` folders, ``--roster``); "" otherwise.
-    student_id: str = ""
 
 
 @dataclass
@@ -125,6 +102,9 @@ class ExerciseResult:
     withheld: str = ""
     #: One judged outcome per test of the exercise, hidden tests included.
     outcomes: list[Outcome] = field(default_factory=list)
+    #: For the instructor only (grades.csv, the logs, Gradescope's instructor-only test; never a learner's file):
+    #: why each hidden test that did not pass failed - the exception or the limit hit, and the seconds it ran.
+    hidden_why: list[str] = field(default_factory=list)
     score: float = 0.0
     #: The exercise's points (``registry``); ``score`` is the share of its tests passed times these.
     max_score: float = 0.0
@@ -149,452 +129,6 @@ class LearnerResult:
     def max_score(self) -> float:
         extra = self.e2e.points if self.e2e is not None else 0.0
         return round(sum(e.max_score for e in self.exercises.values()) + extra, 4)
-
-
-# --- discovery ------------------------------------------------------------------------------------------
-def _base_name(name: str) -> str:
-    """A file or folder name as a learner's name: exactly as it is (any script, spaces), except for
-    characters no file name may hold (path separators, control characters), which become ``_``."""
-    out = re.sub(r"[\x00-\x1f\x7f/\\]", "_", name)
-    return out if out.strip(". ") else "learner"
-
-
-def _safe_name(name: str, taken: set[str]) -> str:
-    """``name`` (see :func:`_base_name`), or ``name-2``, ``name-3`` ... when taken: every learner's name is unique,
-    so no two submissions share a row, a feedback page or a results folder."""
-    base = _base_name(name)
-    candidate, n = base, 1
-    while candidate in taken:
-        n += 1
-        candidate = f"{base}-{n}"
-    taken.add(candidate)
-    return candidate
-
-
-def _notebooks_under(folder: Path, problems: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-        for f in sorted(files):
-            p = Path(root) / f
-            rel = p.relative_to(folder)
-            if f.startswith("."):
-                continue
-            if p.is_symlink():
-                problems.append(f"{rel}: a symbolic link, skipped")
-            elif f.endswith(".ipynb"):
-                out.append(p)
-            else:
-                problems.append(f"{rel}: not a notebook (.ipynb), skipped")
-    return out
-
-
-#: nbgrader's course folder of collected submissions: ``submitted/<student_id>/<assignment>/<notebook>.ipynb``.
-NBGRADER_SUBMITTED = "submitted"
-#: Files nbgrader's collect writes next to a submission's notebooks (not the learner's).
-NBGRADER_FILES = frozenset({"timestamp.txt"})
-
-
-def _folder_learner(folder: Path, name: str, label: str, ignore: frozenset[str] = frozenset()) -> Learner:
-    """The learner ``name`` whose work is every notebook under ``folder`` (``label``: the folder in messages;
-    ``ignore``: file names not reported as skipped)."""
-    problems: list[str] = []
-    lr = Learner(name, str(folder), _notebooks_under(folder, problems))
-    lr.problems = [m for m in problems if m.split(":", 1)[0] not in ignore]
-    if not lr.notebooks:
-        lr.problems.append(f"{label}/: no notebook (.ipynb) inside")
-    return lr
-
-
-def _nbgrader_learners(folder: Path, taken: set[str]) -> list[Learner]:
-    """One learner per ``<student_id>/<assignment>/`` of nbgrader's ``submitted/`` folder (ids kept)."""
-    out = []
-    for student in sorted(e for e in folder.iterdir() if e.is_dir() and not e.name.startswith(".")):
-        for assignment in sorted(e for e in student.iterdir() if e.is_dir() and not e.name.startswith(".")):
-            name = _safe_name(f"{student.name}_{assignment.name}", taken)
-            lr = _folder_learner(assignment, name, f"{student.name}/{assignment.name}", NBGRADER_FILES)
-            lr.student_id = student.name
-            out.append(lr)
-    return out
-
-
-def discover(paths: Sequence[Any]) -> list[Learner]:
-    """Learners from the command-line paths (see the module docstring); nbgrader's ``submitted/`` folder gives one
-    learner per student and assignment, with the student's id."""
-    learners: list[Learner] = []
-    taken: set[str] = set()
-
-    def skip(p: Path, name: str, why: str) -> None:
-        learners.append(Learner(_safe_name(name, taken), str(p), problems=[why]))
-
-    def add_file(p: Path) -> None:
-        if p.suffix == ".ipynb":
-            learners.append(Learner(_safe_name(p.stem, taken), str(p), [p]))
-        else:
-            skip(p, p.name, f"{p.name}: not a notebook (.ipynb); nothing to grade")
-
-    for raw in paths:
-        p = Path(raw)
-        if not p.exists():
-            skip(p, p.name or str(p), f"{p}: no such file or folder")
-        elif p.is_file():
-            add_file(p)
-        elif p.is_dir() and p.resolve().name == NBGRADER_SUBMITTED:
-            learners += _nbgrader_learners(p, taken)
-        elif p.is_dir():
-            for entry in sorted(p.iterdir()):
-                if entry.name.startswith(".") or entry.name in SKIP_DIRS:
-                    continue
-                if entry.is_symlink():
-                    skip(entry, entry.name, f"{entry.name}: a symbolic link, skipped")
-                elif entry.is_dir():
-                    learners.append(_folder_learner(entry, _safe_name(entry.name, taken), entry.name))
-                else:
-                    add_file(entry)
-    return learners
-
-
-def read_roster(path: Any) -> dict[str, str]:
-    """A roster CSV (``--roster``): a header row with a ``file`` column (the submitted file or folder: its name, or
-    its path as given to ``pagedlab grade``) and a ``student_id`` column; returns file -> student id.
-
-    Raises:
-        GradeError: no such file, no such columns, an empty id, or a file listed twice.
-    """
-    import csv
-
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.DictReader(f))
-            columns = rows[0].keys() if rows else []
-    except OSError as e:
-        raise GradeError(f"--roster {path}: cannot be read ({e.strerror or e})") from e
-    if not {"file", "student_id"} <= set(columns):
-        raise GradeError(f"--roster {path}: needs a header row with the columns 'file' and 'student_id'")
-    out: dict[str, str] = {}
-    for i, row in enumerate(rows, start=2):
-        file, sid = (row.get("file") or "").strip(), (row.get("student_id") or "").strip()
-        if not file or not sid:
-            raise GradeError(f"--roster {path}, line {i}: an empty 'file' or 'student_id'")
-        if file in out:
-            raise GradeError(f"--roster {path}, line {i}: {file!r} is listed twice")
-        out[file] = sid
-    return out
-
-
-def apply_roster(learners: Sequence[Learner], roster: dict[str, str]) -> list[str]:
-    """Give each learner the student id of its roster row (matched by the submitted path as given, else by its
-    file or folder name, exactly); return a warning per roster row that matched no submission."""
-    used: set[str] = set()
-    for lr in learners:
-        for key in (lr.source, Path(lr.source).name):
-            if key in roster:
-                lr.student_id = roster[key]
-                used.add(key)
-                break
-    return [f"warning: --roster: no submission {f!r} (student {sid})" for f, sid in roster.items() if f not in used]
-
-
-def name_clashes(learners: Sequence[Learner]) -> list[str]:
-    """One warning per discovered learner renamed ``name-N`` because another submission has the same name, e.g. two
-    learner folders given on the command line that both hold ``02_block_pool.ipynb`` (each notebook of a
-    folder given there is a learner of its own: give the folder above them to grade each as one learner)."""
-    out = []
-    for lr in learners:
-        src = Path(lr.source)
-        base = _base_name(src.stem if src.suffix == ".ipynb" else src.name)
-        if src.parent.parent.name == NBGRADER_SUBMITTED and lr.student_id:
-            base = _base_name(f"{lr.student_id}_{src.name}")
-        if lr.name != base:
-            out.append(
-                f"warning: two submissions are named {base!r}: {lr.source} is reported as {lr.name!r}. "
-                "A folder given on the command line holds one notebook or subfolder per learner; to grade "
-                "a learner's folder of notebooks as one learner, give the folder that contains it"
-            )
-    return out
-
-
-# --- running one learner ----------------------------------------------------------------------------------
-def _scrubbed_env(workdir: str) -> dict[str, str]:
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": workdir,
-        "TMPDIR": workdir,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "MPLCONFIGDIR": workdir,
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "TRITON_INTERPRET": "1",
-        "PYTHONHASHSEED": "0",
-    }
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        with contextlib.suppress(OSError):
-            proc.kill()
-
-
-def _exit_reason(rc: int | None, timed_out: bool, timeout: float, memory_mb: int) -> str:
-    if timed_out:
-        return f"stopped after {timeout:g} s (time limit): an endless loop, or very slow code?"
-    if rc is None or rc == 0:
-        return "the grading process ended before finishing (did your code call os._exit?)"
-    if rc < 0:
-        sig = -rc
-        name = {
-            int(signal.SIGKILL): "killed",
-            signal.SIGSEGV: "crashed (segmentation fault)",
-            signal.SIGABRT: "aborted",
-            signal.SIGXCPU: "ran out of CPU time",
-            signal.SIGBUS: "crashed (bus error)",
-        }.get(sig, f"killed by signal {sig}")
-        hint = f" (memory limit {memory_mb} MB?)" if sig in (signal.SIGKILL, signal.SIGABRT) else ""
-        return f"the grading process {name}{hint}"
-    return f"the grading process exited with status {rc} before finishing (did your code call os._exit?)"
-
-
-class _Run:
-    """One learner's sandboxed process, started by :func:`start_learner`."""
-
-    def __init__(self, learner: Learner, timeout: float) -> None:
-        self.learner = learner
-        self.timeout = timeout
-        self.info: dict[str, Any] = {"rc": None, "timed_out": False, "stdout": "", "seconds": 0.0, "error": ""}
-        self.workdir = ""
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start = time.monotonic()
-        self.log: Any = None
-
-    def poll(self) -> bool:
-        """True once the process has ended (killed at the deadline)."""
-        if self.proc is None:
-            return True
-        if self.proc.poll() is not None:
-            return True
-        if time.monotonic() - self.start > self.timeout:
-            self.info["timed_out"] = True
-            _kill_group(self.proc)
-            self.proc.wait()
-            return True
-        return False
-
-    def finish(
-        self, supervisor: reaper.Supervisor | None = None, keep: set[int] | None = None
-    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """Its result lines and process info, read once every process it started is gone
-        (its process group, and through ``supervisor`` every orphan that is not in ``keep``)."""
-        lines: list[dict[str, Any]] = []
-        try:
-            if self.proc is not None:
-                _kill_group(self.proc)  # leftovers of its process group (there should be none)
-                if supervisor is not None:
-                    supervisor.kill_strays(keep or set())
-                self.info["rc"] = self.proc.returncode
-                self.info["seconds"] = round(time.monotonic() - self.start, 2)
-                if self.log is not None:
-                    self.log.close()
-                self.info["stdout"] = _read_capped(os.path.join(self.workdir, "output.txt"), 20_000)
-                lines = _read_results(os.path.join(self.workdir, "result.jsonl"))
-        finally:
-            if self.workdir:
-                _remove_tree(self.workdir)
-        return lines, self.info
-
-
-def _copy_notebooks(learner: Learner, folder: str, run: _Run) -> list[str]:
-    """Copy the learner's notebooks into ``folder`` as ``nb<i>_<name>``; return the copies' names."""
-    names = []
-    for i, nb in enumerate(learner.notebooks):
-        dst = f"nb{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', nb.name)}"
-        try:
-            shutil.copyfile(nb, os.path.join(folder, dst))
-        except OSError as e:
-            run.info["error"] = f"{nb.name}: cannot be read ({e.strerror or e})"
-            continue
-        names.append(dst)
-    return names
-
-
-#: Environment variable multiplying every test's time limit (a slow or heavily shared grading machine).
-TIME_SCALE_ENV = "PAGEDLAB_GRADE_TIME_SCALE"
-
-
-def time_scale() -> float:
-    """``$PAGEDLAB_GRADE_TIME_SCALE`` (default 1): the factor applied to each test's time limit (not to
-    ``--timeout``, the learner's total). On a machine where many jobs share few cores, a test that calls
-    the learner's code hundreds of times across the process boundary waits for the scheduler at every
-    call, and can exceed its limit although the code is right.
-
-    Raises:
-        GradeError: the variable is set to something other than a number >= 1.
-    """
-    raw = os.environ.get(TIME_SCALE_ENV, "").strip()
-    if not raw:
-        return 1.0
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value >= 1.0 or value == float("inf"):
-        raise GradeError(f"${TIME_SCALE_ENV} must be a number >= 1 (a factor on each test's time limit), got {raw!r}")
-    return value
-
-
-def start_learner(
-    learner: Learner,
-    exercises: list[str] | None,
-    hidden: Path | None,
-    timeout: float,
-    memory_mb: int,
-    e2e_job: dict[str, Any] | None = None,
-) -> _Run:
-    """Start one learner's driver process (:mod:`pagedlab.grading.driver`) in a fresh folder.
-
-    The folder holds the driver's job and results; its ``learner/`` sub-folder holds copies of the
-    notebooks and is the only folder the learner's process may use. ``e2e_job``
-    (:meth:`~pagedlab.grading.e2e.E2EPlan.job`) turns the end-to-end test on. Called from the main thread
-    only (``preexec_fn`` is not safe with threads around).
-    """
-    scale = time_scale()
-    extra = E2E_ALLOWANCE_S * scale if e2e_job else 0.0  # the end-to-end test has its own time, after the tests
-    run = _Run(learner, timeout + extra)
-    if not learner.notebooks:
-        return run
-    run.workdir = tempfile.mkdtemp(prefix="pagedlab-grade-")
-    learner_dir = os.path.join(run.workdir, "learner")
-    os.mkdir(learner_dir, 0o700)
-    job = {
-        "notebooks": _copy_notebooks(learner, learner_dir, run),
-        "learner_dir": learner_dir,
-        "exercises": exercises,
-        "hidden_dir": str(hidden) if hidden else None,
-        "test_timeout": min(30.0, max(1.0, timeout / 4)) * scale,
-        "time_scale": scale,
-        "memory_mb": memory_mb,
-        "cpu_s": int(timeout + extra) + 2,
-        "result": "result.jsonl",
-        "e2e": dict(e2e_job, limit=E2E_CONFIG_LIMIT_S * scale, time_scale=scale) if e2e_job else None,
-    }
-    with open(os.path.join(run.workdir, "job.json"), "w", encoding="utf-8") as f:
-        json.dump(job, f)
-    run.log = open(os.path.join(run.workdir, "output.txt"), "wb")  # noqa: SIM115 - lives as long as the run; closed when it ends
-    run.start = time.monotonic()
-    run.proc = subprocess.Popen(
-        [sys.executable, "-I", "-m", "pagedlab.grading.driver", "job.json"],
-        cwd=run.workdir,
-        env=_scrubbed_env(run.workdir),
-        stdin=subprocess.DEVNULL,
-        stdout=run.log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        close_fds=True,
-        # the driver's limits bound its children's: the end-to-end learner process needs E2E_MEMORY_MB
-        preexec_fn=limits_preexec(max(memory_mb, 2048, E2E_MEMORY_MB if e2e_job else 0), int(timeout + extra) + 2),
-    )
-    return run
-
-
-def run_learners(
-    learners: Sequence[Learner],
-    exercises: list[str] | None,
-    hidden: Path | None,
-    timeout: float,
-    memory_mb: int,
-    jobs: int,
-    e2e_job: dict[str, Any] | None = None,
-) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
-    """Run every learner (at most ``jobs`` processes at a time); results in the learners' order.
-
-    Stopped (:class:`~pagedlab.grading.reaper.Stopped`, any exception): every process it started is
-    killed and every temporary folder removed before the exception goes on; a line on stderr says so.
-    """
-    results: dict[int, tuple[list[dict[str, Any]], dict[str, Any]]] = {}
-    pending = list(enumerate(learners))
-    running: dict[int, _Run] = {}
-    with reaper.Supervisor() as supervisor:
-        try:
-            while pending or running:
-                while pending and len(running) < jobs:
-                    i, lr = pending.pop(0)
-                    running[i] = start_learner(lr, exercises, hidden, timeout, memory_mb, e2e_job)
-                for i in [i for i, r in running.items() if r.poll()]:
-                    others = {r.proc.pid for j, r in running.items() if j != i and r.proc is not None}
-                    results[i] = running[i].finish(supervisor, others)
-                    del running[i]
-                if running:
-                    time.sleep(0.02)
-        except BaseException as e:
-            _stop_all(list(running.values()), supervisor, e)
-            raise
-    return [results[i] for i in range(len(learners))]
-
-
-def _stop_all(runs: list[_Run], supervisor: reaper.Supervisor, why: BaseException) -> None:
-    """Kill the process groups of ``runs`` and every stray, remove their folders, and say so on stderr."""
-    for run in runs:
-        if run.proc is not None:
-            _kill_group(run.proc)
-            run.proc.wait()
-    strays = supervisor.kill_strays()
-    folders = 0
-    for run in runs:
-        if run.log is not None:
-            run.log.close()
-        if run.workdir:
-            _remove_tree(run.workdir)
-            folders += not os.path.exists(run.workdir)
-    what = f"stopped by {why}" if isinstance(why, reaper.Stopped) else f"stopped ({type(why).__name__})"
-    print(
-        f"pagedlab grade: {what}: killed {len(runs)} learner run(s) and {strays} other process(es) they left, "
-        f"removed {folders} temporary folder(s); nothing was written",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-def _remove_tree(path: str) -> None:
-    def fix(func: Any, p: str, _exc: Any) -> None:  # the learner may have removed permissions in its folder
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=fix)
-
-
-def _read_capped(path: str, n: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read(n + 1)
-    except OSError:
-        return ""
-    text = data[:n].decode("utf-8", "replace")
-    return text + ("\n[... cut]" if len(data) > n else "")
-
-
-def _read_results(path: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    try:
-        if os.path.islink(path) or os.path.getsize(path) > MAX_RESULT_BYTES:
-            return out
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and isinstance(obj.get("type"), str):
-                    out.append(obj)
-    except OSError:
-        pass
-    return out
 
 
 # --- judging ----------------------------------------------------------------------------------------------
@@ -631,10 +165,10 @@ def _take_exercise(er: ExerciseResult, ln: dict[str, Any], learner: Learner) -> 
 
 def _read_lines(
     res: LearnerResult, lines: list[dict[str, Any]], exercise_ids: list[str]
-) -> tuple[dict[tuple[str, str, bool], Any], list[str]]:
+) -> tuple[dict[tuple[Any, ...], Any], list[str]]:
     """Messages and exercises of ``res`` from the driver's lines; return (transcripts, audit flags)."""
     learner = res.learner
-    transcripts: dict[tuple[str, str, bool], Any] = {}
+    transcripts: dict[tuple[Any, ...], Any] = {}
     audit: list[str] = []
     for ln in lines:
         t = ln.get("type")
@@ -643,9 +177,10 @@ def _read_lines(
         elif t == "exercise" and ln.get("exercise") in exercise_ids:
             _take_exercise(res.exercises.setdefault(ln["exercise"], ExerciseResult(ln["exercise"])), ln, learner)
         elif t == "transcript":
-            transcripts.setdefault(
-                (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden"))), ln.get("entries")
-            )
+            key = (str(ln.get("exercise")), str(ln.get("test")), bool(ln.get("hidden")))
+            transcripts.setdefault(key, ln.get("entries"))
+            if isinstance(ln.get("seconds"), (int, float)):
+                transcripts.setdefault(("seconds", *key), float(ln["seconds"]))
         elif t == "audit" and isinstance(ln.get("changed"), list):
             local = [ex.id for ex in registry.all_exercises() if ex.runs_in_learner_process]
             audit.append(
@@ -654,6 +189,12 @@ def _read_lines(
                 + "): it earns nothing, the tests run in another process"
                 + (f" (except those of {', '.join(local)}: instructor guide, section 7)" if local else "")
             )
+        elif t == "reference" and ln.get("exercise") in res.exercises and isinstance(ln.get("flag"), str):
+            er = res.exercises[ln["exercise"]]  # provenance.RunWatch: the reference's code ran during its tests
+            flag = ln["flag"][:300]
+            if flag.startswith(REFERENCE_FLAG) and flag not in er.flags:
+                er.flags.insert(0, flag)
+                er.reference = er.reference or flag
         elif t == "note" and isinstance(ln.get("message"), str):
             res.messages.append(
                 re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner), ln["message"][:300])
@@ -661,12 +202,45 @@ def _read_lines(
     return transcripts, audit
 
 
-def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool], Any], done: bool) -> None:
+def hidden_failure(label: str, out: Outcome, entries: Any, seconds: float | None, inputs: str = "") -> str:
+    """For the instructor: why a hidden test did not pass - the exception its run ended with (type and
+    message; a time or memory limit, or the process's end, says so), else the verdict, and the seconds it ran.
+
+    Text that repeats a number of ``inputs`` (the hidden test's reference transcript, as text) is withheld:
+    the learner's code or the judge wrote it from the hidden inputs, which never reach a file."""
+    err = next((e for e in reversed(entries) if isinstance(e, dict) and e.get("kind") == "error"), None)
+    if not isinstance(entries, list):
+        err = None
+    if err is not None and err.get("where") == "<skipped>":
+        what = "not run: an earlier test of this exercise ran out of time"
+    elif err is not None:
+        limit = err.get("limit")
+        message = _unless_inputs(str(err.get("message", "")), inputs)
+        what = f"{err.get('type', '?')}" + (f": {message}" if message else "")
+        what += f" (time limit {limit:g} s)" if isinstance(limit, (int, float)) else ""
+        what += " (memory limit)" if err.get("type") == "MemoryError" else ""
+    else:
+        first = (out.message or "").strip().splitlines()[0] if (out.message or "").strip() else ""
+        what = f"{out.status}: {_unless_inputs(first, inputs)}"
+    took = f" after {seconds:.2f} s" if seconds is not None else ""
+    return printable(f"{label}: {what}{took}")[:500]
+
+
+def _unless_inputs(text: str, inputs: str) -> str:
+    """``text``, or a placeholder when it holds a number (2 digits or more) that ``inputs`` holds."""
+    numbers = set(re.findall(r"\d{2,}", text))
+    if any(re.search(rf"(?<!\d){n}(?!\d)", inputs) for n in numbers):
+        return "(text withheld: it repeats the hidden test's inputs)"
+    return text
+
+
+def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[Any, ...], Any], done: bool) -> None:
     """Judge every test of a found exercise against the reference; add up its score (of ``er.max_score``)."""
     ex = registry.get(er.exercise)
     per_test = er.max_score / max(1, len(ex.tests))
     for test in ex.tests:
-        got = transcripts.get((er.exercise, test.title, test.hidden))
+        key = (er.exercise, test.title, test.hidden)
+        got = transcripts.get(key)
         out = judge(ex, test, reference_transcript(ex, test), got if got is not None else [])
         if got is None and out.status not in ("passed", "unavailable"):
             out.status = "error"
@@ -676,6 +250,10 @@ def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[str, str, bool],
                 else "this test did not run (hidden tests skipped?)"
             )
         er.outcomes.append(out)
+        if test.hidden and not out.passed:  # numbered as the reports number them: titles are the instructor's
+            label = f"hidden test {sum(o.hidden for o in er.outcomes)}"
+            inputs = json.dumps([test.title, reference_transcript(ex, test)], default=str)
+            er.hidden_why.append(hidden_failure(label, out, got, transcripts.get(("seconds", *key)), inputs))
         if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
             er.score += per_test  # (one that cannot run on this machine, "unavailable", earns nobody anything)
     er.score = round(er.score, 4)
@@ -710,7 +288,7 @@ def judge_learner(
         res.status = "invalid"
     elif not done:
         res.status = "timeout" if info.get("timed_out") else "crashed"
-        res.messages.append(_exit_reason(info.get("rc"), info.get("timed_out", False), timeout, memory_mb))
+        res.messages.append(exit_reason(info.get("rc"), info.get("timed_out", False), timeout, memory_mb))
     for eid in exercise_ids:
         ex = registry.get(eid)
         er = res.exercises.setdefault(eid, ExerciseResult(eid))
@@ -831,8 +409,6 @@ def _e2e_plan(opts: E2EOptions) -> tuple[E2EPlan | None, str]:
     Raises:
         GradeError: a bad option (points < 0, prompts or tokens out of range).
     """
-    from pagedlab.grading import e2e
-
     if not opts.enabled:
         return None, "turned off (--no-e2e)"
     if opts.points < 0:
@@ -896,7 +472,7 @@ def grade(
         if not quiet:  # learner names and texts escaped: a lone surrogate cannot stop the run on a UTF-8 console
             print(printable(text), flush=True)
 
-    from pagedlab.grading import report
+    from pagedlab.grading import report  # lazy: check()'s machinery (hypothesis, pictures): only a run pays for it
 
     with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
         out_path = Path(out)

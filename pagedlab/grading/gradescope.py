@@ -55,7 +55,6 @@ __all__ = [
     "main",
     "prepare",
     "run",
-    "validate_results",
 ]
 
 CONFIG_NAME = "pagedlab_autograder.json"
@@ -68,7 +67,6 @@ ROOT_ENV = "PAGEDLAB_AUTOGRADER_ROOT"
 #: Files and folders of the kit's source tree that ``pip install`` needs.
 _KIT_FILES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "setup.cfg")
 _KIT_DIRS = ("pagedlab", "kernels", "data", "labs")
-_VISIBILITIES = {"visible", "hidden", "after_due_date", "after_published"}
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, from /autograder/source, when it builds the autograder image.
@@ -268,8 +266,8 @@ def prepare(root: Any | None = None) -> str:
     import secrets
 
     from pagedlab.grading import e2e
-    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
     from pagedlab.grading.grade import E2EOptions
+    from pagedlab.grading.triton_mode import use_interpreter_without_gpu
     from pagedlab.model.loader import load_model
 
     base = _root(root)
@@ -328,7 +326,8 @@ def _student_id(metadata: Path) -> str:
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
-    from pagedlab.grading.grade import E2EOptions, Learner, _notebooks_under, grade
+    from pagedlab.grading.grade import E2EOptions, Learner, grade
+    from pagedlab.grading.submissions import _notebooks_under
 
     sub = root / "submission"
     learner = Learner("submission", str(sub), student_id=_student_id(root / "submission_metadata.json"))
@@ -390,41 +389,6 @@ def run(root: Any | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, json.dumps(data, indent=1, ensure_ascii=False))  # escaped, never half-written
     return out
-
-
-def validate_results(data: Any) -> list[str]:
-    """Problems of a Gradescope ``results.json`` (empty: valid).
-
-    Checks (Gradescope autograder specification, 2024): a ``tests`` list whose entries have a
-    string ``name``, numeric ``score`` and ``max_score`` (0 <= score <= max_score), a string
-    ``output``, a known ``visibility``; a numeric total ``score`` equal to the sum of the tests'
-    scores; the tests' max_scores summing to ``expected_total`` is the caller's check.
-    """
-    if not isinstance(data, dict):
-        return ["results.json is not a JSON object"]
-    problems: list[str] = []
-    tests = data.get("tests")
-    if not isinstance(tests, list):
-        return ["no 'tests' list"]
-    for i, t in enumerate(tests):
-        if not isinstance(t, dict):
-            problems.append(f"tests[{i}] is not an object")
-            continue
-        for key, kind in (("name", str), ("output", str), ("score", (int, float)), ("max_score", (int, float))):
-            if not isinstance(t.get(key), kind) or isinstance(t.get(key), bool):
-                problems.append(f"tests[{i}].{key} missing or of the wrong type")
-        if t.get("visibility") not in _VISIBILITIES:
-            problems.append(f"tests[{i}].visibility {t.get('visibility')!r} is not one of {sorted(_VISIBILITIES)}")
-        if not problems and not 0 <= t["score"] <= t["max_score"]:
-            problems.append(f"tests[{i}]: score {t['score']} outside [0, {t['max_score']}]")
-    score = data.get("score")
-    if not isinstance(score, (int, float)) or isinstance(score, bool):
-        problems.append("no numeric total 'score'")
-    elif not problems and abs(score - sum(t["score"] for t in tests)) > 1e-6:
-        problems.append(f"score {score} is not the sum of the tests' scores")
-    if data.get("stdout_visibility", "hidden") not in _VISIBILITIES:
-        problems.append("bad stdout_visibility")
-    return problems
 
 
 # --- CLI --------------------------------------------------------------------------------------------------

@@ -85,7 +85,7 @@ def _num_close(a: Any, b: Any, tol: float) -> bool:
     return math.isclose(a, b, rel_tol=tol, abs_tol=0.0) or a == b
 
 
-def first_difference(expected: Any, got: Any, tol: float | None = None, path: Path_ = ()) -> Path_ | None:
+def first_difference(expected: Any, got: Any, tol: float | None = None, path: Path_ = ()) -> Path_ | None:  # noqa: C901 - one branch per transcript value kind
     """Path of the first place where ``got`` differs from ``expected`` (None when equal).
 
     The path is a tuple of dict keys / list indices; a path ending in ``"<length>"`` means the
@@ -324,7 +324,7 @@ def _wrong_value(out: Outcome, ref: Sequence[dict[str, Any]], i: int, g: dict[st
     return True
 
 
-def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: list[dict[str, Any]]) -> int:
+def _compare(out: Outcome, exercise: Any, test: Any, ref: Sequence[dict[str, Any]], got: list[dict[str, Any]]) -> int:  # noqa: C901 - one branch per transcript entry kind (step, error, state, obs, end)
     """Walk both transcripts, filling ``out`` at the first difference; return the index where it stopped."""
     ref_state: Any = None
     for i, r in enumerate(ref):

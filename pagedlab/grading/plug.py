@@ -256,7 +256,7 @@ def render_component_state(slot: str, state: dict[str, Any]) -> str:
     if slot == "free_queue" and "free_queue" in state:
         return render_queue_rows([("free queue", state["free_queue"], None)], title=f"free queue ({slot})")
     if slot == "radix" and "root" in state:
-        from pagedlab.grading.exercises.lab07 import tree_state
+        from pagedlab.grading.snapshots import tree_state
         from pagedlab.viz import render_radix_tree
 
         return render_radix_tree({"root": tree_state(state["root"])}, title="the engine's radix tree (radix)")

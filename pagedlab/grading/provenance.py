@@ -13,7 +13,14 @@ produced it:
   identical code - bytecode, constants (nested functions and comprehensions compared the same way), the names
   it uses and its local variable names; only the file name and line numbers may differ, so an ``exec`` of the
   shipped file or a pasted copy matches, and a learner's own code matches only if it is that code;
-* **a wrapper**: a function of the learner's object whose globals or closure name a reference object.
+* **a wrapper**: a function of the learner's object whose globals or closure name a reference object;
+* **reached at run time** (:class:`RunWatch`): whatever route a submission takes to the reference while its
+  tests run (a kit function's ``__globals__`` or closure, ``__wrapped__``, the registry, a delegating class
+  that fetches it when called), the reference's own code runs. CPython's profiler (C-level, ``cProfile``)
+  records every code object that runs in the learner's process while it serves the driver; the driver asks
+  after each exercise's tests whether a code object of that exercise's reference (its own functions and the
+  functions nested in them) was among them. Not for exercises whose tests run in the learner's process
+  (``runs_in_learner_process``: the kit's own drivers run there).
 
 It runs in the learner's process (that is where the objects are), and the references' fingerprints are taken
 before the learner's cells run. Like the run-time audit it reports to the grader and can be hidden from by a
@@ -27,7 +34,7 @@ import inspect
 import types
 from typing import Any
 
-__all__ = ["FLAG_PREFIX", "Provenance", "code_key", "functions_of"]
+__all__ = ["FLAG_PREFIX", "Provenance", "RunWatch", "code_key", "functions_of"]
 
 #: Every flag of this module starts with this (the grader recognises reference hand-ins by it).
 FLAG_PREFIX = "hands in the kit's reference implementation"
@@ -118,6 +125,21 @@ class Provenance:
                 (w, o, {k: code_key(f.__code__) for k, f in functions_of(o).items()}) for w, o in found
             ]
 
+    def own_code(self, exercise_id: str) -> dict[int, str]:
+        """``id(code object) -> label`` of every code object the references of ``exercise_id`` define: their own
+        functions (a class: those defined in its body, not ones inherited from other kit classes) and the
+        functions and comprehensions nested in them. The references hold the code objects alive."""
+        out: dict[int, str] = {}
+        for where, ref, _keys in self._refs.get(exercise_id, []):
+            qual = str(getattr(ref, "__qualname__", ""))
+            for name, fn in functions_of(ref).items():
+                own = fn.__qualname__ == qual or fn.__qualname__.startswith(qual + ".")
+                if qual and own and fn.__module__ == getattr(ref, "__module__", None):
+                    label = f"{qual}.{name}" if name else qual
+                    for code in _codes(fn.__code__):
+                        out.setdefault(id(code), f"{label} ({where})")
+        return out
+
     def check(self, exercise_id: str, obj: Any) -> str:
         """A flag (starting with :data:`FLAG_PREFIX`) when ``obj`` is a reference of ``exercise_id``, else ``""``."""
         try:
@@ -152,6 +174,46 @@ class Provenance:
                     label = getattr(ref, "__name__", "it")
                     return f"{FLAG_PREFIX}: {name or 'the function'} calls the kit's {label} ({where})"
         return ""
+
+
+class RunWatch:
+    """Which references' code ran in this (the learner's) process since the last look.
+
+    Args:
+        provenance: the references' fingerprints (:class:`Provenance`), taken before the learner's cells ran.
+    """
+
+    def __init__(self, provenance: Provenance) -> None:
+        import cProfile  # lazy: only the learner's process of pagedlab grade profiles
+
+        self._provenance = provenance
+        self._profiler = cProfile.Profile()
+
+    def start(self) -> None:
+        """Record from now on (in this thread: the one that serves the driver)."""
+        self._profiler.enable()
+
+    def forget(self) -> None:
+        """Forget what ran so far (the driver calls it before an exercise's tests)."""
+        self._profiler.clear()
+
+    def ran(self, exercise_id: str) -> str:
+        """A flag (starting with :data:`FLAG_PREFIX`) when code of ``exercise_id``'s reference ran since the
+        last :meth:`forget`, else ``""``."""
+        codes = self._provenance.own_code(str(exercise_id))
+        hits = sorted({codes[id(e.code)] for e in self._profiler.getstats() if id(e.code) in codes})
+        if not hits:
+            return ""
+        return f"{FLAG_PREFIX}: its tests ran the kit's own code ({', '.join(hits[:3])}), reached at run time"
+
+
+def _codes(code: types.CodeType) -> list[types.CodeType]:
+    """``code`` and every code object nested in it (functions, lambdas, comprehensions)."""
+    out = [code]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out += _codes(c)
+    return out
 
 
 def _all_names(code: types.CodeType) -> set[str]:

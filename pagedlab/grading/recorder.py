@@ -28,6 +28,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pagedlab.containment.rpc import safe_str
+
 __all__ = ["MAX_ITEMS", "Fail", "Recorder", "error_entry", "safe_str", "time_limit_entry", "to_plain", "where_raised"]
 
 #: Largest number of scalars one recorded value may hold (bigger ones are cut and marked).
@@ -79,7 +81,7 @@ def _exact_number(x: Any) -> Any:
 _NOT_SCALAR = object()
 
 
-def to_plain(value: Any, _depth: int = 0, _budget: _Budget | None = None) -> Any:
+def to_plain(value: Any, _depth: int = 0, _budget: _Budget | None = None) -> Any:  # noqa: C901 - one branch per value type
     """A copy of ``value`` made only of exact built-in types (see the module docstring).
 
     * ``None``, ``bool``, ``int``, ``float``, ``str`` are copied (subclasses are converted through
@@ -125,7 +127,7 @@ def to_plain(value: Any, _depth: int = 0, _budget: _Budget | None = None) -> Any
             out[key] = to_plain(v, _depth + 1, budget)
         return out
     mod = t.__module__ or ""
-    if getattr(t, "_pl_is_proxy", False):  # an object living in the learner's process (grading.rpc)
+    if getattr(t, "_pl_is_proxy", False):  # an object living in the learner's process (containment.rpc)
         cls = str(object.__getattribute__(value, "_pl_cls"))
         if cls in ("builtins.list", "builtins.dict", "builtins.set"):  # exact built-in types only
             return to_plain(value._pl_req("plain"), _depth + 1, budget)
@@ -256,17 +258,9 @@ def time_limit_entry(limit: float | None) -> dict[str, Any]:
 
 def where_raised(exc: BaseException) -> str:
     """Where ``exc`` was raised in learner code: sent along by the learner's process
-    (:mod:`pagedlab.grading.rpc`), or found in this process's traceback."""
+    (:mod:`pagedlab.containment.rpc`), or found in this process's traceback."""
     remote = getattr(exc, "remote_where", None)
     return remote[:300] if isinstance(remote, str) else learner_frame(exc)
-
-
-def safe_str(exc: BaseException) -> str:
-    """``str(exc)``, or a placeholder when its ``__str__`` raises (learner code's exceptions may)."""
-    try:
-        return str(exc)
-    except Exception:  # noqa: BLE001
-        return f"<{type(exc).__name__} whose message cannot be shown>"
 
 
 def _is_library_file(filename: str) -> bool:

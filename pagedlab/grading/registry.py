@@ -14,8 +14,11 @@ compares the two transcripts (:mod:`pagedlab.grading.judge`). A driver may also 
 ``AssertionError`` (or :class:`~pagedlab.grading.recorder.Fail`) with a teaching message for
 things it checks on its own.
 
-Exercises live in ``pagedlab/grading/exercises/labNN.py``, one module per lab, and are loaded
-on first use. Instructor-only hidden tests are Python files in a folder given at grading time
+The grader holds no exercise. The course (``pagedlab/course/exercises/labNN.py``, one module per lab)
+registers its exercises here (:func:`register`) and its solution cells (:func:`register_solutions`)
+when it is imported; the grader imports it on first use under the one name it knows,
+:data:`DEFAULT_COURSE` (the single documented entry point; the top layer may hand it another with
+:func:`use_course`, and ``pagedlab grade`` passes the name on to its processes). Instructor-only hidden tests are Python files in a folder given at grading time
 (:func:`load_hidden_tests`); they use :func:`hidden_test`.
 """
 
@@ -40,6 +43,11 @@ __all__ = [
     "all_exercises",
     "find_by_name",
     "load_all",
+    "use_course",
+    "course_module",
+    "register_solutions",
+    "solutions_dir",
+    "DEFAULT_COURSE",
     "load_hidden_tests",
     "unload_hidden_tests",
     "hidden_test",
@@ -47,11 +55,12 @@ __all__ = [
     "snippet_source",
     "snippet_object",
     "UnknownExerciseError",
-    "SOLUTIONS_DIR",
 ]
 
-#: Folder holding each exercise's canonical solution cell (``<lab>_<slug>.py``).
-SOLUTIONS_DIR = Path(__file__).resolve().parent / "exercises" / "solutions"
+#: The course the grader serves unless told otherwise: the module whose import registers every exercise.
+#: The single documented entry point between the grader and the course; nothing else in
+#: ``pagedlab.grading`` names the course (tests/test_layers.py checks it).
+DEFAULT_COURSE = "pagedlab.course.exercises"
 
 
 class UnknownExerciseError(LookupError):
@@ -162,6 +171,9 @@ _REGISTRY: dict[str, Exercise] = {}
 _reference_cache: dict[str, Any] = {}
 _lock = threading.RLock()
 _loaded = False
+_course = DEFAULT_COURSE
+#: Folder holding each exercise's canonical solution cell (``<lab>_<slug>.py``), as the course registered it.
+_solutions: Path | None = None
 _hidden_loaded: dict[str, list[tuple[str, Test]]] = {}
 _hidden_counter = itertools.count()
 
@@ -176,16 +188,49 @@ def register(ex: Exercise) -> Exercise:
     return ex
 
 
+def use_course(module: str) -> None:
+    """Serve the course ``module`` (importing it registers its exercises) instead of :data:`DEFAULT_COURSE`.
+
+    Raises:
+        ValueError: a course is already loaded (the registry serves one course per process).
+    """
+    global _course
+    with _lock:
+        if _loaded and module != _course:
+            raise ValueError(f"the course {_course} is already loaded; use_course({module!r}) must come first")
+        _course = module
+
+
+def course_module() -> str:
+    """The module name of the course this process serves (the grader hands it to its processes)."""
+    return _course
+
+
+def register_solutions(folder: os.PathLike | str) -> None:
+    """The course's folder of solution cells (``<lab>_<slug>.py``); the course calls it once on import."""
+    global _solutions
+    _solutions = Path(folder).resolve()
+
+
+def solutions_dir() -> Path:
+    """The folder of the served course's solution cells.
+
+    Raises:
+        UnknownExerciseError: the course registered none.
+    """
+    load_all()
+    if _solutions is None:
+        raise UnknownExerciseError(f"the course {_course} registered no folder of solution cells")
+    return _solutions
+
+
 def load_all() -> None:
-    """Import every exercise module listed in ``pagedlab.grading.exercises.MODULES`` (once)."""
+    """Import the course (once): its import registers every exercise (:func:`register`)."""
     global _loaded
     with _lock:
         if _loaded:
             return
-        from pagedlab.grading import exercises
-
-        for mod in exercises.MODULES:
-            importlib.import_module(f"pagedlab.grading.exercises.{mod}")
+        importlib.import_module(_course)
         _loaded = True
 
 
@@ -216,9 +261,9 @@ def find_by_name(name: str) -> list[Exercise]:
 
 # --- solution snippets ----------------------------------------------------------------------------
 def snippet_path(exercise_id: str) -> Path:
-    """``exercises/solutions/<lab>_<slug>.py`` for ``"<lab>.<slug>"``."""
+    """``<solutions folder>/<lab>_<slug>.py`` for ``"<lab>.<slug>"``."""
     lab, slug = exercise_id.split(".", 1)
-    return SOLUTIONS_DIR / f"{lab}_{slug}.py"
+    return solutions_dir() / f"{lab}_{slug}.py"
 
 
 def snippet_source(exercise_id: str) -> str:

@@ -103,12 +103,19 @@ def _flags(res: Any) -> dict[str, list[str]]:
     return {eid: list(er.flags) for eid, er in sorted(res.exercises.items()) if er.flags}
 
 
+def _hidden_why(res: Any) -> list[tuple[str, str]]:
+    """(exercise id, why one of its hidden tests failed), for the instructor only (``ExerciseResult.hidden_why``)."""
+    return [(eid, why) for eid, er in sorted(res.exercises.items()) for why in getattr(er, "hidden_why", [])]
+
+
 def _instructor_test(res: Any) -> list[dict[str, Any]]:
     """A 0-point test that only instructors see on Gradescope (visibility "hidden"): the flags, and the learner
     process's exit status and last output (none when there is nothing to say). The output is there even when
     all went well: it holds what the report keeps from learners (the end-to-end run's own error text)."""
     flags = _flags(res)
-    lines = [f"{eid}: {f}" for eid, fl in flags.items() for f in fl]
+    lines = [f"{eid}: {f}" for eid, fl in flags.items() for f in fl] + [
+        f"{eid}: {why}" for eid, why in _hidden_why(res)
+    ]
     if not lines and res.status == "ok" and not str(getattr(res, "log", "") or "").strip():
         return []
     text = "\n".join([f"status: {res.status}", *lines])
@@ -168,7 +175,7 @@ def gradescope_dict(res: Any) -> dict[str, Any]:
     }
 
 
-def feedback_html(res: Any) -> str:
+def feedback_html(res: Any) -> str:  # noqa: C901 - one section per result kind
     """A self-contained HTML page of one learner's results."""
     e = html.escape
     parts = [
@@ -269,7 +276,9 @@ def _log_text(lr: Any, info: dict[str, Any], r: Any) -> str:
     return (
         f"learner: {lr.name}\nsource: {lr.source}\nnotebooks: {[str(p) for p in lr.notebooks]}\n"
         f"exit status: {info.get('rc')}  timed out: {info.get('timed_out')}  seconds: {info.get('seconds')}\n"
-        f"status: {r.status}\n--- output of the learner process ---\n{info.get('stdout', '')}\n"
+        f"status: {r.status}\n"
+        + "".join(f"{eid}: {why}\n" for eid, why in _hidden_why(r))
+        + f"--- output of the learner process ---\n{info.get('stdout', '')}\n"
     )
 
 
@@ -301,7 +310,7 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
     header = (
         ["learner", "student_id", "file", "score", "max_score", "percent", "status"]
         + list(exercise_ids)
-        + ["end-to-end", "reference", "flags", "messages"]
+        + ["end-to-end", "reference", "flags", "messages", "hidden_failures"]
     )
     rows = []
     for r in results:
@@ -315,6 +324,7 @@ def write_all(out_dir: Path, results: Sequence[Any], exercise_ids: list[str], ru
             + [f"{r.exercises[eid].score:g}" if eid in r.exercises else "0" for eid in exercise_ids]
             + [r.e2e.line if getattr(r, "e2e", None) is not None else ""]
             + [reference, "; ".join(flags), " | ".join(m.replace("\n", " ") for m in msgs)[:2000]]
+            + [" | ".join(f"{eid}: {why}".replace("\n", " ") for eid, why in _hidden_why(r))[:4000]]
         )
     write_text_atomic(out_dir / "grades.csv", _csv_text(header, rows))
     combined = {

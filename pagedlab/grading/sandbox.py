@@ -3,21 +3,21 @@
 Started by the driver process (:mod:`pagedlab.grading.driver`) as ``python -I -m
 pagedlab.grading.sandbox RFD WFD job.json`` in a fresh temporary directory holding copies of the
 submission's notebooks, with resource limits (``RLIMIT_AS``, ``RLIMIT_CPU``, ``RLIMIT_FSIZE``, no
-core files; see :func:`limits_preexec`), a scrubbed environment, stdin on ``/dev/null``.
+core files; see :func:`pagedlab.containment.limits.limits_preexec`), a scrubbed environment, stdin on ``/dev/null``.
 
 Order inside this process (the threat model is in ``docs/instructor_guide.md``):
 
-1. read and delete the job file; apply Landlock (:func:`pagedlab.grading.contain.restrict_files`:
+1. read and delete the job file; apply Landlock (:func:`pagedlab.containment.kernel.restrict_files`:
    writes only in this folder, reads only in the installation and system folders, no execve, no TCP,
    no signal outside) while the process has one thread;
 2. import what the exercises need (torch for lab 08: its uninitialised allocations then hold NaN,
    :mod:`pagedlab.parts.poison`), the kit's grading modules, every extension
-   module of the standard library and numpy (:func:`preload_native_modules`): after step 3 no
+   module of the standard library and numpy (:func:`pagedlab.containment.limits.preload_native_modules`): after step 3 no
    library can be loaded;
-3. install the seccomp filter (:func:`pagedlab.grading.contain.deny_syscalls`: no new process,
+3. install the seccomp filter (:func:`pagedlab.containment.kernel.deny_syscalls`: no new process,
    program or executable mapping, no signal or ptrace of another process, no socket, no change to a
    file's mode, owner, times or extended attributes, no change to a resource limit or to scheduling);
-4. install the *guard* (a ``sys.addaudithook`` hook) that refuses file access outside this
+4. install the *guard* (:mod:`pagedlab.containment.guard`, a ``sys.addaudithook`` hook) that refuses file access outside this
    directory and the Python installation, deleting or renaming files outside it or changing their
    metadata (by path, by descriptor or relative to a folder's descriptor), starting
    programs, changing a resource limit, network sockets, signalling other processes, every ``ctypes``
@@ -25,11 +25,11 @@ Order inside this process (the threat model is in ``docs/instructor_guide.md``):
    and ``gc`` object walks - clear errors for the learner, and defence in depth;
 5. execute the learner's exercise cells (:mod:`pagedlab.grading.extract`), each under a time limit;
 6. send a *hello* (what loaded, handles of the learner's objects, which containment is missing)
-   over the pipe and answer the driver's requests (:mod:`pagedlab.grading.rpc`) until it closes
+   over the pipe and answer the driver's requests (:mod:`pagedlab.containment.rpc`) until it closes
    the pipe.
 
 For the end-to-end test (job key ``e2e``) the engine and the model's weights are loaded before the
-filter (step 3), and the hello carries a handle of an :class:`~pagedlab.grading.e2e.EngineServer`
+filter (step 3), and the hello carries a handle of an :class:`~pagedlab.grading.e2e_learner.EngineServer`
 holding the learner's objects: it serves prompts on them and answers token ids (plain data).
 
 No reference transcript or hidden test is ever in this process, and no driver runs here - with
@@ -47,248 +47,16 @@ import contextlib
 import dataclasses
 import json
 import os
-import resource
 import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from pagedlab.grading import contain
-from pagedlab.grading.reaper import die_with_parent
+from pagedlab.containment import kernel as contain
+from pagedlab.containment.guard import install_guard
+from pagedlab.containment.limits import preload_native_modules
 
-__all__ = ["GuardError", "install_guard", "limits_preexec", "main"]
-
-
-def limits_preexec(memory_mb: int, cpu_s: int, fsize_mb: int = 64) -> Callable[[], None]:
-    """A ``preexec_fn`` setting the child's resource limits (Linux/macOS) and its death with its parent."""
-
-    def apply() -> None:
-        mem = int(memory_mb) * 1024 * 1024
-        for lim, val in (
-            (resource.RLIMIT_AS, (mem, mem)),
-            (resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + 5)),
-            (resource.RLIMIT_FSIZE, (fsize_mb * 1024 * 1024, fsize_mb * 1024 * 1024)),
-            (resource.RLIMIT_CORE, (0, 0)),
-        ):
-            try:
-                resource.setrlimit(lim, val)
-            except (ValueError, OSError):  # e.g. RLIMIT_AS unsupported on macOS: the timeout still holds
-                pass
-        die_with_parent()  # a grader or driver killed even by SIGKILL takes its processes with it
-
-    return apply
-
-
-# --- the guard --------------------------------------------------------------------------------------------
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_FS_EVENTS = {
-    "os.remove",
-    "os.rmdir",
-    "os.rename",
-    "os.replace",
-    "shutil.rmtree",
-    "os.truncate",
-    "os.chmod",
-    "os.chown",
-    "os.link",
-    "os.symlink",
-    "os.mkdir",
-    "os.utime",
-    "shutil.move",
-    "shutil.copyfile",
-    "shutil.copytree",
-    "os.chflags",
-    "os.lchflags",
-    "os.lchmod",
-    "os.lchown",
-    "os.setxattr",
-    "os.removexattr",
-}
-#: Where the paths of an event are in its audit arguments: (path, its dir_fd) pairs; a path may be a file
-#: descriptor (``os.fchmod(fd)`` audits as ``os.chmod``), and a relative one is relative to its dir_fd when that is
-#: given. Events not listed: their first two arguments that are paths (str, bytes, PathLike), relative to the
-#: working folder.
-_FS_PATHS: dict[str, tuple[tuple[int, int | None], ...]] = {
-    "os.chmod": ((0, 2),),
-    "os.chown": ((0, 3),),
-    "os.utime": ((0, 3),),
-    "os.mkdir": ((0, 2),),
-    "os.remove": ((0, 1),),
-    "os.rmdir": ((0, 1),),
-    "os.rename": ((0, 2), (1, 3)),
-    "os.replace": ((0, 2), (1, 3)),
-    "os.link": ((0, 2), (1, 3)),
-    "os.symlink": ((0, None), (1, 2)),
-    "os.truncate": ((0, None),),
-    "os.setxattr": ((0, None),),
-    "os.removexattr": ((0, None),),
-    "shutil.rmtree": ((0, 1),),
-}
-_SPAWN_EVENTS = {
-    "subprocess.Popen",
-    "os.system",
-    "os.exec",
-    "os.posix_spawn",
-    "os.spawn",
-    "os.fork",
-    "os.forkpty",
-    "pty.spawn",
-    "os.startfile",
-    "_posixsubprocess.fork_exec",
-}
-_NET_EVENTS = {
-    "socket.connect",
-    "socket.bind",
-    "socket.sendto",
-    "socket.sendmsg",
-    "socket.getaddrinfo",
-    "socket.gethostbyname",
-    "socket.__new__",
-}
-_GC_EVENTS = {"gc.get_objects", "gc.get_referrers", "gc.get_referents"}
-#: ctypes' audit events (dlopen, dlsym, call_function, cdata, addressof, string_at...) and cffi's modules.
-_FOREIGN_PREFIXES = ("ctypes.", "_ctypes.", "cffi.")
-_FOREIGN_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend", "ctypes.util", "ctypes.wintypes"})
-
-
-class GuardError(PermissionError):
-    """Raised inside the learner's code for an operation the grader does not allow."""
-
-
-def _under(path: str, roots: Iterable[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-class _Guard:
-    """The audit hook (see :func:`install_guard`); one method per family of events."""
-
-    SYSTEM_READ = [
-        "/dev/null",
-        "/dev/urandom",
-        "/dev/random",
-        "/dev/shm",
-        "/proc/self",
-        "/proc/thread-self",
-        "/sys/devices/system/cpu",
-        "/sys/fs/cgroup",
-        "/etc/localtime",
-        "/usr/share/zoneinfo",
-        "/etc/ld.so.cache",
-        "/proc/cpuinfo",
-        "/proc/meminfo",
-        "/proc/stat",
-    ]
-
-    def __init__(self, workdir: str, read_roots: list[str]) -> None:
-        self.work = os.path.realpath(workdir)
-        self.roots = [os.path.realpath(r) for r in read_roots if r]
-        self.me = os.getpid()
-        self.readable = self.roots + self.SYSTEM_READ + [f"/proc/{self.me}"]
-
-    def deny(self, what: str) -> None:
-        raise GuardError(
-            f"pagedlab grade: {what} is not allowed while grading (your code may only use files "
-            "in its own working folder)"
-        )
-
-    @staticmethod
-    def real(p: Any) -> str:
-        try:
-            p = os.fsdecode(p)
-        except TypeError:
-            return ""
-        return os.path.realpath(p if os.path.isabs(p) else os.path.join(os.getcwd(), p))
-
-    @staticmethod
-    def fd_path(fd: int) -> str:
-        """The file an open descriptor refers to ("" if it cannot be told: then it counts as outside)."""
-        try:
-            return os.path.realpath(os.readlink(f"/proc/self/fd/{int(fd)}"))
-        except (OSError, ValueError, OverflowError):
-            return ""
-
-    def target(self, path: Any, dir_fd: Any) -> str | None:
-        """The real path an event acts on: ``path`` itself, a descriptor's file, or ``path`` under ``dir_fd``
-        (None: the argument is not a path)."""
-        if isinstance(path, int) and not isinstance(path, bool):
-            return self.fd_path(path)
-        if not isinstance(path, (str, bytes, os.PathLike)):
-            return None
-        p = os.fsdecode(path)
-        if not os.path.isabs(p) and isinstance(dir_fd, int) and not isinstance(dir_fd, bool) and dir_fd >= 0:
-            base = self.fd_path(dir_fd)
-            return os.path.realpath(os.path.join(base, p)) if base else ""
-        return self.real(p)
-
-    @staticmethod
-    def describe(path: Any, target: str) -> str:
-        if isinstance(path, int):
-            return f"file descriptor {path} ({target or 'unknown file'})"
-        return (
-            os.fsdecode(path) if not target or os.path.isabs(os.fsdecode(path)) else f"{os.fsdecode(path)} ({target})"
-        )
-
-    def on_open(self, args: Any) -> None:
-        path, mode, flags = (list(args) + [None, None, None])[:3]
-        if path is None or isinstance(path, int):
-            return
-        p = self.real(path)
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
-            isinstance(flags, int) and flags & _WRITE_FLAGS
-        )
-        if _under(p, [self.work]) or p == "/dev/null" or (not writing and _under(p, self.readable)):
-            return
-        self.deny(f"{'writing' if writing else 'reading'} {os.fsdecode(path)}")
-
-    def on_listdir(self, args: Any) -> None:
-        path = args[0] if args else "."
-        if isinstance(path, int):
-            return
-        if not _under(self.real(path if path is not None else "."), [self.work] + self.readable):
-            self.deny(f"listing the folder {os.fsdecode(path)}")
-
-    def __call__(self, event: str, args: Any) -> None:
-        if event == "open":
-            self.on_open(args)
-        elif event in ("os.listdir", "os.scandir"):
-            self.on_listdir(args)
-        elif event in _FS_EVENTS:
-            listed = event in _FS_PATHS
-            for i, dir_i in _FS_PATHS.get(event, ((0, None), (1, None))):
-                a = args[i] if len(args) > i else None
-                if not listed and isinstance(a, int):  # e.g. os.chflags(path, flags): an int there is no file
-                    continue
-                dir_fd = args[dir_i] if dir_i is not None and len(args) > dir_i else None
-                target = self.target(a, dir_fd)
-                if target is not None and not _under(target, [self.work]):
-                    self.deny(f"{event} on {self.describe(a, target)}")
-        elif event == "resource.setrlimit" or (event == "resource.prlimit" and len(args) > 2 and args[2] is not None):
-            self.deny("changing a resource limit")  # the seccomp filter refuses it too (any process's)
-        elif event in _SPAWN_EVENTS:
-            self.deny("starting another program")
-        elif event in _NET_EVENTS:
-            self.deny("network access")
-        elif event in ("os.kill", "os.killpg", "signal.pthread_kill"):
-            if event != "os.kill" or (args[0] if args else None) != self.me:  # kill(0, ...) is the driver's group
-                self.deny("signalling another process")
-        elif event == "sys.addaudithook":
-            self.deny("adding an audit hook")
-        elif event in _GC_EVENTS:
-            self.deny(f"{event}()")
-        elif event.startswith(_FOREIGN_PREFIXES) or (event == "import" and args and args[0] in _FOREIGN_MODULES):
-            # deny by default: no library (not even dlopen(None), the process itself, whose libc has
-            # system()), no symbol, no foreign call, no raw memory - the kit needs none after the guard
-            self.deny(f"native code ({event})")
-
-
-def install_guard(workdir: str, read_roots: list[str]) -> None:
-    """Install the audit hook of this process (it cannot be removed).
-
-    Reads are allowed under ``workdir``, ``read_roots`` (the Python installation and the pagedlab
-    package) and a few system paths Python and torch need; writes only under ``workdir``.
-    Refused operations raise :class:`GuardError` inside the learner's code.
-    """
-    sys.addaudithook(_Guard(workdir, read_roots))
+__all__ = ["main"]
 
 
 # --- the run ---------------------------------------------------------------------------------------------
@@ -337,7 +105,7 @@ _AUDITED = (
     "pagedlab.grading.judge",
     "pagedlab.grading.extract",
     "pagedlab.grading.references",
-    "pagedlab.grading.rpc",
+    "pagedlab.containment.rpc",
 )
 
 
@@ -363,8 +131,20 @@ def _fingerprint() -> dict[str, int]:
 class _Audit:
     """Exported to the driver: which of the kit's objects the learner's code replaced."""
 
-    def __init__(self) -> None:
+    def __init__(self, watch: Any = None) -> None:
         self.before = _fingerprint()
+        self._watch = watch  # provenance.RunWatch: which references' code ran
+
+    def forget_calls(self) -> bool:
+        """Start a new window of :meth:`reference_ran` (the driver calls it before an exercise's tests);
+        whether there is a watch."""
+        if self._watch is not None:
+            self._watch.forget()
+        return self._watch is not None
+
+    def reference_ran(self, exercise_id: str) -> str:
+        """The flag of :meth:`pagedlab.grading.provenance.RunWatch.ran` for this window, or ``""``."""
+        return self._watch.ran(str(exercise_id)) if self._watch is not None else ""
 
     def changed(self) -> list[str]:
         """Kit names bound to another object than before the learner's cells ran, and modules in
@@ -422,36 +202,39 @@ class _LocalRunner:
         return list(self._run_driver(test, obj, timeout=float(timeout), plain=True, catch_all=True))
 
 
-#: Extension modules of the standard library not loaded for learner code (no use in an exercise).
-_NOT_PRELOADED = ("_test", "_xx", "xx", "_ctypes_test", "_tkinter", "_curses", "readline", "ossaudiodev", "nis", "spwd")
-#: Third-party modules with native code a learner's cell may import, loaded when installed.
-PRELOADED = ("numpy",)
+#: At most this many installed packages a notebook imports are loaded before the filter (:func:`preload_imports`).
+MAX_PRELOADED_IMPORTS = 12
 
 
-def preload_native_modules() -> list[str]:
-    """Load every extension module of the standard library (``math``, ``_random``, ``_heapq``,
-    ``_bisect``, ``_decimal``...) and :data:`PRELOADED`: after the seccomp filter no library can be
-    loaded, so a learner's ``import random`` must find its native part loaded. Returns those that
-    could not be loaded."""
-    import importlib
-    import importlib.machinery
-    import sysconfig
+def preload_imports(parsed: list[tuple[str, Any]], workdir: str) -> list[str]:
+    """Load now, before the filter refuses native code, the installed packages the notebooks import at top
+    level (an unused ``import pandas`` works while grading as in the lab): third-party packages only (the
+    standard library's native parts are :func:`preload_native_modules`' job), found outside the learner's
+    working folder, at most :data:`MAX_PRELOADED_IMPORTS`. Returns those that failed to load (the learner's
+    own import then says why)."""
+    import importlib.util
 
+    from pagedlab.grading.extract import imported_modules
+
+    wanted = sorted({m for _nb, ext in parsed for m in imported_modules(ext)})
+    work = os.path.realpath(workdir) + os.sep
     failed = []
-    # In a venv (Gradescope's /autograder/venv, the kit's .venv) sysconfig's platstdlib is the venv's own
-    # lib/pythonX.Y, which has no lib-dynload: the base interpreter's is on sys.path (and under base_exec_prefix).
-    base = sysconfig.get_path(
-        "platstdlib", vars={"platbase": sys.base_exec_prefix, "installed_platbase": sys.base_exec_prefix}
-    )
-    folders = {p for p in sys.path if os.path.basename(p) == "lib-dynload"} | {os.path.join(base, "lib-dynload")}
-    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-    names = sorted(
-        {f.split(".")[0] for d in folders if os.path.isdir(d) for f in os.listdir(d) if f.endswith(suffixes)}
-    )
-    for name in [n for n in names if not n.startswith(_NOT_PRELOADED)] + list(PRELOADED):
+    tried = 0
+    for name in wanted:
+        if name in sys.modules or name in sys.stdlib_module_names or tried >= MAX_PRELOADED_IMPORTS:
+            continue
         try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - not installed or not loadable here: a learner's import says so
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        origin = (spec.origin if spec is not None else None) or ""
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not (origin or locations) or any(os.path.realpath(p).startswith(work) for p in [origin, *locations] if p):
+            continue  # not installed, or a file of the learner's folder: its own code runs under the guard
+        tried += 1
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - the learner's import will raise (with a clear message)
             failed.append(name)
     return failed
 
@@ -527,8 +310,8 @@ def _draw_local_differential_cases(names: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Load the submission, send the hello, answer the driver until it closes the pipe."""
+    from pagedlab.containment.rpc import Channel
     from pagedlab.grading.recorder import learner_frame
-    from pagedlab.grading.rpc import Channel
 
     rfd, wfd, job_path = (list(sys.argv[1:] if argv is None else argv) + ["", "", ""])[:3]
     with open(job_path, encoding="utf-8") as f:
@@ -546,22 +329,26 @@ def main(argv: list[str] | None = None) -> int:
             __import__(mod)
         except Exception:  # noqa: BLE001 - the tests will say what is missing
             pass
+    preload_imports(parsed, workdir)  # installed packages the notebooks import, before the filter
     if "torch" in job.get("needs", []) and not job.get("e2e"):
         from pagedlab.parts import poison
 
         poison.install()  # memory the learner's code allocates and never writes holds NaN, on every run
     server: Any = None
     if job.get("e2e"):  # the end-to-end test: the engine and the model's weights, loaded before the guard
-        from pagedlab.grading import e2e
+        from pagedlab.grading import e2e_learner  # lazy: imports the engine and torch, for this test only
 
-        e2e.preload(str(job["e2e"]["model"]), str(job["e2e"]["cache_dir"]))
-        server = e2e.EngineServer(str(job["e2e"]["model"]))
+        e2e_learner.preload(str(job["e2e"]["model"]), str(job["e2e"]["cache_dir"]))
+        server = e2e_learner.EngineServer(str(job["e2e"]["model"]))
     for mod in _AUDITED:
         __import__(mod)
-    sys.modules["pagedlab.grading.registry"].load_all()
-    from pagedlab.grading.provenance import Provenance
+    reg = sys.modules["pagedlab.grading.registry"]
+    reg.use_course(job.get("course", reg.DEFAULT_COURSE))  # the course the grader serves
+    reg.load_all()
+    from pagedlab.grading.provenance import Provenance, RunWatch
 
     refs = Provenance(names)  # the references' fingerprints, before any learner cell runs or a guard is on
+    watch = RunWatch(refs)  # imports cProfile now, before the filter
     _draw_local_differential_cases(names)
     preload_native_modules()
     # kernel containment, 2: no new process, program or executable memory - every library is loaded now
@@ -570,13 +357,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pagedlab grade: containment incomplete: {why}", file=sys.stderr, flush=True)
     install_guard(workdir, _read_roots())
     chan = Channel(int(rfd), int(wfd), trusted=False, where=learner_frame)
-    audit = _Audit()
+    audit = _Audit(watch)
     local = _LocalRunner()
     records = _load(parsed, names, float(job.get("cell_timeout", 10.0)), chan, server.objects if server else None, refs)
     hello = {"records": records, "audit": chan.export(audit), "local": chan.export(local), "missing": missing}
     if server is not None:
         hello["e2e"] = chan.export(server)
     chan.send({"hello": hello})
+    watch.start()
     chan.serve_forever()
     return 0
 

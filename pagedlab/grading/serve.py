@@ -13,7 +13,7 @@ the capstone and ``pagedlab grade``'s end-to-end test do it, and the one table o
 
 ``pagedlab grade`` splits :func:`serve_and_compare` across its processes, so that a submission cannot
 change how it is judged: the grader serves the kit's parts (``e2e.plan``), the learner's process serves
-the learner's parts (``e2e.EngineServer``, tokens only), and the driver compares (:func:`first_mismatch`).
+the learner's parts (``e2e_learner.EngineServer``, tokens only), and the driver compares (:func:`first_mismatch`).
 """
 
 from __future__ import annotations

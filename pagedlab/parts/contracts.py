@@ -123,7 +123,7 @@ def takes_token_budget(step_fn: Any) -> bool:
 # --- what each part returns: one definition, read by its guard and by its exercise's check() ---------------
 def _is(value: Any, cls: type) -> bool:
     """``isinstance(value, cls)``; for a grader's proxy of an object in a learner's process (``pagedlab grade``,
-    ``grading.rpc``: it sets ``_pl_is_proxy`` and ``_pl_cls``), whether that object's class is ``cls``."""
+    ``containment.rpc``: it sets ``_pl_is_proxy`` and ``_pl_cls``), whether that object's class is ``cls``."""
     if getattr(type(value), "_pl_is_proxy", False):
         return str(object.__getattribute__(value, "_pl_cls")) == f"{cls.__module__}.{cls.__qualname__}"
     return isinstance(value, cls)

@@ -59,7 +59,7 @@ def resolve_trace(name_or_path: str) -> Path:
     return path
 
 
-def replay_on_engine(
+def replay_on_engine(  # noqa: C901 - one branch per trace event kind
     engine_kwargs: dict[str, Any] | None,
     requests: Sequence[TraceRequest],
     prompts: Sequence[Sequence[int]] | None = None,

@@ -178,7 +178,7 @@ def load_azure(path: PathLike, limit: int | None = None, start: int = 0) -> list
     return out
 
 
-def load_mooncake(path: PathLike, limit: int | None = None, start: int = 0) -> list[TraceRequest]:
+def load_mooncake(path: PathLike, limit: int | None = None, start: int = 0) -> list[TraceRequest]:  # noqa: C901 - the Mooncake trace's optional fields
     """Load a Mooncake FAST'25 JSONL trace (conversation, synthetic, tool-agent).
 
     Args:

@@ -3,7 +3,7 @@
 ``on_vllm("04")`` builds lab 04's workload (:data:`LAB_WORKLOADS`), runs it on the kit and on the vLLM
 the kit follows (``pagedlab.vllm_version``; one vLLM start, in a subprocess, ``pagedlab.twin.compare``)
 and shows both traces in the lab's widget (:data:`LAB_WIDGETS`: the batch Gantt, or for labs 02 and 07
-the block pool), the first divergence outlined (``pagedlab.viz.twin``). Where
+the block pool), the first divergence outlined (``pagedlab.twin.view``). Where
 vLLM is not installed it prints why and how to install it (``make vllm``) and returns None, so the lab
 runs everywhere.
 
@@ -144,7 +144,7 @@ def _vocab_size() -> int:
     return int(load_model_cached(None)[0].config.vocab_size)
 
 
-#: The widget each lab's cell draws the two traces in (``pagedlab.viz.twin.WIDGETS``): the lab's own.
+#: The widget each lab's cell draws the two traces in (``pagedlab.twin.view.WIDGETS``): the lab's own.
 LAB_WIDGETS: dict[str, str] = {"02": "pool", "04": "gantt", "05": "gantt", "06": "gantt", "07": "prefix", "09": "gantt"}
 
 #: Lab number -> the builder of its twin workload.
@@ -227,9 +227,9 @@ def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | 
     workload = lab_workload(lab)
     kit, vllm, found = compare(workload)[0]
     if show:
-        from IPython.display import HTML, display
+        from IPython.display import HTML, display  # lazy: IPython only where the cell displays
 
-        from pagedlab.viz.twin import render_twin
+        from pagedlab.twin.view import render_twin  # lazy: the SVG renderers load only when a cell shows them
 
         print(f"{len(workload.requests)} requests; engine settings {workload.engine.engine_args()}")
         display(

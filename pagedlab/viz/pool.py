@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagedlab.viz._svg import COLORS, attrs, esc, legend, owner_color, svg_doc, text, text_width
+from pagedlab.viz.pictures import render_queue_rows
 
 
 def block_state(block: dict[str, Any]) -> str:
@@ -298,7 +299,7 @@ def render_block_pool(
         title: heading; default ``"Block pool - step N"``.
         show_legend: draw the owner/state legend.
         mark: block ids to outline in red (``rect.pl-divergence`` with ``data-block-id``): where two
-            engines' pools differ (``pagedlab.viz.twin``).
+            engines' pools differ (``pagedlab.twin.view``).
 
     Returns:
         An ``<svg class="pl-viz pl-pool" data-step=...>`` string with exactly ``num_gpu_blocks``
@@ -359,3 +360,19 @@ def render_block_pool(
         data_shared=states["shared"],
         data_cached=states["cached"],
     )
+
+
+def render_pool_and_queue(
+    snapshot: dict[str, Any], max_shown: int = 32, *, title: str | None = None, **pool_kwargs: Any
+) -> str:
+    """The block pool of a ``pagedlab.trace`` snapshot, then its free queue, front (next to be handed
+    out) on the left. Two SVGs in one HTML string. ``pool_kwargs`` go to ``render_block_pool``."""
+    pool = render_block_pool(snapshot, title=title or f"Block pool after step {snapshot.get('step', 0)}", **pool_kwargs)
+    q = list(snapshot.get("free_queue", ()))
+    shown = q[:max_shown] + (["…"] if len(q) > max_shown else [])
+    queue = render_queue_rows(
+        [(f"free queue ({len(q)})", shown, None)],
+        title="free queue: popleft() takes the front; freed, unhashed blocks rejoin it there",
+        step=int(snapshot.get("step", 0)),
+    )
+    return pool + queue

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pagedlab.course.capstone import INVARIANCE, capstone
 from pagedlab.grading import registry
-from pagedlab.grading.capstone import INVARIANCE, capstone
 from pagedlab.grading.checking import check
 from tests.components.helpers import SOLUTION_SLOTS, slot_mapping_past_last_block, solution
 

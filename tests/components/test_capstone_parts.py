@@ -23,7 +23,7 @@ import sys
 if sys.argv[2] == "triton imported first":
     import triton  # compiled for a GPU: this process has none, and TRITON_INTERPRET is not set
 from pathlib import Path
-from pagedlab.grading.capstone import load_learner_parts
+from pagedlab.course.capstone import load_learner_parts
 from pagedlab.grading.checking import passed_check
 from pagedlab.grading.plug import learner_components
 ns, notes = load_learner_parts(Path(sys.argv[1]))

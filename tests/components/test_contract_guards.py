@@ -73,8 +73,8 @@ def test_the_tile_load_guard_holds_an_fp16_tile_to_fp16(name: str | None) -> Non
     """The engine serves in fp32, so the dtype guard is shown on the guarded call itself, on an fp16 cache."""
     import torch
 
+    from pagedlab.course.exercises.lab08 import make_cache
     from pagedlab.engine.components import Components
-    from pagedlab.grading.exercises.lab08 import make_cache
     from pagedlab.parts.kernel import guarded_kv_tile_load
 
     eid = "08.load_kv_tile"

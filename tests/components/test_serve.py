@@ -87,7 +87,7 @@ def test_serve_with_forces_preemption_with_the_one_search(recorded: list[dict[st
 
 
 def test_the_capstone_takes_the_table_the_base_and_the_preemption_search(recorded: list[dict[str, Any]]) -> None:
-    from pagedlab.grading import capstone as cap
+    from pagedlab.course import capstone as cap
 
     sm = solution("02.slot_mapping")
     assert check(sm, show=False).passed
@@ -108,7 +108,7 @@ def test_the_capstone_takes_the_table_the_base_and_the_preemption_search(recorde
 def test_the_end_to_end_test_takes_the_table_the_base_and_the_preemption_search(
     recorded: list[dict[str, Any]], tmp_path: Any
 ) -> None:
-    from pagedlab.grading import e2e
+    from pagedlab.grading import e2e, e2e_driver, e2e_learner
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"")
@@ -119,8 +119,8 @@ def test_the_end_to_end_test_takes_the_table_the_base_and_the_preemption_search(
     pre = serve.forced_preemption([list(PROMPT)] * 3, 8, dict(serve.BASE), model=str(model))[0]
     assert by["forced preemption"] == pre and pre["block_size"] == 4
     configs = [{"name": c.name} for c in plan.configs]
-    assert "forced preemption" in [c["name"] for c, _ in e2e.configs_for(["04.schedule_step"], configs)]
-    server = e2e.EngineServer(str(model))
+    assert "forced preemption" in [c["name"] for c, _ in e2e_driver.configs_for(["04.schedule_step"], configs)]
+    server = e2e_learner.EngineServer(str(model))
     server.objects = {"02.slot_mapping": solution("02.slot_mapping")}
     got = server.serve(["02.slot_mapping"], [PROMPT], 3, by["default"], 30.0)
     assert got["tokens"] == [[7, 7, 7]] and got["error"] is None and recorded[-1]["num_gpu_blocks"] == 77

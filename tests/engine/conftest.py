@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
-import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 from tests.engine.helpers import MAX_NEW
@@ -43,27 +41,12 @@ def real_prompts(tokenizer):
 @pytest.fixture(scope="session")
 def hf_greedy(real_prompts):
     """HF transformers' ``generate`` (greedy, batch 1) on the same GGUF: the parity oracle."""
-    from transformers import AutoModelForCausalLM
+    from pagedlab.model.hf_reference import hf_greedy as greedy
+    from pagedlab.model.hf_reference import load_hf_model
 
-    from pagedlab.model.fetch import ensure_model
-
-    gguf = Path(ensure_model())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    hf = load_hf_model()
     refs = {}
     for ids in real_prompts:
-        key = tuple(ids)
-        if key in refs:
-            continue
-        with torch.inference_mode():
-            out = hf.generate(
-                torch.tensor([ids]),
-                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                do_sample=False,
-                max_new_tokens=MAX_NEW,
-                eos_token_id=2,
-                pad_token_id=2,
-            )
-        refs[key] = out[0, len(ids) :].tolist()
+        if tuple(ids) not in refs:
+            refs[tuple(ids)] = greedy(hf, ids, MAX_NEW)
     return [refs[tuple(ids)] for ids in real_prompts]

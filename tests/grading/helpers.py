@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pagedlab.course.labs_build import generate_lab
 from pagedlab.grading import registry
-from pagedlab.grading.labs_build import generate_lab
 
 
 def stub_source(exercise_id: str) -> str:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from pagedlab.course.exercises import lab01, lab04
 from pagedlab.grading import registry
-from pagedlab.grading.exercises import lab01, lab04
 from pagedlab.grading.kit import RefCountedPool, Seq, lock, new_tree
 
 
@@ -332,7 +332,7 @@ def test_schedule_with_budget_full_pool_and_spent_budget_match_the_scheduler(arr
 
 def test_load_kv_tile_matches_gather_kv():
     torch = pytest.importorskip("torch")
-    from pagedlab.grading.exercises.lab08 import make_cache
+    from pagedlab.course.exercises.lab08 import make_cache
     from pagedlab.kernels.reference import gather_kv
 
     fn = ref("08.load_kv_tile")

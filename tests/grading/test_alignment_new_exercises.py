@@ -19,7 +19,7 @@ def ref(eid: str) -> Any:
 @pytest.mark.parametrize("block_size,seed", [(1, 0), (4, 1), (16, 2)])
 def test_get_computed_blocks_matches_the_kv_cache_manager(block_size: int, seed: int) -> None:
     from pagedlab.core.kv_cache_manager import KVCacheManager
-    from pagedlab.grading.exercises.lab07_lookup import tokens
+    from pagedlab.course.exercises.lab07_lookup import tokens
     from pagedlab.request import Request
 
     fn = ref("07.get_computed_blocks")
@@ -90,7 +90,7 @@ def _library_preemption(
 def _exercise_preemption(
     arrivals, blocks: int, cpu: int, policy: str, mode: str, priorities: dict[str, int]
 ) -> list[tuple[dict[str, int], list[str]]]:
-    from pagedlab.grading.exercises.lab06_preempt import PreemptSim
+    from pagedlab.course.exercises.lab06_preempt import PreemptSim
 
     fn = ref("06.schedule_with_preemption")
     sim = PreemptSim(arrivals, blocks, 4, cpu, priorities)
@@ -104,7 +104,7 @@ def _exercise_preemption(
 
 
 def _preemption_cases() -> list[Any]:
-    from pagedlab.grading.exercises.lab06_preempt import THREE, random_arrivals
+    from pagedlab.course.exercises.lab06_preempt import THREE, random_arrivals
 
     prio = {f"r{i}": (i * 5) % 3 for i in range(8)}
     return [
@@ -130,7 +130,7 @@ def test_triton_load_kv_tile_reads_what_gather_kv_reads(block_size: int, seq_len
     """Every lane of every tile equals gather_kv's row for that position (0.0 past seq_len), and the
     kit's decode kernel with the tile load agrees with the kernel's own loads."""
     torch = pytest.importorskip("torch")
-    from pagedlab.grading.exercises.lab08_triton import (
+    from pagedlab.course.exercises.lab08_triton import (
         decode_with_tile_loader,
         probe_tile,
         stale_cache,

@@ -1,6 +1,6 @@
 """Containment of learner code under `pagedlab grade` (issue 22 item 2, issue 26 items 4 and 6).
 
-* The kernel layer alone (pagedlab.grading.contain, no Python guard): a process that applied it
+* The kernel layer alone (pagedlab.containment.kernel, no Python guard): a process that applied it
   cannot start a process or a program, load new code, write outside its folder or signal others.
 * The attacks of the issues, each graded as a submission: ``dlopen(None)`` -> libc's ``system()``
   starting a detached process that rewrites the reports after the run; ``kill(0, ...)`` of the
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import contain, registry
+from pagedlab.containment import kernel as contain
+from pagedlab.grading import registry
 from pagedlab.grading.grade import E2EOptions, grade
 from tests.grading.helpers import write_notebook
 
@@ -48,7 +49,7 @@ def _probe(code: str, *args: object) -> tuple[dict[str, str], str]:
 
 KERNEL_PROBE = r"""
 import ctypes, mmap, os, sys, threading
-from pagedlab.grading import contain
+from pagedlab.containment import kernel as contain
 work, outside = sys.argv[1], sys.argv[2]
 print("landlock:", repr(contain.restrict_files(work, [sys.base_prefix, sys.prefix, os.path.dirname(contain.__file__), "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev"])))
 print("seccomp:", repr(contain.deny_syscalls()))
@@ -104,7 +105,7 @@ def test_the_kernel_layer_alone_denies_processes_programs_new_code_outside_write
 
 METADATA_PROBE = r"""
 import os, sys
-from pagedlab.grading import contain
+from pagedlab.containment import kernel as contain
 work, outside, readable = sys.argv[1], sys.argv[2], sys.argv[3]
 print("landlock:", repr(contain.restrict_files(work, [sys.base_prefix, sys.prefix, os.path.dirname(contain.__file__), readable, "/usr", "/lib", "/lib64", "/etc", "/proc", "/sys", "/dev"])))
 print("seccomp:", repr(contain.deny_syscalls()))
@@ -160,7 +161,7 @@ def test_the_kernel_layer_alone_refuses_changing_a_files_mode_owner_times_or_att
 
 LIMITS_PROBE = r"""
 import os, resource, sys
-from pagedlab.grading import contain
+from pagedlab.containment import kernel as contain
 print("seccomp:", repr(contain.deny_syscalls()))
 def attempt(name, fn):
     try:
@@ -511,7 +512,7 @@ def _processes_in(folder: Path) -> list[int]:
 
 def _tree(pid: int) -> list[int]:
     """Every descendant of ``pid`` now (children, their children ...), from /proc."""
-    from pagedlab.grading.reaper import children
+    from pagedlab.containment.reaper import children
 
     out, todo = [], [pid]
     while todo:
@@ -597,7 +598,7 @@ def test_missing_kernel_containment_is_a_warning_for_the_instructor():
 def test_the_grader_finds_and_kills_a_detached_grandchild():
     """What a driver's descendant left behind (here a shell's background `sleep`, detached when the
     shell exits) becomes the grader's child while it supervises, and is killed and reaped."""
-    from pagedlab.grading.reaper import Supervisor, children
+    from pagedlab.containment.reaper import Supervisor, children
 
     with Supervisor() as sup:
         shell = subprocess.run(["sh", "-c", "sleep 120 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True)

@@ -54,7 +54,7 @@ def test_references_are_cached_and_library_backed():
 
 
 def test_lab03_test_scripts_reject_an_unknown_move():
-    from pagedlab.grading.exercises.lab03 import World, _play
+    from pagedlab.course.exercises.lab03 import World, _play
 
     w = World(4, 4)
     _play("A=5", w, rec=None)  # a prefill records nothing

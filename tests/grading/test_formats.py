@@ -14,8 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pagedlab.grading import formats, registry
-from pagedlab.grading.labs_build import LabsBuildError
+from pagedlab.course import formats
+from pagedlab.course.labs_build import LabsBuildError
+from pagedlab.grading import registry
 from pagedlab.grading.points import PointsError, parse_points
 
 REPO = Path(__file__).resolve().parents[2]

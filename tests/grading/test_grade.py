@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import textwrap
 
 import pytest
@@ -519,3 +520,46 @@ def test_grade_takes_discovered_learners_as_they_are_and_refuses_none(tmp_path, 
     assert r.messages == ["no notebook (.ipynb) in the submission"]
     assert r.exercises["02.slot_mapping"].max_score == registry.get("02.slot_mapping").points
     assert (tmp_path / "o" / "grades.csv").read_text().splitlines()[1].startswith("kim,")
+
+
+def test_the_instructor_sees_why_a_hidden_test_failed(run):
+    """grades.csv, the logs and Gradescope's instructor-only test say why each hidden test failed (the exception
+    or the limit hit, the seconds it ran); the learner's files still say only "failed" (issue 34)."""
+    out = run["out"]
+    rows = {row["learner"]: row for row in csv.DictReader((out / "grades.csv").read_text().splitlines())}
+    assert rows["alice"]["hidden_failures"] == ""
+    why = {
+        "frank_memory": "02.slot_mapping: hidden test 1: MemoryError",
+        "carol_loop": "02.slot_mapping: hidden test 1: not run: an earlier test of this exercise ran out of time",
+        "bob": "02.slot_mapping: hidden test 1: ",
+    }
+    for learner, start in why.items():
+        cell = rows[learner]["hidden_failures"]
+        assert cell.startswith(start) and re.search(r" after \d+\.\d\d s$", cell), (learner, cell)
+        assert start in (out / "logs" / f"{learner}.txt").read_text()
+        gs = json.loads((out / "gradescope" / learner / "results.json").read_text())
+        (instructor,) = [t for t in gs["tests"] if t["visibility"] == "hidden"]
+        assert start in instructor["output"]
+        assert [t["output"] for t in gs["tests"] if t["visibility"] == "after_published"] == ["hidden test: failed"]
+        assert start not in (out / "feedback" / f"{learner}.html").read_text()
+    assert "memory limit" in rows["frank_memory"]["hidden_failures"]
+    # vic's error message repeats the hidden test's inputs: the type is said, the message withheld
+    assert "ValueError: (text withheld" in rows["vic_leak"]["hidden_failures"]
+
+
+def test_a_hidden_failure_names_the_limit_and_withholds_the_inputs():
+    from pagedlab.grading.grade import hidden_failure
+    from pagedlab.grading.judge import Outcome
+    from pagedlab.grading.recorder import error_entry, time_limit_entry
+
+    out = Outcome("02.slot_mapping", "t", "timeout", hidden=True)
+    assert hidden_failure("hidden test 2", out, [time_limit_entry(50.0)], 50.123) == (
+        "hidden test 2: TimeoutError: time limit (time limit 50 s) after 50.12 s"
+    )
+    mem = hidden_failure("hidden test 1", out, [error_entry("MemoryError", "", "line 4")], 3.2)
+    assert mem == "hidden test 1: MemoryError (memory limit) after 3.20 s"
+    inputs = '["slot_mapping([3, 9], [70, 127], 64)"]'
+    leak = hidden_failure("hidden test 1", out, [error_entry("ValueError", "bad 127")], None, inputs)
+    assert leak == "hidden test 1: ValueError: (text withheld: it repeats the hidden test's inputs)"
+    own = hidden_failure("hidden test 1", out, [error_entry("ValueError", "bad 1270")], None, inputs)
+    assert own == "hidden test 1: ValueError: bad 1270"

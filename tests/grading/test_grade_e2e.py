@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import e2e, registry
+from pagedlab.grading import e2e, e2e_driver, registry
 from pagedlab.grading.grade import E2EOptions, grade
 from pagedlab.grading.plug import BRIDGES
 from tests.grading.helpers import variant, write_notebook
@@ -27,7 +27,7 @@ POINTS = 2.0
 PARTS = [eid for eid in BRIDGES if eid in {ex.id for ex in registry.all_exercises()}]
 
 FORGED = """# EXERCISE 02.slot_mapping
-from pagedlab.grading import e2e as _e2e
+from pagedlab.grading import e2e_learner as _e2e
 
 def _forged(self, eids, prompt_ids, max_tokens, engine_kwargs, limit):
     return {"tokens": [[0] * max_tokens for _ in prompt_ids], "table": "all mine", "error": None, "passed": True}
@@ -113,7 +113,8 @@ def test_a_forged_reply_earns_nothing(graded):
     assert r.e2e is not None and r.e2e.status == "failed" and r.e2e.score == 0.0, r.e2e
     assert "first mismatch at prompt 0, token 0" in r.e2e.line, r.e2e.line
     assert any(
-        "imports the grader's internals (pagedlab.grading.e2e)" in f for f in r.exercises["02.slot_mapping"].flags
+        "imports the grader's internals (pagedlab.grading.e2e_learner)" in f
+        for f in r.exercises["02.slot_mapping"].flags
     )
 
 
@@ -189,11 +190,11 @@ def test_a_run_cut_by_the_time_limit_fails_and_says_so():
 )
 def test_the_driver_accepts_only_a_plain_reply(got):
     with pytest.raises(ValueError):
-        e2e._reply(got, 2)
+        e2e_driver._reply(got, 2)
 
 
 def test_the_reply_keeps_only_known_keys():
-    assert e2e._reply({"tokens": [[1], [2]], "table": "t", "error": None, "passed": True}, 2) == {
+    assert e2e_driver._reply({"tokens": [[1], [2]], "table": "t", "error": None, "passed": True}, 2) == {
         "tokens": [[1], [2]],
         "table": "t",
         "error": None,
@@ -204,7 +205,7 @@ def test_configurations_follow_the_plugged_parts():
     configs = [{"name": "default"}, {"name": "prefix caching"}, {"name": "forced preemption"}]
 
     def run(eids):
-        return [(c["name"], used) for c, used in e2e.configs_for(eids, configs)]
+        return [(c["name"], used) for c, used in e2e_driver.configs_for(eids, configs)]
 
     assert run(["02.slot_mapping"]) == [("default", ["02.slot_mapping"])]
     assert run(["07.get_computed_blocks"])[1] == ("prefix caching", ["07.get_computed_blocks"])

@@ -41,7 +41,7 @@ PATCH_LOCAL = stub_source(TILE) + textwrap.dedent("""
 #: The stub of the Triton helper, plus code that makes the kit's helpers the drivers call run the reference.
 PATCH_MODULE = stub_source(TILE) + textwrap.dedent("""
     from pagedlab.grading import registry as _r
-    from pagedlab.grading.exercises import lab08_triton as _l
+    from pagedlab.course.exercises import lab08_triton as _l
     _ref = lambda: _r.get("08.triton_load_kv_tile").get_reference()
     _probe, _decode = _l.probe_tile, _l.decode_with_tile_loader
     _l.probe_tile = lambda fn, *a, **k: _probe(_ref(), *a, **k)
@@ -114,9 +114,9 @@ def test_patching_the_kits_helpers_of_the_local_drivers_is_flagged(graded):
     r = graded["pia_patch_module"]
     tile = r.exercises[TILE]
     flags = " | ".join(tile.flags)
-    assert "imports the grader's internals (pagedlab.grading.exercises)" in flags
+    assert "imports the grader's internals (pagedlab.course.exercises)" in flags
     assert "assigns to the kit's objects (_l.probe_tile = ...)" in flags
-    assert "pagedlab.grading.exercises.lab08_triton.decode_with_tile_loader" in flags  # the audit
+    assert "pagedlab.course.exercises.lab08_triton.decode_with_tile_loader" in flags  # the audit
     # The documented limit (instructor guide, section 7): in its own process the stub's code shaped its own
     # observations (as a copy of the reference would); the flags are the instructor's cue. Only the test that
     # reads the helper's source (issue 23: what a GPU would show) still sees the stub.

@@ -22,8 +22,9 @@ import pytest
 
 from pagedlab.grading import registry
 from pagedlab.grading.grade import E2EOptions
-from pagedlab.grading.gradescope import BundleError, build_bundle, validate_results
+from pagedlab.grading.gradescope import BundleError, build_bundle
 from pagedlab.grading.report import split_points
+from tests.grading.gradescope_results import validate_results
 from tests.grading.helpers import variant, write_notebook
 
 EXERCISES = ["02.free_queue", "02.slot_mapping"]

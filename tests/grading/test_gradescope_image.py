@@ -33,8 +33,9 @@ import pytest
 
 from pagedlab.grading import registry
 from pagedlab.grading.grade import E2EOptions
-from pagedlab.grading.gradescope import CACHE_NAME, PLAN_NAME, build_bundle, validate_results
+from pagedlab.grading.gradescope import CACHE_NAME, PLAN_NAME, build_bundle
 from pagedlab.model.fetch import model_path
+from tests.grading.gradescope_results import validate_results
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.gradescope, pytest.mark.model, pytest.mark.timeout(1800)]

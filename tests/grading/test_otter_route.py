@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import formats
+from pagedlab.course import formats
 from tests.grading.test_formats import tool_env
 
 pytestmark = pytest.mark.slow

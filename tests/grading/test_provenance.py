@@ -16,7 +16,7 @@ import pytest
 
 from pagedlab.grading import registry, use_reference
 from pagedlab.grading.grade import E2EOptions, grade
-from pagedlab.grading.provenance import FLAG_PREFIX, Provenance
+from pagedlab.grading.provenance import FLAG_PREFIX, Provenance, RunWatch
 from tests.grading.helpers import variant, write_notebook
 
 IDS = ["02.free_queue", "02.slot_mapping"]
@@ -95,6 +95,33 @@ def test_own_code_is_not_flagged(prov: Provenance) -> None:
     assert prov.check("02.slot_mapping", 42) == "" and prov.check("99.not_an_exercise", len) == ""
 
 
+def test_the_reference_reached_at_run_time_is_seen_when_its_code_runs(prov: Provenance) -> None:
+    """provenance.RunWatch: a function that fetches the reference when called (through a kit function's
+    ``__globals__``) passes the static check; its code running is what gives it away, for that exercise only."""
+    fetching = _exec(SUBMISSIONS["globals"][0])["slot_mapping"]
+    own = _exec(OWN_SLOT)["slot_mapping"]
+    assert prov.check("02.slot_mapping", fetching) == ""  # nothing of the reference in the object itself
+    watch = RunWatch(prov)
+    watch.start()
+    try:
+        assert own([3, 1], [0, 5], 4) == [12, 5] and watch.ran("02.slot_mapping") == ""
+        assert fetching([3, 1], [0, 5], 4) == [12, 5]
+        flag = watch.ran("02.slot_mapping")
+        assert flag.startswith(FLAG_PREFIX) and "slot_mapping" in flag and "reached at run time" in flag, flag
+        assert watch.ran("02.free_queue") == ""  # another exercise's reference did not run
+        watch.forget()
+        assert watch.ran("02.slot_mapping") == ""
+        from pagedlab.core.block_pool import FreeKVCacheBlockQueue, KVCacheBlock
+
+        queue = _exec(SUBMISSIONS["delegating"][0])["FreeKVCacheBlockQueue"]([KVCacheBlock(i) for i in range(3)])
+        assert prov.check("02.free_queue", type(queue)) == ""
+        assert queue.popleft().block_id == 0 and queue.num_free_blocks == 2
+        assert "FreeKVCacheBlockQueue.popleft" in watch.ran("02.free_queue")
+        assert isinstance(queue._q, FreeKVCacheBlockQueue)
+    finally:
+        watch._profiler.disable()
+
+
 SUBMISSIONS = {
     "attribute": [
         "# EXERCISE 02.free_queue\nimport pagedlab.core.block_pool as bp\nFreeKVCacheBlockQueue = bp.FreeKVCacheBlockQueue"
@@ -105,13 +132,33 @@ SUBMISSIONS = {
         "    pass"
     ],
     "exec": [
-        "# EXERCISE 02.slot_mapping\nimport os, pagedlab.grading.exercises as E\n"
+        "# EXERCISE 02.slot_mapping\nimport os, pagedlab.course.exercises as E\n"
         "exec(open(os.path.join(os.path.dirname(E.__file__), 'solutions', '02_slot_mapping.py')).read())"
     ],
     "use_reference": [
         "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import use_reference\nuse_reference('slot_mapping')"
     ],
     "honest": [OWN_SLOT],
+    # an unused import of an installed package with native code (loaded before the filter: issue 34)
+    "unused_pandas": [OWN_SLOT.replace("\ndef ", "\nimport pandas\n\ndef ", 1)],
+    # reached at run time (provenance.RunWatch): nothing of the reference is in the object handed in
+    "globals": [
+        "# EXERCISE 02.slot_mapping\nfrom pagedlab.grading import check\n"
+        "def slot_mapping(block_table, positions, block_size):\n"
+        "    ref = check.__globals__['registry'].get('02.slot_mapping').get_reference()\n"
+        "    return ref(block_table, positions, block_size)\n"
+    ],
+    "delegating": [
+        "# EXERCISE 02.free_queue\nfrom pagedlab.grading import check\n"
+        "class FreeKVCacheBlockQueue:\n"
+        "    def __init__(self, blocks):\n"
+        "        kind = check.__globals__['registry'].get('02.free_queue').get_reference()\n"
+        "        object.__setattr__(self, '_q', kind(blocks))\n"
+        "    def __getattr__(self, name):\n"
+        "        return getattr(self._q, name)\n"
+        "    def __setattr__(self, name, value):\n"
+        "        setattr(self._q, name, value)\n"
+    ],
 }
 
 
@@ -131,7 +178,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("name,eid", [("attribute", "02.free_queue"), ("subclass", "02.free_queue"),
-                                      ("exec", "02.slot_mapping"), ("use_reference", "02.slot_mapping")])  # fmt: skip
+                                      ("exec", "02.slot_mapping"), ("use_reference", "02.slot_mapping"),
+                                      ("globals", "02.slot_mapping"), ("delegating", "02.free_queue")])  # fmt: skip
 def test_a_reference_hand_in_is_flagged_everywhere_and_earns_only_if_allowed(
     graded: dict[str, Any], name: str, eid: str
 ) -> None:
@@ -158,6 +206,34 @@ def test_own_code_earns_its_points_without_a_flag(graded: dict[str, Any]) -> Non
     er = res.exercises["02.slot_mapping"]
     assert er.score == registry.get("02.slot_mapping").points and er.reference == "" and not er.withheld
     assert row["reference"] == "" and FLAG_PREFIX not in row["flags"]
+
+
+def test_an_unused_import_of_an_installed_native_package_just_works(graded: dict[str, Any]) -> None:
+    er = graded[False]["results"]["unused_pandas"].exercises["02.slot_mapping"]
+    assert er.error == "" and er.score == registry.get("02.slot_mapping").points, er
+
+
+def test_an_import_that_cannot_load_names_its_module_and_no_path() -> None:
+    from pagedlab.grading.extract import ExerciseCell, Extraction, _short, imported_modules
+
+    e = ImportError(
+        "/srv/grader/.venv/lib/python3.11/site-packages/pandas/_libs/pandas_parser.cpython-311-x86_64-linux-gnu.so: "
+        "failed to map segment from shared object",
+        name="pandas._libs.pandas_parser",
+    )
+    msg = _short(e, 400)
+    assert "'pandas'" in msg and "remove the import" in msg and "/srv" not in msg and "…/pandas_parser" in msg, msg
+    assert "/home" not in _short(OSError("cannot open /home/me/x/data.bin: no such file"))
+    assert "No module named 'nope'" in _short(ModuleNotFoundError("No module named 'nope'", name="nope"))
+    ext = Extraction(
+        cells={
+            "02.slot_mapping": ExerciseCell("02.slot_mapping", 1, "import pandas.io as p\nfrom . import x\n", "marker")
+        },
+        other_cells=[
+            (0, "%matplotlib inline\nfrom numpy import linalg\nimport os, json\ndef f():\n    import scipy\n")
+        ],
+    )
+    assert imported_modules(ext) == ["json", "numpy", "os", "pandas"]
 
 
 def test_the_instructor_option_reaches_grade(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""grading.rpc: what crosses the pipe, and what the driver's end refuses to serve.
+"""containment.rpc: what crosses the pipe, and what the driver's end refuses to serve.
 
 A thread plays the learner's process: it holds the learner's objects and serves the driver's
 requests; the learner's code is run by calling through the driver's proxies, so it sees the
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from pagedlab.containment.rpc import Channel, ChannelClosed, Proxy, is_a, type_name
 from pagedlab.core.block_pool import KVCacheBlock
 from pagedlab.grading import registry
 from pagedlab.grading.recorder import to_plain
-from pagedlab.grading.rpc import Channel, ChannelClosed, Proxy, is_a, type_name
 
 
 class Yes(list):  # type: ignore[type-arg]
@@ -175,7 +175,7 @@ def _writer(fd: int, data: bytes) -> threading.Thread:
 def test_a_message_over_the_cap_is_refused_as_it_is_read_even_if_the_sender_goes_quiet():
     """64 MiB + 1 bytes without a newline, and the sender keeps its end open: recv() must not wait
     for more data to notice (the old loop checked the size only when the next read returned)."""
-    from pagedlab.grading.rpc import MAX_MESSAGE_BYTES
+    from pagedlab.containment.rpc import MAX_MESSAGE_BYTES
 
     r, w = os.pipe()
     writer = _writer(w, b"x" * (MAX_MESSAGE_BYTES + 1))
@@ -207,7 +207,7 @@ def test_a_large_message_is_read_in_linear_time(monkeypatch):
     import time
     import types
 
-    from pagedlab.grading import rpc
+    from pagedlab.containment import rpc
 
     reads: list[int] = []
 

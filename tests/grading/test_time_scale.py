@@ -44,7 +44,7 @@ def test_the_driver_scales_each_tests_limit(monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_end_to_end_limits_scale_and_the_triton_configuration_has_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each configuration gets the run's limit (already scaled by grade); the Triton one its own ``limit_s``
     times the scale (its interpreter's first call traces every kernel: over 30 s in a CI run)."""
-    from pagedlab.grading import e2e
+    from pagedlab.grading import e2e, e2e_driver
 
     seen: dict[str, float] = {}
 
@@ -63,8 +63,8 @@ def test_the_end_to_end_limits_scale_and_the_triton_configuration_has_its_own(mo
         },
     ]
     job = {"prompt_ids": [[5, 6]], "max_tokens": 2, "configs": configs, "time_scale": 2.0}
-    monkeypatch.setattr(e2e, "slots_of", lambda eids: {"triton_tile_load": "08.triton_load_kv_tile"})
-    lines = e2e.run_e2e(Server(), ["08.triton_load_kv_tile"], job, 60.0)
+    monkeypatch.setattr(e2e_driver, "slots_of", lambda eids: {"triton_tile_load": "08.triton_load_kv_tile"})
+    lines = e2e_driver.run_e2e(Server(), ["08.triton_load_kv_tile"], job, 60.0)
     assert [line["config"] for line in lines] == ["default", "triton kernel"]
     assert seen == {"default": 60.0, "triton kernel": 2.0 * e2e.E2E_TRITON_LIMIT_S}
     assert e2e.E2E_TRITON_LIMIT_S > e2e.E2E_CONFIG_LIMIT_S
@@ -77,14 +77,14 @@ def test_start_learner_scales_the_end_to_end_limit_and_allowance(monkeypatch: py
     import subprocess
     from pathlib import Path
 
-    from pagedlab.grading import grade
+    from pagedlab.grading import grade, supervisor
     from pagedlab.grading.e2e import E2E_ALLOWANCE_S, E2E_CONFIG_LIMIT_S
 
     monkeypatch.setenv(TIME_SCALE_ENV, "3")
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **kw: None)
     nb = tmp_path / "a.ipynb"
     nb.write_text("{}")
-    run = grade.start_learner(grade.Learner("a", str(nb), [nb]), None, None, 100.0, 3072, e2e_job={"configs": []})
+    run = supervisor.start_learner(grade.Learner("a", str(nb), [nb]), None, None, 100.0, 3072, e2e_job={"configs": []})
     run.log.close()
     job = json.loads((Path(run.workdir) / "job.json").read_text())
     assert job["e2e"]["limit"] == 3 * E2E_CONFIG_LIMIT_S and job["e2e"]["time_scale"] == 3.0

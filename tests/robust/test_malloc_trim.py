@@ -78,7 +78,7 @@ GUARDED = """
 import sys, tempfile
 from pagedlab.engine import malloc
 before = malloc._libc() if sys.argv[1] == "resolved-before" else None  # the handle taken before the guard
-from pagedlab.grading.sandbox import install_guard
+from pagedlab.containment.guard import install_guard
 install_guard(tempfile.mkdtemp(), [])
 print(malloc.trim(), malloc.trim())
 """

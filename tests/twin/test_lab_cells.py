@@ -14,7 +14,7 @@ import json
 from pagedlab.twin import Trace, compare
 from pagedlab.twin.labs import LAB_WORKLOADS, first_shared_tokens, lab_workload, on_vllm, run_script_on_vllm
 from pagedlab.twin.records import first_block_id_difference
-from pagedlab.viz.twin import render_twin
+from pagedlab.twin.view import render_twin
 
 
 def test_every_labs_workload_schedules_identically_on_vllm() -> None:

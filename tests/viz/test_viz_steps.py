@@ -135,7 +135,7 @@ def test_empty_step_is_a_fresh_full_row_and_batch_steps_uses_it() -> None:
 
 
 def test_exercise_history_steps_keeps_preemptions_and_draws_an_empty_run() -> None:
-    from pagedlab.grading.exercises.lab04 import history_steps
+    from pagedlab.course.exercises.lab04 import history_steps
     from pagedlab.viz import empty_step
 
     history = [

@@ -1,4 +1,4 @@
-"""The twin view (pagedlab.viz.twin): two traces in the batch Gantt, the first divergence outlined in both;
+"""The twin view (pagedlab.twin.view): two traces in the batch Gantt, the first divergence outlined in both;
 and the labs' "on real vLLM" cell where vLLM is not installed (it says how to install it, builds nothing)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab.twin.records import StepRecord, Trace, diff, first_block_id_difference
-from pagedlab.viz.twin import render_twin, trace_steps, twin_player
+from pagedlab.twin.view import render_twin, trace_steps, twin_player
 
 NS = "{http://www.w3.org/2000/svg}"
 

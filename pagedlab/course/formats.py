@@ -34,15 +34,17 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from pagedlab.grading.extract import cell_source, marker_id
-from pagedlab.grading.labs_build import (
+from pagedlab.course.labs_build import (
     BEGIN_SOLUTION,
     DROP_TAGS,
     END_SOLUTION,
     KEEP_CELL_METADATA,
     LabsBuildError,
     fingerprint,
+    generate_lab,
 )
+from pagedlab.grading import registry
+from pagedlab.grading.extract import cell_source, marker_id
 from pagedlab.grading.points import points_of
 
 __all__ = ["FORMATS", "generator", "grade_id", "nbgrader_source", "otter_source"]
@@ -103,7 +105,6 @@ def _plan(solution: dict[str, Any], stem: str) -> tuple[list[dict[str, Any]], di
         LabsBuildError: a markdown cell with a solution region (no autograded form in these tools), or
             an exercise id that is not an exercise of this course.
     """
-    from pagedlab.grading import registry
 
     cells = [c for c in solution.get("cells", []) if not set(c.get("metadata", {}).get("tags", [])) & DROP_TAGS]
     plan: dict[int, tuple[str, int | None]] = {}
@@ -142,7 +143,6 @@ def _test_lines(eid: str, name: str) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------------- nbgrader
 def _nbgrader_test_cell(eid: str, points: float, cid: str) -> dict[str, Any]:
-    from pagedlab.grading import registry
 
     call, message = _test_lines(eid, registry.get(eid).name)
     source = (
@@ -214,7 +214,6 @@ def _otter_config(stem: str) -> str:
 
 
 def _otter_question(eid: str, cell: dict[str, Any], points: float) -> list[dict[str, Any]]:
-    from pagedlab.grading import registry
 
     call, message = _test_lines(eid, registry.get(eid).name)
     gid = grade_id(eid)
@@ -259,7 +258,6 @@ def generator(fmt: str, points: Mapping[str, float] | None = None) -> Callable[.
     Raises:
         LabsBuildError: an unknown format.
     """
-    from pagedlab.grading.labs_build import generate_lab
 
     if fmt == "labs":
         return generate_lab

@@ -20,6 +20,7 @@ from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
 from pagedlab.sampling_params import SamplingParams
+from pagedlab.viz import empty_step, render_batch_gantt
 
 Arrival = tuple[int, str, int, int]  # (step, request_id, prompt_len, max_tokens)
 
@@ -102,7 +103,6 @@ def history_steps(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         one row per entry (``preempted`` empty where an entry has none); one empty step 0 when
         ``history`` is empty, so the chart still draws.
     """
-    from pagedlab.viz import empty_step
 
     rows = []
     for h in history:
@@ -114,7 +114,6 @@ def history_steps(history: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render_history(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import render_batch_gantt
 
     steps = history_steps(state["history"])
     return render_batch_gantt(steps, title="batch per step (your run)" if expected is not None else "batch per step")

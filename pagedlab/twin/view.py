@@ -20,6 +20,7 @@ from typing import Any
 from pagedlab.twin.records import Divergence, Trace, diff, first_block_id_difference
 from pagedlab.viz._svg import COLORS, esc
 from pagedlab.viz.gantt import empty_step, render_batch_gantt
+from pagedlab.viz.pool import render_block_pool, render_pool_and_queue
 
 __all__ = [
     "WIDGETS",
@@ -144,8 +145,6 @@ def render_twin_pools(left: Trace, right: Trace, step: int, *, widget: str = "po
     ``widget="pool"``: lab 02's block pool and free queue; ``"prefix"``: lab 07's block pool (hashed blocks
     dashed when free) with the step's prefix hits underlined and listed.
     """
-    from pagedlab.viz.pool import render_block_pool
-
     snaps = [pool_snapshot(t, step) for t in (left, right)]
     differ = pool_differences(*snaps, queue_order=widget == "pool")
     cells = []
@@ -153,8 +152,6 @@ def render_twin_pools(left: Trace, right: Trace, step: int, *, widget: str = "po
         title = f"{t.engine}: block pool after step {step}'s schedule ({snap['num_free_blocks']} free)"
         hit_ids = sorted({b for ids in snap["hits"].values() for b in ids})
         if widget == "pool":
-            from pagedlab.analysis.lab02 import render_pool_and_queue
-
             body = render_pool_and_queue(snap, title=title, mark=differ, highlight=[])
         else:
             hits = "  ·  ".join(f"{esc(r)} ← blocks {ids}" for r, ids in snap["hits"].items() if ids)
@@ -320,8 +317,6 @@ def twin_player(
 ):
     """:func:`render_twin` as a frame player, one frame per step column, opening on the divergence step
     (pool widgets: one frame per step both traces recorded a pool of)."""
-    from pagedlab.viz.player import Player
-
     found = diff(left, right) if divergence is None else divergence
     cols = _columns(left, right)
     if widget != "gantt":
@@ -330,6 +325,7 @@ def twin_player(
     if not cols:
         raise ValueError("no steps to show")
     start = cols.index(found.step) if found is not None and found.step in cols else len(cols) - 1
+    from pagedlab.viz.player import Player  # lazy: ipywidgets only where a player is built (pagedlab.viz.__getattr__)
 
     def render(i: int) -> str:
         if widget != "gantt":

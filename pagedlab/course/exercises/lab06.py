@@ -17,6 +17,8 @@ from pagedlab.grading.contract import observe_read_only, snapshot
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
+from pagedlab.sim.hardware import GPUS, get_gpu
+from pagedlab.sim.models import MODELS, get_model
 from pagedlab.viz.pictures import render_requests
 
 
@@ -176,8 +178,6 @@ def _cross_hint(expected: Any, got: Any, state: Any) -> str | None:
 
 
 def _cross_case(fn: Any, rec: Any, model_name: str, gpu_name: str) -> None:
-    from pagedlab.sim.hardware import get_gpu
-    from pagedlab.sim.models import get_model
 
     m, g = get_model(model_name), get_gpu(gpu_name)
     rec.step(
@@ -340,8 +340,6 @@ def _(pick_victim: Any, case: Any, rec: Any) -> None:
 
 
 def _crossover_value_case() -> Any:
-    from pagedlab.sim.hardware import GPUS
-    from pagedlab.sim.models import MODELS
 
     models = sorted({(m.num_params, m.kv_bytes_per_token) for m in MODELS.values()})
     pcie = sorted({g.pcie_bandwidth for g in GPUS.values()})

@@ -18,12 +18,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from pagedlab.containment.rpc import is_a, type_name
 from pagedlab.grading.contract import observe_contract, observe_in_place, observe_read_only, snapshot
 from pagedlab.grading.differential import differential
 from pagedlab.grading.kit import RefCountedPool, Seq
 from pagedlab.grading.registry import Exercise, register
-from pagedlab.grading.rpc import is_a, type_name
 from pagedlab.parts import contracts
+from pagedlab.viz import render_block_pool
 from pagedlab.viz.pictures import pool_snapshot
 
 
@@ -64,7 +65,6 @@ class World:
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import render_block_pool
 
     snap = pool_snapshot(
         state["ref_cnts"], state["tables"], state.get("free_queue", ()), cow_pairs=state.get("copies", [])[-1:]

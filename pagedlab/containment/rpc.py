@@ -16,8 +16,8 @@ Values cross as JSON (never pickle):
 
 What the driver serves to the learner's code (:class:`Channel` with ``trusted=True``): only
 operations on objects it handed out itself; never an attribute whose name is a dunder
-(``__globals__``, ``__class__``...); never a module, a class, a frame or one of the grader's own
-objects (registry, tests, recorders); and no assignment that would shadow a method of a test
+(``__globals__``, ``__class__``...); never a module, a class, a frame or an object of the modules it
+is told to keep (:func:`deny_modules`: the grader names its own - registry, tests, recorders); and no assignment that would shadow a method of a test
 object. So the learner's code can change the test's data only the ways its own API allows, and
 can reach nothing of the grader: the drivers, tests, registry, comparison and results live in a
 process where no learner code runs.
@@ -26,6 +26,7 @@ process where no learner code runs.
 from __future__ import annotations
 
 import base64
+import builtins
 import collections
 import inspect
 import json
@@ -37,73 +38,36 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pagedlab.grading.recorder import safe_str
-
-__all__ = ["MAX_MESSAGE_BYTES", "Channel", "ChannelClosed", "Proxy", "RemoteError", "is_a", "type_name"]
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "Channel",
+    "ChannelClosed",
+    "Proxy",
+    "RemoteError",
+    "deny_modules",
+    "is_a",
+    "safe_str",
+    "type_name",
+]
 
 #: A larger message from the other side is a protocol error (the channel is closed).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 _MAX_ITEMS = 200_000
 _BY_VALUE_SEQ = (tuple, frozenset)
-_DENIED_MODULES = (
-    "pagedlab.grading.registry",
-    "pagedlab.grading.runner",
-    "pagedlab.grading.recorder",
-    "pagedlab.grading.judge",
-    "pagedlab.grading.rpc",
-    "pagedlab.grading.driver",
-    "pagedlab.grading.grade",
-    "pagedlab.grading.sandbox",
-    "pagedlab.grading.checking",
-    "pagedlab.grading.report",
-    "pagedlab.grading.references",
-    "pagedlab.grading.gradescope",
-)
+_DENIED: set[str] = set()  # see deny_modules
 
+_OPERATORS = "getitem setitem delitem contains eq ne lt le gt ge add sub mul floordiv truediv mod neg iadd index"
+#: What a proxy forwards: each operation by its dunder name (``operator``'s function, or the builtin).
 _OPS: dict[str, Callable[..., Any]] = {
-    "__len__": len,
-    "__bool__": bool,
-    "__hash__": hash,
-    "__repr__": repr,
-    "__str__": str,
-    "__getitem__": operator.getitem,
-    "__setitem__": operator.setitem,
-    "__delitem__": operator.delitem,
-    "__contains__": operator.contains,
-    "__eq__": operator.eq,
-    "__ne__": operator.ne,
-    "__lt__": operator.lt,
-    "__le__": operator.le,
-    "__gt__": operator.gt,
-    "__ge__": operator.ge,
-    "__add__": operator.add,
-    "__sub__": operator.sub,
-    "__mul__": operator.mul,
-    "__floordiv__": operator.floordiv,
-    "__truediv__": operator.truediv,
-    "__mod__": operator.mod,
-    "__neg__": operator.neg,
+    **{f"__{n}__": getattr(operator, n) for n in _OPERATORS.split()},
+    **{f"__{f.__name__}__": f for f in (len, bool, hash, repr, str, int, float, next)},
     "__radd__": lambda a, b: operator.add(b, a),
     "__rsub__": lambda a, b: operator.sub(b, a),
     "__rmul__": lambda a, b: operator.mul(b, a),
-    "__iadd__": operator.iadd,
-    "__index__": operator.index,
-    "__int__": int,
-    "__float__": float,
-    "__next__": next,
     "__reversed__": lambda a: list(reversed(a)),
 }
-_SNAPSHOT_TYPES: tuple[type, ...] = (
-    list,
-    tuple,
-    dict,
-    set,
-    frozenset,
-    collections.deque,
-    type({}.keys()),
-    type({}.values()),
-    type({}.items()),
-)
+_DICT_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_SNAPSHOT_TYPES: tuple[type, ...] = (list, tuple, dict, set, frozenset, collections.deque, *_DICT_VIEWS)
 
 
 class ChannelClosed(BaseException):
@@ -195,10 +159,21 @@ Proxy.__next__ = _make_op("__next__")  # type: ignore[attr-defined]
 
 
 # --- exceptions across the boundary ------------------------------------------------------------------
+def deny_modules(*prefixes: str) -> None:
+    """No trusted end ever hands out an object of a module whose name starts with one of ``prefixes``."""
+    _DENIED.update(prefixes)
+
+
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or a placeholder when its ``__str__`` raises (learner code's exceptions may)."""
+    try:
+        return str(exc)
+    except Exception:  # noqa: BLE001
+        return f"<{type(exc).__name__} whose message cannot be shown>"
+
+
 def _exc_class(name: str, module: str, bases: list[str]) -> type[BaseException]:
     """The local class for a remote exception: the same builtin or kit class, else a look-alike."""
-    import builtins
-
     builtin = getattr(builtins, name, None) if module == "builtins" else None
     if isinstance(builtin, type) and issubclass(builtin, BaseException):
         return builtin
@@ -412,9 +387,9 @@ class Channel:
         mod = getattr(type(obj), "__module__", "") or ""
         owner = getattr(obj, "__self__", None)
         owner_mod = getattr(type(owner), "__module__", "") or "" if owner is not None else ""
-        return not any(m.startswith(d) for d in _DENIED_MODULES for m in (mod, owner_mod))
+        return not any(m.startswith(d) for d in _DENIED for m in (mod, owner_mod))
 
-    def encode(self, v: Any, by_value: bool = False, _budget: list[int] | None = None) -> Any:
+    def encode(self, v: Any, by_value: bool = False, _budget: list[int] | None = None) -> Any:  # noqa: C901 - one branch per wire type
         """``v`` as JSON-able data (see the module docstring).
 
         ``by_value``: on the learner's side, send exact lists/dicts/sets as copies (results of
@@ -466,7 +441,7 @@ class Channel:
             }
         return {"t": type(v).__name__, "v": [self.encode(x, True, budget) for x in v]}
 
-    def decode(self, d: Any, _depth: int = 0) -> Any:
+    def decode(self, d: Any, _depth: int = 0) -> Any:  # noqa: C901 - one branch per wire type
         """The local value for encoded data ``d`` (unknown shapes decode to None)."""
         if d is None or type(d) in (bool, int, float, str):
             return d
@@ -572,11 +547,11 @@ def _array_from(d: dict[str, Any]) -> Any:
         raise ChannelClosed("a malformed array")
     raw = base64.b64decode(str(d.get("b", "")))
     if d.get("lib") == "torch":
-        import torch
+        import torch  # lazy: optional, and seconds to import; only a tensor crossing the pipe needs it
 
         dt = getattr(torch, dtype)
         flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else torch.empty(0, dtype=torch.uint8)
         return flat.view(dt).reshape(shape).clone() if raw else torch.empty(shape, dtype=dt)
-    import numpy as np
+    import numpy as np  # lazy: optional; only an array crossing the pipe needs it
 
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()

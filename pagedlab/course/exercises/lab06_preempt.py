@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.course.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.contract import observe_contract
-from pagedlab.grading.exercises.lab04 import Arrival, Sim, history_steps
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
+from pagedlab.viz import render_batch_gantt
 
 
 class PreemptSim(Sim):
@@ -68,7 +69,6 @@ class PreemptSim(Sim):
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import render_batch_gantt
 
     title = f"then: running {state['running']}, waiting {state['waiting']}, swapped {state['swapped']}"
     return render_batch_gantt(history_steps(state["history"]), title=title)

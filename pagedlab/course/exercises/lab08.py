@@ -10,15 +10,18 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from hypothesis import strategies as st
+
 from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.differential import differential
+from pagedlab.grading.recorder import safe_str, where_raised
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.parts.poison import poisoned_allocations
+from pagedlab.viz import kernel_walk_steps, render_kernel_walk
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import kernel_walk_steps, render_kernel_walk
 
     bt, seq_len, bs = state["block_table"], state["seq_len"], state["block_size"]
     size = state["tile_size"]
@@ -44,7 +47,7 @@ TILE = register(
 
 def make_cache(num_blocks: int, block_size: int, num_kv_heads: int = 2, head_dim: int = 3):
     """A cache whose every element names its place: block*1000 + row*10 + head + dim/10."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     b = torch.arange(num_blocks, dtype=torch.float32).view(-1, 1, 1, 1) * 1000
     r = torch.arange(block_size, dtype=torch.float32).view(1, -1, 1, 1) * 10
@@ -81,7 +84,7 @@ def _case(
 ) -> None:
     """One recorded call: a cache of ``dtype``, ``table`` (of ``table_dtype``) followed by ``pad`` entries
     of :data:`GARBAGE`."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     cache = make_cache(num_blocks, block_size).to(getattr(torch, dtype))
     table = list(table) + [GARBAGE] * pad
@@ -109,7 +112,6 @@ def _case(
     except IndexError as e:
         if tile_start + tile_size <= seq_len:
             raise
-        from pagedlab.grading.recorder import safe_str, where_raised
 
         where = where_raised(e)
         rec.fail(
@@ -183,7 +185,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 def cache_in_layout(values: Any, layout: str) -> tuple[Any, Any]:
     """``(cache, storage)``: a tensor equal to ``values`` ``[num_blocks, block_size, num_kv_heads, head_dim]`` laid
     out as ``layout`` says (:data:`LAYOUTS`), and the whole tensor it is a view of (padding holds NaN)."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     nb, bs, heads, dim = values.shape
     if layout == "KV heads outermost":
@@ -206,7 +208,7 @@ def cache_in_layout(values: Any, layout: str) -> tuple[Any, Any]:
 def stale_slots_nan(cache: Any, table: list[int], seq_len: int) -> None:
     """NaN in every slot of ``cache`` the sequence does not use (other blocks, and its last block past seq_len),
     as a GPU's reused blocks hold old values: a masked lane that reads one and multiplies by 0 keeps the NaN."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     live = torch.zeros(cache.shape[:2], dtype=torch.bool)
     for pos in range(seq_len):
@@ -216,7 +218,7 @@ def stale_slots_nan(cache: Any, table: list[int], seq_len: int) -> None:
 
 def equal_nan(a: Any, b: Any) -> bool:
     """Same dtype, shape and values, NaN equal to NaN."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     return (
         a.dtype == b.dtype
@@ -228,7 +230,6 @@ def equal_nan(a: Any, b: Any) -> bool:
 
 def _tile_case() -> Any:
     """A hypothesis strategy drawing one ``load_kv_tile`` call (plain data; see :func:`_run_tile_case`)."""
-    from hypothesis import strategies as st
 
     @st.composite
     def case(draw: Any) -> dict[str, Any]:
@@ -284,7 +285,7 @@ def _run_tile_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
     """One drawn case: a cache in the case's layout and dtype whose stale slots hold NaN, a padded table of its
     dtype; records the result's contract (types, dtype, shapes), the mask, the rows, and that neither input
     changed."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     values = make_cache(c["num_blocks"], c["block_size"], c["num_kv_heads"], c["head_dim"]).to(
         getattr(torch, c["dtype"])

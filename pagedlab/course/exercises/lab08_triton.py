@@ -15,13 +15,16 @@ tiny so a check takes a few seconds. Failure pictures: ``pagedlab.viz.render_ker
 
 from __future__ import annotations
 
+import linecache
 import math
 import random
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pagedlab.grading.differential import differential
-from pagedlab.grading.exercises.lab08 import (
+from hypothesis import strategies as st
+
+from pagedlab.course.exercises.lab08 import (
     DTYPES,
     LAYOUTS,
     cache_in_layout,
@@ -29,39 +32,17 @@ from pagedlab.grading.exercises.lab08 import (
     make_cache,
     stale_slots_nan,
 )
-from pagedlab.grading.exercises.lab08 import _render as render_tile
-from pagedlab.grading.registry import Exercise, register
-
-
-def use_interpreter_without_gpu() -> bool:
-    """Decide now how this process runs Triton, if nothing has imported triton yet: interpreted
-    (``TRITON_INTERPRET=1``, then ``import triton``) when no GPU is visible, as the lab's first cell does;
-    return whether the Triton kernels can run on CPU in this process.
-
-    The grader's trusted process and the capstone call it before anything there imports triton: triton compiled
-    for a GPU on a CPU machine cannot run lab 08's Triton tests, not even on the reference. Importing triton
-    here, not later, makes the decision final: the variable is read at that import only, so a later change to
-    it (a test restoring ``os.environ``) changes nothing (``pagedlab.kernels.runtime``). An already imported
-    triton is left as it is.
-    """
-    import os
-    import sys
-
-    if "triton" not in sys.modules:
-        import torch
-
-        if not torch.cuda.is_available():
-            os.environ.setdefault("TRITON_INTERPRET", "1")
-    from pagedlab.kernels.runtime import kernels_can_run  # imports triton: the decision is taken here
-
-    return kernels_can_run("cpu")
+from pagedlab.course.exercises.lab08 import _render as render_tile
+from pagedlab.grading.differential import differential
+from pagedlab.grading.registry import Exercise, register, snippet_object
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
+from pagedlab.parts.triton_source import CHECKS, raises_not_implemented, source_findings
 
 
 def _reference() -> Any:
     """The solution cell's helper, with the interpreter switched on where it must be
     (:func:`use_interpreter_without_gpu`)."""
     use_interpreter_without_gpu()
-    from pagedlab.grading.registry import snippet_object
 
     return snippet_object("08.triton_load_kv_tile")
 
@@ -96,8 +77,8 @@ _PROBE: Any = None
 
 
 def _define_probe_kernel() -> Any:
-    import triton
-    import triton.language as tl
+    import triton  # lazy: after triton_mode chose the interpreter
+    import triton.language as tl  # lazy: after triton_mode chose the interpreter
 
     @triton.jit
     def probe_kernel(
@@ -137,7 +118,6 @@ def _unwrapped(launch: Callable[[], Any], load_tile: Any) -> Any:
             iterable" from ``triton/language/core.py``, names neither the helper nor the contract).
         Exception: whatever ``launch()`` raised, unwrapped.
     """
-    import warnings
 
     try:
         with warnings.catch_warnings():
@@ -165,8 +145,6 @@ def _failed_unpacking_the_result(err: BaseException, load_tile: Any) -> bool:
         if code is own:
             return False
         if code.co_name in ("probe_kernel", "_paged_decode_kernel"):
-            import linecache
-
             at_call = "LOAD_TILE(" in linecache.getline(code.co_filename, tb.tb_lineno)
         tb = tb.tb_next
     return at_call
@@ -181,9 +159,14 @@ def _device(load_tile: Any) -> tuple[str, Any]:
             before ``TRITON_INTERPRET=1`` was set, and there is no GPU; or Triton is missing). Raised on the
             reference too, so the test's verdict is "cannot be checked here", never a pass or a fail.
     """
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
-    from pagedlab.kernels.runtime import KernelUnavailableError, interpreter_ready, is_interpreted, runnable
+    from pagedlab.kernels.runtime import (  # lazy: torch; lab 08 only
+        KernelUnavailableError,
+        interpreter_ready,
+        is_interpreted,
+        runnable,
+    )
 
     if not is_interpreted(load_tile) and torch.cuda.is_available():
         return "cuda", load_tile
@@ -200,7 +183,7 @@ def _device(load_tile: Any) -> tuple[str, Any]:
 def same_memory_on(t: Any, device: str) -> Any:
     """``t`` on ``device`` with the same strides, over a copy of all the memory it views (the padding of a
     padded cache included); ``t`` itself when it is there already."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     if t.device.type == device:
         return t
@@ -221,9 +204,9 @@ def probe_tile(
 
     ``table``: the block ids (made an int32 tensor), or a tensor taken as it is (its dtype kept; a write into
     it shows in the caller's tensor). The cache's strides are passed as they are (a padded or transposed view)."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
-    from pagedlab.kernels.runtime import runnable
+    from pagedlab.kernels.runtime import runnable  # lazy: torch; lab 08 only
 
     dev, load_tile = _device(load_tile)
     probe = runnable(_probe_kernel())
@@ -271,8 +254,8 @@ def decode_with_tile_loader(load_tile: Any, query: Any, kv: Any, scale: float) -
     Raises:
         KernelInputError: inputs the kernel refuses (see ``paged_decode_attention``).
     """
-    from pagedlab.kernels.decode_attention import paged_decode_attention
-    from pagedlab.kernels.paged_kv import PagedKV
+    from pagedlab.kernels.decode_attention import paged_decode_attention  # lazy: torch; lab 08 only
+    from pagedlab.kernels.paged_kv import PagedKV  # lazy: torch; lab 08 only
 
     dev, load_tile = _device(load_tile)
     on_dev = PagedKV(*(t.to(dev) for t in (kv.key_cache, kv.value_cache, kv.block_tables, kv.seq_lens)))
@@ -298,7 +281,7 @@ def stale_cache(
     head_dim: int = HEAD_DIM,
 ) -> Any:
     """:func:`tile_cache` values in the slots the sequences use, NaN in every other slot."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     cache = tile_cache(num_blocks, block_size, num_kv_heads, head_dim)
     live = torch.zeros(num_blocks, block_size, dtype=torch.bool)
@@ -387,7 +370,7 @@ def _probe_case(
 
 def torch_equal_nan(a: Any, b: Any) -> bool:
     """``a == b`` elementwise with NaN equal to NaN."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     return bool(torch.equal(torch.nan_to_num(a, nan=-7.0), torch.nan_to_num(b, nan=-7.0)))
 
@@ -420,10 +403,10 @@ def _(fn: Any, rec: Any) -> None:
 
 
 def _decode_case(fn: Any, rec: Any, seq_lens: list[int], bs: int, seed: int) -> None:
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
-    from pagedlab.kernels.paged_kv import PagedKV
-    from pagedlab.kernels.reference import paged_decode_attention
+    from pagedlab.kernels.paged_kv import PagedKV  # lazy: torch; lab 08 only
+    from pagedlab.kernels.reference import paged_decode_attention  # lazy: torch; lab 08 only
 
     rng = random.Random(seed)
     nblocks = [-(-n // bs) for n in seq_lens]
@@ -477,7 +460,6 @@ def _(fn: Any, rec: Any) -> None:
 
 @TILE.test("what only a GPU would show, read from your helper's code: masked table load, other=0.0, int64 ids")
 def _(fn: Any, rec: Any) -> None:
-    from pagedlab.parts.triton_source import CHECKS, raises_not_implemented, source_findings
 
     if raises_not_implemented(fn):
         raise NotImplementedError("triton_load_kv_tile is not written yet")
@@ -492,7 +474,6 @@ def _(fn: Any, rec: Any) -> None:
 # --- the differential test: random cases against the reference, whole state compared -------------------------
 def _triton_case() -> Any:
     """A hypothesis strategy drawing one probe of the helper (plain data; see :func:`_run_triton_case`)."""
-    from hypothesis import strategies as st
 
     @st.composite
     def case(draw: Any) -> dict[str, Any]:
@@ -528,7 +509,7 @@ GUARD = 1 << 16
 
 def guarded(cache: Any, storage: Any) -> tuple[Any, Any]:
     """``(cache, storage)`` moved into the middle of a buffer with :data:`GUARD` NaN elements on each side."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     buffer = torch.full((2 * GUARD + storage.numel(),), float("nan"), dtype=storage.dtype)
     inner = buffer[GUARD : GUARD + storage.numel()].view(storage.shape)
@@ -570,7 +551,7 @@ CASE_HINT = (
 def _run_triton_case(fn: Any, c: dict[str, Any], rec: Any) -> None:
     """One drawn case: a cache in the case's layout and dtype whose stale slots (and padding) hold NaN, a padded
     table of its dtype; records the mask and tile per lane, and that neither input changed."""
-    import torch
+    import torch  # lazy: seconds to import; lab 08's tests only
 
     values = tile_cache(c["num_blocks"], c["block_size"], c["num_kv_heads"], c["head_dim"]).to(
         getattr(torch, c["dtype"])

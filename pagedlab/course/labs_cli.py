@@ -1,5 +1,5 @@
-"""``pagedlab labs build | check | copy``: the command line over :mod:`pagedlab.grading.labs_build` (the
-learner notebooks) and :mod:`pagedlab.grading.formats` (the nbgrader and otter source assignments). It sits
+"""``pagedlab labs build | check | copy``: the command line over :mod:`pagedlab.course.labs_build` (the
+learner notebooks) and :mod:`pagedlab.course.formats` (the nbgrader and otter source assignments). It sits
 above both, so neither imports the other's caller."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pagedlab.grading import formats
-from pagedlab.grading.labs_build import LabsBuildError, LabStatus, build, check, copy_labs, generate_lab, scan
+from pagedlab.course import formats
+from pagedlab.course.labs_build import LabsBuildError, LabStatus, build, check, copy_labs, generate_lab, scan
 from pagedlab.grading.points import add_points_argument, parse_points
 
 __all__ = ["add_arguments", "main"]

@@ -4,7 +4,7 @@ against the kit's engine.
 
 ::
 
-    from pagedlab.grading.capstone import capstone
+    from pagedlab.course.capstone import capstone
     report = capstone()          # reads your lab notebooks next to this one; prints the tables
 
 Where the parts come from: the exercise cells of the lab notebooks in ``folder`` (default: the
@@ -17,7 +17,7 @@ run (its slot goes back to the kit's in those rows); when that tile load is your
 one prompt on the kit's Triton decode kernel with your load inside (Triton's interpreter on CPU).
 
 HF parity: HF transformers' greedy tokens for the capstone prompts are recorded in
-``data/capstone_hf_greedy.json`` (``python -m pagedlab.grading.capstone --record-hf`` writes it with
+``data/capstone_hf_greedy.json`` (``python -m pagedlab.course.capstone --record-hf`` writes it with
 ``AutoModelForCausalLM.generate`` on the bundled GGUF; loading transformers takes ~30 s, too slow
 for a notebook cell). ``tests/components/test_capstone.py`` checks the file against a live HF run.
 """
@@ -26,14 +26,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from pagedlab import data
+import torch
+
+from pagedlab import LLM, data
+from pagedlab.errors import ComponentError
 from pagedlab.grading import registry, serve
+from pagedlab.grading.checking import check, record_result
+from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
+from pagedlab.model.hf_reference import hf_greedy, load_hf_model
+from pagedlab.model.loader import load_tokenizer
 from pagedlab.parts.schedule import PreemptingStep
 from pagedlab.parts.slots import Components
 
@@ -140,7 +151,7 @@ TRITON_EXERCISES = ("08.triton_load_kv_tile",)
 _CHECK_AS_IN_ITS_LAB = """
 import json, sys
 from pathlib import Path
-from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+from pagedlab.grading.triton_mode import use_interpreter_without_gpu
 use_interpreter_without_gpu()
 from pagedlab.grading.checking import check
 from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
@@ -162,9 +173,6 @@ def check_as_in_its_lab(exercise_id: str, notebook: Path, timeout: float = 600.0
     Returns:
         ``(passed, the check's report or why it did not run)``.
     """
-    import os
-    import subprocess
-    import sys
 
     proc = subprocess.run(
         [sys.executable, "-c", _CHECK_AS_IN_ITS_LAB],
@@ -194,8 +202,6 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
     where triton was imported compiled for a GPU that is not there (lab 09's kernel), the Triton part is
     checked in a fresh Python set up as lab 08's kernel (:func:`check_as_in_its_lab`).
     """
-    from pagedlab.grading.checking import check, record_result
-    from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 
     triton_runs_here = triton_runs_in_this_process()  # as `pagedlab grade` does: lab 08's Triton cell is below
     known = {ex.id for ex in registry.all_exercises()}
@@ -223,10 +229,7 @@ def load_learner_parts(folder: Path) -> tuple[dict[str, Any], list[str]]:
 
 def triton_runs_in_this_process() -> bool:
     """Whether this process can run Triton kernels: a GPU, or Triton's interpreter (switched on first if nothing
-    imported triton yet, :func:`~pagedlab.grading.exercises.lab08_triton.use_interpreter_without_gpu`)."""
-    import torch
-
-    from pagedlab.grading.exercises.lab08_triton import use_interpreter_without_gpu
+    imported triton yet, :func:`~pagedlab.grading.triton_mode.use_interpreter_without_gpu`)."""
 
     return use_interpreter_without_gpu() or torch.cuda.is_available()
 
@@ -272,14 +275,11 @@ def _triton_row_in_a_fresh_process(folder: Path | None) -> Row:
     """:func:`_triton_row` in a fresh Python that loads and checks the parts from the notebooks in ``folder``
     itself, Triton's interpreter switched on first where there is no GPU (``--triton-row``): for a process that
     cannot run Triton. Without notebooks (parts given as objects) the row cannot be run here, and says so."""
-    import os
-    import subprocess
-    import sys
 
     if folder is None:
         return Row(TRITON_ROW, False, [], 0.0, "cannot be checked here: this process cannot run Triton")
     proc = subprocess.run(
-        [sys.executable, "-m", "pagedlab.grading.capstone", "--triton-row", str(folder)],
+        [sys.executable, "-m", "pagedlab.course.capstone", "--triton-row", str(folder)],
         env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
         capture_output=True,
         text=True,
@@ -303,7 +303,6 @@ def hf_reference() -> list[list[int]]:
 def _time_both(report: CapstoneReport, kit: Any, yours: Any, prompts: list[list[int]]) -> None:
     """The faster of two interleaved timed runs of each engine, after a warm-up; a guard that trips
     leaves ``yours_seconds`` at 0 and a note."""
-    from pagedlab.errors import ComponentError
 
     try:
         (
@@ -328,7 +327,6 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
         show: print the report.
         namespace: use these objects instead of loading notebooks (tests).
     """
-    from pagedlab import LLM
 
     notes: list[str] = []
     notebooks = Path(folder or ".").resolve() if namespace is None else None
@@ -355,34 +353,15 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
 
 def record_hf_reference(max_new_tokens: int = 24) -> Path:
     """Run HF transformers' greedy ``generate`` on the capstone prompts and write ``data/HF_FILE``."""
-    import warnings
 
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from pagedlab.model.fetch import ensure_model
-    from pagedlab.model.loader import load_tokenizer
-
-    gguf = Path(ensure_model())
     tok = load_tokenizer()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        hf = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32).eval()
+    hf = load_hf_model()
     rows = []
     for p in CAPSTONE_PROMPTS:
         enc = tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=True)
         # tokenize=True: token ids, wrapped in a BatchEncoding by some transformers versions
         ids = cast(list[int], list(enc["input_ids"] if isinstance(enc, Mapping) else enc))
-        with torch.inference_mode():
-            out = hf.generate(
-                torch.tensor([ids]),
-                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                do_sample=False,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=2,
-                pad_token_id=2,
-            )
-        rows.append({"prompt": p, "tokens": out[0, len(ids) :].tolist()})
+        rows.append({"prompt": p, "tokens": hf_greedy(hf, ids, max_new_tokens)})
     target = data.directory() / HF_FILE
     target.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return target

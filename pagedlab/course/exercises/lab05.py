@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pagedlab.grading.exercises.lab04 import Arrival, Sim, random_arrivals, render_history, run_workload
+from pagedlab.course.exercises.lab04 import Arrival, Sim, random_arrivals, render_history, run_workload
 from pagedlab.grading.registry import Exercise, register
 
 BUDGET = register(
@@ -114,8 +114,8 @@ for _args in _BUDGET_TESTS:
 
 
 # --- differential check (issue 39): random engine states, the learner's step against the reference ----------
+from pagedlab.course.exercises.lab04 import batch_case, batch_sim, describe_batch, run_batch_case  # noqa: E402
 from pagedlab.grading.differential import differential  # noqa: E402
-from pagedlab.grading.exercises.lab04 import batch_case, batch_sim, describe_batch, run_batch_case  # noqa: E402
 
 
 def _random_state_hint(budget: int, threshold: int) -> Callable[[Any, Any, list[str], dict[str, int]], str | None]:

@@ -6,7 +6,7 @@ How to add an exercise (the whole recipe; see ``docs/instructor_guide.md`` for t
    then the imports it needs, the signature and docstring, and the body between
    ``### BEGIN SOLUTION`` / ``### END SOLUTION`` (the part ``pagedlab labs build`` stubs out).
    Paste exactly this text as the exercise cell of ``solutions/NN_*.ipynb``.
-2. In ``labNN.py`` (add it to :data:`MODULES` below if new) register the exercise::
+2. In ``labNN.py`` (import it below if new) register the exercise::
 
        EX = register(Exercise("04.schedule_step", "schedule_step", "one step of continuous batching",
                               reference=None,        # None: the object the solution cell defines
@@ -41,17 +41,42 @@ How to add an exercise (the whole recipe; see ``docs/instructor_guide.md`` for t
 6. In the notebook: the exercise cell, then a cell ``check(<name>)``.
 """
 
-#: Exercise modules, imported by :func:`pagedlab.grading.registry.load_all`.
+from pathlib import Path
+
+from pagedlab.grading.registry import register_solutions
+
+register_solutions(Path(__file__).resolve().parent / "solutions")
+
+# Importing a lab's module registers its exercises (``register(Exercise(...))`` at its top level).
+from pagedlab.course.exercises import (  # noqa: E402  after the solutions folder: a module may read its cells
+    lab01,
+    lab02,
+    lab02_slot_mapping,
+    lab03,
+    lab04,
+    lab05,
+    lab06,
+    lab06_preempt,
+    lab07,
+    lab07_differential,
+    lab07_lookup,
+    lab08,
+    lab08_triton,
+)
+
+#: The exercise modules, in the order they register.
 MODULES = [
-    "lab01",
-    "lab02",
-    "lab03",
-    "lab04",
-    "lab05",
-    "lab06",
-    "lab07",
-    "lab08",
-    "lab06_preempt",
-    "lab07_lookup",
-    "lab08_triton",
+    lab01,
+    lab02,
+    lab02_slot_mapping,
+    lab03,
+    lab04,
+    lab05,
+    lab06,
+    lab07,
+    lab07_differential,
+    lab08,
+    lab06_preempt,
+    lab07_lookup,
+    lab08_triton,
 ]

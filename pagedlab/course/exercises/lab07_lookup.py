@@ -24,13 +24,13 @@ from pagedlab.grading.contract import observe_contract, observe_read_only, snaps
 from pagedlab.grading.registry import Exercise, register
 from pagedlab.parts import contracts
 from pagedlab.request import Request
+from pagedlab.viz import render_block_pool
 
 #: Chain root of the tests (a fixed seed: both runs of a test see the same hashes).
 NONE_HASH = hashing.make_none_hash(7)
 
 
 def _render(state: dict[str, Any], expected: Any, path: Any) -> str:
-    from pagedlab.viz import render_block_pool
 
     chain = state.get("chain", [])
     got = state.get("hit_blocks")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pagedlab import data
 from pagedlab.errors import PagedLabError
 from pagedlab.grading.extract import cell_source
 
@@ -299,7 +300,7 @@ def _classify(lab_path: Path, expected_text: str, hint: str = _BUILD_HINT) -> tu
 
 
 #: ``generate(solution, stem, source_path) -> notebook``: :func:`generate_lab`, or a
-#: :func:`pagedlab.grading.formats.generator` (``--format nbgrader|otter``).
+#: :func:`pagedlab.course.formats.generator` (``--format nbgrader|otter``).
 Generator = Callable[[dict[str, Any], str, str], dict[str, Any]]
 
 
@@ -423,7 +424,6 @@ def copy_labs(dest: Path, force: bool = False, source: Path | None = None) -> li
         DataFileNotFoundError: the install ships no labs. LabsBuildError: ``dest`` exists and is not a
             folder, or cannot be written.
     """
-    from pagedlab import data
 
     src = source or data.labs_directory()
     if dest.exists() and not dest.is_dir():
