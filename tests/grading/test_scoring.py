@@ -91,6 +91,7 @@ def _run_cell(source: str, env: dict) -> dict:
     """The output a kernel gives a cell: its error, or its last expression's value (``execute_result``)."""
     tree = ast.parse(source)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    assert last is None or isinstance(last, ast.Expr)
     try:
         exec(compile(tree, "<cell>", "exec"), env)
         if last is None:
