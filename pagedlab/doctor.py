@@ -179,6 +179,7 @@ def check_packages() -> list[Check]:
 
 def _labextension_version() -> tuple[str | None, Path | None]:
     try:
+        # lazy: optional dependency (present only where Jupyter is installed)
         from jupyter_core.paths import jupyter_path
     except ImportError:
         dirs = [str(Path(sys.prefix) / "share" / "jupyter" / "labextensions")]
@@ -196,6 +197,7 @@ def _labextension_version() -> tuple[str | None, Path | None]:
 
 def _labextension_disabled() -> bool:
     try:
+        # lazy: optional dependency (present only where Jupyter is installed)
         from jupyter_core.paths import jupyter_config_path
     except ImportError:
         return False
@@ -297,7 +299,7 @@ def check_data() -> Check:
 
 def check_cuda() -> Check:
     try:
-        import torch
+        import torch  # lazy: start-up time (torch takes seconds to import)
     except Exception as e:  # noqa: BLE001 - any import failure is reported
         return Check("cuda", INFO, f"unknown (torch does not import: {e})")
     if torch.cuda.is_available():

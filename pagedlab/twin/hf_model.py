@@ -49,8 +49,8 @@ def ensure_hf_model(cache_dir: str | Path | None = None) -> Path:
     folder = hf_model_dir(cache_dir)
     if hf_model_ready(cache_dir):
         return folder
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # lazy: start-up time (torch takes seconds to import)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: start-up time (transformers imports torch)
 
     from pagedlab.model.fetch import ensure_model
 

@@ -81,7 +81,7 @@ def _vllm_side() -> Any:
 
 def _override_llm(model: str) -> None:
     """Make every ``vllm.LLM(...)`` load ``model`` with the twin's CPU settings where the script sets none."""
-    import vllm
+    import vllm  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     side = _vllm_side()
     defaults = {
@@ -136,7 +136,7 @@ def main() -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"  # the scripts' stdout is what they print
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import vllm
+    import vllm  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     job = json.load(sys.stdin)
     _override_llm(job["model"])
