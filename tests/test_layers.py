@@ -293,7 +293,6 @@ LAZY_PENDING: dict[str, int] = {
     "pagedlab/cli.py": 2,
     "pagedlab/colab.py": 1,
     "pagedlab/demo.py": 6,
-    "pagedlab/doctor.py": 8,
     "pagedlab/engine/arg_utils.py": 2,
     "pagedlab/engine/llm.py": 1,
     "pagedlab/engine/llm_engine.py": 4,
