@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -465,7 +466,6 @@ class FlexibleArgumentParser(argparse.ArgumentParser):
     ``--option_name`` spelled with underscores."""
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
-        import sys
 
         argv = list(sys.argv[1:] if args is None else args)
         fixed = [

@@ -13,6 +13,7 @@ GGUF's sha256 it was made from, so a changed GGUF rebuilds it.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -68,8 +69,6 @@ def ensure_hf_model(cache_dir: str | Path | None = None) -> Path:
     AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(tmp)
     (tmp / _STAMP).write_text(json.dumps({"gguf": gguf.name, "gguf_sha256": SMOLLM2_135M_Q4_1.sha256}))
     if folder.exists():
-        import shutil
-
         shutil.rmtree(folder)
     tmp.rename(folder)
     return folder

