@@ -135,6 +135,8 @@ def workload(name: str = "readme", scale: int = 8, max_out: int = 32) -> tuple[l
 
 
 def hf_model() -> Any:
+    import torch  # lazy: the benchmark's header and --help run without torch
+
     from pagedlab.model.hf_reference import load_hf_model
     from pagedlab.model.loader import _converted_dir, load_model, resolve_model_path
 

@@ -85,6 +85,7 @@ def in_colab() -> bool:
 
 def _enable_colab_widgets() -> None:
     """``google.colab.output.enable_custom_widget_manager()``: lets Colab render ipywidgets 8."""
+    # lazy: optional dependency (google.colab exists only on Colab)
     from google.colab import output  # only inside Colab; no stubs (ignore_missing_imports)
 
     output.enable_custom_widget_manager()
@@ -140,7 +141,7 @@ def insert_setup_cell(nb: Any, url: str | None = REPOSITORY_URL, path: str | Non
     Raises:
         ValueError: the notebook has no cells (no title to put the setup cell after).
     """
-    import nbformat
+    import nbformat  # lazy: start-up time (only the notebook setup writes notebooks)
 
     if not nb.cells:
         raise ValueError("notebook has no cells: expected a title cell first")
@@ -174,7 +175,7 @@ def insert_setup_cell(nb: Any, url: str | None = REPOSITORY_URL, path: str | Non
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m pagedlab.colab [FOLDER or NOTEBOOK ...]``: insert/refresh the setup cell (default: solutions/)."""
-    import nbformat
+    import nbformat  # lazy: start-up time (only the notebook setup writes notebooks)
 
     ap = argparse.ArgumentParser(prog="python -m pagedlab.colab", description=main.__doc__)
     ap.add_argument("paths", nargs="*", type=Path, default=[Path("solutions")])

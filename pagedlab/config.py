@@ -144,7 +144,7 @@ def available_memory_bytes(device: str = "cpu") -> int | None:
     (Linux), else free pages x page size from ``os.sysconf``, else physical memory.
     """
     if device.startswith("cuda"):
-        import torch
+        import torch  # lazy: start-up time (torch takes seconds to import)
 
         return int(torch.cuda.mem_get_info(torch.device(device))[0])
     try:

@@ -28,6 +28,12 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
+from pagedlab import data, vllm_version
+from pagedlab.errors import DataFileNotFoundError, ModelFileCorruptError, ModelNotFoundError
+from pagedlab.model.fetch import model_path, verify_model
+from pagedlab.twin import vllm_status
+from pagedlab.vllm_version import VLLM_REQUIREMENT, install_steps
+
 __all__ = ["Check", "run_checks", "main", "add_arguments", "PINNED"]
 
 OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "info"
@@ -133,7 +139,6 @@ def check_python() -> Check:
 
 def _in_checkout() -> bool:
     """This pagedlab runs from a clone of the kit (a Makefile and pyproject.toml next to the package)."""
-    from pagedlab import vllm_version
 
     return vllm_version.in_checkout()
 
@@ -236,6 +241,7 @@ def check_packages() -> list[Check]:
 
 def _labextension_version() -> tuple[str | None, Path | None]:
     try:
+        # lazy: optional dependency (present only where Jupyter is installed)
         from jupyter_core.paths import jupyter_path
     except ImportError:
         dirs = [str(Path(sys.prefix) / "share" / "jupyter" / "labextensions")]
@@ -253,6 +259,7 @@ def _labextension_version() -> tuple[str | None, Path | None]:
 
 def _labextension_disabled() -> bool:
     try:
+        # lazy: optional dependency (present only where Jupyter is installed)
         from jupyter_core.paths import jupyter_config_path
     except ImportError:
         return False
@@ -306,8 +313,6 @@ def check_widgets() -> Check:
 
 
 def check_model(cache_dir: os.PathLike | None = None) -> Check:
-    from pagedlab.errors import ModelFileCorruptError, ModelNotFoundError
-    from pagedlab.model.fetch import model_path, verify_model
 
     path = model_path(cache_dir)
     try:
@@ -333,8 +338,6 @@ def check_model(cache_dir: os.PathLike | None = None) -> Check:
 
 def check_data() -> Check:
     """The files the labs and the CLI read (data/ and labs/, shipped in the wheel) are where pagedlab.data looks."""
-    from pagedlab import data
-    from pagedlab.errors import DataFileNotFoundError
 
     try:
         prompts = data.path("prompts.jsonl")
@@ -354,7 +357,7 @@ def check_data() -> Check:
 
 def check_cuda() -> Check:
     try:
-        import torch
+        import torch  # lazy: start-up time (torch takes seconds to import)
     except Exception as e:  # noqa: BLE001 - any import failure is reported
         return Check("cuda", INFO, f"unknown (torch does not import: {e})")
     if torch.cuda.is_available():
@@ -389,7 +392,6 @@ def check_bf16() -> Check:
 
 def check_vllm() -> Check:
     """Real vLLM beside the kit (``make vllm``): optional, so a warning when absent, never a failure."""
-    from pagedlab.twin import vllm_status
 
     ok, detail = vllm_status()
     if ok:
@@ -400,7 +402,6 @@ def check_vllm() -> Check:
 def vllm_fix() -> str:
     """How to get real vLLM beside this installation: a clone's ``make vllm``, or by hand for a pip install
     (the same three steps the Makefile's ``vllm`` target runs, and the variable that points the kit at it)."""
-    from pagedlab.vllm_version import VLLM_REQUIREMENT, install_steps
 
     why = "~3.4 GB; needed only by tests/twin and the labs' 'On real vLLM' cells"
     if _in_checkout():
@@ -414,7 +415,7 @@ def check_native() -> Check:
     A warning, not a failure: without them the engine runs the same computation in torch ops, slower.
     """
     try:
-        from pagedlab.kernels import native
+        from pagedlab.kernels import native  # lazy: a kernels package that fails to import is reported, not fatal
     except Exception as e:  # noqa: BLE001 - any import failure is reported
         return Check("C kernels", WARN, f"unknown (pagedlab.kernels does not import: {e})")
     lib = native.load()

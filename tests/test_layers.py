@@ -307,3 +307,95 @@ def test_the_containment_layer_imports_nothing_of_pagedlab_but_itself() -> None:
 def test_a_module_without_a_layer_is_reported() -> None:
     with pytest.raises(AssertionError, match="no layer assigned; add 'plugins'"):
         layer_of("pagedlab.plugins.x")
+
+
+# --------------------------------------------------------------------------------- lazy imports
+#: Folders whose imports inside functions are not held to the ``# lazy: <reason>`` rule below (yet): the
+#: grader is being moved into new packages (issue 34), which will settle its imports.
+LAZY_RULE_EXEMPT = ("pagedlab/grading/",)
+#: Imports inside functions still without a reason, per file: each is to be moved to the module top (where
+#: the layers allow it) or given a ``# lazy: <reason>`` comment, and its file's count lowered here. The
+#: counts must match: a new unexplained import fails the test, and so does a fixed one left counted.
+LAZY_PENDING: dict[str, int] = {
+    "kernels/__init__.py": 1,
+    "kernels/aot.py": 9,
+    "kernels/backends.py": 3,
+    "kernels/decode_attention.py": 1,
+    "kernels/native.py": 1,
+    "kernels/runtime.py": 1,
+    "pagedlab/__init__.py": 2,
+    "pagedlab/analysis/lab02.py": 2,
+    "pagedlab/analysis/lab03.py": 4,
+    "pagedlab/analysis/lab04.py": 4,
+    "pagedlab/analysis/lab06.py": 7,
+    "pagedlab/cli.py": 2,
+    "pagedlab/colab.py": 1,
+    "pagedlab/demo.py": 6,
+    "pagedlab/engine/arg_utils.py": 1,
+    "pagedlab/engine/llm.py": 1,
+    "pagedlab/engine/llm_engine.py": 4,
+    "pagedlab/model/loader.py": 2,
+    "pagedlab/parts/kernel.py": 3,
+    "pagedlab/sim/__init__.py": 1,
+    "pagedlab/sim/replay.py": 9,
+    "pagedlab/sim/simulator.py": 1,
+    "pagedlab/twin/__init__.py": 3,
+    "pagedlab/twin/hf_model.py": 1,
+    "pagedlab/twin/labs.py": 12,
+    "pagedlab/twin/scripts.py": 2,
+    "pagedlab/viz/__init__.py": 4,
+    "pagedlab/viz/player.py": 1,
+    "pagedlab/vllm_compat.py": 5,
+}
+
+
+def unexplained_lazy_imports(source: str) -> list[int]:
+    """Line numbers of the ``import`` statements inside functions of ``source`` with no ``# lazy:``
+    comment on their first line or the line above (a ``TYPE_CHECKING`` block is not a function)."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    found: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    found.add(node.lineno)
+    return sorted(
+        n for n in found if "# lazy:" not in lines[n - 1] and not (n > 1 and lines[n - 2].strip().startswith("# lazy:"))
+    )
+
+
+def test_an_import_inside_a_function_says_why_it_is_lazy() -> None:
+    """Issue 34 item 4: an import inside a function buys an optional dependency or start-up time, and says
+    which in a one-line ``# lazy: <reason>`` comment (same line or the line above); others go to the top."""
+    got: dict[str, int] = {}
+    where: list[str] = []
+    for path in sorted(MODULES.values()):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(LAZY_RULE_EXEMPT):
+            continue
+        bad = unexplained_lazy_imports(path.read_text(encoding="utf-8"))
+        if bad:
+            got[rel] = len(bad)
+            where += [f"{rel}:{n}" for n in bad]
+    assert got == LAZY_PENDING, (
+        "imports inside functions without a '# lazy: <reason>' comment differ from LAZY_PENDING "
+        f"(move them to the module top, or say why they are lazy): {got} at {where[:40]}"
+    )
+
+
+def test_the_lazy_rule_sees_a_bare_import_and_accepts_a_reason() -> None:
+    source = (
+        "import os\n"
+        "def f():\n"
+        "    import json\n"
+        "    import torch  # lazy: start-up time\n"
+        "    # lazy: optional dependency\n"
+        "    from vllm import LLM\n"
+        "    def g():\n"
+        "        from pagedlab import core\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        import sys  # a comment, not a reason\n"
+    )
+    assert unexplained_lazy_imports(source) == [3, 8, 11]

@@ -101,7 +101,7 @@ def cpu_speeds(copy_mb: int = 64, matmul_n: int = 768, repeats: int = 3) -> dict
     The engine's swap on a CPU is a copy between two tensors in RAM; its recompute is a forward
     pass, mostly matrix multiplications. Uses torch's current thread count.
     """
-    import torch
+    import torch  # lazy: start-up time (torch takes seconds to import)
 
     n = copy_mb * (1 << 20) // 4
     src, dst = torch.ones(n), torch.empty(n)

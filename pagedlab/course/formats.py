@@ -11,14 +11,19 @@ solution with outputs stripped and nbgrader's cell metadata (schema 3) added:
   inserted after the exercise cell if there is none) becomes an *autograded test* cell,
   ``{grade: true, solution: false, locked: true, points}``, that shows the same report and then
   ``assert``\\ s ``check(...).passed``: nbgrader gives the cell's points when it runs without an
-  error, so a blank or wrong exercise scores 0 and a right one its points (all or nothing; the
-  per-test split of ``pagedlab grade`` is not nbgrader's model).
+  error, so a blank or wrong exercise scores 0 and a right one its points (``--scoring
+  all-or-nothing``, the default). With ``--scoring partial`` the cell asserts nothing and ends with
+  the points earned, ``points * passed / tests``, as its value: nbgrader 0.9.6's ``determine_grade``
+  takes a test cell's numeric ``execute_result`` as its partial grade.
 
 **otter** (``otter assign``, tested with otter-grader 7.0.0): a ``# ASSIGNMENT CONFIG`` raw cell
 first, and per exercise a question (raw ``# BEGIN QUESTION`` with its name and points,
 ``# BEGIN SOLUTION`` around the exercise cell, whose ``### BEGIN/END SOLUTION`` lines become otter's
 ``# BEGIN/END SOLUTION``, ``# BEGIN TESTS`` around one test cell
-``assert check(<name>, "<id>", show=False).passed``, ``# END QUESTION``). The lab's own ``check(...)``
+``assert check(<name>, "<id>", show=False).passed``, ``# END QUESTION``); the question says
+``all_or_nothing: true``. With ``--scoring partial`` it has one test cell per test of the exercise
+(``assert`` that test's outcome passed; each cell runs ``check`` again), ``all_or_nothing: false``:
+otter splits the question's points evenly across its test cases. The lab's own ``check(...)``
 cell stays after the question, so learners keep the kit's report; otter's ``grader.check`` runs the
 same test.
 
@@ -45,7 +50,7 @@ from pagedlab.course.labs_build import (
 )
 from pagedlab.grading import registry
 from pagedlab.grading.extract import cell_source, marker_id
-from pagedlab.grading.points import points_of
+from pagedlab.grading.points import DEFAULT_SCORING, PointsError, parse_scoring, points_of
 
 __all__ = ["FORMATS", "generator", "grade_id", "nbgrader_source", "otter_source"]
 
@@ -142,15 +147,19 @@ def _test_lines(eid: str, name: str) -> tuple[str, str]:
 
 
 # --------------------------------------------------------------------------------- nbgrader
-def _nbgrader_test_cell(eid: str, points: float, cid: str) -> dict[str, Any]:
+def _nbgrader_test_cell(eid: str, points: float, cid: str, scoring: str = DEFAULT_SCORING) -> dict[str, Any]:
 
     call, message = _test_lines(eid, registry.get(eid).name)
-    source = (
+    head = (
         f"# Autograded test of exercise {eid} ({points:g} point(s)); nbgrader restores this cell before grading.\n"
         "from pagedlab.grading import check\n\n"
         f"_result = {call})\n"
-        f"assert _result.passed, {message}"
     )
+    if scoring == "partial":  # the cell's value is its grade (nbgrader's partial credit)
+        earned = f"{points!r} * _result.num_passed / len(_result.outcomes) if _result.outcomes else 0.0"
+        source = head + f"# points earned: a share per test passed\nmin({points!r}, round({earned}, 6))"
+    else:
+        source = head + f"assert _result.passed, {message}"
     meta = {
         "grade": True,
         "solution": False,
@@ -163,20 +172,25 @@ def _nbgrader_test_cell(eid: str, points: float, cid: str) -> dict[str, Any]:
 
 
 def nbgrader_source(
-    solution: dict[str, Any], stem: str, source_path: str = "", points: Mapping[str, float] | None = None
+    solution: dict[str, Any],
+    stem: str,
+    source_path: str = "",
+    points: Mapping[str, float] | None = None,
+    scoring: str = DEFAULT_SCORING,
 ) -> dict[str, Any]:
     """The nbgrader source notebook of a solution notebook (see the module docstring).
 
     Raises:
         LabsBuildError: see :func:`_plan`.
     """
+    scoring = parse_scoring(scoring)
     cells, plan = _plan(solution, stem)
     checks = {ci: eid for eid, ci in plan.values() if ci is not None}
     out: list[dict[str, Any]] = []
     for i, c in enumerate(cells):
         if i in checks:
             eid = checks[i]
-            out.append(_nbgrader_test_cell(eid, points_of(eid, points), c.get("id", "")))
+            out.append(_nbgrader_test_cell(eid, points_of(eid, points), c.get("id", ""), scoring))
             continue
         new = _clean(c)
         if i in plan or (c.get("cell_type") == "code" and BEGIN_SOLUTION in cell_source(c)):
@@ -191,7 +205,7 @@ def nbgrader_source(
         out.append(new)
         if i in plan and plan[i][1] is None:  # no check cell in the notebook: the test goes right after
             eid = plan[i][0]
-            out.append(_nbgrader_test_cell(eid, points_of(eid, points), f"{grade_id(eid)}-test"[:64]))
+            out.append(_nbgrader_test_cell(eid, points_of(eid, points), f"{grade_id(eid)}-test"[:64], scoring))
     return _finish(solution, out, stem, source_path, "nbgrader")
 
 
@@ -213,38 +227,63 @@ def _otter_config(stem: str) -> str:
     )
 
 
-def _otter_question(eid: str, cell: dict[str, Any], points: float) -> list[dict[str, Any]]:
+def _otter_tests(eid: str, gid: str, scoring: str) -> list[dict[str, Any]]:
+    """The question's test cells: one for the whole exercise, or (``partial``) one per public test."""
 
-    call, message = _test_lines(eid, registry.get(eid).name)
-    gid = grade_id(eid)
-    test = f"from pagedlab.grading import check\n_result = {call}, show=False)\nassert _result.passed, {message}"
-    solution = _OTTER_MARKER.sub(lambda m: f"{m.group(1)}# {m.group(2)} SOLUTION", cell_source(cell))
+    ex = registry.get(eid)
+    call, message = _test_lines(eid, ex.name)
+    run = f"from pagedlab.grading import check\n_result = {call}, show=False)\n"
+    if scoring != "partial":
+        return [_cell("code", run + f"assert _result.passed, {message}", cid=f"{gid}-test")]
+    titles = [t.title for t in ex.tests if not t.hidden]
     return [
-        _cell("raw", f"# BEGIN QUESTION\nname: {gid}\npoints: {points:g}", cid=f"{gid}-q"),
+        _cell(
+            "code",
+            run + f"assert len(_result.outcomes) > {k} and _result.outcomes[{k}].passed, "
+            f"_result.error or {f'exercise {eid}: test {title!r} did not pass'!r}",
+            cid=f"{gid}-test{k}",
+        )
+        for k, title in enumerate(titles)
+    ]
+
+
+def _otter_question(
+    eid: str, cell: dict[str, Any], points: float, scoring: str = DEFAULT_SCORING
+) -> list[dict[str, Any]]:
+    gid = grade_id(eid)
+    solution = _OTTER_MARKER.sub(lambda m: f"{m.group(1)}# {m.group(2)} SOLUTION", cell_source(cell))
+    aon = "false" if scoring == "partial" else "true"
+    return [
+        _cell("raw", f"# BEGIN QUESTION\nname: {gid}\npoints: {points:g}\nall_or_nothing: {aon}", cid=f"{gid}-q"),
         _cell("raw", "# BEGIN SOLUTION", cid=f"{gid}-s"),
         _clean(cell, solution),
         _cell("raw", "# END SOLUTION", cid=f"{gid}-se"),
         _cell("raw", "# BEGIN TESTS", cid=f"{gid}-t"),
-        _cell("code", test, cid=f"{gid}-test"),
+        *_otter_tests(eid, gid, scoring),
         _cell("raw", "# END TESTS", cid=f"{gid}-te"),
         _cell("raw", "# END QUESTION", cid=f"{gid}-qe"),
     ]
 
 
 def otter_source(
-    solution: dict[str, Any], stem: str, source_path: str = "", points: Mapping[str, float] | None = None
+    solution: dict[str, Any],
+    stem: str,
+    source_path: str = "",
+    points: Mapping[str, float] | None = None,
+    scoring: str = DEFAULT_SCORING,
 ) -> dict[str, Any]:
     """The otter assign master notebook of a solution notebook (see the module docstring).
 
     Raises:
         LabsBuildError: see :func:`_plan`, or a solution region outside an exercise cell.
     """
+    scoring = parse_scoring(scoring)
     cells, plan = _plan(solution, stem)
     out = [_cell("raw", _otter_config(stem), cid=f"{grade_id(stem)}-config"[:64])]
     for i, c in enumerate(cells):
         if i in plan:
             eid = plan[i][0]
-            out += _otter_question(eid, c, points_of(eid, points))
+            out += _otter_question(eid, c, points_of(eid, points), scoring)
             continue
         if BEGIN_SOLUTION in cell_source(c) or END_SOLUTION in cell_source(c):
             raise LabsBuildError(f"{stem}.ipynb cell {i}: a solution region outside a '# EXERCISE <id>' cell")
@@ -252,17 +291,24 @@ def otter_source(
     return _finish(solution, out, stem, source_path, "otter")
 
 
-def generator(fmt: str, points: Mapping[str, float] | None = None) -> Callable[..., dict[str, Any]]:
-    """``generate(solution, stem, source_path) -> notebook`` for ``--format fmt``.
+def generator(
+    fmt: str, points: Mapping[str, float] | None = None, scoring: str | None = None
+) -> Callable[..., dict[str, Any]]:
+    """``generate(solution, stem, source_path) -> notebook`` for ``--format fmt`` (``scoring``: ``--scoring``,
+    default all-or-nothing).
 
     Raises:
-        LabsBuildError: an unknown format.
+        LabsBuildError: an unknown format or scoring rule.
     """
+    try:
+        scoring = parse_scoring(scoring)
+    except PointsError as e:
+        raise LabsBuildError(str(e)) from e
 
     if fmt == "labs":
         return generate_lab
     if fmt == "nbgrader":
-        return partial(nbgrader_source, points=points)
+        return partial(nbgrader_source, points=points, scoring=scoring)
     if fmt == "otter":
-        return partial(otter_source, points=points)
+        return partial(otter_source, points=points, scoring=scoring)
     raise LabsBuildError(f"unknown --format {fmt!r}; one of {', '.join(FORMATS)}")

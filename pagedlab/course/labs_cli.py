@@ -12,7 +12,7 @@ from typing import Any
 
 from pagedlab.course import formats
 from pagedlab.course.labs_build import LabsBuildError, LabStatus, build, check, copy_labs, generate_lab, scan
-from pagedlab.grading.points import add_points_argument, parse_points
+from pagedlab.grading.points import add_points_argument, add_scoring_argument, parse_points
 
 __all__ = ["add_arguments", "main"]
 
@@ -53,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 "generate_assignment` (--out COURSE/source/ASSIGNMENT); otter: master notebooks for `otter assign`",
             )
             add_points_argument(p)
+            add_scoring_argument(p)
             p.add_argument(
                 "--force",
                 action="store_true",
@@ -139,7 +140,7 @@ def main(args: argparse.Namespace) -> int:
     if not solutions.is_dir():
         raise LabsBuildError(f"no solutions folder at {solutions}; run from the kit's root or pass --solutions")
     if args.labs_command == "build":
-        generate = formats.generator(fmt, parse_points(args.points))
+        generate = formats.generator(fmt, parse_points(args.points), getattr(args, "scoring", None))
         results = build(solutions, labs, force=args.force, names=args.notebooks, generate=generate)
         if fmt == "labs":  # and each translation: labs/<lang>/ from solutions/<lang>/*.po (pagedlab.i18n)
             results += _translated_labs(solutions, labs, args.notebooks, force=args.force)

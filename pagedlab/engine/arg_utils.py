@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -357,7 +358,7 @@ def check_model_arg(model: Any) -> None:
     """
     if model is None or isinstance(model, (str, os.PathLike)):
         return
-    import torch
+    import torch  # lazy: start-up time (torch takes seconds to import)
 
     if not isinstance(model, torch.nn.Module):
         raise ConfigError(
@@ -404,7 +405,7 @@ def load_tokenizer_arg(tokenizer: Any, model: Any) -> Any:
     if not isinstance(tokenizer, str):
         return tokenizer  # a tokenizer object (pagedlab extension)
     if os.path.isdir(os.path.expanduser(tokenizer)):
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: start-up time (transformers imports torch)
 
         return AutoTokenizer.from_pretrained(os.path.expanduser(tokenizer), local_files_only=True)
     raise ConfigError(
@@ -437,7 +438,7 @@ def _check_budget_fits(budget: int, device: str | None, knob: str, largest: Any)
     """Refuse a KV budget larger than the free memory, naming the size the caller gave (``knob``) and
     ``largest(free_bytes)``, the largest value of it that fits (the pool check after it would name
     ``num_gpu_blocks``, which this caller never set)."""
-    import torch
+    import torch  # lazy: start-up time (torch takes seconds to import)
 
     where = device or ("cuda" if torch.cuda.is_available() else "cpu")
     free = available_memory_bytes(where)
@@ -451,7 +452,7 @@ def _check_budget_fits(budget: int, device: str | None, knob: str, largest: Any)
 
 def total_device_memory(device: str | None) -> int:
     """Total memory of the device the KV pool lives on: the GPU's, or physical RAM on CPU (bytes)."""
-    import torch
+    import torch  # lazy: start-up time (torch takes seconds to import)
 
     if (device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda"):
         return int(torch.cuda.get_device_properties(0).total_memory)
@@ -470,7 +471,6 @@ class FlexibleArgumentParser(argparse.ArgumentParser):
     ``--option_name`` spelled with underscores."""
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
-        import sys
 
         argv = list(sys.argv[1:] if args is None else args)
         fixed = [

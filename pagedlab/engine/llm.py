@@ -133,8 +133,8 @@ def _detect_content_format(template: str | None) -> str:
     "string". vLLM also follows the content through assignments and macros (hf.py:405-477); the kit does not."""
     if not template:
         return "string"
-    import jinja2
-    from jinja2 import nodes
+    import jinja2  # lazy: start-up time (only chat templates need jinja2)
+    from jinja2 import nodes  # lazy: start-up time (only chat templates need jinja2)
 
     try:
         ast = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template)
@@ -410,7 +410,7 @@ class LLM:
         template_kwargs: dict[str, Any],
     ) -> list[RequestOutput]:
         """``chat`` once this call holds the LLM (``_one_call``)."""
-        import jinja2
+        import jinja2  # lazy: start-up time (only chat templates need jinja2)
 
         checked = _conversations(messages)
         tokenizer = self.llm_engine.tokenizer
@@ -492,7 +492,7 @@ class LLM:
         done: dict[str, RequestOutput] = {}
         bar = None
         if use_tqdm:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # lazy: start-up time (tqdm.auto imports ipywidgets in a notebook)
 
             bar = tqdm(total=len(ids), desc="Processed prompts", unit="req")
         try:

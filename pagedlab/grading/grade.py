@@ -4,6 +4,7 @@
 
     pagedlab grade submissions/ [more paths...] [--hidden-tests DIR] [--out DIR]
                    [--timeout S] [--memory MB] [--jobs N] [--exercises ID ...] [--points ID=P|FILE.toml]
+                   [--scoring all-or-nothing|partial]
 
 SUBMISSIONS are notebook files (one learner each, named by the file name) and/or folders. A
 folder holds one entry per learner: a notebook (learner = file name without ``.ipynb``) or a
@@ -56,7 +57,16 @@ from pagedlab.grading.e2e import (
 )
 from pagedlab.grading.extract import cell_source
 from pagedlab.grading.judge import Outcome, judge
-from pagedlab.grading.points import add_points_argument, parse_points, points_of
+from pagedlab.grading.points import (
+    DEFAULT_SCORING,
+    PointsError,
+    add_points_argument,
+    add_scoring_argument,
+    exercise_score,
+    parse_points,
+    parse_scoring,
+    points_of,
+)
 from pagedlab.grading.provenance import FLAG_PREFIX as REFERENCE_FLAG
 from pagedlab.grading.runner import reference_transcript
 from pagedlab.grading.submissions import GradeError, Learner, apply_roster, discover, name_clashes, read_roster
@@ -106,7 +116,7 @@ class ExerciseResult:
     #: why each hidden test that did not pass failed - the exception or the limit hit, and the seconds it ran.
     hidden_why: list[str] = field(default_factory=list)
     score: float = 0.0
-    #: The exercise's points (``registry``); ``score`` is the share of its tests passed times these.
+    #: The exercise's points (``registry``, ``--points``); ``score``: what its tests earned (``--scoring``).
     max_score: float = 0.0
 
 
@@ -234,10 +244,13 @@ def _unless_inputs(text: str, inputs: str) -> str:
     return text
 
 
-def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[Any, ...], Any], done: bool) -> None:
-    """Judge every test of a found exercise against the reference; add up its score (of ``er.max_score``)."""
+def _score_exercise(
+    er: ExerciseResult, transcripts: dict[tuple[Any, ...], Any], done: bool, scoring: str = DEFAULT_SCORING
+) -> None:
+    """Judge every test of a found exercise against the reference; score it (of ``er.max_score``) by the
+    ``scoring`` rule (:func:`pagedlab.grading.points.exercise_score`)."""
     ex = registry.get(er.exercise)
-    per_test = er.max_score / max(1, len(ex.tests))
+    earned: list[bool] = []
     for test in ex.tests:
         key = (er.exercise, test.title, test.hidden)
         got = transcripts.get(key)
@@ -254,9 +267,10 @@ def _score_exercise(er: ExerciseResult, transcripts: dict[tuple[Any, ...], Any],
             label = f"hidden test {sum(o.hidden for o in er.outcomes)}"
             inputs = json.dumps([test.title, reference_transcript(ex, test)], default=str)
             er.hidden_why.append(hidden_failure(label, out, got, transcripts.get(("seconds", *key)), inputs))
-        if out.passed or out.status == "internal":  # a test broken on the reference costs nobody
-            er.score += per_test  # (one that cannot run on this machine, "unavailable", earns nobody anything)
-    er.score = round(er.score, 4)
+        # a test broken on the reference costs nobody; one that cannot run on this machine ("unavailable")
+        # earns nobody anything
+        earned.append(out.passed or out.status == "internal")
+    er.score = exercise_score(er.max_score, earned, scoring)
 
 
 def judge_learner(
@@ -268,12 +282,13 @@ def judge_learner(
     timeout: float,
     reference_earns_points: bool = True,
     points: Mapping[str, float] | None = None,
+    scoring: str = DEFAULT_SCORING,
 ) -> LearnerResult:
     """One learner's result from its driver's lines (untouched by learner code) and process info.
 
     An exercise whose object is the kit's reference (:attr:`ExerciseResult.reference`) is flagged, and scores 0
     when not ``reference_earns_points``; ``points``: the instructor's per-exercise points
-    (:mod:`pagedlab.grading.points`), else the registry's."""
+    (:mod:`pagedlab.grading.points`), else the registry's; ``scoring``: ``--scoring``."""
     res = LearnerResult(
         learner, messages=list(learner.problems), seconds=info.get("seconds", 0.0), log=str(info.get("stdout", ""))
     )
@@ -295,7 +310,7 @@ def judge_learner(
         er.max_score = points_of(eid, points)
         if er.found:
             er.flags += audit
-            _score_exercise(er, transcripts, done)
+            _score_exercise(er, transcripts, done, scoring)
             if er.reference and not reference_earns_points:
                 er.withheld = (
                     f"0 points: the object handed in is the kit's reference implementation, not your own code "
@@ -439,6 +454,7 @@ def grade(
     reference_earns_points: bool = True,
     roster: Any | None = None,
     points: Mapping[str, float] | None = None,
+    scoring: str = DEFAULT_SCORING,
 ) -> list[LearnerResult]:
     """Grade submissions and write the reports; return one :class:`LearnerResult` per learner.
 
@@ -460,6 +476,8 @@ def grade(
         roster: a roster CSV (:func:`read_roster`) giving the discovered submissions their student ids.
         points: exercise id -> points (:func:`pagedlab.grading.points.parse_points`); the others keep
             their registry points (1).
+        scoring: how an exercise earns its points, ``"all-or-nothing"`` (the default) or ``"partial"``
+            (:mod:`pagedlab.grading.points`).
 
     Raises:
         GradeError: no submissions found, or a bad option.
@@ -477,6 +495,10 @@ def grade(
     with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
         out_path = Path(out)
         hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+        try:
+            scoring = parse_scoring(scoring)
+        except PointsError as e:
+            raise GradeError(str(e)) from e
         ids_by_file = read_roster(roster) if roster is not None else None
         use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
         paths = [s for s in submissions if not isinstance(s, Learner)]
@@ -507,7 +529,7 @@ def grade(
         ids = wanted if wanted is not None else _exercises_found(runs)
         _say_containment(runs, say)
         results = [
-            judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points)
+            judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points, scoring)
             for lr, lines, info in runs
         ]
         for r, (_lr, lines, _info) in zip(results, runs):
@@ -615,6 +637,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="grade these exercise ids (default: every exercise found in any submission)",
     )
     add_points_argument(parser)
+    add_scoring_argument(parser)
     add_e2e_arguments(parser)
     add_reference_argument(parser)
 
@@ -681,6 +704,7 @@ def main(args: argparse.Namespace) -> int:
             reference_earns_points=args.reference_earns_points == "yes",
             roster=args.roster,
             points=parse_points(args.points),
+            scoring=args.scoring,
         )
     except registry.UnknownExerciseError as e:
         raise GradeError(str(e)) from e

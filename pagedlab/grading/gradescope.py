@@ -4,6 +4,7 @@
 
     pagedlab gradescope-bundle autograder.zip [--hidden-tests DIR] [--exercises ID ...]
                                [--timeout S] [--memory MB] [--no-e2e] [--e2e-seed N] [--e2e-points P]
+                               [--points ID=P|FILE.toml] [--scoring all-or-nothing|partial]
 
 The zip (upload it as a Gradescope "Autograder" configuration) holds:
 
@@ -17,7 +18,8 @@ The zip (upload it as a Gradescope "Autograder" configuration) holds:
   pagedlab.grading.gradescope --root /autograder`` (``PAGEDLAB_AUTOGRADER_ROOT`` overrides the root of both
   scripts, ``PAGEDLAB_AUTOGRADER_PYTHON`` the interpreter: the tests use both);
 * ``hidden_tests/`` - the instructor's hidden-tests folder (only in the zip; never shown to learners);
-* ``pagedlab_autograder.json`` - the exercises graded, the time and memory limits, the end-to-end
+* ``pagedlab_autograder.json`` - the exercises graded, their points and scoring rule (``--points``,
+  ``--scoring``: as ``pagedlab grade`` takes them), the time and memory limits, the end-to-end
   test's settings (``pagedlab grade``'s ``--no-e2e``, ``--e2e-seed``, ``--e2e-points``).
 
 Grading a submission (:func:`run`): the WHOLE ``<root>/submission`` folder is ONE learner - every
@@ -162,6 +164,7 @@ def build_bundle(
     e2e: E2EOptions | None = None,
     reference_earns_points: bool = True,
     points: Mapping[str, float] | None = None,
+    scoring: str | None = None,
 ) -> Path:
     """Write the Gradescope autograder zip (see the module docstring); return its path.
 
@@ -177,6 +180,7 @@ def build_bundle(
             (the default; False: 0 points). Flagged either way.
         points: exercise id -> points (``--points``, :func:`pagedlab.grading.points.parse_points`); the
             others keep the registry's (1).
+        scoring: ``--scoring`` (default ``all-or-nothing``, :mod:`pagedlab.grading.points`).
 
     Raises:
         BundleError: a bad option, a missing folder, or no kit source tree.
@@ -185,7 +189,12 @@ def build_bundle(
     from pagedlab import __version__
     from pagedlab.grading import registry
     from pagedlab.grading.grade import E2EOptions
+    from pagedlab.grading.points import PointsError, parse_scoring
 
+    try:
+        scoring = parse_scoring(scoring)
+    except PointsError as e:
+        raise BundleError(str(e)) from e
     if timeout <= 0 or memory_mb < 128:
         raise BundleError("--timeout must be > 0 and --memory >= 128 (MB)")
     e2e = e2e if e2e is not None else E2EOptions()
@@ -205,6 +214,7 @@ def build_bundle(
         "e2e": asdict(e2e),
         "reference_earns_points": reference_earns_points,
         "points": {eid: float(p) for eid, p in (points or {}).items()},
+        "scoring": scoring,
         "pagedlab": __version__,
     }
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -327,6 +337,7 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
     from pagedlab.grading import report
     from pagedlab.grading.grade import E2EOptions, Learner, grade
+    from pagedlab.grading.points import DEFAULT_SCORING
     from pagedlab.grading.submissions import _notebooks_under
 
     sub = root / "submission"
@@ -351,6 +362,7 @@ def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) 
             e2e_plan=stored,
             reference_earns_points=bool(config.get("reference_earns_points", True)),
             points=config.get("points") or None,
+            scoring=str(config.get("scoring") or DEFAULT_SCORING),
         )
     data = report.gradescope_dict(results[0])
     if opts.enabled:
@@ -395,7 +407,7 @@ def run(root: Any | None = None) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
     from pagedlab.grading.grade import add_e2e_arguments, add_limit_arguments, add_reference_argument
-    from pagedlab.grading.points import add_points_argument
+    from pagedlab.grading.points import add_points_argument, add_scoring_argument
 
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
@@ -408,6 +420,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_limit_arguments(parser, 300.0, 4096, "submission")
     add_points_argument(parser)
+    add_scoring_argument(parser)
     add_e2e_arguments(parser)
     add_reference_argument(parser)
 
@@ -432,6 +445,7 @@ def main(args: argparse.Namespace) -> int:
             e2e,
             args.reference_earns_points == "yes",
             parse_points(args.points),
+            args.scoring,
         )
     except (registry.UnknownExerciseError, PointsError) as e:
         raise BundleError(str(e)) from e

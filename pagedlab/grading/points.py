@@ -9,6 +9,12 @@ Each exercise is worth its registry ``points`` (1) unless the instructor says ot
 
 Later values win. An unknown exercise id, a negative, infinite or non-numeric P, or an unreadable
 file is a :class:`PointsError` naming it.
+
+How an exercise earns its points (``--scoring``, the same rule on every route):
+
+* ``all-or-nothing`` (the default, as nbgrader and otter grade natively): all of its points when
+  every one of its tests passed, else 0;
+* ``partial``: its points split evenly across its tests, each passed test earning its share.
 """
 
 from __future__ import annotations
@@ -22,7 +28,21 @@ from typing import Any
 
 from pagedlab.errors import PagedLabError
 
-__all__ = ["PointsError", "parse_points", "points_of", "add_points_argument"]
+__all__ = [
+    "DEFAULT_SCORING",
+    "SCORING",
+    "PointsError",
+    "add_points_argument",
+    "add_scoring_argument",
+    "exercise_score",
+    "parse_points",
+    "parse_scoring",
+    "points_of",
+]
+
+#: ``--scoring`` values (see the module docstring); the default is the first.
+SCORING = ("all-or-nothing", "partial")
+DEFAULT_SCORING = SCORING[0]
 
 
 class PointsError(PagedLabError, ValueError):
@@ -105,4 +125,45 @@ def add_points_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="points of an exercise (default 1 each): ID=P, comma-separated pairs, or a TOML file "
         '("02.free_queue" = 3 lines); repeatable, later values win',
+    )
+
+
+def parse_scoring(value: str | None) -> str:
+    """``value`` checked as a ``--scoring`` value (None: :data:`DEFAULT_SCORING`).
+
+    Raises:
+        PointsError: a value not in :data:`SCORING`.
+    """
+    if value is None:
+        return DEFAULT_SCORING
+    if value not in SCORING:
+        raise PointsError(f"--scoring {value!r}: expected one of {', '.join(SCORING)}")
+    return value
+
+
+def exercise_score(max_score: float, earned: list[bool], scoring: str = DEFAULT_SCORING) -> float:
+    """What an exercise worth ``max_score`` scores when its tests earned ``earned`` (one bool per test).
+
+    ``all-or-nothing``: ``max_score`` when every test earned (and there is one), else 0; ``partial``:
+    ``max_score`` times the share of tests that earned. Rounded to 4 decimals.
+
+    Raises:
+        PointsError: an unknown ``scoring``.
+    """
+    parse_scoring(scoring)
+    if not earned:
+        return 0.0
+    if scoring == "partial":
+        return round(max_score * sum(earned) / len(earned), 4)
+    return round(max_score, 4) if all(earned) else 0.0
+
+
+def add_scoring_argument(parser: argparse.ArgumentParser) -> None:
+    """The ``--scoring`` option (read it with :func:`parse_scoring`)."""
+    parser.add_argument(
+        "--scoring",
+        choices=SCORING,
+        default=DEFAULT_SCORING,
+        help="how an exercise earns its points: all-or-nothing (default; as nbgrader and otter) gives them "
+        "only when every test passed, partial splits them evenly across its tests",
     )

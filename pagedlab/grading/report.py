@@ -84,14 +84,19 @@ def _exercise_tests(eid: str, er: Any) -> list[dict[str, Any]]:
     tests = []
     withheld = getattr(er, "withheld", "")
     for o, share in zip(er.outcomes, split_points(er.max_score, len(er.outcomes))):
-        earned = (o.passed or o.status == "internal") and not withheld  # a test broken on the reference costs nobody
+        ok = (o.passed or o.status == "internal") and not withheld  # a test broken on the reference costs nobody
+        # --scoring all-or-nothing: a passed test earns its share only when the exercise earned its points
+        earned = ok and er.score > 0
+        note = f"\n{withheld}" if withheld else ""
+        if ok and not earned:
+            note += "\n(all or nothing: this exercise's points need every one of its tests to pass)"
         tests.append(
             {
                 "name": _test_name(eid, o, hidden_no),
                 "score": share if earned else 0.0,
                 "max_score": share,
-                "status": "passed" if earned else "failed",
-                "output": _test_output(o) + (f"\n{withheld}" if withheld else ""),
+                "status": "passed" if ok else "failed",
+                "output": _test_output(o) + note,
                 "visibility": "after_published" if o.hidden else "visible",
             }
         )

@@ -325,7 +325,7 @@ def _bar(total: int, desc: str, enabled: bool) -> _ProgressBar:
         return _NoBar()
     if enabled:
         try:
-            from tqdm.auto import tqdm
+            from tqdm.auto import tqdm  # lazy: start-up time (tqdm.auto imports ipywidgets in a notebook)
 
             bar: _ProgressBar = tqdm(
                 total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr, mininterval=0.2

@@ -72,9 +72,9 @@ def _converted_dir(gguf: Path) -> Path:
 
 def _convert(gguf: Path, out: Path) -> None:
     """De-quantize the GGUF with transformers and store fp32 safetensors + config + tokenizer."""
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    from safetensors.torch import save_file  # lazy: start-up time (safetensors.torch imports torch)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: start-up time (transformers imports torch)
+    from transformers.utils import logging as hf_logging  # lazy: start-up time (transformers imports torch)
 
     # one-off conversion: no tqdm bars in notebook cells (the helper is unannotated in transformers)
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
@@ -180,7 +180,7 @@ def load_model(
     """
     gguf = resolve_model_path(model)
     out = _ensure_converted(gguf)
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: start-up time (transformers imports torch)
 
     meta = json.loads((out / "pagedlab_config.json").read_text())
     with warnings.catch_warnings():
@@ -193,7 +193,7 @@ def load_model(
 
 def _net(cfg: LlamaConfig, weights: Path) -> LlamaForCausalLM:
     """A ``LlamaForCausalLM`` of ``cfg`` (eval mode, CPU) holding the HF-named weights of ``weights`` (safetensors)."""
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file  # lazy: start-up time (safetensors.torch imports torch)
 
     with torch.device("meta"):
         net = LlamaForCausalLM(cfg)
@@ -214,7 +214,7 @@ def load_hf_folder(folder: str | os.PathLike[str]) -> LlamaForCausalLM:
     for name in ("config.json", "model.safetensors"):
         if not (path / name).is_file():
             raise ModelNotFoundError(f"{path} is not a Hugging Face model folder: no {name}")
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # lazy: start-up time (transformers imports torch)
 
     hf = AutoConfig.from_pretrained(path)
     if hf.model_type != "llama":

@@ -34,7 +34,7 @@ _ORIGINAL = "__pagedlab_unpoisoned__"
 
 def poison(t: Any) -> Any:
     """Fill tensor ``t`` in place with this module's garbage for its dtype; return it."""
-    import torch
+    import torch  # lazy: start-up time (torch takes seconds to import)
 
     if not isinstance(t, torch.Tensor) or t.device.type == "meta":
         return t
@@ -57,7 +57,7 @@ def _poisoning(alloc: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _owners() -> list[tuple[Any, str]]:
-    import torch
+    import torch  # lazy: start-up time (torch takes seconds to import)
 
     return [(torch if owner == "torch" else torch.Tensor, name) for owner, name in _ALLOCATIONS]
 

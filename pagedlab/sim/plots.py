@@ -13,7 +13,7 @@ from pagedlab.sim.metrics import ReplayResult
 
 
 def _figure(title: str, xlabel: str, ylabel: str):
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: start-up time (matplotlib, only when a figure is drawn)
 
     fig = Figure(figsize=(6, 4), dpi=100, layout="constrained")
     ax = fig.add_subplot()

@@ -101,7 +101,7 @@ def replay_on_engine(  # noqa: C901 - one branch per trace event kind
     replay = _EngineReplay(engine, requests, prompts, _empty_result(engine))
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # lazy: start-up time (tqdm.auto imports ipywidgets in a notebook)
 
         bar = tqdm(total=len(requests), unit="req", desc="engine")
     while replay.pending or engine.has_unfinished_requests():

@@ -324,7 +324,7 @@ def simulate(
     sim = _start(requests, sc, cc, cost_model or CostModel(model, hardware), scheduling, prompts, seed)
     bar = None
     if progress:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # lazy: start-up time (tqdm.auto imports ipywidgets in a notebook)
 
         bar = tqdm(total=len(sim.pending), unit="req", desc=f"sim {scheduling}")
     while sim.pending or sim.sched.has_unfinished_requests():

@@ -365,7 +365,7 @@ def synthesize_prompts(
     Returns:
         One list of ``prompt_len`` ints per request.
     """
-    import numpy as np
+    import numpy as np  # lazy: start-up time (numpy, only this trace generator needs it)
 
     if not 0 <= min_token_id < vocab_size:
         raise ValueError(f"need 0 <= min_token_id < vocab_size, got {min_token_id}, {vocab_size}")

@@ -13,6 +13,7 @@ GGUF's sha256 it was made from, so a changed GGUF rebuilds it.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -49,8 +50,8 @@ def ensure_hf_model(cache_dir: str | Path | None = None) -> Path:
     folder = hf_model_dir(cache_dir)
     if hf_model_ready(cache_dir):
         return folder
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # lazy: start-up time (torch takes seconds to import)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: start-up time (transformers imports torch)
 
     from pagedlab.model.fetch import ensure_model
 
@@ -68,8 +69,6 @@ def ensure_hf_model(cache_dir: str | Path | None = None) -> Path:
     AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(tmp)
     (tmp / _STAMP).write_text(json.dumps({"gguf": gguf.name, "gguf_sha256": SMOLLM2_135M_Q4_1.sha256}))
     if folder.exists():
-        import shutil
-
         shutil.rmtree(folder)
     tmp.rename(folder)
     return folder

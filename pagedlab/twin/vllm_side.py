@@ -18,6 +18,7 @@ settings); request ids are unique within a run, so consecutive workloads never c
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import os
@@ -113,7 +114,7 @@ class VLLMAdapter:
         self._seen.clear()
 
     def add(self, request: Any) -> None:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
         params = SamplingParams(**request.sampling)
         self.engine.add_request(
@@ -173,14 +174,14 @@ def cpu_memory_utilization() -> float:
     (``CPUWorker.__init__``), even with ``num_gpu_blocks_override``; its default 0.92 fails on a shared
     machine. The KV pool itself is ``num_gpu_blocks_override`` blocks either way.
     """
-    import psutil
+    import psutil  # lazy: optional dependency (installed with vLLM, in its venv)
 
     mem = psutil.virtual_memory()
     return min(6 * 2**30, 0.8 * mem.available) / mem.total
 
 
 def make_llm(model: str, settings: Any) -> Any:
-    from vllm import LLM
+    from vllm import LLM  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     return LLM(
         model=model,
@@ -199,7 +200,6 @@ def make_llm(model: str, settings: Any) -> Any:
 
 def run(model: str, workloads: list[Any]) -> list[Any]:
     """Traces of ``workloads`` on vLLM, one engine per distinct engine settings (in first-seen order)."""
-    import gc
 
     traces: list[Any] = [None] * len(workloads)
     groups: dict[str, list[int]] = {}
@@ -216,7 +216,7 @@ def run(model: str, workloads: list[Any]) -> list[Any]:
 
 
 def main() -> int:
-    import vllm
+    import vllm  # lazy: optional dependency (real vLLM lives in its own venv, .venv-vllm)
 
     job = json.load(sys.stdin)
     workloads = [records.Workload.from_dict(w) for w in job["workloads"]]

@@ -95,7 +95,11 @@ def test_any_string_is_a_request_id(real_prompts):
     assert [len(outs[k]) for k in ("a", "a#1", "q#r#s")] == [2, 1, 2]
     first = outs["a#1"][0]
     assert all(c == first for k in outs for c in outs[k]), "greedy completions of one prompt must agree"
-    assert eng.kv_cache_manager.num_free_blocks == 64 and not eng.output_processor.groups and not eng.output_processor.member_group
+    assert (
+        eng.kv_cache_manager.num_free_blocks == 64
+        and not eng.output_processor.groups
+        and not eng.output_processor.member_group
+    )
 
 
 def test_more_completions_than_max_num_seqs_is_rejected(real_prompts):

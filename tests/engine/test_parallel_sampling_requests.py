@@ -53,7 +53,11 @@ def test_n_child_requests_in_vllms_order_with_vllms_ids_and_seeds():
         alone = _engine()
         _, one = _run(alone, n=1, seed=11 + i)
         assert one is not None and c.token_ids == one.outputs[0].token_ids, i
-    assert not engine.kv_cache_manager.req_to_blocks and not engine.output_processor.groups and not engine.output_processor.member_group
+    assert (
+        not engine.kv_cache_manager.req_to_blocks
+        and not engine.output_processor.groups
+        and not engine.output_processor.member_group
+    )
 
 
 def test_each_child_takes_one_seat_and_no_fork_happens():

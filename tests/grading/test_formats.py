@@ -203,7 +203,7 @@ def test_otter_master_blocks(path):
     )
     for eid in wanted:
         q = next(r for r in raws if r.startswith(f"# BEGIN QUESTION\nname: {formats.grade_id(eid)}\n"))
-        assert q.endswith(f"points: {2 if eid == '01.waste_accounting' else 1}")
+        assert q.endswith(f"points: {2 if eid == '01.waste_accounting' else 1}\nall_or_nothing: true")
     solution_cells = [c for c in nb["cells"] if "BEGIN SOLUTION\n" in _src(c) or "# BEGIN SOLUTION" in _src(c)]
     assert all("### BEGIN SOLUTION" not in _src(c) for c in nb["cells"])
     assert len([c for c in solution_cells if c["cell_type"] == "code"]) == len(wanted)

@@ -1,5 +1,5 @@
 """`pagedlab grade --points`: the instructor's per-exercise points are each exercise's max_score, split
-among its tests, in the totals, grades.csv and Gradescope's results.json."""
+among its tests (``--scoring partial``), in the totals, grades.csv and Gradescope's results.json."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def graded(tmp_path_factory):
     add_arguments(parser)
     args = parser.parse_args(
         [str(subs), "--out", str(root / "out"), "--no-e2e", "--exercises", "02.free_queue", "02.slot_mapping"]
-        + ["--points", str(root / "points.toml"), "--points", "02.free_queue=2.5"]
+        + ["--points", str(root / "points.toml"), "--points", "02.free_queue=2.5", "--scoring", "partial"]
     )
     assert main(args) == 0
     with open(root / "out" / "grades.csv", newline="", encoding="utf-8") as f:

@@ -67,7 +67,7 @@ from pagedlab.grading.grade import E2EOptions, grade
 
 res = check(registry.snippet_object(sys.argv[3], open(sys.argv[1]).read()), sys.argv[3], show=False)
 (graded,) = grade([sys.argv[2]], sys.argv[2] + "-out", timeout=240, quiet=True, exercises=[sys.argv[3]],
-                  e2e=E2EOptions(enabled=False))
+                  e2e=E2EOptions(enabled=False), scoring="partial")  # partial: the source test's share shows
 er = graded.exercises[sys.argv[3]]
 print(json.dumps({"check": {o.title: o.status for o in res.outcomes}, "passed": res.passed, "text": res.text(),
                   "score": er.score, "max": er.max_score, "grade": {o.title: o.status for o in er.outcomes}}))
