@@ -63,7 +63,7 @@ def folder_lines() -> dict[str, int]:
 
 def budgets(text: str) -> dict[str, int]:
     """The budget table of the document: ``| `core/` | 2,600 | ...`` rows -> ``{"core/": 2600}``."""
-    rows = re.findall(r"^\| `([a-z_*./]+)` \| ([\d,]+) \|", text, flags=re.M)
+    rows = re.findall(r"^\| `([a-z0-9_*./]+)` \| ([\d,]+) \|", text, flags=re.M)
     return {folder: int(n.replace(",", "")) for folder, n in rows}
 
 

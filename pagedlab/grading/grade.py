@@ -56,6 +56,7 @@ from pagedlab.grading.e2e import (
     judge_e2e,
 )
 from pagedlab.grading.extract import cell_source
+from pagedlab.grading.hidden import hidden_failure
 from pagedlab.grading.judge import Outcome, judge
 from pagedlab.grading.points import (
     DEFAULT_SCORING,
@@ -210,38 +211,6 @@ def _read_lines(
                 re.sub(r"nb\d+_[A-Za-z0-9._-]*?\.ipynb", lambda m: _orig_name(m.group(0), learner), ln["message"][:300])
             )
     return transcripts, audit
-
-
-def hidden_failure(label: str, out: Outcome, entries: Any, seconds: float | None, inputs: str = "") -> str:
-    """For the instructor: why a hidden test did not pass - the exception its run ended with (type and
-    message; a time or memory limit, or the process's end, says so), else the verdict, and the seconds it ran.
-
-    Text that repeats a number of ``inputs`` (the hidden test's reference transcript, as text) is withheld:
-    the learner's code or the judge wrote it from the hidden inputs, which never reach a file."""
-    err = next((e for e in reversed(entries) if isinstance(e, dict) and e.get("kind") == "error"), None)
-    if not isinstance(entries, list):
-        err = None
-    if err is not None and err.get("where") == "<skipped>":
-        what = "not run: an earlier test of this exercise ran out of time"
-    elif err is not None:
-        limit = err.get("limit")
-        message = _unless_inputs(str(err.get("message", "")), inputs)
-        what = f"{err.get('type', '?')}" + (f": {message}" if message else "")
-        what += f" (time limit {limit:g} s)" if isinstance(limit, (int, float)) else ""
-        what += " (memory limit)" if err.get("type") == "MemoryError" else ""
-    else:
-        first = (out.message or "").strip().splitlines()[0] if (out.message or "").strip() else ""
-        what = f"{out.status}: {_unless_inputs(first, inputs)}"
-    took = f" after {seconds:.2f} s" if seconds is not None else ""
-    return printable(f"{label}: {what}{took}")[:500]
-
-
-def _unless_inputs(text: str, inputs: str) -> str:
-    """``text``, or a placeholder when it holds a number (2 digits or more) that ``inputs`` holds."""
-    numbers = set(re.findall(r"\d{2,}", text))
-    if any(re.search(rf"(?<!\d){n}(?!\d)", inputs) for n in numbers):
-        return "(text withheld: it repeats the hidden test's inputs)"
-    return text
 
 
 def _score_exercise(
