@@ -19,10 +19,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagedlab.grading import check, formats, gradescope, registry, report
+from pagedlab.course import formats
+from pagedlab.course.labs_build import LabsBuildError
+from pagedlab.grading import check, gradescope, registry, report
 from pagedlab.grading import grade as grade_module
 from pagedlab.grading.grade import E2EOptions, ExerciseResult, GradeError, _score_exercise
-from pagedlab.grading.labs_build import LabsBuildError
 from pagedlab.grading.points import (
     DEFAULT_SCORING,
     SCORING,
