@@ -3,7 +3,8 @@
 ipywidgets gives a ``Button`` a fixed width and cuts longer text with an ellipsis ("Lock in my
 predic..."). This test renders, in JupyterLab and Debian's Chromium (the browser harness of
 ``test_labs_browser.py``), every prediction the labs ask (question, choices and unit read from
-``solutions/*.ipynb``; numeric ones among them) and every lab's self-check, then measures each button, toggle button and
+``solutions/*.ipynb``; numeric ones among them), every lab's self-check and a frame player (its Play,
+slider and Prev/Next controls), then measures each button, toggle button and
 label: its text must fit (``scrollWidth <= clientWidth``), and no widget row may be wider than the
 output area it sits in.
 """
@@ -83,6 +84,10 @@ def _notebook(predictions: list[dict[str, object]]) -> dict[str, object]:
         "from pagedlab.analysis.self_checks import SELF_CHECKS, lab_self_check\n"
         "from pagedlab.viz.quiz import predict",
         "for lab in sorted(SELF_CHECKS):\n    display(lab_self_check(lab))",
+        # a player as the labs build one (Play, the frame slider, Prev/Next, a caption per frame)
+        "from pagedlab.viz.player import Player\n"
+        'Player([f\'<svg width="240" height="40"><text x="4" y="24">frame {i}</text></svg>\' for i in range(4)],\n'
+        "       caption=lambda s, i: f'engine step {2 * i}: the caption of frame {i}')",
     ]
     for p in predictions:
         kw = {k: v for k, v in p.items() if k not in ("lab", "question", "choices")}
@@ -155,5 +160,6 @@ def test_no_widget_text_is_clipped(widgets_lab: tuple[str, str]) -> None:
             page.screenshot(path=str(ARTIFACTS / "widget_overflow.png"), full_page=True)
         finally:
             browser.close()
-    assert found["buttons"] >= len(lab_predictions()), found  # every prediction's lock button was measured
+    # every prediction's lock button was measured, and the player's Play, Prev and Next
+    assert found["buttons"] >= len(lab_predictions()) + 3, found
     assert not found["problems"], json.dumps(found["problems"], indent=1)
