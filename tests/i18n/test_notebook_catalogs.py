@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedlab.grading import labs_build, labs_cli
+from pagedlab.course import labs_build, labs_cli
 from pagedlab.i18n import notebooks
 
 REPO = Path(__file__).resolve().parents[2]
