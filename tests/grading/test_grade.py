@@ -122,7 +122,10 @@ def run(tmp_path_factory):
     add_gaming_submissions(subs)
     (subs / "README.txt").write_text("submissions of the workshop")
     out = root / "out"
-    results = grade([subs], out, hidden_tests=hidden, timeout=12, memory_mb=1024, jobs=2, quiet=True)
+    # timeout 20: each test may take 5 s (supervisor: a quarter of the learner's total). 02.free_queue's random
+    # cases (60 cases, ~400 calls through the pipe, the learner process under the reference watch) took over 3 s
+    # on a 2-core machine busy with the course site's build, and cost right submissions their point.
+    results = grade([subs], out, hidden_tests=hidden, timeout=20, memory_mb=1024, jobs=2, quiet=True)
     return {
         "root": root,
         "subs": subs,
