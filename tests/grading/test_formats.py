@@ -151,7 +151,8 @@ def test_nbgrader_format_needs_out_and_knows_exercises(tmp_path):
     r = _pagedlab("labs", "build", "--format", "nbgrader", "--out", str(tmp_path), "--points", "99.nope=1")
     assert r.returncode == 1 and "'99.nope' is not an exercise of this course" in r.stderr
     nb = _solution("02_block_pool")
-    nb["cells"][12]["source"] = ["# EXERCISE 02.not_an_exercise\n", "x = 1\n"]
+    k = next(i for i, c in enumerate(nb["cells"]) if _src(c).startswith("# EXERCISE"))  # the lab's first exercise
+    nb["cells"][k]["source"] = ["# EXERCISE 02.not_an_exercise\n", "x = 1\n"]
     with pytest.raises(LabsBuildError, match="02.not_an_exercise"):
         formats.nbgrader_source(nb, "02_block_pool")
 
