@@ -122,7 +122,7 @@ def test_patching_the_kits_helpers_of_the_local_drivers_is_flagged(graded):
     # reads the helper's source (issue 23: what a GPU would show) still sees the stub.
     by_status = {o.status for o in tile.outcomes if not o.passed}
     assert by_status == {"not_implemented"} and sum(not o.passed for o in tile.outcomes) == 1, tile.outcomes
-    assert 0 < tile.score < tile.max_score
+    assert tile.score == 0  # one test not passed: nothing, under the default all-or-nothing rule (issue 34)
     assert r.exercises["02.free_queue"].score == 1.0
 
 
