@@ -119,13 +119,14 @@ def smollm_job() -> dict[str, Any]:
 def smollm_vllm_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Everything real vLLM 0.32.0 answered in one process (one SmolLM2 ``LLM``): see ``SMOLLM_PROBE``."""
     from pagedlab.twin.hf_model import hf_model_dir
+    from pagedlab.vllm_env import vllm_env
     from pagedlab.vllm_version import VLLM_VERSION, vllm_python
     from tests.twin import api_cases, output_cases
 
     tmp = tmp_path_factory.mktemp("vllm")
     job = tmp / "job.json"
     job.write_text(json.dumps(smollm_job()))
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_WAIT_POLICY": "PASSIVE"}
+    env = vllm_env()  # the shared-machine settings (pagedlab.vllm_env); the engine core in this process
     args = [str(hf_model_dir()), api_cases.__file__, output_cases.__file__, str(job)]
     done = subprocess.run(
         [str(vllm_python()), "-I", "-c", SMOLLM_PROBE, *args],
