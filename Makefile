@@ -173,7 +173,7 @@ site: setup $(SITE_NPM)
 
 # the site's browser side, pinned by website/package-lock.json (npm's registry only; no install scripts run)
 $(SITE_NPM): website/package.json website/package-lock.json
-	@command -v npm >/dev/null || { echo "error: make site needs npm (Debian: apt-get install npm)" >&2; exit 1; }
+	@command -v npm >/dev/null || { echo "error: make site needs Node.js and npm (nodejs.org, or your distribution's nodejs + npm packages)" >&2; exit 1; }
 	cd website && npm ci --no-audit --no-fund --ignore-scripts
 	@touch "$@"
 
