@@ -156,13 +156,15 @@ demo: setup
 # The lint step (ruff + mypy, seconds) runs first: a lint error fails `make test` as a test would.
 # The course site is built in the background while pytest runs (its notebooks execute beside the tests);
 # tests/browser/test_site_browser.py, ordered last, waits for that build (PAGEDLAB_SITE_BUILD_PID) and
-# opens every page in Chromium. Its log: $(ARTIFACTS)/site_build.log.
+# opens every page in Chromium. Its log: $(ARTIFACTS)/site_build.log. The labs' "On real vLLM" cells take
+# their not-installed branch in that build (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs
+# them on real vLLM once; `make site` runs them where vLLM is installed.
 # SITE_IN_TEST=0: no background build (a narrowed PYTEST_ARGS run that leaves the site test out).
 SITE_IN_TEST ?= 1
 test: lint $(if $(filter 1,$(SITE_IN_TEST)),$(SITE_NPM))
 	@mkdir -p $(ARTIFACTS)
 	@pid=; if [ "$(SITE_IN_TEST)" = 1 ]; then \
-	  "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1 & pid=$$!; \
+	  PAGEDLAB_LAB_VLLM=off "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1 & pid=$$!; \
 	  echo "==> building the course site in the background (pid $$pid, log $(ARTIFACTS)/site_build.log)"; \
 	fi; \
 	PAGEDLAB_SITE_BUILD_PID=$$pid TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \

@@ -293,6 +293,7 @@ def build(
     cache = out.parent / "_executed" / lang
     if not use_cache and cache.exists():
         shutil.rmtree(cache)
+    (out / "build.json").unlink(missing_ok=True)  # written last: its presence says the build finished
     os.environ.pop("MPLBACKEND", None)  # the kernels draw inline figures
     # the kernels import this checkout's pagedlab (not another one an editable install may point at)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -307,7 +308,6 @@ def build(
     t_exec = time.perf_counter() - t0
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "build.json").unlink(missing_ok=True)  # written last: its presence says the build finished
     for old in out.glob("*.html"):
         old.unlink()
     copy_static(out)

@@ -176,6 +176,9 @@ def serve_jupyter(app: str, root: Path, tmp: Path, extra_args: list[str]) -> Ite
         JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
     )
+    # The labs' "On real vLLM" cells take their not-installed branch here, as in the nbval run
+    # (solutions/conftest.py): tests/twin/test_lab_cells.py runs them on real vLLM, once for all labs.
+    env.setdefault("PAGEDLAB_LAB_VLLM", "off")
     port = _free_port()
     log_path = ARTIFACTS / f"browser_{app}.log"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

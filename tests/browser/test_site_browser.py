@@ -47,20 +47,35 @@ JS_PLAYER = """(el) => {
 }"""
 
 
-def _wait_for_build_pid() -> None:
-    pid = int(os.environ.get("PAGEDLAB_SITE_BUILD_PID", "0") or 0)
-    deadline = time.monotonic() + 1800
-    while pid and time.monotonic() < deadline:
+BUILD_LOG = REPO / "tests" / "artifacts" / "site_build.log"
+
+
+def _wait_for_build_pid(pid: int) -> None:
+    """Wait for ``make test``'s background build, at most 600 s (the test's own limit is 900 s)."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except OSError:
             return
         time.sleep(2)
+    pytest.fail(f"make test's background site build (pid {pid}) still runs after 600 s more:\n{_log_tail()}")
+
+
+def _log_tail() -> str:
+    if not BUILD_LOG.exists():
+        return f"({BUILD_LOG} does not exist)"
+    lines = [ln for ln in BUILD_LOG.read_text(errors="replace").splitlines() if "IPKernelApp" not in ln]
+    return "\n".join(lines[-60:])
 
 
 @pytest.fixture(scope="module")
 def site() -> Path:
-    _wait_for_build_pid()
+    pid = int(os.environ.get("PAGEDLAB_SITE_BUILD_PID", "0") or 0)
+    if pid:
+        _wait_for_build_pid(pid)
+        if not (SITE / "build.json").exists():
+            pytest.fail(f"make test's background site build failed ({BUILD_LOG}):\n{_log_tail()}")
     if not (SITE / "build.json").exists():
         if not (REPO / "website" / "node_modules").exists():
             pytest.fail("website/node_modules is missing: run `make site` (it runs `npm ci` in website/)")

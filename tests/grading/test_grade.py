@@ -210,7 +210,7 @@ GAMING = {
         "# EXERCISE 02.slot_mapping\nimport sys, linecache\n_seen = []\n"
         "def slot_mapping(block_table, positions, block_size):\n"
         "    _seen.append(repr((list(block_table), list(positions), block_size)))\n"
-        "    found = [m for m in sys.modules if 'hidden' in m] + [str(k) for k in linecache.cache]\n"
+        "    found = [m for m in sys.modules if 'hidden' in m] + [str(k) for k in linecache.cache if 'hidden' in str(k)]\n"
         "    raise ValueError('LEAK ' + ' | '.join(found + _seen))\n"
     ),
 }
