@@ -78,3 +78,46 @@ def test_site_links_follow_the_repository_setting(monkeypatch):
 def test_unknown_language_is_named():
     with pytest.raises(build.SiteBuildError, match="no interface strings for language 'xx'"):
         build.strings("xx")
+
+
+def test_every_interface_string_has_a_chinese_one():
+    import json
+    import re
+
+    table = json.loads((ROOT / "website" / "strings.json").read_text(encoding="utf-8"))
+    assert set(table["zh"]) == set(table["en"]), "a key English has and Chinese lacks (or the other way)"
+    zh = build.strings("zh")
+    for key, english in table["en"].items():
+        assert zh[key] != english and re.search(r"[\u4e00-\u9fff]", zh[key]), f"zh {key!r} is not Chinese: {zh[key]!r}"
+        assert set(re.findall(r"check\(\)|Colab|Binder|Jupyter|\[project\.urls\]", english)) <= set(
+            re.findall(r"check\(\)|Colab|Binder|Jupyter|\[project\.urls\]", zh[key])
+        ), f"zh {key!r} drops a name the English keeps"
+
+
+def test_the_chinese_edition_runs_translated_solutions_and_shows_the_chinese_labs(tmp_path, monkeypatch):
+    """`make site SITE_LANG=zh`: the zh strings in the page, the solutions translated by their catalogs
+    (markdown in Chinese, the language cell that makes check() and the pictures speak Chinese) matched by
+    cell id to labs/zh/, whose Colab links open labs/zh/. Nothing is executed."""
+    zh = build.strings("zh")
+    solutions, labs = build.edition("zh", ROOT / "solutions", None, tmp_path / "sol")
+    assert labs == ROOT / "labs" / "zh" and solutions == tmp_path / "sol"
+    todo = build.pairs(solutions, labs)
+    assert [s.name for s, _ in todo] == sorted(p.name for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    sol, lab = next((s, la) for s, la in todo if s.stem == "03_copy_on_write")
+    executed = nbformat.read(sol, as_version=4)  # as if executed: same cells and ids
+    page, counts = build.compose(executed, nbformat.read(lab, as_version=4), zh)
+    assert counts["checks"] > 0 and counts["exercises"] > 0
+    assert any(c.cell_type == "code" and 'set_language("zh")' in c.source for c in executed.cells)
+    assert any(c.cell_type == "markdown" and "写时复制" in c.source for c in page.cells)
+    notes = [o["data"]["text/plain"] for c in page.cells for o in c.get("outputs", []) if "data" in o]
+    assert zh["check_note"] in notes and zh["exercise_note"] in notes
+    side, _ = build.nav_html([{"href": "index.html", "title": "t"}], 0, zh)
+    assert zh["search"] in side and zh["site_title"] in side
+    url = "https://github.com/example-owner/pagedlab"
+    monkeypatch.setattr(routes, "repository_url", lambda: url)
+    html = build.routes_html("03_copy_on_write", zh, "zh")
+    assert routes.colab_url("labs/zh/03_copy_on_write.ipynb", url).replace("&", "&amp;") in html
+    assert zh["open_colab"] in html
+    assert build.edition("en", ROOT / "solutions", None, tmp_path / "x") == (ROOT / "solutions", ROOT / "labs")
+    with pytest.raises(build.SiteBuildError, match="no zh catalogs"):
+        build.edition("zh", tmp_path, None, tmp_path / "y")

@@ -17,8 +17,12 @@ What a page holds, and where it comes from:
 * a sidebar lists the labs (the welcome lab is ``index.html``), each page has Previous/Next links, and a
   search box searches every page's text (``search_index.js``, built here; ``website/static/site.js``).
 
-Languages: ``--lang`` picks the interface strings (``website/strings.json``) and the ``<html lang>``; a
-translated edition passes its own ``--solutions``/``--labs`` folders and writes to ``build/site/<lang>``.
+Languages: ``--lang`` picks the interface strings (``website/strings.json``: every English key has a
+string in each language) and the ``<html lang>``. A translated edition (``make site SITE_LANG=zh``) reads
+``labs/<lang>/`` (``pagedlab labs build`` writes it) and executes the solution notebooks translated the
+same way (``solutions/<lang>/*.po``, :func:`pagedlab.i18n.notebooks.translate_notebook`; written to
+``<out>/../_solutions/<lang>/``, run in ``solutions/``), so check(), pictures and self-checks print in
+that language; it writes to ``build/site/<lang>`` and its Colab/Binder links open ``labs/<lang>/``.
 
 Executed notebooks are cached in ``<out>/../_executed/<lang>/`` keyed by the solution notebook, the lab
 notebook and every file of the ``pagedlab`` package (any change re-executes); ``--no-cache`` re-executes.
@@ -84,6 +88,29 @@ def strings(lang: str) -> dict[str, str]:
     return {**table["en"], **table[lang]}
 
 
+def edition(lang: str, solutions: Path, labs: Path | None, work: Path) -> tuple[Path, Path]:
+    """The solution notebooks to execute and the labs to show for ``lang``: English as given; another
+    language the solutions translated by their catalogs (``solutions/<lang>/*.po``, written to ``work``)
+    and ``labs/<lang>/`` (``labs`` when given)."""
+    if lang == "en":
+        return solutions, labs or ROOT / "labs"
+    sys.path.insert(0, str(ROOT))
+    from pagedlab.i18n import notebooks
+
+    catalogs = solutions / lang
+    if not any(catalogs.glob("*.po")):
+        raise SiteBuildError(f"no {lang} catalogs in {catalogs} (pagedlab translate update --lang {lang})")
+    work.mkdir(parents=True, exist_ok=True)
+    for sol in sorted(solutions.glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(sol.read_text(encoding="utf-8"))
+        translated, _ = notebooks.translate_notebook(nb, notebooks.read(catalogs / f"{sol.stem}.po"), lang)
+        target = work / sol.name
+        text = json.dumps(translated, ensure_ascii=False, indent=1) + "\n"
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
+    return work, labs or ROOT / "labs" / lang
+
+
 def pairs(solutions: Path, labs: Path) -> list[tuple[Path, Path]]:
     sols = sorted(solutions.glob("[0-9][0-9]_*.ipynb"))
     if not sols:
@@ -103,8 +130,9 @@ def kit_fingerprint() -> str:
 
 
 # ------------------------------------------------------------------------------------------ execute
-def execute(solution: Path, cache: Path, key: str, timeout: int) -> tuple[Any, float, bool]:
-    """The executed solution notebook (from the cache when ``key`` matches), seconds spent, cache hit."""
+def execute(solution: Path, cache: Path, key: str, timeout: int, cwd: Path | None = None) -> tuple[Any, float, bool]:
+    """The executed solution notebook (from the cache when ``key`` matches), seconds spent, cache hit.
+    ``cwd``: the folder it runs in (default: its own)."""
     from nbclient import NotebookClient
 
     cached = cache / solution.name
@@ -117,7 +145,7 @@ def execute(solution: Path, cache: Path, key: str, timeout: int) -> tuple[Any, f
         nb,
         timeout=timeout,
         kernel_name="python3",
-        resources={"metadata": {"path": str(solution.parent)}},
+        resources={"metadata": {"path": str(cwd or solution.parent)}},
         store_widget_state=True,
     )
     try:
@@ -223,7 +251,7 @@ def nav_html(pages: list[dict[str, str]], current: int, s: dict[str, str]) -> tu
     return side, f'<div class="site-pager">{"".join(links)}</div>'
 
 
-def routes_html(stem: str, s: dict[str, str]) -> str:
+def routes_html(stem: str, s: dict[str, str], lang: str = "en") -> str:
     """ "Open in Colab" / Binder links for lab ``stem`` (pagedlab.routes, from pyproject's repository URL)."""
     sys.path.insert(0, str(ROOT))
     from pagedlab import routes
@@ -231,8 +259,9 @@ def routes_html(stem: str, s: dict[str, str]) -> str:
     url = routes.repository_url()
     if url is None:
         return f'<div class="site-routes site-routes-unset">{html.escape(s["routes_unset"])}</div>'
-    colab = routes.colab_url(f"labs/{stem}.ipynb", url)
-    binder = routes.binder_url(f"labs/{stem}.ipynb", url)
+    lab = f"labs/{stem}.ipynb" if lang == "en" else f"labs/{lang}/{stem}.ipynb"
+    colab = routes.colab_url(lab, url)
+    binder = routes.binder_url(lab, url)
     return (
         f'<div class="site-routes"><a href="{html.escape(colab)}">{html.escape(s["open_colab"])}</a> · '
         f'<a href="{html.escape(binder)}">{html.escape(s["open_binder"])}</a> · '
@@ -284,10 +313,13 @@ def copy_widget_renderer(out: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ main
 def build(
-    lang: str, solutions: Path, labs: Path, out: Path, jobs: int, timeout: int, use_cache: bool
+    lang: str, solutions: Path, labs: Path | None, out: Path, jobs: int, timeout: int, use_cache: bool
 ) -> dict[str, Any]:
+    """Build the ``lang`` edition into ``out`` (``labs`` None: ``labs/`` or ``labs/<lang>/``, :func:`edition`)."""
     t0 = time.perf_counter()
     s = strings(lang)
+    cwd = solutions
+    solutions, labs = edition(lang, solutions, labs, out.parent / "_solutions" / lang)
     todo = pairs(solutions, labs)
     fp = kit_fingerprint()
     cache = out.parent / "_executed" / lang
@@ -303,7 +335,7 @@ def build(
         return hashlib.sha256(sol.read_bytes() + lab.read_bytes() + fp.encode()).hexdigest()
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {sol: pool.submit(execute, sol, cache, key(sol, lab), timeout) for sol, lab in todo}
+        futures = {sol: pool.submit(execute, sol, cache, key(sol, lab), timeout, cwd) for sol, lab in todo}
         executed = {sol: f.result() for sol, f in futures.items()}
     t_exec = time.perf_counter() - t0
 
@@ -324,7 +356,7 @@ def build(
     for i, (sol, nb, counts) in enumerate(pages_nb):
         side, pager = nav_html(pages, i, s)
         body = render(nb, lang)
-        body = body.replace("<main>", f'{side}<main class="site-main">{routes_html(sol.stem, s)}', 1)
+        body = body.replace("<main>", f'{side}<main class="site-main">{routes_html(sol.stem, s, lang)}', 1)
         body = body.replace("</main>", f"{pager}</main>", 1)
         (out / pages[i]["href"]).write_text(body, encoding="utf-8")
         index.append({"href": pages[i]["href"], "title": pages[i]["title"], "text": page_text(nb)})
@@ -354,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lang", default="en")
     ap.add_argument("--solutions", type=Path, default=ROOT / "solutions")
-    ap.add_argument("--labs", type=Path, default=ROOT / "labs")
+    ap.add_argument("--labs", type=Path, default=None, help="default: labs/, or labs/<lang>/ for a translation")
     ap.add_argument("--out", type=Path, default=None, help="default: build/site/<lang>")
     ap.add_argument("--jobs", type=int, default=2, help="notebooks executed at once")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
