@@ -105,6 +105,23 @@ def _pattern(msgid: str, inner: bool) -> re.Pattern[str]:
     return re.compile(body if inner else f"^{body}$")  # a value never spans lines: multi-line text goes line by line
 
 
+_PAIRS = {")": "(", "]": "[", "}": "{", "）": "（"}
+
+
+def _balanced(value: str) -> bool:
+    """Whether ``value``'s brackets close in order and its backticks pair up (a value cut out of a longer text
+    at the wrong ``: `` is not)."""
+    if value.count("`") % 2:
+        return False
+    stack: list[str] = []
+    for ch in value:
+        if ch in "([{（":
+            stack.append(ch)
+        elif ch in _PAIRS and (not stack or stack.pop() != _PAIRS[ch]):
+            return False
+    return not stack
+
+
 def placeholders(text: str) -> set[str]:
     """The ``{name}`` placeholders in ``text``."""
     return set(_PLACEHOLDER.findall(text))
@@ -162,19 +179,22 @@ class Catalog:
 
     def lookup(self, text: str, context: str | None = None, _depth: int = 0) -> str | None:
         """The translation of the whole of ``text``: the entry of that ``context`` if any, else the entry
-        without a context, else the template that matches it most tightly (its largest value the shortest), its
-        values translated the same way."""
+        without a context, else the template that matches it most tightly (each value a whole unit - its
+        brackets and backticks balanced -, then its largest value the shortest), its values translated the same
+        way: ``step 1 (`the case: f(x)`):`` is ``step {n} (`{label}`):``, never ``step {s}: {events}`` with
+        ``s`` = ``1 (`the case``."""
         hit = self.in_context.get((context, text)) if context else None
         if hit is None:
             hit = self.exact.get(text)
         if hit is not None or _depth > 3:
             return hit
-        best: tuple[tuple[int, int], dict[str, str], str] | None = None
+        best: tuple[tuple[int, int, int], dict[str, str], str] | None = None
         for pat, msgstr in self.templates:
             m = pat.match(text)
             if m:
                 sizes = [len(v) for v in m.groupdict().values()]
-                key = (max(sizes, default=0), sum(sizes))  # the smallest largest value, then the least in all
+                torn = sum(not _balanced(v) for v in m.groupdict().values())
+                key = (torn, max(sizes, default=0), sum(sizes))  # whole values, the smallest largest, the least in all
                 if best is None or key < best[0]:
                     best = (key, m.groupdict(), msgstr)
         if best is None:
