@@ -157,3 +157,24 @@ def test_pictures_text_is_translated_and_measured_as_drawn():
         sum(1.0 if ord(c) > 0x2E80 else 0.6 for c in "自测 · 实验 02：点击一个答案，看看是否正确") * 12
     )
     assert "Noto Sans CJK SC" in _svg.FONT
+
+
+def test_a_template_value_is_a_whole_unit_not_text_cut_at_a_colon():
+    """``step 1 (`the case: f(x)`):`` holds ': ' inside its label: the shorter value of ``step {s}: {events}``
+    (``s`` = ``1 (`the case``) is a torn unit, so ``step {n} (`{label}`):`` wins."""
+    cat = Catalog.from_po(
+        _po(
+            (None, "step {n} (`{label}`):", "第 {n} 步（`{label}`）："),
+            (None, "step {s}: {events}", "第 {s} 步：{events}"),
+            (None, "`{name}` after the call ({rule})", "调用之后的 `{name}`（{rule}）"),
+            (None, "{what}: expected {e}, got {g}", "{what}：期望 {e}，实际得到 {g}"),
+        ),
+        "t",
+    )
+    assert cat.lookup("step 1 (`the case: f(x)`):") == "第 1 步（`the case: f(x)`）："
+    assert cat.lookup("step 3: 2 requests") == "第 3 步：2 requests"
+    assert (
+        cat.lookup("`k` after the call (rule: r): expected a bool (True), got a str ('x')")
+        == "调用之后的 `k`（rule: r）：期望 a bool (True)，实际得到 a str ('x')"
+    )
+    assert messages._balanced("a (b [c] `d`)") and not messages._balanced("1 (`x") and not messages._balanced("a) (b")
