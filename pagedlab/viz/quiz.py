@@ -26,6 +26,8 @@ from html import escape
 
 import ipywidgets as widgets
 
+from pagedlab.i18n import tr
+
 __all__ = [
     "Feedback",
     "Prediction",
@@ -129,13 +131,14 @@ def closest_choice(value: float, options: Mapping[str, float], log: bool = True)
 
 
 def feedback_html(fb: Feedback) -> str:
-    """The feedback ``<div>`` with its ``data-state`` / ``data-correct`` hooks, coloured by verdict."""
+    """The feedback ``<div>`` with its ``data-state`` / ``data-correct`` hooks, coloured by verdict; its text in the
+    learner's language (:func:`pagedlab.i18n.tr`; the :class:`Feedback` itself keeps the English)."""
     color = {True: "#1b7f3b", False: "#b3261e", None: "#5c6370"}[fb.correct]
     mark = {True: "✔ ", False: "✘ ", None: ""}[fb.correct]
     correct = "" if fb.correct is None else str(fb.correct).lower()
     return (
         f'<div class="pl-quiz-feedback" data-state="{fb.state}" data-correct="{correct}" '
-        f'style="color:{color}">{mark}{escape(fb.text)}</div>'
+        f'style="color:{color}">{mark}{escape(tr(fb.text))}</div>'
     )
 
 
@@ -149,7 +152,8 @@ def _parse_number(text: str) -> float | None:
 
 
 def _buttons(choices: Sequence[str]) -> widgets.ToggleButtons:
-    tb = widgets.ToggleButtons(options=list(choices), index=None, style={"button_width": "auto"})
+    # the labels in the learner's language; answers are read by index, so the English choices stay the key
+    tb = widgets.ToggleButtons(options=[tr(c) for c in choices], index=None, style={"button_width": "auto"})
     tb.add_class("pl-quiz-choices")
     return tb
 
@@ -168,20 +172,25 @@ class Prediction(widgets.VBox):
             _buttons(choices)
             if choices is not None
             else widgets.Text(
-                placeholder=f"a number{' in ' + unit if unit else ''}", layout=widgets.Layout(width="220px")
+                placeholder=tr(f"a number in {unit}" if unit else "a number"), layout=widgets.Layout(width="220px")
             )
         )
         self.input.add_class("pl-predict-input")
         # width "auto": ipywidgets gives a Button a fixed width and cuts longer text ("Lock in my predic...")
         self.lock_button = widgets.Button(
-            description="Lock in my prediction", button_style="info", layout=widgets.Layout(width="auto")
+            description=tr("Lock in my prediction"), button_style="info", layout=widgets.Layout(width="auto")
         )
         self.lock_button.add_class("pl-predict-lock")
         self.lock_button.on_click(lambda _: self.lock())
         self.feedback = widgets.HTML(feedback_html(Feedback("waiting", None, "Predict, lock it in, then run on.")))
         self.result = widgets.HTML(self._result_text())  # shown again in the measurement cell
         super().__init__(
-            [widgets.HTML(f"<b>Predict.</b> {escape(question)}"), self.input, self.lock_button, self.feedback]
+            [
+                widgets.HTML(f"<b>{tr('Predict.')}</b> {escape(tr(question))}"),
+                self.input,
+                self.lock_button,
+                self.feedback,
+            ]
         )
         self.add_class("pl-predict")
 
@@ -241,6 +250,19 @@ class Prediction(widgets.VBox):
     def _shown(self, value: float) -> str:
         return self.choices[int(value)] if self.choices is not None else f"{value:g} {self.unit}".strip()
 
+    def _verdict_html(self) -> str:
+        """:meth:`verdict` as shown: once revealed, its sentences (the grade, the explanation, the measurement)
+        each in the learner's language (:func:`pagedlab.i18n.tr`), since the catalog holds them one by one."""
+        fb = self.verdict()
+        if fb.state != "revealed" or self.prediction is None or self.actual is None:
+            return feedback_html(fb)
+        if self.choices is not None:
+            grade = grade_choice(self.choices, int(self.prediction), int(self.actual), "").text.strip()
+        else:
+            grade = grade_number(float(self.prediction), float(self.actual), self.rel_tol, self.unit).text
+        text = " ".join(tr(t) for t in (grade, self.explain, self.measured) if t)
+        return feedback_html(Feedback(fb.state, fb.correct, text))
+
     def _result_text(self) -> str:
         if self.prediction is None:
             return feedback_html(
@@ -248,10 +270,10 @@ class Prediction(widgets.VBox):
                     "waiting", None, "Make your prediction above (and lock it in) to compare it with this measurement."
                 )
             )
-        return feedback_html(self.verdict())
+        return self._verdict_html()
 
     def _update(self) -> None:
-        self.feedback.value = feedback_html(self.verdict())
+        self.feedback.value = self._verdict_html()
         self.result.value = self._result_text()
 
 
@@ -289,10 +311,10 @@ class SelfCheck(widgets.VBox):
         ]
         self.score = widgets.HTML()
         self.score.add_class("pl-selfcheck-score")
-        rows: list[widgets.Widget] = [widgets.HTML(f"<b>{escape(title)}</b>")]
+        rows: list[widgets.Widget] = [widgets.HTML(f"<b>{escape(tr(title))}</b>")]
         for i, (q, tb, fb) in enumerate(zip(self.questions, self.inputs, self.feedbacks)):
             tb.observe(lambda _change, i=i: self._answer(i), names="index")
-            box = widgets.VBox([widgets.HTML(f"{i + 1}. {escape(q.prompt)}"), tb, fb])
+            box = widgets.VBox([widgets.HTML(f"{i + 1}. {escape(tr(q.prompt))}"), tb, fb])
             box.add_class("pl-selfcheck-q")
             rows.append(box)
         super().__init__(rows + [self.score])
@@ -318,7 +340,7 @@ class SelfCheck(widgets.VBox):
         answered = sum(f.correct is not None for f in res)
         self.score.value = (
             f'<div class="pl-quiz-score" data-right="{right}" data-answered="{answered}" '
-            f'data-total="{len(res)}">{right} of {len(res)} right ({answered} answered)</div>'
+            f'data-total="{len(res)}">{escape(tr(f"{right} of {len(res)} right ({answered} answered)"))}</div>'
         )
 
 
