@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.core.kv_cache_manager import KVCacheManager
+from pagedlab.i18n.messages import tr_lines
 from pagedlab.request import Request
 
 __all__ = [
@@ -273,7 +274,7 @@ def latency_anatomy(step_stats: Sequence[Any], outputs: dict[str, Any] | None = 
 
 def explain_latency(runs: dict[str, Run]) -> str:
     """Lab 04's account of the ``static`` and ``continuous`` runs' TTFT and TPOT, every figure computed
-    by :func:`latency_anatomy` from the runs themselves."""
+    by :func:`latency_anatomy` from the runs themselves; in the learner's language (:mod:`pagedlab.i18n`)."""
     a = {name: latency_anatomy(r.step_stats, r.outputs) for name, r in runs.items()}
     s, c = a["static"], a["continuous"]
     by_batch = c["decode_step_s_by_batch"] | s["decode_step_s_by_batch"]
@@ -291,7 +292,7 @@ def explain_latency(runs: dict[str, Run]) -> str:
         f"continuous {c['first_token_step_mean']:.1f}; "
         f"mean TTFT: static {s['ttft_mean_s']:.2f} s, continuous {c['ttft_mean_s']:.2f} s",
     ]
-    return "\n".join(lines)
+    return tr_lines("\n".join(lines))
 
 
 def run_requests(

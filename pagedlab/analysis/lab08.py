@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pagedlab.i18n.messages import tr_lines
 from pagedlab.kernels import cpu, native
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.testing import PagedCase
@@ -76,8 +77,9 @@ class PagedOverhead:
         return min(self.paged_s) / min(self.contiguous_s)
 
     def report(self) -> str:
+        """The measurement and the paper's figure, in the learner's language (:mod:`pagedlab.i18n`)."""
         med = statistics.median(self.paged_s) * 1e3, statistics.median(self.contiguous_s) * 1e3
-        return (
+        return tr_lines(
             f"decode attention, {self.shape}, {self.backend}, {len(self.paged_s)} interleaved rounds:\n"
             f"  paged (shuffled blocks, block table): median {med[0]:.3f} ms, min {min(self.paged_s) * 1e3:.3f} ms\n"
             f"  contiguous (same K/V, one run/seq):   median {med[1]:.3f} ms, "

@@ -126,7 +126,7 @@ def test_every_translation_keeps_the_format_fields_of_its_english():
 
 
 #: four or more English words in a row: a sentence left untranslated
-ENGLISH = re.compile(r"\b[A-Za-z][a-z']+(?:[ ,;]+[A-Za-z][a-z']+){3,}")
+ENGLISH = re.compile(r"\b[A-Za-z][a-z']*(?:[ ,;]+[A-Za-z][a-z']*){3,}\b")
 
 
 def _prose(line: str) -> str:
@@ -170,3 +170,40 @@ def test_a_wrong_versions_report_reads_as_chinese(v):
     english = [(ln, m.group()) for ln in report.splitlines() if (m := ENGLISH.search(_prose(ln)))]
     assert not english, f"{v.exercise}/{v.name}: English left in the Chinese report: {english[:4]}\n{report}"
     assert res.outcomes[0].title == registry.get(v.exercise).tests[0].title  # the result itself stays English
+
+
+def test_the_captions_and_reports_of_labs_03_to_08_read_as_chinese():
+    """What the analysis modules print or caption (pagedlab.analysis: the CoW story's frames, lab 04's latency
+    account, lab 08's overhead report) passes through the catalog where it is shown."""
+    import importlib.util
+    import statistics
+
+    from pagedlab.analysis import lab03
+    from pagedlab.analysis.lab08 import PagedOverhead
+    from pagedlab.viz.player import Player
+
+    def solution(name: str, fn: str):
+        path = REPO / "pagedlab" / "course" / "exercises" / "solutions" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return getattr(mod, fn)
+
+    story = lab03.cow_story(solution("03_fork", "fork"), solution("03_append_token", "append_token"))
+    captions = [c for _, c in story]
+    assert len(captions) > 5 and any("(CoW)" in c for c in captions) and any("a new block" in c for c in captions)
+    messages.set_language("zh")
+    try:
+        player = Player([s for s, _ in story], render=lambda s: "", caption=captions)
+        shown = [messages.tr_lines(player.caption_text(i)) for i in range(len(captions))]
+        overhead = PagedOverhead([1e-3, 2e-3], [1e-3, 1.5e-3], "torch (gather + SDPA)", 1e-7, "2 seqs x 64 tokens")
+        report = overhead.report()
+    finally:
+        messages.set_language(None)
+    for en, zh in zip(captions, shown):
+        assert re.search(r"[\u4e00-\u9fff]", zh) and not ENGLISH.search(_prose(zh)), (en, zh)
+    assert "写时复制" in " ".join(shown)
+    for line in report.splitlines():
+        assert re.search(r"[\u4e00-\u9fff]", line) and not ENGLISH.search(_prose(line)), line
+    assert f"{statistics.median([1e-3, 2e-3]) * 1e3:.3f} ms" in report  # the figures stay
