@@ -4,6 +4,7 @@
   :func:`set_language`), and the message catalog (``zh.po`` beside it, gettext ``.po``, msgid = the
   English text, ``{name}`` for formatted values) that ``check()``'s report, the SVG pictures' text and
   the self-checks pass through at the one point where each renders.
+* :mod:`pagedlab.i18n.figures`: matplotlib figures' texts through the same catalog as they are rendered.
 * :mod:`pagedlab.i18n.notebooks`: the notebooks' catalogs (``solutions/<lang>/<notebook>.po``, one
   entry per markdown cell keyed by its nbformat cell id), their stale/missing check and the
   translated copy of a solution notebook that ``pagedlab labs build`` turns into ``labs/<lang>/``.

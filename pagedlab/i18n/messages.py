@@ -71,9 +71,11 @@ def set_language(code: str | None) -> str:
     _chosen = None if code is None else normalize_language(code, "set_language")
     lang = get_language()
     if lang != "en":
+        from pagedlab.i18n import figures  # lazy: matplotlib's hook only once a learner picks a language
         from pagedlab.i18n.fonts import use_cjk_fonts
 
         use_cjk_fonts()
+        figures.install(tr)  # the figures' titles, labels and legends (pagedlab.i18n.figures)
     return lang
 
 
