@@ -43,6 +43,7 @@ from pagedlab.grading.checking import check, record_result
 from pagedlab.grading.extract import exercise_names, find_exercises, load_exercises, read_notebook
 from pagedlab.grading.plug import BRIDGES, learner_components, render_component_state
 from pagedlab.grading.triton_mode import use_interpreter_without_gpu
+from pagedlab.i18n.messages import tr_lines
 from pagedlab.model.hf_reference import hf_greedy, load_hf_model
 from pagedlab.model.loader import load_tokenizer
 from pagedlab.parts.schedule import PreemptingStep
@@ -347,7 +348,7 @@ def capstone(folder: Any = None, *, show: bool = True, namespace: dict[str, Any]
             report.rows.append(_triton_row_in_a_fresh_process(notebooks))
     _time_both(report, kit, LLM(components=comps, **_engine()), prompts)
     if show:
-        print(report.text())
+        print(tr_lines(report.text()))  # in the learner's language (pagedlab.i18n); report.text() stays English
     return report
 
 

@@ -207,3 +207,21 @@ def test_the_captions_and_reports_of_labs_03_to_08_read_as_chinese():
     for line in report.splitlines():
         assert re.search(r"[\u4e00-\u9fff]", line) and not ENGLISH.search(_prose(line)), line
     assert f"{statistics.median([1e-3, 2e-3]) * 1e3:.3f} ms" in report  # the figures stay
+
+
+def test_the_capstone_report_reads_as_chinese_around_its_table():
+    """Lab 09's capstone prints its report through the catalog: the heading, the notes on the parts the kit
+    lent, the speed line (the table's rows are names, marks and figures)."""
+    from pagedlab.course.capstone import INVARIANCE, CapstoneReport, Row
+
+    class Table:
+        def table(self) -> str:
+            return "  free_queue  yours"
+
+    whys = sorted({why for _, _, kit_only in INVARIANCE for why in kit_only.values()})
+    notes = ["schedule_step: kit's part, because x", *(f"kit's schedule_step: {w}" for w in whys)]
+    report = CapstoneReport(Table(), notes, [Row("block_size 1", True, ["free_queue"], 1.0)], 2.0, 3.0)  # type: ignore[arg-type]
+    zh = messages.tr_lines(report.text(), "zh").splitlines()
+    assert zh[0] == "你的引擎：" and zh[-1].startswith("速度：你的引擎 3.0s，本套件的 2.0s（比值 1.50）")
+    for line in zh[2 : 2 + len(notes)]:
+        assert line.startswith("  注 - ") and not ENGLISH.search(_prose(line)), line
