@@ -29,14 +29,15 @@ def _texts(node: ast.AST) -> list[str] | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return [node.value]
     if isinstance(node, ast.JoinedStr):
-        parts = []
+        parts: list[list[str]] = []
         for v in node.values:
             if isinstance(v, ast.Constant):
                 parts.append([str(v.value)])
             else:
                 assert isinstance(v, ast.FormattedValue)
-                parts.append(_texts(v.value) if isinstance(v.value, (ast.IfExp, ast.JoinedStr)) else [SAMPLE])
-        return ["".join(p) for p in itertools.product(*[p or [SAMPLE] for p in parts])]
+                inner = _texts(v.value) if isinstance(v.value, (ast.IfExp, ast.JoinedStr)) else None
+                parts.append(inner or [SAMPLE])
+        return ["".join(p) for p in itertools.product(*parts)]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         a, b = _texts(node.left), _texts(node.right)
         return None if a is None or b is None else [x + y for x in a for y in b]
