@@ -25,7 +25,7 @@ from types import ModuleType
 
 import torch
 
-from pagedlab.kernels import reference
+from pagedlab.kernels import cpu, reference
 
 __all__ = ["BACKENDS", "AttentionBackend", "get_backend", "default_backend"]
 
@@ -60,8 +60,6 @@ def get_backend(name: str) -> AttentionBackend:
     if name == "torch":
         mod = reference
     elif name == "cpu":
-        from pagedlab.kernels import cpu
-
         mod = cpu
     elif name == "triton":
         # lazy: optional dependency (ops imports Triton; set TRITON_INTERPRET=1 first on CPU)

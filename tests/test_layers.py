@@ -316,27 +316,7 @@ LAZY_RULE_EXEMPT = ("pagedlab/grading/",)
 #: Imports inside functions still without a reason, per file: each is to be moved to the module top (where
 #: the layers allow it) or given a ``# lazy: <reason>`` comment, and its file's count lowered here. The
 #: counts must match: a new unexplained import fails the test, and so does a fixed one left counted.
-LAZY_PENDING: dict[str, int] = {
-    "kernels/backends.py": 1,
-    "pagedlab/__init__.py": 2,
-    "pagedlab/engine/arg_utils.py": 1,
-    "pagedlab/engine/llm.py": 1,
-    "pagedlab/engine/llm_engine.py": 4,
-    "pagedlab/i18n/cli.py": 1,
-    "pagedlab/i18n/fonts.py": 3,
-    "pagedlab/i18n/messages.py": 3,
-    "pagedlab/i18n/notebooks.py": 5,
-    "pagedlab/model/loader.py": 2,
-    "pagedlab/model/precision.py": 1,
-    "pagedlab/parts/kernel.py": 3,
-    "pagedlab/routes.py": 1,
-    "pagedlab/twin/__init__.py": 3,
-    "pagedlab/twin/hf_model.py": 1,
-    "pagedlab/twin/labs.py": 13,
-    "pagedlab/twin/scripts.py": 2,
-    "pagedlab/viz/__init__.py": 4,
-    "pagedlab/vllm_compat.py": 5,
-}
+LAZY_PENDING: dict[str, int] = {}
 
 
 def unexplained_lazy_imports(source: str) -> list[int]:

@@ -14,6 +14,7 @@ Text with no entry stays English: a missing translation never hides a message.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from functools import cache
 from importlib.resources import files
 
 from pagedlab.errors import PagedLabError
+from pagedlab.i18n.fonts import use_cjk_fonts
 
 __all__ = [
     "LANGUAGES",
@@ -71,8 +73,6 @@ def set_language(code: str | None) -> str:
     _chosen = None if code is None else normalize_language(code, "set_language")
     lang = get_language()
     if lang != "en":
-        from pagedlab.i18n.fonts import use_cjk_fonts
-
         use_cjk_fonts()
     return lang
 
@@ -127,9 +127,7 @@ class Catalog:
         Raises:
             I18nError: a translation whose placeholders differ from its msgid's.
         """
-        import io
-
-        from babel.messages.pofile import read_po
+        from babel.messages.pofile import read_po  # lazy: start-up time (Babel, ~30 ms; only when a catalog is read)
 
         cat = cls()
         templates: list[tuple[str, str]] = []
