@@ -310,12 +310,8 @@ def test_a_module_without_a_layer_is_reported() -> None:
 
 
 # --------------------------------------------------------------------------------- lazy imports
-#: Folders whose imports inside functions are not held to the ``# lazy: <reason>`` rule below (yet): the
-#: grader is being moved into new packages (issue 34), which will settle its imports.
-LAZY_RULE_EXEMPT = ("pagedlab/grading/",)
-#: Imports inside functions still without a reason, per file: each is to be moved to the module top (where
-#: the layers allow it) or given a ``# lazy: <reason>`` comment, and its file's count lowered here. The
-#: counts must match: a new unexplained import fails the test, and so does a fixed one left counted.
+#: Imports inside functions still without a reason, per file: none. A new one fails the test: move it to the
+#: module top (where the layers allow it) or give it a ``# lazy: <reason>`` comment.
 LAZY_PENDING: dict[str, int] = {}
 
 
@@ -342,8 +338,6 @@ def test_an_import_inside_a_function_says_why_it_is_lazy() -> None:
     where: list[str] = []
     for path in sorted(MODULES.values()):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith(LAZY_RULE_EXEMPT):
-            continue
         bad = unexplained_lazy_imports(path.read_text(encoding="utf-8"))
         if bad:
             got[rel] = len(bad)
