@@ -189,7 +189,7 @@ def build_bundle(
         BundleError: a bad option, a missing folder, or no kit source tree.
         registry.UnknownExerciseError: an unknown exercise id.
     """
-    from pagedlab.grading.grade import E2EOptions  # lazy: run() catches its import failure
+    from pagedlab.grading.grade import E2EOptions  # lazy: off the top, so run() catches its import failure
     from pagedlab.grading.points import PointsError, parse_scoring  # lazy: run() catches its import failure
 
     try:
@@ -241,7 +241,7 @@ def _config(source: Path) -> dict[str, Any]:
 def _failure_results(message: str, exercises: list[str], points: Mapping[str, float] | None = None) -> dict[str, Any]:
     """A valid results.json giving 0 for every exercise (worth ``points``, else the registry's), with
     ``message`` for the learner."""
-    from pagedlab.grading.points import points_of  # lazy: run() catches its import failure
+    from pagedlab.grading.points import points_of  # lazy: off the top, so run() catches its import failure
 
     tests = []
     for eid in exercises:
@@ -272,8 +272,8 @@ def prepare(root: Any | None = None) -> str:
     Raises:
         PagedLabError: the model is not cached (``pagedlab fetch-model`` first) or cannot be read.
     """
-    from pagedlab.grading import e2e  # lazy: run() catches its import failure
-    from pagedlab.grading.grade import E2EOptions  # lazy: run() catches its import failure
+    from pagedlab.grading import e2e  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.grade import E2EOptions  # lazy: off the top, so run() catches its import failure
     from pagedlab.grading.triton_mode import use_interpreter_without_gpu  # lazy: run() catches its import failure
     from pagedlab.model.loader import load_model  # lazy: start-up time (torch)
 
@@ -296,8 +296,8 @@ def prepare(root: Any | None = None) -> str:
 def _stored_plan(source: Path, opts: E2EOptions) -> E2EPlan | None:
     """The plan ``setup.sh`` computed (:func:`prepare`), when it is there and made for ``opts`` and this
     model file; None otherwise (a zip built before it existed: :func:`grade` computes one)."""
-    from pagedlab.grading.e2e import E2EPlan  # lazy: run() catches its import failure
-    from pagedlab.model.fetch import default_cache_dir  # lazy: run() catches its import failure
+    from pagedlab.grading.e2e import E2EPlan  # lazy: off the top, so run() catches its import failure
+    from pagedlab.model.fetch import default_cache_dir  # lazy: off the top, so run() catches its import failure
 
     try:
         data = json.loads((source / PLAN_NAME).read_text(encoding="utf-8"))
@@ -330,10 +330,10 @@ def _student_id(metadata: Path) -> str:
 
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
-    from pagedlab.grading import report  # lazy: run() catches its import failure
+    from pagedlab.grading import report  # lazy: off the top, so run() catches its import failure
     from pagedlab.grading.grade import E2EOptions, Learner, grade  # lazy: run() catches its import failure
-    from pagedlab.grading.points import DEFAULT_SCORING  # lazy: run() catches its import failure
-    from pagedlab.grading.submissions import _notebooks_under  # lazy: run() catches its import failure
+    from pagedlab.grading.points import DEFAULT_SCORING  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.submissions import _notebooks_under  # lazy: off the top, so run() catches its import failure
 
     sub = root / "submission"
     learner = Learner("submission", str(sub), student_id=_student_id(root / "submission_metadata.json"))
@@ -422,7 +422,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Build the zip; print where it is."""
-    from pagedlab.grading.grade import GradeError, e2e_options  # lazy: run() catches its import failure
+    from pagedlab.grading.grade import GradeError, e2e_options  # lazy: off the top, so run() catches its import failure
     from pagedlab.grading.points import PointsError, parse_points  # lazy: run() catches its import failure
 
     try:
