@@ -79,6 +79,7 @@ else:
 
     def __getattr__(name: str) -> object:
         if name in _LAZY:
+            # lazy: optional dependency (ops imports Triton, which decides at its first import whether it interprets)
             from pagedlab.kernels import ops
 
             return getattr(ops, name)

@@ -55,11 +55,12 @@ class Case:
 def default_cases() -> list[Case]:
     """The specialisations the launchers produce on a GPU for SmolLM2 and common model shapes."""
     # One piece: a table of cases (each kernel's constexprs spelled out), read top to bottom.
-    import torch
+    import torch  # lazy: start-up time (torch); a process that only starts the aot subprocess needs none
 
+    # lazy: optional dependency (imports Triton); `import aot` leaves Triton's interpret choice to the caller
     from pagedlab.kernels.decode_attention import decode_block_sizes
-    from pagedlab.kernels.prefill_attention import prefill_block_sizes
-    from pagedlab.kernels.runtime import next_power_of_2
+    from pagedlab.kernels.prefill_attention import prefill_block_sizes  # lazy: optional dependency (Triton)
+    from pagedlab.kernels.runtime import next_power_of_2  # lazy: optional dependency (Triton)
 
     _TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -156,12 +157,13 @@ def _signature(fn, case: Case) -> dict[str, str]:
 
 def compile_case(case: Case, arch: int, num_warps: int = 4) -> dict:
     """Compile one case for ``sm_<arch>``; returns a record (``ok``, seconds, shared bytes, error)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    import triton  # lazy: optional dependency (Triton), run in the aot subprocess without TRITON_INTERPRET
+    from triton.backends.compiler import GPUTarget  # lazy: optional dependency (Triton)
+    from triton.compiler import ASTSource  # lazy: optional dependency (Triton)
 
+    # lazy: optional dependency (these import Triton), in the aot subprocess without TRITON_INTERPRET
     from pagedlab.kernels import cache_write, decode_attention, prefill_attention
-    from pagedlab.kernels.runtime import is_interpreted
+    from pagedlab.kernels.runtime import is_interpreted  # lazy: optional dependency (Triton)
 
     module = {
         "_paged_decode_kernel": decode_attention,

@@ -25,7 +25,7 @@ from types import ModuleType
 
 import torch
 
-from pagedlab.kernels import reference
+from pagedlab.kernels import cpu, reference
 
 __all__ = ["BACKENDS", "AttentionBackend", "get_backend", "default_backend"]
 
@@ -60,11 +60,10 @@ def get_backend(name: str) -> AttentionBackend:
     if name == "torch":
         mod = reference
     elif name == "cpu":
-        from pagedlab.kernels import cpu
-
         mod = cpu
     elif name == "triton":
-        from pagedlab.kernels import ops  # lazily: imports Triton (set TRITON_INTERPRET=1 first on CPU)
+        # lazy: optional dependency (ops imports Triton; set TRITON_INTERPRET=1 first on CPU)
+        from pagedlab.kernels import ops
 
         mod = ops
     else:
@@ -85,6 +84,7 @@ def default_backend(device: torch.device | str) -> str:
     """
     if torch.device(device).type != "cuda":
         return "cpu"
+    # lazy: optional dependency (runtime imports Triton; not imported for a non-CUDA device)
     from pagedlab.kernels.runtime import kernels_can_run
 
     return "triton" if kernels_can_run(device) else "torch"

@@ -37,6 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
+from pagedlab.errors import KernelInputError
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.runtime import launcher, next_power_of_2, runnable, running_interpreted
 from pagedlab.kernels.validate import validate_decode_inputs
@@ -397,8 +398,6 @@ def _check_tile_load_layout(kv: PagedKV, head_dim: int, head_dim_p: int) -> None
     Raises:
         KernelInputError: the layout does not fit.
     """
-    from pagedlab.errors import KernelInputError
-
     if (
         head_dim != head_dim_p
         or kv.key_cache.stride(3) != 1

@@ -44,6 +44,7 @@ import torch
 from pagedlab.errors import KernelInputError
 from pagedlab.kernels import trust
 from pagedlab.kernels.paged_kv import PagedKV
+from pagedlab.paths import default_cache_dir
 
 __all__ = [
     "ENV_NATIVE",
@@ -137,8 +138,6 @@ def library_dirs() -> list[Path]:
     per-user folder in the system temp directory, created 0700 (for a read-only cache, e.g. one a hub
     shares: a library an administrator built there, in root's folders, is used; otherwise each user builds
     their own). A folder another user owns or can write is never used (:mod:`pagedlab.kernels.trust`)."""
-    from pagedlab.paths import default_cache_dir
-
     uid = os.getuid() if hasattr(os, "getuid") else os.getpid()
     return [default_cache_dir() / "native", Path(tempfile.gettempdir()) / f"pagedlab-{uid}" / "native"]
 

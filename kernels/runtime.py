@@ -106,7 +106,7 @@ def interpreter_ready() -> bool:
     """
     if not TRITON_AVAILABLE:
         return False
-    import triton.language as tl
+    import triton.language as tl  # lazy: optional dependency (Triton; TRITON_AVAILABLE was checked above)
 
     return isinstance(tl.cdiv, InterpretedFunction)
 

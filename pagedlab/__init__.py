@@ -27,11 +27,11 @@ from pagedlab.sampling_params import SamplingParams
 def __getattr__(name):
     # The engine pulls in torch and transformers: import it only when asked for.
     if name == "LLM":
-        from pagedlab.engine.llm import LLM
+        from pagedlab.engine.llm import LLM  # lazy: start-up time (the engine imports torch)
 
         return LLM
     if name == "LLMEngine":
-        from pagedlab.engine.llm_engine import LLMEngine
+        from pagedlab.engine.llm_engine import LLMEngine  # lazy: start-up time (the engine imports torch)
 
         return LLMEngine
     raise AttributeError(f"module 'pagedlab' has no attribute {name!r}")

@@ -24,6 +24,8 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol, cast
 
+from pagedlab.errors import PagedLabError
+
 
 class Command(NamedTuple):
     name: str  #: the subcommand, as typed
@@ -80,6 +82,7 @@ EXIT_BROKEN_PIPE = 141
 
 def _version() -> str:
     try:
+        # lazy: inside the try, so a package without __version__ still prints 'pagedlab ?'
         from pagedlab import __version__
     except Exception:  # pragma: no cover
         __version__ = "?"
@@ -143,7 +146,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_UNAVAILABLE
-    from pagedlab.errors import PagedLabError
 
     try:
         rc = loaded.main(args)

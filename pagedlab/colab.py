@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.errors import ModelFetchError, PagedLabError
+from pagedlab.model import fetch as model_fetch
 from pagedlab.routes import UNSET, kit_requirement, links_markdown, repository_url
 
 #: Cell tag that marks the setup cell (kept by ``pagedlab labs build``).
@@ -108,9 +109,7 @@ def setup(fetch: Callable[[], Path] | None = None, enable_widgets: Callable[[], 
     if not in_colab():
         return "not in Colab: nothing to do"
     if fetch is None:
-        from pagedlab.model.fetch import fetch_model
-
-        fetch = fetch_model
+        fetch = model_fetch.fetch_model  # looked up at the call (tests replace it)
     try:
         model = fetch()
     except ModelFetchError as e:

@@ -14,7 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pagedlab import SamplingParams, data
 from pagedlab.errors import InvalidRequestError
+from pagedlab.sim.replay import int_at_least
+from pagedlab.sim.traces import read_text_file
 
 
 def default_prompts() -> Path:
@@ -23,8 +26,6 @@ def default_prompts() -> Path:
     Raises:
         DataFileNotFoundError: the file is not there (see :func:`pagedlab.data.path`).
     """
-    from pagedlab import data
-
     return data.path("prompts.jsonl")
 
 
@@ -43,8 +44,6 @@ def read_prompts(path: str | Path) -> list[dict]:
 
 def _read_prompt_lines(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` per prompt of a prompts file; see ``read_prompts``."""
-    from pagedlab.sim.traces import read_text_file
-
     if not Path(path).is_file():
         raise InvalidRequestError(f"prompts file not found: {path}")
     rows: list[tuple[int, dict[str, Any]]] = []
@@ -70,7 +69,7 @@ def _check_row(row: object) -> None:
     if not isinstance(row, dict) or not ("messages" in row or "prompt" in row):
         raise InvalidRequestError("expected an object with 'messages' or 'prompt'")
     if "messages" in row:
-        from pagedlab.engine.llm import _check_conversation
+        from pagedlab.engine.llm import _check_conversation  # lazy: start-up time (the engine imports torch)
 
         _check_conversation(row["messages"], "'messages'")
     elif not isinstance(row["prompt"], str) or not row["prompt"]:
@@ -93,8 +92,6 @@ ENGINE_ARG_NAMES = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from pagedlab.sim.replay import int_at_least
-
     _positive = int_at_least(1)
     p.add_argument(
         "prompts", nargs="?", default=None, help="JSONL prompts file (default: the kit's data/prompts.jsonl)"
@@ -126,8 +123,6 @@ def _sampling_params(args: argparse.Namespace, path: Any, lines: list[tuple[int,
         InvalidRequestError: a command-line option is invalid (the message names it), or a line's own
             ``max_tokens`` is (the message starts with ``file:line``).
     """
-    from pagedlab import SamplingParams
-
     try:  # the options first: a bad --temperature is the command line's, not the prompts file's
         SamplingParams(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens or 1)
     except InvalidRequestError as e:
@@ -175,7 +170,7 @@ def _print_summary(engine: Any, outputs: list[Any], load_s: float, wall: float) 
 
 
 def main(args: argparse.Namespace) -> int:
-    from pagedlab import LLM
+    from pagedlab import LLM  # lazy: start-up time (the engine imports torch)
 
     path = args.prompts or default_prompts()
     lines = _read_prompt_lines(path)[: args.limit]

@@ -154,8 +154,9 @@ def _requirement(dist: str) -> str | None:
     """The version range the installed pagedlab declares for ``dist`` (its ``Requires-Dist``, extras
     included), e.g. ``">=4.56"``; ``""`` for no range; None where pagedlab's metadata does not name it."""
     try:
+        # lazy: optional dependency (packaging: pagedlab does not declare it); ImportError handled below
         from packaging.requirements import InvalidRequirement, Requirement
-        from packaging.utils import canonicalize_name
+        from packaging.utils import canonicalize_name  # lazy: optional dependency (packaging)
     except ImportError:  # packaging comes with pip, transformers and matplotlib; without it, no range
         return None
     try:
@@ -175,8 +176,8 @@ def _requirement(dist: str) -> str | None:
 def _in_range(version: str, spec: str) -> bool:
     """``version`` satisfies the range ``spec`` (pre-releases too); False when either cannot be parsed."""
     try:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-        from packaging.version import InvalidVersion
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # lazy: optional dependency (packaging)
+        from packaging.version import InvalidVersion  # lazy: optional dependency (packaging)
     except ImportError:
         return False
     try:
@@ -379,6 +380,7 @@ def check_bf16() -> Check:
     """The CPU's native bf16 instructions (AMX-BF16 / AVX512-BF16) and what ``dtype="auto"`` resolves to:
     information (float32, the default, runs on any CPU)."""
     try:
+        # lazy: start-up time (torch), and an import failure is reported as a finding
         from pagedlab.model.precision import bf16_summary, cpu_bf16_isa
     except Exception as e:  # noqa: BLE001 - any import failure is reported
         return Check("bf16", INFO, f"unknown (torch does not import: {e})")

@@ -18,6 +18,7 @@ README's block, then ``pagedlab labs build``).
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -130,8 +131,6 @@ def write_readme(readme: Path, url: str | None) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m pagedlab.routes [README]``: rewrite the README's block of cloud links from the setting."""
-    import sys
-
     args = sys.argv[1:] if argv is None else argv
     readme = Path(args[0]) if args else PYPROJECT.parent / "README.md"
     url = repository_url()

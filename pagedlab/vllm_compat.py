@@ -25,6 +25,8 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from pagedlab.errors import ConfigError
+
 #: vLLM module -> the pagedlab module whose public names it exposes.
 PROVIDED: dict[str, str] = {
     "vllm.sampling_params": "pagedlab.sampling_params",
@@ -102,6 +104,7 @@ def build_module(fullname: str) -> types.ModuleType:
         mod.__dict__["__version__"] = "pagedlab-compat"
         mod.__path__ = []
     elif fullname in ARGPARSE_MODULES:
+        # lazy: start-up time (arg_utils imports torch; run-vllm parses its arguments without it)
         from pagedlab.engine.arg_utils import FlexibleArgumentParser
 
         mod.__dict__["FlexibleArgumentParser"] = FlexibleArgumentParser
@@ -144,6 +147,7 @@ def install(model_overrides: dict[str, str] | None = None) -> VLLMFinder:
     Args:
         model_overrides: script model name -> model pagedlab loads (``"*"`` matches any name).
     """
+    # lazy: start-up time (arg_utils imports torch; run-vllm parses its arguments without it)
     from pagedlab.engine import arg_utils
 
     arg_utils.MODEL_OVERRIDES.clear()
@@ -157,6 +161,7 @@ def install(model_overrides: dict[str, str] | None = None) -> VLLMFinder:
 
 def uninstall(finder: VLLMFinder) -> None:
     """Undo ``install``: remove the finder, the stand-in modules and the model overrides."""
+    # lazy: start-up time (arg_utils imports torch; run-vllm parses its arguments without it)
     from pagedlab.engine import arg_utils
 
     if finder in sys.meta_path:
@@ -172,8 +177,8 @@ def parse_overrides(items: Sequence[str]) -> dict[str, str]:
     Raises:
         ConfigError: an empty name.
     """
+    # lazy: start-up time (arg_utils imports torch; run-vllm parses its arguments without it)
     from pagedlab.engine.arg_utils import BUNDLED_MODEL
-    from pagedlab.errors import ConfigError
 
     out: dict[str, str] = {}
     for item in items:

@@ -310,50 +310,9 @@ def test_a_module_without_a_layer_is_reported() -> None:
 
 
 # --------------------------------------------------------------------------------- lazy imports
-#: Folders whose imports inside functions are not held to the ``# lazy: <reason>`` rule below (yet): the
-#: grader is being moved into new packages (issue 34), which will settle its imports.
-LAZY_RULE_EXEMPT = ("pagedlab/grading/",)
-#: Imports inside functions still without a reason, per file: each is to be moved to the module top (where
-#: the layers allow it) or given a ``# lazy: <reason>`` comment, and its file's count lowered here. The
-#: counts must match: a new unexplained import fails the test, and so does a fixed one left counted.
-LAZY_PENDING: dict[str, int] = {
-    "kernels/__init__.py": 1,
-    "kernels/aot.py": 9,
-    "kernels/backends.py": 3,
-    "kernels/decode_attention.py": 1,
-    "kernels/native.py": 1,
-    "kernels/runtime.py": 1,
-    "pagedlab/__init__.py": 2,
-    "pagedlab/analysis/lab02.py": 2,
-    "pagedlab/analysis/lab03.py": 4,
-    "pagedlab/analysis/lab04.py": 4,
-    "pagedlab/analysis/lab06.py": 7,
-    "pagedlab/cli.py": 2,
-    "pagedlab/colab.py": 1,
-    "pagedlab/course/labs_cli.py": 4,
-    "pagedlab/demo.py": 6,
-    "pagedlab/doctor.py": 5,
-    "pagedlab/engine/arg_utils.py": 1,
-    "pagedlab/engine/llm.py": 1,
-    "pagedlab/engine/llm_engine.py": 4,
-    "pagedlab/i18n/cli.py": 1,
-    "pagedlab/i18n/fonts.py": 3,
-    "pagedlab/i18n/messages.py": 3,
-    "pagedlab/i18n/notebooks.py": 5,
-    "pagedlab/model/loader.py": 2,
-    "pagedlab/model/precision.py": 1,
-    "pagedlab/parts/kernel.py": 3,
-    "pagedlab/routes.py": 1,
-    "pagedlab/sim/__init__.py": 1,
-    "pagedlab/sim/replay.py": 9,
-    "pagedlab/sim/simulator.py": 1,
-    "pagedlab/twin/__init__.py": 3,
-    "pagedlab/twin/hf_model.py": 1,
-    "pagedlab/twin/labs.py": 13,
-    "pagedlab/twin/scripts.py": 2,
-    "pagedlab/viz/__init__.py": 4,
-    "pagedlab/vllm_compat.py": 5,
-}
+#: Imports inside functions still without a reason, per file: none. A new one fails the test: move it to the
+#: module top (where the layers allow it) or give it a ``# lazy: <reason>`` comment.
+LAZY_PENDING: dict[str, int] = {}
 
 
 def unexplained_lazy_imports(source: str) -> list[int]:
@@ -379,8 +338,6 @@ def test_an_import_inside_a_function_says_why_it_is_lazy() -> None:
     where: list[str] = []
     for path in sorted(MODULES.values()):
         rel = path.relative_to(ROOT).as_posix()
-        if rel.startswith(LAZY_RULE_EXEMPT):
-            continue
         bad = unexplained_lazy_imports(path.read_text(encoding="utf-8"))
         if bad:
             got[rel] = len(bad)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pagedlab.core.block_pool import BlockPool, KVCacheBlock
+from pagedlab.viz._svg import COLORS, svg_doc, text
 from pagedlab.viz.pool import render_pool_and_queue  # re-exported: lab 02's notebook imports it from here
 
 __all__ = [
@@ -174,8 +175,6 @@ def growth_per_tenfold(cost: dict[str, dict[int, float]]) -> dict[str, float]:
 
 def _mapping_panel(x0: float, names: Sequence[str], table: Sequence[int], num_physical: int, color: str) -> list[str]:
     """One side of :func:`render_paging_analogy`: logical units -> table -> physical units."""
-    from pagedlab.viz._svg import COLORS, text
-
     head, left, mid, table_name, right = names
     parts = [text(x0 + 150, 22, head, size=13, weight="bold", anchor="middle")]
     for col, label in ((x0 + 10, left), (x0 + 120, table_name), (x0 + 220, right)):
@@ -223,8 +222,6 @@ def render_paging_analogy(
     Raises:
         ValueError: an entry outside ``range(num_gpu_blocks)``, or an empty table.
     """
-    from pagedlab.viz._svg import svg_doc
-
     if page_table is None:
         page_table = random.Random(1).sample(range(num_gpu_blocks), min(len(block_table), num_gpu_blocks))
     for name, table in (("block_table", block_table), ("page_table", page_table)):

@@ -16,7 +16,11 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pagedlab import SamplingParams
 from pagedlab.analysis.kit import RefCountedPool, Seq
+from pagedlab.inputs import TokensPrompt
+from pagedlab.sampling_params import BeamSearchParams
+from pagedlab.sim import CostModel
 from pagedlab.viz.pictures import pool_snapshot
 
 if TYPE_CHECKING:
@@ -111,8 +115,6 @@ def parallel_sampling_sharing(
         ``{(prompt name, n): {"with": [...], "without": [...], "saving", "final_saving"}}``, where
         ``with`` / ``without`` are the block counts after each step.
     """
-    from pagedlab import SamplingParams
-
     engine = llm.llm_engine
     groups = {}
     for name, ids in prompts.items():
@@ -153,9 +155,6 @@ def beam_search_sharing(
         "text"}}``;
         ``peak_saving`` is ``BeamSearchOutput.memory_saving`` (at the step with the most blocks).
     """
-    from pagedlab.inputs import TokensPrompt
-    from pagedlab.sampling_params import BeamSearchParams
-
     out = {}
     for name, ids in prompts.items():
         for w in widths:
@@ -194,8 +193,6 @@ def cow_copy_cost(
         ``block_bytes``, ``copy_us`` (one copy), ``step_ms`` (one decode step) and ``share`` (all copies'
         time over all steps' time).
     """
-    from pagedlab.sim import CostModel
-
     if min(block_size, num_steps, batch) < 1 or num_copies < 0 or context_len < 0:
         raise ValueError(
             "cow_copy_cost needs block_size, num_steps and batch >= 1 and num_copies, context_len >= 0, got "

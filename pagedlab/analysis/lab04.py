@@ -22,9 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pagedlab import data
+from pagedlab.analysis.contiguous import replay_contiguous, replay_paged
 from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.i18n.messages import tr_lines
 from pagedlab.request import Request
+from pagedlab.sampling_params import SamplingParams
+from pagedlab.viz import batch_steps, empty_step, render_batch_gantt
 
 __all__ = [
     "load_prompts",
@@ -45,8 +49,6 @@ def load_prompts(path: Path | None = None) -> dict[str, dict[str, Any]]:
     """A prompts file (default: the kit's ``data/prompts.jsonl``) as ``{id: {"id", "messages", "max_tokens"}}``
     in file order. Raises ``DataFileNotFoundError`` if the kit's file is missing."""
     if path is None:
-        from pagedlab import data
-
         path = data.path("prompts.jsonl")
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     return {r["id"]: r for r in rows}
@@ -107,8 +109,6 @@ def toy_serve(
         One dict per step, ``{"step", "scheduled": [(id, tokens, is_prefill)], "running", "waiting",
         "finished"}``, the format ``pagedlab.viz.render_batch_gantt`` draws.
     """
-    from pagedlab.sampling_params import SamplingParams
-
     kv = KVCacheManager(block_size, num_gpu_blocks, max_model_len=4096)
     pending = sorted(workload)
     running: list[Any] = []
@@ -351,7 +351,7 @@ def side_by_side(
     bars (the highest step or budget of all runs), so a chunked run's short steps look short beside a
     whole prefill's long one.
     """
-    from pagedlab.viz import Player, batch_steps, empty_step, render_batch_gantt
+    from pagedlab.viz import Player  # lazy: start-up time (Player imports ipywidgets)
 
     lists = [batch_steps(list(r.step_stats if isinstance(r, Run) else r)) for r in runs]
     n = max(len(s) for s in lists)
@@ -414,8 +414,6 @@ def batch_under_reservation(
     Raises:
         ValueError: ``capacity_tokens`` below ``max_model_len``.
     """
-    from pagedlab.analysis.contiguous import replay_contiguous, replay_paged
-
     if capacity_tokens < max_model_len:
         raise ValueError(f"capacity {capacity_tokens} holds no {max_model_len}-token reservation")
     res = {

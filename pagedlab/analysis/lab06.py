@@ -20,6 +20,11 @@ import math
 import time
 from typing import Any
 
+from pagedlab.config import CacheConfig, SchedulerConfig
+from pagedlab.sim import simulate, summarize
+from pagedlab.trace import rebuild_snapshots
+from pagedlab.viz import render_block_pool, render_queues
+
 __all__ = [
     "pressure_player",
     "swap_traffic",
@@ -31,8 +36,6 @@ __all__ = [
 
 
 def _snapshot_per_step(events: list[dict[str, Any]], steps: list[int]) -> list[dict[str, Any]]:
-    from pagedlab.trace import rebuild_snapshots
-
     snaps = rebuild_snapshots(list(events), per="step")
     out, k = [], -1
     for s in steps:
@@ -48,7 +51,7 @@ def _snapshot_per_step(events: list[dict[str, Any]], steps: list[int]) -> list[d
 
 def pressure_player(run: Any, title: str = "", interval: int = 400):
     """Queues and block pool of an engine run (``pagedlab.analysis.lab04.Run`` with ``trace=True``)."""
-    from pagedlab.viz import Player, render_block_pool, render_queues
+    from pagedlab.viz import Player  # lazy: start-up time (Player imports ipywidgets)
 
     hist = run.queues
     if run.engine.tracer is None:
@@ -137,9 +140,6 @@ def thrashing_curve(
     Raises:
         ValueError: a pool that cannot hold the longest request, or no requests.
     """
-    from pagedlab.config import CacheConfig
-    from pagedlab.sim import simulate
-
     reqs = _pressure_requests(requests, "thrashing_curve")
     out: list[dict[str, float]] = []
     for n in pool_sizes:
@@ -173,9 +173,6 @@ def watermark_curve(
         ValueError: no requests, no watermarks, a watermark outside ``[0, 1)`` (from
             ``SchedulerConfig``), or a pool that cannot hold the longest request.
     """
-    from pagedlab.config import CacheConfig, SchedulerConfig
-    from pagedlab.sim import simulate
-
     reqs = _pressure_requests(requests, "watermark_curve")
     ws = list(watermarks)
     if not ws:
@@ -214,8 +211,6 @@ def _check_pool(reqs: list[Any], num_gpu_blocks: int, block_size: int) -> None:
 
 def _pressure_counts(res: Any) -> dict[str, float]:
     """What a replay under memory pressure cost: preemptions and the prefill they redid, time, batch."""
-    from pagedlab.sim import summarize
-
     summary = summarize(res)
     prompts = sum(r.prompt_len for r in res.requests)
     prefill = sum(s.num_prefill_tokens for s in res.steps)

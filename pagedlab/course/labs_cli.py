@@ -10,9 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pagedlab import data
 from pagedlab.course import formats
 from pagedlab.course.labs_build import LabsBuildError, LabStatus, build, check, copy_labs, generate_lab, scan
 from pagedlab.grading.points import add_points_argument, add_scoring_argument, parse_points
+from pagedlab.i18n import LANGUAGES, notebooks
+from pagedlab.i18n.messages import normalize_language
 
 __all__ = ["add_arguments", "main"]
 
@@ -63,14 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _translations(solutions: Path) -> list[str]:
     """The languages with catalogs beside the English notebooks (``solutions/zh/*.po``)."""
-    from pagedlab.i18n import LANGUAGES
-
     return [lang for lang in LANGUAGES if lang != "en" and any((solutions / lang).glob("*.po"))]
 
 
 def _translated(catalogs: Path, lang: str) -> Callable[[dict[str, Any], str, str], dict[str, Any]]:
     """:func:`generate_lab` of the solution with its markdown cells translated (stale ones stay English)."""
-    from pagedlab.i18n import notebooks
 
     def generate(solution: dict[str, Any], stem: str, source_path: str) -> dict[str, Any]:
         translated, _ = notebooks.translate_notebook(solution, notebooks.read(catalogs / f"{stem}.po"), lang)
@@ -96,9 +96,6 @@ def _translated_labs(solutions: Path, labs: Path, names: list[str], force: bool 
 
 def _lang_labs(lang: str) -> Path | None:
     """The shipped labs folder of ``lang`` (None: English, the default folder)."""
-    from pagedlab import data
-    from pagedlab.i18n.messages import normalize_language
-
     lang = normalize_language(lang, "--lang")
     return None if lang == "en" else data.labs_directory() / lang
 

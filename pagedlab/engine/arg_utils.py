@@ -38,6 +38,7 @@ from typing import Any
 
 from pagedlab.config import CacheConfig, available_memory_bytes
 from pagedlab.errors import ConfigError, ModelNotFoundError
+from pagedlab.model import loader
 from pagedlab.model.precision import resolve_dtype
 
 #: The model pagedlab serves (its bundled GGUF), by its hub name.
@@ -461,9 +462,7 @@ def total_device_memory(device: str | None) -> int:
 
 def _load(model: str | os.PathLike[str] | None) -> Any:
     """The loaded ``LlamaForCausalLM`` (shared with ``LLMEngine``'s cache, so it loads once)."""
-    from pagedlab.model.loader import load_model_cached  # lazily: torch and the weights
-
-    return load_model_cached(model)[0]
+    return loader.load_model_cached(model)[0]
 
 
 class FlexibleArgumentParser(argparse.ArgumentParser):

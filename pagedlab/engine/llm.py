@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pagedlab.engine.arg_utils import BUNDLED_MODEL, EngineArgs
+from pagedlab.engine.beam_search import beam_search
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.input_processor import check_priority
 from pagedlab.engine.llm_engine import LLMEngine
@@ -461,8 +462,6 @@ class LLM:
 
     def _beam_search(self, prompts: Prompt | Sequence[Prompt], params: BeamSearchParams) -> list[BeamSearchOutput]:
         """``beam_search`` once this call holds the LLM (``_one_call``)."""
-        from pagedlab.engine.beam_search import beam_search
-
         if not isinstance(params, BeamSearchParams):
             raise InvalidRequestError(f"params must be BeamSearchParams, got {type(params).__name__}")
         batch = _prompt_list(prompts)

@@ -26,12 +26,14 @@ from pagedlab.config import (
     check_kv_cache_fits,
     check_seed,
 )
+from pagedlab.core.kv_cache_manager import KVCacheManager
 from pagedlab.engine import malloc
 from pagedlab.engine.arg_utils import EngineArgs, check_model_arg
 from pagedlab.engine.exclusive import OneAtATime
 from pagedlab.engine.history import History
 from pagedlab.engine.input_processor import InputProcessor, typed
 from pagedlab.engine.metrics import EngineStats, Metric
+from pagedlab.engine.model_runner import ModelRunner
 from pagedlab.engine.output_processor import OutputProcessor
 from pagedlab.engine.parallel_sampling import (
     PARALLEL_SAMPLING,
@@ -52,9 +54,10 @@ from pagedlab.parts.slots import Components
 from pagedlab.request import Request, RequestStatus
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
+from pagedlab.sched.static import StaticScheduler
+from pagedlab.trace import Tracer
 
 if TYPE_CHECKING:
-    from pagedlab.core.kv_cache_manager import KVCacheManager
     from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 
@@ -243,8 +246,6 @@ class LLMEngine:
         self.scheduling = scheduling
         self.tracer = None
         if trace:
-            from pagedlab.trace import Tracer
-
             self.tracer = Tracer()
         self._build_runner(net, attention_backend, device)
         self.components = components if components is not None else Components.kit()
@@ -266,8 +267,6 @@ class LLMEngine:
 
     def _build_runner(self, net: LlamaForCausalLM, attention_backend: str, device: str) -> None:
         """The model runner: ``net`` on ``device`` with the KV pools of ``cache_config`` (and swap space)."""
-        from pagedlab.engine.model_runner import ModelRunner
-
         cc = self.cache_config
         self.model_runner = ModelRunner(
             net.to(device),
@@ -333,10 +332,7 @@ class LLMEngine:
         ``self.components`` (``pagedlab.parts.build``), each passed to its constructor: a learner's part
         runs behind its guard. Called at construction and when a guard switches a slot back to the
         kit's part (idle engine); the model runner keeps its model and KV tensors (``with_parts``)."""
-        from pagedlab.core.kv_cache_manager import KVCacheManager
-
         cc, sc = self.cache_config, self.scheduler_config
-        from pagedlab.sched.static import StaticScheduler
 
         scheduler_cls: type[Scheduler] = StaticScheduler if self.scheduling == "static" else Scheduler
         parts = build_parts(self.components, lambda: self.current_step, scheduler_cls)

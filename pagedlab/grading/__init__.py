@@ -64,23 +64,23 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Lazy: importing pagedlab.grading stays cheap (labs_build and the CLI import it).
     if name in ("check", "CheckResult"):
-        from pagedlab.grading import checking as _check_mod
+        from pagedlab.grading import checking as _check_mod  # lazy: start-up time (checking loads pagedlab.viz)
 
         return getattr(_check_mod, name)
     if name in ("use_reference", "yours_or_reference", "components"):
-        from pagedlab.grading import references
+        from pagedlab.grading import references  # lazy: no grader module at `import pagedlab.grading`
 
         return getattr(references, name)
     if name in ("my_engine", "serve_with"):
-        from pagedlab.grading import plug
+        from pagedlab.grading import plug  # lazy: start-up time (plug loads torch)
 
         return getattr(plug, name)
     if name == "hidden_test":
-        from pagedlab.grading.registry import hidden_test
+        from pagedlab.grading.registry import hidden_test  # lazy: no grader module at `import pagedlab.grading`
 
         return hidden_test
     if name == "Fail":
-        from pagedlab.grading.recorder import Fail
+        from pagedlab.grading.recorder import Fail  # lazy: no grader module at `import pagedlab.grading`
 
         return Fail
     raise AttributeError(f"module 'pagedlab.grading' has no attribute {name!r}")

@@ -209,7 +209,7 @@ def _mark_html(status: str) -> str:
 
 def _in_notebook() -> bool:
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # lazy: optional dependency (IPython: only in a notebook)
     except ImportError:
         return False
     ip = get_ipython()
@@ -365,7 +365,7 @@ def _show(res: CheckResult, show: Any) -> None:
         mode = "html" if _in_notebook() else "text"
     if mode == "html":
         try:
-            from IPython.display import HTML, display
+            from IPython.display import HTML, display  # lazy: optional dependency (IPython: only in a notebook)
 
             display(HTML(i18n_check.frame(res.html())))
             return

@@ -101,7 +101,8 @@ class Differential:
         return zlib.crc32(self.exercise.id.encode())
 
     def _settings(self, shrink: bool) -> Any:
-        from hypothesis import HealthCheck, Phase, Verbosity, settings  # here: importing it costs ~0.3 s at start-up
+        # lazy: start-up time (hypothesis, ~0.3 s)
+        from hypothesis import HealthCheck, Phase, Verbosity, settings
 
         return settings(
             max_examples=self.examples,
@@ -121,7 +122,8 @@ class Differential:
         The collecting draw (:meth:`cases`) and the comparing search (:func:`smallest_failure`) go through
         this one function, so both draw the same cases in the same order until the first failure.
         """
-        from hypothesis import given, seed  # here: importing it costs ~0.3 s at start-up
+        # lazy: start-up time (hypothesis, ~0.3 s)
+        from hypothesis import given, seed
 
         @seed(self.seed)
         @self._settings(shrink)
@@ -203,7 +205,8 @@ def _no_local_constants() -> Iterator[None]:
     (not site-packages: pagedlab itself, an editable install, the test files): the cases would then depend on
     which modules a process has imported (check() in a kernel, the grader, pytest) and on every literal
     edited anywhere in pagedlab. Inside this block it sees none (only its own fixed constants)."""
-    from hypothesis.internal.conjecture import providers  # internals of the pinned hypothesis (requirements.lock)
+    # lazy: start-up time (hypothesis); internals of the pinned hypothesis (requirements.lock)
+    from hypothesis.internal.conjecture import providers
 
     if not (hasattr(providers, "_get_local_constants") and hasattr(providers, "CONSTANTS_CACHE")):
         yield  # another hypothesis release: no local constants to hide (its draws differ anyway)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pagedlab.grading import registry
+
 __all__ = [
     "NotebookError",
     "ExerciseCell",
@@ -467,7 +469,5 @@ def _line_of(e: BaseException, filename: str) -> int | None:
 
 def exercise_names(ids: Iterable[str] | None = None) -> dict[str, str]:
     """Exercise id -> learner-facing name, for all (or the given) registered exercises."""
-    from pagedlab.grading import registry
-
     exs = registry.all_exercises() if ids is None else [registry.get(i) for i in ids]
     return {ex.id: ex.name for ex in exs}

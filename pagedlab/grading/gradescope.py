@@ -32,8 +32,10 @@ valid, whatever the submission holds (nothing, a PDF, a corrupt notebook, code t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import secrets
 import sys
 import tempfile
 import zipfile
@@ -42,7 +44,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pagedlab
+from pagedlab import __version__
 from pagedlab.errors import PagedLabError
+from pagedlab.grading import registry
 
 if TYPE_CHECKING:
     from pagedlab.grading.e2e import E2EPlan
@@ -114,8 +119,6 @@ def _kit_root() -> Path:
     Raises:
         BundleError: the kit was installed from a wheel, without its source tree.
     """
-    import pagedlab
-
     root = Path(pagedlab.__file__).resolve().parent.parent
     if not (root / "pyproject.toml").is_file():
         raise BundleError(f"no pyproject.toml next to {root / 'pagedlab'}: build the bundle from a clone of the kit")
@@ -186,10 +189,8 @@ def build_bundle(
         BundleError: a bad option, a missing folder, or no kit source tree.
         registry.UnknownExerciseError: an unknown exercise id.
     """
-    from pagedlab import __version__
-    from pagedlab.grading import registry
-    from pagedlab.grading.grade import E2EOptions
-    from pagedlab.grading.points import PointsError, parse_scoring
+    from pagedlab.grading.grade import E2EOptions  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.points import PointsError, parse_scoring  # lazy: run() catches its import failure
 
     try:
         scoring = parse_scoring(scoring)
@@ -240,8 +241,7 @@ def _config(source: Path) -> dict[str, Any]:
 def _failure_results(message: str, exercises: list[str], points: Mapping[str, float] | None = None) -> dict[str, Any]:
     """A valid results.json giving 0 for every exercise (worth ``points``, else the registry's), with
     ``message`` for the learner."""
-    from pagedlab.grading import registry
-    from pagedlab.grading.points import points_of
+    from pagedlab.grading.points import points_of  # lazy: off the top, so run() catches its import failure
 
     tests = []
     for eid in exercises:
@@ -272,13 +272,10 @@ def prepare(root: Any | None = None) -> str:
     Raises:
         PagedLabError: the model is not cached (``pagedlab fetch-model`` first) or cannot be read.
     """
-    import dataclasses
-    import secrets
-
-    from pagedlab.grading import e2e
-    from pagedlab.grading.grade import E2EOptions
-    from pagedlab.grading.triton_mode import use_interpreter_without_gpu
-    from pagedlab.model.loader import load_model
+    from pagedlab.grading import e2e  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.grade import E2EOptions  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.triton_mode import use_interpreter_without_gpu  # lazy: run() catches its import failure
+    from pagedlab.model.loader import load_model  # lazy: start-up time (torch)
 
     base = _root(root)
     config = _config(base / "source")
@@ -299,10 +296,8 @@ def prepare(root: Any | None = None) -> str:
 def _stored_plan(source: Path, opts: E2EOptions) -> E2EPlan | None:
     """The plan ``setup.sh`` computed (:func:`prepare`), when it is there and made for ``opts`` and this
     model file; None otherwise (a zip built before it existed: :func:`grade` computes one)."""
-    import dataclasses
-
-    from pagedlab.grading.e2e import E2EPlan
-    from pagedlab.model.fetch import default_cache_dir
+    from pagedlab.grading.e2e import E2EPlan  # lazy: off the top, so run() catches its import failure
+    from pagedlab.model.fetch import default_cache_dir  # lazy: off the top, so run() catches its import failure
 
     try:
         data = json.loads((source / PLAN_NAME).read_text(encoding="utf-8"))
@@ -335,10 +330,10 @@ def _student_id(metadata: Path) -> str:
 
 def _grade_submission(root: Path, config: dict[str, Any], exercises: list[str]) -> dict[str, Any]:
     """Grade ``root/submission`` as one learner; return its Gradescope dict."""
-    from pagedlab.grading import report
-    from pagedlab.grading.grade import E2EOptions, Learner, grade
-    from pagedlab.grading.points import DEFAULT_SCORING
-    from pagedlab.grading.submissions import _notebooks_under
+    from pagedlab.grading import report  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.grade import E2EOptions, Learner, grade  # lazy: run() catches its import failure
+    from pagedlab.grading.points import DEFAULT_SCORING  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.submissions import _notebooks_under  # lazy: off the top, so run() catches its import failure
 
     sub = root / "submission"
     learner = Learner("submission", str(sub), student_id=_student_id(root / "submission_metadata.json"))
@@ -382,8 +377,6 @@ def run(root: Any | None = None) -> Path:
     ``root`` defaults to ``$PAGEDLAB_AUTOGRADER_ROOT`` or ``/autograder``. Never raises for a bad
     submission or a failure of the grader: the results then say what happened, with 0 points.
     """
-    from pagedlab.grading import registry
-
     base = _root(root)
     config = _config(base / "source")
     exercises = [str(e) for e in config.get("exercises") or [ex.id for ex in registry.all_exercises()]]
@@ -395,6 +388,7 @@ def run(root: Any | None = None) -> Path:
             exercises,
             config.get("points") or None,
         )
+    # lazy: report stays off the module top (run()'s try imported it first)
     from pagedlab.grading.report import write_text_atomic
 
     out = base / "results" / "results.json"
@@ -406,8 +400,9 @@ def run(root: Any | None = None) -> Path:
 # --- CLI --------------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``pagedlab gradescope-bundle`` options."""
+    # lazy: grader modules stay off the module top: run() catches their import failure
     from pagedlab.grading.grade import add_e2e_arguments, add_limit_arguments, add_reference_argument
-    from pagedlab.grading.points import add_points_argument, add_scoring_argument
+    from pagedlab.grading.points import add_points_argument, add_scoring_argument  # lazy: as above
 
     parser.add_argument("out", metavar="OUT.zip", help="the autograder zip to write")
     parser.add_argument("--hidden-tests", metavar="DIR", default=None, help="folder of hidden-test files to include")
@@ -427,9 +422,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Build the zip; print where it is."""
-    from pagedlab.grading import registry
-    from pagedlab.grading.grade import GradeError, e2e_options
-    from pagedlab.grading.points import PointsError, parse_points
+    from pagedlab.grading.grade import GradeError, e2e_options  # lazy: off the top, so run() catches its import failure
+    from pagedlab.grading.points import PointsError, parse_points  # lazy: run() catches its import failure
 
     try:
         e2e = e2e_options(args)

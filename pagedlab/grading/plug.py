@@ -36,7 +36,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pagedlab.grading import registry, serve
-from pagedlab.grading.checking import changed_since_check, passed_check
+from pagedlab.grading.checking import changed_since_check, passed_check, resolve_exercise
 from pagedlab.grading.serve import Comparison
 from pagedlab.parts.contracts import GET_COMPUTED_BLOCKS, GET_COMPUTED_BLOCKS_MUTATES
 from pagedlab.parts.guard import ContractError
@@ -45,6 +45,8 @@ from pagedlab.parts.protocols import PrefixLookupFn, ScheduleStepFn
 from pagedlab.parts.radix import RadixOps
 from pagedlab.parts.schedule import PreemptingStep
 from pagedlab.parts.slots import SLOTS, Components
+from pagedlab.viz import render_radix_tree
+from pagedlab.viz.pictures import render_queue_rows
 
 __all__ = [
     "my_engine",
@@ -135,7 +137,7 @@ def _radix_bridge(name: str) -> Callable[[Any], RadixOps]:
     the tree is the learner kit's ``TreeNode`` (``new_tree``, ``lock``, ``unlock``)."""
 
     def bridge(fn: Callable[..., Any]) -> RadixOps:
-        from pagedlab.grading import kit
+        from pagedlab.grading import kit  # lazy: plug is in the learner's process: loads only what it uses
 
         ref = {n: registry.get(f"07.{n}").get_reference() for n in ("match_prefix", "insert", "evict")}
         ops = RadixOps(**ref, new_tree=kit.new_tree, lock=kit.lock, unlock=kit.unlock)
@@ -149,7 +151,7 @@ def _fork_cow_bridge(name: str) -> Callable[[Any], ForkCowFns]:
     reference; the pool is a ``RefCountedPool`` view of the engine's block pool, tables are ``Seq``s."""
 
     def bridge(fn: Callable[..., Any]) -> ForkCowFns:
-        from pagedlab.grading import kit
+        from pagedlab.grading import kit  # lazy: plug is in the learner's process: loads only what it uses
 
         ref = {n: registry.get(f"03.{n}").get_reference() for n in ("fork", "append_token")}
         fns = ForkCowFns(**ref, pool_view=kit.RefCountedPool.over, seq=kit.Seq)
@@ -251,13 +253,11 @@ def learner_components(namespace: dict[str, Any], only: str | None = None) -> tu
 
 def render_component_state(slot: str, state: dict[str, Any]) -> str:
     """An SVG of the state a guard reports (the free queue, the radix tree; "" for slots without a picture)."""
-    from pagedlab.viz.pictures import render_queue_rows
-
     if slot == "free_queue" and "free_queue" in state:
         return render_queue_rows([("free queue", state["free_queue"], None)], title=f"free queue ({slot})")
     if slot == "radix" and "root" in state:
+        # lazy: plug is in the learner's process: loads only what it uses
         from pagedlab.grading.snapshots import tree_state
-        from pagedlab.viz import render_radix_tree
 
         return render_radix_tree({"root": tree_state(state["root"])}, title="the engine's radix tree (radix)")
     return ""
@@ -277,7 +277,7 @@ def my_engine(
     Returns:
         A ``pagedlab.LLM``; ``llm.llm_engine.components`` says whose part is where.
     """
-    from pagedlab.engine.llm import LLM
+    from pagedlab.engine.llm import LLM  # lazy: start-up time (the engine); tests replace LLM
 
     ns = namespace if namespace is not None else sys._getframe(1).f_globals
     comps, notes = learner_components(ns)
@@ -300,8 +300,6 @@ def serve_with(
     """Plug ``obj`` (one exercise, passed ``check()``) into the real engine, serve real prompts and
     print one line: are the outputs identical to the kit's engine's? Returns the comparison (None
     when ``obj`` is not plugged in: the line says why)."""
-    from pagedlab.grading.checking import resolve_exercise
-
     ex = resolve_exercise(obj, exercise_id)
     if ex.id not in BRIDGES:
         print(f"{ex.name} is not a part of the engine (nothing to serve with it)")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab.errors import PagedLabError
+from pagedlab.grading import registry
 
 __all__ = [
     "DEFAULT_SCORING",
@@ -90,8 +91,6 @@ def parse_points(specs: Iterable[str] | None) -> dict[str, float]:
     Raises:
         PointsError: an unknown exercise id, a bad number, an unreadable or invalid file.
     """
-    from pagedlab.grading import registry
-
     known = {ex.id for ex in registry.all_exercises()}
     out: dict[str, float] = {}
     for spec in specs or ():
@@ -111,7 +110,6 @@ def points_of(exercise_id: str, points: Mapping[str, float] | None = None) -> fl
     """The points ``exercise_id`` is worth: the instructor's (``points``) or the registry's."""
     if points and exercise_id in points:
         return float(points[exercise_id])
-    from pagedlab.grading import registry
 
     return float(registry.get(exercise_id).points)
 

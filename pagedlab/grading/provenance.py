@@ -34,6 +34,8 @@ import inspect
 import types
 from typing import Any
 
+from pagedlab.grading import registry
+
 __all__ = ["FLAG_PREFIX", "Provenance", "RunWatch", "code_key", "functions_of"]
 
 #: Every flag of this module starts with this (the grader recognises reference hand-ins by it).
@@ -102,8 +104,6 @@ class Provenance:
     """
 
     def __init__(self, exercise_ids: Any) -> None:
-        from pagedlab.grading import registry
-
         self._refs: dict[str, list[tuple[str, Any, dict[str, tuple[Any, ...]]]]] = {}
         for eid in exercise_ids:
             try:

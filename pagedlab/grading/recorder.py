@@ -23,6 +23,8 @@ produces its transcript, the grader's own process produces the reference transcr
 
 from __future__ import annotations
 
+import linecache
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -264,8 +266,6 @@ def where_raised(exc: BaseException) -> str:
 
 
 def _is_library_file(filename: str) -> bool:
-    import os
-
     if not filename or filename.startswith("<frozen"):
         return True
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -285,8 +285,6 @@ def learner_frame(exc: BaseException) -> str:
     notebook cells (IPython registers their source in ``linecache``) and the grader's
     ``<exercise ...>`` code objects.
     """
-    import linecache
-
     where = ""
     try:
         for frame, lineno in traceback.walk_tb(exc.__traceback__):

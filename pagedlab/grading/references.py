@@ -81,6 +81,7 @@ def yours_or_reference(obj: Any, component: str, exercise_id: str | None = None)
         component: the ``use_reference`` component to fall back on (``"kv_bytes"``, ``"cow"`` ...).
         exercise_id: the exercise ``obj`` answers, when its name does not say.
     """
+    # lazy: start-up time (checking loads viz), kept out of the learner's process
     from pagedlab.grading.checking import check
 
     name = getattr(obj, "__name__", component)

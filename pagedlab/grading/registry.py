@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pagedlab.grading import runner
+
 __all__ = [
     "Exercise",
     "Test",
@@ -349,6 +351,5 @@ def unload_hidden_tests() -> None:
         for ex in _REGISTRY.values():
             ex.tests[:] = [t for t in ex.tests if not t.hidden]
         _hidden_loaded.clear()
-    from pagedlab.grading import runner
 
     runner.forget_hidden_references()

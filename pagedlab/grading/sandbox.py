@@ -45,13 +45,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import os
 import signal
 import sys
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
+import pagedlab
 from pagedlab.containment import kernel as contain
 from pagedlab.containment.guard import install_guard
 from pagedlab.containment.limits import preload_native_modules
@@ -61,18 +64,12 @@ __all__ = ["main"]
 
 # --- the run ---------------------------------------------------------------------------------------------
 def _read_roots() -> list[str]:
-    import sysconfig
-
-    import pagedlab
-
     roots: set[str] = set()
     for key in ("stdlib", "platstdlib", "purelib", "platlib", "include"):
         with contextlib.suppress(KeyError):
             roots.add(sysconfig.get_path(key))
     roots.add(os.path.dirname(os.path.abspath(pagedlab.__file__)))
     try:  # the kernels folder, found without importing it (that would import torch)
-        import importlib.util
-
         spec = importlib.util.find_spec("pagedlab.kernels")
         for loc in (spec.submodule_search_locations or []) if spec else []:
             roots.add(os.path.abspath(loc))
@@ -151,7 +148,6 @@ class _Audit:
         ``sys.modules`` under ``pagedlab.`` that are not files of the kit (import-time tricks)."""
         after = _fingerprint()
         out = sorted(k for k, v in self.before.items() if after.get(k, v) != v)
-        import pagedlab
 
         home = os.path.dirname(os.path.realpath(pagedlab.__file__))
         for mname, mod in list(sys.modules.items()):
@@ -179,8 +175,8 @@ class _LocalRunner:
     """
 
     def __init__(self) -> None:
-        from pagedlab.grading import registry
-        from pagedlab.grading.runner import run_driver
+        from pagedlab.grading import registry  # lazy: learner's process: imported in main's order
+        from pagedlab.grading.runner import run_driver  # lazy: learner's process: imported in main's order
 
         self._run_driver = run_driver
         self._tests: dict[tuple[str, str], Any] = {  # copies: patching the registry's tests changes nothing here
@@ -212,9 +208,7 @@ def preload_imports(parsed: list[tuple[str, Any]], workdir: str) -> list[str]:
     standard library's native parts are :func:`preload_native_modules`' job), found outside the learner's
     working folder, at most :data:`MAX_PRELOADED_IMPORTS`. Returns those that failed to load (the learner's
     own import then says why)."""
-    import importlib.util
-
-    from pagedlab.grading.extract import imported_modules
+    from pagedlab.grading.extract import imported_modules  # lazy: learner's process: imported in main's order
 
     wanted = sorted({m for _nb, ext in parsed for m in imported_modules(ext)})
     work = os.path.realpath(workdir) + os.sep
@@ -241,6 +235,7 @@ def preload_imports(parsed: list[tuple[str, Any]], workdir: str) -> list[str]:
 
 def _parse(workdir: str, notebooks: list[str], names: dict[str, str]) -> list[tuple[str, Any]]:
     """(notebook, extraction) of each notebook that parses (the driver reports the others)."""
+    # lazy: learner's process: imported in main's order
     from pagedlab.grading.extract import NotebookError, find_exercises, read_notebook
 
     parsed = []
@@ -265,8 +260,8 @@ def _load(
     ``into`` (exercise id -> object) receives the first loaded object of each exercise (the
     end-to-end test's engine plugs them in); ``provenance`` (:class:`~pagedlab.grading.provenance.Provenance`)
     flags an object that is the kit's reference."""
-    from pagedlab.grading.extract import load_exercises
-    from pagedlab.grading.runner import time_limit
+    from pagedlab.grading.extract import load_exercises  # lazy: learner's process: imported in main's order
+    from pagedlab.grading.runner import time_limit  # lazy: learner's process: imported in main's order
 
     def limited(fn: Callable[[], Any]) -> Any:
         with time_limit(cell_timeout):
@@ -300,7 +295,7 @@ def _load(
 def _draw_local_differential_cases(names: dict[str, str]) -> None:
     """Draw now the cases of the differential tests that run here (:class:`_LocalRunner`): drawing imports
     hypothesis's and numpy's lazy modules, which the filter (step 3) would refuse to map."""
-    from pagedlab.grading import differential, registry
+    from pagedlab.grading import differential, registry  # lazy: learner's process: imported in main's order
 
     for eid in names:
         diff = differential.find(eid)
@@ -310,8 +305,8 @@ def _draw_local_differential_cases(names: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Load the submission, send the hello, answer the driver until it closes the pipe."""
-    from pagedlab.containment.rpc import Channel
-    from pagedlab.grading.recorder import learner_frame
+    from pagedlab.containment.rpc import Channel  # lazy: learner's process: imported in main's order
+    from pagedlab.grading.recorder import learner_frame  # lazy: learner's process: imported in main's order
 
     rfd, wfd, job_path = (list(sys.argv[1:] if argv is None else argv) + ["", "", ""])[:3]
     with open(job_path, encoding="utf-8") as f:
@@ -331,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
     preload_imports(parsed, workdir)  # installed packages the notebooks import, before the filter
     if "torch" in job.get("needs", []) and not job.get("e2e"):
-        from pagedlab.parts import poison
+        from pagedlab.parts import poison  # lazy: learner's process: imported in main's order, only for torch
 
         poison.install()  # memory the learner's code allocates and never writes holds NaN, on every run
     server: Any = None
@@ -345,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     reg = sys.modules["pagedlab.grading.registry"]
     reg.use_course(job.get("course", reg.DEFAULT_COURSE))  # the course the grader serves
     reg.load_all()
-    from pagedlab.grading.provenance import Provenance, RunWatch
+    from pagedlab.grading.provenance import Provenance, RunWatch  # lazy: learner's process: imported in main's order
 
     refs = Provenance(names)  # the references' fingerprints, before any learner cell runs or a guard is on
     watch = RunWatch(refs)  # imports cProfile now, before the filter

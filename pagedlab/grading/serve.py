@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pagedlab import SamplingParams
+from pagedlab.errors import ComponentError
+
 if TYPE_CHECKING:  # the engine (torch) is imported only when a run starts: the driver imports this module
     from pagedlab.parts.slots import Components
 
@@ -132,8 +135,6 @@ class Served:
 
 def generate_ids(llm: Any, prompt_ids: list[list[int]], max_tokens: int, n: int = 1) -> tuple[list[list[int]], float]:
     """Greedy tokens per prompt of ``llm`` (``n`` completions each, one after the other) and the seconds it took."""
-    from pagedlab import SamplingParams
-
     t0 = time.perf_counter()
     params = SamplingParams(n=n, temperature=0, max_tokens=int(max_tokens))
     outs = llm.generate([{"prompt_token_ids": list(p)} for p in prompt_ids], params)
@@ -152,8 +153,7 @@ def serve(
     """Serve ``prompt_ids`` greedily on an engine built from ``components`` (None: the kit's parts) and the
     engine ``settings`` (``LLM`` arguments, nothing added). A guard's ``ComponentError`` is kept in ``error``;
     anything else raises."""
-    from pagedlab.engine.llm import LLM
-    from pagedlab.errors import ComponentError
+    from pagedlab.engine.llm import LLM  # lazy: start-up time (the engine); tests replace LLM
 
     llm = LLM(**({"model": model} if model else {}), components=components, **settings)
     try:
@@ -173,7 +173,7 @@ def chat_ids(prompts: list[str]) -> list[list[int]]:
     """Token ids of each prompt as a chat user turn (the bundled model's chat template)."""
     key = tuple(prompts)
     if key not in _TEMPLATED:
-        from pagedlab.engine.llm import LLM
+        from pagedlab.engine.llm import LLM  # lazy: start-up time (the engine); tests replace LLM
 
         llm = LLM(**BASE)
         _TEMPLATED[key] = [llm.apply_chat_template([{"role": "user", "content": p}]) for p in prompts]

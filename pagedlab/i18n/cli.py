@@ -4,6 +4,7 @@ catalogs (``solutions/<lang>/*.po``) in line with the English notebooks (:mod:`p
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from pagedlab.i18n import notebooks
@@ -26,8 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _first_line(solution: Path, cid: str) -> str:
-    import json
-
     for c, src in notebooks.cells(json.loads(solution.read_text(encoding="utf-8"))):
         if c == cid:
             return src.strip().splitlines()[0][:70] if src.strip() else ""

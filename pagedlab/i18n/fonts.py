@@ -11,6 +11,8 @@ as before), then the first CJK font installed. Where to get one:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["CJK_FAMILIES", "use_cjk_fonts", "installed_cjk_font"]
 
 #: CJK families tried in order, after DejaVu Sans.
@@ -36,9 +38,7 @@ def installed_cjk_font() -> str | None:
     matplotlib lists the system's fonts once and caches the list; a CJK font installed after that (the
     learner ran ``apt-get install fonts-noto-cjk`` later) is added from the system's font folders here.
     """
-    from pathlib import Path
-
-    from matplotlib import font_manager
+    from matplotlib import font_manager  # lazy: start-up time (matplotlib, ~0.5 s)
 
     def found() -> str | None:
         have = {f.name for f in font_manager.fontManager.ttflist}
@@ -58,7 +58,7 @@ def use_cjk_fonts() -> str | None:
     of :data:`CJK_FAMILIES` (matplotlib falls back glyph by glyph only along ``font.family``, not inside the
     generic ``sans-serif``). Idempotent. Returns that CJK family, or None when none is installed (Chinese
     labels would show as boxes, with matplotlib's "Glyph ... missing" warning: install one, see above)."""
-    import matplotlib as mpl
+    import matplotlib as mpl  # lazy: start-up time (matplotlib, ~0.5 s)
 
     found = installed_cjk_font()
     if found is not None:

@@ -14,6 +14,7 @@ Text with no entry stays English: a missing translation never hides a message.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from functools import cache
 from importlib.resources import files
 
 from pagedlab.errors import PagedLabError
+from pagedlab.i18n import figures
+from pagedlab.i18n.fonts import use_cjk_fonts
 
 __all__ = [
     "LANGUAGES",
@@ -71,9 +74,6 @@ def set_language(code: str | None) -> str:
     _chosen = None if code is None else normalize_language(code, "set_language")
     lang = get_language()
     if lang != "en":
-        from pagedlab.i18n import figures  # lazy: matplotlib's hook only once a learner picks a language
-        from pagedlab.i18n.fonts import use_cjk_fonts
-
         use_cjk_fonts()
         figures.install(tr)  # the figures' titles, labels and legends (pagedlab.i18n.figures)
     return lang
@@ -146,9 +146,7 @@ class Catalog:
         Raises:
             I18nError: a translation whose placeholders differ from its msgid's.
         """
-        import io
-
-        from babel.messages.pofile import read_po
+        from babel.messages.pofile import read_po  # lazy: start-up time (Babel, ~30 ms; only when a catalog is read)
 
         cat = cls()
         templates: list[tuple[str, str]] = []

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pagedlab.i18n.messages import I18nError
+from pagedlab.i18n.messages import LANGUAGES, I18nError
 
 __all__ = ["CatalogStatus", "cells", "read", "write", "status", "update", "translate_notebook", "catalog_path"]
 
@@ -82,7 +82,7 @@ class Entry:
 
 def _previous(comments: list[str]) -> str:
     """The old English of a fuzzy entry from its ``#| msgid "..."`` lines (Babel keeps them as user comments)."""
-    from babel.messages.pofile import unescape
+    from babel.messages.pofile import unescape  # lazy: start-up time (Babel, ~30 ms; only when a catalog is read)
 
     parts, inside = [], False
     for c in comments:
@@ -103,6 +103,7 @@ def read(path: Path) -> dict[str, Entry]:
     """
     if not path.is_file():
         return {}
+    # lazy: start-up time (Babel, ~30 ms; only when a catalog is read)
     from babel.messages.pofile import PoFileError, read_po
 
     try:
@@ -124,8 +125,8 @@ def read(path: Path) -> dict[str, Entry]:
 
 def write(path: Path, entries: list[Entry], lang: str, notebook: str) -> None:
     """Write ``entries`` (in cell order) as a ``.po`` catalog."""
-    from babel.messages.catalog import Catalog
-    from babel.messages.pofile import write_po
+    from babel.messages.catalog import Catalog  # lazy: start-up time (Babel, ~30 ms; only when a catalog is written)
+    from babel.messages.pofile import write_po  # lazy: start-up time (Babel, ~30 ms; only when a catalog is written)
 
     cat = Catalog(
         locale=lang,
@@ -213,8 +214,6 @@ def translate_notebook(nb: dict[str, Any], entries: dict[str, Entry], lang: str)
     """A copy of ``nb`` with each markdown cell replaced by its current translation and a first code cell
     that sets the language (:data:`LANGUAGE_CELL`), and the ids of the cells left in English (no
     translation, or a stale one: a stale translation is never shown)."""
-    from pagedlab.i18n.messages import LANGUAGES
-
     out = copy.deepcopy(nb)
     english_left = []
     for cell in out.get("cells", []):

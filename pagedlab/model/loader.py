@@ -24,6 +24,7 @@ from pagedlab.errors import (
     ModelFileCorruptError,
     ModelNotFoundError,
 )
+from pagedlab.model.fetch import default_cache_dir, ensure_model
 from pagedlab.model.llama import LlamaConfig, LlamaForCausalLM
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
         ModelNotFoundError: the path does not exist or holds no GGUF file.
     """
     if model is None or str(model).lower() in _ALIASES:
-        from pagedlab.model.fetch import ensure_model
-
         return Path(ensure_model())
     path = Path(model).expanduser()
     if path.is_dir():
@@ -64,8 +63,6 @@ def resolve_model_path(model: str | os.PathLike[str] | None) -> Path:
 
 
 def _converted_dir(gguf: Path) -> Path:
-    from pagedlab.model.fetch import default_cache_dir
-
     st = gguf.stat()
     return Path(default_cache_dir()) / "converted" / f"{gguf.stem}-{st.st_size}-{int(st.st_mtime)}-v{_CONVERTED_FORMAT}"
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from pagedlab.errors import ConfigError
+from pagedlab.model.cpu_linear import PackedDecoderLayer
 from pagedlab.model.llama import LlamaForCausalLM
 
 __all__ = ["DTYPES", "resolve_dtype", "dtype_name", "cpu_bf16_isa", "cpu_model", "bf16_summary", "model_in_dtype"]
@@ -145,8 +146,6 @@ def model_in_dtype(net: LlamaForCausalLM, dtype: torch.dtype) -> LlamaForCausalL
 
 
 def _copy(net: LlamaForCausalLM, dtype: torch.dtype) -> LlamaForCausalLM:
-    from pagedlab.model.cpu_linear import PackedDecoderLayer
-
     cfg = net.config
     with torch.device("meta"):
         new = LlamaForCausalLM(cfg)

@@ -9,10 +9,12 @@ import torch
 
 from pagedlab.kernels.paged_kv import PagedKV
 from pagedlab.kernels.reference import load_kv_tile
+from pagedlab.kernels.reference import paged_decode_attention as reference
 from pagedlab.parts.contracts import LOAD_KV_TILE, LOAD_KV_TILE_MUTATES
 from pagedlab.parts.guard import Guard
 from pagedlab.parts.poison import poisoned_allocations
 from pagedlab.parts.protocols import KVTileLoadFn
+from pagedlab.parts.triton_source import CHECKS, source_findings
 
 __all__ = ["guarded_kv_tile_load", "GuardedTritonTileLoad"]
 
@@ -89,7 +91,6 @@ class GuardedTritonTileLoad:
         """
         if self._source_read:
             return
-        from pagedlab.parts.triton_source import CHECKS, source_findings
 
         self._source_read = True
         failed = [name for name, ok in source_findings(self.fn).items() if ok is False]
@@ -108,8 +109,7 @@ class GuardedTritonTileLoad:
             ComponentError: the kernel raised (a compile error in the tile load, a bad layout), or
                 its output is not finite or differs from the reference by more than ``ATOL``.
         """
-        from pagedlab.kernels.decode_attention import paged_decode_attention
-        from pagedlab.kernels.reference import paged_decode_attention as reference
+        from pagedlab.kernels.decode_attention import paged_decode_attention  # lazy: optional dependency (Triton)
 
         self._check_source()
 

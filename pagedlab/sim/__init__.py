@@ -25,6 +25,7 @@ from pagedlab.sim.models import (
     ModelSpec,
     get_model,
 )
+from pagedlab.sim.replay import replay_on_engine
 from pagedlab.sim.simulator import compare, gpu_cache_config, simulate
 from pagedlab.sim.traces import (
     TraceRequest,
@@ -36,14 +37,6 @@ from pagedlab.sim.traces import (
     scale_for_cpu,
     synthesize_prompts,
 )
-
-
-def replay_on_engine(*args, **kwargs):
-    """See :func:`pagedlab.sim.replay.replay_on_engine`."""
-    from pagedlab.sim.replay import replay_on_engine as _replay
-
-    return _replay(*args, **kwargs)
-
 
 __all__ = [
     "TraceRequest",

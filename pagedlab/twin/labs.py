@@ -21,9 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pagedlab import vllm_version
+from pagedlab import twin, vllm_version
+from pagedlab.analysis.lab04 import chat_ids, load_prompts
+from pagedlab.data import path as find_data
+from pagedlab.sim import load_azure, scale_for_cpu, synthesize_prompts
+from pagedlab.twin.hf_model import hf_model_dir
 from pagedlab.twin.records import Divergence, EngineSettings, Trace, TwinRequest, Workload
-from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION
+from pagedlab.vllm_env import vllm_env
+from pagedlab.vllm_version import VLLM_REQUIREMENT, VLLM_VERSION, vllm_python
 
 __all__ = [
     "LAB_WIDGETS",
@@ -43,8 +48,7 @@ def _greedy(max_tokens: int) -> dict[str, Any]:
 
 def _chat(ids: list[str]) -> dict[str, list[int]]:
     """The prompts ``ids`` of ``data/prompts.jsonl`` under SmolLM2's chat template, as ``LLM.chat`` builds them."""
-    from pagedlab.analysis.lab04 import chat_ids, load_prompts
-    from pagedlab.model.loader import load_model_cached
+    from pagedlab.model.loader import load_model_cached  # lazy: start-up time (the loader imports torch)
 
     tok = load_model_cached(None)[1]
     prompts = load_prompts()
@@ -53,8 +57,7 @@ def _chat(ids: list[str]) -> dict[str, list[int]]:
 
 def _lab02() -> Workload:
     """Lab 02's three chat prompts, two seats, no prefix caching, a pool of 8 blocks of 32 (lab: 20 of 8)."""
-    from pagedlab.analysis.lab04 import chat_ids
-    from pagedlab.model.loader import load_model_cached
+    from pagedlab.model.loader import load_model_cached  # lazy: start-up time (the loader imports torch)
 
     tok = load_model_cached(None)[1]
     texts = [
@@ -113,9 +116,7 @@ def _lab09() -> Workload:
     Answers are cut to 2-6 tokens (at least 2: the twin's vLLM side reads a request's first chunk from
     vLLM's scheduler after the step, and a request that finishes in its first step has left it).
     """
-    from pagedlab.data import path as find_data
-    from pagedlab.model.loader import load_model_cached
-    from pagedlab.sim import load_azure, scale_for_cpu, synthesize_prompts
+    from pagedlab.model.loader import load_model_cached  # lazy: start-up time (the loader imports torch)
 
     trace = load_azure(find_data("azure2023_AzureLLMInferenceTrace_conv.csv"), limit=12)
     scaled = scale_for_cpu(trace, max_prompt=96, max_output=12, time_scale=0.5)
@@ -141,7 +142,7 @@ def _lab09() -> Workload:
 
 
 def _vocab_size() -> int:
-    from pagedlab.model.loader import load_model_cached
+    from pagedlab.model.loader import load_model_cached  # lazy: start-up time (the loader imports torch)
 
     return int(load_model_cached(None)[0].config.vocab_size)
 
@@ -199,14 +200,12 @@ def lab_vllm_status() -> tuple[bool, str]:
         ValueError: ``PAGEDLAB_LAB_VLLM`` is neither 'on' nor 'off'.
     """
 
-    from pagedlab.twin import vllm_status
-
     setting = os.environ.get(LAB_VLLM_ENV, "on").strip().lower()
     if setting not in ("on", "off"):
         raise ValueError(f"{LAB_VLLM_ENV} must be 'on' or 'off', got {setting!r}")
     if setting == "off":
         return False, f"switched off by {LAB_VLLM_ENV}=off"
-    return vllm_status()
+    return twin.vllm_status()  # looked up at the call (tests replace it)
 
 
 def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | None] | None:
@@ -219,14 +218,12 @@ def on_vllm(lab: str, *, show: bool = True) -> tuple[Trace, Trace, Divergence | 
         ValueError: no workload for ``lab``.
         RuntimeError: the vLLM process failed (``pagedlab.twin.run_on_vllm``).
     """
-    from pagedlab.twin import compare
-
     ok, why = lab_vllm_status()
     if not ok:
         print(install_hint(why))
         return None
     workload = lab_workload(lab)
-    kit, vllm, found = compare(workload)[0]
+    kit, vllm, found = twin.compare(workload)[0]
     if show:
         from IPython.display import HTML, display  # lazy: IPython only where the cell displays
 
@@ -258,10 +255,6 @@ def run_script_on_vllm(script: str | Path, args: list[str] | None = None, *, tim
     Raises:
         RuntimeError: the script failed on vLLM (its last output lines are in the message) or timed out.
     """
-
-    from pagedlab.twin.hf_model import hf_model_dir
-    from pagedlab.vllm_env import vllm_env
-    from pagedlab.vllm_version import vllm_python
 
     ok, why = lab_vllm_status()
     if not ok:

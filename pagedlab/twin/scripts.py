@@ -54,8 +54,9 @@ def run_scripts_on_vllm(scripts: list[tuple[str | Path, list[str]]]) -> list[Scr
         FileNotFoundError: a script does not exist.
         RuntimeError: the vLLM process itself failed or timed out (a failing script is a run with rc != 0).
     """
+    # lazy: this file also runs in vLLM's venv, where pagedlab is not installed
     from pagedlab.twin import VLLMUnavailableError, run_in_vllm, vllm_status
-    from pagedlab.twin.hf_model import hf_model_dir
+    from pagedlab.twin.hf_model import hf_model_dir  # lazy: as above (this file runs in vLLM's venv too)
 
     ok, why = vllm_status()
     if not ok:

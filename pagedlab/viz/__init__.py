@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pagedlab.viz._svg import PALETTE, owner_color
+from pagedlab.trace import rebuild_snapshots
+from pagedlab.viz._svg import PALETTE, as_dict, owner_color
 from pagedlab.viz.gantt import batch_steps, empty_step, render_batch_gantt
 from pagedlab.viz.kernel import kernel_walk_steps, render_kernel_walk
 from pagedlab.viz.mapping import mapping_frames, render_block_table, slot_of
@@ -71,6 +72,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # ipywidgets is imported only when a player is asked for, so renderers work without it.
     if name == "Player":
+        # lazy: start-up time (Player imports ipywidgets); renderers work without it
         from pagedlab.viz.player import Player
 
         return Player
@@ -85,7 +87,7 @@ def _player(
     description: str = "step",
     start: int | None = None,
 ):
-    from pagedlab.viz.player import Player
+    from pagedlab.viz.player import Player  # lazy: start-up time (Player imports ipywidgets)
 
     return Player(
         frames,
@@ -109,8 +111,6 @@ def kv_usage_player(step_stats: Sequence[Any], num_gpu_blocks: int | None = None
         raise ValueError("step_stats is empty: run the engine first")
 
     def caption(i: int, k: int) -> str:
-        from pagedlab.viz._svg import as_dict
-
         s = as_dict(stats[i])
         return (
             f"step {s['step']}: {s['kv_blocks_used']} blocks in use, "
@@ -136,8 +136,6 @@ def pool_player(
         num_blocks: pool size when the trace has no ``init`` event.
         per: ``"step"`` (one frame per engine step) or ``"event"`` (one per event, finest).
     """
-    from pagedlab.trace import rebuild_snapshots
-
     snaps = rebuild_snapshots(list(tracer_events), num_blocks, per=per)
     if not snaps:
         raise ValueError("the trace is empty: run with trace=True first")
