@@ -155,7 +155,8 @@ demo: setup
 
 # The lint step (ruff + mypy, seconds) runs first: a lint error fails `make test` as a test would.
 # The course site is built in the background while pytest runs (its notebooks execute beside the tests);
-# tests/browser/test_site_browser.py, ordered last, waits for that build (PAGEDLAB_SITE_BUILD_PID) and
+# tests/browser/test_site_browser.py, ordered last, waits for that build's exit status file (PAGEDLAB_SITE_BUILD_RC:
+# a process id would not do, the finished build stays a zombie of this recipe's shell until pytest ends) and
 # opens every page in Chromium. Its log: $(ARTIFACTS)/site_build.log. The labs' "On real vLLM" cells take
 # their not-installed branch in that build (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs
 # them on real vLLM once; `make site` runs them where vLLM is installed.
@@ -163,11 +164,13 @@ demo: setup
 SITE_IN_TEST ?= 1
 test: lint $(if $(filter 1,$(SITE_IN_TEST)),$(SITE_NPM))
 	@mkdir -p $(ARTIFACTS)
-	@pid=; if [ "$(SITE_IN_TEST)" = 1 ]; then \
-	  PAGEDLAB_LAB_VLLM=off "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1 & pid=$$!; \
-	  echo "==> building the course site in the background (pid $$pid, log $(ARTIFACTS)/site_build.log)"; \
+	@rc=; rm -f $(ARTIFACTS)/site_build.rc; if [ "$(SITE_IN_TEST)" = 1 ]; then \
+	  rc=$(CURDIR)/$(ARTIFACTS)/site_build.rc; \
+	  ( PAGEDLAB_LAB_VLLM=off "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1; \
+	    echo $$? > "$$rc" ) & \
+	  echo "==> building the course site in the background (log $(ARTIFACTS)/site_build.log, exit status to $$rc)"; \
 	fi; \
-	PAGEDLAB_SITE_BUILD_PID=$$pid TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
+	PAGEDLAB_SITE_BUILD_RC=$$rc TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
 	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)
 
 site: setup $(SITE_NPM)

@@ -2,7 +2,8 @@
 
 The site is built by ``website/build.py`` into ``build/site/en`` (``PAGEDLAB_SITE_DIR`` names another
 folder). ``make test`` starts that build in the background before pytest and exports its process id as
-``PAGEDLAB_SITE_BUILD_PID``; the fixture waits for it (these tests are ordered last, tests/conftest.py),
+``PAGEDLAB_SITE_BUILD_RC``, the file its exit status goes to; the fixture waits for that file (these tests are
+ordered last, tests/conftest.py), fails with the build's log when the status is not 0,
 or builds the site itself when neither a build nor a running build is there.
 
 Per page, opened as ``file://`` with every other request recorded and refused (the page must need none):
@@ -50,16 +51,15 @@ JS_PLAYER = """(el) => {
 BUILD_LOG = REPO / "tests" / "artifacts" / "site_build.log"
 
 
-def _wait_for_build_pid(pid: int) -> None:
-    """Wait for ``make test``'s background build, at most 600 s (the test's own limit is 900 s)."""
+def _wait_for_build(rc_file: Path) -> int:
+    """The exit status of ``make test``'s background build, once it wrote it to ``rc_file``: at most 600 s more
+    (the test's own limit is 900 s)."""
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return
+        if rc_file.exists() and rc_file.read_text().strip():
+            return int(rc_file.read_text().strip())
         time.sleep(2)
-    pytest.fail(f"make test's background site build (pid {pid}) still runs after 600 s more:\n{_log_tail()}")
+    pytest.fail(f"make test's background site build wrote no exit status to {rc_file} in 600 s more:\n{_log_tail()}")
 
 
 def _log_tail() -> str:
@@ -71,11 +71,11 @@ def _log_tail() -> str:
 
 @pytest.fixture(scope="module")
 def site() -> Path:
-    pid = int(os.environ.get("PAGEDLAB_SITE_BUILD_PID", "0") or 0)
-    if pid:
-        _wait_for_build_pid(pid)
-        if not (SITE / "build.json").exists():
-            pytest.fail(f"make test's background site build failed ({BUILD_LOG}):\n{_log_tail()}")
+    rc_file = os.environ.get("PAGEDLAB_SITE_BUILD_RC", "")
+    if rc_file:
+        rc = _wait_for_build(Path(rc_file))
+        if rc != 0 or not (SITE / "build.json").exists():
+            pytest.fail(f"make test's background site build failed (exit {rc}; {BUILD_LOG}):\n{_log_tail()}")
     if not (SITE / "build.json").exists():
         if not (REPO / "website" / "node_modules").exists():
             pytest.fail("website/node_modules is missing: run `make site` (it runs `npm ci` in website/)")
