@@ -159,14 +159,15 @@ demo: setup
 # a process id would not do, the finished build stays a zombie of this recipe's shell until pytest ends) and
 # opens every page in Chromium. Its log: $(ARTIFACTS)/site_build.log. The labs' "On real vLLM" cells take
 # their not-installed branch in that build (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs
-# them on real vLLM once; `make site` runs them where vLLM is installed.
+# them on real vLLM once; `make site` runs them where vLLM is installed. The build runs at the lowest CPU priority
+# (nice 19): it takes the cores' idle time between tests and leaves the tests' timings alone.
 # SITE_IN_TEST=0: no background build (a narrowed PYTEST_ARGS run that leaves the site test out).
 SITE_IN_TEST ?= 1
 test: lint $(if $(filter 1,$(SITE_IN_TEST)),$(SITE_NPM))
 	@mkdir -p $(ARTIFACTS)
 	@rc=; rm -f $(ARTIFACTS)/site_build.rc; if [ "$(SITE_IN_TEST)" = 1 ]; then \
 	  rc=$(CURDIR)/$(ARTIFACTS)/site_build.rc; \
-	  ( PAGEDLAB_LAB_VLLM=off "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1; \
+	  ( PAGEDLAB_LAB_VLLM=off nice -n 19 "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1; \
 	    echo $$? > "$$rc" ) & \
 	  echo "==> building the course site in the background (log $(ARTIFACTS)/site_build.log, exit status to $$rc)"; \
 	fi; \
