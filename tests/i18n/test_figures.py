@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab.i18n import messages
+from tests.i18n.source_strings import template
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "solutions").glob("0[3-9]_*.ipynb"))
@@ -24,16 +25,6 @@ METHODS = ("set_title", "set_xlabel", "set_ylabel", "suptitle", "annotate")
 def _english_after():
     yield
     messages.set_language(None)
-
-
-def _template(node: ast.AST) -> str | None:
-    """A string literal, an f-string with ``{a}``, ``{b}``, ... for its values, or a sum of them."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        names = iter("abcdefgh")
-        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{" + next(names) + "}" for v in node.values)
-    return None
 
 
 def figure_texts(notebook: Path) -> list[str]:
@@ -51,7 +42,7 @@ def figure_texts(notebook: Path) -> list[str]:
             args = [k.value for k in node.keywords if k.arg in KEYWORDS]
             if isinstance(node.func, ast.Attribute) and node.func.attr in METHODS and node.args:
                 args.append(node.args[0])
-            out += [t for a in args if (t := _template(a)) is not None]
+            out += [t for a in args if (t := template(a)) is not None]
     # a unit or a name ("ms", "GiB", "gpu_memory_utilization") and "{a} ({b})" stay as they are
     return [t for t in out if len(re.findall(r"[A-Za-z][\w/%.-]*", re.sub(r"\{\w\}", "", t))) >= 2]
 

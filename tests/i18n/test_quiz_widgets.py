@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pagedlab.i18n import messages
+from tests.i18n.source_strings import template
 
 REPO = Path(__file__).resolve().parents[2]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -21,16 +22,6 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 def _english_after():
     yield
     messages.set_language(None)
-
-
-def _template(node: ast.AST) -> str | None:
-    """A string literal, or an f-string with ``{a}``, ``{b}``, ... for its formatted values."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        names = iter("abcdefgh")
-        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{" + next(names) + "}" for v in node.values)
-    return None
 
 
 def prediction_texts(notebook: Path) -> list[str]:
@@ -46,10 +37,10 @@ def prediction_texts(notebook: Path) -> list[str]:
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
                 if name in ("predict", "reveal"):
-                    out += [t for a in [*node.args, *(k.value for k in node.keywords)] if (t := _template(a))]
+                    out += [t for a in [*node.args, *(k.value for k in node.keywords)] if (t := template(a))]
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
                 elts = node.value.elts if isinstance(node.value, ast.List) else getattr(node.value, "keys", [])
-                out += [t for e in elts if e is not None and (t := _template(e))]
+                out += [t for e in elts if e is not None and (t := template(e))]
     return [t for t in out if not re.fullmatch(r"[\d.]+", t)]  # a number as a choice stays a number
 
 
