@@ -214,9 +214,9 @@ def run_pagedlab(
     runner = eng.model_runner
     forward, seen = runner.forward, []
 
-    def spy(out: Any, block_ids: Any) -> Any:
+    def spy(out: Any) -> Any:
         seen.append([(s.start, s.num_tokens) for s in out.scheduled])
-        return forward(out, block_ids)
+        return forward(out)
 
     runner.forward = spy
     # FINAL_ONLY, as LLM.generate sets it (requests go in through the engine here only to share one t0).
