@@ -161,17 +161,23 @@ demo: setup
 # their not-installed branch in that build (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs
 # them on real vLLM once; `make site` runs them where vLLM is installed. The build runs at the lowest CPU priority
 # (nice 19): it takes the cores' idle time between tests and leaves the tests' timings alone.
+# After it, the same job builds the Chinese edition of the labs SITE_ZH_LABS only (website/build.py --only; its
+# exit status to PAGEDLAB_SITE_ZH_BUILD_RC, its log $(ARTIFACTS)/site_build_zh.log), which the site test opens too.
 # SITE_IN_TEST=0: no background build (a narrowed PYTEST_ARGS run that leaves the site test out).
 SITE_IN_TEST ?= 1
+SITE_ZH_LABS ?= 00_welcome,02_block_pool
 test: lint $(if $(filter 1,$(SITE_IN_TEST)),$(SITE_NPM))
 	@mkdir -p $(ARTIFACTS)
-	@rc=; rm -f $(ARTIFACTS)/site_build.rc; if [ "$(SITE_IN_TEST)" = 1 ]; then \
-	  rc=$(CURDIR)/$(ARTIFACTS)/site_build.rc; \
+	@rc=; zhrc=; rm -f $(ARTIFACTS)/site_build.rc $(ARTIFACTS)/site_build_zh.rc; if [ "$(SITE_IN_TEST)" = 1 ]; then \
+	  rc=$(CURDIR)/$(ARTIFACTS)/site_build.rc; zhrc=$(CURDIR)/$(ARTIFACTS)/site_build_zh.rc; \
 	  ( PAGEDLAB_LAB_VLLM=off nice -n 19 "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1; \
-	    echo $$? > "$$rc" ) & \
+	    echo $$? > "$$rc"; \
+	    PAGEDLAB_LAB_VLLM=off nice -n 19 "$(VPY)" website/build.py --lang zh --out build/site/zh --only $(SITE_ZH_LABS) \
+	      > $(ARTIFACTS)/site_build_zh.log 2>&1; \
+	    echo $$? > "$$zhrc" ) & \
 	  echo "==> building the course site in the background (log $(ARTIFACTS)/site_build.log, exit status to $$rc)"; \
 	fi; \
-	PAGEDLAB_SITE_BUILD_RC=$$rc TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
+	PAGEDLAB_SITE_BUILD_RC=$$rc PAGEDLAB_SITE_ZH_BUILD_RC=$$zhrc TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
 	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)
 
 site: setup $(SITE_NPM)

@@ -121,3 +121,18 @@ def test_the_chinese_edition_runs_translated_solutions_and_shows_the_chinese_lab
     assert build.edition("en", ROOT / "solutions", None, tmp_path / "x") == (ROOT / "solutions", ROOT / "labs")
     with pytest.raises(build.SiteBuildError, match="no zh catalogs"):
         build.edition("zh", tmp_path, None, tmp_path / "y")
+
+
+def test_only_refuses_a_lab_that_does_not_exist(tmp_path):
+    """`--only` names labs by stem; a stem that is no lab stops the build before anything runs, naming it."""
+    with pytest.raises(build.SiteBuildError, match=r"--only names no lab \['02_block_pol'\]"):
+        build.build("en", ROOT / "solutions", None, tmp_path / "en", 1, 60, True, ["00_welcome", "02_block_pol"])
+    assert not (tmp_path / "en").exists()
+
+
+def test_every_page_links_to_itself_in_the_other_languages():
+    """The language links: the same page in each other edition of website/strings.json, under its own name."""
+    zh = build.languages_html("02_block_pool.html", "zh")
+    assert zh == '<div class="site-langs"><a href="../en/02_block_pool.html" hreflang="en" lang="en">English</a></div>'
+    en = build.languages_html("index.html", "en")
+    assert 'href="../zh/index.html" hreflang="zh"' in en and ">中文</a>" in en and "../en/" not in en

@@ -1,6 +1,7 @@
 """Build the static course site: one HTML page per lab, with its executed outputs (``make site``).
 
     python website/build.py [--lang en] [--solutions solutions] [--labs labs] [--out build/site/en] [--jobs 2]
+                            [--only 00_welcome,02_block_pool]
 
 What a page holds, and where it comes from:
 
@@ -14,8 +15,10 @@ What a page holds, and where it comes from:
 * pages are rendered by ``jupyter nbconvert``'s lab template (HTMLExporter) with every script served from
   the site: the widget renderer (npm ``@jupyter-widgets/html-manager``), ``requirejs`` and MathJax 2
   (``website/package-lock.json``), copied into ``_static/``; no CDN at build or view time;
-* a sidebar lists the labs (the welcome lab is ``index.html``), each page has Previous/Next links, and a
-  search box searches every page's text (``search_index.js``, built here; ``website/static/site.js``).
+* a sidebar lists the labs (the welcome lab is ``index.html``), each page has Previous/Next links, a link to
+  the same page in each other language (``../<lang>/<page>``: the editions are built side by side under
+  ``build/site/``), and a search box searches every page's text (``search_index.js``, built here;
+  ``website/static/site.js``).
 
 Languages: ``--lang`` picks the interface strings (``website/strings.json``: every English key has a
 string in each language) and the ``<html lang>``. A translated edition (``make site SITE_LANG=zh``) reads
@@ -23,6 +26,9 @@ string in each language) and the ``<html lang>``. A translated edition (``make s
 same way (``solutions/<lang>/*.po``, :func:`pagedlab.i18n.notebooks.translate_notebook`; written to
 ``<out>/../_solutions/<lang>/``, run in ``solutions/``), so check(), pictures and self-checks print in
 that language; it writes to ``build/site/<lang>`` and its Colab/Binder links open ``labs/<lang>/``.
+
+``--only STEM,STEM`` builds those labs' pages alone (named as in the whole site; the sidebar lists only them):
+``make test`` builds the Chinese edition of two labs that way for its browser test.
 
 Executed notebooks are cached in ``<out>/../_executed/<lang>/`` keyed by the solution notebook, the lab
 notebook and every file of the ``pagedlab`` package (any change re-executes); ``--no-cache`` re-executes.
@@ -226,6 +232,17 @@ def render(nb: Any, lang: str) -> str:
     return body
 
 
+def languages_html(href: str, lang: str) -> str:
+    """Links to page ``href`` in every other language of ``website/strings.json`` (``../<lang>/<href>``)."""
+    table = json.loads((HERE / "strings.json").read_text(encoding="utf-8"))
+    links = [
+        f'<a href="../{other}/{href}" hreflang="{other}" lang="{other}">{html.escape(table[other]["language_name"])}</a>'
+        for other in table
+        if other != lang
+    ]
+    return f'<div class="site-langs">{" · ".join(links)}</div>'
+
+
 def nav_html(pages: list[dict[str, str]], current: int, s: dict[str, str]) -> tuple[str, str]:
     items = "".join(
         f'<li{" class=current" if i == current else ""}><a href="{p["href"]}">{html.escape(p["title"])}</a></li>'
@@ -313,14 +330,27 @@ def copy_widget_renderer(out: Path) -> None:
 
 # ------------------------------------------------------------------------------------------ main
 def build(
-    lang: str, solutions: Path, labs: Path | None, out: Path, jobs: int, timeout: int, use_cache: bool
+    lang: str,
+    solutions: Path,
+    labs: Path | None,
+    out: Path,
+    jobs: int,
+    timeout: int,
+    use_cache: bool,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Build the ``lang`` edition into ``out`` (``labs`` None: ``labs/`` or ``labs/<lang>/``, :func:`edition`)."""
+    """Build the ``lang`` edition into ``out`` (``labs`` None: ``labs/`` or ``labs/<lang>/``, :func:`edition`);
+    ``only``: the stems of the labs to build (default: all)."""
     t0 = time.perf_counter()
     s = strings(lang)
     cwd = solutions
     solutions, labs = edition(lang, solutions, labs, out.parent / "_solutions" / lang)
-    todo = pairs(solutions, labs)
+    every = pairs(solutions, labs)
+    names = {sol.stem: page_name(i, sol) for i, (sol, _) in enumerate(every)}
+    unknown = sorted(set(only or ()) - set(names))
+    if unknown:
+        raise SiteBuildError(f"--only names no lab {unknown} (the labs: {sorted(names)})")
+    todo = [(sol, lab) for sol, lab in every if only is None or sol.stem in only]
     fp = kit_fingerprint()
     cache = out.parent / "_executed" / lang
     if not use_cache and cache.exists():
@@ -348,15 +378,13 @@ def build(
     for sol, lab in todo:
         nb, counts = compose(executed[sol][0], nbformat.read(lab, as_version=4), s)
         pages_nb.append((sol, nb, counts))
-    pages = [
-        {"href": page_name(i, sol), "title": title_of(nb, sol.stem), "stem": sol.stem}
-        for i, (sol, nb, _) in enumerate(pages_nb)
-    ]
+    pages = [{"href": names[sol.stem], "title": title_of(nb, sol.stem), "stem": sol.stem} for sol, nb, _ in pages_nb]
     index = []
     for i, (sol, nb, counts) in enumerate(pages_nb):
         side, pager = nav_html(pages, i, s)
         body = render(nb, lang)
-        body = body.replace("<main>", f'{side}<main class="site-main">{routes_html(sol.stem, s, lang)}', 1)
+        top = languages_html(pages[i]["href"], lang) + routes_html(sol.stem, s, lang)
+        body = body.replace("<main>", f'{side}<main class="site-main">{top}', 1)
         body = body.replace("</main>", f"{pager}</main>", 1)
         (out / pages[i]["href"]).write_text(body, encoding="utf-8")
         index.append({"href": pages[i]["href"], "title": pages[i]["title"], "text": page_text(nb)})
@@ -391,10 +419,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="notebooks executed at once")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     ap.add_argument("--no-cache", action="store_true", help="execute every notebook again")
+    ap.add_argument("--only", default=None, help="comma-separated lab stems to build (default: every lab)")
     a = ap.parse_args(argv)
     out = a.out or ROOT / "build" / "site" / a.lang
     try:
-        r = build(a.lang, a.solutions, a.labs, out, a.jobs, a.timeout, not a.no_cache)
+        only = [x.strip() for x in a.only.split(",") if x.strip()] if a.only is not None else None
+        r = build(a.lang, a.solutions, a.labs, out, a.jobs, a.timeout, not a.no_cache, only)
     except SiteBuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

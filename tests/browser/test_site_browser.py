@@ -13,6 +13,12 @@ last and first frame, Next/Prev move one frame, all with no kernel. Page-level c
 a lab, MathJax typesets lab 06's formulas from the site's own copy, exercise cells show their stub and
 never the solution, and ``check()`` cells show the "run this in Jupyter" note instead of a result.
 Screenshots go to ``tests/artifacts/site/``.
+
+The Chinese edition: ``make test``'s background job then builds two labs of it (``--lang zh --only ...``, into
+``build/site/zh``; exit status to ``PAGEDLAB_SITE_ZH_BUILD_RC``, log ``site_build_zh.log``), and
+:func:`test_chinese_pages_render_play_and_link_to_english` opens those pages offline: Chinese prose and
+interface strings, every player playing (as above), no Chinese character drawn as a missing-glyph box, and the
+language link opening the same page of the English site.
 """
 
 from __future__ import annotations
@@ -49,9 +55,13 @@ JS_PLAYER = """(el) => {
 
 
 BUILD_LOG = REPO / "tests" / "artifacts" / "site_build.log"
+ZH_SITE = Path(os.environ.get("PAGEDLAB_SITE_ZH_DIR", REPO / "build" / "site" / "zh"))
+ZH_BUILD_LOG = REPO / "tests" / "artifacts" / "site_build_zh.log"
+#: the labs of the Chinese edition built when make test has not (its SITE_ZH_LABS)
+ZH_LABS = "00_welcome,02_block_pool"
 
 
-def _wait_for_build(rc_file: Path) -> int:
+def _wait_for_build(rc_file: Path, log: Path = BUILD_LOG) -> int:
     """The exit status of ``make test``'s background build, once it wrote it to ``rc_file``: at most 600 s more
     (the test's own limit is 900 s)."""
     deadline = time.monotonic() + 600
@@ -59,13 +69,13 @@ def _wait_for_build(rc_file: Path) -> int:
         if rc_file.exists() and rc_file.read_text().strip():
             return int(rc_file.read_text().strip())
         time.sleep(2)
-    pytest.fail(f"make test's background site build wrote no exit status to {rc_file} in 600 s more:\n{_log_tail()}")
+    pytest.fail(f"make test's background site build wrote no exit status to {rc_file} in 600 s more:\n{_log_tail(log)}")
 
 
-def _log_tail() -> str:
-    if not BUILD_LOG.exists():
-        return f"({BUILD_LOG} does not exist)"
-    lines = [ln for ln in BUILD_LOG.read_text(errors="replace").splitlines() if "IPKernelApp" not in ln]
+def _log_tail(log: Path = BUILD_LOG) -> str:
+    if not log.exists():
+        return f"({log} does not exist)"
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if "IPKernelApp" not in ln]
     return "\n".join(lines[-60:])
 
 
@@ -87,6 +97,21 @@ def site() -> Path:
         )
         assert r.returncode == 0, f"website/build.py failed:\n{r.stdout}\n{r.stderr[-4000:]}"
     return SITE
+
+
+@pytest.fixture(scope="module")
+def zh_site(site) -> Path:
+    """The Chinese edition's pages that make test built (or ZH_LABS, built here), beside the English ``site``."""
+    rc_file = os.environ.get("PAGEDLAB_SITE_ZH_BUILD_RC", "")
+    if rc_file:
+        rc = _wait_for_build(Path(rc_file), ZH_BUILD_LOG)
+        if rc != 0 or not (ZH_SITE / "build.json").exists():
+            pytest.fail(f"the background zh site build failed (exit {rc}; {ZH_BUILD_LOG}):\n{_log_tail(ZH_BUILD_LOG)}")
+    if not (ZH_SITE / "build.json").exists():
+        cmd = [sys.executable, str(REPO / "website" / "build.py"), "--lang", "zh", "--out", str(ZH_SITE)]
+        r = subprocess.run([*cmd, "--only", ZH_LABS], capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, f"website/build.py --lang zh failed:\n{r.stdout}\n{r.stderr[-4000:]}"
+    return ZH_SITE
 
 
 @pytest.fixture(scope="module")
@@ -270,3 +295,84 @@ def test_exercises_show_stubs_never_solutions(site):
 def _stub_lines(sol: Path) -> set[str]:
     lab = nbformat.read(REPO / "labs" / sol.name, as_version=4)
     return {ln.strip() for c in lab.cells for ln in c.source.splitlines()}
+
+
+#: Per distinct Chinese character of the selected elements: drawn in the first one's font on a canvas, a hash of the
+#: pixels. A character no font has is drawn as the one missing-glyph box: it hashes like U+E000 (a private-use
+#: code point no font draws) and like every other missing character.
+JS_GLYPHS = """(sel) => {
+  const els = [...document.querySelectorAll(sel)];
+  const st = getComputedStyle(els[0]);
+  const chars = [...new Set([...els.map(e => e.textContent).join('')].filter(c => /[\\u4e00-\\u9fff]/.test(c)))].slice(0, 300);
+  const c = document.createElement('canvas'); c.width = 48; c.height = 48;
+  const g = c.getContext('2d', {willReadFrequently: true});
+  const draw = ch => {
+    g.clearRect(0, 0, 48, 48); g.font = '32px ' + st.fontFamily; g.fillText(ch, 4, 38);
+    let h = 0; const d = g.getImageData(0, 0, 48, 48).data;
+    for (let i = 3; i < d.length; i += 4) h = (Math.imul(h, 31) + d[i]) | 0;
+    return h;
+  };
+  const box = draw('\\ue000');
+  const hashes = chars.map(draw);
+  return {chars: chars.length, distinct: new Set(hashes).size, boxes: chars.filter((ch, i) => hashes[i] === box),
+          font: st.fontFamily};
+}"""
+
+
+@pytest.mark.timeout(900)
+def test_chinese_pages_render_play_and_link_to_english(zh_site, site, browser):
+    """The Chinese edition's pages offline: the zh interface and prose, every player playing, no missing glyphs,
+    and the language link to the same English page (which the English build has)."""
+    built = json.loads((zh_site / "build.json").read_text(encoding="utf-8"))
+    assert built["lang"] == "zh" and built["pages"], built
+    for name in built["pages"]:
+        html = (zh_site / name).read_text(encoding="utf-8")
+        expected = _players_in_state(html)
+        ctx = browser.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN")
+        page = ctx.new_page()
+        outside: list[str] = []
+        errors: list[str] = []
+        page.route(
+            "**/*",
+            lambda r, outside=outside: (
+                r.continue_()
+                if r.request.url.startswith(("file://", "data:", "blob:"))
+                else (outside.append(r.request.url), r.abort())
+            ),
+        )
+        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        try:
+            page.goto((zh_site / name).as_uri(), wait_until="load", timeout=60_000)
+            assert page.evaluate("document.documentElement.lang") == "zh", name
+            assert "实验" in page.inner_text(".site-nav"), f"{name}: the sidebar is not the Chinese one"
+            cells = page.locator(".jp-MarkdownCell").all_inner_texts()
+            chinese = [t for t in cells if re.search(r"[\u4e00-\u9fff]", t)]
+            assert len(chinese) >= len(cells) - 1 >= 1, (
+                f"{name}: {len(chinese)} of {len(cells)} markdown cells in Chinese"
+            )
+            glyphs = page.evaluate(JS_GLYPHS, ".jp-MarkdownCell")
+            assert glyphs["chars"] >= 50 and not glyphs["boxes"] and glyphs["distinct"] == glyphs["chars"], (
+                f"{name}: Chinese characters drawn as missing-glyph boxes (font {glyphs['font']}): {glyphs}"
+            )
+            players = page.locator(".pl-player")
+            _wait(
+                lambda: players.count() >= expected and page.locator(".pl-player .pl-frame svg").count() >= expected,
+                60,
+                f"zh {name}: {expected} players to render",
+            )
+            assert expected >= 1 and players.count() == expected, f"zh {name}: {players.count()} of {expected} players"
+            for k in range(expected):
+                _exercise_player(page, players.nth(k), k, f"zh {name}")
+            page.screenshot(path=str(SHOTS / f"zh_{Path(name).stem}_top.png"))
+            assert not errors, f"zh {name}: console errors: {errors[:5]}"
+            assert not outside, f"zh {name}: requests leaving the machine: {outside[:5]}"
+            link = page.locator(".site-langs a[hreflang='en']")
+            assert link.count() == 1 and link.inner_text() == "English", f"zh {name}: no link to the English page"
+            link.click()
+            page.wait_for_load_state("load")
+            assert page.url == (site / name).as_uri(), f"zh {name}: the English link opened {page.url}"
+            assert page.evaluate("document.documentElement.lang") == "en"
+            assert page.locator(".site-langs a[hreflang='zh']").get_attribute("href") == f"../zh/{name}"
+        finally:
+            ctx.close()
