@@ -136,3 +136,10 @@ def test_every_page_links_to_itself_in_the_other_languages():
     assert zh == '<div class="site-langs"><a href="../en/02_block_pool.html" hreflang="en" lang="en">English</a></div>'
     en = build.languages_html("index.html", "en")
     assert 'href="../zh/index.html" hreflang="zh"' in en and ">中文</a>" in en and "../en/" not in en
+
+
+def test_a_page_says_its_language():
+    """`<html lang>` is the edition's (nbconvert's exporter setting; a "language_code" resource alone is ignored)."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 实验")])
+    assert '<html lang="zh">' in build.render(nb, "zh")
+    assert '<html lang="en">' in build.render(nb, "en")

@@ -226,9 +226,10 @@ def render(nb: Any, lang: str) -> str:
         mathjax_url=f"{STATIC}/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe",
         widget_renderer_url=f"{WIDGETS}/embed-amd.js",
         jquery_url="",
+        language_code=lang,  # the exporter's own setting: it overrides a "language_code" passed in resources
     )
     exporter.template_file = "course.html.j2"
-    body, _ = exporter.from_notebook_node(nb, resources={"language_code": lang})
+    body, _ = exporter.from_notebook_node(nb)
     return body
 
 
