@@ -251,10 +251,13 @@ def report():
     (ARTIFACTS / "browser_report.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
-def _shutdown_kernels(base: str) -> None:
+def _shutdown_kernels(base: str, notebook: Path | None = None) -> None:
+    """Shut down every kernel the server runs (``notebook``: only that notebook's, ``solutions/<name>``)."""
     try:
         _, body = _get(f"{base}/api/sessions?token={TOKEN}")
         for s in json.loads(body):
+            if notebook is not None and s.get("path") != f"solutions/{notebook.name}":
+                continue
             req = urllib.request.Request(f"{base}/api/sessions/{s['id']}?token={TOKEN}", method="DELETE")
             urllib.request.urlopen(req, timeout=10).close()
     except OSError:
@@ -300,24 +303,37 @@ def _open_and_run_all(page, lab_server: str, notebook: Path, t_start: float) -> 
         ``{"open_s", "run_all_s"}`` (seconds).
     """
     timings = {}
+    _open_notebook(page, lab_server, notebook)
+    timings["open_s"] = round(time.monotonic() - t_start, 1)
+    t_run = time.monotonic()
+    _start_run_all(page)
+    state = _wait(lambda: _run_all_finished(page), NB_TIMEOUT, f"all cells of {notebook.name} to run", interval=1.0)
+    timings["run_all_s"] = round(time.monotonic() - t_run, 1)
+    _assert_no_error_output(notebook, state)
+    return timings
+
+
+def _open_notebook(page, lab_server: str, notebook: Path) -> None:
+    """Open ``notebook`` (in the served ``solutions/``) and wait until its kernel is idle."""
     page.goto(f"{lab_server}/lab/tree/solutions/{notebook.name}?token={TOKEN}&reset", timeout=90_000)
     _wait_kernel_idle(page)
-    timings["open_s"] = round(time.monotonic() - t_start, 1)
 
-    t_run = time.monotonic()
+
+def _start_run_all(page) -> None:
     page.click(".lm-MenuBar-item:has-text('Run')")
     page.click(".lm-Menu-item[data-command='runmenu:run-all']")
 
-    def finished():
-        st = page.evaluate(JS_CELL_STATE)
-        if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0):
-            return st
-        return None
 
-    state = _wait(finished, NB_TIMEOUT, f"all cells of {notebook.name} to run", interval=1.0)
-    timings["run_all_s"] = round(time.monotonic() - t_run, 1)
+def _run_all_finished(page) -> dict | None:
+    """The cells' state (:data:`JS_CELL_STATE`) once every code cell has run or one shows an error, else None."""
+    st = page.evaluate(JS_CELL_STATE)
+    if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0):
+        return st
+    return None
+
+
+def _assert_no_error_output(notebook: Path, state: dict) -> None:
     assert not state["errors"], f"{notebook.name}: error output:\n" + "\n---\n".join(state["errors"])
-    return timings
 
 
 @pytest.mark.timeout(900)

@@ -2,7 +2,8 @@
 
 Each lab is its solution notebook translated by its catalog (``solutions/zh/*.po`` applied and the language cell
 first, as ``labs/zh/`` has them; the solutions, so that ``check()`` passes), all served by one JupyterLab for the
-module. Per lab: Run All succeeds with no error output; every markdown cell the catalog translates is shown in
+module, two labs at a time (``PAGEDLAB_ZH_BROWSER_JOBS``; each in its own page and kernel: a lab's kernel mostly
+keeps one core busy, and CI has two). ``PAGEDLAB_ZH_BROWSER_LABS=00_welcome,02_block_pool`` runs some. Per lab: Run All succeeds with no error output; every markdown cell the catalog translates is shown in
 Chinese (counted against the translated notebook: an untranslated or stale catalog fails); every player is taken
 to its last frame with the slider's End key (through the kernel); Chinese text is in the pictures or widgets;
 nothing is clipped - every SVG ``<text>`` lies inside its picture's viewBox, and no widget button, label, HTML or
@@ -38,7 +39,13 @@ from pagedlab.i18n import notebooks
 from tests.browser import test_labs_browser as base
 
 REPO = base.REPO
-ZH_NOTEBOOKS = sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
+ZH_NOTEBOOKS = [
+    p
+    for p in sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    if not os.environ.get("PAGEDLAB_ZH_BROWSER_LABS") or p.stem in os.environ["PAGEDLAB_ZH_BROWSER_LABS"].split(",")
+]
+#: labs run at once, each in its own page and kernel (CI's two cores: a lab's kernel mostly uses one)
+JOBS = int(os.environ.get("PAGEDLAB_ZH_BROWSER_JOBS", "2"))
 #: the documentation's screenshots (``PAGEDLAB_ZH_DOC_SCREENSHOTS=1``): lab stem -> file in docs/screenshots/
 DOC_SHOTS = {"02_block_pool": "zh_lab02.png", "06_preemption": "zh_lab06.png"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -174,10 +181,10 @@ def _doc_screenshot(page, name: str) -> None:
     assert target.stat().st_size < 300_000, f"{target}: {target.stat().st_size} bytes"
 
 
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("notebook", ZH_NOTEBOOKS, ids=[p.stem for p in ZH_NOTEBOOKS])
-def test_chinese_lab_runs_with_chinese_text_and_nothing_clipped(zh_server, zh_browser, zh_report, notebook):
-    base.SHOTS.mkdir(parents=True, exist_ok=True)
+def _lab_checks(page, notebook: Path, state: dict, timings: dict) -> dict:
+    """The checks of one Chinese lab whose Run All has finished (``state``: :func:`base._run_all_finished`'s);
+    returns its report entry."""
+    base._assert_no_error_output(notebook, state)
     zh = translated(notebook)
     expected_cjk = chinese_markdown_cells(zh)
     markdown = sum(c["cell_type"] == "markdown" for c in zh["cells"])
@@ -189,42 +196,83 @@ def test_chinese_lab_runs_with_chinese_text_and_nothing_clipped(zh_server, zh_br
     assert expected_cjk == markdown - generated > 0, (
         f"{notebook.name}: {expected_cjk} of {markdown} markdown cells ({generated} generated) are in Chinese"
     )
-    context = zh_browser.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN")
-    page = context.new_page()
-    page.set_default_timeout(60_000)
-    t_start = time.monotonic()
-    try:
-        timings = base._open_and_run_all(page, zh_server, notebook, t_start)
-        shown = page.evaluate(JS_MARKDOWN)
-        assert shown["cells"] == markdown and shown["cjk"] == expected_cjk, (
-            f"{notebook.name}: the browser shows {shown['cjk']} of {shown['cells']} markdown cells in Chinese, "
-            f"the translated notebook has {expected_cjk} of {markdown}"
-        )
-        at_start = page.evaluate(JS_CLIPPED)
-        t_players = time.monotonic()
-        players = _players_to_end(page)
-        timings["players_s"] = round(time.monotonic() - t_players, 1)
-        assert players >= 1, f"{notebook.name}: no player rendered"
-        found = page.evaluate(JS_CLIPPED)
-        found["clipped"] = at_start["clipped"] + found["clipped"]
-        page.screenshot(path=str(base.SHOTS / f"zh_{notebook.stem}.png"), full_page=False)
-        if os.environ.get("PAGEDLAB_ZH_DOC_SCREENSHOTS") == "1" and notebook.stem in DOC_SHOTS:
-            _doc_screenshot(page, DOC_SHOTS[notebook.stem])
-        assert found["svg_texts"] > 0, found
-        assert found["cjk_texts"] + found["cjk_widgets"] > 0, f"no Chinese text in the pictures or widgets: {found}"
-        assert not found["clipped"], f"{notebook.name}: clipped text: {found['clipped'][:8]}"
-        timings["total_s"] = round(time.monotonic() - t_start, 1)
-        zh_report["labs"][notebook.stem] = {
-            "players": players,
-            "svg_texts": found["svg_texts"],
-            "cjk_svg_texts": found["cjk_texts"],
-            "cjk_widgets": found["cjk_widgets"],
-            **timings,
-        }
-    except BaseException:
+    shown = page.evaluate(JS_MARKDOWN)
+    assert shown["cells"] == markdown and shown["cjk"] == expected_cjk, (
+        f"{notebook.name}: the browser shows {shown['cjk']} of {shown['cells']} markdown cells in Chinese, "
+        f"the translated notebook has {expected_cjk} of {markdown}"
+    )
+    at_start = page.evaluate(JS_CLIPPED)
+    t_players = time.monotonic()
+    players = _players_to_end(page)
+    timings["players_s"] = round(time.monotonic() - t_players, 1)
+    assert players >= 1, f"{notebook.name}: no player rendered"
+    found = page.evaluate(JS_CLIPPED)
+    found["clipped"] = at_start["clipped"] + found["clipped"]
+    page.screenshot(path=str(base.SHOTS / f"zh_{notebook.stem}.png"), full_page=False)
+    if os.environ.get("PAGEDLAB_ZH_DOC_SCREENSHOTS") == "1" and notebook.stem in DOC_SHOTS:
+        _doc_screenshot(page, DOC_SHOTS[notebook.stem])
+    assert found["svg_texts"] > 0, found
+    assert found["cjk_texts"] + found["cjk_widgets"] > 0, f"no Chinese text in the pictures or widgets: {found}"
+    assert not found["clipped"], f"{notebook.name}: clipped text: {found['clipped'][:8]}"
+    return {
+        "players": players,
+        "svg_texts": found["svg_texts"],
+        "cjk_svg_texts": found["cjk_texts"],
+        "cjk_widgets": found["cjk_widgets"],
+        **timings,
+    }
+
+
+@pytest.mark.timeout(1800)
+def test_every_chinese_lab_runs_with_chinese_text_and_nothing_clipped(zh_server, zh_browser, zh_report):
+    """Every lab, JOBS at a time (each in its own page and kernel; the longest, the later labs, first): a lab's
+    checks run as soon as its Run All has finished, while the others' kernels go on. Every lab is tried; the
+    failures are reported together."""
+    base.SHOTS.mkdir(parents=True, exist_ok=True)
+    queue = list(reversed(ZH_NOTEBOOKS))
+    running: dict[Path, tuple] = {}  # notebook -> (context, page, t_start, t_run, timings)
+    failures: dict[str, str] = {}
+    while queue or running:
+        while queue and len(running) < JOBS:
+            nb = queue.pop(0)
+            context = zh_browser.new_context(viewport={"width": 1280, "height": 1000}, locale="zh-CN")
+            page = context.new_page()
+            page.set_default_timeout(60_000)
+            t_start = time.monotonic()
+            try:
+                base._open_notebook(page, zh_server, nb)
+                timings = {"open_s": round(time.monotonic() - t_start, 1)}
+                base._start_run_all(page)
+            except Exception as e:
+                failures[nb.stem] = f"opening it: {e}"
+                _close(zh_server, nb, context, page, failed=True)
+                continue
+            running[nb] = (context, page, t_start, time.monotonic(), timings)
+        for nb, (context, page, t_start, t_run, timings) in list(running.items()):
+            try:
+                state = base._run_all_finished(page)
+                if state is None:
+                    if time.monotonic() - t_run > base.NB_TIMEOUT:
+                        raise AssertionError(f"Run All did not finish in {base.NB_TIMEOUT:.0f} s")
+                    continue
+                timings["run_all_s"] = round(time.monotonic() - t_run, 1)
+                entry = _lab_checks(page, nb, state, timings)
+                entry["total_s"] = round(time.monotonic() - t_start, 1)
+                zh_report["labs"][nb.stem] = entry
+                _close(zh_server, nb, context, page)
+            except Exception as e:
+                failures[nb.stem] = str(e)
+                _close(zh_server, nb, context, page, failed=True)
+            del running[nb]
+        time.sleep(1.0)
+    zh_report["jobs"] = JOBS
+    assert not failures, "Chinese labs that failed:\n" + "\n\n".join(f"{k}: {v}" for k, v in failures.items())
+    assert sorted(zh_report["labs"]) == [p.stem for p in ZH_NOTEBOOKS]
+
+
+def _close(server: str, notebook: Path, context, page, failed: bool = False) -> None:
+    if failed:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(base.SHOTS / f"zh_{notebook.stem}_failure.png"))
-        raise
-    finally:
-        base._shutdown_kernels(zh_server)
-        context.close()
+    base._shutdown_kernels(server, notebook)
+    context.close()
