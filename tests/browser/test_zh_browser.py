@@ -3,7 +3,9 @@
 Each lab is its solution notebook translated by its catalog (``solutions/zh/*.po`` applied and the language cell
 first, as ``labs/zh/`` has them; the solutions, so that ``check()`` passes), all served by one JupyterLab for the
 module, two labs at a time (``PAGEDLAB_ZH_BROWSER_JOBS``; each in its own page and kernel: a lab's kernel mostly
-keeps one core busy, and CI has two). ``PAGEDLAB_ZH_BROWSER_LABS=00_welcome,02_block_pool`` runs some. Per lab: Run All succeeds with no error output; every markdown cell the catalog translates is shown in
+keeps one core busy, and CI has two); ``PAGEDLAB_ZH_BROWSER_LABS=00_welcome,02_block_pool`` runs some.
+
+Per lab: Run All succeeds with no error output; every markdown cell the catalog translates is shown in
 Chinese (counted against the translated notebook: an untranslated or stale catalog fails); every player is taken
 to its last frame with the slider's End key (through the kernel); Chinese text is in the pictures or widgets;
 nothing is clipped - every SVG ``<text>`` lies inside its picture's viewBox, and no widget button, label, HTML or
@@ -39,11 +41,11 @@ from pagedlab.i18n import notebooks
 from tests.browser import test_labs_browser as base
 
 REPO = base.REPO
-ZH_NOTEBOOKS = [
-    p
-    for p in sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
-    if not os.environ.get("PAGEDLAB_ZH_BROWSER_LABS") or p.stem in os.environ["PAGEDLAB_ZH_BROWSER_LABS"].split(",")
-]
+_LABS = sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
+_ONLY = [s.strip() for s in os.environ.get("PAGEDLAB_ZH_BROWSER_LABS", "").split(",") if s.strip()]
+if set(_ONLY) - {p.stem for p in _LABS}:
+    raise ValueError(f"PAGEDLAB_ZH_BROWSER_LABS names no lab: {sorted(set(_ONLY) - {p.stem for p in _LABS})}")
+ZH_NOTEBOOKS = [p for p in _LABS if not _ONLY or p.stem in _ONLY]
 #: labs run at once, each in its own page and kernel (CI's two cores: a lab's kernel mostly uses one)
 JOBS = int(os.environ.get("PAGEDLAB_ZH_BROWSER_JOBS", "2"))
 #: the documentation's screenshots (``PAGEDLAB_ZH_DOC_SCREENSHOTS=1``): lab stem -> file in docs/screenshots/
