@@ -44,7 +44,7 @@ def _python(source: str) -> str:
 def _tokens(source: str) -> list[Token]:
     """``(type, text, start)`` of ``source``'s tokens; an f-string (Python 3.12's FSTRING_START ... FSTRING_END)
     becomes one STRING token as in Python 3.11. Raises :class:`SyntaxError` (or tokenize's error) when unreadable."""
-    lines = source.splitlines(keepends=True)
+    lines = io.StringIO(source).readlines()  # as tokenize reads them
     out: list[Token] = []
     depth, start = 0, (0, 0)
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -90,11 +90,17 @@ def _shown(node: ast.expr) -> Iterator[ast.expr]:
                 yield from _shown(arg.elt)
 
 
-def _printed_spans(tree: ast.AST) -> list[Span]:
-    """Where the string literals and f-strings that ``print()`` shows lie (start, end) in the code."""
+def _printed_spans(source: str) -> list[Span]:
+    """Where the string literals and f-strings that ``print()`` shows lie (start, end) in ``source``, as
+    tokenize counts: row, and column in characters (the syntax tree counts UTF-8 bytes)."""
+    lines = io.StringIO(source).readlines()  # as tokenize reads them
+
+    def at(row: int, byte: int) -> tuple[int, int]:
+        return row, (len(lines[row - 1].encode("utf-8")[:byte].decode("utf-8")) if row <= len(lines) else byte)
+
     return [
-        ((s.lineno, s.col_offset), (s.end_lineno or s.lineno, s.end_col_offset or 0))
-        for node in ast.walk(tree)
+        (at(s.lineno, s.col_offset), at(s.end_lineno or s.lineno, s.end_col_offset or 0))
+        for node in ast.walk(ast.parse(source))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
         for arg in node.args
         for s in _shown(arg)
@@ -142,7 +148,7 @@ def differences(english: str, translated: str) -> list[str]:
     try:
         en_py, zh_py = _python(english), _python(translated)
         en_tokens, zh_tokens = list(_code_tokens(en_py)), list(_code_tokens(zh_py))
-        spans = _printed_spans(ast.parse(en_py))
+        spans = _printed_spans(en_py)
     except (SyntaxError, tokenize.TokenError, ValueError) as e:
         return [f"does not parse: {e}"]
     out: list[str] = []
@@ -182,7 +188,7 @@ def has_text(source: str) -> bool:
     try:
         py = _python(source)
         toks = _tokens(py)
-        spans = _printed_spans(ast.parse(py))
+        spans = _printed_spans(py)
     except (SyntaxError, tokenize.TokenError, ValueError):
         return False
     for t, s, pos in toks:
@@ -214,7 +220,7 @@ def prose(source: str) -> str:
     try:
         py = _python(source)
         toks = _tokens(py)
-        spans = _printed_spans(ast.parse(py))
+        spans = _printed_spans(py)
     except (SyntaxError, tokenize.TokenError, ValueError):
         return ""
     out = []

@@ -5,7 +5,6 @@ translated lab still runs."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import tokenize
@@ -101,6 +100,13 @@ def test_anything_else_that_changes_is_found(old, new):
     assert code_text.differences(EN, bad), bad
 
 
+def test_text_before_a_printed_string_may_be_wider_than_ascii():
+    """The syntax tree counts UTF-8 bytes, tokenize characters: a "µs" before a printed text still finds it."""
+    en = 'unit = "µs·µs"; print("two blocks", unit)\n'
+    assert code_text.differences(en, 'unit = "µs·µs"; print("两个块", unit)\n') == []
+    assert code_text.differences(en, 'unit = "微秒"; print("两个块", unit)\n')
+
+
 def test_a_print_argument_that_is_a_key_or_value_stays():
     en = 'print(d["speed"], "tokens/s", f"{t:.1f} s")\n'
     assert code_text.differences(en, 'print(d["速度"], "tokens/s", f"{t:.1f} s")\n')
@@ -113,7 +119,7 @@ def _code_tokens(source: str) -> list[tuple[int, int, str]]:
     starts = [0]
     for line in py_lines:
         starts.append(starts[-1] + len(line))
-    spans = code_text._printed_spans(ast.parse(code_text._python(source)))
+    spans = code_text._printed_spans(code_text._python(source))
     out = []
     for t, s, (row, col) in code_text._tokens(source):
         at = starts[row - 1] + col
