@@ -1,4 +1,5 @@
-"""What a translation of a notebook's code cell may change: its comments and the text it prints, nothing else.
+"""What a translation of a notebook's code cell may change: its comments, the text it prints and its docstrings,
+nothing else.
 
 A translated code cell (an entry of ``solutions/<lang>/<notebook>.po``, :mod:`pagedlab.i18n.notebooks`) must be
 the English cell up to:
@@ -10,7 +11,9 @@ the English cell up to:
   text and the fields that are themselves string literals (a table header's ``{'GPU blocks':>10s}``, whose width
   the translator adjusts for double-width characters) may change; every other field (expression, ``!r``, format
   spec) stays, though it may move within the text (Chinese word order), also between the pieces of implicitly
-  joined literals. Subscripts (``d["key"]``), dictionary keys and every string outside ``print()`` stay.
+  joined literals. Subscripts (``d["key"]``), dictionary keys and every other string stay;
+* **docstrings** of the functions and classes a cell defines (an exercise's specification, kept in its stub):
+  still a plain string literal with the same prefix.
 
 :func:`differences` compares the Python token streams (:mod:`tokenize`) of the two cells with this in mind and
 says what else differs; a translation that differs elsewhere is not used (the English cell is).
@@ -91,8 +94,9 @@ def _shown(node: ast.expr) -> Iterator[ast.expr]:
 
 
 def _printed_spans(source: str) -> list[Span]:
-    """Where the string literals and f-strings that ``print()`` shows lie (start, end) in ``source``, as
-    tokenize counts: row, and column in characters (the syntax tree counts UTF-8 bytes)."""
+    """Where the text a translation may change lies (start, end) in ``source``: the string literals and f-strings
+    that ``print()`` shows, and docstrings; as tokenize counts: row, and column in characters (the syntax tree
+    counts UTF-8 bytes)."""
     lines = io.StringIO(source).readlines()  # as tokenize reads them
 
     def at(row: int, byte: int) -> tuple[int, int]:
@@ -100,11 +104,25 @@ def _printed_spans(source: str) -> list[Span]:
 
     return [
         (at(s.lineno, s.col_offset), at(s.end_lineno or s.lineno, s.end_col_offset or 0))
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
-        for arg in node.args
-        for s in _shown(arg)
+        for s, _doc in _translatable_nodes(ast.parse(source))
     ]
+
+
+def _docstring_starts(source: str) -> set[int]:
+    """The rows where a docstring starts (a docstring is the only string literal on its first row)."""
+    return {s.lineno for s, doc in _translatable_nodes(ast.parse(source)) if doc}
+
+
+def _translatable_nodes(tree: ast.AST) -> Iterator[tuple[ast.expr, bool]]:
+    """``(node, is a docstring)`` of each printed text and docstring of ``tree``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            for arg in node.args:
+                yield from ((s, False) for s in _shown(arg))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and ast.get_docstring(node):
+            doc = node.body[0]
+            assert isinstance(doc, ast.Expr)
+            yield doc.value, True
 
 
 def _fields(literal: str) -> list[str]:
@@ -128,12 +146,19 @@ def _code_tokens(source: str) -> Iterator[Token]:
         yield t
 
 
-def _printed_text(en_part: list[Token], zh_part: list[Token]) -> str | None:
+def _prefix(literal: str) -> str:
+    m = re.match(r"[A-Za-z]*", literal)
+    return m.group(0).lower() if m else ""
+
+
+def _printed_text(en_part: list[Token], zh_part: list[Token], docstring: bool = False) -> str | None:
     """Why ``zh_part`` cannot stand for the printed text ``en_part`` (implicitly joined literals), or None. Its
     fields may move between its pieces and within a piece (word order), never change."""
     es, (_, zs, zpos) = en_part[0][1], zh_part[0]
     if [t for t, _, _ in zh_part] != [tokenize.STRING] * len(en_part):
         return f"line {zpos[0]}: the printed text {es!r} is not {len(en_part)} string literal(s) there"
+    if docstring and _prefix(es) != _prefix(zs):
+        return f"line {zpos[0]}: the docstring {zs!r} has another prefix than the English {es!r}"
     try:
         en_fields = sorted(f for _, s, _ in en_part for f in _fields(s))
         zh_fields = sorted(f for _, s, _ in zh_part for f in _fields(s))
@@ -149,6 +174,7 @@ def differences(english: str, translated: str) -> list[str]:
         en_py, zh_py = _python(english), _python(translated)
         en_tokens, zh_tokens = list(_code_tokens(en_py)), list(_code_tokens(zh_py))
         spans = _printed_spans(en_py)
+        docstrings = _docstring_starts(en_py)
     except (SyntaxError, tokenize.TokenError, ValueError) as e:
         return [f"does not parse: {e}"]
     out: list[str] = []
@@ -160,7 +186,7 @@ def differences(english: str, translated: str) -> list[str]:
             k = n
             while k < len(en_tokens) and en_tokens[k][0] == tokenize.STRING and span[0] <= en_tokens[k][2] < span[1]:
                 k += 1
-            why = _printed_text(en_tokens[n:k], zh_tokens[n:k])
+            why = _printed_text(en_tokens[n:k], zh_tokens[n:k], docstring=epos[0] in docstrings)
             out += [why] if why else []
             n = k
             continue
@@ -183,8 +209,8 @@ def compiles(source: str) -> str | None:
 
 
 def has_text(source: str) -> bool:
-    """Whether a code cell has anything a translation may change: a comment with words (not a kept one) or
-    printed text with words."""
+    """Whether a code cell has anything a translation may change: a comment with words (not a kept one),
+    printed text or a docstring with words."""
     try:
         py = _python(source)
         toks = _tokens(py)
@@ -215,8 +241,8 @@ def _literal_text(literal: str) -> str:
 
 
 def prose(source: str) -> str:
-    """The words of a code cell a translation may change: its comments (not the kept ones) and its printed
-    text (without the fields' expressions), one a line; for the glossary checks."""
+    """The words of a code cell a translation may change: its comments (not the kept ones), its printed
+    text (without the fields' expressions) and docstrings, one a line; for the glossary checks."""
     try:
         py = _python(source)
         toks = _tokens(py)

@@ -1,16 +1,15 @@
 """The notebooks' translation catalogs: ``solutions/<lang>/<notebook>.po`` beside the English source.
 
 Format: gettext ``.po`` (read and written with Babel, which the kit already installs; Poedit, Weblate
-and ``msgmerge`` read it too). One entry per markdown cell, and per code cell with comments or printed
-text: msgctxt = the cell's nbformat id (stable across edits), msgid = the cell's English source, msgstr =
-its translation. The English text itself is
-the key, which is stronger than a hash of it: when an English cell changes, its entry no longer matches
+and ``msgmerge`` read it too). One entry per markdown cell, and per code cell with comments, printed
+text or docstrings: msgctxt = the cell's nbformat id (stable across edits), msgid = the cell's English
+source, msgstr = its translation. The English text itself is the key, which is stronger than a hash of it: when an English cell changes, its entry no longer matches
 and the translation counts as **stale** (it is not used; the English cell is shown until the entry is
 updated), and :func:`update` keeps the old translation marked ``#, fuzzy`` with the old English as
 ``#| msgid`` so the translator sees what changed. A cell with no entry or an empty msgstr is **missing**;
 an entry whose cell is gone is **obsolete** (:func:`update` drops it).
 
-A code cell's translation changes its comments and the text it prints, nothing else
+A code cell's translation changes its comments, the text it prints and its docstrings, nothing else
 (:mod:`pagedlab.i18n.code_text`): its code, exercise markers, names, keys and compared values stay as written.
 One that changes more is **unfaithful**: it is not used (the English cell runs) and the status lists it.
 """
@@ -29,7 +28,7 @@ from pagedlab.i18n.messages import LANGUAGES, I18nError
 
 __all__ = ["CatalogStatus", "cells", "read", "write", "status", "update", "translate_notebook", "catalog_path"]
 
-#: Cell types whose source is translated (code cells: only those with comments or printed text).
+#: Cell types whose source is translated (code cells: only those with comments, printed text or docstrings).
 TRANSLATED_TYPES = ("markdown", "code")
 #: Cells made by a generator, not written by an author: their text follows a setting (the links of
 #: ``pagedlab.routes``, the setup cell of ``pagedlab.colab``), so a translation would go stale with the
@@ -48,7 +47,7 @@ def _translatable(cell: dict[str, Any]) -> bool:
 
 def unfaithful(english: str, translated: str, cell_type: str) -> list[str]:
     """Why the translation of a ``cell_type`` cell cannot be used (a code cell's translation may change only
-    comments and printed text: :func:`pagedlab.i18n.code_text.differences`); empty when it can."""
+    comments, printed text and docstrings: :func:`pagedlab.i18n.code_text.differences`); empty when it can."""
     if cell_type != "code":
         return []
     problems = code_text.differences(english, translated)
@@ -147,8 +146,8 @@ def write(path: Path, entries: list[Entry], lang: str, notebook: str) -> None:
     cat = Catalog(
         locale=lang,
         project="pagedlab",
-        header_comment=f"# {notebook}: its markdown cells, and its code cells' comments and printed text, in {lang},\n"
-        "# keyed by cell id (pagedlab.i18n.notebooks).\n"
+        header_comment=f"# {notebook}: its markdown cells, and its code cells' comments, printed text and\n"
+        f"# docstrings, in {lang}, keyed by cell id (pagedlab.i18n.notebooks).\n"
         f"# Update with `pagedlab translate update {lang}`; list stale and missing cells with `pagedlab translate status`.",
     )
     for e in entries:

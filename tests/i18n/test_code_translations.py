@@ -21,6 +21,7 @@ SOLUTIONS = REPO / "solutions"
 NOTEBOOKS = sorted(p for p in SOLUTIONS.glob("*.ipynb") if not p.name.startswith((".", "_")))
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SPAN = re.compile(r"``[^`]+``")
 
 
 def _code_entries() -> list[tuple[str, notebooks.Entry]]:
@@ -45,17 +46,22 @@ def test_every_lab_has_translated_code_cells():
 
 @pytest.mark.parametrize("entry", [pytest.param(e, id=w) for w, e in ENTRIES])
 def test_translated_code_cell_is_the_english_code(entry):
-    """Token for token the English cell (comments and printed text aside), it compiles, it is Chinese, and the
-    numbers its comments and printed text state are the English ones."""
+    """Token for token the English cell (comments, printed text and docstrings aside), it compiles, it is
+    Chinese, and the numbers and ``code`` spans its comments, printed text and docstrings state are the English
+    ones."""
     assert code_text.differences(entry.english, entry.text) == []
     assert code_text.compiles(entry.text) is None
     en, zh = code_text.prose(entry.english), code_text.prose(entry.text)
     assert _CJK.search(zh), "nothing translated"
     assert sorted(_NUMBER.findall(en)) == sorted(_NUMBER.findall(zh)), "a number of the comments or printed text"
+    assert sorted(_SPAN.findall(en)) == sorted(_SPAN.findall(zh)), "a ``code`` span of a docstring"
 
 
 # ----------------------------------------------------------------------------- what may and may not change
 EN = """# Setup: one thread
+def f(n):
+    '''The blocks of ``n``.'''
+    return n
 ### BEGIN SOLUTION
 x = {"a": 1}  # the table
 ### END SOLUTION
@@ -64,6 +70,9 @@ print("requests:", len(x))
 label = "blocks"
 """
 ZH = """# 设置：一个线程
+def f(n):
+    '''``n`` 的块。'''
+    return n
 ### BEGIN SOLUTION
 x = {"a": 1}  # 那张表
 ### END SOLUTION
@@ -92,6 +101,8 @@ def test_comments_and_printed_text_may_change():
         ('print("请求数：", len(x))', 'print("请求数：", len(x), 1)'),  # an extra argument
         ('label = "blocks"', 'label = "blocks"\nlabel = 2'),  # an extra statement
         ("len(x))", "len(x)"),  # does not parse
+        ("'''``n`` 的块。'''", "f'''``n`` 的块。'''"),  # a docstring that no longer is one
+        ("'''``n`` 的块。'''", "'''``n`` 的块。''', 1"),  # a docstring that becomes a tuple
     ],
 )
 def test_anything_else_that_changes_is_found(old, new):

@@ -80,6 +80,7 @@ def test_no_competing_translation_of_a_glossary_term(row):
 def _prose(text: str) -> str:
     """Markdown without code spans, code blocks, math and link targets (where English names stay English)."""
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"``.*?``", " ", text, flags=re.S)  # a docstring's code (reStructuredText)
     text = re.sub(r"`[^`]*`", " ", text)
     text = re.sub(r"\$[^$]*\$", " ", text)
     return re.sub(r"\]\([^)]*\)", "]", text)
