@@ -207,12 +207,13 @@ def test_changed_english_code_cell_is_stale_and_runs_in_english(tmp_path):
 # ----------------------------------------------------------------------------- a translated lab runs
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_translated_lab_01_runs_and_prints_chinese(tmp_path):
+def test_translated_lab_01_runs_and_prints_chinese(monkeypatch):
     """Lab 01 (the most translated tables) with its Chinese catalog applied, as labs/zh/ has it, run by nbclient:
     no cell fails, and its printed tables and sentences are Chinese (the English run is nbval's)."""
     import nbformat
     from nbclient import NotebookClient
 
+    monkeypatch.setenv("PAGEDLAB_LAB_VLLM", "off")  # as in the nbval run (solutions/conftest.py)
     solution = SOLUTIONS / "01_kv_cache_fragmentation.ipynb"
     entries = notebooks.read(notebooks.catalog_path(solution, "zh"))
     zh, english = notebooks.translate_notebook(json.loads(solution.read_text(encoding="utf-8")), entries, "zh")
