@@ -123,6 +123,7 @@ def vllm_worker(job: dict[str, Any]) -> dict[str, Any]:
     outs = llm.generate(prompts, params, use_tqdm=False)
     wall = time.perf_counter() - t0
     token_ids = [list(o.outputs[0].token_ids) for o in outs]
+    children = descendants_peak_rss_mb()  # the engine core's process, while it is alive
     preemptions = sum(int(getattr(m, "value", 0)) for m in llm.get_metrics() if m.name == "vllm:num_preemptions")
     return {
         "vllm_version": vllm.__version__,
@@ -131,8 +132,36 @@ def vllm_worker(job: dict[str, Any]) -> dict[str, Any]:
         "wall_s": wall,
         "tokens": sum(len(t) for t in token_ids),
         "token_ids": token_ids,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        # the front process's peak plus each child's (the multiprocess engine core holds the model and the cache)
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + children,
+        "peak_rss_children_mb": children,
     }
+
+
+def descendants_peak_rss_mb(pid: int | None = None) -> float:
+    """The sum of the peak resident sizes (``VmHWM``) of ``pid``'s living descendants (default: this process's),
+    read from ``/proc``; 0 where there is no ``/proc`` (not Linux)."""
+    root = os.getpid() if pid is None else pid
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")"
+            text = stat.read_text()
+            parent[int(stat.parent.name)] = int(text[text.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # exited meanwhile
+    total_kb = 0
+    for p in parent:
+        q = p
+        while q in parent and q != root:
+            q = parent[q]
+        if q != root or p == root:
+            continue
+        try:
+            hwm = [ln for ln in Path(f"/proc/{p}/status").read_text().splitlines() if ln.startswith("VmHWM:")]
+            total_kb += int(hwm[0].split()[1]) if hwm else 0
+        except OSError:
+            continue
+    return total_kb / 1024
 
 
 # --- the driver (the kit's interpreter) -----------------------------------------------------------------

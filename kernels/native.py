@@ -87,12 +87,20 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "lane_decode_attention_f32": (ctypes.c_int, [_P] * 7 + [_I] * 7 + [_F, ctypes.c_int, _P]),
     "paged_decode_attention_bf16kv": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
     "lane_decode_attention_bf16kv": (ctypes.c_int, [_P] * 7 + [_I] * 7 + [_F, ctypes.c_int, _P]),
+    "paged_decode_attention_bf16": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
     "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
+    "reshape_and_cache_bf16": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
+    "rms_norm_bf16": (None, [_P] * 3 + [_I] * 3 + [_F]),
     "rotary_embedding_f32": (None, [_P] * 4 + [_I] * 4),
+    "rotary_embedding_bf16": (None, [_P] * 4 + [_I] * 4),
 }
+#: The dtypes of the layer ops (:func:`rms_norm`, :func:`rotary_embedding`, :func:`reshape_and_cache`): every
+#: tensor of one call in one of them; bf16 computes in fp32 and rounds where torch's bf16 ops round.
+LAYER_DTYPES = (torch.float32, torch.bfloat16)
 #: The caches' dtypes the decode kernels read (bf16 rows are converted to fp32 as they are loaded); the
-#: query may be either too (a bf16 query is converted to fp32 first, the result returned in bf16).
+#: query may be either too: with bf16 caches a bf16 query is read and the bf16 output written by the kernel
+#: itself (``paged_decode_attention_bf16``), else a bf16 query is converted to fp32 first.
 KV_DTYPES = (torch.float32, torch.bfloat16)
 _ERRORS = {
     -1: "out of memory for the scores buffer",
@@ -303,7 +311,8 @@ def paged_decode_attention(
             ``seq_len`` beyond its table row, naming the sequence.
     """
     lib = _library()
-    query, dtype = _fp32_query(query)
+    all_bf16 = _is_bf16(query) and _is_bf16(kv.key_cache)
+    query, dtype = (query, torch.bfloat16) if all_bf16 else _fp32_query(query)
     num_seqs, num_q_heads, head_dim = _check(query, kv)
     key_cache, value_cache = kv.key_cache, kv.value_cache
     _tensor("block_tables", kv.block_tables, 2)
@@ -314,9 +323,14 @@ def paged_decode_attention(
     max_len = _count("max_seq_len", max_seq_len)
     # The scores buffers hold one row per key a sequence may read: never more than its table row holds.
     rows = min(max_len, tables.shape[1] * kv.block_size)
-    out = torch.empty(num_seqs, num_q_heads, head_dim)
+    out = torch.empty(num_seqs, num_q_heads, head_dim, dtype=dtype if all_bf16 else torch.float32)
     bad_seq = ctypes.c_int64(-1)
-    kernel = lib.paged_decode_attention_bf16kv if key_cache.dtype == torch.bfloat16 else lib.paged_decode_attention_f32
+    if all_bf16:  # no conversion op around the call: the kernel reads the bf16 query and rounds its output
+        kernel = lib.paged_decode_attention_bf16
+    else:
+        kernel = (
+            lib.paged_decode_attention_bf16kv if key_cache.dtype == torch.bfloat16 else lib.paged_decode_attention_f32
+        )
     status = kernel(
         out.data_ptr(), query.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
         tables.data_ptr(), lens.data_ptr(), num_seqs, num_q_heads, kv.num_kv_heads, head_dim,
@@ -326,6 +340,10 @@ def paged_decode_attention(
     if status != 0:
         _raise(status, bad_seq.value, kv)
     return out.to(dtype)
+
+
+def _is_bf16(t: object) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16
 
 
 def _fp32_query(query: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
@@ -355,10 +373,11 @@ def writes(
     value_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> bool:
-    """Whether the C kernels are built and :func:`reshape_and_cache` can take these tensors: fp32 CPU K/V
-    ``[T, Hkv, D]`` with contiguous rows, contiguous fp32 caches, int64 slots (the engine's layout)."""
-    kv_ok = all(t.dtype == torch.float32 and t.dim() == 3 and _rows_contiguous(t) for t in (key, value))
-    caches_ok = all(c.dtype == torch.float32 and c.is_contiguous() for c in (key_cache, value_cache))
+    """Whether the C kernels are built and :func:`reshape_and_cache` can take these tensors: CPU K/V
+    ``[T, Hkv, D]`` with contiguous rows, contiguous caches, all fp32 or all bf16, int64 slots (the engine's layout)."""
+    dt = key.dtype
+    kv_ok = dt in LAYER_DTYPES and all(t.dtype == dt and t.dim() == 3 and _rows_contiguous(t) for t in (key, value))
+    caches_ok = all(c.dtype == dt and c.is_contiguous() for c in (key_cache, value_cache))
     return kv_ok and caches_ok and key.device.type == "cpu" and slot_mapping.dtype == torch.int64 and load() is not None
 
 
@@ -433,7 +452,8 @@ def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
     """``(num_seqs, num_q_heads, head_dim)`` of inputs the decode kernels can read, else KernelInputError."""
     if not isinstance(kv, PagedKV):
         raise KernelInputError(f"kv must be a pagedlab.kernels.paged_kv.PagedKV, got {type(kv).__name__}")
-    _tensor("query", query, 3, torch.float32)
+    both_bf16 = _is_bf16(query) and _is_bf16(kv.key_cache)  # else the query is fp32 here (a bf16 one converted)
+    _tensor("query", query, 3, torch.bfloat16 if both_bf16 else torch.float32)
     for name, cache in (("key_cache", kv.key_cache), ("value_cache", kv.value_cache)):
         _tensor(name, cache, 4, kv.key_cache.dtype if _is_kv_tensor(kv.key_cache) else torch.float32)
     _tensor("seq_lens", kv.seq_lens, 1)
@@ -486,6 +506,9 @@ def _raise(status: int, seq: int, kv: PagedKV) -> None:
 
 
 # --- what every C entry point is handed: checked here, as C would trust it --------------------------------
+_DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64", torch.bool: "bool"}
+
+
 def _tensor(name: str, t: object, ndim: int | None = None, dtype: torch.dtype | None = None) -> None:
     """KernelInputError unless ``t`` is a tensor on the CPU (C reads its memory through a raw pointer), of
     ``ndim`` dims and ``dtype`` when given."""
@@ -494,7 +517,7 @@ def _tensor(name: str, t: object, ndim: int | None = None, dtype: torch.dtype | 
     if t.device.type != "cpu":
         raise KernelInputError(f"the C kernels read CPU tensors; {name} is {_describe(t)}")
     if (ndim is not None and t.dim() != ndim) or (dtype is not None and t.dtype != dtype):
-        kind = {torch.float32: "fp32", torch.int64: "int64", torch.bool: "bool"}.get(dtype, str(dtype)) if dtype else ""
+        kind = _DTYPE_NAMES.get(dtype, str(dtype)) if dtype else ""
         want = " ".join(w for w in (f"{ndim}-D" if ndim is not None else "", kind) if w)
         raise KernelInputError(f"{name} must be a {want} CPU tensor, got {_describe(t)}")
 
@@ -518,10 +541,10 @@ def _real(name: str, x: object) -> float:
 
 
 # --- the small per-layer ops (csrc/layer_ops_cpu.c) ------------------------------------------------
-def _rows(name: str, t: torch.Tensor, ndim: int) -> None:
-    """KernelInputError unless ``t`` is an fp32 CPU tensor of ``ndim`` dims whose rows (all but the first
-    dim) are contiguous: the layout the C ops read, a row stride apart."""
-    _tensor(name, t, ndim, torch.float32)
+def _rows(name: str, t: torch.Tensor, ndim: int, dtype: torch.dtype | None = torch.float32) -> None:
+    """KernelInputError unless ``t`` is a CPU tensor of ``ndim`` dims (and ``dtype`` when given) whose rows (all
+    but the first dim) are contiguous: the layout the C ops read, a row stride apart."""
+    _tensor(name, t, ndim, dtype)
     if not _rows_contiguous(t):
         raise KernelInputError(f"{name} must have contiguous rows, got strides {t.stride()}")
 
@@ -542,13 +565,18 @@ def _describe(t: object) -> str:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """``weight * x / sqrt(mean(x**2, -1) + eps)`` for ``x`` ``[T, hidden]`` (HF ``LlamaRMSNorm``; the sum
-    runs in another order than torch's, so the result equals it to fp32 rounding, not bit for bit)."""
-    _rows("x", x, 2)
+    runs in another order than torch's, so the result equals it to fp32 rounding, not bit for bit).
+    ``x`` and ``weight`` fp32, or both bf16 (the sums and the scaling in fp32, rounded to bf16 where HF's
+    bf16 ``LlamaRMSNorm`` rounds: the scaled row, then its product with the weight)."""
+    _rows("x", x, 2, None)
     _tensor("weight", weight)
-    if weight.shape != x.shape[1:] or weight.dtype != torch.float32 or not weight.is_contiguous():
-        raise KernelInputError(f"weight must be a contiguous fp32 [{x.shape[1]}], got {_describe(weight)}")
-    out = torch.empty(x.shape)
-    _library().rms_norm_f32(
+    dt = _layer_dtype("x", x)
+    if weight.shape != x.shape[1:] or weight.dtype != dt or not weight.is_contiguous():
+        raise KernelInputError(
+            f"weight must be a contiguous {_name(dt)} [{x.shape[1]}] (x's dtype), got {_describe(weight)}"
+        )
+    out = torch.empty(x.shape, dtype=dt)
+    (_library().rms_norm_bf16 if dt == torch.bfloat16 else _library().rms_norm_f32)(
         out.data_ptr(), x.data_ptr(), weight.data_ptr(), x.shape[0], x.shape[1], x.stride(0), _real("eps", eps)
     )
     return out
@@ -558,16 +586,19 @@ def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
     """``pagedlab.model.llama.apply_rope(x, cos, sin)`` bit for bit, in one pass: ``x`` ``[T, heads, head_dim]``
     (heads contiguous within a token: a column slice of a packed QKV is fine), ``cos``/``sin`` contiguous
     ``[T, head_dim]``. Returns a new contiguous ``[T, heads, head_dim]``."""
-    _rows("x", x, 3)
+    _rows("x", x, 3, None)
     t, _, d = x.shape
+    dt = _layer_dtype("x", x)
     for name, table in (("cos", cos), ("sin", sin)):
         _tensor(name, table)
-        if table.shape != (t, d) or table.dtype != torch.float32 or not table.is_contiguous():
-            raise KernelInputError(f"{name} must be a contiguous fp32 [{t}, {d}], got {_describe(table)}")
+        if table.shape != (t, d) or table.dtype != dt or not table.is_contiguous():
+            raise KernelInputError(
+                f"{name} must be a contiguous {_name(dt)} [{t}, {d}] (x's dtype), got {_describe(table)}"
+            )
     if d % 2:
         raise KernelInputError(f"rotary_embedding needs an even head_dim, got {d}")
-    out = torch.empty(x.shape)
-    _library().rotary_embedding_f32(
+    out = torch.empty(x.shape, dtype=dt)
+    (_library().rotary_embedding_bf16 if dt == torch.bfloat16 else _library().rotary_embedding_f32)(
         out.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(), t, x.shape[1], d, x.stride(0)
     )
     return out
@@ -589,23 +620,25 @@ def reshape_and_cache(
         KernelInputError: another layout or device, or a slot past the cache or below -1 (naming the token;
             then nothing is written).
     """
-    _rows("key", key, 3)
-    _rows("value", value, 3)
-    for name, c in (("key_cache", key_cache), ("value_cache", value_cache)):
-        _tensor(name, c, 4, torch.float32)
+    _rows("key", key, 3, None)
+    _rows("value", value, 3, None)
+    dt = _layer_dtype("key", key)
+    for name, c in (("value", value), ("key_cache", key_cache), ("value_cache", value_cache)):
+        _tensor(name, c, None if name == "value" else 4, dt)
     _tensor("slot_mapping", slot_mapping, 1, torch.int64)
     t, row = key.shape[0], key.shape[1] * key.shape[2]
     caches_ok = all(c.is_contiguous() and c.shape[2:] == key.shape[1:] for c in (key_cache, value_cache))
     if not caches_ok or value.shape != key.shape or key_cache.shape != value_cache.shape:
         raise KernelInputError(
-            f"reshape_and_cache needs key/value [T, Hkv, D] and contiguous fp32 caches [blocks, block_size, Hkv, D] "
+            f"reshape_and_cache needs key/value [T, Hkv, D] and contiguous caches [blocks, block_size, Hkv, D] "
             f"alike; got key {_describe(key)}, value {_describe(value)}, caches {_describe(key_cache)}, "
             f"{_describe(value_cache)}"
         )
     if slot_mapping.shape != (t,) or not slot_mapping.is_contiguous():
         raise KernelInputError(f"slot_mapping must be a contiguous int64 [{t}], got {_describe(slot_mapping)}")
     num_slots = key_cache.shape[0] * key_cache.shape[1]
-    status = _library().reshape_and_cache_f32(
+    write = _library().reshape_and_cache_bf16 if dt == torch.bfloat16 else _library().reshape_and_cache_f32
+    status = write(
         key.data_ptr(), value.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(), slot_mapping.data_ptr(),
         t, row, key.stride(0), value.stride(0), num_slots,
     )  # fmt: skip
@@ -615,3 +648,14 @@ def reshape_and_cache(
             f"slot_mapping[{bad}] = {int(slot_mapping[bad])} is outside the cache's {num_slots} slots "
             f"(-1 marks padding); nothing was written"
         )
+
+
+def _layer_dtype(name: str, t: torch.Tensor) -> torch.dtype:
+    """``t``'s dtype if a layer op takes it (:data:`LAYER_DTYPES`), else KernelInputError."""
+    if t.dtype not in LAYER_DTYPES:
+        raise KernelInputError(f"{name} must be float32 or bfloat16, got {_describe(t)}")
+    return t.dtype
+
+
+def _name(dt: torch.dtype) -> str:
+    return _DTYPE_NAMES[dt]

@@ -9,7 +9,8 @@
  * (paged_attention_v1 in csrc/cpu/attention.cpp, vLLM 0.6; later releases: csrc/cpu/cpu_attn.cpp).
  *
  * Layout (the query and out fp32; the caches fp32, or bf16 in the *_bf16kv entry points, each row converted to
- * fp32 as it is read: every sum below is an fp32 sum either way; native.py checks devices, dtypes, ranks, shapes and strides before the call; here
+ * fp32 as it is read; paged_decode_attention_bf16 takes a bf16 query and writes a bf16 out as well, converted
+ * per task, so a bf16 model needs no conversion op around the call: every sum below is an fp32 sum either way; native.py checks devices, dtypes, ranks, shapes and strides before the call; here
  * every size argument is checked once per call, and every block id, lane slot and length a task reads
  * once per task, outside the loops over keys):
  *   query        [num_seqs, num_q_heads, head_dim]; sequence stride q_stride, heads contiguous
@@ -65,6 +66,15 @@ static inline __attribute__((always_inline)) float bf16_to_f32(uint16_t h) {
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
+}
+/* An fp32 value rounded to the nearest bf16, ties to even (torch's conversion: c10::round_to_nearest_even);
+ * a NaN stays a (quiet) NaN. */
+static inline __attribute__((always_inline)) uint16_t f32_to_bf16(float f) {
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
 }
 #define LOAD_F32(x) (x)
 #define LOAD_BF16(x) bf16_to_f32(x)
@@ -128,10 +138,12 @@ typedef int (*find_rows_fn)(const void *how, int64_t s, int64_t h, const void **
                             int64_t *n);
 
 /* Every (sequence, KV head) task, spread over num_threads OpenMP threads (one without OpenMP); a task
- * with no rows gets a zero output; bf16: the caches' rows are bf16 (uint16_t), else fp32. Returns OK or the first error code, with *bad_seq its sequence. */
-static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads,
+ * with no rows gets a zero output; bf16: the caches' rows are bf16 (uint16_t), else fp32; io_bf16: the query
+ * and out are bf16 too (each task converts its query rows to fp32 and rounds its output once, as torch's
+ * .float() and .to(torch.bfloat16) around the fp32 call would), else fp32. Returns OK or the first error code, with *bad_seq its sequence. */
+static int run_tasks(void *out, const void *query, int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads,
                      int64_t head_dim, int64_t q_stride, int64_t max_rows, float scale, int num_threads,
-                     int bf16, find_rows_fn find_rows, const void *how, int64_t *bad_seq) {
+                     int bf16, int io_bf16, find_rows_fn find_rows, const void *how, int64_t *bad_seq) {
     *bad_seq = -1;
     if (num_seqs < 0 || num_kv_heads < 1 || num_q_heads < 1 || head_dim < 1 || max_rows < 0 || num_threads < 1)
         return BAD_ARGUMENT;
@@ -153,8 +165,12 @@ static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t n
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             int64_t s = task / num_kv_heads, h = task % num_kv_heads, n = 0;
-            float *o = out + (s * num_q_heads + h * group) * head_dim;
-            const float *q = query + s * q_stride + h * group * head_dim;
+            const int64_t out_at = (s * num_q_heads + h * group) * head_dim, q_at = s * q_stride + h * group * head_dim;
+            float qbuf[MAX_GROUP * MAX_HEAD_DIM], obuf[MAX_GROUP * MAX_HEAD_DIM]; /* used when io_bf16 */
+            float *o = io_bf16 ? obuf : (float *)out + out_at;
+            const float *q = io_bf16 ? qbuf : (const float *)query + q_at;
+            if (io_bf16)
+                for (int64_t i = 0; i < group * head_dim; i++) qbuf[i] = bf16_to_f32(((const uint16_t *)query)[q_at + i]);
             int problem = !scores || !krows || !vrows ? NO_MEMORY : find_rows(how, s, h, krows, vrows, &n);
             if (problem != OK || n == 0) {
                 memset(o, 0, sizeof(float) * (size_t)(group * head_dim));
@@ -174,6 +190,8 @@ static int run_tasks(float *out, const float *query, int64_t num_seqs, int64_t n
             } else {
                 attend_one_f32(o, q, krows, vrows, n, group, head_dim, scale, scores);
             }
+            if (io_bf16)
+                for (int64_t i = 0; i < group * head_dim; i++) ((uint16_t *)out)[out_at + i] = f32_to_bf16(obuf[i]);
         }
         free(scores);
         free(krows);
@@ -213,11 +231,12 @@ static int rows_from_table(const void *how, int64_t s, int64_t h, const void **k
     return OK;
 }
 
-static int paged_decode_attention(float *out, const float *query, const void *key_cache, const void *value_cache,
+static int paged_decode_attention(void *out, const void *query, const void *key_cache, const void *value_cache,
                                   const int32_t *block_tables, const int32_t *seq_lens, int64_t num_seqs,
                                   int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
                                   int64_t num_blocks, int64_t q_stride, int64_t table_stride, int64_t table_width,
-                                  int64_t max_seq_len, float scale, int num_threads, int bf16, int64_t *bad_seq) {
+                                  int64_t max_seq_len, float scale, int num_threads, int bf16, int io_bf16,
+                                  int64_t *bad_seq) {
     if (block_size < 1 || num_blocks < 0 || table_width < 0 || table_stride < 0 || max_seq_len < 0) {
         *bad_seq = -1;
         return BAD_ARGUMENT;
@@ -226,7 +245,7 @@ static int paged_decode_attention(float *out, const float *query, const void *ke
                      head_dim,   block_size,   num_blocks,   table_stride, table_width,
                      max_seq_len, bf16 ? (int64_t)sizeof(uint16_t) : (int64_t)sizeof(float)};
     return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, max_seq_len, scale,
-                     num_threads, bf16, rows_from_table, &how, bad_seq);
+                     num_threads, bf16, io_bf16, rows_from_table, &how, bad_seq);
 }
 
 int paged_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,
@@ -236,7 +255,7 @@ int paged_decode_attention_f32(float *out, const float *query, const float *key_
                                int64_t max_seq_len, float scale, int num_threads, int64_t *bad_seq) {
     return paged_decode_attention(out, query, key_cache, value_cache, block_tables, seq_lens, num_seqs, num_q_heads,
                                   num_kv_heads, head_dim, block_size, num_blocks, q_stride, table_stride, table_width,
-                                  max_seq_len, scale, num_threads, 0, bad_seq);
+                                  max_seq_len, scale, num_threads, 0, 0, bad_seq);
 }
 
 /* The same with bf16 caches (uint16_t bit patterns); query and out stay fp32. */
@@ -248,7 +267,19 @@ int paged_decode_attention_bf16kv(float *out, const float *query, const uint16_t
                                   int64_t *bad_seq) {
     return paged_decode_attention(out, query, key_cache, value_cache, block_tables, seq_lens, num_seqs, num_q_heads,
                                   num_kv_heads, head_dim, block_size, num_blocks, q_stride, table_stride, table_width,
-                                  max_seq_len, scale, num_threads, 1, bad_seq);
+                                  max_seq_len, scale, num_threads, 1, 0, bad_seq);
+}
+
+/* All bf16: the query, out and caches (uint16_t bit patterns); every sum fp32, the output rounded once. */
+int paged_decode_attention_bf16(uint16_t *out, const uint16_t *query, const uint16_t *key_cache,
+                                const uint16_t *value_cache, const int32_t *block_tables, const int32_t *seq_lens,
+                                int64_t num_seqs, int64_t num_q_heads, int64_t num_kv_heads, int64_t head_dim,
+                                int64_t block_size, int64_t num_blocks, int64_t q_stride, int64_t table_stride,
+                                int64_t table_width, int64_t max_seq_len, float scale, int num_threads,
+                                int64_t *bad_seq) {
+    return paged_decode_attention(out, query, key_cache, value_cache, block_tables, seq_lens, num_seqs, num_q_heads,
+                                  num_kv_heads, head_dim, block_size, num_blocks, q_stride, table_stride, table_width,
+                                  max_seq_len, scale, num_threads, 1, 1, bad_seq);
 }
 
 /* --- through the lanes a tile-load plan chose (pagedlab.model.attention.TilePlan) --------------- */
@@ -297,7 +328,7 @@ static int lane_decode_attention(float *out, const float *query, const void *key
                     seq_lens,  num_kv_heads, head_dim, num_lanes, num_slots,
                     bf16 ? (int64_t)sizeof(uint16_t) : (int64_t)sizeof(float)};
     return run_tasks(out, query, num_seqs, num_q_heads, num_kv_heads, head_dim, q_stride, num_lanes, scale,
-                     num_threads, bf16, rows_from_lanes, &how, bad_seq);
+                     num_threads, bf16, 0, rows_from_lanes, &how, bad_seq);
 }
 
 int lane_decode_attention_f32(float *out, const float *query, const float *key_cache, const float *value_cache,

@@ -54,14 +54,15 @@ def main(args: argparse.Namespace) -> int:
     for p in paths:
         st = notebooks.update(p, args.lang) if args.translate_command == "update" else notebooks.status(p, args.lang)
         line = f"  {p.name:<40} {st.translated}/{st.cells} cells translated"
-        for what in ("stale", "missing", "obsolete"):
+        for what in ("stale", "missing", "obsolete", "unfaithful"):
             ids = getattr(st, what)
             if ids:
                 line += f", {len(ids)} {what}"
         print(line)
         if args.verbose:
-            for cid in st.stale + st.missing:
-                print(f"      {'stale  ' if cid in st.stale else 'missing'} {cid}: {_first_line(p, cid)}")
+            for cid in st.stale + st.missing + st.unfaithful:
+                what = "stale  " if cid in st.stale else "missing" if cid in st.missing else "changes code"
+                print(f"      {what} {cid}: {_first_line(p, cid)}")
         bad += not st.ok
     where = f"{args.solutions}/{args.lang}/"
     if args.translate_command == "update":

@@ -1,15 +1,17 @@
 """The notebooks' translation catalogs: ``solutions/<lang>/<notebook>.po`` beside the English source.
 
 Format: gettext ``.po`` (read and written with Babel, which the kit already installs; Poedit, Weblate
-and ``msgmerge`` read it too). One entry per markdown cell: msgctxt = the cell's nbformat id (stable
-across edits), msgid = the cell's English source, msgstr = its translation. The English text itself is
-the key, which is stronger than a hash of it: when an English cell changes, its entry no longer matches
+and ``msgmerge`` read it too). One entry per markdown cell, and per code cell with comments, printed
+text or docstrings: msgctxt = the cell's nbformat id (stable across edits), msgid = the cell's English
+source, msgstr = its translation. The English text itself is the key, which is stronger than a hash of it: when an English cell changes, its entry no longer matches
 and the translation counts as **stale** (it is not used; the English cell is shown until the entry is
 updated), and :func:`update` keeps the old translation marked ``#, fuzzy`` with the old English as
 ``#| msgid`` so the translator sees what changed. A cell with no entry or an empty msgstr is **missing**;
 an entry whose cell is gone is **obsolete** (:func:`update` drops it).
 
-Code cells are not in the catalogs: their code, exercise markers and names stay as written.
+A code cell's translation changes its comments, the text it prints and its docstrings, nothing else
+(:mod:`pagedlab.i18n.code_text`): its code, exercise markers, names, keys and compared values stay as written.
+One that changes more is **unfaithful**: it is not used (the English cell runs) and the status lists it.
 """
 
 from __future__ import annotations
@@ -21,24 +23,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pagedlab.i18n import code_text
 from pagedlab.i18n.messages import LANGUAGES, I18nError
 
 __all__ = ["CatalogStatus", "cells", "read", "write", "status", "update", "translate_notebook", "catalog_path"]
 
-#: Cell types whose source is translated.
-TRANSLATED_TYPES = ("markdown",)
+#: Cell types whose source is translated (code cells: only those with comments, printed text or docstrings).
+TRANSLATED_TYPES = ("markdown", "code")
 #: Cells made by a generator, not written by an author: their text follows a setting (the links of
-#: ``pagedlab.routes``), so a translation would go stale with the setting. They stay as generated.
-GENERATED_TAGS = frozenset({"pagedlab-routes"})
+#: ``pagedlab.routes``, the setup cell of ``pagedlab.colab``), so a translation would go stale with the
+#: setting. They stay as generated.
+GENERATED_TAGS = frozenset({"pagedlab-routes", "pagedlab-setup"})
 
 
 def _translatable(cell: dict[str, Any]) -> bool:
     tags = cell.get("metadata", {}).get("tags", [])
-    return (
-        cell.get("cell_type") in TRANSLATED_TYPES
-        and bool(_source(cell).strip())
-        and not GENERATED_TAGS.intersection(tags)
-    )
+    if cell.get("cell_type") not in TRANSLATED_TYPES or GENERATED_TAGS.intersection(tags):
+        return False
+    if cell.get("cell_type") == "code":
+        return code_text.has_text(_source(cell))
+    return bool(_source(cell).strip())
+
+
+def unfaithful(english: str, translated: str, cell_type: str) -> list[str]:
+    """Why the translation of a ``cell_type`` cell cannot be used (a code cell's translation may change only
+    comments, printed text and docstrings: :func:`pagedlab.i18n.code_text.differences`); empty when it can."""
+    if cell_type != "code":
+        return []
+    problems = code_text.differences(english, translated)
+    why = code_text.compiles(translated)
+    return problems + ([f"does not compile: {why}"] if why else [])
 
 
 def _source(cell: dict[str, Any]) -> str:
@@ -47,7 +61,8 @@ def _source(cell: dict[str, Any]) -> str:
 
 
 def cells(nb: dict[str, Any], where: str = "notebook") -> list[tuple[str, str]]:
-    """``(cell id, English source)`` of each translatable cell of ``nb``, in order (empty cells left out).
+    """``(cell id, English source)`` of each translatable cell of ``nb``, in order (empty cells, and code
+    cells with nothing to translate, left out).
 
     Raises:
         I18nError: a translatable cell without an id, or two cells with one id (nbformat 4.5 gives each an id).
@@ -61,7 +76,7 @@ def cells(nb: dict[str, Any], where: str = "notebook") -> list[tuple[str, str]]:
         if not _translatable(cell):
             continue
         if not cid:
-            raise I18nError(f"{where}: markdown cell {n} has no id; save the notebook as nbformat 4.5")
+            raise I18nError(f"{where}: {cell.get('cell_type')} cell {n} has no id; save the notebook as nbformat 4.5")
         out.append((str(cid), _source(cell)))
     return out
 
@@ -131,7 +146,8 @@ def write(path: Path, entries: list[Entry], lang: str, notebook: str) -> None:
     cat = Catalog(
         locale=lang,
         project="pagedlab",
-        header_comment=f"# {notebook}: its markdown cells in {lang}, keyed by cell id (pagedlab.i18n.notebooks).\n"
+        header_comment=f"# {notebook}: its markdown cells, and its code cells' comments, printed text and\n"
+        f"# docstrings, in {lang}, keyed by cell id (pagedlab.i18n.notebooks).\n"
         f"# Update with `pagedlab translate update {lang}`; list stale and missing cells with `pagedlab translate status`.",
     )
     for e in entries:
@@ -150,7 +166,8 @@ def write(path: Path, entries: list[Entry], lang: str, notebook: str) -> None:
 
 @dataclass
 class CatalogStatus:
-    """What a notebook's catalog lacks: cell ids whose translation is missing, stale, or obsolete."""
+    """What a notebook's catalog lacks: cell ids whose translation is missing, stale, obsolete, or unfaithful
+    (a code cell's translation that changes more than comments and printed text)."""
 
     notebook: str
     cells: int = 0
@@ -158,10 +175,11 @@ class CatalogStatus:
     missing: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     obsolete: list[str] = field(default_factory=list)
+    unfaithful: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.stale or self.obsolete)
+        return not (self.missing or self.stale or self.obsolete or self.unfaithful)
 
 
 def status(solution: Path, lang: str) -> CatalogStatus:
@@ -170,6 +188,7 @@ def status(solution: Path, lang: str) -> CatalogStatus:
     entries = read(catalog_path(solution, lang))
     st = CatalogStatus(solution.name)
     current = cells(nb, str(solution))
+    types = {str(c.get("id")): str(c.get("cell_type")) for c in nb.get("cells", [])}
     for cid, english in current:
         st.cells += 1
         e = entries.get(cid)
@@ -177,6 +196,8 @@ def status(solution: Path, lang: str) -> CatalogStatus:
             st.missing.append(cid)
         elif e.fuzzy or e.english != english:
             st.stale.append(cid)
+        elif unfaithful(english, e.text, types[cid]):
+            st.unfaithful.append(cid)
         else:
             st.translated += 1
     ids = {cid for cid, _ in current}
@@ -211,16 +232,22 @@ LANGUAGE_CELL = (
 
 
 def translate_notebook(nb: dict[str, Any], entries: dict[str, Entry], lang: str) -> tuple[dict[str, Any], list[str]]:
-    """A copy of ``nb`` with each markdown cell replaced by its current translation and a first code cell
+    """A copy of ``nb`` with each translated cell replaced by its current translation and a first code cell
     that sets the language (:data:`LANGUAGE_CELL`), and the ids of the cells left in English (no
-    translation, or a stale one: a stale translation is never shown)."""
+    translation, a stale one, or an unfaithful code cell: neither is ever shown)."""
     out = copy.deepcopy(nb)
     english_left = []
     for cell in out.get("cells", []):
         if not _translatable(cell):
             continue
         e = entries.get(str(cell.get("id")))
-        if e is None or not e.text or e.fuzzy or e.english != _source(cell):
+        if (
+            e is None
+            or not e.text
+            or e.fuzzy
+            or e.english != _source(cell)
+            or unfaithful(e.english, e.text, str(cell.get("cell_type")))
+        ):
             english_left.append(str(cell.get("id")))
             continue
         cell["source"] = e.text.splitlines(keepends=True)

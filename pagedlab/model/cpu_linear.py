@@ -187,7 +187,8 @@ class PackedDecoderLayer(nn.Module):
     Q and K rotated in one pass (:func:`apply_rope_flipped`); the residual adds fused into ``o_proj``
     and ``down_proj`` (oneDNN's ``add`` post-op, as vLLM's CPU backend fuses through IPEX/oneDNN,
     vLLM >= 0.6); RMSNorm and RoPE by the C kernels of ``pagedlab.kernels.native`` where they are
-    built (one call each instead of four and five torch ops; RoPE bit for bit the same); RoPE (without
+    built, in fp32 and in bf16 (one call each instead of four to seven torch ops; RoPE bit for bit the
+    same, RMSNorm to the order of its fp32 sum); RoPE (without
     them) and SiLU-times-up on one thread for steps of at most ``SINGLE_THREAD_TOKENS`` tokens
     (:func:`single_threaded`; the attention backend picks its own threads).
 
@@ -211,7 +212,7 @@ class PackedDecoderLayer(nn.Module):
         """``x`` ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V rows into ``kv_cache``."""
         t, hq, hkv, d = x.shape[0], self.num_heads, self.num_kv_heads, self.head_dim
         cos, sin, meta = ctx.cos, ctx.sin, ctx.meta
-        c = x.dtype == torch.float32 and native.load() is not None  # C RMSNorm and RoPE, else torch's
+        c = x.dtype in native.LAYER_DTYPES and native.load() is not None  # C RMSNorm and RoPE, else torch's
         qkv = self.qkv_proj(_rms_norm(self.input_layernorm, x, c))
         qk_rows = qkv[:, : (hq + hkv) * d].view(t, hq + hkv, d)
         if c:

@@ -86,3 +86,29 @@ def test_the_readme_quotes_the_stored_results(bench: ModuleType) -> None:
     result = json.loads((root / "benchmarks" / "results" / "engine_vs_vllm.json").read_text())
     readme = " ".join((root / "README.md").read_text().split())
     assert " ".join(bench.readme_summary(result).split()) in readme
+
+
+def test_peak_rss_counts_the_engine_cores_process(bench: ModuleType) -> None:
+    """vLLM's multiprocess engine core holds the model and the cache in a child process: the peak RSS adds each
+    living descendant's VmHWM (a grandchild too), which ``ru_maxrss`` of the front process alone misses."""
+    import subprocess
+    import sys
+    import time
+
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc: descendants_peak_rss_mb reads Linux's /proc")
+    hold = "x = bytearray({mb} * 2**20); import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()"
+    grandchild = f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', {hold.format(mb=60)!r}], stdin=subprocess.PIPE, stdout=sys.stdout); {hold.format(mb=150)}"
+    child = subprocess.Popen(
+        [sys.executable, "-c", grandchild], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        ready = [child.stdout.readline() for _ in range(2)]
+        assert ready == ["ready\n", "ready\n"]
+        time.sleep(0.2)
+        got = bench.descendants_peak_rss_mb()
+        assert 60 + 150 <= got < 60 + 150 + 120, got  # both held blocks, plus two interpreters' own pages
+    finally:
+        child.kill()
+        child.wait()

@@ -4,12 +4,13 @@ translated cell whose English names a glossary term uses the Chinese edition's w
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 
 import pytest
 
-from pagedlab.i18n import notebooks
+from pagedlab.i18n import code_text, notebooks
 
 REPO = Path(__file__).resolve().parents[2]
 GLOSSARY = REPO / "docs" / "glossary.md"
@@ -40,13 +41,18 @@ ROWS = glossary()
 
 
 def _zh_texts() -> list[tuple[str, str, str]]:
-    """(where, English, Chinese) of every translation in the repository's catalogs."""
+    """(where, English, Chinese) of every translation in the repository's catalogs; of a code cell, its comments
+    and printed text (:func:`pagedlab.i18n.code_text.prose`: the code around them stays English)."""
     from babel.messages.pofile import read_po
 
     out = []
     for po in sorted((REPO / "solutions" / "zh").glob("*.po")):
+        nb = json.loads((REPO / "solutions" / f"{po.stem}.ipynb").read_text(encoding="utf-8"))
+        code = {c.get("id") for c in nb["cells"] if c["cell_type"] == "code"}
         for cid, e in notebooks.read(po).items():
-            if e.text:
+            if e.text and cid in code:
+                out.append((f"{po.name}:{cid}", code_text.prose(e.english), code_text.prose(e.text)))
+            elif e.text:
                 out.append((f"{po.name}:{cid}", e.english, e.text))
     cat = read_po(io.StringIO((REPO / "pagedlab" / "i18n" / "zh.po").read_text(encoding="utf-8")))
     out += [(f"zh.po:{str(m.id)[:30]}", str(m.id), str(m.string)) for m in cat if m.id and m.string]
@@ -74,6 +80,7 @@ def test_no_competing_translation_of_a_glossary_term(row):
 def _prose(text: str) -> str:
     """Markdown without code spans, code blocks, math and link targets (where English names stay English)."""
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"``.*?``", " ", text, flags=re.S)  # a docstring's code (reStructuredText)
     text = re.sub(r"`[^`]*`", " ", text)
     text = re.sub(r"\$[^$]*\$", " ", text)
     return re.sub(r"\]\([^)]*\)", "]", text)

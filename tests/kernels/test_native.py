@@ -324,14 +324,32 @@ def test_rms_norm_equals_torch_and_float64(built: None) -> None:
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda: native.rms_norm(torch.randn(2, 8).half(), torch.ones(8), 1e-5), "fp32 CPU tensor"),
-        (lambda: native.rms_norm(torch.randn(8), torch.ones(8), 1e-5), "2-D fp32"),
+        (lambda: native.rms_norm(torch.randn(2, 8).half(), torch.ones(8), 1e-5), "float32 or bfloat16"),
+        (lambda: native.rms_norm(torch.randn(8), torch.ones(8), 1e-5), "2-D CPU"),
+        (lambda: native.rms_norm(torch.randn(2, 8).bfloat16(), torch.ones(8), 1e-5), r"contiguous bf16 \[8\]"),
         (lambda: native.rms_norm(torch.randn(2, 8), torch.ones(7), 1e-5), r"contiguous fp32 \[8\]"),
         (lambda: native.rms_norm(torch.randn(2, 8), torch.ones(8).double(), 1e-5), r"contiguous fp32 \[8\]"),
         (lambda: native.rms_norm(torch.randn(8, 2).T, torch.ones(8), 1e-5), "contiguous rows"),
         (lambda: native.rotary_embedding(torch.randn(2, 3, 7), torch.ones(2, 7), torch.ones(2, 7)), "even head_dim"),
         (lambda: native.rotary_embedding(torch.randn(2, 3, 8), torch.ones(3, 8), torch.ones(2, 8)), r"cos must be"),
-        (lambda: native.rotary_embedding(torch.randn(2, 3, 8).double(), torch.ones(2, 8), torch.ones(2, 8)), "fp32"),
+        (
+            lambda: native.rotary_embedding(torch.randn(2, 3, 8).double(), torch.ones(2, 8), torch.ones(2, 8)),
+            "bfloat16",
+        ),
+        (
+            lambda: native.rotary_embedding(torch.randn(2, 3, 8).bfloat16(), torch.ones(2, 8), torch.ones(2, 8)),
+            r"cos must be a contiguous bf16",
+        ),
+        (
+            lambda: native.reshape_and_cache(
+                torch.randn(2, 1, 4).bfloat16(),
+                torch.randn(2, 1, 4).bfloat16(),
+                torch.zeros(2, 2, 1, 4),
+                torch.zeros(2, 2, 1, 4),
+                torch.tensor([0, 1]),
+            ),
+            "key_cache must be a 4-D bf16",
+        ),
     ],
 )
 def test_bad_layer_op_inputs_are_refused(built: None, call: Callable[[], object], message: str) -> None:

@@ -239,6 +239,10 @@ def check_decode_bf16(case: DecodeCase) -> None:
     assert got16.dtype == torch.bfloat16
     want16 = reference.paged_decode_attention(q16.float(), upcast(kv), 0.3)
     torch.testing.assert_close(got16.float(), want16, rtol=2**-7, atol=1e-5)
+    # All bf16 (paged_decode_attention_bf16: the kernel reads the bf16 query and rounds its own output): the
+    # very bits of the fp32 call on the same values, rounded once, as the engine's .float() / .to() around it gave.
+    fp32_then_round = returned(outcome(lambda: native.paged_decode_attention(q16.float(), kv, 0.3, **case.kwargs)))
+    assert torch.equal(got16, fp32_then_round.bfloat16())
 
 
 @pytest.mark.parametrize("bad", ["", *BF16_DECODE_BREAKS])
@@ -387,6 +391,12 @@ def check_cache_write(case: CacheCase) -> None:
     assert not isinstance(got, KernelInputError), f"refused a valid input: {got}"
     reference.reshape_and_cache(args[0], args[1], *before, args[4])
     assert torch.equal(args[2], before[0]) and torch.equal(args[3], before[1])
+    # The same in bf16 (a bf16 engine's K/V and caches): the rows copied as they are, the rest untouched.
+    k16, v16, kc16, vc16 = (a.bfloat16() for a in args[:4])
+    want_k, want_v = kc16.clone(), vc16.clone()
+    native.reshape_and_cache(k16, v16, kc16, vc16, args[4])
+    reference.reshape_and_cache(k16, v16, want_k, want_v, args[4])
+    assert torch.equal(kc16, want_k) and torch.equal(vc16, want_v)
 
 
 @pytest.mark.parametrize("bad", ["", *CACHE_BREAKS])
@@ -424,6 +434,16 @@ def check_rms_norm(case: NormCase) -> None:
     if bad:
         return refused(got, bad)
     torch.testing.assert_close(returned(got), F.rms_norm(x, x.shape[1:], weight, eps), rtol=1e-5, atol=1e-6)
+    # bf16: HF LlamaRMSNorm's bf16 arithmetic (fp32 mean of squares, the scaled row rounded, then the weight's
+    # product rounded), to one bf16 rounding: the fp32 sum runs in another order, which may flip a rounding.
+    x16, w16 = x.bfloat16(), weight.bfloat16()
+    got16 = native.rms_norm(x16, w16, eps)
+    want16 = w16 * (x16.float() * torch.rsqrt(x16.float().pow(2).mean(-1, keepdim=True) + eps)).bfloat16()
+    assert got16.dtype == torch.bfloat16
+    torch.testing.assert_close(got16.float(), want16.float(), rtol=2**-7, atol=0)
+    # ... and that flip is rare (an fp32 sum's last bit must move a product across a bf16 rounding boundary:
+    # ~1e-5 per element): a kernel rounding once where HF rounds twice differs on about a quarter of them.
+    assert int((got16 != want16).sum()) <= 1, f"{int((got16 != want16).sum())} of {got16.numel()} differ"
 
 
 @pytest.mark.parametrize("bad", ["", *NORM_BREAKS])
@@ -466,6 +486,10 @@ def check_rope(case: RopeCase) -> None:
     if bad:
         return refused(got, bad)
     assert torch.equal(returned(got), apply_rope(x, cos, sin))
+    # bf16 (x, cos, sin): each product and the sum rounded where torch's bf16 ops round: bit for bit.
+    x16, cos16, sin16 = x.bfloat16(), cos.bfloat16(), sin.bfloat16()
+    got16 = native.rotary_embedding(x16, cos16, sin16)
+    assert got16.dtype == torch.bfloat16 and torch.equal(got16, apply_rope(x16, cos16, sin16))
 
 
 @pytest.mark.parametrize("bad", ["", *ROPE_BREAKS])
