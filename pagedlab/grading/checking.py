@@ -263,7 +263,8 @@ def check(
     Args:
         obj: the learner's function or class.
         exercise_id: e.g. ``"02.free_queue"``; default: found from ``obj.__name__``.
-        hidden_tests: an instructor's hidden-tests folder: also run those (instructors only).
+        hidden_tests: an instructor's hidden-tests folder: also run its tests (instructors only; hidden tests
+            loaded from another folder, by an earlier check() or grade() in this process, do not run).
         show: ``"auto"`` (HTML in a notebook, text elsewhere), ``"text"``, ``"html"``, or False.
         pictures: draw the failure pictures.
 
@@ -276,10 +277,9 @@ def check(
         res = CheckResult("", getattr(obj, "__name__", type(obj).__name__), error=str(e))
         _show(res, show)
         return res
-    if hidden_tests is not None:
-        registry.load_hidden_tests(hidden_tests)
+    chosen = set(registry.load_hidden_tests(hidden_tests)) if hidden_tests is not None else set()
     res = CheckResult(ex.id, ex.name, ex.summary)
-    tests = [t for t in ex.tests if not t.hidden or hidden_tests is not None]
+    tests = [t for t in ex.tests if not t.hidden or (ex.id, t.title) in chosen]  # that folder's, no other's
     for number, test in enumerate(tests, 1):
         ref = reference_transcript(ex, test)
         got = run_driver(test, obj)

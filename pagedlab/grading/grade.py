@@ -462,51 +462,55 @@ def grade(
     from pagedlab.grading import report  # lazy: check()'s machinery (hypothesis, pictures): only a run pays for it
 
     with reaper.stop_on_signals():  # SIGINT/SIGTERM: every process stopped, every temporary folder removed
-        out_path = Path(out)
-        hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
         try:
-            scoring = parse_scoring(scoring)
-        except PointsError as e:
-            raise GradeError(str(e)) from e
-        ids_by_file = read_roster(roster) if roster is not None else None
-        use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
-        paths = [s for s in submissions if not isinstance(s, Learner)]
-        discovered = discover(paths) if paths else []
-        learners = [s for s in submissions if isinstance(s, Learner)] + discovered
-        if not learners:
-            raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
-        out_path.mkdir(parents=True, exist_ok=True)
-        say(
-            f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
-            + (", with hidden tests" if hidden else "")
-        )
-        for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
-            say(warning)
-        for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
-            say(warning)
-        wanted = list(exercises) if exercises else None
-        opts = e2e if e2e is not None else E2EOptions()
-        e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
-        say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
-        job = e2e_plan.job() if e2e_plan is not None else None
-        runs = [
-            (lr, lines, info)
-            for lr, (lines, info) in zip(
-                learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job)
+            out_path = Path(out)
+            hidden = _check_options(timeout, memory_mb, jobs, hidden_tests, exercises)
+            try:
+                scoring = parse_scoring(scoring)
+            except PointsError as e:
+                raise GradeError(str(e)) from e
+            ids_by_file = read_roster(roster) if roster is not None else None
+            use_interpreter_without_gpu()  # before the end-to-end plan or a reference imports triton
+            paths = [s for s in submissions if not isinstance(s, Learner)]
+            discovered = discover(paths) if paths else []
+            learners = [s for s in submissions if isinstance(s, Learner)] + discovered
+            if not learners:
+                raise GradeError("no submissions found in " + (", ".join(map(str, submissions)) or "an empty list"))
+            out_path.mkdir(parents=True, exist_ok=True)
+            say(
+                f"pagedlab grade: {len(learners)} submission(s), timeout {timeout:g} s, memory {memory_mb} MB"
+                + (", with hidden tests" if hidden else "")
             )
-        ]
-        ids = wanted if wanted is not None else _exercises_found(runs)
-        _say_containment(runs, say)
-        results = [
-            judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points, scoring)
-            for lr, lines, info in runs
-        ]
-        for r, (_lr, lines, _info) in zip(results, runs):
-            r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
-        report.write_all(out_path, results, ids, runs)
-        _say_results(results, say)
-        say(f"wrote {out_path / 'grades.csv'}, {out_path / report.COMBINED_NAME}, {out_path / 'feedback'}/")
-        return results
+            for warning in name_clashes(discovered):  # a Learner given as it is keeps its name
+                say(warning)
+            for warning in apply_roster(discovered, ids_by_file) if ids_by_file is not None else []:
+                say(warning)
+            wanted = list(exercises) if exercises else None
+            opts = e2e if e2e is not None else E2EOptions()
+            e2e_plan, e2e_note = (e2e_plan, "") if e2e_plan is not None and opts.enabled else _e2e_plan(opts)
+            say(e2e_plan.describe() if e2e_plan is not None else f"end-to-end: not run ({e2e_note})")
+            job = e2e_plan.job() if e2e_plan is not None else None
+            runs = [
+                (lr, lines, info)
+                for lr, (lines, info) in zip(
+                    learners, run_learners(learners, wanted, hidden, timeout, memory_mb, jobs, job)
+                )
+            ]
+            ids = wanted if wanted is not None else _exercises_found(runs)
+            _say_containment(runs, say)
+            results = [
+                judge_learner(lr, lines, info, ids, memory_mb, timeout, reference_earns_points, points, scoring)
+                for lr, lines, info in runs
+            ]
+            for r, (_lr, lines, _info) in zip(results, runs):
+                r.e2e = judge_e2e(lines, e2e_plan, opts.points, e2e_note)
+            report.write_all(out_path, results, ids, runs)
+            _say_results(results, say)
+            say(f"wrote {out_path / 'grades.csv'}, {out_path / report.COMBINED_NAME}, {out_path / 'feedback'}/")
+            return results
+
+        finally:  # the hidden tests leave with the run: a later check() or grade() in this process
+            registry.unload_hidden_tests()  # (the Jupyter kernel of an instructor, a test session) never runs them
 
 
 def _say_containment(

@@ -14,16 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_labs_browser import (
-    CHROMIUM_ARGS,
-    FALLBACK_TEXTS,
-    JS_CELL_STATE,
-    JS_PLAYER,
-    TOKEN,
-    _chromium,
-    _wait,
-    serve_jupyter,
-)
+from runall import run_all_cells
+from test_labs_browser import CHROMIUM_ARGS, FALLBACK_TEXTS, JS_PLAYER, TOKEN, _chromium, _wait, serve_jupyter
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "solutions" / "01_kv_cache_fragmentation.ipynb"
@@ -63,15 +55,7 @@ def test_lab_widget_renders_and_steps_in_notebook7(notebook7: str) -> None:
             page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
             page.wait_for_function("() => /Python/.test(document.body.innerText)", timeout=90_000)
             page.wait_for_timeout(3000)  # kernel start-up
-            page.click(".lm-MenuBar-item:has-text('Run')")
-            page.click(".lm-Menu-item[data-command='runmenu:run-all']")
-
-            def finished() -> dict | None:
-                st = page.evaluate(JS_CELL_STATE)
-                return st if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0) else None
-
-            state = _wait(finished, 420, "all cells to run", interval=1.0)
-            assert not state["errors"], "\n---\n".join(state["errors"])
+            run_all_cells(page, 420)
             page.wait_for_timeout(1500)  # widget views attach just after the kernel is done
             text = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").inner_text()
             shown = [bad for bad in FALLBACK_TEXTS if bad in text]

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_labs_browser import CHROMIUM_ARGS, JS_CELL_STATE, TOKEN, _chromium, _wait, serve_jupyter
+from runall import run_all_cells
+from test_labs_browser import CHROMIUM_ARGS, TOKEN, _chromium, serve_jupyter
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -145,15 +146,7 @@ def test_no_widget_text_is_clipped(widgets_lab: tuple[str, str]) -> None:
             page.goto(f"{base}/lab/tree/{name}?token={TOKEN}", timeout=90_000)
             page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell", timeout=90_000)
             page.wait_for_timeout(3000)  # kernel start-up
-            page.click(".lm-MenuBar-item:has-text('Run')")
-            page.click(".lm-Menu-item[data-command='runmenu:run-all']")
-
-            def finished() -> dict | None:
-                st = page.evaluate(JS_CELL_STATE)
-                return st if st["errors"] or (st["n"] and st["done"] == st["n"] and st["running"] == 0) else None
-
-            state = _wait(finished, 300, "all cells to run", interval=1.0)
-            assert not state["errors"], "\n---\n".join(state["errors"])
+            run_all_cells(page, 300)
             page.wait_for_timeout(2000)  # widget views attach just after the kernel is done
             found = page.evaluate(JS_OVERFLOW)
             ARTIFACTS.mkdir(parents=True, exist_ok=True)

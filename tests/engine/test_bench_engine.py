@@ -136,3 +136,15 @@ def test_every_worker_inherits_the_kits_openmp_wait_policy() -> None:
 
     assert policy({}) == "PASSIVE False"  # set, and torch not yet loaded (libgomp reads it at load)
     assert policy({"OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE False"
+
+
+def test_run_pagedlab_serves_a_tiny_workload_and_rebuilds_its_decode_steps(bench: ModuleType) -> None:
+    # The real model on two prompts: every request gets its whole budget (EOS ignored), and the step spy that
+    # wraps ModelRunner.forward sees every step, so the pure decode steps come out with each sequence's
+    # context: prompts of 5 and 3 tokens, one prefill step, then decodes at 5+3, 6+4 and 5 (request 0 done).
+    r = bench.run_pagedlab([[1, 2, 3, 4, 5], [6, 7, 8]], [3, 4], 16)
+    assert [len(t) for t in r["token_ids"]] == [3, 4] and r["tokens"] == 7
+    assert [ctx for _s, ctx in r["decode_steps"]] == [[5, 3], [6, 4], [5]]
+    assert all(s > 0 for s, _ctx in r["decode_steps"])
+    assert len(r["ttft"]) == 2 and len(r["tpot"]) == 2 and r["preemptions"] == 0
+    assert 0 < max(r["ttft"]) < r["wall_s"]

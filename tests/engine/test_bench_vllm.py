@@ -112,3 +112,12 @@ def test_peak_rss_counts_the_engine_cores_process(bench: ModuleType) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_kit_worker_serves_the_workload_with_this_benchmarks_settings(bench: ModuleType) -> None:
+    # The kit's side of a repetition (what run_kit's subprocess runs), in this process: bench_engine's
+    # run_pagedlab under vLLM's engine settings, every request given its whole budget.
+    job = {"prompts": [[1, 2, 3, 4, 5], [6, 7, 8]], "budgets": [3, 4], "dtype": "float32"}
+    r = bench.kit_worker({**job, "settings": bench.WORKLOAD_SETTINGS["readme"]})
+    assert r["dtype"] == "float32" and r["preemptions"] == 0 and r["peak_rss_mb"] > 0
+    assert [len(t) for t in r["token_ids"]] == [3, 4] and r["tokens"] == 7 and r["wall_s"] > 0

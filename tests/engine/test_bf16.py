@@ -134,6 +134,44 @@ def test_bf16_model_matches_hf_in_bf16_and_is_really_bf16() -> None:
     assert (got - want32).abs().max() > 1e-3 * scale  # bf16 rounding shows: not an fp32 computation
 
 
+def test_bf16_rms_norms_are_hfs_bit_for_bit(monkeypatch) -> None:
+    """Every RMSNorm of the packed bf16 model, on the activations the model itself feeds it, gives HF
+    transformers' ``LlamaRMSNorm`` bits: the mean of squares summed in fp32, one rounding to bf16 before the
+    weight (issue 36). The logits' tolerance above is too wide to see a norm that sums in bf16 (a rounding of
+    the variance, of the squares or of the normalised row): only the norm's own output, compared exactly,
+    is. The two compute the same fp32 ops on the same inputs, but the C kernel (``native.rms_norm``, which the
+    packed layers call where it is built) adds the squares in another order: that moves the variance's last
+    bit now and then, and a rounding to bf16 flips about once in 10^5 elements (tests/kernels/
+    test_native_fuzz.py allows one flip per case); on these fixed inputs none does, so the bits are equal."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    _, net = hf_and_kit(seed=4)
+    kit16 = precision.model_in_dtype(net, torch.bfloat16)
+    assert cpu_linear.pack_linears(kit16) is True
+    seen: list[tuple[torch.nn.Module, torch.Tensor, torch.Tensor]] = []
+    by_layer = cpu_linear._rms_norm
+
+    def spy(norm: torch.nn.Module, x: torch.Tensor, c: bool) -> torch.Tensor:
+        out = by_layer(norm, x, c)
+        seen.append((norm, x.clone(), out.clone()))
+        return out
+
+    monkeypatch.setattr(cpu_linear, "_rms_norm", spy)
+    hook = kit16.norm.register_forward_hook(lambda norm, args, out: seen.append((norm, args[0].clone(), out.clone())))
+    ids = [5, 17, 3, 90, 41, 8, 8, 60, 2, 33, 71, 12, 64, 1, 95, 40]
+    prefill_logits(kit16, ids, torch.bfloat16)
+    prefill_logits(kit16, ids, torch.bfloat16, decode_last=True)  # a decode step's single row too
+    hook.remove()
+    assert len(seen) == 3 * (2 * len(kit16.layers) + 1)  # both norms of every layer and the final one, 3 steps
+    for norm, x, out in seen:
+        assert x.dtype == out.dtype == torch.bfloat16
+        hf = LlamaRMSNorm(x.shape[-1], eps=norm.eps).to(torch.bfloat16)
+        with torch.no_grad():
+            hf.weight.copy_(norm.weight)
+            want = hf(x)
+        assert torch.equal(out, want), f"{(out.float() - want.float()).abs().max()} off HF's LlamaRMSNorm"
+
+
 def test_engine_in_bf16_holds_bf16_weights_and_cache_and_a_twice_as_large_pool() -> None:
     from pagedlab import LLM, SamplingParams
 

@@ -224,6 +224,46 @@ def test_hidden_tests_run_only_when_asked_and_are_marked(tmp_path, capsys):
     assert not registry.get("02.slot_mapping").hidden_tests()
 
 
+def _hidden_folder(path, title: str):
+    """A hidden-tests folder with one test of 02.slot_mapping named ``title``."""
+    path.mkdir()
+    (path / "h.py").write_text(
+        textwrap.dedent(f"""
+        from pagedlab.grading import hidden_test
+
+        @hidden_test("02.slot_mapping", {title!r})
+        def _(fn, rec):
+            rec.observe("slots", fn([2], [5], 16))
+    """)
+    )
+    return path
+
+
+def test_hidden_tests_do_not_outlive_the_grade_or_check_that_loaded_them(tmp_path):
+    """A grade() in this process (an instructor's kernel, a test session) leaves no hidden test behind, whether it
+    returns or raises; a check() runs its own folder's hidden tests, none an earlier check() or grade() loaded."""
+    from pagedlab.grading.grade import E2EOptions, GradeError, Learner, grade
+
+    a, b = _hidden_folder(tmp_path / "a", "from folder A"), _hidden_folder(tmp_path / "b", "from folder B")
+    sol = registry.snippet_object("02.slot_mapping")
+    public = [t.title for t in registry.get("02.slot_mapping").public_tests()]
+    try:
+        bare = Learner("kim", str(tmp_path), problems=["no notebook (.ipynb) in the submission"])
+        (r,) = grade([bare], tmp_path / "o", a, exercises=["02.slot_mapping"], quiet=True, e2e=E2EOptions(False))
+        assert r.status == "invalid"
+        assert not registry.get("02.slot_mapping").hidden_tests()
+        with pytest.raises(GradeError, match="no submissions found"):
+            grade([], tmp_path / "o2", a, quiet=True, e2e=E2EOptions(False))  # fails after loading A
+        assert not registry.get("02.slot_mapping").hidden_tests()
+        assert [o.title for o in check(sol, show=False).outcomes] == public
+        res = check(sol, hidden_tests=str(a), show=False)
+        assert [o.title for o in res.outcomes] == [*public, "from folder A"] and res.passed
+        res = check(sol, hidden_tests=str(b), show=False)  # A's test stays loaded, but is not B's
+        assert [o.title for o in res.outcomes] == [*public, "from folder B"] and res.passed
+    finally:
+        registry.unload_hidden_tests()
+
+
 def test_run_driver_records_plain_transcripts():
     ex = registry.get("02.slot_mapping")
     entries = run_driver(ex.tests[0], registry.snippet_object("02.slot_mapping"), plain=True)

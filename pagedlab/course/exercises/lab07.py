@@ -197,19 +197,25 @@ def _(fn: Any, rec: Any) -> None:
 
 
 # --- insert --------------------------------------------------------------------------------------------
+def call_insert(fn: Any, rec: Any, root: TreeNode, key: list[Any], value: list[int], now: int, hint: str) -> Any:
+    """``fn(root, key, value, now)`` observed as every ``07.insert`` test observes it (the differential one
+    too): the contract, the count returned (``hint`` when it is wrong), ``key`` and ``value`` left as they were.
+    Returns what ``fn`` returned."""
+    before = snapshot(contracts.INSERT_MUTATES, key=key, value=value)
+    got = fn(root, key, value, now)
+    observe_contract(rec, contracts.INSERT, got)
+    rec.observe("returned (tokens already cached)", got, hint=hint)
+    observe_read_only(rec, contracts.INSERT_MUTATES, before, key=key, value=value)
+    return got
+
+
 def _insert(fn: Any, rec: Any, root: TreeNode, key: list[int], now: int, slot0: int) -> None:
     value = list(range(slot0, slot0 + len(key)))
     rec.step(f"insert(root, {key}, slots {value[0] if value else ''}..., now={now})")
     key = list(key)
-    before = snapshot(contracts.INSERT_MUTATES, key=key, value=value)
-    got = fn(root, key, value, now)
-    observe_contract(rec, contracts.INSERT, got)
-    rec.observe(
-        "returned (tokens already cached)",
-        got,
-        hint="count the leading tokens of the key that were already in the tree",
+    call_insert(
+        fn, rec, root, key, value, now, hint="count the leading tokens of the key that were already in the tree"
     )
-    observe_read_only(rec, contracts.INSERT_MUTATES, before, key=key, value=value)
     _record_tree(rec, root, f"after insert({key[:8]}, now={now})")
 
 

@@ -22,6 +22,7 @@ from pagedlab.course.exercises.lab07 import (  # the helpers the hand-written te
     _path_tokens,
     _ref,
     _tree_hint,
+    call_insert,
 )
 from pagedlab.grading.contract import observe_contract, observe_read_only, snapshot
 from pagedlab.grading.differential import differential
@@ -283,15 +284,15 @@ def _(fn: Any, case: Any, rec: Any) -> None:
         root, key, now = trees.roots[t], trees.key(trees.tokens(t, spec, nonempty=True)), trees.now(t)
         value = trees.value(len(key))
         rec.step(f"insert(tree {t}, {trees.show(key)}, slots {trees.show(value)}, now={now})")
-        before = snapshot(contracts.INSERT_MUTATES, key=key, value=value)
-        got = fn(root, key, value, now)
-        observe_contract(rec, contracts.INSERT, got)
-        rec.observe(
-            "returned (tokens already cached)",
-            got,
+        call_insert(
+            fn,
+            rec,
+            root,
+            key,
+            value,
+            now,
             hint="return how many leading elements of the key the tree held before the call",
         )
-        observe_read_only(rec, contracts.INSERT_MUTATES, before, key=key, value=value)
         trees.observe_trees(rec, t, f"after insert (tree {t}, now={now})", creation_order=False)
         rec.observe(
             "a node of the tree holds the very key or value list handed in",
