@@ -294,7 +294,8 @@ def paged_decode_attention(
 
     Args:
         query: fp32 or bf16 ``[num_seqs, num_q_heads, head_dim]`` on the CPU; heads contiguous (a column
-            slice of a packed QKV tensor is fine); bf16 is converted to fp32 first.
+            slice of a packed QKV tensor is fine); with bf16 caches a bf16 query is read by the kernel itself
+            (``paged_decode_attention_bf16``), with fp32 caches it is converted to fp32 first.
         kv: fp32 or bf16 contiguous 4-D caches (both one dtype; every sum is fp32 either way), integer ``block_tables`` ``[num_seqs, max_blocks]`` / ``seq_lens``
             ``[num_seqs]`` (int32, else converted), all on the CPU.
         scale: softmax scale.
