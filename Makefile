@@ -52,7 +52,8 @@ BENCH_ARGS  ?=
 SOAK_ARGS   ?= --minutes 30
 ARTIFACTS   := tests/artifacts
 NOTEBOOKS   := $(wildcard solutions/*.ipynb)
-NBVAL_ARGS  := $(if $(NOTEBOOKS),solutions --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg)
+# nbval over solutions/ (tests/run_suites.py adds the folder when it holds notebooks)
+NBVAL_OPTS  := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 # The course site (website/build.py): SITE_LANG picks the edition (interface strings, output folder);
 # another language passes its own notebooks with SITE_ARGS='--solutions DIR --labs DIR'.
@@ -154,31 +155,20 @@ demo: setup
 	"$(PAGEDLAB)" generate $(PROMPTS)
 
 # The lint step (ruff + mypy, seconds) runs first: a lint error fails `make test` as a test would.
-# The course site is built in the background while pytest runs (its notebooks execute beside the tests);
-# tests/browser/test_site_browser.py, ordered last, waits for that build's exit status file (PAGEDLAB_SITE_BUILD_RC:
-# a process id would not do, the finished build stays a zombie of this recipe's shell until pytest ends) and
-# opens every page in Chromium. Its log: $(ARTIFACTS)/site_build.log. The labs' "On real vLLM" cells take
-# their not-installed branch in that build (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs
-# them on real vLLM once; `make site` runs them where vLLM is installed. The build runs at the lowest CPU priority
-# (nice 19): it takes the cores' idle time between tests and leaves the tests' timings alone.
-# After it, the same job builds the Chinese edition of the labs SITE_ZH_LABS only (website/build.py --only; its
-# exit status to PAGEDLAB_SITE_ZH_BUILD_RC, its log $(ARTIFACTS)/site_build_zh.log), which the site test opens too.
-# SITE_IN_TEST=0: no background build (a narrowed PYTEST_ARGS run that leaves the site test out).
+# Then tests/run_suites.py runs pytest as two halves at once (TEST_JOBS=2; CI has two cores and one half alone
+# leaves a core idle), each with one OpenMP thread: A builds the course site (English, then the Chinese edition
+# of SITE_ZH_LABS) and runs the browser tests (the site's test opens that build), the twin against real vLLM and
+# nbval over solutions/; B runs the rest of tests/. Logs and junit files: $(ARTIFACTS)/pytest_{a,b}.log,
+# junit_{a,b}.xml. The site build runs the labs' "On real vLLM" cells on their not-installed branch
+# (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs them on real vLLM once.
+# TEST_JOBS=1: one pytest process, the site built in the background at nice 19.
+# SITE_IN_TEST=0: no site build (a narrowed PYTEST_ARGS run that leaves the site test out).
 SITE_IN_TEST ?= 1
 SITE_ZH_LABS ?= 00_welcome,02_block_pool
+TEST_JOBS    ?= 2
 test: lint $(if $(filter 1,$(SITE_IN_TEST)),$(SITE_NPM))
-	@mkdir -p $(ARTIFACTS)
-	@rc=; zhrc=; rm -f $(ARTIFACTS)/site_build.rc $(ARTIFACTS)/site_build_zh.rc; if [ "$(SITE_IN_TEST)" = 1 ]; then \
-	  rc=$(CURDIR)/$(ARTIFACTS)/site_build.rc; zhrc=$(CURDIR)/$(ARTIFACTS)/site_build_zh.rc; \
-	  ( PAGEDLAB_LAB_VLLM=off nice -n 19 "$(VPY)" website/build.py --lang en --out build/site/en > $(ARTIFACTS)/site_build.log 2>&1; \
-	    echo $$? > "$$rc"; \
-	    PAGEDLAB_LAB_VLLM=off nice -n 19 "$(VPY)" website/build.py --lang zh --out build/site/zh --only $(SITE_ZH_LABS) \
-	      > $(ARTIFACTS)/site_build_zh.log 2>&1; \
-	    echo $$? > "$$zhrc" ) & \
-	  echo "==> building the course site in the background (log $(ARTIFACTS)/site_build.log, exit status to $$rc)"; \
-	fi; \
-	PAGEDLAB_SITE_BUILD_RC=$$rc PAGEDLAB_SITE_ZH_BUILD_RC=$$zhrc TRITON_INTERPRET=1 MPLBACKEND=Agg "$(VPY)" -m pytest tests $(NBVAL_ARGS) \
-	  --timeout=900 --durations=15 --junitxml=$(ARTIFACTS)/junit.xml $(PYTEST_ARGS)
+	"$(VPY)" tests/run_suites.py --jobs $(TEST_JOBS) --site $(SITE_IN_TEST) --site-zh-labs $(SITE_ZH_LABS) \
+	  --nbval="$(NBVAL_OPTS)" -- $(PYTEST_ARGS)
 
 site: setup $(SITE_NPM)
 	"$(VPY)" website/build.py --lang $(SITE_LANG) --out $(SITE_OUT) $(SITE_ARGS)

@@ -1,9 +1,10 @@
 """The course site (``make site``) in Chromium with the network off: every lab page, every player animating.
 
 The site is built by ``website/build.py`` into ``build/site/en`` (``PAGEDLAB_SITE_DIR`` names another
-folder). ``make test`` starts that build in the background before pytest and exports its process id as
+folder). ``make test`` (tests/run_suites.py) builds it before this test's half of the suite starts and exports
 ``PAGEDLAB_SITE_BUILD_RC``, the file its exit status goes to; the fixture waits for that file (these tests are
-ordered last, tests/conftest.py), fails with the build's log when the status is not 0,
+ordered last, tests/conftest.py; with ``TEST_JOBS=1`` the build runs in the background), fails with the build's
+log when the status is not 0,
 or builds the site itself when neither a build nor a running build is there.
 
 Per page, opened as ``file://`` with every other request recorded and refused (the page must need none):
@@ -14,7 +15,7 @@ a lab, MathJax typesets lab 06's formulas from the site's own copy, exercise cel
 never the solution, and ``check()`` cells show the "run this in Jupyter" note instead of a result.
 Screenshots go to ``tests/artifacts/site/``.
 
-The Chinese edition: ``make test``'s background job then builds two labs of it (``--lang zh --only ...``, into
+The Chinese edition: ``make test``'s site build then builds two labs of it (``--lang zh --only ...``, into
 ``build/site/zh``; exit status to ``PAGEDLAB_SITE_ZH_BUILD_RC``, log ``site_build_zh.log``), and
 :func:`test_chinese_pages_render_play_and_link_to_english` opens those pages offline: Chinese prose and
 interface strings, every player playing (as above), no Chinese character drawn as a missing-glyph box, and the
