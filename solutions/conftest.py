@@ -11,6 +11,10 @@ notebook (the kernel start is counted in the first cell's setup) and writes
 Entries of notebooks not run in this session are kept, so a partial run updates the file.
 A notebook over the budget is reported in the terminal summary (it does not fail the run:
 timing on a shared machine is noisy; the number is evidence for the reviewers).
+
+The labs' timing notes do fail it: a cell whose metadata carries ``"pagedlab": {"up_to_s": N}`` (the "up to N s"
+its lab's prose tells the learner) must take at most N s and at least N / 4 (``pagedlab.course.timing_notes``).
+The measured figures go to the same file, under each notebook's ``"timing_notes"``.
 """
 
 from __future__ import annotations
@@ -22,9 +26,21 @@ from pathlib import Path
 
 import pytest
 
+from pagedlab.course import timing_notes
+
 BUDGET_S = float(os.environ.get("PAGEDLAB_NOTEBOOK_BUDGET_S", "60"))
 _OUT = Path(__file__).resolve().parents[1] / "tests" / "artifacts" / "notebook_times.json"
 _times: dict = {}
+#: nodeid -> (cell id, seconds its note claims), for the cells with a timing note
+_claims: dict[str, tuple[str, int]] = {}
+_claim_failures: list[str] = []
+
+
+def pytest_itemcollected(item):
+    cell = getattr(item, "cell", None)  # nbval's IPyNbCell
+    value = cell.get("metadata", {}).get("pagedlab", {}).get(timing_notes.KEY) if cell is not None else None
+    if value is not None:
+        _claims[item.nodeid] = (cell.get("id", item.name), value)
 
 
 def _notebook_of(nodeid: str) -> str | None:
@@ -47,9 +63,29 @@ def pytest_runtest_logreport(report):
         entry["failed"] += 1
 
 
+def _check_notes() -> dict[str, dict]:
+    """Each noted cell that ran, against its note; failures to ``_claim_failures``. Notebook -> cell id -> entry."""
+    out: dict[str, dict] = {}
+    for nodeid, (cell_id, claimed) in _claims.items():
+        nb = _notebook_of(nodeid)
+        entry = _times.get(nb or "")
+        cell = nodeid.split("::", 1)[1]
+        if entry is None or cell not in entry["per_cell"] or entry["failed"]:
+            continue  # not run (narrowed) or failed: nothing measured to judge
+        measured = entry["per_cell"][cell]
+        problem = timing_notes.check(claimed, measured)
+        out.setdefault(nb, {})[cell_id] = {"up_to_s": claimed, "measured_s": round(measured, 1), "ok": problem is None}
+        if problem:
+            _claim_failures.append(f"{nb} cell {cell_id} ({cell}) {problem}")
+    return out
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not _times:
         return
+    notes = _check_notes()
+    if _claim_failures and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     try:
         data = json.loads(_OUT.read_text()) if _OUT.exists() else {}
     except ValueError:
@@ -64,6 +100,7 @@ def pytest_sessionfinish(session, exitstatus):
             "slowest_cells": {k: round(v, 1) for k, v in sorted(e["per_cell"].items(), key=lambda kv: -kv[1])[:3]},
             "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e["start"])),
+            "timing_notes": notes.get(nb, {}),
         }
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"budget_s": BUDGET_S, "notebooks": dict(sorted(notebooks.items()))}, indent=2) + "\n")
@@ -76,6 +113,8 @@ def pytest_terminal_summary(terminalreporter):
     for nb, e in sorted(_times.items()):
         flag = "  OVER BUDGET" if e["seconds"] > BUDGET_S else ""
         terminalreporter.write_line(f"{nb:<40} {e['seconds']:6.1f} s  {e['cells']} cells{flag}")
+    for failure in _claim_failures:
+        terminalreporter.write_line(f"TIMING NOTE WRONG (fails the run): {failure}", red=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
