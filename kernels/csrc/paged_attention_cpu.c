@@ -493,7 +493,7 @@ static int paged_prefill_attention(void *out, const void *query, const void *key
 #pragma omp parallel num_threads(num_threads) if (num_threads > 1 && items > 1)
     {
         const size_t rows_d = (size_t)(PREFILL_ROWS * head_dim), kc_d = (size_t)(PREFILL_KC * head_dim);
-        float *buf = malloc(sizeof(float) * (2 * rows_d + 2 * PREFILL_ROWS + 2 * kc_d)); /* < 600 KB */
+        float *buf = malloc(sizeof(float) * (2 * rows_d + 2 * PREFILL_ROWS + 2 * kc_d)); /* <= 650 KB (head_dim 256) */
         PrefillScratch w = {0};
         if (buf) {
             w.q = buf, w.acc = w.q + rows_d, w.m = w.acc + rows_d;
