@@ -563,7 +563,7 @@ static int paged_prefill_attention(void *out, const void *query, const void *key
     {
         const size_t rows_d = (size_t)(PREFILL_ROWS * head_dim), kc_d = (size_t)(PREFILL_KC * head_dim);
         const size_t floats = 2 * rows_d + (size_t)PREFILL_ROWS * PREFILL_KC + 2 * PREFILL_ROWS + 2 * kc_d;
-        float *buf = malloc(sizeof(float) * floats); /* <= 720 KB (head_dim 256) */
+        float *buf = malloc(sizeof(float) * floats); /* <= 710 KB (head_dim 256) */
         PrefillScratch w = {0};
         if (buf) {
             w.q = buf, w.acc = w.q + rows_d, w.scores = w.acc + rows_d, w.m = w.scores + PREFILL_ROWS * PREFILL_KC;
