@@ -375,75 +375,79 @@ int lane_decode_attention_bf16kv(float *out, const float *query, const uint16_t 
  * roundings torch's, holds everywhere else. GCC's pragma; other compilers ignore it. */
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
-#define PREFILL_QT 16 /* queries per work item */
+#define PREFILL_QT 16 /* queries per work item: each staged chunk serves group x 16 rows */
 #define PREFILL_KC 64 /* keys per chunk */
-#define PREFILL_ROWS (MAX_GROUP * PREFILL_QT)
 
 typedef struct {
     /* q, acc [rows][head_dim]; scores [rows][KC]; m, l [rows]; kt [head_dim][KC]; v [KC][head_dim] */
     float *q, *acc, *scores, *m, *l, *kt, *v;
 } PrefillScratch;
 
-/* 8 floats in one vector register (AVX, or two SSE halves, or scalars where the machine has neither): the
- * register-blocked loops below hold their sums in these, so every key and value element loaded from the
- * staged chunk serves 4 query rows. */
-typedef float v8f __attribute__((vector_size(32)));
-static inline __attribute__((always_inline)) v8f load8(const float *p) {
-    v8f x;
+/* VW floats in one vector register: 16 with AVX-512, else 8 (AVX, or two SSE halves, or scalars where the
+ * machine has neither). The register-blocked loops below hold their sums in these, so every key and value
+ * element loaded from the staged chunk serves 4 query rows. */
+#if defined(__AVX512F__)
+#define VW 16
+#else
+#define VW 8
+#endif
+typedef float vecf __attribute__((vector_size(VW * sizeof(float))));
+static inline __attribute__((always_inline)) vecf loadv(const float *p) {
+    vecf x;
     memcpy(&x, p, sizeof x);
     return x;
 }
-static inline __attribute__((always_inline)) void store8(float *p, v8f x) { memcpy(p, &x, sizeof x); }
+static inline __attribute__((always_inline)) void storev(float *p, vecf x) { memcpy(p, &x, sizeof x); }
 
-/* scores[r][t0 .. t0 + 16) = q_r . k_t for the 4 rows at q (head_dim apart), keys t0 .. from kt [head_dim][KC]. */
-static inline __attribute__((always_inline)) void scores_4x16(float *scores, const float *q, const float *kt,
-                                                              int64_t head_dim, int64_t t0) {
-    v8f a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+/* scores[r][t0 .. t0 + 2 VW) = q_r . k_t for the 4 rows at q (head_dim apart), keys t0 .. from kt [head_dim][KC]. */
+static inline __attribute__((always_inline)) void scores_4xw(float *scores, const float *q, const float *kt,
+                                                             int64_t head_dim, int64_t t0) {
+    vecf a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
     for (int64_t d = 0; d < head_dim; d++) {
-        const v8f k0 = load8(kt + d * PREFILL_KC + t0), k1 = load8(kt + d * PREFILL_KC + t0 + 8);
+        const vecf k0 = loadv(kt + d * PREFILL_KC + t0), k1 = loadv(kt + d * PREFILL_KC + t0 + VW);
         const float q0 = q[d], q1 = q[head_dim + d], q2 = q[2 * head_dim + d], q3 = q[3 * head_dim + d];
         a00 += q0 * k0, a01 += q0 * k1, a10 += q1 * k0, a11 += q1 * k1;
         a20 += q2 * k0, a21 += q2 * k1, a30 += q3 * k0, a31 += q3 * k1;
     }
-    store8(scores + t0, a00), store8(scores + t0 + 8, a01);
-    store8(scores + PREFILL_KC + t0, a10), store8(scores + PREFILL_KC + t0 + 8, a11);
-    store8(scores + 2 * PREFILL_KC + t0, a20), store8(scores + 2 * PREFILL_KC + t0 + 8, a21);
-    store8(scores + 3 * PREFILL_KC + t0, a30), store8(scores + 3 * PREFILL_KC + t0 + 8, a31);
+    storev(scores + t0, a00), storev(scores + t0 + VW, a01);
+    storev(scores + PREFILL_KC + t0, a10), storev(scores + PREFILL_KC + t0 + VW, a11);
+    storev(scores + 2 * PREFILL_KC + t0, a20), storev(scores + 2 * PREFILL_KC + t0 + VW, a21);
+    storev(scores + 3 * PREFILL_KC + t0, a30), storev(scores + 3 * PREFILL_KC + t0 + VW, a31);
 }
 
-/* acc[r][d0 .. d0 + 16) += sum_t p[r][t] v_t[d0 ..] for the 4 rows at acc (head_dim apart) and p (KC apart). */
-static inline __attribute__((always_inline)) void values_4x16(float *acc, const float *p, const float *v,
-                                                              int64_t head_dim, int64_t kc, int64_t d0) {
+/* acc[r][d0 .. d0 + 2 VW) += sum_t p[r][t] v_t[d0 ..] for the 4 rows at acc (head_dim apart) and p (KC apart). */
+static inline __attribute__((always_inline)) void values_4xw(float *acc, const float *p, const float *v,
+                                                             int64_t head_dim, int64_t kc, int64_t d0) {
     float *a0 = acc + d0, *a1 = a0 + head_dim, *a2 = a1 + head_dim, *a3 = a2 + head_dim;
-    v8f a00 = load8(a0), a01 = load8(a0 + 8), a10 = load8(a1), a11 = load8(a1 + 8);
-    v8f a20 = load8(a2), a21 = load8(a2 + 8), a30 = load8(a3), a31 = load8(a3 + 8);
+    vecf a00 = loadv(a0), a01 = loadv(a0 + VW), a10 = loadv(a1), a11 = loadv(a1 + VW);
+    vecf a20 = loadv(a2), a21 = loadv(a2 + VW), a30 = loadv(a3), a31 = loadv(a3 + VW);
     for (int64_t t = 0; t < kc; t++) {
-        const v8f v0 = load8(v + t * head_dim + d0), v1 = load8(v + t * head_dim + d0 + 8);
+        const vecf v0 = loadv(v + t * head_dim + d0), v1 = loadv(v + t * head_dim + d0 + VW);
         const float p0 = p[t], p1 = p[PREFILL_KC + t], p2 = p[2 * PREFILL_KC + t], p3 = p[3 * PREFILL_KC + t];
         a00 += p0 * v0, a01 += p0 * v1, a10 += p1 * v0, a11 += p1 * v1;
         a20 += p2 * v0, a21 += p2 * v1, a30 += p3 * v0, a31 += p3 * v1;
     }
-    store8(a0, a00), store8(a0 + 8, a01), store8(a1, a10), store8(a1 + 8, a11);
-    store8(a2, a20), store8(a2 + 8, a21), store8(a3, a30), store8(a3 + 8, a31);
+    storev(a0, a00), storev(a0 + VW, a01), storev(a1, a10), storev(a1 + VW, a11);
+    storev(a2, a20), storev(a2 + VW, a21), storev(a3, a30), storev(a3 + VW, a31);
 }
 
 /* One work item: `rows` = group * nq query rows (query i0 + r / group of the sequence, head h * group + r % group),
  * in w->q (fp32, unscaled; rows up to a multiple of 4 padded with zeros), over the first ctx + i0 + nq keys.
- * Per chunk of KC keys: stage K and V as fp32; scores of 4 rows x 16 keys at a time (head_dim a multiple of 16;
- * else one row and key at a time); per row, the online softmax update (probabilities past the keys a row may
- * see set to 0); then the weighted values, 4 rows x 16 dims at a time. */
+ * Per chunk of KC keys: stage K and V as fp32; scores of 4 rows x 2 VW keys at a time (head_dim a multiple of
+ * 2 VW; else one row and key at a time); per row, the online softmax update (probabilities past the keys a row
+ * may see set to 0); then the weighted values, 4 rows x 2 VW dims at a time. */
 #define DEFINE_PREFILL_ITEM(NAME, T, LOAD)                                                                        \
 static inline __attribute__((always_inline)) void NAME(                                                        \
     const PrefillScratch *w, const char *key_cache, const char *value_cache, const int32_t *table,             \
     int64_t block_size, int64_t row_stride_bytes, int64_t head_bytes, int64_t rows, int64_t group,             \
     int64_t ctx, int64_t i0, int64_t head_dim, float scale) {                                                  \
     const int64_t n_keys = ctx + i0 + rows / group, rows4 = (rows + 3) & ~(int64_t)3;                          \
-    const int blocked = head_dim % 16 == 0;                                                                    \
+    const int blocked = head_dim % (2 * VW) == 0;                                                                    \
     for (int64_t r = 0; r < rows4; r++) w->m[r] = -__builtin_inff(), w->l[r] = 0.0f;                           \
     memset(w->acc, 0, sizeof(float) * (size_t)(rows4 * head_dim));                                            \
     for (int64_t t0 = 0; t0 < n_keys; t0 += PREFILL_KC) {                                                      \
-        const int64_t kc = n_keys - t0 < PREFILL_KC ? n_keys - t0 : PREFILL_KC, kc16 = (kc + 15) & ~(int64_t)15; \
-        for (int64_t t = 0; t < kc16; t++) { /* stage the chunk as fp32; K zeros past its end */               \
+        const int64_t kc = n_keys - t0 < PREFILL_KC ? n_keys - t0 : PREFILL_KC, kcw = (kc + 2 * VW - 1) / (2 * VW) * (2 * VW); \
+        for (int64_t t = 0; t < kcw; t++) { /* stage the chunk as fp32; K zeros past its end */                \
             if (t < kc) {                                                                                      \
                 const int64_t p = t0 + t, off = (int64_t)table[p / block_size] * block_size + p % block_size;  \
                 const T *k = (const T *)(key_cache + off * row_stride_bytes + head_bytes);                     \
@@ -456,8 +460,8 @@ static inline __attribute__((always_inline)) void NAME(                         
         }                                                                                                      \
         if (blocked) {                                                                                         \
             for (int64_t r = 0; r < rows4; r += 4)                                                             \
-                for (int64_t t = 0; t < kc16; t += 16)                                                         \
-                    scores_4x16(w->scores + r * PREFILL_KC, w->q + r * head_dim, w->kt, head_dim, t);          \
+                for (int64_t t = 0; t < kcw; t += 2 * VW)                                                      \
+                    scores_4xw(w->scores + r * PREFILL_KC, w->q + r * head_dim, w->kt, head_dim, t);           \
         } else {                                                                                               \
             for (int64_t r = 0; r < rows4; r++)                                                                \
                 for (int64_t t = 0; t < kc; t++) {                                                             \
@@ -495,8 +499,8 @@ _Pragma("omp simd reduction(+ : sum)")                                          
         }                                                                                                      \
         if (blocked) {                                                                                         \
             for (int64_t r = 0; r < rows4; r += 4)                                                             \
-                for (int64_t d0 = 0; d0 < head_dim; d0 += 16)                                                  \
-                    values_4x16(w->acc + r * head_dim, w->scores + r * PREFILL_KC, w->v, head_dim, kc, d0);     \
+                for (int64_t d0 = 0; d0 < head_dim; d0 += 2 * VW)                                              \
+                    values_4xw(w->acc + r * head_dim, w->scores + r * PREFILL_KC, w->v, head_dim, kc, d0);     \
         } else {                                                                                               \
             for (int64_t r = 0; r < rows4; r++)                                                                \
                 for (int64_t t = 0; t < kc; t++) {                                                             \
@@ -561,13 +565,15 @@ static int paged_prefill_attention(void *out, const void *query, const void *key
     const int64_t row_stride_bytes = num_kv_heads * head_dim * elem;
 #pragma omp parallel num_threads(num_threads) if (num_threads > 1 && items > 1)
     {
-        const size_t rows_d = (size_t)(PREFILL_ROWS * head_dim), kc_d = (size_t)(PREFILL_KC * head_dim);
-        const size_t floats = 2 * rows_d + (size_t)PREFILL_ROWS * PREFILL_KC + 2 * PREFILL_ROWS + 2 * kc_d;
-        float *buf = malloc(sizeof(float) * floats); /* <= 710 KB (head_dim 256) */
+        /* an item's rows: group x PREFILL_QT (a multiple of 4); at most 16 x 16 x 256 floats each for q and acc */
+        const size_t max_rows = (size_t)(group * PREFILL_QT), rows_d = max_rows * (size_t)head_dim;
+        const size_t kc_d = (size_t)(PREFILL_KC * head_dim);
+        const size_t floats = 2 * rows_d + max_rows * PREFILL_KC + 2 * max_rows + 2 * kc_d;
+        float *buf = malloc(sizeof(float) * floats); /* <= 710 KB (group 16, head_dim 256); 70 KB for group 3, head_dim 64 */
         PrefillScratch w = {0};
         if (buf) {
-            w.q = buf, w.acc = w.q + rows_d, w.scores = w.acc + rows_d, w.m = w.scores + PREFILL_ROWS * PREFILL_KC;
-            w.l = w.m + PREFILL_ROWS, w.kt = w.l + PREFILL_ROWS, w.v = w.kt + kc_d;
+            w.q = buf, w.acc = w.q + rows_d, w.scores = w.acc + rows_d, w.m = w.scores + max_rows * PREFILL_KC;
+            w.l = w.m + max_rows, w.kt = w.l + max_rows, w.v = w.kt + kc_d;
         }
 #pragma omp for schedule(dynamic, 1)
         for (int64_t item = 0; item < items; item++) {
