@@ -488,6 +488,12 @@ def test_turned_off_the_cpu_backend_runs_its_torch_path(monkeypatch: pytest.Monk
     torch.testing.assert_close(
         cpu.paged_decode_attention(q, kv, 0.25), reference.paged_decode_attention(q, kv, 0.25), rtol=1e-5, atol=1e-6
     )
+    q, _, kv = prefill_inputs(PREFILL_CHUNKS, 2, 3, 16, 4)  # prefill: the torch path too, same results
+    with mock.patch.object(native, "paged_prefill_attention", side_effect=AssertionError("the C kernel ran")):
+        torch.testing.assert_close(
+            cpu.paged_prefill_attention(q, kv, 0.25), reference.paged_prefill_attention(q, kv, 0.25), rtol=1e-5,
+            atol=1e-6,
+        )  # fmt: skip
 
 
 def test_without_a_compiler_the_reason_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
