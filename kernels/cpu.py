@@ -12,9 +12,11 @@ things that cost time on a CPU:
   and reused by all layers.
 * Decode, where the machine can build it: the C kernel of ``pagedlab.kernels.native``, which reads
   the blocks in place instead (no gather at all); the grouped torch path above is the fallback.
-* Prefill: SDPA's grouped-query path (``enable_gqa``) falls back to an unfused kernel on a CPU; here
-  each chunk's attention is two batched matmuls around a softmax with the query heads packed per
-  KV head (:func:`causal_gqa_attention`), K and V never repeated.
+* Prefill, where the machine can build it: the C kernel of ``pagedlab.kernels.native`` again, reading
+  the context's blocks in place (no gather), the queries in tiles with an online softmax.
+* Prefill, the torch fallback: SDPA's grouped-query path (``enable_gqa``) falls back to an unfused kernel
+  on a CPU; here each chunk's attention is two batched matmuls around a softmax with the query heads
+  packed per KV head (:func:`causal_gqa_attention`), K and V never repeated.
 
 (vLLM >= 0.6 runs CPU attention with its own C++ kernels; its ``vllm/attention/backends/torch_sdpa.py``
 also loops over sequences for prefill.) Layout and argument contracts: see the reference.
@@ -42,6 +44,7 @@ __all__ = [
     "DecodePlan",
     "NativeDecode",
     "paged_prefill_attention",
+    "torch_prefill_attention",
     "length_groups",
     "causal_gqa_attention",
     "single_threaded",
@@ -273,7 +276,9 @@ def _gather_blocks(cache: torch.Tensor, block_ids: torch.Tensor, out: torch.Tens
 
 
 def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
-    """Variable-length causal attention over cached context plus the chunk itself.
+    """Variable-length causal attention over cached context plus the chunk itself: the C kernel
+    (``native.paged_prefill_attention``) where ``native.reads`` says it can take ``kv`` and ``query``, else
+    :func:`torch_prefill_attention`.
 
     Same contract as ``reference.paged_prefill_attention``: ``query`` ``[total_q, Hq, D]``, sequence
     ``s``'s queries at ``cu_seqlens_q[s]:cu_seqlens_q[s+1]`` sit at positions ``seq_lens[s] - q_len ..``;
@@ -282,6 +287,14 @@ def paged_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> t
     Raises:
         KernelInputError: ``kv.cu_seqlens_q`` is None.
     """
+    if native.reads(kv, query):
+        return native.paged_prefill_attention(query, kv, scale)
+    return torch_prefill_attention(query, kv, scale)
+
+
+def torch_prefill_attention(query: torch.Tensor, kv: PagedKV, scale: float) -> torch.Tensor:
+    """:func:`paged_prefill_attention` in torch ops: each sequence's context gathered
+    (``reference.prefill_pieces``), then :func:`causal_gqa_attention`."""
     out = torch.empty_like(query)
     with single_threaded(query.shape[0] <= SINGLE_THREAD_TOKENS):
         for rows, q, k, v, ctx in prefill_pieces(query, kv):  # q [Hq, q_len, D], k/v [Hkv, seq_len, D]

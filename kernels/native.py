@@ -56,6 +56,7 @@ __all__ = [
     "library_dirs",
     "as_int32",
     "paged_decode_attention",
+    "paged_prefill_attention",
     "lane_decode_attention",
     "reads",
     "writes",
@@ -88,6 +89,9 @@ _SIGNATURES: dict[str, tuple[object, list[object]]] = {
     "paged_decode_attention_bf16kv": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
     "lane_decode_attention_bf16kv": (ctypes.c_int, [_P] * 7 + [_I] * 7 + [_F, ctypes.c_int, _P]),
     "paged_decode_attention_bf16": (ctypes.c_int, [_P] * 6 + [_I] * 10 + [_F, ctypes.c_int, _P]),
+    "paged_prefill_attention_f32": (ctypes.c_int, [_P] * 7 + [_I] * 10 + [_F, ctypes.c_int, _P]),
+    "paged_prefill_attention_bf16kv": (ctypes.c_int, [_P] * 7 + [_I] * 10 + [_F, ctypes.c_int, _P]),
+    "paged_prefill_attention_bf16": (ctypes.c_int, [_P] * 7 + [_I] * 10 + [_F, ctypes.c_int, _P]),
     "reshape_and_cache_f32": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "reshape_and_cache_bf16": (ctypes.c_int64, [_P] * 5 + [_I] * 5),
     "rms_norm_f32": (None, [_P] * 3 + [_I] * 3 + [_F]),
@@ -343,6 +347,76 @@ def paged_decode_attention(
     return out.to(dtype)
 
 
+def paged_prefill_attention(
+    query: torch.Tensor, kv: PagedKV, scale: float, num_threads: int | None = None
+) -> torch.Tensor:
+    """``reference.paged_prefill_attention``'s result, the keys and values read in place by the C kernel.
+
+    Sequence ``s``'s queries are rows ``cu_seqlens_q[s]:cu_seqlens_q[s+1]`` of ``query``, at positions
+    ``seq_lens[s] - q_len ..``; query ``i`` attends to keys ``0 .. seq_lens[s] - q_len + i`` (causal). Work items
+    (sequence, KV head, tile of 16 queries) run on ``num_threads`` OpenMP threads; each folds the keys in 64 at a
+    time with an online softmax (every sum fp32), in a per-thread scratch of a few hundred KB whatever the context.
+
+    Args:
+        query: fp32 or bf16 ``[total_q, num_q_heads, head_dim]`` on the CPU, heads contiguous (a column slice of a
+            packed QKV tensor is fine); with bf16 caches a bf16 query is read by the kernel itself and the bf16
+            output rounded once from fp32 (``paged_prefill_attention_bf16``), with fp32 caches it is converted to
+            fp32 first.
+        kv: as :func:`paged_decode_attention`, plus ``cu_seqlens_q`` (integers, ``[num_seqs + 1]``, from 0 to
+            ``total_q``, never decreasing; int32, else converted); every ``q_len <= seq_len``.
+        scale: softmax scale.
+        num_threads: OpenMP threads, ``1 ..`` :data:`MAX_THREADS` (default: ``torch.get_num_threads()``).
+    Returns:
+        ``[total_q, num_q_heads, head_dim]`` in the query's dtype, contiguous.
+
+    Raises:
+        RuntimeError: the kernel is not available (check :func:`load` first).
+        KernelInputError: ``cu_seqlens_q`` missing or not prefix sums of the query rows, a ``q_len`` above its
+            ``seq_len``, a block id outside ``[0, num_blocks)`` or a ``seq_len`` beyond its table row (naming the
+            sequence), or an input the kernel cannot read (as :func:`paged_decode_attention`).
+    """
+    lib = _library()
+    all_bf16 = _is_bf16(query) and _is_bf16(kv.key_cache)
+    query, dtype = (query, torch.bfloat16) if all_bf16 else _fp32_query(query)
+    total_q, num_q_heads, head_dim = _check_heads(query, kv)
+    _tensor("block_tables", kv.block_tables, 2)
+    cu = as_int32("cu_seqlens_q", kv.prefill_cu_seqlens())
+    num_seqs = kv.seq_lens.shape[0] if kv.seq_lens.dim() == 1 else -1
+    if cu.dim() != 1 or num_seqs < 0 or cu.shape[0] != num_seqs + 1 or kv.block_tables.shape[0] != num_seqs:
+        raise KernelInputError(
+            f"cu_seqlens_q must be [num_seqs + 1], seq_lens [num_seqs] and block_tables [num_seqs, max_blocks]; got "
+            f"{tuple(cu.shape)}, {tuple(kv.seq_lens.shape)} and {tuple(kv.block_tables.shape)}"
+        )
+    tables, lens = as_int32("block_tables", kv.block_tables), as_int32("seq_lens", kv.seq_lens)
+    threads = _count("num_threads", torch.get_num_threads() if num_threads is None else num_threads, 1, MAX_THREADS)
+    out = torch.empty(total_q, num_q_heads, head_dim, dtype=dtype if all_bf16 else torch.float32)
+    bad_seq = ctypes.c_int64(-1)
+    if all_bf16:
+        kernel = lib.paged_prefill_attention_bf16
+    else:
+        bf16_kv = kv.key_cache.dtype == torch.bfloat16
+        kernel = lib.paged_prefill_attention_bf16kv if bf16_kv else lib.paged_prefill_attention_f32
+    status = kernel(
+        out.data_ptr(), query.data_ptr(), kv.key_cache.data_ptr(), kv.value_cache.data_ptr(), tables.data_ptr(),
+        lens.data_ptr(), cu.data_ptr(), num_seqs, total_q, num_q_heads, kv.num_kv_heads, head_dim, kv.block_size,
+        kv.num_blocks, query.stride(0), tables.stride(0), tables.shape[1], _real("scale", scale), threads,
+        ctypes.byref(bad_seq),
+    )  # fmt: skip
+    if status == -8:
+        raise KernelInputError(
+            f"cu_seqlens_q must run from 0 to the {total_q} query rows, never decreasing; got {cu.tolist()}"
+        )
+    if status == -9:
+        seq = bad_seq.value
+        raise KernelInputError(
+            f"sequence {seq}: q_len={int(cu[seq + 1] - cu[seq])} query tokens but seq_len={int(lens[seq])} "
+            "(the queries are the last q_len of its seq_len positions)"
+        )
+    if status != 0:
+        _raise(status, bad_seq.value, kv)
+    return out.to(dtype)
+
+
 def _is_bf16(t: object) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype == torch.bfloat16
 
@@ -451,6 +525,16 @@ def as_int32(name: str, t: torch.Tensor) -> torch.Tensor:
 
 def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
     """``(num_seqs, num_q_heads, head_dim)`` of inputs the decode kernels can read, else KernelInputError."""
+    num_seqs, num_q_heads, head_dim = _check_heads(query, kv)
+    if kv.block_tables.dim() != 2 or kv.seq_lens.shape != (num_seqs,) or kv.block_tables.shape[0] != num_seqs:
+        raise KernelInputError(f"block_tables must be [{num_seqs}, max_blocks] and seq_lens [{num_seqs}]; got "
+                               f"{tuple(kv.block_tables.shape)} and {tuple(kv.seq_lens.shape)}")  # fmt: skip
+    return num_seqs, num_q_heads, head_dim
+
+
+def _check_heads(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
+    """``query``'s ``(rows, num_q_heads, head_dim)`` where the attention kernels can read it and ``kv``'s caches
+    (devices, dtypes, ranks, layouts, head shapes), else KernelInputError."""
     if not isinstance(kv, PagedKV):
         raise KernelInputError(f"kv must be a pagedlab.kernels.paged_kv.PagedKV, got {type(kv).__name__}")
     both_bf16 = _is_bf16(query) and _is_bf16(kv.key_cache)  # else the query is fp32 here (a bf16 one converted)
@@ -460,7 +544,7 @@ def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
     _tensor("seq_lens", kv.seq_lens, 1)
     key_cache, value_cache = kv.key_cache, kv.value_cache
     if not (key_cache.is_contiguous() and value_cache.is_contiguous() and key_cache.shape == value_cache.shape):
-        raise KernelInputError("the C decode kernel needs contiguous key and value caches of one shape")
+        raise KernelInputError("the C attention kernels need contiguous key and value caches of one shape")
     if kv.block_size < 1:
         raise KernelInputError(f"the cache's block_size (dim 1) must be >= 1, got {_describe(key_cache)}")
     if query.stride(2) != 1 or query.stride(1) != query.shape[2]:
@@ -470,13 +554,10 @@ def _check(query: torch.Tensor, kv: PagedKV) -> tuple[int, int, int]:
     group, rest = divmod(num_q_heads, kv.num_kv_heads) if kv.num_kv_heads else (0, 1)
     if rest or head_dim != kv.head_dim or not 1 <= group <= MAX_GROUP or not 1 <= head_dim <= MAX_HEAD_DIM:
         raise KernelInputError(
-            f"the C decode kernel takes num_q_heads a multiple (<= {MAX_GROUP}x) of num_kv_heads and head_dim "
+            f"the C attention kernels take num_q_heads a multiple (<= {MAX_GROUP}x) of num_kv_heads and head_dim "
             f"<= {MAX_HEAD_DIM} equal to the cache's; got {num_q_heads} query heads, {kv.num_kv_heads} KV heads, "
             f"head_dim {head_dim} (cache {kv.head_dim})"
         )
-    if kv.block_tables.dim() != 2 or kv.seq_lens.shape != (num_seqs,) or kv.block_tables.shape[0] != num_seqs:
-        raise KernelInputError(f"block_tables must be [{num_seqs}, max_blocks] and seq_lens [{num_seqs}]; got "
-                               f"{tuple(kv.block_tables.shape)} and {tuple(kv.seq_lens.shape)}")  # fmt: skip
     return num_seqs, num_q_heads, head_dim
 
 
@@ -502,8 +583,8 @@ def _raise(status: int, seq: int, kv: PagedKV) -> None:
         why = "is negative" if status == -6 else "is above the max_seq_len passed (it sizes the scores buffer)"
         raise KernelInputError(f"sequence {seq}: seq_len={n} {why}")
     if status == -1:
-        raise MemoryError(f"the C decode kernel: {_ERRORS[-1]}")
-    raise KernelInputError(f"the C decode kernel: {_ERRORS.get(status, f'error {status}')}")
+        raise MemoryError(f"the C attention kernels: {_ERRORS[-1]}")
+    raise KernelInputError(f"the C attention kernels: {_ERRORS.get(status, f'error {status}')}")
 
 
 # --- what every C entry point is handed: checked here, as C would trust it --------------------------------

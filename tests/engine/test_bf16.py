@@ -107,11 +107,18 @@ def test_doctor_names_the_bf16_instructions() -> None:
     assert (f"native bf16: {isa}" in check.detail) if isa else ("no native bf16" in check.detail)
 
 
-def test_bf16_model_matches_hf_in_bf16_and_is_really_bf16() -> None:
-    """The packed bf16 model (oneDNN bf16 linears, bf16 cache, C decode kernel) against HF transformers run in
-    bf16 on the same weights: logits within bf16's rounding (a few units in the last of 8 mantissa bits of
-    the logits' scale), the same argmax where HF's top two are apart by more than that; and farther from the
-    fp32 logits than fp32 rounding would be (the computation is bf16, not fp32 relabelled)."""
+def test_bf16_model_matches_hf_in_bf16_and_is_really_bf16(monkeypatch) -> None:
+    """The packed bf16 model (oneDNN bf16 linears, bf16 cache, the C prefill kernel where it is built) against HF
+    transformers run in bf16 on the same weights: logits within bf16's rounding (a few units in the last of 8
+    mantissa bits of the logits' scale), the same argmax where HF's top two are apart by more than that; and
+    farther from the fp32 logits than fp32 rounding would be (the computation is bf16, not fp32 relabelled)."""
+    from pagedlab.kernels import native
+
+    queries: list[torch.dtype] = []
+    prefill = native.paged_prefill_attention
+    monkeypatch.setattr(
+        native, "paged_prefill_attention", lambda q, *a, **kw: queries.append(q.dtype) or prefill(q, *a, **kw)
+    )
     hf, net = hf_and_kit()
     ids = [5, 17, 3, 90, 41, 8, 8, 60, 2, 33, 71, 12]
     with torch.inference_mode():
@@ -125,6 +132,8 @@ def test_bf16_model_matches_hf_in_bf16_and_is_really_bf16() -> None:
     head = kit16.packed_lm_head
     assert isinstance(head, cpu_linear.PackedLinear) and head.packed.is_mkldnn  # bf16: packed, not the plain table
     got = prefill_logits(kit16, ids, torch.bfloat16)
+    if native.load() is not None:  # every layer's prefill attention ran in C on the bf16 query and cache
+        assert queries == [torch.bfloat16] * len(kit16.layers)
     scale = want16.abs().max()
     tol = 4 * 2**-8 * scale
     assert (got - want16).abs().max() <= tol, f"{(got - want16).abs().max()} > {tol}"

@@ -175,6 +175,125 @@ def test_inputs_the_kernel_cannot_read_are_refused(built: None, what: str) -> No
         native.paged_decode_attention(q, kv, 0.25, max_seq_len=5 if "max_seq_len" in what else None)
 
 
+# --- 1c. prefill / extend attention ------------------------------------------------------------
+def prefill_inputs(
+    chunks: list[tuple[int, int]], hkv: int, group: int, d: int, bs: int, *, seed: int = 0, packed: bool = False
+) -> tuple[torch.Tensor, PagedKV, PagedKV]:
+    """``(query, poisoned kv, clean kv)`` of sequences with ``(context, q_len)`` each: NaN in unowned cache rows,
+    garbage ids in the table padding; with ``packed`` the query is the Q columns of a packed QKV."""
+    lens = [c + q for c, q in chunks]
+    case = PagedCase(lens, hkv, d, bs, F32, device="cpu", seed=seed)
+    cu = PagedCase.cu_seqlens([q for _, q in chunks])
+    table = case.block_tables.clone()
+    for s, n in enumerate(lens):
+        table[s, -(-n // bs) + 1 :] = GARBAGE_IDS[s % len(GARBAGE_IDS)]
+    hq, total = hkv * group, int(cu[-1])
+    if packed:
+        q = torch.randn(total, (hq + 2 * hkv) * d, generator=gen(seed + 1))[:, : hq * d].view(total, hq, d)
+    else:
+        q = torch.randn(total, hq, d, generator=gen(seed + 1))
+    return q, PagedKV(case.key_cache, case.value_cache, table, case.seq_lens, cu), case.kv(cu, clean=True)
+
+
+#: (context, q_len) per sequence: no context, a chunk of 1 (an extend of one token), chunks around the kernel's
+#: 16-query tiles and 64-key chunks, a sequence with nothing to compute (0, 0) and one with context only (5, 0).
+PREFILL_CHUNKS = [(0, 17), (40, 1), (0, 0), (63, 16), (5, 0), (100, 33), (1, 64)]
+
+
+@pytest.mark.parametrize("bs", [1, 16, 32])
+@pytest.mark.parametrize("d", [16, 64])
+@pytest.mark.parametrize("group", [1, 3, 4])  # with d=64: the specialized head_dim
+def test_prefill_equals_the_reference(built: None, group: int, d: int, bs: int) -> None:
+    q, kv, clean = prefill_inputs(PREFILL_CHUNKS, 2, group, d, bs, seed=group * d + bs)
+    out = native.paged_prefill_attention(q, kv, d**-0.5)
+    assert out.shape == q.shape and out.is_contiguous() and not torch.isnan(out).any()
+    torch.testing.assert_close(out, reference.paged_prefill_attention(q, clean, d**-0.5), rtol=1e-5, atol=4e-6)
+
+
+def test_prefill_of_a_packed_qkv_slice_is_one_result_on_any_thread_count(built: None) -> None:
+    q, kv, clean = prefill_inputs([(300, 200), (0, 1), (7, 40)], 3, 3, 64, 16, packed=True)
+    assert q.stride(0) != q.shape[1] * q.shape[2]
+    one = native.paged_prefill_attention(q, kv, 0.125, num_threads=1)
+    torch.testing.assert_close(one, reference.paged_prefill_attention(q, clean, 0.125), rtol=1e-5, atol=4e-6)
+    assert torch.equal(one, native.paged_prefill_attention(q, kv, 0.125, num_threads=2))  # items independent
+    assert torch.equal(one, cpu.paged_prefill_attention(q, kv, 0.125))  # the "cpu" backend's op: this kernel
+
+
+def test_prefill_bf16_is_the_fp32_result_rounded_once(built: None) -> None:
+    q, kv, _ = prefill_inputs([(70, 20), (0, 5)], 2, 3, 64, 16)
+    kv16 = PagedKV(kv.key_cache.bfloat16(), kv.value_cache.bfloat16(), kv.block_tables, kv.seq_lens, kv.cu_seqlens_q)
+    q16 = q.bfloat16()
+    out16 = native.paged_prefill_attention(q16, kv16, 0.125)
+    fp32 = native.paged_prefill_attention(q16.float(), kv16, 0.125)
+    assert out16.dtype == torch.bfloat16 and torch.equal(out16, fp32.bfloat16())
+    assert not torch.equal(out16, fp32.view(torch.int32).bitwise_and(-65536).view(F32).bfloat16())  # not truncated
+    assert torch.equal(cpu.paged_prefill_attention(q16, kv16, 0.125), out16)
+
+
+def with_prefill(kv: PagedKV, **fields: object) -> PagedKV:
+    """``kv`` with some fields replaced."""
+    parts = {"key_cache": kv.key_cache, "value_cache": kv.value_cache, "block_tables": kv.block_tables,
+             "seq_lens": kv.seq_lens, "cu_seqlens_q": kv.cu_seqlens_q}  # fmt: skip
+    return PagedKV(**(parts | fields))  # type: ignore[arg-type]
+
+
+def bad_block(kv: PagedKV) -> PagedKV:
+    table = kv.block_tables.clone()
+    table[1, 2] = kv.num_blocks
+    return with_prefill(kv, block_tables=table)
+
+
+WRONG_PREFILL_INPUTS: dict[str, tuple[Callable[[torch.Tensor, PagedKV], tuple[torch.Tensor, PagedKV]], str]] = {
+    "no cu_seqlens_q": (lambda q, kv: (q, with_prefill(kv, cu_seqlens_q=None)), "needs PagedKV.cu_seqlens_q"),
+    "cu_seqlens_q of another batch": (
+        lambda q, kv: (q, with_prefill(kv, cu_seqlens_q=kv.cu_seqlens_q[:2])),
+        r"cu_seqlens_q must be \[num_seqs \+ 1\]",
+    ),
+    "cu_seqlens_q not from 0": (
+        lambda q, kv: (q, with_prefill(kv, cu_seqlens_q=torch.tensor([1, 4, 9]))),
+        r"cu_seqlens_q must run from 0 to the 9 query rows, never decreasing; got \[1, 4, 9\]",
+    ),
+    "cu_seqlens_q decreasing": (
+        lambda q, kv: (q, with_prefill(kv, cu_seqlens_q=torch.tensor([0, 10, 9]))),
+        r"never decreasing; got \[0, 10, 9\]",
+    ),
+    "cu_seqlens_q short of the rows": (
+        lambda q, kv: (torch.cat([q, q[:1]]), kv),
+        r"cu_seqlens_q must run from 0 to the 10 query rows",
+    ),
+    "float cu_seqlens_q": (
+        lambda q, kv: (q, with_prefill(kv, cu_seqlens_q=kv.cu_seqlens_q.float())),
+        "cu_seqlens_q must hold integers",
+    ),
+    "q_len above seq_len": (
+        lambda q, kv: (q, with_prefill(kv, seq_lens=torch.tensor([4, 4], dtype=torch.int32))),
+        r"sequence 1: q_len=5 query tokens but seq_len=4",
+    ),
+    "a negative seq_len": (
+        lambda q, kv: (q, with_prefill(kv, seq_lens=torch.tensor([-1, 20], dtype=torch.int32))),
+        r"sequence 0: seq_len=-1 is negative",
+    ),
+    "a block id out of range": (lambda q, kv: (q, bad_block(kv)), r"sequence 1: .*outside \[0, \d+\)"),
+    "a seq_len past its row": (
+        lambda q, kv: (q, with_prefill(kv, seq_lens=torch.tensor([4, 4 * kv.block_tables.shape[1] + 1]))),
+        r"sequence 1: seq_len=\d+ needs \d+ blocks but its block_tables row holds",
+    ),
+    "fp16 query": (lambda q, kv: (q.half(), kv), "query must be a 3-D fp32 CPU tensor, got torch.float16"),
+    "Hq not a multiple of Hkv": (lambda q, kv: (q[:, :5], kv), "got 5 query heads, 2 KV heads"),
+    "heads not contiguous": (lambda q, kv: (q.transpose(1, 2).contiguous().transpose(1, 2), kv), "contiguous heads"),
+}
+
+
+@pytest.mark.parametrize("what", WRONG_PREFILL_INPUTS)
+def test_prefill_inputs_the_kernel_cannot_read_are_refused(built: None, what: str) -> None:
+    change, message = WRONG_PREFILL_INPUTS[what]
+    q, kv = change(*prefill_inputs([(0, 4), (15, 5)], 2, 3, 16, 4)[::2])
+    before = [t.clone() for t in (q, kv.key_cache, kv.value_cache)]
+    with pytest.raises(KernelInputError, match=message):
+        native.paged_prefill_attention(q, kv, 0.25)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, kv.key_cache, kv.value_cache)))
+
+
 # --- 1b. decode attention through a tile-load plan (a learner's lab 08 tile load in the engine) --------
 def odd_tile_load(cache: torch.Tensor, table: torch.Tensor, start: int, size: int, seq_len: int):  # type: ignore[no-untyped-def]
     """The solution's tile load, but lanes 3 and 5 of each tile read a zero row (still attending) and lane 6
@@ -369,6 +488,12 @@ def test_turned_off_the_cpu_backend_runs_its_torch_path(monkeypatch: pytest.Monk
     torch.testing.assert_close(
         cpu.paged_decode_attention(q, kv, 0.25), reference.paged_decode_attention(q, kv, 0.25), rtol=1e-5, atol=1e-6
     )
+    q, _, kv = prefill_inputs(PREFILL_CHUNKS, 2, 3, 16, 4)  # prefill: the torch path too, same results
+    with mock.patch.object(native, "paged_prefill_attention", side_effect=AssertionError("the C kernel ran")):
+        torch.testing.assert_close(
+            cpu.paged_prefill_attention(q, kv, 0.25), reference.paged_prefill_attention(q, kv, 0.25), rtol=1e-5,
+            atol=1e-6,
+        )  # fmt: skip
 
 
 def test_without_a_compiler_the_reason_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -695,10 +820,11 @@ def counting(f: Callable[..., torch.Tensor], calls: list[str]) -> Callable[..., 
 
 def test_engine_tokens_equal_with_the_c_kernels_on_and_off(built: None, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    for name in ("paged_decode_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"):
+    names = {"paged_decode_attention", "paged_prefill_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"}
+    for name in names:
         monkeypatch.setattr(native, name, counting(getattr(native, name), calls))
     on = engine_tokens(reject=True)
-    assert set(calls) == {"paged_decode_attention", "reshape_and_cache", "rms_norm", "rotary_embedding"}
+    assert set(calls) == names
     monkeypatch.setattr(native, "_state", {"lib": None, "why": "off for this test"})  # every caller: torch
     calls.clear()
     off = engine_tokens(reject=False)

@@ -253,6 +253,142 @@ def test_fuzz_paged_decode_attention_bf16_cache(bad: str) -> None:
         fuzz(decode_cases, bad, check_decode_bf16)
 
 
+# --- prefill / extend attention (many causal queries per sequence) ---------------------------------------
+PREFILL_BREAKS = [
+    "block id just past", "block id far", "seq_len past its row", "negative seq_len", "q_len above seq_len",
+    "cu_seqlens_q from 1", "cu_seqlens_q decreasing", "cu_seqlens_q short of the rows", "cu_seqlens_q missing",
+    "cu_seqlens_q one short", "float cu_seqlens_q", "meta query", "meta cache", "query heads not contiguous",
+    "5-D cache", "threads 0",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PrefillCase:
+    query: torch.Tensor
+    kv: PagedKV
+    threads: int | None
+    bad: str
+
+
+@st.composite
+def prefill_cases(draw: st.DrawFn, bad: str) -> PrefillCase | None:  # noqa: C901 - one branch per break
+    """Sequences of ``ctx`` cached tokens (0 included) and a chunk of ``q_len`` new ones (0 and 1 included), their
+    blocks scattered over a cache in a random order (no two sequences share one), garbage ids past each row's
+    blocks; the query either its own tensor or the Q columns of a packed QKV."""
+    hkv, group = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    d, bs = draw(st.sampled_from([8, 16, 64])), draw(st.sampled_from([1, 2, 3, 5, 8, 16, 32]))
+    chunks = draw(st.lists(st.tuples(st.sampled_from([0, 0, 1, 2, 7, 31, 64, 90]), st.sampled_from([0, 1, 1, 3, 16, 17, 40])),
+                           max_size=4))  # fmt: skip
+    lens = [ctx + q for ctx, q in chunks]
+    used = [-(-n // bs) for n in lens]
+    width = max(used, default=0) + draw(st.integers(0, 2))
+    num_blocks = sum(used) + draw(st.integers(1, 3))
+    order = draw(st.permutations(range(num_blocks)))
+    table = torch.full((len(lens), width), draw(st.sampled_from([-1, 2**31 - 1, num_blocks])), dtype=torch.int64)
+    at = 0
+    for s, u in enumerate(used):
+        table[s, :u] = torch.tensor(order[at : at + u], dtype=torch.int64)
+        at += u
+    seed = draw(st.integers(0, 2**16))
+    cache = randn(num_blocks, bs, hkv, d, seed=seed)
+    cu = torch.tensor([0, *torch.tensor([q for _, q in chunks], dtype=torch.int64).cumsum(0).tolist()])
+    kv = PagedKV(cache, randn(*cache.shape, seed=seed + 1), table.to(draw(st.sampled_from([torch.int32, torch.int64]))),
+                 torch.tensor(lens, dtype=torch.int32), cu.to(draw(st.sampled_from([torch.int32, torch.int64]))))  # fmt: skip
+    total, hq = int(cu[-1]), hkv * group
+    if draw(st.booleans()):  # the Q columns of a packed [T, (Hq + 2 Hkv) D] QKV: a row stride past the heads
+        query = randn(total, (hq + 2 * hkv) * d, seed=seed + 2)[:, : hq * d].view(total, hq, d)
+    else:
+        query = randn(total, hq, d, seed=seed + 2)
+    threads = draw(st.sampled_from(THREADS_OK))
+    live = [s for s, n in enumerate(lens) if n > 0]
+    asked = [s for s, (_, q) in enumerate(chunks) if q > 0]
+    lens_t, cu_t = kv.seq_lens.clone(), kv.cu_seqlens_q
+    if bad == "":
+        pass
+    elif bad.startswith("block id") and live:
+        s = draw(st.sampled_from(live))
+        table[s, draw(st.integers(0, used[s] - 1))] = num_blocks if bad == "block id just past" else -1
+        kv = replace(kv, block_tables=table)
+    elif bad == "seq_len past its row" and live:
+        lens_t[draw(st.sampled_from(live))] = width * bs + draw(st.integers(1, bs))
+        kv = replace(kv, seq_lens=lens_t)
+    elif bad == "negative seq_len" and lens:
+        lens_t[draw(st.integers(0, len(lens) - 1))] = -1
+        kv = replace(kv, seq_lens=lens_t)
+    elif bad == "q_len above seq_len" and asked:
+        s = draw(st.sampled_from(asked))
+        lens_t[s] = chunks[s][1] - 1
+        kv = replace(kv, seq_lens=lens_t)
+    elif bad == "cu_seqlens_q from 1" and total:
+        kv = replace(kv, cu_seqlens_q=cu + 1)
+    elif bad == "cu_seqlens_q decreasing" and len(lens) > 1:  # an inner boundary past the next one
+        j, bent = draw(st.integers(1, len(lens) - 1)), cu.clone()
+        bent[j] = bent[j + 1] + 1
+        kv = replace(kv, cu_seqlens_q=bent)
+    elif bad == "cu_seqlens_q short of the rows" and total:
+        query = torch.cat([query.contiguous(), query[:1].contiguous()])
+    elif bad == "cu_seqlens_q missing":
+        kv = replace(kv, cu_seqlens_q=None)
+    elif bad == "cu_seqlens_q one short" and lens:
+        kv = replace(kv, cu_seqlens_q=cu[:-1])
+    elif bad == "float cu_seqlens_q":
+        kv = replace(kv, cu_seqlens_q=cu_t.float())
+    elif bad == "meta query":
+        query = meta(query)
+    elif bad == "meta cache":
+        kv = replace(kv, value_cache=meta(kv.value_cache))
+    elif bad == "query heads not contiguous" and total and hq > 1 and d > 1:
+        query = query.transpose(1, 2).contiguous().transpose(1, 2)
+    elif bad == "5-D cache":
+        kv = replace(kv, key_cache=torch.stack([cache, -cache], -1), value_cache=kv.value_cache[..., None])
+    elif bad == "threads 0":
+        threads = 0
+    else:
+        return None
+    return PrefillCase(query, kv, threads, bad)
+
+
+def check_prefill(case: PrefillCase) -> None:
+    """fp32: the reference's result (rtol 1e-5, atol 4e-6: fp32 sums in another order, an online softmax)."""
+    got = outcome(lambda: native.paged_prefill_attention(case.query, case.kv, 0.3, num_threads=case.threads))
+    if case.bad:
+        return refused(got, case.bad)
+    out = returned(got)
+    assert out.shape == case.query.shape and out.is_contiguous() and out.dtype == torch.float32
+    torch.testing.assert_close(out, reference.paged_prefill_attention(case.query, case.kv, 0.3), rtol=1e-5, atol=4e-6)
+
+
+@pytest.mark.parametrize("bad", ["", *PREFILL_BREAKS])
+def test_fuzz_paged_prefill_attention(bad: str) -> None:
+    fuzz(prefill_cases, bad, check_prefill)
+
+
+def check_prefill_bf16(case: PrefillCase) -> None:
+    """bf16 caches: the fp32 reference on the same values at the fp32 tolerance (each row converted exactly,
+    every sum fp32); a bf16 query and output (``paged_prefill_attention_bf16``): the very bits of the kernel's fp32
+    output on the same values rounded once to nearest (ties to even), as torch's ``.bfloat16()`` rounds it; so
+    within half a bf16 ulp of the reference's fp32 output, give or take the fp32 tolerance."""
+    kv = bf16_caches(case.kv)
+    call = native.paged_prefill_attention
+    got = outcome(lambda: call(case.query, kv, 0.3, num_threads=case.threads))
+    if case.bad:
+        return refused(got, case.bad)
+    want = reference.paged_prefill_attention(case.query, upcast(kv), 0.3)
+    torch.testing.assert_close(returned(got), want, rtol=1e-5, atol=4e-6)
+    q16 = case.query.bfloat16()
+    got16 = returned(outcome(lambda: call(q16, kv, 0.3, num_threads=case.threads)))
+    assert got16.dtype == torch.bfloat16 and got16.shape == q16.shape
+    fp32 = returned(outcome(lambda: call(q16.float(), kv, 0.3, num_threads=case.threads)))
+    assert torch.equal(got16, fp32.bfloat16())
+    want16 = reference.paged_prefill_attention(q16.float(), upcast(kv), 0.3)
+    torch.testing.assert_close(got16.float(), want16, rtol=2**-8, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", ["", "block id just past", "q_len above seq_len", "meta cache", "5-D cache"])
+def test_fuzz_paged_prefill_attention_bf16_cache(bad: str) -> None:
+    fuzz(prefill_cases, bad, check_prefill_bf16)
+
+
 # --- decode attention through a tile-load plan's lanes -------------------------------------------------
 LANE_BREAKS = ["slot just past", "slot far", "negative seq_len", "3-D slots", "int32 slots", "meta slots", "meta mask", "meta lens",
                "float lens", "5-D cache"]  # fmt: skip
