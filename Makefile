@@ -155,13 +155,12 @@ demo: setup
 	"$(PAGEDLAB)" generate $(PROMPTS)
 
 # The lint step (ruff + mypy, seconds) runs first: a lint error fails `make test` as a test would.
-# Then tests/run_suites.py runs pytest as two halves at once (TEST_JOBS=2; CI has two cores and one half alone
-# leaves a core idle), each with one OpenMP thread: A builds the course site (English, then the Chinese edition
-# of SITE_ZH_LABS) and runs the browser tests (the site's test opens that build), the twin against real vLLM and
-# nbval over solutions/; B runs the rest of tests/. Logs and junit files: $(ARTIFACTS)/pytest_{a,b}.log,
-# junit_{a,b}.xml. The site build runs the labs' "On real vLLM" cells on their not-installed branch
-# (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/ runs them on real vLLM once.
-# TEST_JOBS=1: one pytest process, the site built in the background at nice 19.
+# Then tests/run_suites.py builds the course site (English, then the Chinese edition of SITE_ZH_LABS; logs
+# $(ARTIFACTS)/site_build*.log) beside pytest, which runs on TEST_JOBS pytest-xdist workers (CI has two cores; a
+# worker takes a whole test file, or all of tests/twin/, at a time: tests/conftest.py), each with one OpenMP
+# thread. The site's browser test, ordered last, waits for the build's exit status file. The build runs the labs'
+# "On real vLLM" cells on their not-installed branch (PAGEDLAB_LAB_VLLM=off, as in the nbval run): tests/twin/
+# runs them on real vLLM once. TEST_JOBS=1: one pytest process, the site built at nice 19.
 # SITE_IN_TEST=0: no site build (a narrowed PYTEST_ARGS run that leaves the site test out).
 SITE_IN_TEST ?= 1
 SITE_ZH_LABS ?= 00_welcome,02_block_pool

@@ -13,8 +13,9 @@ A notebook over the budget is reported in the terminal summary (it does not fail
 timing on a shared machine is noisy; the number is evidence for the reviewers).
 
 The labs' timing notes do fail it: a cell whose metadata carries ``"pagedlab": {"up_to_s": N}`` (the "up to N s"
-its lab's prose tells the learner) must take at most N s and at least N / 4 (``pagedlab.course.timing_notes``).
-The measured figures go to the same file, under each notebook's ``"timing_notes"``.
+its lab's prose tells the learner) fails when its run takes over N s or under N / 4
+(``pagedlab.course.timing_notes``), its message naming both figures. The measured figures go to the same file,
+under each notebook's ``"timing_notes"``.
 """
 
 from __future__ import annotations
@@ -31,16 +32,8 @@ from pagedlab.course import timing_notes
 BUDGET_S = float(os.environ.get("PAGEDLAB_NOTEBOOK_BUDGET_S", "60"))
 _OUT = Path(__file__).resolve().parents[1] / "tests" / "artifacts" / "notebook_times.json"
 _times: dict = {}
-#: nodeid -> (cell id, seconds its note claims), for the cells with a timing note
-_claims: dict[str, tuple[str, int]] = {}
-_claim_failures: list[str] = []
-
-
-def pytest_itemcollected(item):
-    cell = getattr(item, "cell", None)  # nbval's IPyNbCell
-    value = cell.get("metadata", {}).get("pagedlab", {}).get(timing_notes.KEY) if cell is not None else None
-    if value is not None:
-        _claims[item.nodeid] = (cell.get("id", item.name), value)
+#: notebook -> cell id -> {"up_to_s", "measured_s", "ok"}, for the noted cells that ran
+_notes: dict[str, dict] = {}
 
 
 def _notebook_of(nodeid: str) -> str | None:
@@ -63,29 +56,30 @@ def pytest_runtest_logreport(report):
         entry["failed"] += 1
 
 
-def _check_notes() -> dict[str, dict]:
-    """Each noted cell that ran, against its note; failures to ``_claim_failures``. Notebook -> cell id -> entry."""
-    out: dict[str, dict] = {}
-    for nodeid, (cell_id, claimed) in _claims.items():
-        nb = _notebook_of(nodeid)
-        entry = _times.get(nb or "")
-        cell = nodeid.split("::", 1)[1]
-        if entry is None or cell not in entry["per_cell"] or entry["failed"]:
-            continue  # not run (narrowed) or failed: nothing measured to judge
-        measured = entry["per_cell"][cell]
-        problem = timing_notes.check(claimed, measured)
-        out.setdefault(nb, {})[cell_id] = {"up_to_s": claimed, "measured_s": round(measured, 1), "ok": problem is None}
-        if problem:
-            _claim_failures.append(f"{nb} cell {cell_id} ({cell}) {problem}")
-    return out
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A noted cell whose run passed but does not fit its note fails, its message naming both figures."""
+    outcome = yield
+    cell = getattr(item, "cell", None)  # nbval's IPyNbCell
+    claimed = cell.get("metadata", {}).get("pagedlab", {}).get(timing_notes.KEY) if cell is not None else None
+    report = outcome.get_result()
+    if claimed is None or call.when != "call" or not report.passed:
+        return
+    problem = timing_notes.check(claimed, call.duration)
+    cell_id = cell.get("id", item.name)
+    entry = {"up_to_s": claimed, "measured_s": round(call.duration, 1), "ok": problem is None}
+    _notes.setdefault(_notebook_of(item.nodeid), {})[cell_id] = entry
+    if problem:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"TIMING NOTE WRONG: cell {cell_id} {problem}: the lab's prose says 'up to {claimed} s' "
+            f"(its metadata's pagedlab.{timing_notes.KEY}); change both, or the cell"
+        )
 
 
 def pytest_sessionfinish(session, exitstatus):
     if not _times:
         return
-    notes = _check_notes()
-    if _claim_failures and session.exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     try:
         data = json.loads(_OUT.read_text()) if _OUT.exists() else {}
     except ValueError:
@@ -100,7 +94,7 @@ def pytest_sessionfinish(session, exitstatus):
             "slowest_cells": {k: round(v, 1) for k, v in sorted(e["per_cell"].items(), key=lambda kv: -kv[1])[:3]},
             "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e["start"])),
-            "timing_notes": notes.get(nb, {}),
+            "timing_notes": _notes.get(nb, {}),
         }
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"budget_s": BUDGET_S, "notebooks": dict(sorted(notebooks.items()))}, indent=2) + "\n")
@@ -113,8 +107,6 @@ def pytest_terminal_summary(terminalreporter):
     for nb, e in sorted(_times.items()):
         flag = "  OVER BUDGET" if e["seconds"] > BUDGET_S else ""
         terminalreporter.write_line(f"{nb:<40} {e['seconds']:6.1f} s  {e['cells']} cells{flag}")
-    for failure in _claim_failures:
-        terminalreporter.write_line(f"TIMING NOTE WRONG (fails the run): {failure}", red=True)
 
 
 @pytest.hookimpl(hookwrapper=True)

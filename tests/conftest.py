@@ -13,6 +13,7 @@ if not torch.cuda.is_available():
 
 # --- one marker per lab: `pytest -m lab06` (declared in pyproject.toml) -------------------------------
 import re  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -58,6 +59,31 @@ def lab_markers(rel_path: str, nodeid: str) -> set[str]:
     labs |= {lab for lab, words in LAB_KEYWORDS.items() if any(w in name for w in words)}
     labs |= {f"lab0{d}" for d in _EXERCISE_ID.findall(nodeid)}
     return labs - {"lab00"}
+
+
+#: Folders whose tests one ``make test`` worker runs together (pytest-xdist): tests/twin/'s files share one
+#: session fixture (a real vLLM run of SmolLM2), which two workers would each start.
+SHARED_GROUPS: dict[str, str] = {"tests/twin/": "tests/twin"}
+
+
+def xdist_group(rel_path: str) -> str:
+    """The group of a test in ``rel_path``: its file (its module fixtures set up once; a notebook's cells run in
+    order in one kernel), or its folder's in :data:`SHARED_GROUPS`. A ``make test`` worker takes a whole group."""
+    return next((g for prefix, g in SHARED_GROUPS.items() if rel_path.startswith(prefix)), rel_path)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduler for ``make test``: a worker takes a whole :func:`xdist_group`, the next one goes to
+    whichever worker is free. (``--dist loadgroup``'s marks do not reach the scheduler under pytest 9.2, whose
+    nodes no longer read the ``_nodeid`` pytest-xdist 3.8.0 rewrites; this is its ``loadfile`` with the twin
+    folder as one scope.)"""
+    from xdist.scheduler import LoadScopeScheduling  # lazy: pytest-xdist is imported only when its workers run
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid.split("::", 1)[0])
+
+    return GroupScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

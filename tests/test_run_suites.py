@@ -1,10 +1,12 @@
-"""make test's runner (tests/run_suites.py): its two halves run the whole suite, each test exactly once."""
+"""make test's runner (tests/run_suites.py) and its pytest-xdist groups (tests/conftest.py): a worker takes a
+whole file, or all of tests/twin/; the run on two workers is the one-process run's tests, each once."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
-from collections import Counter
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -12,37 +14,51 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_suites  # noqa: E402
 
+from tests.conftest import xdist_group  # noqa: E402
+
 REPO = run_suites.REPO
-NBVAL = ["--nbval-lax", "--nbval-current-env"]
-
-
-def collected(cmd: list[str]) -> list[str]:
-    """The node ids ``cmd`` (a pytest command) collects."""
-    args = [a for a in cmd if not a.startswith(("--junitxml", "--durations", "--timeout"))]
-    r = subprocess.run(
-        [*args, "--collect-only", "-q", "-p", "no:cacheprovider"], cwd=REPO, capture_output=True, text=True, timeout=600
-    )
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return [line for line in r.stdout.splitlines() if "::" in line]
-
-
-def test_the_halves_collect_the_whole_suite_each_test_once():
-    solutions = ["solutions"]
-    a_cmd, b_cmd = run_suites.half_commands(solutions, NBVAL, [])
-    whole = collected(run_suites.pytest_command(["tests", *solutions], "x.xml", NBVAL))
-    a, b = collected(a_cmd), collected(b_cmd)
-    both = Counter(a) + Counter(b)
-    assert [k for k, n in both.items() if n > 1] == []
-    assert sorted(both) == sorted(whole)
-    # each half has the folders it is meant to have: A the browser, twin and notebooks; B the rest
-    assert {i.split("/")[0] + "/" + i.split("/")[1] for i in a if i.startswith("tests/")} == set(run_suites.A_PATHS)
-    assert any(i.startswith("solutions/") for i in a) and not any(i.startswith("solutions/") for i in b)
-    assert any(i.startswith("tests/grading/") for i in b)
 
 
 @pytest.mark.parametrize(
-    ("codes", "status"),
-    [([0, 0], 0), ([0, 5], 0), ([5, 0], 0), ([5, 5], 5), ([1, 0], 1), ([0, 2], 2), ([5, 1], 1), ([3, 1], 3)],
+    ("path", "group"),
+    [
+        ("tests/twin/test_fuzz.py", "tests/twin"),
+        ("tests/twin/test_lab_cells.py", "tests/twin"),
+        ("tests/grading/test_grade.py", "tests/grading/test_grade.py"),
+        ("tests/test_twin_records.py", "tests/test_twin_records.py"),  # not under tests/twin/
+        ("solutions/03_copy_on_write.ipynb", "solutions/03_copy_on_write.ipynb"),
+    ],
 )
-def test_make_test_fails_when_either_half_fails(codes, status):
-    assert run_suites.combined_status(codes) == status
+def test_a_test_is_grouped_by_its_file_or_the_twin_folder(path, group):
+    assert xdist_group(path) == group
+
+
+def test_two_workers_take_whole_groups_and_run_each_test_once(tmp_path):
+    """A real two-worker run of a few of the suite's files: every test ran once, each file's tests (and each
+    notebook's cells, in order) on one worker, as in the one-process run."""
+    files = ["tests/test_layout.py", "tests/test_routes.py", "tests/test_lab_markers.py", "solutions/00_welcome.ipynb"]
+    cmd = run_suites.pytest_command(files, 2, ["-v", "-p", "no:cacheprovider", "--nbval-lax", "--nbval-current-env"])
+    cmd = [a for a in cmd if not a.startswith("--junitxml")] + [f"--junitxml={tmp_path / 'j.xml'}"]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    ran = re.findall(r"^\[(gw\d)\] \[\s*\d+%\] PASSED (.+?)\s*$", r.stdout, flags=re.M)
+    ran = [(w, n.replace("::ipynb::", ".ipynb::")) for w, n in ran]  # xdist shows a notebook's cells so
+    workers: dict[str, set[str]] = defaultdict(set)
+    for worker, nodeid in ran:
+        workers[nodeid.split("::")[0]].add(worker)
+    assert sorted(workers) == sorted(files)
+    assert all(len(w) == 1 for w in workers.values()), dict(workers)
+    assert {w for ws in workers.values() for w in ws} == {"gw0", "gw1"}  # both workers had work
+    nodeids = [n for _, n in ran]
+    assert len(nodeids) == len(set(nodeids))
+    one = subprocess.run(
+        [sys.executable, "-m", "pytest", *files, "--collect-only", "-q", "-p", "no:cacheprovider", "--nbval-lax"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    alone = {line for line in one.stdout.splitlines() if "::" in line}
+    assert {n.split("@")[0] for n in nodeids} == alone
+    cells = [n for n in nodeids if n.startswith("solutions/")]
+    assert cells == sorted(cells, key=lambda n: int(re.search(r"Cell (\d+)", n)[1]))  # a notebook's cells in order

@@ -1,10 +1,9 @@
 """The course site (``make site``) in Chromium with the network off: every lab page, every player animating.
 
 The site is built by ``website/build.py`` into ``build/site/en`` (``PAGEDLAB_SITE_DIR`` names another
-folder). ``make test`` (tests/run_suites.py) builds it before this test's half of the suite starts and exports
-``PAGEDLAB_SITE_BUILD_RC``, the file its exit status goes to; the fixture waits for that file (these tests are
-ordered last, tests/conftest.py; with ``TEST_JOBS=1`` the build runs in the background), fails with the build's
-log when the status is not 0,
+folder). ``make test`` (tests/run_suites.py) builds it beside the tests and exports ``PAGEDLAB_SITE_BUILD_RC``,
+the file its exit status goes to; the fixture waits for that file (these tests are ordered last,
+tests/conftest.py), fails with the build's log when the status is not 0,
 or builds the site itself when neither a build nor a running build is there.
 
 Per page, opened as ``file://`` with every other request recorded and refused (the page must need none):
