@@ -13,7 +13,7 @@ A notebook over the budget is reported in the terminal summary (it does not fail
 timing on a shared machine is noisy; the number is evidence for the reviewers).
 
 The labs' timing notes do fail it: a cell whose metadata carries ``"pagedlab": {"up_to_s": N}`` (the "up to N s"
-its lab's prose tells the learner) fails when its run takes over N s or under N / 4
+its lab's prose tells the learner) fails when its run takes over N s or, on CI (``CI=true``), under N / 4
 (``pagedlab.course.timing_notes``), its message naming both figures. The measured figures go to the same file,
 under each notebook's ``"timing_notes"``.
 """
@@ -65,7 +65,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if claimed is None or call.when != "call" or not report.passed:
         return
-    problem = timing_notes.check(claimed, call.duration)
+    problem = timing_notes.check(claimed, call.duration, too_loose=os.environ.get("CI") == "true")
     cell_id = cell.get("id", item.name)
     entry = {"up_to_s": claimed, "measured_s": round(call.duration, 1), "ok": problem is None}
     _notes.setdefault(_notebook_of(item.nodeid), {})[cell_id] = entry

@@ -4,6 +4,7 @@ run of the solutions (solutions/conftest.py) fails when a cell does not fit its 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,8 @@ def test_notes_that_fit_pass():
 )
 def test_a_note_holds_between_its_figure_and_a_quarter_of_it(claimed, measured, ok):
     assert (timing_notes.check(claimed, measured) is None) is ok
+    # off CI only the upper bound holds: a faster machine makes "up to N s" truer
+    assert (timing_notes.check(claimed, measured, too_loose=False) is None) is (measured <= claimed)
 
 
 @pytest.mark.slow
@@ -100,6 +103,7 @@ def test_the_nbval_run_fails_on_a_note_the_cell_does_not_fit(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "solutions", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider"],
         cwd=kit,
+        env={**os.environ, "CI": "true"},  # the too-loose note is judged on CI's machine only
         capture_output=True,
         text=True,
         timeout=300,

@@ -7,7 +7,9 @@ solutions (``make test``, on CI's two cores) measures the cell and fails when th
 (``solutions/conftest.py``):
 
 - the cell took longer than N s (the note promises too little), or
-- it took less than N / ``SLACK`` s (the note is so loose it says nothing).
+- on CI (``CI=true``: the machine the figures are set for), it took less than N / ``SLACK`` s (the note is so
+  loose it says nothing). A faster machine than CI's only makes "up to N s" truer, so elsewhere this is not
+  checked.
 
 ``tests/test_notebook_facts.py`` checks the notes statically: every "up to N s" in a lab's prose names the figure
 of the next code cell that carries one, every such cell has its note, and no note gives a typed range instead.
@@ -66,10 +68,11 @@ def note_problems(nb: dict[str, Any]) -> list[str]:
     return problems
 
 
-def check(claimed_s: float, measured_s: float) -> str | None:
-    """None when a cell that took ``measured_s`` fits its note of ``claimed_s``; else what is wrong."""
+def check(claimed_s: float, measured_s: float, too_loose: bool = True) -> str | None:
+    """None when a cell that took ``measured_s`` fits its note of ``claimed_s``; else what is wrong.
+    ``too_loose``: also fail a note over ``SLACK`` times the measured time (on CI's machine)."""
     if measured_s > claimed_s:
         return f"took {measured_s:.1f} s, over its note's {claimed_s:g} s"
-    if claimed_s > SLACK * measured_s:
+    if too_loose and claimed_s > SLACK * measured_s:
         return f"took {measured_s:.1f} s: its note's {claimed_s:g} s is over {SLACK:g}x that (too loose to help)"
     return None
