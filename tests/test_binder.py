@@ -36,7 +36,7 @@ def _pip_pins(path: Path) -> list[str]:
 
 
 #: What a learner never runs: Binder's image leaves it out (hypothesis stays: check() draws cases with it).
-TEST_TOOLING = ("pytest", "pytest-timeout", "nbval", "playwright")
+TEST_TOOLING = ("pytest", "pytest-timeout", "pytest-xdist", "nbval", "playwright")
 
 
 def _name(pin: str) -> str:
