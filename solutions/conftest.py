@@ -45,6 +45,10 @@ def pytest_runtest_logreport(report):
     nb = _notebook_of(report.nodeid)
     if nb is None:
         return
+    for key, value in report.user_properties:
+        if key == "timing_note":
+            cell_id, entry = value
+            _notes.setdefault(nb, {})[cell_id] = entry
     entry = _times.setdefault(nb, {"seconds": 0.0, "cells": 0, "failed": 0, "start": time.time(), "per_cell": {}})
     dur = float(getattr(report, "duration", 0.0) or 0.0)
     entry["seconds"] += dur
@@ -68,7 +72,8 @@ def pytest_runtest_makereport(item, call):
     problem = timing_notes.check(claimed, call.duration, too_loose=os.environ.get("CI") == "true")
     cell_id = cell.get("id", item.name)
     entry = {"up_to_s": claimed, "measured_s": round(call.duration, 1), "ok": problem is None}
-    _notes.setdefault(_notebook_of(item.nodeid), {})[cell_id] = entry
+    # carried by the report (pytest-xdist sends it to the controller, which writes the file)
+    report.user_properties.append(("timing_note", (cell_id, entry)))
     if problem:
         report.outcome = "failed"
         report.longrepr = (
@@ -78,7 +83,7 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if not _times:
+    if not _times or hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller writes it
         return
     try:
         data = json.loads(_OUT.read_text()) if _OUT.exists() else {}

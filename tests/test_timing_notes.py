@@ -87,9 +87,11 @@ def test_a_note_holds_between_its_figure_and_a_quarter_of_it(claimed, measured, 
 
 
 @pytest.mark.slow
-def test_the_nbval_run_fails_on_a_note_the_cell_does_not_fit(tmp_path):
-    """solutions/conftest.py in a real nbval run: the cells with a too-loose note and a too-tight one fail (each
-    message naming both figures), the fitting one passes and is recorded with its measured time."""
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadfile"]], ids=["one process", "xdist"])
+def test_the_nbval_run_fails_on_a_note_the_cell_does_not_fit(tmp_path, workers):
+    """solutions/conftest.py in a real nbval run (alone, and on pytest-xdist workers as make test runs it): the
+    cells with a too-loose note and a too-tight one fail (each message naming both figures), the fitting one
+    passes, and all three are recorded with their measured times."""
     kit = tmp_path / "kit"
     (kit / "solutions").mkdir(parents=True)
     shutil.copy(REPO / "solutions" / "conftest.py", kit / "solutions" / "conftest.py")
@@ -101,7 +103,17 @@ def test_the_nbval_run_fails_on_a_note_the_cell_does_not_fit(tmp_path):
         nb.cells.append(cell)
     nbformat.write(nb, kit / "solutions" / "t.ipynb")
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "solutions", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "solutions",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "-p",
+            "no:cacheprovider",
+            *workers,
+        ],
         cwd=kit,
         env={**os.environ, "CI": "true"},  # the too-loose note is judged on CI's machine only
         capture_output=True,
